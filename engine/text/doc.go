@@ -1,0 +1,19 @@
+// Package text is fenec's full-text index: a tokenizer and an in-memory
+// BM25 index over one text field of one collection of one tenant.
+//
+// Each Index keeps its own statistics (document count, total and average
+// length, document frequency per term), so ranking inside a tenant depends
+// only on that tenant's documents. Postings are compact slices, one per
+// term, sorted by an internal document slot.
+//
+// It is for ranking documents by a bag-of-words query. It is not for
+// phrase or proximity search, stemming, stop words, language detection, or
+// storing the text itself: the engine keeps documents and calls Put and
+// Remove as they change.
+//
+// Concurrency: an Index does no locking of its own. Put and Remove must not
+// run concurrently with anything else on the same Index; Search, Len and the
+// statistics may run concurrently with each other. The engine satisfies
+// this by calling writes under its tenant write lock and searches under the
+// read lock.
+package text
