@@ -1,0 +1,279 @@
+package store
+
+// This file is the store's public surface: the types the engine codes
+// against and the methods of an open Log. The implementation lives in the
+// files named for each concept (frame.go, replay.go, append.go, sync.go,
+// image.go, checkpoint.go, install.go, read.go, lock.go).
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"time"
+)
+
+// Kind is a record's kind, its payload's first byte. Kinds below KindEngine
+// are the store's own (images, forks); the engine numbers its records from
+// KindEngine up and the store treats their bodies as opaque bytes.
+type Kind uint8
+
+const (
+	// KindImage is one chunk of an image that continues in the next frame.
+	KindImage Kind = 1
+	// KindImageEnd is the last (or only) chunk of an image.
+	KindImageEnd Kind = 2
+	// KindFork starts a new history at the current seq; body: 8-byte history.
+	KindFork Kind = 3
+
+	// KindEngine is the first kind the engine may use; every kind from it
+	// to 255 is the engine's.
+	KindEngine Kind = 16
+)
+
+// SyncMode says when appended records reach the disk. The order matches
+// engine.SyncMode so the engine can convert with a plain cast.
+type SyncMode int
+
+const (
+	// SyncEvery fsyncs every Options.SyncEvery when anything was appended;
+	// a record is durable once the next tick has synced it.
+	SyncEvery SyncMode = iota
+	// SyncAlways fsyncs before Append returns; concurrent appenders that
+	// wait with WaitDurable share one fsync (group commit).
+	SyncAlways
+	// SyncOff never fsyncs on its own; everything appended counts as
+	// durable.
+	SyncOff
+)
+
+// Options configures one open Log.
+type Options struct {
+	Sync      SyncMode
+	SyncEvery time.Duration // for SyncEvery; default 100 ms
+
+	// RetainBytes bounds the records a Checkpoint keeps in front of its
+	// image for change cursors and replicas (newest kept); default 16 MiB.
+	// Compact keeps none whatever it says.
+	RetainBytes int64
+
+	// Logger receives what the store notices (a torn tail cut off, a
+	// leftover side file removed). Nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultRetainBytes is Options.RetainBytes when it is zero.
+const DefaultRetainBytes = 16 << 20
+
+// DefaultSyncEvery is Options.SyncEvery when it is zero.
+const DefaultSyncEvery = 100 * time.Millisecond
+
+// Record is one record of the log.
+//
+// First and Last are the seq range of the writes it holds: First = seq+1
+// and Last = seq+n for a record appended at seq holding n writes, so a
+// record holding none (a fork, an image) has First == Last+1.
+type Record struct {
+	Kind        Kind
+	First, Last uint64
+	// Body is the record's payload after the kind and seqs: the engine's
+	// bytes. It belongs to the receiver (the store keeps no reference),
+	// except from Append, where it is the caller's own slice.
+	Body []byte
+	// Frame is the whole frame as it lies in the file (length and CRC
+	// included), set by ReadFrom and AppendRaw: what replication ships.
+	// Body is a sub-slice of it when it is set.
+	Frame []byte
+}
+
+// N is the number of writes the record holds.
+func (r Record) N() uint64 { return r.Last + 1 - r.First }
+
+// LineageEntry is one history of a file: writes from From+1 on belong to
+// History until the next entry's From.
+type LineageEntry struct {
+	History uint64 `json:"history"`
+	From    uint64 `json:"from"`
+}
+
+// Position is where a log stands: its seq and its lineage. An image is
+// written at a Position.
+type Position struct {
+	Seq     uint64
+	Lineage []LineageEntry
+}
+
+// Replayer receives a file's state as Open replays it: first the last
+// image (if the file has one), then every engine record after it, in order.
+// An error from either method stops Open, which returns it wrapped.
+type Replayer interface {
+	// Image is called at most once, before any Record, with the seq the
+	// image was written at and a reader over the state the engine wrote
+	// (what Checkpoint's writeState wrote). It must not keep r after it
+	// returns.
+	Image(seq uint64, r io.Reader) error
+	// Record is called for each engine record (Kind >= KindEngine) after
+	// the image. Forks and images are the store's own and are not passed.
+	Record(rec Record) error
+}
+
+// ReplayFuncs adapts two functions to a Replayer; a nil func ignores what
+// it would be given (a nil Image func drains the image).
+type ReplayFuncs struct {
+	OnImage  func(seq uint64, r io.Reader) error
+	OnRecord func(rec Record) error
+}
+
+// Image implements Replayer.
+func (f ReplayFuncs) Image(seq uint64, r io.Reader) error {
+	if f.OnImage == nil {
+		_, err := io.Copy(io.Discard, r)
+		return err
+	}
+	return f.OnImage(seq, r)
+}
+
+// Record implements Replayer.
+func (f ReplayFuncs) Record(rec Record) error {
+	if f.OnRecord == nil {
+		return nil
+	}
+	return f.OnRecord(rec)
+}
+
+// WriteStateFunc streams the engine's whole state to w. The store cuts
+// what it writes into frames as it comes, so the state is never held as
+// one []byte.
+type WriteStateFunc func(w io.Writer) error
+
+// Log is one open tenant file: an append-only log of framed, checksummed
+// records under an exclusive flock. Its methods are safe for concurrent use;
+// appends are serialised inside the Log (the engine's own write lock keeps
+// the order it wants).
+type Log struct {
+	logState
+}
+
+// Create makes a new tenant file at path (it must not exist: ErrExist),
+// takes its flock and starts a fresh random history at seq 0, durably.
+func Create(path string, opts Options) (*Log, error) { panic("store: not built") }
+
+// Open takes the flock on an existing tenant file (ErrNotExist, ErrLocked),
+// removes leftover side files (<path>.tmp, <path>.install), checks every
+// frame (cutting a torn tail, refusing a damaged file with a
+// *DamagedError), and replays it into h: the last image, then every engine
+// record after it. h may be nil.
+func Open(path string, opts Options, h Replayer) (*Log, error) { panic("store: not built") }
+
+// Install copies r into <path>.install, checks every frame (a cut-short or
+// damaged image is refused with an error wrapping ErrBadImage), calls
+// verify with the side file's path (the engine replays it fully; the side
+// file is not locked while verify runs, so verify may Open it), fsyncs and
+// links it into place at path, which must not exist (ErrExist). Any failure
+// removes the side file. It returns the bytes installed.
+func Install(path string, r io.Reader, verify func(tmpPath string) error) (int64, error) {
+	panic("store: not built")
+}
+
+// WriteImage streams a compact tenant file to w: the header and one image
+// at pos holding what writeState writes. The caller takes a consistent
+// snapshot (pos must match the state); writes to the Log may go on
+// meanwhile. It returns the bytes written.
+func WriteImage(w io.Writer, pos Position, writeState WriteStateFunc) (int64, error) {
+	panic("store: not built")
+}
+
+// Append appends one block of n writes (n = 0 for a record that writes no
+// seq) as one frame: First = Seq()+1, Last = Seq()+n. Under SyncAlways it
+// returns once the record is on disk. kind must be >= KindEngine.
+func (l *Log) Append(kind Kind, n uint64, body []byte) (Record, error) {
+	panic("store: not built")
+}
+
+// AppendNoSync is Append without waiting for the disk whatever the sync
+// mode: the engine appends under its write lock, releases it, then calls
+// WaitDurable(ctx, rec.Last) so that concurrent writers share one fsync.
+func (l *Log) AppendNoSync(kind Kind, n uint64, body []byte) (Record, error) {
+	panic("store: not built")
+}
+
+// WaitDurable returns once every write up to seq is on disk: under
+// SyncAlways it syncs (or joins a sync under way), under SyncEvery it waits
+// for the next tick, under SyncOff it returns at once. It returns the
+// Log's sticky error if a write or sync failed, ErrClosed if the Log
+// closed first, or ctx's error.
+func (l *Log) WaitDurable(ctx context.Context, seq uint64) error { panic("store: not built") }
+
+// RecordSize is the exact framed size (length and CRC included) that
+// Append(kind, n, body) with len(body) == bodyLen would add now, for the
+// quota hook. Call it under the same lock as the Append.
+func (l *Log) RecordSize(kind Kind, n uint64, bodyLen int) int64 { panic("store: not built") }
+
+// Sync puts everything appended so far on disk, whatever the sync mode.
+func (l *Log) Sync() error { panic("store: not built") }
+
+// Seq is the seq of the last appended write.
+func (l *Log) Seq() uint64 { panic("store: not built") }
+
+// Durable is the highest seq known to be on disk (under SyncOff, Seq).
+func (l *Log) Durable() uint64 { panic("store: not built") }
+
+// Size is the bytes in the file, counted (no system call).
+func (l *Log) Size() int64 { panic("store: not built") }
+
+// Path is the tenant file's path.
+func (l *Log) Path() string { panic("store: not built") }
+
+// History is the current history id (the last lineage entry's).
+func (l *Log) History() uint64 { panic("store: not built") }
+
+// Lineage returns a copy of the lineage, oldest first.
+func (l *Log) Lineage() []LineageEntry { panic("store: not built") }
+
+// Position returns Seq and Lineage read together.
+func (l *Log) Position() Position { panic("store: not built") }
+
+// Holds says whether this file holds write seq of history h: h is on the
+// lineage and seq is at most where that history stopped here (the next
+// entry's From, or Seq for the last).
+func (l *Log) Holds(h uint64, seq uint64) bool { panic("store: not built") }
+
+// Fork appends a fork record starting a new random history at Seq and
+// syncs it whatever the sync mode. It returns the new history.
+func (l *Log) Fork() (uint64, error) { panic("store: not built") }
+
+// Checkpoint rewrites the file as the records kept for cursors (the newest
+// non-image records up to RetainBytes) followed by an image of the state
+// writeState writes, in a side file that is synced, locked and renamed over
+// the tenant file; appends continue on it. The caller keeps the state
+// still (holds its write lock) while it runs; appends through the Log wait
+// for it. On any failure the old file stays as it was and the Log goes on.
+func (l *Log) Checkpoint(writeState WriteStateFunc) error { panic("store: not built") }
+
+// Compact is Checkpoint keeping no records: cursors before it are gone.
+func (l *Log) Compact(writeState WriteStateFunc) error { panic("store: not built") }
+
+// WriteImage is WriteImage(w, l.Position(), writeState): the caller keeps
+// the state still at that position while it runs.
+func (l *Log) WriteImage(w io.Writer, writeState WriteStateFunc) (int64, error) {
+	panic("store: not built")
+}
+
+// ReadFrom calls fn, in order, with each durable record whose writes come
+// after seq since (First > since or Last > since), forks included and
+// images left out, read from the file with Frame set. It returns
+// ErrCursorGone when records after since are no longer kept, and what fn
+// returns if it is not nil. Appends go on while it reads; it reads up to
+// what was durable when it started.
+func (l *Log) ReadFrom(since uint64, fn func(Record) error) error { panic("store: not built") }
+
+// AppendRaw appends a frame read from a primary's ReadFrom verbatim: its
+// CRC must match (ErrBadRecord), it must continue this file's seq
+// (First == Seq()+1, else ErrSeqGap), and images are refused. A fork
+// extends this file's lineage (a fork whose history the lineage already
+// holds is not appended again and returns its record). It syncs as Append
+// does and returns the decoded record for the engine to apply.
+func (l *Log) AppendRaw(frame []byte) (Record, error) { panic("store: not built") }
+
+// Close syncs, stops the sync goroutine and releases the flock and the
+// file. Safe to call twice.
+func (l *Log) Close() error { panic("store: not built") }
