@@ -1,0 +1,30 @@
+// Package lease is fenec's lease protocol: the numbered grants a leading
+// router sends each node, the node's judgement of them on its boot clock, and
+// the router's judgement of when a node it cannot renew has certainly lost its
+// lease and may be failed over.
+//
+// The protocol is data plus pure functions with time passed in:
+//
+//   - [NodeLease] is the node's side: [NodeLease.Handle] takes a [Grant] at
+//     the boot-clock moment the node answers it and says what it took
+//     ([Answer]); [NodeLease.Writable] says whether a tenant may take a write
+//     at a given moment.
+//   - [Tracker] is the router's side for one node: which grant to send next,
+//     what its answers and give-ups mean, and [Tracker.Lapsed].
+//
+// Around that core sits a small runtime for the router, [Leaser], which
+// renews every node on a goroutine of its own, bounds each call, raises and
+// lowers the directory's longest-lease record through [RecordStore], and calls
+// a failover callback for a node that lapsed. The wire types ([Grant],
+// [Answer], the refusals in errors.go and [ReplyStatus]/[DecodeReply]) are
+// shared by the node and the router.
+//
+// Time is always injected: the node measures on [BootClock] (CLOCK_BOOTTIME,
+// which counts suspend), the router on [MonoClock]; tests pass a
+// [ManualClock] or run under testing/synctest.
+//
+// This package is a leaf: it imports nothing of fenec's. It is not the HTTP
+// handler for POST /_admin/lease (package node) nor the HTTP transport that
+// carries grants (package region), and it does not decide what to do with a
+// lapsed node's tenants: it only says that the node lapsed.
+package lease

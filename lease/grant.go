@@ -1,0 +1,134 @@
+package lease
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+)
+
+// Grant is one numbered grant, router to node: the body of
+// POST /_admin/lease.
+type Grant struct {
+	// Term is the directory's term the granting router leads at.
+	Term uint64 `json:"term"`
+	// Router names one incarnation of the granting router. Numbers (N) are
+	// counted per Router, so it must change whenever the router's count
+	// starts again (a restart or a promotion): e.g. "<name>-<start time>".
+	Router string `json:"router"`
+	// N is this grant's own number, from 1, +1 per grant to this node.
+	N uint64 `json:"n"`
+	// Ack is the number of the newest grant whose answer came back to the
+	// router in time; 0 when none has.
+	Ack uint64 `json:"ack"`
+	// MS is the lease length in milliseconds, run from the node's answer
+	// to grant Ack.
+	MS int64 `json:"ms"`
+	// Tenants is the tenant list; nil when unchanged since the list the
+	// node holds (an empty, non-nil list names no tenant).
+	Tenants []string `json:"tenants"`
+	// List is the id of the list the grant stands for (see ListID).
+	List string `json:"list"`
+}
+
+// Answer is the node's 200 answer to a grant.
+type Answer struct {
+	// Took: the grant was taken (its list, and its lease if its ack was
+	// found). False when it was not newer than the grant the running
+	// lease came from.
+	Took bool `json:"took"`
+	// Ran: the node has run a lease from one of this router's grants.
+	Ran bool `json:"ran"`
+	// N echoes the grant's number.
+	N uint64 `json:"n"`
+	// Term is the highest term the node has taken.
+	Term uint64 `json:"term"`
+	// LeftMS is what is left of the node's lease, in milliseconds (0: it
+	// holds none).
+	LeftMS int64 `json:"left_ms"`
+}
+
+// Validate checks a grant's shape: a router, a number from 1, an ack below
+// it, a positive lease, and a list id.
+func (g Grant) Validate() error {
+	switch {
+	case g.Router == "":
+		return fmt.Errorf("%w: no router", ErrBadGrant)
+	case g.N == 0:
+		return fmt.Errorf("%w: n is 0", ErrBadGrant)
+	case g.Ack >= g.N:
+		return fmt.Errorf("%w: ack %d not below n %d", ErrBadGrant, g.Ack, g.N)
+	case g.MS <= 0:
+		return fmt.Errorf("%w: lease of %d ms", ErrBadGrant, g.MS)
+	case g.List == "":
+		return fmt.Errorf("%w: no list id", ErrBadGrant)
+	}
+	return nil
+}
+
+// ListID is the id of a tenant list: a digest of its sorted, distinct names,
+// so two lists have one id exactly when they name the same tenants.
+func ListID(tenants []string) string {
+	names := slices.Clone(tenants)
+	slices.Sort(names)
+	names = slices.Compact(names)
+	sum := sha256.Sum256([]byte(strings.Join(names, "\n")))
+	return hex.EncodeToString(sum[:8])
+}
+
+// ErrorBody is the JSON body of a refused grant.
+type ErrorBody struct {
+	Error string `json:"error"`
+	// Term is the node's highest term, on a lower-term refusal only.
+	Term uint64 `json:"term,omitempty"`
+}
+
+// ReplyStatus maps an error from NodeLease.Handle (or ErrTakesNoLease) to
+// its HTTP status and body. Errors it does not know are 500.
+func ReplyStatus(err error) (int, ErrorBody) {
+	var te *TermError
+	switch {
+	case errors.As(err, &te):
+		return http.StatusConflict, ErrorBody{Error: err.Error(), Term: te.Highest}
+	case errors.Is(err, ErrTakesNoLease):
+		return http.StatusConflict, ErrorBody{Error: ErrTakesNoLease.Error()}
+	case errors.Is(err, ErrNeedsList):
+		return http.StatusPreconditionFailed, ErrorBody{Error: err.Error()}
+	case errors.Is(err, ErrBadGrant):
+		return http.StatusBadRequest, ErrorBody{Error: err.Error()}
+	}
+	return http.StatusInternalServerError, ErrorBody{Error: err.Error()}
+}
+
+// DecodeReply turns a node's reply to a grant (status and body) back into
+// an Answer or the refusal it stands for: *TermError, ErrTakesNoLease,
+// ErrNeedsList, ErrBadGrant, or an error naming the status.
+func DecodeReply(status int, body []byte) (Answer, error) {
+	if status == http.StatusOK {
+		var a Answer
+		if err := json.Unmarshal(body, &a); err != nil {
+			return Answer{}, fmt.Errorf("decode answer: %w", err)
+		}
+		return a, nil
+	}
+	var eb ErrorBody
+	_ = json.Unmarshal(body, &eb) // a body that is not JSON still has a status
+	switch status {
+	case http.StatusConflict:
+		if eb.Error == ErrTakesNoLease.Error() {
+			return Answer{}, ErrTakesNoLease
+		}
+		if eb.Term > 0 {
+			return Answer{}, &TermError{Highest: eb.Term}
+		}
+	case http.StatusPreconditionFailed:
+		return Answer{}, ErrNeedsList
+	case http.StatusBadRequest:
+		return Answer{}, fmt.Errorf("%w: %s", ErrBadGrant, eb.Error)
+	}
+	return Answer{}, fmt.Errorf("grant answered %d: %s", status, eb.Error)
+}

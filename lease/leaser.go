@@ -1,0 +1,468 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+)
+
+// maxAtOnce bounds how many grants in a row a node is sent at once (after
+// took=false, a 412 or an answer holding no lease) before the next waits
+// for its round: a node that keeps asking cannot spin its goroutine.
+const maxAtOnce = 3
+
+// Transport carries a grant to a node: the router implements it over HTTP
+// (POST /_admin/lease). Send must return once ctx is done, and its bound
+// covers resolving the node's name and connecting as well as the call. A
+// refusal comes back as the error DecodeReply gives for it.
+type Transport interface {
+	Send(ctx context.Context, node string, g Grant) (Answer, error)
+}
+
+// LeaserConfig configures a Leaser.
+type LeaserConfig struct {
+	// Router names this incarnation of the leading router (see
+	// Grant.Router): it must differ from any earlier incarnation's.
+	Router string
+	// Term is the directory's term the router leads at.
+	Term uint64
+	// Lease is the router's own lease (--auto-failover).
+	Lease time.Duration
+	// Transport sends grants.
+	Transport Transport
+	// Record is the directory's longest-lease record; nil: there is none,
+	// and the router counts by its own lease.
+	Record RecordStore
+	// Failover is called, on a goroutine of its own, once for each time a
+	// node lapses (again only after the node answered in between). ctx
+	// ends when the Leaser closes.
+	Failover func(ctx context.Context, node string)
+	// Deposed, if set, is called (on a goroutine of its own) the first time
+	// a node refuses this router's term because it took a higher one.
+	Deposed func(ctx context.Context, node string, highest uint64)
+	// Clock is the router's monotonic clock; nil: NewMonoClock().
+	Clock Clock
+	// Logger; nil: slog.Default().
+	Logger *slog.Logger
+}
+
+// Validate checks the configuration.
+func (c LeaserConfig) Validate() error {
+	switch {
+	case c.Router == "":
+		return fmt.Errorf("%w: no router id", ErrBadConfig)
+	case c.Lease < 3*time.Millisecond:
+		return fmt.Errorf("%w: lease %v too short", ErrBadConfig, c.Lease)
+	case c.Transport == nil:
+		return fmt.Errorf("%w: no transport", ErrBadConfig)
+	case c.Failover == nil:
+		return fmt.Errorf("%w: no failover callback", ErrBadConfig)
+	}
+	return nil
+}
+
+// NodeStatus is one node's lease as the router sees it (GET
+// /_shard/leases).
+type NodeStatus struct {
+	Node         string `json:"node"`
+	LastAnswerMS int64  `json:"last_answer_ms"` // age of the last answer (of the first round before one came back)
+	Answered     bool   `json:"answered"`       // an answer has come back
+	LeaseMS      int64  `json:"lease_ms"`       // the lease the node is counted by
+	GrantMS      int64  `json:"grant_ms"`       // the lease granted
+	LeftMS       int64  `json:"left_ms"`        // what the node said was left
+	Ran          bool   `json:"ran"`
+	FailedOver   bool   `json:"failed_over"`
+	TakesLease   bool   `json:"takes_lease"`
+	Outstanding  int    `json:"outstanding"`
+	Tenants      int    `json:"tenants"`
+}
+
+// Leaser leases every node it is told of: one goroutine per node sends its
+// grants (at start, every third of the lease, and at once when the node
+// needs one), judges its lapse without waiting for any other node, and
+// calls Failover for a node that lapsed.
+type Leaser struct {
+	cfg   LeaserConfig
+	clock Clock
+	log   *slog.Logger
+	wg    sync.WaitGroup // every goroutine the Leaser starts
+
+	mu      sync.Mutex
+	ctx     context.Context     // guarded by mu: set by Start, ends at Close
+	cancel  context.CancelFunc  // guarded by mu
+	started bool                // guarded by mu
+	closed  bool                // guarded by mu
+	plan    recordPlan          // guarded by mu
+	nodes   map[string]*nodeRun // guarded by mu
+	pending map[string][]string // guarded by mu: lists set before Start
+}
+
+// nodeRun is one node's leasing goroutine and its state.
+type nodeRun struct {
+	tracker    *Tracker // guarded by Leaser.mu
+	failedOver bool     // guarded by Leaser.mu: Failover called since the last answer
+	deposed    bool     // guarded by Leaser.mu: Deposed called
+	wake       chan struct{}
+	cancel     context.CancelFunc
+	done       chan struct{}
+}
+
+// NewLeaser returns a Leaser; it leases nothing until Start.
+func NewLeaser(cfg LeaserConfig) (*Leaser, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	l := &Leaser{
+		cfg:     cfg,
+		clock:   cfg.Clock,
+		log:     cfg.Logger,
+		nodes:   map[string]*nodeRun{},
+		pending: map[string][]string{},
+	}
+	if l.clock == nil {
+		l.clock = NewMonoClock()
+	}
+	if l.log == nil {
+		l.log = slog.Default()
+	}
+	return l, nil
+}
+
+// Start reads the longest-lease record (raising it to the router's own
+// lease before any grant, when that is longer) and starts leasing every
+// node set so far, counting each as granted now. Leasing stops when ctx
+// ends or at Close.
+func (l *Leaser) Start(ctx context.Context) error {
+	l.mu.Lock()
+	switch {
+	case l.closed:
+		l.mu.Unlock()
+		return ErrClosed
+	case l.started:
+		l.mu.Unlock()
+		return ErrStarted
+	}
+	l.started = true
+	l.mu.Unlock()
+
+	plan, err := l.readRecord(ctx)
+	if err != nil {
+		return err
+	}
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return ErrClosed
+	}
+	l.ctx, l.cancel = context.WithCancel(ctx)
+	l.plan = plan
+	for node, list := range l.pending {
+		l.addLocked(node, list)
+	}
+	l.pending = nil
+	if plan.needRaise || plan.lowerAt > 0 {
+		l.wg.Go(l.keepRecord)
+	}
+	return nil
+}
+
+// readRecord reads the record and raises it when the router's own lease is
+// longer, deciding what to grant and count by.
+func (l *Leaser) readRecord(ctx context.Context) (recordPlan, error) {
+	own, start := l.cfg.Lease, l.clock.Now()
+	if l.cfg.Record == nil {
+		return planRecord(own, 0, false, start), nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, own)
+	defer cancel()
+	rec, err := l.cfg.Record.Get(rctx)
+	if err != nil {
+		return recordPlan{}, fmt.Errorf("read lease record: %w", err)
+	}
+	raised := false
+	if own > rec {
+		if err := l.cfg.Record.Raise(rctx, own); err != nil {
+			l.log.Warn("lease record not raised: granting no longer than it", "record", rec, "lease", own, "err", err)
+		} else {
+			raised = true
+		}
+	}
+	return planRecord(own, rec, raised, start), nil
+}
+
+// keepRecord raises the record once it can be written (if Start could
+// not), and lowers it to the router's own lease once the router has led
+// for the record and a tenth.
+func (l *Leaser) keepRecord() {
+	for {
+		l.mu.Lock()
+		ctx, plan := l.ctx, l.plan
+		l.mu.Unlock()
+		if !plan.needRaise && plan.lowerAt == 0 {
+			return
+		}
+		wait := plan.leases.Grant / 3
+		if plan.lowerAt > 0 && !plan.needRaise {
+			wait = max(plan.lowerAt-l.clock.Now(), 0)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		l.fixRecord(ctx, plan)
+	}
+}
+
+// fixRecord makes one attempt at what plan still needs done to the record.
+func (l *Leaser) fixRecord(ctx context.Context, plan recordPlan) {
+	own := l.cfg.Lease
+	rctx, cancel := context.WithTimeout(ctx, plan.leases.Grant/3)
+	defer cancel()
+	switch {
+	case plan.needRaise:
+		if err := l.cfg.Record.Raise(rctx, own); err != nil {
+			l.log.Warn("lease record not raised", "lease", own, "err", err)
+			return
+		}
+		l.setPlan(recordPlan{leases: Leases{Own: own, Record: own, Grant: own}})
+		l.log.Info("lease record raised", "lease", own)
+	case plan.lowerAt > 0 && l.clock.Now() >= plan.lowerAt:
+		if err := l.cfg.Record.Lower(rctx, own); err != nil {
+			l.log.Warn("lease record not lowered", "lease", own, "err", err)
+			return
+		}
+		l.setPlan(recordPlan{leases: Leases{Own: own, Record: own, Grant: own}})
+		l.log.Info("lease record lowered", "from", plan.leases.Record, "to", own)
+	}
+}
+
+func (l *Leaser) setPlan(p recordPlan) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.plan = p
+	for _, nr := range l.nodes {
+		nr.tracker.SetLeases(p.leases)
+	}
+}
+
+// SetTenants sets the list node's lease should name, adding the node (and
+// starting its leasing, counted as granted now) if it is new. The list goes
+// with the node's next grant; call GrantNow to send it at once.
+func (l *Leaser) SetTenants(node string, tenants []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.closed:
+	case !l.started || l.ctx == nil:
+		l.pending[node] = slices.Clone(tenants)
+	case l.nodes[node] != nil:
+		l.nodes[node].tracker.SetTenants(tenants)
+	default:
+		l.addLocked(node, tenants)
+	}
+}
+
+// addLocked starts leasing node.
+func (l *Leaser) addLocked(node string, tenants []string) {
+	t := NewTracker(node, l.cfg.Router, l.cfg.Term, l.plan.leases, l.clock.Now())
+	t.SetTenants(tenants)
+	ctx, cancel := context.WithCancel(l.ctx)
+	nr := &nodeRun{tracker: t, wake: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
+	l.nodes[node] = nr
+	l.wg.Go(func() { l.runNode(ctx, node, nr) })
+}
+
+// RemoveNode stops leasing node (it was forgotten by the directory) and
+// waits for its goroutine to end.
+func (l *Leaser) RemoveNode(node string) {
+	l.mu.Lock()
+	delete(l.pending, node)
+	nr := l.nodes[node]
+	delete(l.nodes, node)
+	l.mu.Unlock()
+	if nr != nil {
+		nr.cancel()
+		<-nr.done
+	}
+}
+
+// GrantNow has node sent a grant at once (after the call in flight to it,
+// if any): a create's or move's node gets its new list, a failover's
+// receiving node its new tenants.
+func (l *Leaser) GrantNow(node string) {
+	l.mu.Lock()
+	nr := l.nodes[node]
+	l.mu.Unlock()
+	if nr == nil {
+		return
+	}
+	select {
+	case nr.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Nodes reports every node's lease, by name.
+func (l *Leaser) Nodes() []NodeStatus {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.clock.Now()
+	out := make([]NodeStatus, 0, len(l.nodes))
+	for _, name := range slices.Sorted(maps.Keys(l.nodes)) {
+		nr := l.nodes[name]
+		t := nr.tracker
+		out = append(out, NodeStatus{
+			Node:         name,
+			LastAnswerMS: (now - t.LastAnswer()).Milliseconds(),
+			Answered:     t.answeredAny,
+			LeaseMS:      t.Leases().Counted(t.Ran()).Milliseconds(),
+			GrantMS:      t.Leases().Grant.Milliseconds(),
+			LeftMS:       t.LeftMS(),
+			Ran:          t.Ran(),
+			FailedOver:   nr.failedOver,
+			TakesLease:   t.TakesLease(),
+			Outstanding:  t.Outstanding(),
+			Tenants:      len(t.list),
+		})
+	}
+	return out
+}
+
+// Close stops leasing and waits for every goroutine the Leaser started,
+// Failover and Deposed calls included. Safe to call more than once.
+func (l *Leaser) Close() error {
+	l.mu.Lock()
+	if !l.closed {
+		l.closed = true
+		if l.cancel != nil {
+			l.cancel()
+		}
+	}
+	l.mu.Unlock()
+	l.wg.Wait()
+	return nil
+}
+
+// runNode is one node's leasing loop: a grant, then at once again if the
+// node needs one, else wait for the round (judging the lapse meanwhile).
+func (l *Leaser) runNode(ctx context.Context, node string, nr *nodeRun) {
+	defer close(nr.done)
+	atOnce := 0
+	for ctx.Err() == nil {
+		if l.grant(ctx, node, nr) && atOnce < maxAtOnce {
+			atOnce++
+			continue
+		}
+		atOnce = 0
+		if !l.waitRound(ctx, node, nr) {
+			return
+		}
+	}
+}
+
+// grant sends node one grant bounded by a third of the lease, counts what
+// came of it, and says whether the node needs the next one at once.
+func (l *Leaser) grant(ctx context.Context, node string, nr *nodeRun) (again bool) {
+	l.mu.Lock()
+	sent := l.clock.Now()
+	l.judgeLocked(ctx, node, nr, sent)
+	g := nr.tracker.Next(sent)
+	bound := nr.tracker.Leases().Grant / 3
+	l.mu.Unlock()
+
+	cctx, cancel := context.WithTimeout(ctx, bound)
+	a, err := l.cfg.Transport.Send(cctx, node, g)
+	cancel()
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	back := l.clock.Now()
+	t := nr.tracker
+	switch {
+	case err == nil && back-sent <= bound:
+		t.Answered(back, g, a)
+		nr.failedOver = false
+	case err == nil:
+		t.GaveUp(g) // came back, but after the router stopped waiting
+	case errors.Is(err, ErrNeedsList), errors.Is(err, ErrTakesNoLease), errors.Is(err, ErrLowerTerm):
+		wasLeasing := t.TakesLease()
+		t.Refused(g, err)
+		l.refusedLocked(node, nr, err, wasLeasing)
+	default:
+		t.GaveUp(g)
+		l.log.Debug("grant not answered", "node", node, "n", g.N, "err", err)
+	}
+	l.judgeLocked(ctx, node, nr, back)
+	return t.NeedsGrantNow()
+}
+
+// refusedLocked logs a refusal and reports a fenced router.
+func (l *Leaser) refusedLocked(node string, nr *nodeRun, err error, wasLeasing bool) {
+	if errors.Is(err, ErrTakesNoLease) && wasLeasing {
+		l.log.Info("node takes no lease: never failed over automatically", "node", node)
+	}
+	fenced, highest := nr.tracker.Fenced()
+	if !fenced || nr.deposed {
+		return
+	}
+	nr.deposed = true
+	l.log.Warn("node took a higher term: this router is deposed", "node", node, "term", l.cfg.Term, "highest", highest)
+	if l.cfg.Deposed != nil {
+		ctx := l.ctx
+		l.wg.Go(func() { l.cfg.Deposed(ctx, node, highest) })
+	}
+}
+
+// judgeLocked calls Failover, once, for a node that lapsed at now.
+func (l *Leaser) judgeLocked(ctx context.Context, node string, nr *nodeRun, now time.Duration) {
+	if ctx.Err() != nil || nr.failedOver || !nr.tracker.Lapsed(now) {
+		return
+	}
+	nr.failedOver = true
+	t := nr.tracker
+	l.log.Warn("node lapsed: failing it over", "node", node,
+		"since_answer", now-t.LastAnswer(), "lease", t.Leases().Counted(t.Ran()), "ran", t.Ran())
+	lctx := l.ctx
+	l.wg.Go(func() { l.cfg.Failover(lctx, node) })
+}
+
+// waitRound waits until the node's next round (a third of the granted
+// lease after its last grant) or GrantNow, judging its lapse when it falls
+// due meanwhile. False when ctx ended.
+func (l *Leaser) waitRound(ctx context.Context, node string, nr *nodeRun) bool {
+	for {
+		l.mu.Lock()
+		now := l.clock.Now()
+		l.judgeLocked(ctx, node, nr, now)
+		t := nr.tracker
+		sent, _ := t.LastSent()
+		renewAt := sent + t.Leases().Grant/3
+		wakeAt := renewAt
+		if la := t.LapseAt(); !nr.failedOver && t.TakesLease() && la > now && la < wakeAt {
+			wakeAt = la
+		}
+		l.mu.Unlock()
+		if now >= renewAt {
+			return true
+		}
+		timer := time.NewTimer(wakeAt - now)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return false
+		case <-nr.wake:
+			timer.Stop()
+			return true
+		case <-timer.C:
+		}
+	}
+}

@@ -1,0 +1,237 @@
+package lease
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// kept is how many of its last answers a node remembers.
+const kept = 16
+
+// answerKey names one grant exactly: an ack from another router or another
+// term can never match it.
+type answerKey struct {
+	router string
+	term   uint64
+	n      uint64
+}
+
+// answered is the boot-clock moment the node answered one grant.
+type answered struct {
+	key answerKey
+	at  time.Duration
+	ok  bool // the slot holds an answer
+}
+
+// grantID is where a lease came from: the grant taken whole last.
+type grantID struct {
+	router string
+	term   uint64
+	ack    uint64
+	n      uint64
+}
+
+// NodeLease is a node's lease: the grants it answered, the lease it runs
+// and the tenants it names. Every method takes the boot-clock moment it
+// acts at (BootClock in the node, a ManualClock in tests). Safe for
+// concurrent use.
+type NodeLease struct {
+	persist func(term uint64) error // writes the highest term durably
+
+	mu      sync.Mutex
+	highest uint64         // guarded by mu: highest term taken
+	answers [kept]answered // guarded by mu: ring of the last answers
+	next    int            // guarded by mu: ring slot the next answer goes to
+	from    grantID        // guarded by mu: grant taken whole last
+	hasFrom bool           // guarded by mu: from is set
+	leased  bool           // guarded by mu: a lease was run (start, end valid)
+	start   time.Duration  // guarded by mu: lease runs from here
+	end     time.Duration  // guarded by mu: until here (exclusive)
+	ms      int64          // guarded by mu: lease length of the last grant taken
+	tenants []string       // guarded by mu: sorted list the lease names
+	listID  string         // guarded by mu: id of tenants ("" before any)
+	ranBy   string         // guarded by mu: router whose grant last ran a lease
+}
+
+// NewNodeLease returns a node's lease state holding no lease, having taken
+// term highest (read back from where persist writes it; 0 on a new node).
+// persist is called with a higher term before the node takes it; when it
+// fails, the grant is refused. A nil persist keeps the term in memory only.
+func NewNodeLease(highest uint64, persist func(term uint64) error) *NodeLease {
+	return &NodeLease{highest: highest, persist: persist}
+}
+
+// Handle judges grant g, answered by the node at boot-clock moment now, and
+// says what it took. It refuses a lower term than the highest taken
+// (*TermError), persists a higher one before taking it, and refuses a grant
+// it would take that carries no list while naming a list the node does not
+// hold (ErrNeedsList). Every grant answered 200 is kept (with now) so a
+// later grant can acknowledge it.
+func (l *NodeLease) Handle(now time.Duration, g Grant) (Answer, error) {
+	if err := g.Validate(); err != nil {
+		return Answer{}, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if g.Term < l.highest {
+		return Answer{}, &TermError{Highest: l.highest}
+	}
+	if g.Term > l.highest {
+		if l.persist != nil {
+			if err := l.persist(g.Term); err != nil {
+				return Answer{}, fmt.Errorf("persist term %d: %w", g.Term, err)
+			}
+		}
+		l.highest = g.Term
+	}
+	took := !l.runningLocked(now) || l.newerLocked(g)
+	if took {
+		if g.Tenants == nil && g.List != l.listID {
+			return Answer{}, ErrNeedsList
+		}
+		l.takeLocked(now, g)
+	}
+	l.keepLocked(now, g)
+	return Answer{
+		Took:   took,
+		Ran:    l.ranBy == g.Router,
+		N:      g.N,
+		Term:   l.highest,
+		LeftMS: l.leftLocked(now).Milliseconds(),
+	}, nil
+}
+
+// runningLocked: a lease runs at now.
+func (l *NodeLease) runningLocked(now time.Duration) bool {
+	return l.leased && now >= l.start && now < l.end
+}
+
+// newerLocked: g is newer than the grant the lease came from. A higher term
+// is newer; another router at the same term is not; the same router's grant
+// is newer by its ack, then by its number.
+func (l *NodeLease) newerLocked(g Grant) bool {
+	f := l.from
+	switch {
+	case !l.hasFrom || g.Term > f.term:
+		return true
+	case g.Term < f.term || g.Router != f.router:
+		return false
+	case g.Ack != f.ack:
+		return g.Ack > f.ack
+	}
+	return g.N > f.n
+}
+
+// takeLocked takes g whole: its list if it carries one, and its lease,
+// which runs from the moment the node answered grant g.Ack (none when that
+// answer is not kept), possibly cutting a running lease short.
+func (l *NodeLease) takeLocked(now time.Duration, g Grant) {
+	if g.Tenants != nil {
+		l.tenants = slices.Compact(slices.Sorted(slices.Values(g.Tenants)))
+		l.listID = g.List
+	}
+	l.from = grantID{router: g.Router, term: g.Term, ack: g.Ack, n: g.N}
+	l.hasFrom = true
+	l.ms = g.MS
+	at, ok := l.answeredLocked(answerKey{router: g.Router, term: g.Term, n: g.Ack})
+	if !ok {
+		l.leased = false
+		return
+	}
+	l.leased = true
+	l.start = at
+	l.end = at + time.Duration(g.MS)*time.Millisecond
+	if l.runningLocked(now) {
+		l.ranBy = g.Router
+	}
+}
+
+// answeredLocked finds when the node answered grant k (the earliest, should
+// one have been answered twice).
+func (l *NodeLease) answeredLocked(k answerKey) (time.Duration, bool) {
+	if k.n == 0 {
+		return 0, false
+	}
+	var at time.Duration
+	found := false
+	for _, a := range l.answers {
+		if a.ok && a.key == k && (!found || a.at < at) {
+			at, found = a.at, true
+		}
+	}
+	return at, found
+}
+
+// keepLocked remembers that the node answered g at now, forgetting the
+// oldest of the kept answers.
+func (l *NodeLease) keepLocked(now time.Duration, g Grant) {
+	l.answers[l.next] = answered{key: answerKey{router: g.Router, term: g.Term, n: g.N}, at: now, ok: true}
+	l.next = (l.next + 1) % kept
+}
+
+// leftLocked is what is left of the lease at now.
+func (l *NodeLease) leftLocked(now time.Duration) time.Duration {
+	if !l.runningLocked(now) {
+		return 0
+	}
+	return l.end - now
+}
+
+// Writable says whether tenant may take a write at now: the lease runs and
+// names it. When it may not, retryAfter is how long a client should wait
+// before trying again (about a round of grants). The node asks as a write
+// lands and again as it is answered.
+func (l *NodeLease) Writable(now time.Duration, tenant string) (ok bool, retryAfter time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.runningLocked(now) {
+		if _, found := slices.BinarySearch(l.tenants, tenant); found {
+			return true, 0
+		}
+	}
+	retry := time.Second
+	if round := time.Duration(l.ms) * time.Millisecond / 3; round > retry {
+		retry = round
+	}
+	return false, retry
+}
+
+// Status is the node's lease as GET /_admin/lease shows it.
+type Status struct {
+	Term    uint64   `json:"term"`    // highest term taken
+	N       uint64   `json:"n"`       // number of the grant taken last
+	Router  string   `json:"router"`  // router of that grant
+	Tenants []string `json:"tenants"` // the list the lease names
+	LeftMS  int64    `json:"left_ms"` // what is left of the lease
+	Ran     bool     `json:"ran"`     // that router's grant has run a lease
+	List    string   `json:"list"`    // id of the list
+}
+
+// Status reports the lease at now.
+func (l *NodeLease) Status(now time.Duration) Status {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := Status{
+		Term:    l.highest,
+		Tenants: slices.Clone(l.tenants),
+		LeftMS:  l.leftLocked(now).Milliseconds(),
+		List:    l.listID,
+	}
+	if s.Tenants == nil {
+		s.Tenants = []string{}
+	}
+	if l.hasFrom {
+		s.N, s.Router = l.from.n, l.from.router
+		s.Ran = l.ranBy == l.from.router
+	}
+	return s
+}
+
+// HighestTerm is the highest term the node has taken.
+func (l *NodeLease) HighestTerm() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.highest
+}

@@ -1,0 +1,228 @@
+package lease
+
+import (
+	"errors"
+	"slices"
+	"time"
+)
+
+// Leases are the lease lengths a router works with.
+type Leases struct {
+	// Own is the router's own lease (--auto-failover).
+	Own time.Duration
+	// Record is the directory's longest-lease record as the router knows
+	// it: the longest lease a router leasing from the directory may have
+	// granted. 0 when there is none.
+	Record time.Duration
+	// Grant is the lease the router grants: Own, or the record when the
+	// record is shorter and could not be raised.
+	Grant time.Duration
+}
+
+// Counted is the lease the router counts a node by: the record until the
+// node said it ran a lease from this router's grants (or the router's own
+// where there is no record), then its own.
+func (ls Leases) Counted(ran bool) time.Duration {
+	if ran || ls.Record == 0 {
+		return ls.Own
+	}
+	return ls.Record
+}
+
+// Lapse is how long after the last answer a node is failed over: the
+// counted lease and a tenth.
+func (ls Leases) Lapse(ran bool) time.Duration {
+	c := ls.Counted(ran)
+	return c + c/10
+}
+
+// Tracker is the router's view of one node's lease: the numbers it sent,
+// what came back, and when the node has certainly lost its lease. It is
+// pure (time passed in) and not safe for concurrent use; the Leaser
+// guards it.
+type Tracker struct {
+	node   string
+	router string
+	term   uint64
+	leases Leases
+
+	next        uint64        // number of the next grant
+	outstanding int           // grants sent and neither answered nor given up on
+	ack         uint64        // newest number whose answer came back in time
+	lastAnswer  time.Duration // router's moment the last answer came back
+	lastSent    time.Duration // router's moment the last grant went out
+	sentAny     bool          // a grant went out
+	ran         bool          // the node said ran in its last answer
+	leftMS      int64         // left_ms of the last answer
+	answeredAny bool          // an answer came back
+
+	list     []string // tenants the node should hold
+	listID   string   // id of list
+	nodeList string   // id of the list the node is known to hold
+	sendList bool     // the node asked for the list
+
+	needNow bool   // send a grant at once
+	noLease bool   // the node takes no lease
+	fenced  bool   // the node holds a higher term
+	highest uint64 // that term
+}
+
+// NewTracker starts tracking node for router at term, counting the node as
+// granted at now (the router's first round): its predecessor may have
+// granted a lease just before it stopped, so the lapse is measured from
+// now with the record's lease until the node says it ran one of ours.
+func NewTracker(node, router string, term uint64, leases Leases, now time.Duration) *Tracker {
+	return &Tracker{
+		node:       node,
+		router:     router,
+		term:       term,
+		leases:     leases,
+		next:       1,
+		lastAnswer: now,
+		listID:     ListID(nil),
+		list:       []string{},
+	}
+}
+
+// Node is the node tracked.
+func (t *Tracker) Node() string { return t.node }
+
+// SetLeases changes the lease lengths (the record raised or lowered).
+func (t *Tracker) SetLeases(ls Leases) { t.leases = ls }
+
+// Leases are the lease lengths in use.
+func (t *Tracker) Leases() Leases { return t.leases }
+
+// SetTenants sets the list the node should hold; the next grant carries it
+// when it differs from the list the node holds.
+func (t *Tracker) SetTenants(tenants []string) {
+	t.list = slices.Compact(slices.Sorted(slices.Values(tenants)))
+	t.listID = ListID(t.list)
+}
+
+// Tenants is the list the node should hold.
+func (t *Tracker) Tenants() []string { return slices.Clone(t.list) }
+
+// Next numbers the next grant, sent at now, acknowledging the newest grant
+// whose answer came back in time, and carrying the list when it changed
+// since the node took one or the node asked for it.
+func (t *Tracker) Next(now time.Duration) Grant {
+	g := Grant{
+		Term:   t.term,
+		Router: t.router,
+		N:      t.next,
+		Ack:    t.ack,
+		MS:     max(t.leases.Grant.Milliseconds(), 1),
+		List:   t.listID,
+	}
+	if t.sendList || t.nodeList != t.listID {
+		g.Tenants = slices.Clone(t.list)
+	}
+	t.next++
+	t.outstanding++
+	t.needNow = false
+	t.lastSent, t.sentAny = now, true
+	return g
+}
+
+// Answered counts the answer to g that came back in time at now. An answer
+// that came back after the router gave up on the call is not in time:
+// call GaveUp for it instead.
+func (t *Tracker) Answered(now time.Duration, g Grant, a Answer) {
+	t.outstanding--
+	t.ack = max(t.ack, g.N)
+	t.lastAnswer = max(t.lastAnswer, now)
+	t.answeredAny = true
+	t.ran = a.Ran
+	t.leftMS = a.LeftMS
+	t.noLease = false
+	if !a.Took {
+		// Not newer than the grant the node's lease came from: send the
+		// one acknowledging this answer at once, with the list.
+		t.needNow, t.sendList = true, true
+		return
+	}
+	t.nodeList = g.List
+	if g.Tenants != nil {
+		t.sendList = false
+	}
+	if a.LeftMS <= 0 {
+		// Taken for its list but runs no lease: the node needs a second
+		// grant, acknowledging this one.
+		t.needNow = true
+	}
+}
+
+// GaveUp counts a grant the router stopped waiting for (the call failed or
+// outlasted its bound): it counts nothing else.
+func (t *Tracker) GaveUp(g Grant) {
+	t.outstanding--
+}
+
+// Refused counts a grant the node refused: ErrNeedsList has the next grant
+// carry the list at once; ErrTakesNoLease marks a node that is never
+// failed over; a *TermError marks the node fenced against this router (it
+// took a higher term), after which the router judges no lapse for it. Any
+// other error counts as GaveUp.
+func (t *Tracker) Refused(g Grant, err error) {
+	t.outstanding--
+	var te *TermError
+	switch {
+	case errors.Is(err, ErrNeedsList):
+		t.sendList, t.needNow = true, true
+	case errors.Is(err, ErrTakesNoLease):
+		t.noLease = true
+	case errors.As(err, &te):
+		t.fenced, t.highest = true, te.Highest
+	}
+}
+
+// Outstanding is how many grants are out, neither answered nor given up.
+func (t *Tracker) Outstanding() int { return t.outstanding }
+
+// NeedsGrantNow: the next grant should go at once, not at the next round:
+// the node answered took=false, asked for the list, or holds no lease.
+func (t *Tracker) NeedsGrantNow() bool { return t.needNow && !t.noLease && !t.fenced }
+
+// LapseAt is the router's moment from which the node counts as lapsed if
+// no answer comes back before: the last answer plus the counted lease and
+// a tenth.
+func (t *Tracker) LapseAt() time.Duration {
+	return t.lastAnswer + t.leases.Lapse(t.ran)
+}
+
+// Lapsed says the node has certainly lost its lease at now: no grant to it
+// is outstanding, and now is at least the counted lease and a tenth past
+// the last answer that came back. A node that takes no lease, or one that
+// took a higher term than this router's, never lapses.
+func (t *Tracker) Lapsed(now time.Duration) bool {
+	if t.noLease || t.fenced || t.outstanding > 0 {
+		return false
+	}
+	return now >= t.LapseAt()
+}
+
+// TakesLease: the node has not said it takes no lease.
+func (t *Tracker) TakesLease() bool { return !t.noLease }
+
+// Fenced reports that the node took a higher term than this router's, and
+// which.
+func (t *Tracker) Fenced() (bool, uint64) { return t.fenced, t.highest }
+
+// Ran: the node said, in its last answer, that it has run a lease from one
+// of this router's grants.
+func (t *Tracker) Ran() bool { return t.ran }
+
+// LastAnswer is the router's moment the last answer came back (the first
+// round's moment until one has).
+func (t *Tracker) LastAnswer() time.Duration { return t.lastAnswer }
+
+// LastSent is the router's moment the last grant went out, and whether
+// one has.
+func (t *Tracker) LastSent() (time.Duration, bool) { return t.lastSent, t.sentAny }
+
+// Ack is the newest number whose answer came back in time.
+func (t *Tracker) Ack() uint64 { return t.ack }
+
+// LeftMS is what the node said was left of its lease in its last answer.
+func (t *Tracker) LeftMS() int64 { return t.leftMS }
