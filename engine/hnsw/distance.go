@@ -1,0 +1,94 @@
+package hnsw
+
+import "math"
+
+// dot returns the dot product of a and b, which have the same length.
+func dot(a, b []float32) float32 {
+	b = b[:len(a)]
+	var s0, s1, s2, s3 float32
+	i := 0
+	for ; i+8 <= len(a); i += 8 {
+		aa, bb := a[i:i+8:i+8], b[i:i+8:i+8]
+		s0 += aa[0]*bb[0] + aa[4]*bb[4]
+		s1 += aa[1]*bb[1] + aa[5]*bb[5]
+		s2 += aa[2]*bb[2] + aa[6]*bb[6]
+		s3 += aa[3]*bb[3] + aa[7]*bb[7]
+	}
+	for ; i < len(a); i++ {
+		s0 += a[i] * b[i]
+	}
+	return s0 + s1 + s2 + s3
+}
+
+// sqDist returns the squared Euclidean distance between a and b.
+func sqDist(a, b []float32) float32 {
+	b = b[:len(a)]
+	var s0, s1, s2, s3 float32
+	i := 0
+	for ; i+4 <= len(a); i += 4 {
+		d0 := a[i] - b[i]
+		d1 := a[i+1] - b[i+1]
+		d2 := a[i+2] - b[i+2]
+		d3 := a[i+3] - b[i+3]
+		s0 += d0 * d0
+		s1 += d1 * d1
+		s2 += d2 * d2
+		s3 += d3 * d3
+	}
+	for ; i < len(a); i++ {
+		d := a[i] - b[i]
+		s0 += d * d
+	}
+	return s0 + s1 + s2 + s3
+}
+
+// dist is the graph's distance: lower is nearer. Cosine (on normalised
+// vectors) and Dot use the negated dot product, L2 the squared distance.
+func (x *Index) dist(a, b []float32) float32 {
+	if x.l2 {
+		return sqDist(a, b)
+	}
+	return -dot(a, b)
+}
+
+// score64 returns the public score of a against b in float64 precision:
+// similarity or dot product, or the negative Euclidean distance for L2.
+func score64(m Metric, a, b []float32) float64 {
+	var s float64
+	if m == L2 {
+		for i := range a {
+			d := float64(a[i]) - float64(b[i])
+			s += d * d
+		}
+		return -math.Sqrt(s)
+	}
+	for i := range a {
+		s += float64(a[i]) * float64(b[i])
+	}
+	return s
+}
+
+// normalize scales v in place to unit length; a zero vector stays zero.
+func normalize(v []float32) {
+	var s float64
+	for _, x := range v {
+		s += float64(x) * float64(x)
+	}
+	if s == 0 {
+		return
+	}
+	inv := 1 / math.Sqrt(s)
+	for i, x := range v {
+		v[i] = float32(float64(x) * inv)
+	}
+}
+
+// finite reports whether every value of v is a finite number.
+func finite(v []float32) bool {
+	for _, x := range v {
+		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,259 @@
+package hnsw
+
+import (
+	"slices"
+)
+
+// Query adjusts one search.
+type Query struct {
+	// K is how many hits to return at most; required (> 0).
+	K int
+	// Ef is the candidate list length; 0 uses Config.EfSearch. It is
+	// raised to K when smaller.
+	Ef int
+	// Exact scores every live vector instead of walking the graph.
+	Exact bool
+	// Filter, when not nil, keeps only ids for which it returns true. The
+	// answer still holds min(K, rows passing) hits.
+	Filter func(id int64) bool
+	// Candidates, when not nil, is the set to score (the engine already
+	// knows which rows qualify); they are scored exhaustively. Ids not in
+	// the index are skipped, as are ids Filter refuses.
+	Candidates []int64
+}
+
+// sampleSize is how many slots a filtered search tries the filter on to
+// estimate how many rows pass.
+const sampleSize = 512
+
+// flatLimit is the estimated number of rows passing a filter at or below
+// which a filtered search scores them all instead of walking the graph:
+// that many distance computations cost less than a graph walk that must
+// pass through the many rows the filter refuses, and the answer is exact.
+const flatLimit = 2048
+
+// Search returns the K live vectors nearest q, best first (highest score,
+// ties by id ascending). Without Exact or Candidates it walks the graph,
+// an approximation whose quality grows with Ef. It never returns fewer
+// than min(K, rows passing Filter) hits: a filter passing few rows is
+// answered by scoring those rows, and a graph walk that comes back short
+// falls back to scoring every row. A q of the wrong length is an error.
+func (x *Index) Search(q []float32, opts Query) ([]Hit, error) {
+	qv, err := x.prepare(q)
+	if err != nil {
+		return nil, err
+	}
+	if opts.K <= 0 {
+		return nil, ErrK
+	}
+	if opts.Candidates != nil {
+		return x.scoreIDs(qv, opts.Candidates, opts.K, opts.Filter), nil
+	}
+	if x.live == 0 {
+		return nil, nil
+	}
+	if opts.Exact || (opts.Filter != nil && x.fewPass(opts.Filter)) {
+		return x.exact(qv, opts.K, opts.Filter), nil
+	}
+	ef := opts.Ef
+	if ef <= 0 {
+		ef = x.cfg.EfSearch
+	}
+	ef = max(ef, opts.K)
+	hits := x.graph(qv, opts.K, ef, opts.Filter)
+	if len(hits) < opts.K && len(hits) < x.live {
+		// The walk stops early only once it holds ef hits, so a short
+		// answer means the live nodes passing the filter that it could
+		// reach are all in it; widening ef would walk the same nodes. Only
+		// scoring every row can find what the graph cannot reach.
+		return x.exact(qv, opts.K, opts.Filter), nil
+	}
+	return hits, nil
+}
+
+// fewPass estimates, by trying filter on an even spread of slots, whether
+// at most flatLimit live rows pass it.
+func (x *Index) fewPass(filter func(int64) bool) bool {
+	if x.live <= flatLimit {
+		return true
+	}
+	n := len(x.ids)
+	step := max(1, n/sampleSize)
+	tried, passed := 0, 0
+	for s := 0; s < n; s += step {
+		if x.state[s] != slotLive {
+			continue
+		}
+		tried++
+		if filter(x.ids[s]) {
+			passed++
+		}
+	}
+	if tried == 0 {
+		return true
+	}
+	return float64(passed)/float64(tried)*float64(x.live) <= flatLimit
+}
+
+// graph walks the graph with candidate list length ef and returns up to k
+// hits passing filter.
+func (x *Index) graph(q []float32, k, ef int, filter func(int64) bool) []Hit {
+	ep := x.greedy(q, x.entry, x.top, 0)
+	vs := x.getVisited()
+	defer x.visited.Put(vs)
+	accept := x.isLive
+	if filter != nil {
+		accept = func(s uint32) bool { return x.state[s] == slotLive && filter(x.ids[s]) }
+	}
+	found := x.searchLayer(q, []item{ep}, ef, 0, accept, vs)
+	slices.SortFunc(found, byDist)
+	if len(found) > k {
+		found = found[:k]
+	}
+	return x.hits(q, found)
+}
+
+// exact scores every live slot passing filter and returns the best k.
+func (x *Index) exact(q []float32, k int, filter func(int64) bool) []Hit {
+	var top maxHeap
+	for s := range x.ids {
+		if x.state[s] != slotLive || (filter != nil && !filter(x.ids[s])) {
+			continue
+		}
+		keep(&top, item{d: x.dist(q, x.vec(uint32(s))), slot: uint32(s)}, k)
+	}
+	found := []item(top)
+	slices.SortFunc(found, byDist)
+	return x.hits(q, found)
+}
+
+// scoreIDs scores the given ids (those live and passing filter) and
+// returns the best k.
+func (x *Index) scoreIDs(q []float32, ids []int64, k int, filter func(int64) bool) []Hit {
+	var top maxHeap
+	seen := make(map[uint32]struct{}, len(ids))
+	for _, id := range ids {
+		s, ok := x.slotOf[id]
+		if !ok || (filter != nil && !filter(id)) {
+			continue
+		}
+		if _, dup := seen[s]; dup {
+			continue
+		}
+		seen[s] = struct{}{}
+		keep(&top, item{d: x.dist(q, x.vec(s)), slot: s}, k)
+	}
+	found := []item(top)
+	slices.SortFunc(found, byDist)
+	return x.hits(q, found)
+}
+
+// keep pushes it onto top, holding at most k items, the nearest.
+func keep(top *maxHeap, it item, k int) {
+	if len(*top) < k {
+		top.push(it)
+		return
+	}
+	if it.d < (*top)[0].d {
+		top.pop()
+		top.push(it)
+	}
+}
+
+// hits turns found slots into hits scored in float64, ordered by score
+// descending then id ascending.
+func (x *Index) hits(q []float32, found []item) []Hit {
+	out := make([]Hit, len(found))
+	for i, f := range found {
+		out[i] = Hit{ID: x.ids[f.slot], Score: score64(x.cfg.Metric, q, x.vec(f.slot))}
+	}
+	slices.SortFunc(out, func(a, b Hit) int {
+		switch {
+		case a.Score > b.Score:
+			return -1
+		case a.Score < b.Score:
+			return 1
+		case a.ID < b.ID:
+			return -1
+		case a.ID > b.ID:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// searchLayer walks level l from eps and returns up to ef nearest slots
+// that accept takes. Every node is traversed (tombstones and rows accept
+// refuses included) so they keep the graph navigable; the walk stops once
+// it holds ef accepted slots and no candidate left is nearer than the
+// farthest of them.
+func (x *Index) searchLayer(q []float32, eps []item, ef, l int, accept func(uint32) bool, vs *visitSet) []item {
+	vs.reset(len(x.ids))
+	var cand minHeap
+	var res maxHeap
+	for _, ep := range eps {
+		if vs.seen(ep.slot) {
+			continue
+		}
+		d := x.dist(q, x.vec(ep.slot))
+		cand.push(item{d: d, slot: ep.slot})
+		if accept(ep.slot) {
+			keep(&res, item{d: d, slot: ep.slot}, ef)
+		}
+	}
+	for len(cand) > 0 {
+		c := cand.pop()
+		if len(res) >= ef && c.d > res[0].d {
+			break
+		}
+		for _, n := range x.links(c.slot, l) {
+			if vs.seen(n) {
+				continue
+			}
+			d := x.dist(q, x.vec(n))
+			if len(res) < ef || d < res[0].d {
+				cand.push(item{d: d, slot: n})
+				if accept(n) {
+					keep(&res, item{d: d, slot: n}, ef)
+				}
+			}
+		}
+	}
+	return []item(res)
+}
+
+// visitSet marks slots seen by one walk; an epoch counter clears it.
+type visitSet struct {
+	marks []uint32
+	epoch uint32
+}
+
+func (x *Index) getVisited() *visitSet {
+	if v, ok := x.visited.Get().(*visitSet); ok {
+		return v
+	}
+	return &visitSet{}
+}
+
+// reset readies the set for a walk over n slots.
+func (v *visitSet) reset(n int) {
+	if len(v.marks) < n {
+		v.marks = make([]uint32, n+n/4)
+		v.epoch = 0
+	}
+	v.epoch++
+	if v.epoch == 0 {
+		clear(v.marks)
+		v.epoch = 1
+	}
+}
+
+// seen marks s and reports whether it was already marked.
+func (v *visitSet) seen(s uint32) bool {
+	if v.marks[s] == v.epoch {
+		return true
+	}
+	v.marks[s] = v.epoch
+	return false
+}
