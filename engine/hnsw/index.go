@@ -27,14 +27,14 @@ const noEntry = math.MaxUint32
 
 // Index is an HNSW graph. Create one with New or Load.
 type Index struct {
-	cfg  Config
-	dim  int
-	m    int // links per level above 0
-	m0   int // links at level 0
-	ml   float64
-	pcg  *rand.PCG
-	rnd  *rand.Rand
-	l2   bool // Metric is L2: distances are squared Euclidean
+	cfg Config
+	dim int
+	m   int // links per level above 0
+	m0  int // links at level 0
+	ml  float64
+	pcg *rand.PCG
+	rnd *rand.Rand
+	l2  bool // Metric is L2: distances are squared Euclidean
 
 	vecs   []float32 // by slot, dim each
 	ids    []int64   // by slot
