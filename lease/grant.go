@@ -76,7 +76,12 @@ func ListID(tenants []string) string {
 	names := slices.Clone(tenants)
 	slices.Sort(names)
 	names = slices.Compact(names)
-	sum := sha256.Sum256([]byte(strings.Join(names, "\n")))
+	var b strings.Builder
+	for _, n := range names {
+		b.WriteString(n)
+		b.WriteByte('\n') // each name ends, so no two lists join alike
+	}
+	sum := sha256.Sum256([]byte(b.String()))
 	return hex.EncodeToString(sum[:8])
 }
 
