@@ -1,0 +1,302 @@
+package global
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
+)
+
+// Cluster states of EmbedConfig.ClusterState.
+const (
+	ClusterNew      = "new"      // the member founds a cluster with InitialCluster
+	ClusterExisting = "existing" // the member joins a running cluster
+)
+
+// EmbedConfig says how to run one embedded etcd member.
+type EmbedConfig struct {
+	// Dir holds the member's data (WAL and snapshots). Required. A member
+	// restarted on the same Dir keeps its data and membership.
+	Dir string
+	// Name is the member's name in InitialCluster (default "fenec").
+	Name string
+	// ClientURL is where clients reach the member (default
+	// http://127.0.0.1:2379). Port 0 picks a free port.
+	ClientURL string
+	// PeerURL is where the other members reach it (default
+	// http://127.0.0.1:2380). Port 0 picks a free port (only for a member
+	// alone: the others must know its peer URL in advance).
+	PeerURL string
+	// InitialCluster lists every founding member, "name=peerURL,..."
+	// (default this member alone).
+	InitialCluster string
+	// ClusterState is ClusterNew or ClusterExisting (default new).
+	ClusterState string
+	// ForceNewCluster restarts the member on its Dir as a cluster of one,
+	// keeping its data: an operator's promotion after quorum was lost.
+	ForceNewCluster bool
+	// HeartbeatMS and ElectionMS are raft's timing (etcd's defaults, 100 and
+	// 1000, when zero).
+	HeartbeatMS, ElectionMS uint
+	// CompactionRetention keeps this much history for watches (default one
+	// hour); a watcher further behind lists again.
+	CompactionRetention time.Duration
+	// LogLevel is etcd's zap level: debug, info, warn or error (default
+	// error, so the member is quiet).
+	LogLevel string
+}
+
+// DefaultEmbedConfig returns the defaults for a member keeping its data in dir.
+func DefaultEmbedConfig(dir string) EmbedConfig {
+	return EmbedConfig{
+		Dir:                 dir,
+		Name:                "fenec",
+		ClientURL:           "http://127.0.0.1:2379",
+		PeerURL:             "http://127.0.0.1:2380",
+		ClusterState:        ClusterNew,
+		CompactionRetention: time.Hour,
+		LogLevel:            "error",
+	}
+}
+
+// withDefaults fills the zero fields from DefaultEmbedConfig.
+func (c EmbedConfig) withDefaults() EmbedConfig {
+	d := DefaultEmbedConfig(c.Dir)
+	if c.Name == "" {
+		c.Name = d.Name
+	}
+	if c.ClientURL == "" {
+		c.ClientURL = d.ClientURL
+	}
+	if c.PeerURL == "" {
+		c.PeerURL = d.PeerURL
+	}
+	if c.ClusterState == "" {
+		c.ClusterState = d.ClusterState
+	}
+	if c.CompactionRetention == 0 {
+		c.CompactionRetention = d.CompactionRetention
+	}
+	if c.LogLevel == "" {
+		c.LogLevel = d.LogLevel
+	}
+	return c
+}
+
+// Validate checks the config (after defaults are applied).
+func (c EmbedConfig) Validate() error {
+	c = c.withDefaults()
+	if c.Dir == "" {
+		return fmt.Errorf("embedded etcd: no data dir: %w", ErrEmbedded)
+	}
+	if c.ClusterState != ClusterNew && c.ClusterState != ClusterExisting {
+		return fmt.Errorf("embedded etcd: cluster state %q (want new or existing): %w", c.ClusterState, ErrEmbedded)
+	}
+	for _, u := range []string{c.ClientURL, c.PeerURL} {
+		if _, err := url.Parse(u); err != nil {
+			return fmt.Errorf("embedded etcd: url %q: %w", u, err)
+		}
+	}
+	if (c.HeartbeatMS == 0) != (c.ElectionMS == 0) || c.ElectionMS < 5*c.HeartbeatMS {
+		return fmt.Errorf("embedded etcd: election %d ms must be set with heartbeat %d ms and be at least 5 times it: %w",
+			c.ElectionMS, c.HeartbeatMS, ErrEmbedded)
+	}
+	return nil
+}
+
+// Embedded is one etcd member running inside this process. It owns the etcd
+// server and the goroutine that watches it; Close stops both.
+type Embedded struct {
+	cfg    EmbedConfig
+	etcd   *embed.Etcd
+	ready  chan struct{}
+	errc   chan error
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
+}
+
+// StartEmbedded starts a member and returns without waiting for it to join
+// its cluster (members of a new cluster can only be ready once a quorum of
+// them runs): wait on Ready. ctx bounds the start only; the member runs until
+// Close.
+func StartEmbedded(ctx context.Context, cfg EmbedConfig) (*Embedded, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	var err error
+	if cfg.ClientURL, err = pickPort(cfg.ClientURL); err != nil {
+		return nil, fmt.Errorf("embedded etcd: client url: %w", err)
+	}
+	if cfg.PeerURL, err = pickPort(cfg.PeerURL); err != nil {
+		return nil, fmt.Errorf("embedded etcd: peer url: %w", err)
+	}
+	ecfg, err := etcdConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	e, err := embed.StartEtcd(ecfg)
+	if err != nil {
+		return nil, fmt.Errorf("start embedded etcd %s: %w: %w", cfg.Name, ErrEmbedded, err)
+	}
+	m := &Embedded{cfg: cfg, etcd: e, ready: make(chan struct{}), errc: make(chan error, 1)}
+	m.ctx, m.cancel = context.WithCancel(context.Background())
+	m.wg.Go(m.watchServer)
+	return m, nil
+}
+
+// etcdConfig translates cfg into etcd's own.
+func etcdConfig(cfg EmbedConfig) (*embed.Config, error) {
+	ec := embed.NewConfig()
+	ec.Name = cfg.Name
+	ec.Dir = cfg.Dir
+	cu, err := url.Parse(cfg.ClientURL)
+	if err != nil {
+		return nil, err
+	}
+	pu, err := url.Parse(cfg.PeerURL)
+	if err != nil {
+		return nil, err
+	}
+	ec.ListenClientUrls, ec.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
+	ec.ListenPeerUrls, ec.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
+	ec.InitialCluster = cfg.InitialCluster
+	if ec.InitialCluster == "" {
+		ec.InitialCluster = cfg.Name + "=" + cfg.PeerURL
+	}
+	ec.ClusterState = cfg.ClusterState
+	ec.InitialClusterToken = "fenec"
+	ec.ForceNewCluster = cfg.ForceNewCluster
+	if cfg.HeartbeatMS != 0 {
+		ec.TickMs, ec.ElectionMs = cfg.HeartbeatMS, cfg.ElectionMS
+	}
+	ec.AutoCompactionMode = "periodic"
+	ec.AutoCompactionRetention = cfg.CompactionRetention.String()
+	ec.LogLevel = cfg.LogLevel
+	ec.LogOutputs = []string{"stderr"}
+	ec.EnableGRPCGateway = false
+	return ec, nil
+}
+
+// pickPort replaces port 0 in a URL by a port free right now (etcd must
+// advertise the port it listens on, so it cannot bind :0 itself). Another
+// process could take the port before etcd binds it; tests live with that.
+func pickPort(raw string) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", err
+	}
+	if u.Port() != "0" {
+		return raw, nil
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(u.Hostname(), "0"))
+	if err != nil {
+		return "", err
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	if err := ln.Close(); err != nil {
+		return "", err
+	}
+	u.Host = net.JoinHostPort(u.Hostname(), strconv.Itoa(port))
+	return u.String(), nil
+}
+
+// FreeLocalURL returns http://127.0.0.1:<a port free right now>, for
+// members whose peer URLs must be known before any starts.
+func FreeLocalURL() (string, error) { return pickPort("http://127.0.0.1:0") }
+
+// watchServer closes ready when the member has joined its cluster and reports
+// the member stopping on its own (an error from etcd, or removal) on errc.
+func (m *Embedded) watchServer() {
+	select {
+	case <-m.etcd.Server.ReadyNotify():
+		close(m.ready)
+	case <-m.etcd.Server.StopNotify():
+	case <-m.ctx.Done():
+		return
+	}
+	select {
+	case err, ok := <-m.etcd.Err():
+		if ok && err != nil && m.ctx.Err() == nil {
+			m.report(fmt.Errorf("embedded etcd %s: %w: %w", m.cfg.Name, ErrEmbedded, err))
+		}
+	case <-m.etcd.Server.StopNotify():
+		if m.ctx.Err() == nil {
+			m.report(fmt.Errorf("embedded etcd %s stopped: %w", m.cfg.Name, ErrEmbedded))
+		}
+	case <-m.ctx.Done():
+	}
+}
+
+func (m *Embedded) report(err error) {
+	select {
+	case m.errc <- err:
+	default:
+	}
+}
+
+// Ready is closed once the member has joined its cluster and serves clients.
+func (m *Embedded) Ready() <-chan struct{} { return m.ready }
+
+// Err receives an error if the member stops on its own before Close.
+func (m *Embedded) Err() <-chan error { return m.errc }
+
+// Name returns the member's name.
+func (m *Embedded) Name() string { return m.cfg.Name }
+
+// ClientURLs returns the URLs clients reach the member at.
+func (m *Embedded) ClientURLs() []string { return []string{m.cfg.ClientURL} }
+
+// PeerURL returns the URL the other members reach this one at.
+func (m *Embedded) PeerURL() string { return m.cfg.PeerURL }
+
+// WaitReady waits until the member is ready, it fails, or ctx ends.
+func (m *Embedded) WaitReady(ctx context.Context) error {
+	select {
+	case <-m.ready:
+		return nil
+	case err := <-m.errc:
+		m.report(err)
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("embedded etcd %s not ready: %w", m.cfg.Name, ctx.Err())
+	}
+}
+
+// Open returns a directory under prefix served by this member.
+func (m *Embedded) Open(ctx context.Context, prefix string) (*EtcdDirectory, error) {
+	return OpenEtcd(ctx, m.ClientURLs(), prefix)
+}
+
+// Close stops the member and waits for it. Safe to call more than once.
+func (m *Embedded) Close() error {
+	m.once.Do(func() {
+		m.cancel()
+		m.etcd.Close()
+		m.wg.Wait()
+	})
+	return nil
+}
+
+// InitialCluster formats members' names and peer URLs as etcd's
+// initial-cluster string ("a=http://...,b=http://...").
+func InitialCluster(peers map[string]string) string {
+	parts := make([]string, 0, len(peers))
+	for name, u := range peers {
+		parts = append(parts, name+"="+u)
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ",")
+}

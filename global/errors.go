@@ -1,0 +1,31 @@
+package global
+
+import "errors"
+
+var (
+	// ErrNotFound is returned when a key or record does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict is returned when a transaction's condition failed: a key
+	// changed (or appeared, or vanished) since the revision the caller read.
+	ErrConflict = errors.New("directory changed since it was read")
+	// ErrCompacted is returned (on a watch) when the revision asked for was
+	// compacted away; the caller lists again and watches from the new list.
+	ErrCompacted = errors.New("revision compacted")
+	// ErrFutureRevision is returned when compacting past the current revision.
+	ErrFutureRevision = errors.New("revision not yet reached")
+	// ErrClosed is returned by a directory, store or watcher after Close.
+	ErrClosed = errors.New("directory closed")
+	// ErrInvalidKey is returned for an empty key or one outside the layout.
+	ErrInvalidKey = errors.New("invalid key")
+	// ErrInvalidName is returned for a name outside [a-z0-9_-]{1,64}.
+	ErrInvalidName = errors.New("invalid name")
+	// ErrInvalidRecord is returned for a record that fails validation or
+	// whose stored JSON cannot be decoded.
+	ErrInvalidRecord = errors.New("invalid record")
+	// ErrStaleTerm is returned by ClaimLeader when the term does not move
+	// on past the leader's.
+	ErrStaleTerm = errors.New("term does not move on")
+	// ErrEmbedded is returned when an embedded etcd member cannot start or
+	// stopped with an error.
+	ErrEmbedded = errors.New("embedded etcd")
+)
