@@ -1,0 +1,35 @@
+package region
+
+import "errors"
+
+// Sentinel errors of the router. The forwarding path maps them to statuses
+// in one table (forwardStatus in forward_errors.go).
+var (
+	// ErrBadTenant: the target's tenant segment is not [a-z0-9_-]{1,64}.
+	ErrBadTenant = errors.New("tenant name must be [a-z0-9_-]{1,64}")
+	// ErrBadTarget: the request target is not below /t/<tenant>/.
+	ErrBadTarget = errors.New("request target is not /t/<tenant>/...")
+	// ErrUnknownTenant: no placement names the tenant.
+	ErrUnknownTenant = errors.New("unknown tenant")
+	// ErrNotReady: the router's placements have not arrived yet.
+	ErrNotReady = errors.New("placements have not arrived yet")
+	// ErrBodyTooLarge: the request body passes the router's bound.
+	ErrBodyTooLarge = errors.New("request body too large")
+	// ErrBodyRead: the client's body could not be read whole.
+	ErrBodyRead = errors.New("read request body")
+	// ErrUnreachable: the node refused the connection or could not be reached.
+	ErrUnreachable = errors.New("node unreachable")
+	// ErrMayHaveRun: a write was sent whole and its connection ended before
+	// an answer; the node may have run it.
+	ErrMayHaveRun = errors.New("node connection ended after the request was sent; it may have run")
+	// ErrUpstreamTimeout: the node did not answer within --upstream-timeout.
+	ErrUpstreamTimeout = errors.New("node did not answer within the upstream timeout")
+	// ErrBadAnswer: the node's answer was not HTTP the router can pass on.
+	ErrBadAnswer = errors.New("node sent an answer that could not be read")
+	// ErrNotSent: the request could not be sent whole, even on a fresh connection.
+	ErrNotSent = errors.New("request could not be sent to the node")
+	// ErrClosed: the forwarder has been closed.
+	ErrClosed = errors.New("forwarder is closed")
+	// ErrBadConfig: a configuration value is out of range.
+	ErrBadConfig = errors.New("bad router configuration")
+)

@@ -1,0 +1,442 @@
+package region
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Target is where a tenant is served: the node's name and address.
+type Target struct {
+	Node string // the node's name in the directory
+	Addr string // "host:port" or "http://host:port"
+}
+
+// Placements is the forwarder's view of the directory. The control plane
+// implements it over its in-memory copy, kept current by a watch.
+type Placements interface {
+	// Lookup names the node serving tenant.
+	Lookup(tenant string) (Target, bool)
+	// Ready reports whether placements have arrived at all; until then an
+	// unknown tenant is 503, not 404.
+	Ready() bool
+}
+
+// maxAttempts bounds the attempts of one request however many cuts,
+// redirects and retries it meets.
+const maxAttempts = 8
+
+// Forwarder is the http.Handler for /t/<tenant>/...: it sends each request
+// to the tenant's node byte for byte and passes the answer back.
+type Forwarder struct {
+	cfg     ForwardConfig
+	place   Placements
+	log     *slog.Logger
+	metrics *forwardMetrics
+	pools   pools
+	dial    dialFunc
+	now     func() time.Time
+
+	lease atomic.Pointer[leaseRetryBox]
+
+	ctx       context.Context // ends when Close is called
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+}
+
+// NewForwarder returns a forwarder over place, registering its metrics with
+// reg (nil: not registered) and logging to log (nil: discarded). Close it.
+func NewForwarder(cfg ForwardConfig, place Placements, reg prometheus.Registerer, log *slog.Logger) (*Forwarder, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	m, err := newForwardMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	d := &net.Dialer{KeepAlive: 30 * time.Second}
+	f := &Forwarder{
+		cfg:     cfg,
+		place:   place,
+		log:     log,
+		metrics: m,
+		dial:    d.DialContext,
+		now:     time.Now,
+	}
+	f.ctx, f.cancel = context.WithCancel(context.Background())
+	f.wg.Go(f.reapLoop)
+	return f, nil
+}
+
+// Close stops the idle reaper and closes every idle connection. Requests
+// in flight finish on their own connections. Safe to call twice.
+func (f *Forwarder) Close() error {
+	f.closeOnce.Do(func() {
+		f.cancel()
+		f.wg.Wait()
+		f.pools.close()
+	})
+	return nil
+}
+
+func (f *Forwarder) reapLoop() {
+	every := max(f.cfg.IdleTimeout/4, 10*time.Millisecond)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-f.ctx.Done():
+			return
+		case <-t.C:
+			f.pools.reap(f.now(), f.cfg.IdleTimeout)
+		}
+	}
+}
+
+// exchange is one request's state across its attempts; pooled.
+type exchange struct {
+	r          *http.Request
+	tenant     string
+	route      route
+	start      time.Time
+	deadline   time.Time
+	body       *bytes.Buffer
+	hadLength  bool  // the client framed a body (Content-Length or chunked)
+	replayable bool  // GET, HEAD, OPTIONS or a keyed write
+	wait       int64 // Fenec-Wait in ms, or -1
+	sends      int   // attempts that began writing
+	sentWhole  bool  // the last attempt was wholly sent
+	requestID  []byte
+	idBuf      [16]byte
+	scratch    [24]byte
+	fl         flight
+}
+
+var exchangePool = sync.Pool{New: func() any { return &exchange{body: new(bytes.Buffer)} }}
+
+func (x *exchange) release() {
+	x.r = nil
+	x.requestID = nil
+	if x.body.Cap() > 256<<10 {
+		x.body = new(bytes.Buffer)
+	}
+	x.body.Reset()
+	x.fl = flight{}
+	exchangePool.Put(x)
+}
+
+// ServeHTTP forwards one request below /t/<tenant>/.
+func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := f.now()
+	tenant, rt, err := parseTarget(r.RequestURI)
+	if err != nil {
+		f.finish(w, rt, start, writeError(w, err, false))
+		return
+	}
+	if !f.place.Ready() {
+		f.finish(w, rt, start, writeError(w, ErrNotReady, false))
+		return
+	}
+	tgt, ok := f.place.Lookup(tenant)
+	if !ok {
+		f.finish(w, rt, start, writeError(w, ErrUnknownTenant, false))
+		return
+	}
+	x := exchangePool.Get().(*exchange)
+	x.r, x.tenant, x.route, x.start = r, tenant, rt, start
+	x.deadline = start.Add(f.cfg.UpstreamTimeout)
+	x.sends, x.sentWhole = 0, false
+	if err := f.readBody(x); err != nil {
+		x.release()
+		f.finish(w, rt, start, writeError(w, err, false))
+		return
+	}
+	x.classify()
+	stop := context.AfterFunc(r.Context(), x.fl.clientGone)
+	code := f.forward(w, x, tgt)
+	reuse := stop()
+	if reuse {
+		x.release()
+	}
+	// A hook already started may still touch the flight: leave that
+	// exchange to the collector rather than hand it to another request.
+	f.finish(w, rt, start, code)
+}
+
+// finish records the request; codeAborted ends the client's connection
+// mid-answer so that a cut-short answer never looks whole.
+func (f *Forwarder) finish(w http.ResponseWriter, rt route, start time.Time, code int) {
+	if code == codeAborted {
+		f.metrics.observe(rt, 502, f.now().Sub(start).Seconds())
+		panic(http.ErrAbortHandler)
+	}
+	f.metrics.observe(rt, code, f.now().Sub(start).Seconds())
+}
+
+// codeAborted: the answer had begun and could not be finished.
+const codeAborted = -1
+
+// readBody buffers the client's body whole (bounded) for byte-for-byte
+// replay.
+func (f *Forwarder) readBody(x *exchange) error {
+	r := x.r
+	_, x.hadLength = r.Header["Content-Length"]
+	if r.ContentLength < 0 {
+		x.hadLength = true // chunked: a body was framed, maybe empty
+	}
+	if r.ContentLength > f.cfg.MaxBodyBytes {
+		return ErrBodyTooLarge
+	}
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil
+	}
+	if r.ContentLength > 0 {
+		x.body.Grow(int(r.ContentLength))
+	}
+	n, err := x.body.ReadFrom(http.MaxBytesReader(nil, r.Body, f.cfg.MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if asMaxBytes(err, &mbe) {
+			return ErrBodyTooLarge
+		}
+		return ErrBodyRead
+	}
+	if r.ContentLength >= 0 && n != r.ContentLength {
+		return ErrBodyRead
+	}
+	return nil
+}
+
+// classify notes what the retry rules need: whether running the request
+// twice is harmless, and a held request's wait.
+func (x *exchange) classify() {
+	h := x.r.Header
+	switch x.r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		x.replayable = true
+	default:
+		x.replayable = len(h["Idempotency-Key"]) > 0
+	}
+	x.wait = -1
+	if v := h["Fenec-Wait"]; len(v) == 1 {
+		if ms, ok := parseMillis(v[0]); ok {
+			x.wait = ms
+		}
+	}
+	x.requestID = nil
+	if v := h["X-Request-Id"]; len(v) == 1 && saneRequestID(v[0]) {
+		return
+	}
+	x.requestID = newRequestID(&x.idBuf)
+}
+
+// result is how one attempt ended.
+type result uint8
+
+const (
+	resDone     result = iota // answered; code says how
+	resGone                   // the client went away
+	resCut                    // cut by a failover: resend to the new target
+	resCutFail                // cut after a non-replayable write was sent whole
+	resRedirect               // the tenant is placed elsewhere now
+	resUnsent                 // failed before it was wholly sent
+	resNoAnswer               // sent whole; the connection ended before an answer
+	resDialFail               // the node refused or could not be reached
+	resTimeout                // the upstream timeout passed
+	resRefused                // 503 Fenec-Refused: lease; nothing ran
+)
+
+// forward runs attempts until one answers or the rules say stop, and
+// returns the status recorded.
+func (f *Forwarder) forward(w http.ResponseWriter, x *exchange, tgt Target) int {
+	retried := false // the one retry on a fresh connection, per target
+	fresh := false
+	var ls leaseState
+	for attempts := 0; attempts < maxAttempts; attempts++ {
+		res, code, next := f.attempt(w, x, tgt, fresh, f.interceptRefusal(x, &ls))
+		switch res {
+		case resDone:
+			return code
+		case resGone:
+			return statusClient
+		case resCut, resRedirect:
+			if res == resCut {
+				f.metrics.cut(CutResent)
+			}
+			tgt, retried, fresh = next, false, false
+			continue
+		case resCutFail:
+			f.metrics.cut(CutFailed502)
+			return writeError(w, ErrMayHaveRun, true)
+		case resRefused:
+			if !f.afterRefusal(x, tgt, &ls) {
+				return statusClient
+			}
+			fresh = false
+			attempts-- // asking again after a refusal is bounded by time
+			continue
+		}
+		f.metrics.upstreamError(tgt.Node)
+		switch res {
+		case resDialFail:
+			if moved, ok := f.place.Lookup(x.tenant); ok && moved.Node != tgt.Node {
+				tgt, retried, fresh = moved, false, false
+				continue
+			}
+			return writeError(w, ErrUnreachable, false)
+		case resTimeout:
+			return writeError(w, ErrUpstreamTimeout, x.sentWhole && !x.replayable)
+		case resUnsent, resNoAnswer:
+			if res == resNoAnswer && !x.replayable {
+				return writeError(w, ErrMayHaveRun, true)
+			}
+			if retried {
+				if res == resUnsent {
+					return writeError(w, ErrNotSent, false)
+				}
+				return writeError(w, ErrUnreachable, false)
+			}
+			f.log.Debug("resend on a fresh connection", "node", tgt.Node, "sent_whole", res == resNoAnswer)
+			retried, fresh = true, true
+			if moved, ok := f.place.Lookup(x.tenant); ok {
+				tgt = moved
+			}
+		}
+	}
+	return writeError(w, ErrUnreachable, x.sentWhole && !x.replayable)
+}
+
+// attempt sends the request once to tgt and, if an answer comes, passes it
+// back. next is where a cut or a redirect sends it.
+func (f *Forwarder) attempt(w http.ResponseWriter, x *exchange, tgt Target, fresh, intercept bool) (res result, code int, next Target) {
+	p := f.pools.get(tgt.Node, dialAddr(tgt.Addr))
+	fl := &x.fl
+	fl.begin(x.tenant)
+	p.register(fl)
+	defer p.unregister(fl)
+	// Registered first, looked up again second: a Cut either finds this
+	// attempt, or ran after the placements moved and the lookup sees it.
+	if now, ok := f.place.Lookup(x.tenant); ok && now.Node != tgt.Node {
+		return resRedirect, 0, now
+	}
+	x.sentWhole = false
+	pc, res := f.connect(x, p, fresh)
+	if pc == nil {
+		if res == resCut {
+			_, _, next = fl.state()
+		}
+		return res, 0, next
+	}
+	if !fl.enter(phaseSending, pc.c) {
+		pc.close()
+		return f.ended(fl, false, x)
+	}
+	_ = pc.c.SetDeadline(x.deadline)
+	x.sends++
+	if err := x.writeRequest(pc.bw, f.now()); err != nil {
+		pc.close()
+		if r, c, n := f.ended(fl, false, x); r != resDone {
+			return r, c, n
+		}
+		if isTimeout(err) {
+			return resTimeout, 0, next
+		}
+		return resUnsent, 0, next
+	}
+	x.sentWhole = true
+	if !fl.enter(phaseSent, nil) {
+		pc.close()
+		return f.ended(fl, true, x)
+	}
+	resp, err := readResponse(pc.br, x.r)
+	if err != nil {
+		pc.close()
+		if r, c, n := f.ended(fl, true, x); r != resDone {
+			return r, c, n
+		}
+		if isTimeout(err) {
+			return resTimeout, 0, next
+		}
+		return resNoAnswer, 0, next
+	}
+	if intercept && isLeaseRefusal(resp) {
+		f.drainRefusal(p, pc, tgt, resp)
+		return resRefused, 0, next
+	}
+	return f.answer(w, x, p, pc, tgt, resp)
+}
+
+// ended turns a cut or a client gone into the attempt's result; resDone
+// means neither happened and the caller's own error stands.
+func (f *Forwarder) ended(fl *flight, sentWhole bool, x *exchange) (result, int, Target) {
+	cut, gone, to := fl.state()
+	switch {
+	case gone:
+		return resGone, 0, Target{}
+	case cut && (!sentWhole || x.replayable):
+		return resCut, 0, to
+	case cut:
+		return resCutFail, 0, Target{}
+	}
+	return resDone, 0, Target{}
+}
+
+// connect takes a quiet pooled connection, or dials a fresh one bounded by
+// the dial timeout, the request's deadline, a cut and the client.
+func (f *Forwarder) connect(x *exchange, p *pool, fresh bool) (*pconn, result) {
+	now := f.now()
+	if !fresh {
+		if pc := p.takeIdle(now, f.cfg.IdleTimeout); pc != nil {
+			return pc, resDone
+		}
+	}
+	p.mu.Lock()
+	addr := p.addr
+	p.mu.Unlock()
+	ctx, cancel := context.WithDeadline(x.r.Context(), minTime(now.Add(f.cfg.DialTimeout), x.deadline))
+	defer cancel()
+	if !x.fl.setDial(cancel) {
+		r, _, _ := f.ended(&x.fl, false, x)
+		return nil, r
+	}
+	c, err := f.dial(ctx, "tcp", addr)
+	x.fl.clearDial()
+	if err != nil {
+		if r, _, _ := f.ended(&x.fl, false, x); r != resDone {
+			return nil, r
+		}
+		if !f.now().Before(x.deadline) {
+			return nil, resTimeout
+		}
+		f.log.Debug("dial node", "node", p.node, "addr", addr, "err", err)
+		return nil, resDialFail
+	}
+	return newPconn(c), resDone
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+func isTimeout(err error) bool {
+	ne, ok := err.(net.Error)
+	if ok && ne.Timeout() {
+		return true
+	}
+	var oe *net.OpError
+	return asOpError(err, &oe) && oe.Timeout()
+}

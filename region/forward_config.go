@@ -1,0 +1,82 @@
+package region
+
+import (
+	"flag"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// ForwardConfig bounds the forwarding path.
+type ForwardConfig struct {
+	// UpstreamTimeout bounds a whole forwarded request, from its arrival
+	// to the end of its answer (a subscription's stream once begun is not
+	// bounded). --upstream-timeout, default 60 s.
+	UpstreamTimeout time.Duration
+	// IdleTimeout drops a pooled node connection idle this long; keep it
+	// below the node's own idle timeout (60 s). --idle-timeout, default 50 s.
+	IdleTimeout time.Duration
+	// DialTimeout bounds connecting to a node, so that a node gone answers
+	// 502 fast. Default 1 s.
+	DialTimeout time.Duration
+	// MaxBodyBytes bounds a request body; bodies are buffered whole so any
+	// resend replays them byte for byte. Default 64 MiB.
+	MaxBodyBytes int64
+	// MaxIdlePerNode bounds the idle connections kept per node. Default 128.
+	MaxIdlePerNode int
+}
+
+// DefaultForwardConfig returns the defaults API.md names.
+func DefaultForwardConfig() ForwardConfig {
+	return ForwardConfig{
+		UpstreamTimeout: 60 * time.Second,
+		IdleTimeout:     50 * time.Second,
+		DialTimeout:     time.Second,
+		MaxBodyBytes:    64 << 20,
+		MaxIdlePerNode:  128,
+	}
+}
+
+// Validate checks each field and how they fit together.
+func (c ForwardConfig) Validate() error {
+	switch {
+	case c.UpstreamTimeout <= 0:
+		return fmt.Errorf("%w: upstream timeout must be positive", ErrBadConfig)
+	case c.IdleTimeout <= 0:
+		return fmt.Errorf("%w: idle timeout must be positive", ErrBadConfig)
+	case c.DialTimeout <= 0:
+		return fmt.Errorf("%w: dial timeout must be positive", ErrBadConfig)
+	case c.DialTimeout > c.UpstreamTimeout:
+		return fmt.Errorf("%w: dial timeout above the upstream timeout", ErrBadConfig)
+	case c.MaxBodyBytes <= 0:
+		return fmt.Errorf("%w: max body bytes must be positive", ErrBadConfig)
+	case c.MaxIdlePerNode < 0:
+		return fmt.Errorf("%w: max idle connections per node must not be negative", ErrBadConfig)
+	}
+	return nil
+}
+
+// AddFlags registers --upstream-timeout and --idle-timeout (seconds).
+func (c *ForwardConfig) AddFlags(fs *flag.FlagSet) {
+	fs.Var((*seconds)(&c.UpstreamTimeout), "upstream-timeout", "bound on a forwarded request, in seconds")
+	fs.Var((*seconds)(&c.IdleTimeout), "idle-timeout", "drop a pooled node connection idle this many seconds")
+}
+
+// seconds is a duration flag given in (possibly fractional) seconds.
+type seconds time.Duration
+
+func (s *seconds) String() string {
+	if s == nil {
+		return "0"
+	}
+	return strconv.FormatFloat(time.Duration(*s).Seconds(), 'f', -1, 64)
+}
+
+func (s *seconds) Set(v string) error {
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || f < 0 {
+		return fmt.Errorf("%w: %q is not a number of seconds", ErrBadConfig, v)
+	}
+	*s = seconds(f * float64(time.Second))
+	return nil
+}

@@ -1,0 +1,118 @@
+package region
+
+import (
+	"strconv"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// route is the small fixed set a request is counted under; never a tenant.
+type route uint8
+
+const (
+	routeQuery route = iota
+	routeBatch
+	routeRest
+	routeChanges
+	routeOther
+	numRoutes
+)
+
+var routeNames = [numRoutes]string{"query", "batch", "rest", "changes", "other"}
+
+func (r route) String() string { return routeNames[r] }
+
+// Outcomes of a request cut out from a failed-over node.
+const (
+	CutResent      = "resent"       // sent again to the tenant's new node
+	CutFailed502   = "failed_502"   // a write that may have run: answered 502
+	CutStreamEnded = "stream_ended" // a subscription ended for its client to reopen
+	CutLeft        = "left"         // its answer had begun: left to the node
+)
+
+// statusClient is recorded for a request whose client went away before an
+// answer; no answer is written for it.
+const statusClient = 499
+
+// codeStrings holds the label value of every status code, built once.
+var codeStrings = func() []string {
+	s := make([]string, 600)
+	for i := range s {
+		s[i] = strconv.Itoa(i)
+	}
+	return s
+}()
+
+// forwardMetrics are the forwarding path's series. Counters for
+// (route, code) are looked up once and cached, so a request costs no
+// label hashing.
+type forwardMetrics struct {
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+	upstream *prometheus.CounterVec
+	cuts     *prometheus.CounterVec
+
+	durByRoute [numRoutes]prometheus.Observer
+	byCode     [numRoutes][600]atomic.Pointer[counterBox]
+}
+
+type counterBox struct{ c prometheus.Counter }
+
+func newForwardMetrics(reg prometheus.Registerer) (*forwardMetrics, error) {
+	m := &forwardMetrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fenec_router_requests_total",
+			Help: "Requests forwarded below /t/, by route and status.",
+		}, []string{"route", "code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "fenec_router_request_duration_seconds",
+			Help:    "Time from a request's arrival to the end of its answer, by route.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}, []string{"route"}),
+		upstream: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fenec_router_upstream_errors_total",
+			Help: "Failures talking to a node: refused, unreachable, timed out, connection ended.",
+		}, []string{"node"}),
+		cuts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fenec_router_cut_requests_total",
+			Help: "Requests cut out from a failed-over node, by what became of them.",
+		}, []string{"outcome"}),
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{m.requests, m.duration, m.upstream, m.cuts} {
+			if err := reg.Register(c); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for r := range numRoutes {
+		m.durByRoute[r] = m.duration.WithLabelValues(routeNames[r])
+	}
+	for _, o := range []string{CutResent, CutFailed502, CutStreamEnded, CutLeft} {
+		m.cuts.WithLabelValues(o)
+	}
+	return m, nil
+}
+
+func (m *forwardMetrics) observe(r route, code int, seconds float64) {
+	if code < 0 || code >= 600 {
+		code = 0
+	}
+	p := &m.byCode[r][code]
+	b := p.Load()
+	if b == nil {
+		b = &counterBox{c: m.requests.WithLabelValues(routeNames[r], codeStrings[code])}
+		p.Store(b)
+	}
+	b.c.Inc()
+	m.durByRoute[r].Observe(seconds)
+}
+
+func (m *forwardMetrics) upstreamError(node string) {
+	m.upstream.WithLabelValues(node).Inc()
+}
+
+func (m *forwardMetrics) cut(outcome string) {
+	m.cuts.WithLabelValues(outcome).Inc()
+}
