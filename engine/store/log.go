@@ -1,4 +1,363 @@
 package store
 
-// logState is the Log's state; filled in by the implementation.
-type logState struct{}
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// logState is the Log's state.
+type logState struct {
+	path       string
+	opts       Options
+	log        *slog.Logger
+	unregister func()
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	// wmu serialises the writers: appends, forks, checkpoints and Close.
+	// It is taken before mu.
+	wmu sync.Mutex
+
+	// mu guards every field below. It is held only briefly: never across
+	// a write, an fsync or a checkpoint.
+	mu      sync.Mutex
+	file    *fileRef
+	size    int64  // bytes in the current file
+	base    uint64 // seq the file's first record continues from
+	seq     uint64
+	lineage []LineageEntry
+	index   []indexEntry
+	lastIdx int64 // offset of the last index entry
+	idxNext bool  // the next record gets an index entry
+	images  []span
+
+	// Durability is counted in appended bytes since open (lsn), which
+	// checkpoints leave alone: the current file's offset is lsn - lsnBase.
+	appended   int64
+	durableLSN int64
+	durableSeq uint64
+	lsnBase    int64
+	syncing    bool
+	durableCh  chan struct{} // closed (and replaced) when durability moves, on failure and on close
+
+	err    error // sticky: set once a write or sync failed
+	closed bool
+}
+
+func (o Options) withDefaults() Options {
+	if o.SyncEvery <= 0 {
+		o.SyncEvery = DefaultSyncEvery
+	}
+	if o.RetainBytes == 0 {
+		o.RetainBytes = DefaultRetainBytes
+	}
+	if o.RetainBytes < 0 {
+		o.RetainBytes = 0
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.indexEvery <= 0 {
+		o.indexEvery = defaultIndexEvery
+	}
+	if o.imageChunk <= 0 {
+		o.imageChunk = defaultImageChunk
+	}
+	return o
+}
+
+func newHistory() uint64 {
+	var b [8]byte
+	for {
+		if _, err := rand.Read(b[:]); err != nil {
+			panic(fmt.Sprintf("store: random history: %v", err)) // crypto/rand does not fail on Linux
+		}
+		if h := binary.LittleEndian.Uint64(b[:]); h != 0 {
+			return h
+		}
+	}
+}
+
+func create(path string, opts Options) (*Log, error) {
+	opts = opts.withDefaults()
+	abs, err := absPath(path)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Lstat(abs); err == nil {
+		return nil, fmt.Errorf("%s: %w", abs, ErrExist)
+	}
+	unregister, err := register(abs)
+	if err != nil {
+		return nil, err
+	}
+	f, size, lineage, err := createFile(abs)
+	if err != nil {
+		unregister()
+		return nil, fmt.Errorf("create tenant file: %w", err)
+	}
+	l := &Log{}
+	l.init(abs, opts, unregister, f, &scanned{
+		end: size, lineage: lineage,
+	})
+	return l, nil
+}
+
+// createFile writes a new file (header and a fork) into <path>.tmp and
+// links it into place, so path never holds a half-written header.
+func createFile(path string) (*os.File, int64, []LineageEntry, error) {
+	tmp := path + ".tmp"
+	f, err := openSide(tmp)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	h := newHistory()
+	fork, err := encodeFrame(KindFork, 1, 0, forkBody(h))
+	if err == nil {
+		buf := append(encodeHeader(0), fork...)
+		if _, err = f.WriteAt(buf, 0); err == nil {
+			err = datasync(f)
+		}
+	}
+	if err == nil {
+		if err = os.Link(tmp, path); errors.Is(err, os.ErrExist) {
+			err = fmt.Errorf("%s: %w", path, ErrExist)
+		}
+	}
+	os.Remove(tmp)
+	if err == nil {
+		err = syncDir(path)
+	}
+	if err != nil {
+		f.Close()
+		return nil, 0, nil, err
+	}
+	return f, int64(headerSize + len(fork)), []LineageEntry{{History: h, From: 0}}, nil
+}
+
+func open(path string, opts Options, h Replayer) (*Log, error) {
+	opts = opts.withDefaults()
+	abs, err := absPath(path)
+	if err != nil {
+		return nil, err
+	}
+	unregister, err := register(abs)
+	if err != nil {
+		return nil, err
+	}
+	f, err := openLocked(abs)
+	if err != nil {
+		unregister()
+		return nil, err
+	}
+	for _, side := range []string{abs + ".tmp", abs + ".install"} {
+		if removed, err := removeLeftover(side); err != nil {
+			opts.Logger.Warn("store: leftover side file", "path", side, "err", err)
+		} else if removed {
+			opts.Logger.Info("store: removed leftover side file", "path", side)
+		}
+	}
+	s, err := openScan(f, abs, opts, h)
+	if err != nil {
+		f.Close()
+		unregister()
+		return nil, err
+	}
+	l := &Log{}
+	l.init(abs, opts, unregister, f, s)
+	return l, nil
+}
+
+// openScan maps the file, checks it, cuts a torn tail and replays it.
+func openScan(f *os.File, path string, opts Options, h Replayer) (*scanned, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("stat: %w", err)
+	}
+	if st.Size() < headerSize {
+		return nil, &DamagedError{Path: path, Offset: 0, Why: "header cut short"}
+	}
+	data, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("map file: %w", err)
+	}
+	defer unix.Munmap(data)
+	s, err := scan(data, opts.indexEvery, false)
+	if err != nil {
+		var se *scanError
+		if errors.As(err, &se) {
+			return nil, &DamagedError{Path: path, Offset: se.off, Why: se.why}
+		}
+		return nil, err
+	}
+	if s.end < int64(len(data)) {
+		if err := f.Truncate(s.end); err != nil {
+			return nil, fmt.Errorf("cut torn tail: %w", err)
+		}
+		if err := datasync(f); err != nil {
+			return nil, fmt.Errorf("cut torn tail: %w", err)
+		}
+		opts.Logger.Warn("store: cut torn tail", "path", path, "offset", s.end,
+			"bytes", int64(len(data))-s.end, "why", s.tailWhy)
+	}
+	if h != nil {
+		if err := replay(data[:s.end], s, h); err != nil {
+			return nil, fmt.Errorf("replay %s: %w", path, err)
+		}
+	}
+	return s, nil
+}
+
+// replay gives h the last image and the engine records after it.
+func replay(data []byte, s *scanned, h Replayer) error {
+	off := int64(headerSize)
+	seq := s.base
+	if len(s.images) > 0 {
+		img := s.images[len(s.images)-1]
+		var bodies [][]byte
+		var pos Position
+		for o := img.start; o < img.end; {
+			rec, size, why := frameAt(data, o, seq)
+			if why != "" {
+				return errors.New(why) // scan checked it: the file changed under us
+			}
+			body := rec.Body
+			if o == img.start {
+				p, state, err := decodeImageHeader(body)
+				if err != nil {
+					return err
+				}
+				pos, body = p, state
+			}
+			bodies = append(bodies, body)
+			o += size
+		}
+		if err := h.Image(pos.Seq, imageReader(bodies)); err != nil {
+			return fmt.Errorf("image: %w", err)
+		}
+		off, seq = img.end, pos.Seq
+	}
+	for off < s.end {
+		rec, size, why := frameAt(data, off, seq)
+		if why != "" {
+			return errors.New(why)
+		}
+		if rec.Kind >= KindEngine {
+			rec.Body = append([]byte(nil), rec.Body...)
+			if err := h.Record(rec); err != nil {
+				return fmt.Errorf("record at seq %d: %w", rec.First, err)
+			}
+		}
+		off += size
+		seq = rec.Last
+	}
+	return nil
+}
+
+// init fills in an opened Log and starts its sync goroutine.
+func (l *Log) init(path string, opts Options, unregister func(), f *os.File, s *scanned) {
+	l.path, l.opts, l.log, l.unregister = path, opts, opts.Logger, unregister
+	l.file = newFileRef(f)
+	l.size = s.end
+	l.base, l.seq = s.base, s.seq
+	l.lineage = s.lineage
+	l.index, l.images = s.index, s.images
+	l.idxNext = len(s.index) == 0
+	if n := len(s.index); n > 0 {
+		l.lastIdx = s.index[n-1].off
+		if k := len(s.images); k > 0 && s.images[k-1].end > l.lastIdx {
+			l.idxNext = true
+		}
+	}
+	l.appended, l.durableLSN, l.lsnBase = s.end, s.end, 0
+	l.durableSeq = s.seq
+	l.durableCh = make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	l.cancel = cancel
+	if opts.Sync == SyncEvery {
+		l.wg.Go(func() { l.syncLoop(ctx) })
+	}
+}
+
+func (l *Log) close() error {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.mu.Unlock()
+	syncErr := l.waitUntil(context.Background(), l.allDurableLocked(), true)
+	l.mu.Lock()
+	l.closed = true
+	l.notifyLocked()
+	file := l.file
+	l.mu.Unlock()
+	l.cancel()
+	l.wg.Wait()
+	closeErr := file.release()
+	l.unregister()
+	if syncErr != nil && !errors.Is(syncErr, ErrClosed) {
+		return fmt.Errorf("close: %w", syncErr)
+	}
+	if closeErr != nil {
+		return fmt.Errorf("close: %w", closeErr)
+	}
+	return nil
+}
+
+// notifyLocked wakes everyone waiting on durability.
+func (l *Log) notifyLocked() {
+	close(l.durableCh)
+	l.durableCh = make(chan struct{})
+}
+
+// failLocked makes err sticky: the Log takes no more writes.
+func (l *Log) failLocked(err error) error {
+	if l.err == nil {
+		l.err = fmt.Errorf("%w: %v", ErrFailed, err)
+		l.log.Error("store: log stopped", "path", l.path, "err", err)
+		l.notifyLocked()
+	}
+	return l.err
+}
+
+// usableLocked says why the Log takes no write, if it takes none.
+func (l *Log) usableLocked() error {
+	if l.closed {
+		return ErrClosed
+	}
+	return l.err
+}
+
+func (l *Log) lineageCopyLocked() []LineageEntry {
+	return append([]LineageEntry(nil), l.lineage...)
+}
+
+func (l *Log) holds(h uint64, seq uint64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, e := range l.lineage {
+		if e.History != h {
+			continue
+		}
+		end := l.seq
+		if i+1 < len(l.lineage) {
+			end = l.lineage[i+1].From
+		}
+		if seq <= end {
+			return true
+		}
+	}
+	return false
+}

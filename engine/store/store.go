@@ -59,6 +59,9 @@ type Options struct {
 	// Logger receives what the store notices (a torn tail cut off, a
 	// leftover side file removed). Nil means slog.Default().
 	Logger *slog.Logger
+
+	indexEvery int64 // least bytes between sparse index entries (tests set it)
+	imageChunk int   // most state bytes in one image frame (tests set it)
 }
 
 // DefaultRetainBytes is Options.RetainBytes when it is zero.
@@ -155,14 +158,18 @@ type Log struct {
 
 // Create makes a new tenant file at path (it must not exist: ErrExist),
 // takes its flock and starts a fresh random history at seq 0, durably.
-func Create(path string, opts Options) (*Log, error) { panic("store: not built") }
+func Create(path string, opts Options) (*Log, error) {
+	return create(path, opts)
+}
 
 // Open takes the flock on an existing tenant file (ErrNotExist, ErrLocked),
 // removes leftover side files (<path>.tmp, <path>.install), checks every
 // frame (cutting a torn tail, refusing a damaged file with a
 // *DamagedError), and replays it into h: the last image, then every engine
 // record after it. h may be nil.
-func Open(path string, opts Options, h Replayer) (*Log, error) { panic("store: not built") }
+func Open(path string, opts Options, h Replayer) (*Log, error) {
+	return open(path, opts, h)
+}
 
 // Install copies r into <path>.install, checks every frame (a cut-short or
 // damaged image is refused with an error wrapping ErrBadImage), calls
@@ -171,7 +178,7 @@ func Open(path string, opts Options, h Replayer) (*Log, error) { panic("store: n
 // links it into place at path, which must not exist (ErrExist). Any failure
 // removes the side file. It returns the bytes installed.
 func Install(path string, r io.Reader, verify func(tmpPath string) error) (int64, error) {
-	panic("store: not built")
+	return install(path, r, verify)
 }
 
 // WriteImage streams a compact tenant file to w: the header and one image
@@ -179,21 +186,21 @@ func Install(path string, r io.Reader, verify func(tmpPath string) error) (int64
 // snapshot (pos must match the state); writes to the Log may go on
 // meanwhile. It returns the bytes written.
 func WriteImage(w io.Writer, pos Position, writeState WriteStateFunc) (int64, error) {
-	panic("store: not built")
+	return writeImage(w, pos, defaultImageChunk, writeState)
 }
 
 // Append appends one block of n writes (n = 0 for a record that writes no
 // seq) as one frame: First = Seq()+1, Last = Seq()+n. Under SyncAlways it
 // returns once the record is on disk. kind must be >= KindEngine.
 func (l *Log) Append(kind Kind, n uint64, body []byte) (Record, error) {
-	panic("store: not built")
+	return l.append(kind, n, body, true)
 }
 
 // AppendNoSync is Append without waiting for the disk whatever the sync
 // mode: the engine appends under its write lock, releases it, then calls
 // WaitDurable(ctx, rec.Last) so that concurrent writers share one fsync.
 func (l *Log) AppendNoSync(kind Kind, n uint64, body []byte) (Record, error) {
-	panic("store: not built")
+	return l.append(kind, n, body, false)
 }
 
 // WaitDurable returns once every write up to seq is on disk: under
@@ -201,45 +208,87 @@ func (l *Log) AppendNoSync(kind Kind, n uint64, body []byte) (Record, error) {
 // for the next tick, under SyncOff it returns at once. It returns the
 // Log's sticky error if a write or sync failed, ErrClosed if the Log
 // closed first, or ctx's error.
-func (l *Log) WaitDurable(ctx context.Context, seq uint64) error { panic("store: not built") }
+func (l *Log) WaitDurable(ctx context.Context, seq uint64) error {
+	return l.waitDurable(ctx, seq)
+}
 
 // RecordSize is the exact framed size (length and CRC included) that
 // Append(kind, n, body) with len(body) == bodyLen would add now, for the
 // quota hook. Call it under the same lock as the Append.
-func (l *Log) RecordSize(kind Kind, n uint64, bodyLen int) int64 { panic("store: not built") }
+func (l *Log) RecordSize(kind Kind, n uint64, bodyLen int) int64 {
+	l.mu.Lock()
+	seq := l.seq
+	l.mu.Unlock()
+	return frameSize(kind, seq+1, seq+n, bodyLen)
+}
 
 // Sync puts everything appended so far on disk, whatever the sync mode.
-func (l *Log) Sync() error { panic("store: not built") }
+func (l *Log) Sync() error {
+	return l.sync()
+}
 
 // Seq is the seq of the last appended write.
-func (l *Log) Seq() uint64 { panic("store: not built") }
+func (l *Log) Seq() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.seq
+}
 
 // Durable is the highest seq known to be on disk (under SyncOff, Seq).
-func (l *Log) Durable() uint64 { panic("store: not built") }
+func (l *Log) Durable() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.durableSeq
+}
 
 // Size is the bytes in the file, counted (no system call).
-func (l *Log) Size() int64 { panic("store: not built") }
+func (l *Log) Size() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.size
+}
 
 // Path is the tenant file's path.
-func (l *Log) Path() string { panic("store: not built") }
+func (l *Log) Path() string {
+	return l.path
+}
 
 // History is the current history id (the last lineage entry's).
-func (l *Log) History() uint64 { panic("store: not built") }
+func (l *Log) History() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.lineage) == 0 {
+		return 0 // only a file whose first record was cut off as a torn tail
+	}
+	return l.lineage[len(l.lineage)-1].History
+}
 
 // Lineage returns a copy of the lineage, oldest first.
-func (l *Log) Lineage() []LineageEntry { panic("store: not built") }
+func (l *Log) Lineage() []LineageEntry {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lineageCopyLocked()
+}
 
 // Position returns Seq and Lineage read together.
-func (l *Log) Position() Position { panic("store: not built") }
+func (l *Log) Position() Position {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return Position{Seq: l.seq, Lineage: l.lineageCopyLocked()}
+}
 
 // Holds says whether this file holds write seq of history h: h is on the
 // lineage and seq is at most where that history stopped here (the next
 // entry's From, or Seq for the last).
-func (l *Log) Holds(h uint64, seq uint64) bool { panic("store: not built") }
+func (l *Log) Holds(h uint64, seq uint64) bool {
+	return l.holds(h, seq)
+}
 
 // Fork appends a fork record starting a new random history at Seq and
 // syncs it whatever the sync mode. It returns the new history.
-func (l *Log) Fork() (uint64, error) { panic("store: not built") }
+func (l *Log) Fork() (uint64, error) {
+	return l.fork()
+}
 
 // Checkpoint rewrites the file as the records kept for cursors (the newest
 // non-image records up to RetainBytes) followed by an image of the state
@@ -247,15 +296,19 @@ func (l *Log) Fork() (uint64, error) { panic("store: not built") }
 // the tenant file; appends continue on it. The caller keeps the state
 // still (holds its write lock) while it runs; appends through the Log wait
 // for it. On any failure the old file stays as it was and the Log goes on.
-func (l *Log) Checkpoint(writeState WriteStateFunc) error { panic("store: not built") }
+func (l *Log) Checkpoint(writeState WriteStateFunc) error {
+	return l.checkpoint(writeState, l.opts.RetainBytes)
+}
 
 // Compact is Checkpoint keeping no records: cursors before it are gone.
-func (l *Log) Compact(writeState WriteStateFunc) error { panic("store: not built") }
+func (l *Log) Compact(writeState WriteStateFunc) error {
+	return l.checkpoint(writeState, 0)
+}
 
 // WriteImage is WriteImage(w, l.Position(), writeState): the caller keeps
 // the state still at that position while it runs.
 func (l *Log) WriteImage(w io.Writer, writeState WriteStateFunc) (int64, error) {
-	panic("store: not built")
+	return writeImage(w, l.Position(), l.opts.imageChunk, writeState)
 }
 
 // ReadFrom calls fn, in order, with each durable record whose writes come
@@ -264,7 +317,9 @@ func (l *Log) WriteImage(w io.Writer, writeState WriteStateFunc) (int64, error) 
 // ErrCursorGone when records after since are no longer kept, and what fn
 // returns if it is not nil. Appends go on while it reads; it reads up to
 // what was durable when it started.
-func (l *Log) ReadFrom(since uint64, fn func(Record) error) error { panic("store: not built") }
+func (l *Log) ReadFrom(since uint64, fn func(Record) error) error {
+	return l.readFrom(since, fn)
+}
 
 // AppendRaw appends a frame read from a primary's ReadFrom verbatim: its
 // CRC must match (ErrBadRecord), it must continue this file's seq
@@ -272,8 +327,12 @@ func (l *Log) ReadFrom(since uint64, fn func(Record) error) error { panic("store
 // extends this file's lineage (a fork whose history the lineage already
 // holds is not appended again and returns its record). It syncs as Append
 // does and returns the decoded record for the engine to apply.
-func (l *Log) AppendRaw(frame []byte) (Record, error) { panic("store: not built") }
+func (l *Log) AppendRaw(frame []byte) (Record, error) {
+	return l.appendRaw(frame)
+}
 
 // Close syncs, stops the sync goroutine and releases the flock and the
 // file. Safe to call twice.
-func (l *Log) Close() error { panic("store: not built") }
+func (l *Log) Close() error {
+	return l.close()
+}

@@ -1,0 +1,145 @@
+package store
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+)
+
+// keepFrom picks where the kept records start: the earliest index entry
+// from which the records (images left out) to the end of the file fit in
+// retain bytes. It returns the entry, or ok false to keep nothing.
+func keepFrom(index []indexEntry, images []span, size, retain int64) (indexEntry, bool) {
+	if retain <= 0 {
+		return indexEntry{}, false
+	}
+	for _, e := range index {
+		kept := size - e.off
+		for _, im := range images {
+			if im.start >= e.off {
+				kept -= im.end - im.start
+			}
+		}
+		if kept <= retain {
+			return e, true
+		}
+	}
+	return indexEntry{}, false
+}
+
+func (l *Log) checkpoint(writeState WriteStateFunc, retain int64) (err error) {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	l.mu.Lock()
+	if err := l.usableLocked(); err != nil {
+		l.mu.Unlock()
+		return err
+	}
+	ref := l.file.acquire()
+	size, pos := l.size, Position{Seq: l.seq, Lineage: l.lineageCopyLocked()}
+	index, images := l.index, l.images
+	l.mu.Unlock()
+	defer ref.release()
+
+	tmp := l.path + ".tmp"
+	f, err := openSide(tmp)
+	if err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	renamed := false
+	defer func() {
+		if !renamed {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	built, err := l.writeCheckpoint(f, ref.f, pos, index, images, size, retain, writeState)
+	if err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	if err := datasync(f); err != nil {
+		return fmt.Errorf("checkpoint: sync: %w", err)
+	}
+	if err := os.Rename(tmp, l.path); err != nil {
+		return fmt.Errorf("checkpoint: rename: %w", err)
+	}
+	renamed = true
+	dirErr := syncDir(l.path)
+
+	l.mu.Lock()
+	old := l.file
+	l.file = newFileRef(f)
+	l.size, l.base = built.end, built.base
+	l.index, l.images = built.index, built.images
+	l.lastIdx, l.idxNext = 0, true
+	if n := len(built.index); n > 0 {
+		l.lastIdx = built.index[n-1].off
+	}
+	l.lsnBase = l.appended - built.end
+	l.durableLSN, l.durableSeq = l.appended, l.seq
+	l.notifyLocked()
+	if dirErr != nil {
+		// The new file is whole, but its name may not survive a crash:
+		// appending to it could lose acknowledged writes.
+		err = l.failLocked(fmt.Errorf("checkpoint: %w", dirErr))
+	}
+	l.mu.Unlock()
+	old.release()
+	return err
+}
+
+// writeCheckpoint writes header, kept records and image into f and
+// describes what it wrote.
+func (l *Log) writeCheckpoint(f, old *os.File, pos Position, index []indexEntry, images []span,
+	size, retain int64, writeState WriteStateFunc) (*scanned, error) {
+	built := &scanned{base: pos.Seq, seq: pos.Seq, lineage: pos.Lineage}
+	from, keep := keepFrom(index, images, size, retain)
+	if keep {
+		built.base = from.first - 1
+	}
+	cw := &countingWriter{w: f}
+	bw := bufio.NewWriterSize(cw, 1<<20)
+	if _, err := bw.Write(encodeHeader(built.base)); err != nil {
+		return nil, err
+	}
+	off, lastIdx := int64(headerSize), int64(0)
+	if keep {
+		it := newFrameIter(old, from.off, size, images)
+		for {
+			frame, _, err := it.next()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return nil, err
+			}
+			rec, err := DecodeFrame(frame)
+			if err != nil {
+				return nil, err
+			}
+			if len(built.index) == 0 || off-lastIdx >= l.opts.indexEvery {
+				built.index = append(built.index, indexEntry{off: off, first: rec.First})
+				lastIdx = off
+			}
+			if _, err := bw.Write(frame); err != nil {
+				return nil, err
+			}
+			off += int64(len(frame))
+		}
+	}
+	n, err := writeImageFrames(bw, pos, l.opts.imageChunk, writeState)
+	if err != nil {
+		return nil, fmt.Errorf("image: %w", err)
+	}
+	built.images = []span{{start: off, end: off + n}}
+	if err := bw.Flush(); err != nil {
+		return nil, err
+	}
+	built.end = off + n
+	if cw.n != built.end {
+		return nil, fmt.Errorf("wrote %d bytes, counted %d", cw.n, built.end)
+	}
+	return built, nil
+}

@@ -1,0 +1,91 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+func install(path string, r io.Reader, verify func(tmpPath string) error) (int64, error) {
+	abs, err := absPath(path)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := os.Lstat(abs); err == nil {
+		return 0, fmt.Errorf("install %s: %w", abs, ErrExist)
+	}
+	unregister, err := register(abs)
+	if err != nil {
+		return 0, fmt.Errorf("install: %w", err)
+	}
+	defer unregister()
+	tmp := abs + ".install"
+	n, err := installSide(abs, tmp, r, verify)
+	if err != nil {
+		os.Remove(tmp)
+		return 0, fmt.Errorf("install: %w", err)
+	}
+	return n, nil
+}
+
+// installSide copies, checks and verifies the side file, then links it
+// into place.
+func installSide(path, tmp string, r io.Reader, verify func(string) error) (int64, error) {
+	f, err := openSide(tmp)
+	if err != nil {
+		return 0, err
+	}
+	n, err := io.Copy(f, r)
+	if err == nil {
+		err = checkImageFile(f, n)
+	}
+	if err == nil {
+		err = datasync(f)
+	}
+	f.Close() // verify may open it
+	if err != nil {
+		return 0, err
+	}
+	if verify != nil {
+		if err := verify(tmp); err != nil {
+			return 0, fmt.Errorf("verify: %w", err)
+		}
+	}
+	if err := os.Link(tmp, path); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return 0, fmt.Errorf("%s: %w", path, ErrExist)
+		}
+		return 0, fmt.Errorf("link: %w", err)
+	}
+	if err := os.Remove(tmp); err != nil {
+		return 0, fmt.Errorf("remove side file: %w", err)
+	}
+	if err := syncDir(path); err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// checkImageFile checks every frame of an image file: no tail may be cut
+// and it must hold at least one whole image.
+func checkImageFile(f *os.File, size int64) error {
+	if size < headerSize {
+		return fmt.Errorf("%w: header cut short", ErrBadImage)
+	}
+	data, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return fmt.Errorf("map image: %w", err)
+	}
+	defer unix.Munmap(data)
+	s, err := scan(data, 0, true)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrBadImage, err)
+	}
+	if len(s.images) == 0 {
+		return fmt.Errorf("%w: no image in it", ErrBadImage)
+	}
+	return nil
+}

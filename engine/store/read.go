@@ -1,0 +1,119 @@
+package store
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+)
+
+// frameIter reads whole frames of a file between off and end, stepping
+// over the images it is told of.
+type frameIter struct {
+	f        *os.File
+	off, end int64
+	images   []span
+	r        *bufio.Reader
+}
+
+func newFrameIter(f *os.File, off, end int64, images []span) *frameIter {
+	return &frameIter{f: f, off: off, end: end, images: images}
+}
+
+// next returns the next frame and its offset, or io.EOF.
+func (it *frameIter) next() ([]byte, int64, error) {
+	for len(it.images) > 0 && it.images[0].end <= it.off {
+		it.images = it.images[1:]
+	}
+	if len(it.images) > 0 && it.images[0].start <= it.off {
+		it.off, it.r = it.images[0].end, nil
+		it.images = it.images[1:]
+	}
+	if it.off >= it.end {
+		return nil, 0, io.EOF
+	}
+	if it.r == nil {
+		it.r = bufio.NewReaderSize(io.NewSectionReader(it.f, it.off, it.end-it.off), 256<<10)
+	}
+	var head [frameHead]byte
+	if _, err := io.ReadFull(it.r, head[:]); err != nil {
+		return nil, 0, fmt.Errorf("read frame at %d: %w", it.off, unexpected(err))
+	}
+	l := int64(binary.LittleEndian.Uint32(head[:]))
+	if l > it.end-it.off-frameHead {
+		return nil, 0, fmt.Errorf("read frame at %d: %w", it.off, errBad("runs past the end"))
+	}
+	frame := make([]byte, frameHead+l)
+	copy(frame, head[:])
+	if _, err := io.ReadFull(it.r, frame[frameHead:]); err != nil {
+		return nil, 0, fmt.Errorf("read frame at %d: %w", it.off, unexpected(err))
+	}
+	off := it.off
+	it.off += frameHead + l
+	return frame, off, nil
+}
+
+func unexpected(err error) error {
+	if errors.Is(err, io.EOF) {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// indexStart is where to start reading for records after since: the last
+// index entry whose record starts at or before since (no record before it
+// can hold a write after since), else the first record.
+func indexStart(index []indexEntry, since uint64) int64 {
+	i := sort.Search(len(index), func(i int) bool { return index[i].first > since })
+	if i == 0 {
+		return headerSize
+	}
+	return index[i-1].off
+}
+
+func (l *Log) readFrom(since uint64, fn func(Record) error) error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return ErrClosed
+	}
+	if since < l.base {
+		base := l.base
+		l.mu.Unlock()
+		return fmt.Errorf("read from %d (kept from %d): %w", since, base, ErrCursorGone)
+	}
+	if since > l.seq {
+		l.mu.Unlock()
+		return nil
+	}
+	start := indexStart(l.index, since)
+	end := min(l.durableLSN-l.lsnBase, l.size)
+	images := l.images
+	ref := l.file.acquire()
+	l.mu.Unlock()
+	defer ref.release()
+
+	it := newFrameIter(ref.f, start, end, images)
+	for {
+		frame, off, err := it.next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		rec, err := DecodeFrame(frame)
+		if err != nil {
+			return fmt.Errorf("read frame at %d: %w", off, err)
+		}
+		if rec.First <= since && rec.Last <= since {
+			continue
+		}
+		if err := fn(rec); err != nil {
+			return err
+		}
+	}
+}
