@@ -177,7 +177,7 @@ func (l *Leaser) Start(ctx context.Context) error {
 func (l *Leaser) readRecord(ctx context.Context) (recordPlan, error) {
 	own, start := l.cfg.Lease, l.clock.Now()
 	if l.cfg.Record == nil {
-		return planRecord(own, 0, false, start), nil
+		return recordPlan{leases: Leases{Own: own, Grant: own}}, nil
 	}
 	rctx, cancel := context.WithTimeout(ctx, own)
 	defer cancel()
