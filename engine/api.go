@@ -4,8 +4,6 @@ package engine
 // benchmarks) may call. Everything else in the package is unexported.
 
 import (
-	"context"
-	"io"
 	"log/slog"
 	"time"
 )
@@ -87,6 +85,9 @@ type Result struct {
 	Affected int64
 	Count    int64
 	Message  string
+	// IDs are the ids a put or insert wrote, in order (the node's REST
+	// insert answers them).
+	IDs []int64
 
 	// Write is true for statements that write (they may have written
 	// nothing, e.g. a set whose filter matched no row).
@@ -102,10 +103,6 @@ type Result struct {
 // Row is one answer row: field name to JSON-ready value. "id" is the
 // document id; "_score" carries a search score.
 type Row map[string]any
-
-// JSON returns the answer as the node sends it: rows as a JSON array,
-// {"affected": N}, {"count": N} or {"message": "..."}.
-func (r *Result) JSON() []byte { panic("engine: not built") }
 
 // BatchOptions adjusts one Batch call.
 type BatchOptions struct {
@@ -156,97 +153,5 @@ type Filter interface {
 	Match(doc Row) bool
 }
 
-// DB is one open tenant file. Its methods are safe for concurrent use.
-type DB struct{}
-
-// Create makes a new, empty tenant file at path (it must not exist) and
-// opens it.
-func Create(path string, opts Options) (*DB, error) { panic("engine: not built") }
-
-// Open opens an existing tenant file, taking an exclusive flock on it
-// (a second opener gets ErrLocked), and replays it into memory.
-func Open(path string, opts Options) (*DB, error) { panic("engine: not built") }
-
-// Install reads a whole image from r, verifies it by replaying it into a
-// side file next to path, and renames it into place. path must not exist.
-// A cut-short or damaged image is refused and leaves nothing behind.
-func Install(path string, r io.Reader) error { panic("engine: not built") }
-
-// Close syncs, stops the sweeper and releases the file. Safe to call twice.
-func (db *DB) Close() error { panic("engine: not built") }
-
-// Exec runs one statement as one block.
-func (db *DB) Exec(ctx context.Context, st Statement) (*Result, uint64, error) {
-	panic("engine: not built")
-}
-
-// Batch runs the statements as one block: all land or none does. On a
-// failure it returns a *BatchError naming the statement.
-func (db *DB) Batch(ctx context.Context, sts []Statement, opts BatchOptions) (*BatchResult, error) {
-	panic("engine: not built")
-}
-
-// CompileFilter compiles a where clause (the text after "where") for coll.
-func (db *DB) CompileFilter(coll, where string, params []any) (Filter, error) {
-	panic("engine: not built")
-}
-
-// Seq is the seq of the last landed write.
-func (db *DB) Seq() uint64 { panic("engine: not built") }
-
-// Durable is the highest seq known to be on disk.
-func (db *DB) Durable() uint64 { panic("engine: not built") }
-
-// Sync forces everything landed to disk now.
-func (db *DB) Sync() error { panic("engine: not built") }
-
-// History is the current history id (the last lineage entry's).
-func (db *DB) History() uint64 { panic("engine: not built") }
-
-// Lineage returns a copy of the file's lineage, oldest first.
-func (db *DB) Lineage() []LineageEntry { panic("engine: not built") }
-
-// Holds says whether this file holds write seq of history h: h is on the
-// lineage and seq is within what that history wrote here.
-func (db *DB) Holds(h uint64, seq uint64) bool { panic("engine: not built") }
-
-// Fork starts a new history at the current seq (promotion), durably.
-func (db *DB) Fork() (uint64, error) { panic("engine: not built") }
-
-// Checkpoint writes the whole state, index graphs included, to a side file
-// with the recent records kept for change cursors, and renames it into
-// place.
-func (db *DB) Checkpoint() error { panic("engine: not built") }
-
-// Compact is Checkpoint keeping no records from before the image.
-func (db *DB) Compact() error { panic("engine: not built") }
-
-// WriteImage streams a compact image of the whole tenant to w (what a move
-// or a backup copies; Install takes it). Writes go on meanwhile.
-func (db *DB) WriteImage(w io.Writer) (int64, error) { panic("engine: not built") }
-
-// Watch calls fn after every landed block, in seq order, under the write
-// lock: fn must not block. The returned func stops it.
-func (db *DB) Watch(fn func(Change)) (stop func()) { panic("engine: not built") }
-
-// ChangesSince returns the changes after seq since, at most limit blocks,
-// read from the records still in the file. ErrCursorGone when records
-// after since are no longer kept (the caller reseeds).
-func (db *DB) ChangesSince(since uint64, limit int) ([]Change, error) { panic("engine: not built") }
-
-// ReadRecords calls fn for every durable record whose writes come after
-// seq since, in order; ErrCursorGone when they are no longer kept.
-func (db *DB) ReadRecords(since uint64, fn func(RawRecord) error) error { panic("engine: not built") }
-
-// ApplyRecord appends a record read from a primary's ReadRecords and
-// applies it (a replica's follow). It must continue this file's seq.
-func (db *DB) ApplyRecord(rec RawRecord) error { panic("engine: not built") }
-
-// FileBytes is the size of the file, counted by the engine.
-func (db *DB) FileBytes() int64 { panic("engine: not built") }
-
-// MemoryBytes estimates the memory the open tenant holds.
-func (db *DB) MemoryBytes() int64 { panic("engine: not built") }
-
-// Rows is the row count over collections not starting with "_".
-func (db *DB) Rows() int64 { panic("engine: not built") }
+// DB (db.go) is one open tenant file; its methods are spread over db.go,
+// image.go, changes.go and sweep.go.

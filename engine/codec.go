@@ -1,0 +1,416 @@
+package engine
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+)
+
+// The binary encoding of values, schemas and a block's operations.
+// Values: a tag byte, then the value.
+const (
+	vNull byte = iota
+	vFalse
+	vTrue
+	vInt    // zigzag varint
+	vFloat  // 8 bytes little endian
+	vString // uvarint length, bytes
+	vVector // uvarint n, n × 4 bytes
+	vList   // uvarint n, values
+	vMap    // uvarint n, (string key, value) sorted by key
+)
+
+// errShort is a payload that ends before its encoding says it does.
+var errShort = errors.New("payload cut short")
+
+// maxDecodeDepth bounds nesting when decoding values.
+const maxDecodeDepth = 80
+
+func appendUvarint(b []byte, x uint64) []byte { return binary.AppendUvarint(b, x) }
+func appendVarint(b []byte, x int64) []byte   { return binary.AppendVarint(b, x) }
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func appendValue(b []byte, v any) []byte {
+	switch x := v.(type) {
+	case nil:
+		return append(b, vNull)
+	case bool:
+		if x {
+			return append(b, vTrue)
+		}
+		return append(b, vFalse)
+	case int64:
+		return binary.AppendVarint(append(b, vInt), x)
+	case float64:
+		return binary.LittleEndian.AppendUint64(append(b, vFloat), math.Float64bits(x))
+	case string:
+		return appendString(append(b, vString), x)
+	case []float32:
+		b = binary.AppendUvarint(append(b, vVector), uint64(len(x)))
+		for _, f := range x {
+			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(f))
+		}
+		return b
+	case []any:
+		b = binary.AppendUvarint(append(b, vList), uint64(len(x)))
+		for _, e := range x {
+			b = appendValue(b, e)
+		}
+		return b
+	case map[string]any:
+		b = binary.AppendUvarint(append(b, vMap), uint64(len(x)))
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			b = appendString(b, k)
+			b = appendValue(b, x[k])
+		}
+		return b
+	}
+	panic(fmt.Sprintf("engine: cannot encode %T", v))
+}
+
+// decoder reads the binary encoding from a byte slice.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) fail(err error) {
+	if d.err == nil {
+		d.err = err
+	}
+	d.b = nil
+}
+
+func (d *decoder) byte() byte {
+	if len(d.b) == 0 {
+		d.fail(errShort)
+		return 0
+	}
+	c := d.b[0]
+	d.b = d.b[1:]
+	return c
+}
+
+func (d *decoder) uvarint() uint64 {
+	x, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail(errShort)
+		return 0
+	}
+	d.b = d.b[n:]
+	return x
+}
+
+func (d *decoder) varint() int64 {
+	x, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail(errShort)
+		return 0
+	}
+	d.b = d.b[n:]
+	return x
+}
+
+// count reads a length and checks that at least min bytes per item remain.
+func (d *decoder) count(min int) int {
+	n := d.uvarint()
+	if d.err != nil {
+		return 0
+	}
+	if min < 1 {
+		min = 1
+	}
+	if n > uint64(len(d.b)/min) {
+		d.fail(errShort)
+		return 0
+	}
+	return int(n)
+}
+
+func (d *decoder) string() string {
+	n := d.count(1)
+	if d.err != nil {
+		return ""
+	}
+	s := string(d.b[:n])
+	d.b = d.b[n:]
+	return s
+}
+
+func (d *decoder) u64() uint64 {
+	if len(d.b) < 8 {
+		d.fail(errShort)
+		return 0
+	}
+	x := binary.LittleEndian.Uint64(d.b)
+	d.b = d.b[8:]
+	return x
+}
+
+func (d *decoder) value(depth int) any {
+	if depth > maxDecodeDepth {
+		d.fail(errors.New("value nested too deep"))
+		return nil
+	}
+	switch t := d.byte(); t {
+	case vNull:
+		return nil
+	case vFalse:
+		return false
+	case vTrue:
+		return true
+	case vInt:
+		return d.varint()
+	case vFloat:
+		return math.Float64frombits(d.u64())
+	case vString:
+		return d.string()
+	case vVector:
+		n := d.count(4)
+		if d.err != nil {
+			return nil
+		}
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = math.Float32frombits(binary.LittleEndian.Uint32(d.b[4*i:]))
+		}
+		d.b = d.b[4*n:]
+		return v
+	case vList:
+		n := d.count(1)
+		l := make([]any, n)
+		for i := range l {
+			l[i] = d.value(depth + 1)
+		}
+		if d.err != nil {
+			return nil
+		}
+		return l
+	case vMap:
+		n := d.count(2)
+		m := make(map[string]any, n)
+		for range n {
+			k := d.string()
+			m[k] = d.value(depth + 1)
+		}
+		if d.err != nil {
+			return nil
+		}
+		return m
+	default:
+		if d.err == nil {
+			d.fail(fmt.Errorf("unknown value tag %d", t))
+		}
+		return nil
+	}
+}
+
+// Schemas.
+func appendSchema(b []byte, s *schema) []byte {
+	b = appendString(b, s.Name)
+	b = appendUvarint(b, uint64(len(s.Fields)))
+	for i := range s.Fields {
+		b = appendField(b, &s.Fields[i])
+	}
+	return b
+}
+
+const (
+	fRequired = 1 << iota
+	fHash
+	fUnique
+	fSorted
+	fText
+	fHNSW
+	fTTL
+)
+
+func appendField(b []byte, f *fieldSpec) []byte {
+	b = appendString(b, f.Name)
+	b = append(b, byte(f.Type.kind))
+	b = appendUvarint(b, uint64(f.Type.dim))
+	var flags uint64
+	for _, x := range []struct {
+		on  bool
+		bit uint64
+	}{{f.Required, fRequired}, {f.Hash, fHash}, {f.Unique, fUnique}, {f.Sorted, fSorted},
+		{f.Text, fText}, {f.HNSW != nil, fHNSW}, {f.TTLms > 0, fTTL}} {
+		if x.on {
+			flags |= x.bit
+		}
+	}
+	b = appendUvarint(b, flags)
+	if f.TTLms > 0 {
+		b = appendVarint(b, f.TTLms)
+	}
+	if f.Text {
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(f.TextK1))
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(f.TextB))
+	}
+	if f.HNSW != nil {
+		b = appendString(b, f.HNSW.Metric)
+		b = appendUvarint(b, uint64(f.HNSW.M))
+		b = appendUvarint(b, uint64(f.HNSW.EfConstruction))
+		b = appendUvarint(b, uint64(f.HNSW.EfSearch))
+	}
+	return b
+}
+
+func (d *decoder) schema() (*schema, error) {
+	name := d.string()
+	n := d.count(4)
+	fields := make([]fieldSpec, n)
+	for i := range fields {
+		fields[i] = d.field()
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	return newSchema(name, fields)
+}
+
+func (d *decoder) field() fieldSpec {
+	var f fieldSpec
+	f.Name = d.string()
+	f.Type.kind = typeKind(d.byte())
+	f.Type.dim = int(d.uvarint())
+	flags := d.uvarint()
+	f.Required = flags&fRequired != 0
+	f.Hash = flags&fHash != 0
+	f.Unique = flags&fUnique != 0
+	f.Sorted = flags&fSorted != 0
+	f.Text = flags&fText != 0
+	if flags&fTTL != 0 {
+		f.TTLms = d.varint()
+	}
+	if f.Text {
+		f.TextK1 = math.Float64frombits(d.u64())
+		f.TextB = math.Float64frombits(d.u64())
+	}
+	if flags&fHNSW != 0 {
+		f.HNSW = &hnswSpec{Metric: d.string(), M: int(d.uvarint()),
+			EfConstruction: int(d.uvarint()), EfSearch: int(d.uvarint())}
+	}
+	return f
+}
+
+// A block's operations, in the order they ran.
+const (
+	opUse    byte = iota + 1 // collection name: later puts and dels are in it
+	opPut                    // id, n values
+	opDel                    // id
+	opCreate                 // schema
+	opDrop                   // name
+	opIndex                  // collection, field
+)
+
+// blockOp is one operation of a block. For opPut, doc is what was stored;
+// for opIndex, field carries the field with its new annotations.
+type blockOp struct {
+	kind  byte
+	coll  string
+	id    int64
+	doc   *doc
+	sch   *schema
+	field fieldSpec
+}
+
+// writes is how many seq numbers the op takes.
+func (o *blockOp) writes() int { return 1 }
+
+// encodeBlock is a block's record payload.
+func encodeBlock(ops []blockOp) []byte {
+	b := make([]byte, 0, 64*len(ops))
+	b = append(b, 1) // payload version
+	cur := ""
+	use := func(name string) {
+		if name != cur {
+			b = append(b, opUse)
+			b = appendString(b, name)
+			cur = name
+		}
+	}
+	for i := range ops {
+		o := &ops[i]
+		switch o.kind {
+		case opPut:
+			use(o.coll)
+			b = append(b, opPut)
+			b = appendVarint(b, o.doc.id)
+			b = appendUvarint(b, uint64(len(o.doc.vals)))
+			for _, v := range o.doc.vals {
+				b = appendValue(b, v)
+			}
+		case opDel:
+			use(o.coll)
+			b = append(b, opDel)
+			b = appendVarint(b, o.id)
+		case opCreate:
+			b = append(b, opCreate)
+			b = appendSchema(b, o.sch)
+		case opDrop:
+			b = append(b, opDrop)
+			b = appendString(b, o.coll)
+		case opIndex:
+			b = append(b, opIndex)
+			b = appendString(b, o.coll)
+			b = appendField(b, &o.field)
+		}
+	}
+	return b
+}
+
+// decodeBlock reads a block payload back into operations.
+func decodeBlock(p []byte) ([]blockOp, error) {
+	d := &decoder{b: p}
+	if v := d.byte(); d.err == nil && v != 1 {
+		return nil, fmt.Errorf("block payload version %d", v)
+	}
+	var ops []blockOp
+	cur := ""
+	for d.err == nil && len(d.b) > 0 {
+		switch k := d.byte(); k {
+		case opUse:
+			cur = d.string()
+		case opPut:
+			id := d.varint()
+			n := d.count(1)
+			vals := make([]any, n)
+			for i := range vals {
+				vals[i] = d.value(0)
+			}
+			ops = append(ops, blockOp{kind: opPut, coll: cur, id: id, doc: &doc{id: id, vals: vals}})
+		case opDel:
+			ops = append(ops, blockOp{kind: opDel, coll: cur, id: d.varint()})
+		case opCreate:
+			s, err := d.schema()
+			if err != nil {
+				d.fail(err)
+				break
+			}
+			ops = append(ops, blockOp{kind: opCreate, coll: s.Name, sch: s})
+		case opDrop:
+			ops = append(ops, blockOp{kind: opDrop, coll: d.string()})
+		case opIndex:
+			coll := d.string()
+			ops = append(ops, blockOp{kind: opIndex, coll: coll, field: d.field()})
+		default:
+			d.fail(fmt.Errorf("unknown block op %d", k))
+		}
+	}
+	if d.err != nil {
+		return nil, fmt.Errorf("decode block: %w", d.err)
+	}
+	return ops, nil
+}

@@ -1,0 +1,424 @@
+package engine
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/google/btree"
+)
+
+// doc is one stored document: its id and its values by field position.
+// A stored doc is never modified in place: a write replaces it, so rows
+// handed to readers and watchers stay as they were.
+type doc struct {
+	id   int64
+	vals []any
+}
+
+// collection is one collection's documents and indexes. Writes hold the
+// DB's write lock; reads hold its read lock.
+type collection struct {
+	sch   *schema
+	docs  map[int64]*doc
+	order *btree.BTreeG[*doc] // the same docs by id, for ordered scans
+
+	hash   map[int]*hashIndex   // @hash and @unique fields, by position
+	sorted map[int]*sortedIndex // @sorted and @ttl fields, by position
+	search map[int]searchIndex  // @text and @hnsw fields, by position
+
+	mem int64 // estimated bytes of the stored documents
+
+	lazyMu sync.Mutex         // guards lazy
+	lazy   map[int]*hashIndex // hash indexes built on first use by lookup
+}
+
+func docLess(a, b *doc) bool { return a.id < b.id }
+
+func newCollection(s *schema) *collection {
+	c := &collection{
+		sch:    s,
+		docs:   make(map[int64]*doc),
+		order:  btree.NewG(32, docLess),
+		hash:   make(map[int]*hashIndex),
+		sorted: make(map[int]*sortedIndex),
+		search: make(map[int]searchIndex),
+		lazy:   make(map[int]*hashIndex),
+	}
+	for i := range s.Fields {
+		c.addIndexes(i)
+	}
+	return c
+}
+
+// addIndexes creates (empty) the indexes field i's annotations ask for.
+func (c *collection) addIndexes(i int) {
+	f := &c.sch.Fields[i]
+	if (f.Hash || f.Unique) && c.hash[i] == nil {
+		c.hash[i] = newHashIndex()
+	}
+	if (f.Sorted || f.TTLms > 0) && c.sorted[i] == nil {
+		c.sorted[i] = newSortedIndex()
+	}
+	if (f.Text || f.HNSW != nil) && c.search[i] == nil {
+		c.search[i] = newSearchIndex(f)
+	}
+}
+
+func (c *collection) indexOne(i int, d *doc) {
+	v := d.vals[i]
+	if v == nil {
+		return
+	}
+	if h := c.hash[i]; h != nil {
+		h.add(v, d.id)
+	}
+	if s := c.sorted[i]; s != nil {
+		s.add(v, d.id)
+	}
+	if s := c.search[i]; s != nil {
+		s.put(d.id, v)
+	}
+	c.lazyMu.Lock()
+	if h := c.lazy[i]; h != nil {
+		if k, ok := keyFor(c.sch.Fields[i].Type.kind, v); ok {
+			h.add(k, d.id)
+		}
+	}
+	c.lazyMu.Unlock()
+}
+
+func (c *collection) unindexOne(i int, d *doc) {
+	v := d.vals[i]
+	if v == nil {
+		return
+	}
+	if h := c.hash[i]; h != nil {
+		h.remove(v, d.id)
+	}
+	if s := c.sorted[i]; s != nil {
+		s.remove(v, d.id)
+	}
+	if s := c.search[i]; s != nil {
+		s.remove(d.id)
+	}
+	c.lazyMu.Lock()
+	if h := c.lazy[i]; h != nil {
+		if k, ok := keyFor(c.sch.Fields[i].Type.kind, v); ok {
+			h.remove(k, d.id)
+		}
+	}
+	c.lazyMu.Unlock()
+}
+
+// set stores d (replacing any doc with its id) and returns the old one.
+func (c *collection) set(d *doc) *doc {
+	old := c.docs[d.id]
+	if old != nil {
+		for i := range old.vals {
+			c.unindexOne(i, old)
+		}
+	}
+	if old != nil {
+		c.mem -= docBytes(old)
+	}
+	c.mem += docBytes(d)
+	c.docs[d.id] = d
+	c.order.ReplaceOrInsert(d)
+	for i := range d.vals {
+		c.indexOne(i, d)
+	}
+	return old
+}
+
+// remove deletes the doc with id and returns it (nil if none).
+func (c *collection) remove(id int64) *doc {
+	old := c.docs[id]
+	if old == nil {
+		return nil
+	}
+	for i := range old.vals {
+		c.unindexOne(i, old)
+	}
+	c.mem -= docBytes(old)
+	delete(c.docs, id)
+	c.order.Delete(old)
+	return old
+}
+
+// uniqueHolder returns the id holding value v of @unique field i, if any
+// other than self.
+func (c *collection) uniqueHolder(i int, v any, self int64) (int64, bool) {
+	h := c.hash[i]
+	if h == nil || v == nil {
+		return 0, false
+	}
+	for _, id := range h.get(v) {
+		if id != self {
+			return id, true
+		}
+	}
+	return 0, false
+}
+
+// lookupIndex returns a hash index on field i, building it on first use.
+// Safe under the read lock: building takes lazyMu.
+func (c *collection) lookupIndex(i int) *hashIndex {
+	if h := c.hash[i]; h != nil {
+		return h
+	}
+	c.lazyMu.Lock()
+	defer c.lazyMu.Unlock()
+	if h := c.lazy[i]; h != nil {
+		return h
+	}
+	kind := c.sch.Fields[i].Type.kind
+	h := newHashIndex()
+	if hashableKind(kind) {
+		c.order.Ascend(func(d *doc) bool {
+			if k, ok := keyFor(kind, d.vals[i]); ok {
+				h.add(k, d.id)
+			}
+			return true
+		})
+	}
+	c.lazy[i] = h
+	return h
+}
+
+// docBytes estimates what a stored doc holds in memory, its map and tree
+// entries included.
+func docBytes(d *doc) int64 {
+	n := int64(24+24+16*len(d.vals)) + 48 // doc, slice, map and tree entries
+	for _, v := range d.vals {
+		n += valueBytes(v)
+	}
+	return n
+}
+
+func valueBytes(v any) int64 {
+	switch x := v.(type) {
+	case int64, float64:
+		return 8
+	case string:
+		return int64(len(x))
+	case []float32:
+		return int64(24 + 4*len(x))
+	case []any:
+		n := int64(24 + 16*len(x))
+		for _, e := range x {
+			n += valueBytes(e)
+		}
+		return n
+	case map[string]any:
+		n := int64(48)
+		for k, e := range x {
+			n += int64(16+len(k)+16) + valueBytes(e)
+		}
+		return n
+	}
+	return 0
+}
+
+// memoryBytes estimates the collection's documents and indexes.
+func (c *collection) memoryBytes() int64 {
+	n := c.mem
+	for _, h := range c.hash {
+		n += int64(len(h.m)) * 64
+	}
+	for _, s := range c.sorted {
+		n += int64(s.t.Len()) * 40
+	}
+	for _, x := range c.search {
+		if g, ok := x.(*vectorIndex); ok {
+			n += g.x.MemoryBytes()
+		}
+	}
+	c.lazyMu.Lock()
+	for _, h := range c.lazy {
+		n += int64(len(h.m)) * 64
+	}
+	c.lazyMu.Unlock()
+	return n
+}
+
+// row turns a stored doc into an answer row holding every field.
+func (c *collection) row(d *doc) Row {
+	r := make(Row, len(d.vals)+1)
+	r["id"] = d.id
+	for i, v := range d.vals {
+		r[c.sch.Fields[i].Name] = v
+	}
+	return r
+}
+
+// hashIndex maps a key to the ids holding it.
+type hashIndex struct {
+	m map[any]*bucket
+}
+
+// bucket holds ids in a slice while small, and in a set once large so a
+// low-cardinality field does not make removal linear.
+type bucket struct {
+	ids []int64
+	set map[int64]struct{}
+}
+
+func newHashIndex() *hashIndex { return &hashIndex{m: make(map[any]*bucket)} }
+
+func (h *hashIndex) add(k any, id int64) {
+	b := h.m[k]
+	if b == nil {
+		b = &bucket{}
+		h.m[k] = b
+	}
+	if b.set != nil {
+		b.set[id] = struct{}{}
+		return
+	}
+	b.ids = append(b.ids, id)
+	if len(b.ids) > 64 {
+		b.set = make(map[int64]struct{}, len(b.ids))
+		for _, x := range b.ids {
+			b.set[x] = struct{}{}
+		}
+		b.ids = nil
+	}
+}
+
+func (h *hashIndex) remove(k any, id int64) {
+	b := h.m[k]
+	if b == nil {
+		return
+	}
+	if b.set != nil {
+		delete(b.set, id)
+		if len(b.set) == 0 {
+			delete(h.m, k)
+		}
+		return
+	}
+	for j, x := range b.ids {
+		if x == id {
+			b.ids[j] = b.ids[len(b.ids)-1]
+			b.ids = b.ids[:len(b.ids)-1]
+			break
+		}
+	}
+	if len(b.ids) == 0 {
+		delete(h.m, k)
+	}
+}
+
+// get returns the ids holding k (in no order); the slice is the caller's.
+func (h *hashIndex) get(k any) []int64 {
+	b := h.m[k]
+	if b == nil {
+		return nil
+	}
+	if b.set != nil {
+		out := make([]int64, 0, len(b.set))
+		for id := range b.set {
+			out = append(out, id)
+		}
+		return out
+	}
+	return append([]int64(nil), b.ids...)
+}
+
+func (h *hashIndex) count(k any) int {
+	b := h.m[k]
+	switch {
+	case b == nil:
+		return 0
+	case b.set != nil:
+		return len(b.set)
+	}
+	return len(b.ids)
+}
+
+// sortedIndex orders (key, id) pairs of one field.
+type sortedIndex struct {
+	t *btree.BTreeG[sortedItem]
+}
+
+type sortedItem struct {
+	key any
+	id  int64
+}
+
+func sortedLess(a, b sortedItem) bool {
+	if c := cmpKeys(a.key, b.key); c != 0 {
+		return c < 0
+	}
+	return a.id < b.id
+}
+
+func newSortedIndex() *sortedIndex {
+	return &sortedIndex{t: btree.NewG(32, sortedLess)}
+}
+
+func (s *sortedIndex) add(k any, id int64)    { s.t.ReplaceOrInsert(sortedItem{k, id}) }
+func (s *sortedIndex) remove(k any, id int64) { s.t.Delete(sortedItem{k, id}) }
+
+// bound is one end of a key range.
+type bound struct {
+	key       any
+	inclusive bool
+	set       bool
+}
+
+// scan calls fn for ids whose key lies within lo..hi, ascending (or
+// descending), until fn returns false.
+func (s *sortedIndex) scan(lo, hi bound, desc bool, fn func(key any, id int64) bool) {
+	in := func(it sortedItem) (below, above bool) {
+		if lo.set {
+			c := cmpKeys(it.key, lo.key)
+			if c < 0 || (c == 0 && !lo.inclusive) {
+				return true, false
+			}
+		}
+		if hi.set {
+			c := cmpKeys(it.key, hi.key)
+			if c > 0 || (c == 0 && !hi.inclusive) {
+				return false, true
+			}
+		}
+		return false, false
+	}
+	if !desc {
+		visit := func(it sortedItem) bool {
+			below, above := in(it)
+			if above {
+				return false
+			}
+			if below {
+				return true
+			}
+			return fn(it.key, it.id)
+		}
+		if lo.set {
+			s.t.AscendGreaterOrEqual(sortedItem{key: lo.key, id: -1 << 63}, visit)
+		} else {
+			s.t.Ascend(visit)
+		}
+		return
+	}
+	visit := func(it sortedItem) bool {
+		below, above := in(it)
+		if below {
+			return false
+		}
+		if above {
+			return true
+		}
+		return fn(it.key, it.id)
+	}
+	if hi.set {
+		s.t.DescendLessOrEqual(sortedItem{key: hi.key, id: 1<<63 - 1}, visit)
+	} else {
+		s.t.Descend(visit)
+	}
+}
+
+// describe is for error messages.
+func (c *collection) describe() string { return fmt.Sprintf("collection %s", c.sch.Name) }

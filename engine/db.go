@@ -1,0 +1,443 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/fenec-go/fenec/engine/fql"
+	"github.com/fenec-go/fenec/engine/store"
+)
+
+// kindBlock is the record kind of a block (every engine record).
+const kindBlock = store.KindEngine
+
+// DB is one open tenant file. Its methods are safe for concurrent use.
+type DB struct {
+	opts   Options
+	logger *slog.Logger
+	log    *store.Log
+
+	mu       sync.RWMutex // guards st, watchers, nextW, closed; held for writing while a block lands
+	st       *state
+	watchers map[uint64]func(Change)
+	nextW    uint64
+	closed   bool
+
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
+}
+
+func (o *Options) storeOptions() store.Options {
+	return store.Options{Sync: store.SyncMode(o.Sync), SyncEvery: o.SyncEvery, Logger: o.Logger}
+}
+
+func newDB(opts Options) *DB {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.SweepEvery <= 0 {
+		opts.SweepEvery = time.Second
+	}
+	return &DB{opts: opts, logger: opts.Logger, st: newState(), watchers: make(map[uint64]func(Change))}
+}
+
+// Create makes a new, empty tenant file at path (it must not exist) and
+// opens it.
+func Create(path string, opts Options) (*DB, error) {
+	db := newDB(opts)
+	l, err := store.Create(path, opts.storeOptions())
+	if err != nil {
+		return nil, fmt.Errorf("create tenant: %w", storeErr(err))
+	}
+	db.log = l
+	db.start()
+	return db, nil
+}
+
+// Open opens an existing tenant file, taking an exclusive flock on it
+// (a second opener gets ErrLocked), and replays it into memory.
+func Open(path string, opts Options) (*DB, error) {
+	db := newDB(opts)
+	l, err := store.Open(path, opts.storeOptions(), db.replayer())
+	if err != nil {
+		return nil, fmt.Errorf("open tenant: %w", storeErr(err))
+	}
+	db.log = l
+	db.start()
+	return db, nil
+}
+
+// replayer feeds the file's image and records into db.st.
+func (db *DB) replayer() store.Replayer {
+	return store.ReplayFuncs{
+		OnImage: func(_ uint64, r io.Reader) error {
+			st, err := readImage(r, db.logger)
+			if err != nil {
+				return err
+			}
+			db.st = st
+			return nil
+		},
+		OnRecord: func(rec store.Record) error {
+			if rec.Kind != kindBlock {
+				return fmt.Errorf("unknown record kind %d", rec.Kind)
+			}
+			_, err := db.applyBody(rec.Body, rec.N(), true)
+			return err
+		},
+	}
+}
+
+// applyBody decodes a block and applies it; with replay no undo is kept.
+// It checks the block holds exactly n writes.
+func (db *DB) applyBody(body []byte, n uint64, replay bool) (*txn, error) {
+	ops, err := decodeBlock(body)
+	if err != nil {
+		return nil, err
+	}
+	if uint64(len(ops)) != n {
+		return nil, fmt.Errorf("block holds %d writes, record says %d", len(ops), n)
+	}
+	t := &txn{st: db.st, replay: replay}
+	for i := range ops {
+		if err := t.apply(&ops[i]); err != nil {
+			t.rollback()
+			return nil, fmt.Errorf("apply block: %w", err)
+		}
+	}
+	return t, nil
+}
+
+// storeErr maps the store's errors to the engine's.
+func storeErr(err error) error {
+	var de *store.DamagedError
+	if errors.As(err, &de) {
+		return &DamagedError{Path: de.Path, Offset: de.Offset, Why: de.Why}
+	}
+	for _, m := range []struct{ from, to error }{
+		{store.ErrLocked, ErrLocked}, {store.ErrExist, ErrExist}, {store.ErrNotExist, ErrNotExist},
+		{store.ErrClosed, ErrClosed}, {store.ErrCursorGone, ErrCursorGone}, {store.ErrSeqGap, ErrSeqGap},
+		{store.ErrBadImage, ErrBadImage},
+	} {
+		if errors.Is(err, m.from) {
+			return fmt.Errorf("%w: %v", m.to, err)
+		}
+	}
+	return err
+}
+
+func (db *DB) start() {
+	if db.opts.NoSweep {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	db.cancel = cancel
+	db.wg.Go(func() { db.sweepLoop(ctx) })
+}
+
+// Close syncs, stops the sweeper and releases the file. Safe to call twice.
+func (db *DB) Close() error {
+	db.closeOnce.Do(func() {
+		if db.cancel != nil {
+			db.cancel()
+		}
+		db.wg.Wait()
+		db.mu.Lock()
+		db.closed = true
+		db.mu.Unlock()
+		db.closeErr = db.log.Close()
+	})
+	return db.closeErr
+}
+
+func (db *DB) nowMs() int64 { return db.opts.Now().UnixMilli() }
+
+// parse parses one statement and checks its parameters.
+func parse(st Statement) (fql.Stmt, []any, error) {
+	stmt, err := fql.Parse(st.Query)
+	if err != nil {
+		var pe *fql.Error
+		if errors.As(err, &pe) {
+			return nil, nil, &ParseError{Pos: pe.Pos, Msg: pe.Msg}
+		}
+		return nil, nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if n := fql.Params(stmt); n > len(st.Params) {
+		return nil, nil, fmt.Errorf("%w: the statement uses $%d, %d given", ErrInvalid, n, len(st.Params))
+	}
+	params := make([]any, len(st.Params))
+	for i, p := range st.Params {
+		params[i] = normalizeParam(p)
+	}
+	return stmt, params, nil
+}
+
+// Exec runs one statement as one block.
+func (db *DB) Exec(ctx context.Context, st Statement) (*Result, uint64, error) {
+	stmt, params, err := parse(st)
+	if err != nil {
+		return nil, db.Seq(), err
+	}
+	if !isWrite(stmt) {
+		db.mu.RLock()
+		defer db.mu.RUnlock()
+		if db.closed {
+			return nil, 0, ErrClosed
+		}
+		r := &runner{st: db.st, params: params, now: db.nowMs()}
+		res, err := r.run(stmt)
+		return res, db.log.Seq(), err
+	}
+	br, err := db.batch(ctx, []fql.Stmt{stmt}, [][]any{params}, BatchOptions{})
+	if err != nil {
+		var be *BatchError
+		if errors.As(err, &be) {
+			err = be.Err
+		}
+		return nil, db.Seq(), err
+	}
+	return br.Results[0], br.Seq, nil
+}
+
+// Batch runs the statements as one block: all land or none does. On a
+// failure it returns a *BatchError naming the statement.
+func (db *DB) Batch(ctx context.Context, sts []Statement, opts BatchOptions) (*BatchResult, error) {
+	stmts := make([]fql.Stmt, len(sts))
+	params := make([][]any, len(sts))
+	for i, st := range sts {
+		var err error
+		if stmts[i], params[i], err = parse(st); err != nil {
+			return nil, &BatchError{At: i, Completed: 0, Err: err}
+		}
+	}
+	return db.batch(ctx, stmts, params, opts)
+}
+
+func (db *DB) batch(ctx context.Context, stmts []fql.Stmt, params [][]any, opts BatchOptions) (*BatchResult, error) {
+	db.mu.Lock()
+	if db.closed {
+		db.mu.Unlock()
+		return nil, ErrClosed
+	}
+	now := db.nowMs()
+	t := &txn{st: db.st, now: now}
+	results := make([]*Result, 0, len(stmts))
+	fail := func(at int, err error) (*BatchResult, error) {
+		t.rollback()
+		db.mu.Unlock()
+		return nil, &BatchError{At: at, Completed: at, Err: err}
+	}
+	for i, stmt := range stmts {
+		if err := ctx.Err(); err != nil {
+			return fail(i, err)
+		}
+		r := &runner{st: db.st, t: t, params: params[i], now: now}
+		res, err := r.run(stmt)
+		if err != nil {
+			return fail(i, err)
+		}
+		results = append(results, res)
+	}
+	if opts.Extra != nil {
+		for j, st := range opts.Extra(results) {
+			stmt, p, err := parse(st)
+			if err == nil {
+				_, err = (&runner{st: db.st, t: t, params: p, now: now}).run(stmt)
+			}
+			if err != nil {
+				return fail(len(stmts)+j, err)
+			}
+		}
+	}
+	seq, wrote, err := db.landLocked(t)
+	db.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	if wrote && db.opts.Sync == SyncAlways {
+		if err := db.log.WaitDurable(ctx, seq); err != nil {
+			return nil, fmt.Errorf("sync block: %w", storeErr(err))
+		}
+	}
+	return &BatchResult{Results: results, Seq: seq, Wrote: wrote}, nil
+}
+
+// landLocked asks the gate and the quota, appends the block and tells the
+// watchers; on any refusal it undoes the block. Called with mu held.
+func (db *DB) landLocked(t *txn) (uint64, bool, error) {
+	if len(t.ops) == 0 {
+		return db.log.Seq(), false, nil
+	}
+	body := encodeBlock(t.ops)
+	n := uint64(len(t.ops))
+	if db.opts.Gate != nil {
+		if err := db.opts.Gate(); err != nil {
+			t.rollback()
+			return 0, false, &GateError{Err: err}
+		}
+	}
+	if db.opts.Quota != nil {
+		ask := QuotaAsk{
+			RecordBytes: db.log.RecordSize(kindBlock, n, len(body)),
+			FileBytes:   db.log.Size(),
+			AddRows:     t.addRows,
+			Rows:        db.st.rows - t.addRows,
+			Rollback:    onlyTakesAway(t.ops),
+		}
+		if err := db.opts.Quota(ask); err != nil {
+			t.rollback()
+			return 0, false, &QuotaError{Err: err}
+		}
+	}
+	rec, err := db.log.AppendNoSync(kindBlock, n, body)
+	if err != nil {
+		t.rollback()
+		return 0, false, fmt.Errorf("append block: %w", storeErr(err))
+	}
+	db.notifyLocked(rec.Last, t.ops)
+	return rec.Last, true, nil
+}
+
+func onlyTakesAway(ops []blockOp) bool {
+	for i := range ops {
+		if k := ops[i].kind; k != opDel && k != opDrop {
+			return false
+		}
+	}
+	return true
+}
+
+// CompileFilter compiles a where clause (the text after "where") for coll.
+func (db *DB) CompileFilter(coll, where string, params []any) (Filter, error) {
+	x, err := fql.ParseExpr(where)
+	if err != nil {
+		var pe *fql.Error
+		if errors.As(err, &pe) {
+			return nil, &ParseError{Pos: pe.Pos, Msg: pe.Msg}
+		}
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if n := fql.Params(x); n > len(params) {
+		return nil, fmt.Errorf("%w: the clause uses $%d, %d given", ErrInvalid, n, len(params))
+	}
+	db.mu.RLock()
+	c := db.st.colls[coll]
+	db.mu.RUnlock()
+	if c == nil {
+		return nil, fmt.Errorf("%w: %s", ErrUnknownCollection, coll)
+	}
+	if err := checkFields(c, x); err != nil {
+		return nil, err
+	}
+	p := make([]any, len(params))
+	for i, v := range params {
+		p[i] = normalizeParam(v)
+	}
+	return &filter{x: x, params: p, now: db.opts.Now}, nil
+}
+
+// filter is a compiled where clause evaluated on answer rows.
+type filter struct {
+	x      fql.Expr
+	params []any
+	now    func() time.Time
+}
+
+func (f *filter) Match(doc Row) bool {
+	v, err := fql.Eval(f.x, &mapEnv{row: doc, f: f})
+	return err == nil && fql.Truthy(v)
+}
+
+type mapEnv struct {
+	row Row
+	f   *filter
+}
+
+func (e *mapEnv) Field(p []string) (any, bool) {
+	v, ok := e.row[p[0]]
+	for _, k := range p[1:] {
+		m, isMap := v.(map[string]any)
+		if !ok || !isMap {
+			return nil, false
+		}
+		v, ok = m[k]
+	}
+	return normalizeParam(v), ok && v != nil
+}
+
+func (e *mapEnv) Param(n int) (any, error) {
+	if n < 1 || n > len(e.f.params) {
+		return nil, fmt.Errorf("%w: $%d", fql.ErrParam, n)
+	}
+	return e.f.params[n-1], nil
+}
+
+func (e *mapEnv) Now() int64 { return e.f.now().UnixMilli() }
+
+// Seq is the seq of the last landed write.
+func (db *DB) Seq() uint64 { return db.log.Seq() }
+
+// Durable is the highest seq known to be on disk.
+func (db *DB) Durable() uint64 { return db.log.Durable() }
+
+// Sync forces everything landed to disk now.
+func (db *DB) Sync() error { return storeErr(db.log.Sync()) }
+
+// History is the current history id (the last lineage entry's).
+func (db *DB) History() uint64 { return db.log.History() }
+
+// Lineage returns a copy of the file's lineage, oldest first.
+func (db *DB) Lineage() []LineageEntry {
+	l := db.log.Lineage()
+	out := make([]LineageEntry, len(l))
+	for i, e := range l {
+		out[i] = LineageEntry{History: e.History, From: e.From}
+	}
+	return out
+}
+
+// Holds says whether this file holds write seq of history h: h is on the
+// lineage and seq is within what that history wrote here.
+func (db *DB) Holds(h uint64, seq uint64) bool { return db.log.Holds(h, seq) }
+
+// Fork starts a new history at the current seq (promotion), durably.
+func (db *DB) Fork() (uint64, error) {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.closed {
+		return 0, ErrClosed
+	}
+	h, err := db.log.Fork()
+	return h, storeErr(err)
+}
+
+// FileBytes is the size of the file, counted by the engine.
+func (db *DB) FileBytes() int64 { return db.log.Size() }
+
+// MemoryBytes estimates the memory the open tenant holds.
+func (db *DB) MemoryBytes() int64 {
+	db.mu.RLock()
+	defer db.mu.RUnlock()
+	var n int64
+	for _, c := range db.st.colls {
+		n += c.memoryBytes()
+	}
+	return n
+}
+
+// Rows is the row count over collections not starting with "_".
+func (db *DB) Rows() int64 {
+	db.mu.RLock()
+	defer db.mu.RUnlock()
+	return db.st.rows
+}

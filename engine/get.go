@@ -1,0 +1,583 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/fenec-go/fenec/engine/fql"
+	"github.com/fenec-go/fenec/engine/hnsw"
+	"github.com/fenec-go/fenec/engine/text"
+)
+
+// hit is one row of a get as it is worked on: its document and, from a
+// search, its score.
+type hit struct {
+	d        *doc
+	score    float64
+	hasScore bool
+}
+
+func (r *runner) runGet(s *fql.Get) (*Result, error) {
+	c, err := r.coll(s.Coll)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkGetFields(c, s); err != nil {
+		return nil, err
+	}
+	hasAgg := slices.ContainsFunc(s.Select, func(it fql.SelectItem) bool { return it.Agg != fql.AggNone })
+	searching := s.Match != nil || s.Near != nil
+	needAll := s.Count || hasAgg || len(s.Group) > 0 || searching || lookupRequired(s.Lookup)
+
+	var hits []hit
+	if searching {
+		if hits, err = r.search(c, s); err != nil {
+			return nil, err
+		}
+	} else {
+		limit, offset, order := limitOf(s.Limit), s.Offset, s.Order
+		if needAll {
+			// Nothing is cut here: the window is applied below.
+			limit, offset = -1, 0
+			if len(s.Group) > 0 || hasAgg {
+				order = nil
+			}
+		}
+		docs, err := r.selectDocs(c, s.Where, order, limit, offset)
+		if err != nil {
+			return nil, err
+		}
+		hits = make([]hit, len(docs))
+		for i, d := range docs {
+			hits[i] = hit{d: d}
+		}
+	}
+	if s.Lookup != nil && s.Lookup.Required {
+		kept := hits[:0]
+		for _, h := range hits {
+			rows, err := r.children(c, h.d, s.Lookup)
+			if err != nil {
+				return nil, err
+			}
+			if len(rows) > 0 {
+				kept = append(kept, h)
+			}
+		}
+		hits = kept
+	}
+	if s.Count {
+		return &Result{Kind: ResultCount, Count: int64(len(hits))}, nil
+	}
+	if hasAgg || len(s.Group) > 0 {
+		rows, err := r.group(c, s, hits)
+		if err != nil {
+			return nil, err
+		}
+		return &Result{Kind: ResultRows, Rows: window(rows, limitOf(s.Limit), s.Offset)}, nil
+	}
+	if needAll {
+		if searching && len(s.Order) > 0 {
+			sortHits(c, hits, s.Order)
+		}
+		hits = window(hits, limitOf(s.Limit), s.Offset)
+	}
+	rows := make([]Row, 0, len(hits))
+	for _, h := range hits {
+		row := project(c, h, s.Select)
+		if s.Lookup != nil {
+			ch, err := r.children(c, h.d, s.Lookup)
+			if err != nil {
+				return nil, err
+			}
+			row[s.Lookup.Child] = ch
+		}
+		rows = append(rows, row)
+	}
+	return &Result{Kind: ResultRows, Rows: rows}, nil
+}
+
+func lookupRequired(l *fql.Lookup) bool { return l != nil && l.Required }
+
+func checkGetFields(c *collection, s *fql.Get) error {
+	if err := checkFields(c, s.Where); err != nil {
+		return err
+	}
+	for _, it := range s.Select {
+		if len(it.Path) > 0 {
+			if n := it.Path[0]; n != "id" && n != "_score" && c.sch.field(n) < 0 {
+				return errUnknownField(n, c)
+			}
+		}
+	}
+	for _, g := range s.Group {
+		if n := g[0]; n != "id" && c.sch.field(n) < 0 {
+			return errUnknownField(n, c)
+		}
+	}
+	return nil
+}
+
+// search answers match, near and fuse: hits best first, where applied.
+func (r *runner) search(c *collection, s *fql.Get) ([]hit, error) {
+	var ferr error
+	filter := func(id int64) bool {
+		ok, err := r.matches(c, c.docs[id], s.Where)
+		if err != nil && ferr == nil {
+			ferr = err
+		}
+		return ok
+	}
+	k := len(c.docs)
+	if s.Limit != nil && s.Fuse == nil {
+		k = int(*s.Limit + s.Offset)
+	}
+	if k <= 0 {
+		return nil, nil
+	}
+	var lists [][]hit
+	if s.Match != nil {
+		l, err := r.matchHits(c, s.Match, k, filter)
+		if err != nil {
+			return nil, err
+		}
+		lists = append(lists, l)
+	}
+	if s.Near != nil {
+		l, err := r.nearHits(c, s.Near, k, filter)
+		if err != nil {
+			return nil, err
+		}
+		lists = append(lists, l)
+	}
+	if ferr != nil {
+		return nil, ferr
+	}
+	if len(lists) == 1 {
+		return lists[0], nil
+	}
+	fk := fql.DefaultFuseK
+	if s.Fuse != nil && s.Fuse.K > 0 {
+		fk = s.Fuse.K
+	}
+	return fuse(lists, fk), nil
+}
+
+func (r *runner) searchField(c *collection, name string, want string) (searchIndex, error) {
+	i := c.sch.field(name)
+	if i < 0 {
+		return nil, errUnknownField(name, c)
+	}
+	x := c.search[i]
+	if x == nil {
+		return nil, fmt.Errorf("%w: %s of %s has no %s index", ErrInvalid, name, c.sch.Name, want)
+	}
+	return x, nil
+}
+
+func (r *runner) matchHits(c *collection, m *fql.Match, k int, filter func(int64) bool) ([]hit, error) {
+	x, err := r.searchField(c, m.Field, "@text")
+	if err != nil {
+		return nil, err
+	}
+	ti, ok := x.(*textIndex)
+	if !ok {
+		return nil, fmt.Errorf("%w: %s of %s has no @text index", ErrInvalid, m.Field, c.sch.Name)
+	}
+	q, err := r.eval(m.Query)
+	if err != nil {
+		return nil, err
+	}
+	qs, ok := q.(string)
+	if !ok {
+		return nil, fmt.Errorf("%w: match wants text, got %s", ErrType, typeName(q))
+	}
+	return toHits(c, ti.x.Search(qs, k, filter)), nil
+}
+
+func toHits(c *collection, th []text.Hit) []hit {
+	out := make([]hit, 0, len(th))
+	for _, h := range th {
+		out = append(out, hit{d: c.docs[h.ID], score: h.Score, hasScore: true})
+	}
+	return out
+}
+
+func (r *runner) nearHits(c *collection, n *fql.Near, k int, filter func(int64) bool) ([]hit, error) {
+	x, err := r.searchField(c, n.Field, "@hnsw")
+	if err != nil {
+		return nil, err
+	}
+	vi, ok := x.(*vectorIndex)
+	if !ok {
+		return nil, fmt.Errorf("%w: %s of %s has no @hnsw index", ErrInvalid, n.Field, c.sch.Name)
+	}
+	q, err := r.eval(n.Vector)
+	if err != nil {
+		return nil, err
+	}
+	vec, ok := toVector(q)
+	if !ok {
+		return nil, fmt.Errorf("%w: near wants a vector, got %s", ErrType, typeName(q))
+	}
+	i := c.sch.field(n.Field)
+	if len(vec) != c.sch.Fields[i].Type.dim {
+		return nil, fmt.Errorf("%w: near %s wants a vector of %d, got %d", ErrType, n.Field, c.sch.Fields[i].Type.dim, len(vec))
+	}
+	hs, err := vi.x.Search(vec, hnsw.Query{K: k, Ef: n.Ef, Exact: n.Exact, Filter: filter})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	out := make([]hit, 0, len(hs))
+	for _, h := range hs {
+		out = append(out, hit{d: c.docs[h.ID], score: h.Score, hasScore: true})
+	}
+	return out, nil
+}
+
+// fuse merges ranked lists by reciprocal rank: Σ 1/(k + rank), rank from 1.
+func fuse(lists [][]hit, k int) []hit {
+	score := map[int64]float64{}
+	docs := map[int64]*doc{}
+	for _, l := range lists {
+		for rank, h := range l {
+			score[h.d.id] += 1 / float64(k+rank+1)
+			docs[h.d.id] = h.d
+		}
+	}
+	out := make([]hit, 0, len(score))
+	for id, s := range score {
+		out = append(out, hit{d: docs[id], score: s, hasScore: true})
+	}
+	slices.SortFunc(out, func(a, b hit) int {
+		if a.score != b.score {
+			if a.score > b.score {
+				return -1
+			}
+			return 1
+		}
+		return cmpInt(a.d.id, b.d.id)
+	})
+	return out
+}
+
+// sortHits orders hits by the keys (_score included), ties by id.
+func sortHits(c *collection, hits []hit, order []fql.OrderKey) {
+	slices.SortStableFunc(hits, func(a, b hit) int {
+		ea := &rowEnv{c: c, d: a.d, score: a.score, hasSc: a.hasScore}
+		eb := &rowEnv{c: c, d: b.d, score: b.score, hasSc: b.hasScore}
+		for _, k := range order {
+			va, _ := ea.Field(k.Path)
+			vb, _ := eb.Field(k.Path)
+			if x := fql.SortCompare(va, vb); x != 0 {
+				if k.Desc {
+					return -x
+				}
+				return x
+			}
+		}
+		return cmpInt(a.d.id, b.d.id)
+	})
+}
+
+// project builds an answer row from the select list (every field when
+// empty); a search's _score always rides along.
+func project(c *collection, h hit, items []fql.SelectItem) Row {
+	var row Row
+	if len(items) == 0 {
+		row = c.row(h.d)
+	} else {
+		row = make(Row, len(items)+1)
+		env := &rowEnv{c: c, d: h.d, score: h.score, hasSc: h.hasScore}
+		for _, it := range items {
+			if it.Star {
+				for k, v := range c.row(h.d) {
+					row[k] = v
+				}
+				continue
+			}
+			v, _ := env.Field(it.Path)
+			row[it.Name()] = v
+		}
+	}
+	if h.hasScore {
+		row["_score"] = h.score
+	}
+	return row
+}
+
+// children answers one parent's lookup: the child rows whose On field
+// equals the parent's id, filtered, ordered, limited, projected, with the
+// nested lookup attached (and its required applied).
+func (r *runner) children(parent *collection, pd *doc, lk *fql.Lookup) ([]Row, error) {
+	c, err := r.coll(lk.Child)
+	if err != nil {
+		return nil, err
+	}
+	fi := c.sch.field(lk.On)
+	if fi < 0 {
+		return nil, errUnknownField(lk.On, c)
+	}
+	if err := checkFields(c, lk.Where); err != nil {
+		return nil, err
+	}
+	ids := c.lookupIndex(fi).get(pd.id)
+	slices.Sort(ids)
+	var docs []*doc
+	for _, id := range ids {
+		d := c.docs[id]
+		ok, err := r.matches(c, d, lk.Where)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			docs = append(docs, d)
+		}
+	}
+	if len(lk.Order) > 0 {
+		sortDocs(c, docs, lk.Order)
+	}
+	rows := make([]Row, 0, len(docs))
+	for _, d := range docs {
+		if lk.Limit != nil && int64(len(rows)) >= *lk.Limit {
+			break
+		}
+		row := project(c, hit{d: d}, lk.Select)
+		if lk.Lookup != nil {
+			ch, err := r.children(c, d, lk.Lookup)
+			if err != nil {
+				return nil, err
+			}
+			if lk.Lookup.Required && len(ch) == 0 {
+				continue
+			}
+			row[lk.Lookup.Child] = ch
+		}
+		rows = append(rows, row)
+	}
+	return rows, nil
+}
+
+// aggState accumulates one aggregate over a group's rows.
+type aggState struct {
+	kind  fql.AggKind
+	star  bool
+	path  fql.Path
+	n     int64 // values seen (count; avg's divisor)
+	sumI  int64
+	sumF  float64
+	float bool // sum holds a float (a float seen, or the int sum overflowed)
+	best  any
+	typed bool // a number was seen
+}
+
+func (a *aggState) add(env *rowEnv) {
+	if a.star {
+		a.n++
+		return
+	}
+	v, _ := env.Field(a.path)
+	if v == nil {
+		return
+	}
+	switch a.kind {
+	case fql.AggCount:
+		a.n++
+	case fql.AggSum, fql.AggAvg:
+		switch x := v.(type) {
+		case int64:
+			a.n++
+			a.typed = true
+			if !a.float {
+				s := a.sumI + x
+				if (x > 0 && s < a.sumI) || (x < 0 && s > a.sumI) {
+					a.float, a.sumF = true, float64(a.sumI)+float64(x)
+					return
+				}
+				a.sumI = s
+				return
+			}
+			a.sumF += float64(x)
+		case float64:
+			a.n++
+			a.typed = true
+			if !a.float {
+				a.float, a.sumF = true, float64(a.sumI)
+			}
+			a.sumF += x
+		}
+	case fql.AggMin:
+		if a.best == nil || fql.SortCompare(v, a.best) < 0 {
+			a.best = v
+		}
+	case fql.AggMax:
+		if a.best == nil || fql.SortCompare(v, a.best) > 0 {
+			a.best = v
+		}
+	}
+}
+
+func (a *aggState) value() any {
+	switch a.kind {
+	case fql.AggCount:
+		return a.n
+	case fql.AggSum:
+		if !a.typed {
+			return nil
+		}
+		if a.float {
+			return a.sumF
+		}
+		return a.sumI
+	case fql.AggAvg:
+		if a.n == 0 {
+			return nil
+		}
+		if a.float {
+			return a.sumF / float64(a.n)
+		}
+		return float64(a.sumI) / float64(a.n)
+	}
+	return a.best
+}
+
+type aggSpec struct {
+	name string
+	kind fql.AggKind
+	star bool
+	path fql.Path
+}
+
+// group answers a get with aggregates and/or group: one row per group
+// (one row in all without group), ordered by the order keys (group keys
+// ascending when none).
+func (r *runner) group(c *collection, s *fql.Get, hits []hit) ([]Row, error) {
+	var specs []aggSpec
+	seen := map[string]bool{}
+	addSpec := func(name string, kind fql.AggKind, star bool, path fql.Path) {
+		if !seen[name] {
+			seen[name] = true
+			specs = append(specs, aggSpec{name, kind, star, path})
+		}
+	}
+	for _, it := range s.Select {
+		if it.Agg != fql.AggNone {
+			addSpec(aggString(it), it.Agg, it.Star, it.Path)
+		}
+	}
+	for _, k := range s.Order {
+		if k.Agg != fql.AggNone {
+			addSpec(k.Name(), k.Agg, k.Star, k.Path)
+		}
+	}
+	type grp struct {
+		keys  []any
+		first *doc
+		aggs  []aggState
+	}
+	groups := map[string]*grp{}
+	var list []*grp
+	var kb []byte
+	for _, h := range hits {
+		env := &rowEnv{c: c, d: h.d, score: h.score, hasSc: h.hasScore}
+		keys := make([]any, len(s.Group))
+		kb = kb[:0]
+		for i, g := range s.Group {
+			keys[i], _ = env.Field(g)
+			kb = appendValue(kb, groupKey(keys[i]))
+		}
+		g := groups[string(kb)]
+		if g == nil {
+			g = &grp{keys: keys, first: h.d, aggs: make([]aggState, len(specs))}
+			for i, sp := range specs {
+				g.aggs[i] = aggState{kind: sp.kind, star: sp.star, path: sp.path}
+			}
+			groups[string(kb)] = g
+			list = append(list, g)
+		}
+		for i := range g.aggs {
+			g.aggs[i].add(env)
+		}
+	}
+	if len(list) == 0 && len(s.Group) == 0 {
+		g := &grp{aggs: make([]aggState, len(specs))}
+		for i, sp := range specs {
+			g.aggs[i] = aggState{kind: sp.kind, star: sp.star, path: sp.path}
+		}
+		list = append(list, g)
+	}
+	rows := make([]Row, len(list))
+	full := make([]Row, len(list)) // with every aggregate and group key, for ordering
+	for gi, g := range list {
+		f := Row{}
+		for i, p := range s.Group {
+			f[p.String()] = g.keys[i]
+		}
+		for i, sp := range specs {
+			f[sp.name] = g.aggs[i].value()
+		}
+		row := Row{}
+		if len(s.Select) == 0 {
+			for i, p := range s.Group {
+				row[p.String()] = g.keys[i]
+			}
+		}
+		for _, it := range s.Select {
+			name := it.Name()
+			switch {
+			case it.Agg != fql.AggNone:
+				row[name] = f[aggString(it)]
+			case g.first != nil:
+				v, _ := (&rowEnv{c: c, d: g.first}).Field(it.Path)
+				row[name] = v
+			default:
+				row[name] = nil
+			}
+			f[name] = row[name]
+		}
+		rows[gi], full[gi] = row, f
+	}
+	idx := make([]int, len(rows))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int {
+		if len(s.Order) == 0 {
+			for i := range s.Group {
+				if x := fql.SortCompare(list[a].keys[i], list[b].keys[i]); x != 0 {
+					return x
+				}
+			}
+			return 0
+		}
+		for _, k := range s.Order {
+			x := fql.SortCompare(full[a][k.Name()], full[b][k.Name()])
+			if x != 0 {
+				if k.Desc {
+					return -x
+				}
+				return x
+			}
+		}
+		return 0
+	})
+	out := make([]Row, len(rows))
+	for i, j := range idx {
+		out[i] = rows[j]
+	}
+	return out, nil
+}
+
+// aggString is an aggregate's own name, without its alias.
+func aggString(it fql.SelectItem) string {
+	it.Alias = ""
+	return it.Name()
+}
+
+// groupKey makes equal numbers of either type group together.
+func groupKey(v any) any {
+	if f, ok := v.(float64); ok && f == math.Trunc(f) && math.Abs(f) < 1<<53 {
+		return int64(f)
+	}
+	return v
+}

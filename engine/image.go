@@ -1,0 +1,390 @@
+package engine
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+
+	"github.com/fenec-go/fenec/engine/hnsw"
+	"github.com/fenec-go/fenec/engine/store"
+)
+
+// The state payload of an image, streamed:
+//
+//	"FNI1"
+//	counters: uvarint n, n × (string name, varint last id)
+//	collections: uvarint n, n × (uvarint len, schema; uvarint docs,
+//	    docs × (uvarint len, varint id, uvarint values, values))
+//	graphs: uvarint n, n × (string coll, uvarint field, uvarint len, graph)
+//
+// Documents are written one at a time, so neither writing nor reading an
+// image holds it whole in memory. Text indexes are rebuilt on load; HNSW
+// graphs travel as links and are rebuilt only if they fail to load.
+const imageMagic = "FNI1"
+
+// maxImageItem bounds one length-prefixed item of an image.
+const maxImageItem = 1 << 30
+
+// snapshot is a still copy of the state an image writes: schemas copied,
+// documents by pointer (a stored doc never changes), graphs serialised.
+type snapshot struct {
+	counters map[string]int64
+	colls    []collSnap
+}
+
+type collSnap struct {
+	sch    *schema
+	docs   []*doc
+	graphs []graphSnap
+}
+
+type graphSnap struct {
+	field int
+	data  []byte
+}
+
+// snapshotLocked copies what an image needs. Called with mu held (read).
+func (db *DB) snapshotLocked() (*snapshot, error) {
+	s := &snapshot{counters: make(map[string]int64, len(db.st.counters))}
+	for k, v := range db.st.counters {
+		s.counters[k] = v
+	}
+	names := make([]string, 0, len(db.st.colls))
+	for n := range db.st.colls {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		c := db.st.colls[n]
+		cs := collSnap{sch: &schema{Name: c.sch.Name, Fields: slices.Clone(c.sch.Fields)}}
+		cs.docs = make([]*doc, 0, len(c.docs))
+		c.order.Ascend(func(d *doc) bool {
+			cs.docs = append(cs.docs, d)
+			return true
+		})
+		for i, x := range c.search {
+			if g, ok := x.(*vectorIndex); ok {
+				var buf bytes.Buffer
+				if _, err := g.x.WriteTo(&buf); err != nil {
+					return nil, fmt.Errorf("write graph %s.%s: %w", n, c.sch.Fields[i].Name, err)
+				}
+				cs.graphs = append(cs.graphs, graphSnap{field: i, data: buf.Bytes()})
+			}
+		}
+		s.colls = append(s.colls, cs)
+	}
+	return s, nil
+}
+
+// write streams the snapshot as an image's state payload.
+func (s *snapshot) write(w io.Writer) error {
+	bw := bufio.NewWriterSize(w, 256<<10)
+	b := []byte(imageMagic)
+	names := make([]string, 0, len(s.counters))
+	for n := range s.counters {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	b = appendUvarint(b, uint64(len(names)))
+	for _, n := range names {
+		b = appendString(b, n)
+		b = appendVarint(b, s.counters[n])
+	}
+	b = appendUvarint(b, uint64(len(s.colls)))
+	if _, err := bw.Write(b); err != nil {
+		return err
+	}
+	var item []byte
+	for _, cs := range s.colls {
+		item = appendSchema(item[:0], cs.sch)
+		b = appendUvarint(b[:0], uint64(len(item)))
+		b = append(b, item...)
+		b = appendUvarint(b, uint64(len(cs.docs)))
+		if _, err := bw.Write(b); err != nil {
+			return err
+		}
+		for _, d := range cs.docs {
+			item = appendVarint(item[:0], d.id)
+			item = appendUvarint(item, uint64(len(d.vals)))
+			for _, v := range d.vals {
+				item = appendValue(item, v)
+			}
+			b = appendUvarint(b[:0], uint64(len(item)))
+			if _, err := bw.Write(b); err != nil {
+				return err
+			}
+			if _, err := bw.Write(item); err != nil {
+				return err
+			}
+		}
+	}
+	var graphs int
+	for _, cs := range s.colls {
+		graphs += len(cs.graphs)
+	}
+	b = appendUvarint(b[:0], uint64(graphs))
+	if _, err := bw.Write(b); err != nil {
+		return err
+	}
+	for _, cs := range s.colls {
+		for _, g := range cs.graphs {
+			b = appendString(b[:0], cs.sch.Name)
+			b = appendUvarint(b, uint64(g.field))
+			b = appendUvarint(b, uint64(len(g.data)))
+			if _, err := bw.Write(b); err != nil {
+				return err
+			}
+			if _, err := bw.Write(g.data); err != nil {
+				return err
+			}
+		}
+	}
+	return bw.Flush()
+}
+
+// imageReader reads an image's state payload.
+type imageReader struct {
+	br  *bufio.Reader
+	buf []byte
+}
+
+func (ir *imageReader) uvarint() (uint64, error) {
+	x, err := binary.ReadUvarint(ir.br)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %v", errShort, err)
+	}
+	return x, nil
+}
+
+// item reads a uvarint length and that many bytes (valid until the next call).
+func (ir *imageReader) item() ([]byte, error) {
+	n, err := ir.uvarint()
+	if err != nil {
+		return nil, err
+	}
+	if n > maxImageItem {
+		return nil, fmt.Errorf("image item of %d bytes", n)
+	}
+	if uint64(cap(ir.buf)) < n {
+		ir.buf = make([]byte, n)
+	}
+	ir.buf = ir.buf[:n]
+	if _, err := io.ReadFull(ir.br, ir.buf); err != nil {
+		return nil, fmt.Errorf("%w: %v", errShort, err)
+	}
+	return ir.buf, nil
+}
+
+// readImage rebuilds a state from an image's payload.
+func readImage(r io.Reader, logger *slog.Logger) (*state, error) {
+	ir := &imageReader{br: bufio.NewReaderSize(r, 256<<10)}
+	magic := make([]byte, len(imageMagic))
+	if _, err := io.ReadFull(ir.br, magic); err != nil || string(magic) != imageMagic {
+		return nil, errors.New("image state: bad magic")
+	}
+	st := newState()
+	n, err := ir.uvarint()
+	if err != nil {
+		return nil, err
+	}
+	for range n {
+		name, err := ir.item()
+		if err != nil {
+			return nil, err
+		}
+		key := string(name)
+		id, err := binary.ReadVarint(ir.br)
+		if err != nil {
+			return nil, fmt.Errorf("%w: counter", errShort)
+		}
+		st.counters[key] = id
+	}
+	if n, err = ir.uvarint(); err != nil {
+		return nil, err
+	}
+	for range n {
+		if err := ir.readColl(st); err != nil {
+			return nil, err
+		}
+	}
+	if err := ir.readGraphs(st, logger); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+func (ir *imageReader) readColl(st *state) error {
+	raw, err := ir.item()
+	if err != nil {
+		return err
+	}
+	sch, err := (&decoder{b: raw}).schema()
+	if err != nil {
+		return fmt.Errorf("image schema: %w", err)
+	}
+	c := newCollection(sch)
+	// Graphs come after the documents: keep them aside so loading the
+	// documents does not build them link by link.
+	for i, x := range c.search {
+		if _, ok := x.(*vectorIndex); ok {
+			delete(c.search, i)
+		}
+	}
+	st.colls[sch.Name] = c
+	docs, err := ir.uvarint()
+	if err != nil {
+		return err
+	}
+	for range docs {
+		raw, err := ir.item()
+		if err != nil {
+			return err
+		}
+		d := &decoder{b: raw}
+		id := d.varint()
+		nv := d.count(1)
+		if d.err == nil && nv != len(sch.Fields) {
+			return fmt.Errorf("image doc %d of %s: %d values for %d fields", id, sch.Name, nv, len(sch.Fields))
+		}
+		vals := make([]any, nv)
+		for i := range vals {
+			vals[i] = d.value(0)
+		}
+		if d.err != nil {
+			return fmt.Errorf("image doc of %s: %w", sch.Name, d.err)
+		}
+		c.set(&doc{id: id, vals: vals})
+		if !serverColl(sch.Name) {
+			st.rows++
+		}
+	}
+	return nil
+}
+
+func (ir *imageReader) readGraphs(st *state, logger *slog.Logger) error {
+	n, err := ir.uvarint()
+	if err != nil {
+		return err
+	}
+	loaded := map[*collection]map[int]bool{}
+	for range n {
+		name, err := ir.item()
+		if err != nil {
+			return err
+		}
+		c := st.colls[string(name)]
+		fi, err := ir.uvarint()
+		if err != nil {
+			return err
+		}
+		data, err := ir.item()
+		if err != nil {
+			return err
+		}
+		if c == nil || fi >= uint64(len(c.sch.Fields)) || c.sch.Fields[fi].HNSW == nil {
+			return fmt.Errorf("image graph for %s field %d that has none", string(name), fi)
+		}
+		i := int(fi)
+		g, err := hnsw.Load(bytes.NewReader(data), func(id int64) ([]float32, bool) {
+			d := c.docs[id]
+			if d == nil {
+				return nil, false
+			}
+			v, ok := d.vals[i].([]float32)
+			return v, ok
+		})
+		if err != nil {
+			logger.Warn("graph did not load; rebuilding it", "collection", c.sch.Name,
+				"field", c.sch.Fields[i].Name, "err", err)
+			continue
+		}
+		c.search[i] = &vectorIndex{x: g}
+		if loaded[c] == nil {
+			loaded[c] = map[int]bool{}
+		}
+		loaded[c][i] = true
+	}
+	// Any graph missing or refused is built from the documents.
+	for _, c := range st.colls {
+		for i := range c.sch.Fields {
+			if c.sch.Fields[i].HNSW != nil && !loaded[c][i] {
+				c.search[i] = newSearchIndex(&c.sch.Fields[i])
+				fillSearch(c, i)
+			}
+		}
+	}
+	return nil
+}
+
+// Checkpoint writes the whole state, index graphs included, to a side file
+// with the recent records kept for change cursors, and renames it into
+// place.
+func (db *DB) Checkpoint() error { return db.rewrite(false) }
+
+// Compact is Checkpoint keeping no records from before the image.
+func (db *DB) Compact() error { return db.rewrite(true) }
+
+func (db *DB) rewrite(compact bool) error {
+	// The read lock keeps the state still (no block lands) while reads go on.
+	db.mu.RLock()
+	defer db.mu.RUnlock()
+	if db.closed {
+		return ErrClosed
+	}
+	snap, err := db.snapshotLocked()
+	if err != nil {
+		return err
+	}
+	if compact {
+		err = db.log.Compact(snap.write)
+	} else {
+		err = db.log.Checkpoint(snap.write)
+	}
+	if err != nil {
+		return fmt.Errorf("checkpoint: %w", storeErr(err))
+	}
+	return nil
+}
+
+// WriteImage streams a compact image of the whole tenant to w (what a move
+// or a backup copies; Install takes it). Writes go on meanwhile.
+func (db *DB) WriteImage(w io.Writer) (int64, error) {
+	db.mu.RLock()
+	if db.closed {
+		db.mu.RUnlock()
+		return 0, ErrClosed
+	}
+	pos := db.log.Position()
+	snap, err := db.snapshotLocked()
+	db.mu.RUnlock()
+	if err != nil {
+		return 0, err
+	}
+	n, err := store.WriteImage(w, pos, snap.write)
+	if err != nil {
+		return n, fmt.Errorf("write image: %w", storeErr(err))
+	}
+	return n, nil
+}
+
+// Install reads a whole image from r, verifies it by replaying it into a
+// side file next to path, and renames it into place. path must not exist.
+// A cut-short or damaged image is refused and leaves nothing behind.
+func Install(path string, r io.Reader) error {
+	_, err := store.Install(path, r, func(tmp string) error {
+		db, err := Open(tmp, Options{NoSweep: true, Sync: SyncOff, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrBadImage, err)
+		}
+		return db.Close()
+	})
+	if err != nil {
+		return fmt.Errorf("install image: %w", storeErr(err))
+	}
+	return nil
+}

@@ -1,0 +1,438 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/fenec-go/fenec/engine/fql"
+)
+
+// The planner picks, for a where clause, the most selective conjunct an
+// index can answer (= and in on id, @hash, @unique or @sorted; ranges on
+// id or @sorted) and scans the collection otherwise. An index only narrows
+// the candidates: every candidate is still checked against the whole
+// clause, so an answer never depends on which index was used.
+
+// access is a way to reach candidate documents.
+type access struct {
+	cost  int
+	ids   []int64 // candidates, in no particular order; nil with scan
+	scan  bool
+	field int // for a range: the field (-1 id)
+	lo    bound
+	hi    bound
+}
+
+// conjuncts splits a clause on its top-level ands.
+func conjuncts(x fql.Expr, out []fql.Expr) []fql.Expr {
+	if b, ok := x.(*fql.Binary); ok && b.Op == fql.OpAnd {
+		return conjuncts(b.R, conjuncts(b.L, out))
+	}
+	if x != nil {
+		out = append(out, x)
+	}
+	return out
+}
+
+// fieldOf returns the top-level field a simple operand names ("id" → -1).
+func fieldOf(c *collection, x fql.Expr) (int, bool) {
+	f, ok := x.(*fql.Field)
+	if !ok || len(f.Path) != 1 {
+		return 0, false
+	}
+	if f.Path[0] == "id" {
+		return -1, true
+	}
+	i := c.sch.field(f.Path[0])
+	return i, i >= 0
+}
+
+func flip(op fql.BinaryOp) fql.BinaryOp {
+	switch op {
+	case fql.OpLt:
+		return fql.OpGt
+	case fql.OpLe:
+		return fql.OpGe
+	case fql.OpGt:
+		return fql.OpLt
+	case fql.OpGe:
+		return fql.OpLe
+	}
+	return op
+}
+
+// plan chooses how to reach the documents where may match.
+func (r *runner) plan(c *collection, where fql.Expr) access {
+	best := access{cost: len(c.docs), scan: true}
+	ranges := map[int]*access{}
+	for _, cj := range conjuncts(where, nil) {
+		switch e := cj.(type) {
+		case *fql.Binary:
+			fi, fok := fieldOf(c, e.L)
+			val, op := e.R, e.Op
+			if !fok || !isConst(e.R) {
+				if fi, fok = fieldOf(c, e.R); !fok || !isConst(e.L) {
+					continue
+				}
+				val, op = e.L, flip(e.Op)
+			}
+			v, err := r.eval(val)
+			if err != nil {
+				continue
+			}
+			switch op {
+			case fql.OpEq:
+				if a, ok := r.eqAccess(c, fi, []any{v}); ok && a.cost < best.cost {
+					best = a
+				}
+			case fql.OpLt, fql.OpLe, fql.OpGt, fql.OpGe:
+				if fi >= 0 && c.sorted[fi] == nil {
+					continue
+				}
+				a := ranges[fi]
+				if a == nil {
+					a = &access{field: fi}
+					ranges[fi] = a
+				}
+				b := bound{key: v, set: true, inclusive: op == fql.OpLe || op == fql.OpGe}
+				if v == nil {
+					// A comparison with null matches nothing.
+					a.lo, a.hi = bound{key: int64(1), set: true}, bound{key: int64(0), set: true}
+					continue
+				}
+				if op == fql.OpGt || op == fql.OpGe {
+					if !a.lo.set || cmpKeys(v, a.lo.key) > 0 {
+						a.lo = b
+					}
+				} else if !a.hi.set || cmpKeys(v, a.hi.key) < 0 {
+					a.hi = b
+				}
+			}
+		case *fql.In:
+			fi, ok := fieldOf(c, e.X)
+			if !ok || !isConst(e.Set) {
+				continue
+			}
+			v, err := r.eval(e.Set)
+			if err != nil {
+				continue
+			}
+			l, ok := v.([]any)
+			if !ok {
+				continue
+			}
+			if a, ok := r.eqAccess(c, fi, l); ok && a.cost < best.cost {
+				best = a
+			}
+		}
+	}
+	for fi, a := range ranges {
+		a.cost = r.rangeCount(c, fi, a.lo, a.hi, best.cost)
+		if a.cost < best.cost {
+			best = *a
+			best.ids = r.rangeIDs(c, fi, a.lo, a.hi)
+		}
+	}
+	return best
+}
+
+// eqAccess is the candidates for field fi equal to one of vals.
+func (r *runner) eqAccess(c *collection, fi int, vals []any) (access, bool) {
+	a := access{}
+	if fi < 0 {
+		for _, v := range vals {
+			if id, ok := keyFor(tInt, v); ok {
+				if _, there := c.docs[id.(int64)]; there {
+					a.ids = append(a.ids, id.(int64))
+				}
+			}
+		}
+		a.cost = len(a.ids)
+		return a, true
+	}
+	kind := c.sch.Fields[fi].Type.kind
+	if h := c.hash[fi]; h != nil {
+		for _, v := range vals {
+			if k, ok := keyFor(kind, v); ok {
+				a.ids = append(a.ids, h.get(k)...)
+			}
+		}
+		a.cost = len(a.ids)
+		return a, true
+	}
+	if s := c.sorted[fi]; s != nil {
+		for _, v := range vals {
+			if k, ok := keyFor(kind, v); ok {
+				b := bound{key: k, set: true, inclusive: true}
+				s.scan(b, b, false, func(_ any, id int64) bool {
+					a.ids = append(a.ids, id)
+					return true
+				})
+			}
+		}
+		a.cost = len(a.ids)
+		return a, true
+	}
+	return a, false
+}
+
+// rangeCount counts candidates in a range, stopping at limit.
+func (r *runner) rangeCount(c *collection, fi int, lo, hi bound, limit int) int {
+	n := 0
+	r.rangeScan(c, fi, lo, hi, false, func(int64) bool {
+		n++
+		return n < limit
+	})
+	return n
+}
+
+func (r *runner) rangeIDs(c *collection, fi int, lo, hi bound) []int64 {
+	ids := []int64{}
+	r.rangeScan(c, fi, lo, hi, false, func(id int64) bool {
+		ids = append(ids, id)
+		return true
+	})
+	return ids
+}
+
+// rangeScan visits ids whose field fi (or id, fi < 0) lies in lo..hi, in
+// key order.
+func (r *runner) rangeScan(c *collection, fi int, lo, hi bound, desc bool, fn func(int64) bool) {
+	if fi >= 0 {
+		if lo.set && hi.set && cmpKeys(lo.key, hi.key) > 0 {
+			return
+		}
+		c.sorted[fi].scan(lo, hi, desc, func(_ any, id int64) bool { return fn(id) })
+		return
+	}
+	// Ranges on id walk the id-ordered tree; a bound that is not a number
+	// matches no id.
+	for _, bd := range []bound{lo, hi} {
+		if bd.set && cmpRank(bd.key) != 2 {
+			return
+		}
+	}
+	visit := func(d *doc) bool {
+		if lo.set {
+			if cv := cmpKeys(d.id, lo.key); cv < 0 || (cv == 0 && !lo.inclusive) {
+				return desc // below the range: go on ascending, stop descending
+			}
+		}
+		if hi.set {
+			if cv := cmpKeys(d.id, hi.key); cv > 0 || (cv == 0 && !hi.inclusive) {
+				return !desc
+			}
+		}
+		return fn(d.id)
+	}
+	switch {
+	case desc && hi.set:
+		c.order.DescendLessOrEqual(&doc{id: clampID(hi.key, true)}, visit)
+	case desc:
+		c.order.Descend(visit)
+	case lo.set:
+		c.order.AscendGreaterOrEqual(&doc{id: clampID(lo.key, false)}, visit)
+	default:
+		c.order.Ascend(visit)
+	}
+}
+
+// clampID turns a numeric bound into an id to start a walk from: rounded
+// away from the range's inside so no id within it is skipped.
+func clampID(v any, up bool) int64 {
+	switch x := v.(type) {
+	case int64:
+		return x
+	case float64:
+		switch {
+		case x >= 9.2e18:
+			return 1<<63 - 1
+		case x <= -9.2e18:
+			return -1 << 63
+		case up:
+			return int64(math.Ceil(x))
+		}
+		return int64(math.Floor(x))
+	}
+	return 0
+}
+
+func errUnknownField(name string, c *collection) error {
+	return fmt.Errorf("%w: %s in %s", ErrUnknownField, name, c.sch.Name)
+}
+
+// selectDocs returns the visible documents of c matching where, ordered
+// by order (id ascending when empty; ties by id), past offset, at most
+// limit (negative: no limit).
+func (r *runner) selectDocs(c *collection, where fql.Expr, order []fql.OrderKey, limit, offset int64) ([]*doc, error) {
+	if err := checkFields(c, where); err != nil {
+		return nil, err
+	}
+	for _, k := range order {
+		if len(k.Path) > 0 && k.Agg == fql.AggNone {
+			if n := k.Path[0]; n != "id" && c.sch.field(n) < 0 {
+				return nil, errUnknownField(n, c)
+			}
+		}
+	}
+	want := int64(-1)
+	if limit >= 0 {
+		want = limit + offset
+	}
+	a := r.plan(c, where)
+	var out []*doc
+	var ferr error
+	full := func() bool { return want >= 0 && int64(len(out)) >= want }
+	keep := func(d *doc) bool {
+		ok, err := r.matches(c, d, where)
+		if err != nil {
+			ferr = err
+			return false
+		}
+		if ok {
+			out = append(out, d)
+		}
+		return true
+	}
+	switch {
+	case len(order) == 0:
+		if a.scan {
+			c.order.Ascend(func(d *doc) bool {
+				return keep(d) && (want < 0 || int64(len(out)) < want)
+			})
+		} else {
+			slices.Sort(a.ids)
+			for j, id := range a.ids {
+				if j > 0 && a.ids[j-1] == id {
+					continue
+				}
+				if !keep(c.docs[id]) || (want >= 0 && int64(len(out)) >= want) {
+					break
+				}
+			}
+		}
+	case a.scan && want >= 0 && r.orderedScan(c, order, full, keep):
+	default:
+		if a.scan {
+			c.order.Ascend(keep)
+		} else {
+			slices.Sort(a.ids)
+			for j, id := range a.ids {
+				if (j == 0 || a.ids[j-1] != id) && !keep(c.docs[id]) {
+					break
+				}
+			}
+		}
+		if ferr == nil {
+			sortDocs(c, out, order)
+		}
+	}
+	if ferr != nil {
+		return nil, ferr
+	}
+	return window(out, limit, offset), nil
+}
+
+// orderedScan answers a one-key order on id or a @sorted field with no
+// nulls by walking the index in order, stopping once full says enough.
+// Runs of equal keys come out id ascending, as a sort would give them.
+func (r *runner) orderedScan(c *collection, order []fql.OrderKey, full func() bool, keep func(*doc) bool) bool {
+	if len(order) != 1 || order[0].Agg != fql.AggNone || len(order[0].Path) != 1 {
+		return false
+	}
+	k := order[0]
+	fi, ok := fieldOf(c, &fql.Field{Path: k.Path})
+	if !ok {
+		return false
+	}
+	step := func(d *doc) bool { return keep(d) && !full() }
+	if fi < 0 {
+		if k.Desc {
+			c.order.Descend(step)
+		} else {
+			c.order.Ascend(step)
+		}
+		return true
+	}
+	s := c.sorted[fi]
+	if s == nil || s.t.Len() != len(c.docs) {
+		return false
+	}
+	if !k.Desc {
+		s.scan(bound{}, bound{}, false, func(_ any, id int64) bool { return step(c.docs[id]) })
+		return true
+	}
+	// Descending: buffer each run of equal keys and emit it id ascending.
+	var run []int64
+	var runKey any
+	flush := func() bool {
+		for j := len(run) - 1; j >= 0; j-- {
+			if !step(c.docs[run[j]]) {
+				return false
+			}
+		}
+		run = run[:0]
+		return true
+	}
+	cont := true
+	s.scan(bound{}, bound{}, true, func(key any, id int64) bool {
+		if len(run) > 0 && cmpKeys(key, runKey) != 0 {
+			if cont = flush(); !cont {
+				return false
+			}
+		}
+		runKey = key
+		run = append(run, id)
+		return true
+	})
+	if cont {
+		flush()
+	}
+	return true
+}
+
+func (r *runner) matches(c *collection, d *doc, where fql.Expr) (bool, error) {
+	if d == nil || !r.visible(c, d) {
+		return false, nil
+	}
+	if where == nil {
+		return true, nil
+	}
+	v, err := fql.Eval(where, &rowEnv{r: r, c: c, d: d})
+	if err != nil {
+		return false, evalErr(err)
+	}
+	return fql.Truthy(v), nil
+}
+
+func window[T any](s []T, limit, offset int64) []T {
+	if offset > 0 {
+		if offset >= int64(len(s)) {
+			return s[:0]
+		}
+		s = s[offset:]
+	}
+	if limit >= 0 && limit < int64(len(s)) {
+		s = s[:limit]
+	}
+	return s
+}
+
+// sortDocs orders docs by the keys, ties by id ascending.
+func sortDocs(c *collection, docs []*doc, order []fql.OrderKey) {
+	slices.SortStableFunc(docs, func(a, b *doc) int {
+		ea, eb := &rowEnv{c: c, d: a}, &rowEnv{c: c, d: b}
+		for _, k := range order {
+			va, _ := ea.Field(k.Path)
+			vb, _ := eb.Field(k.Path)
+			if x := fql.SortCompare(va, vb); x != 0 {
+				if k.Desc {
+					return -x
+				}
+				return x
+			}
+		}
+		return cmpInt(a.id, b.id)
+	})
+}

@@ -1,0 +1,258 @@
+package engine
+
+import (
+	"fmt"
+	"strings"
+)
+
+// state is a tenant's whole in-memory database: what an image holds.
+type state struct {
+	colls    map[string]*collection
+	counters map[string]int64 // last id given per collection name; outlives drops
+	rows     int64            // documents in collections not starting with "_"
+}
+
+func newState() *state {
+	return &state{colls: make(map[string]*collection), counters: make(map[string]int64)}
+}
+
+func serverColl(name string) bool { return strings.HasPrefix(name, "_") }
+
+// txn is a block being run: every change is applied to the live state at
+// once and remembered twice — as an op for the record, and as an undo step
+// so a failed block leaves memory as it was. It runs under the write lock.
+type txn struct {
+	st   *state
+	ops  []blockOp
+	undo []func()
+	now  int64 // ms, fixed for the block
+	// addRows is the net rows the block adds to non-server collections.
+	addRows int64
+	replay  bool // applying records: no undo kept
+}
+
+func (t *txn) remember(f func()) {
+	if !t.replay {
+		t.undo = append(t.undo, f)
+	}
+}
+
+// rollback undoes every change in reverse order.
+func (t *txn) rollback() {
+	for i := len(t.undo) - 1; i >= 0; i-- {
+		t.undo[i]()
+	}
+	t.undo = nil
+	t.ops = nil
+}
+
+func (t *txn) countRows(c *collection, delta int64) {
+	if serverColl(c.sch.Name) {
+		return
+	}
+	t.st.rows += delta
+	t.addRows += delta
+	t.remember(func() { t.st.rows -= delta })
+}
+
+// newID hands out the next id of coll.
+func (t *txn) newID(name string) int64 {
+	old := t.st.counters[name]
+	t.st.counters[name] = old + 1
+	t.remember(func() { t.st.counters[name] = old })
+	return old + 1
+}
+
+// seeID raises coll's counter past an id written explicitly.
+func (t *txn) seeID(name string, id int64) {
+	old := t.st.counters[name]
+	if id > old {
+		t.st.counters[name] = id
+		t.remember(func() { t.st.counters[name] = old })
+	}
+}
+
+// put stores d in c, replacing the doc with its id.
+func (t *txn) put(c *collection, d *doc) {
+	t.seeID(c.sch.Name, d.id)
+	old := c.set(d)
+	if old == nil {
+		t.countRows(c, 1)
+	}
+	t.remember(func() {
+		if old != nil {
+			c.set(old)
+		} else {
+			c.remove(d.id)
+		}
+	})
+	t.ops = append(t.ops, blockOp{kind: opPut, coll: c.sch.Name, id: d.id, doc: d, sch: c.sch})
+}
+
+// del deletes id from c; it writes an op only when a doc was there.
+func (t *txn) del(c *collection, id int64) bool {
+	old := c.remove(id)
+	if old == nil {
+		return false
+	}
+	t.countRows(c, -1)
+	t.remember(func() { c.set(old) })
+	t.ops = append(t.ops, blockOp{kind: opDel, coll: c.sch.Name, id: id})
+	return true
+}
+
+func (t *txn) createColl(s *schema) (*collection, error) {
+	if _, ok := t.st.colls[s.Name]; ok {
+		return nil, fmt.Errorf("%w: collection %s exists", ErrInvalid, s.Name)
+	}
+	c := newCollection(s)
+	t.st.colls[s.Name] = c
+	t.remember(func() { delete(t.st.colls, s.Name) })
+	t.ops = append(t.ops, blockOp{kind: opCreate, coll: s.Name, sch: s})
+	return c, nil
+}
+
+func (t *txn) dropColl(name string) error {
+	c, ok := t.st.colls[name]
+	if !ok {
+		return fmt.Errorf("%w: %s", ErrUnknownCollection, name)
+	}
+	delete(t.st.colls, name)
+	t.countRows(c, -int64(len(c.docs)))
+	t.remember(func() { t.st.colls[name] = c })
+	t.ops = append(t.ops, blockOp{kind: opDrop, coll: name})
+	return nil
+}
+
+// createIndex gives field f of c the annotations of spec and builds the
+// indexes they ask for over the stored documents.
+func (t *txn) createIndex(c *collection, spec fieldSpec) error {
+	i := c.sch.field(spec.Name)
+	if i < 0 {
+		return fmt.Errorf("%w: %s in %s", ErrUnknownField, spec.Name, c.sch.Name)
+	}
+	if err := checkAnnotations(&spec); err != nil {
+		return err
+	}
+	old := c.sch.Fields[i]
+	if spec.Unique && !old.Unique {
+		if err := uniqueOver(c, i); err != nil {
+			return err
+		}
+	}
+	_, hadH := c.hash[i]
+	_, hadS := c.sorted[i]
+	_, hadX := c.search[i]
+	c.sch.Fields[i] = spec
+	c.addIndexes(i)
+	if !hadH && c.hash[i] != nil {
+		fillHash(c, i)
+	}
+	if !hadS && c.sorted[i] != nil {
+		fillSorted(c, i)
+	}
+	if !hadX && c.search[i] != nil {
+		fillSearch(c, i)
+	}
+	t.remember(func() {
+		c.sch.Fields[i] = old
+		if !hadH {
+			delete(c.hash, i)
+		}
+		if !hadS {
+			delete(c.sorted, i)
+		}
+		if !hadX {
+			delete(c.search, i)
+		}
+	})
+	t.ops = append(t.ops, blockOp{kind: opIndex, coll: c.sch.Name, field: spec})
+	return nil
+}
+
+// uniqueOver refuses to make field i unique when two docs share a value.
+func uniqueOver(c *collection, i int) error {
+	seen := make(map[any]int64)
+	var err error
+	c.order.Ascend(func(d *doc) bool {
+		v := d.vals[i]
+		if v == nil {
+			return true
+		}
+		if other, ok := seen[v]; ok {
+			err = fmt.Errorf("%w: %s = %v held by ids %d and %d", ErrTaken, c.sch.Fields[i].Name, v, other, d.id)
+			return false
+		}
+		seen[v] = d.id
+		return true
+	})
+	return err
+}
+
+func fillHash(c *collection, i int) {
+	h := c.hash[i]
+	c.order.Ascend(func(d *doc) bool {
+		if v := d.vals[i]; v != nil {
+			h.add(v, d.id)
+		}
+		return true
+	})
+}
+
+func fillSorted(c *collection, i int) {
+	s := c.sorted[i]
+	c.order.Ascend(func(d *doc) bool {
+		if v := d.vals[i]; v != nil {
+			s.add(v, d.id)
+		}
+		return true
+	})
+}
+
+func fillSearch(c *collection, i int) {
+	s := c.search[i]
+	c.order.Ascend(func(d *doc) bool {
+		if v := d.vals[i]; v != nil {
+			s.put(d.id, v)
+		}
+		return true
+	})
+}
+
+// apply replays one decoded op (a record from the file or a primary).
+func (t *txn) apply(o *blockOp) error {
+	switch o.kind {
+	case opPut:
+		c := t.st.colls[o.coll]
+		if c == nil {
+			return fmt.Errorf("%w: %s", ErrUnknownCollection, o.coll)
+		}
+		if len(o.doc.vals) != len(c.sch.Fields) {
+			return fmt.Errorf("put into %s: %d values for %d fields", o.coll, len(o.doc.vals), len(c.sch.Fields))
+		}
+		t.put(c, o.doc)
+	case opDel:
+		c := t.st.colls[o.coll]
+		if c == nil {
+			return fmt.Errorf("%w: %s", ErrUnknownCollection, o.coll)
+		}
+		if !t.del(c, o.id) {
+			// A delete of a doc already gone still takes its seq.
+			t.ops = append(t.ops, blockOp{kind: opDel, coll: o.coll, id: o.id})
+		}
+	case opCreate:
+		_, err := t.createColl(o.sch)
+		return err
+	case opDrop:
+		return t.dropColl(o.coll)
+	case opIndex:
+		c := t.st.colls[o.coll]
+		if c == nil {
+			return fmt.Errorf("%w: %s", ErrUnknownCollection, o.coll)
+		}
+		return t.createIndex(c, o.field)
+	default:
+		return fmt.Errorf("unknown op %d", o.kind)
+	}
+	return nil
+}

@@ -1,0 +1,367 @@
+package engine
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/fenec-go/fenec/engine/fql"
+)
+
+// runPut runs put (upsert), put ... if absent, and insert.
+func (r *runner) runPut(coll string, docsExpr fql.Expr, ifAbsent, insert bool, req *int64) (*Result, error) {
+	if err := r.needTxn(); err != nil {
+		return nil, err
+	}
+	c, err := r.coll(coll)
+	if err != nil {
+		return nil, err
+	}
+	v, err := r.eval(docsExpr)
+	if err != nil {
+		return nil, err
+	}
+	objs, err := objects(v)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Kind: ResultAffected, Write: true}
+	for _, o := range objs {
+		d, given, err := r.makeDoc(c, o)
+		if err != nil {
+			return nil, err
+		}
+		wrote, err := r.putOne(c, d, given, ifAbsent, insert)
+		if err != nil {
+			return nil, err
+		}
+		if wrote {
+			res.Affected++
+			res.IDs = append(res.IDs, d.id)
+		}
+	}
+	if err := checkRequire(req, res.Affected); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// objects accepts an object or a list of objects.
+func objects(v any) ([]map[string]any, error) {
+	switch x := v.(type) {
+	case map[string]any:
+		return []map[string]any{x}, nil
+	case []any:
+		out := make([]map[string]any, len(x))
+		for i, e := range x {
+			m, ok := e.(map[string]any)
+			if !ok {
+				return nil, fmt.Errorf("%w: element %d is %s, not an object", ErrType, i, typeName(e))
+			}
+			out[i] = m
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("%w: documents must be an object or a list of objects, got %s", ErrType, typeName(v))
+}
+
+// makeDoc type-checks an object against c's schema. The id is 0 (and
+// given false) when the object has none.
+func (r *runner) makeDoc(c *collection, o map[string]any) (*doc, bool, error) {
+	d := &doc{vals: make([]any, len(c.sch.Fields))}
+	given := false
+	for k, v := range o {
+		v = normalizeParam(v)
+		if k == "id" {
+			id, ok := v.(int64)
+			if !ok || id < 1 {
+				return nil, false, fmt.Errorf("%w: id must be a positive int, got %s", ErrType, typeName(v))
+			}
+			d.id, given = id, true
+			continue
+		}
+		i := c.sch.field(k)
+		if i < 0 {
+			return nil, false, fmt.Errorf("%w: %s in %s", ErrUnknownField, k, c.sch.Name)
+		}
+		cv, err := c.sch.Fields[i].checkValue(cloneValue(v))
+		if err != nil {
+			return nil, false, err
+		}
+		d.vals[i] = cv
+	}
+	if err := checkRequired(c, d); err != nil {
+		return nil, false, err
+	}
+	return d, given, nil
+}
+
+func checkRequired(c *collection, d *doc) error {
+	for i := range c.sch.Fields {
+		if c.sch.Fields[i].Required && d.vals[i] == nil {
+			return fmt.Errorf("%w: field %s of %s is required", ErrType, c.sch.Fields[i].Name, c.sch.Name)
+		}
+	}
+	return nil
+}
+
+// putOne writes one document, reporting whether it wrote.
+func (r *runner) putOne(c *collection, d *doc, given, ifAbsent, insert bool) (bool, error) {
+	if given {
+		if old := c.docs[d.id]; old != nil {
+			if r.visible(c, old) {
+				if ifAbsent {
+					return false, nil
+				}
+				if insert {
+					return false, fmt.Errorf("%w: id %d in %s", ErrTaken, d.id, c.sch.Name)
+				}
+			}
+		}
+	}
+	for i := range c.sch.Fields {
+		if !c.sch.Fields[i].Unique || d.vals[i] == nil {
+			continue
+		}
+		holder, ok := c.uniqueHolder(i, d.vals[i], d.id)
+		if !ok || (given && holder == d.id) {
+			continue
+		}
+		if h := c.docs[holder]; h != nil && !r.visible(c, h) {
+			// An expired row gives its value up: delete it now, as the
+			// sweeper would have.
+			r.t.del(c, holder)
+			continue
+		}
+		if ifAbsent {
+			return false, nil
+		}
+		return false, fmt.Errorf("%w: %s = %s in %s", ErrTaken, c.sch.Fields[i].Name, shortValue(d.vals[i]), c.sch.Name)
+	}
+	if !given {
+		d.id = r.t.newID(c.sch.Name)
+	}
+	r.t.put(c, d)
+	return true, nil
+}
+
+func shortValue(v any) string {
+	s := fmt.Sprint(v)
+	if len(s) > 64 {
+		s = s[:64] + "…"
+	}
+	return s
+}
+
+// visible says whether d is live: no @ttl field of it has expired.
+func (r *runner) visible(c *collection, d *doc) bool {
+	for i := range c.sch.Fields {
+		ttl := c.sch.Fields[i].TTLms
+		if ttl == 0 {
+			continue
+		}
+		if t, ok := d.vals[i].(int64); ok && t+ttl <= r.now {
+			return false
+		}
+	}
+	return true
+}
+
+func (r *runner) runSet(s *fql.Set) (*Result, error) {
+	if err := r.needTxn(); err != nil {
+		return nil, err
+	}
+	c, err := r.coll(s.Coll)
+	if err != nil {
+		return nil, err
+	}
+	pos := make([]int, len(s.Assigns))
+	for j, a := range s.Assigns {
+		if a.Field == "id" {
+			return nil, fmt.Errorf("%w: id cannot be set", ErrInvalid)
+		}
+		if pos[j] = c.sch.field(a.Field); pos[j] < 0 {
+			return nil, fmt.Errorf("%w: %s in %s", ErrUnknownField, a.Field, s.Coll)
+		}
+		if err := checkFields(c, a.Value); err != nil {
+			return nil, err
+		}
+	}
+	docs, err := r.selectDocs(c, s.Where, s.Order, limitOf(s.Limit), 0)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Kind: ResultAffected, Write: true}
+	var written []*doc
+	for _, old := range docs {
+		d, err := r.assign(c, old, s.Assigns, pos)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := r.putOne(c, d, true, false, false); err != nil {
+			return nil, err
+		}
+		written = append(written, d)
+	}
+	res.Affected = int64(len(written))
+	if err := checkRequire(s.Require, res.Affected); err != nil {
+		return nil, err
+	}
+	r.finishWrite(res, c, s.Where, s.Returning, written)
+	return res, nil
+}
+
+// assign builds the new version of old: values evaluated against old.
+func (r *runner) assign(c *collection, old *doc, as []fql.Assign, pos []int) (*doc, error) {
+	d := &doc{id: old.id, vals: slices.Clone(old.vals)}
+	env := &rowEnv{r: r, c: c, d: old}
+	for j, a := range as {
+		v, err := fql.Eval(a.Value, env)
+		if err != nil {
+			return nil, evalErr(err)
+		}
+		cv, err := c.sch.Fields[pos[j]].checkValue(cloneValue(normalizeParam(v)))
+		if err != nil {
+			return nil, err
+		}
+		d.vals[pos[j]] = cv
+	}
+	if err := checkRequired(c, d); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+func (r *runner) runDel(s *fql.Del) (*Result, error) {
+	if err := r.needTxn(); err != nil {
+		return nil, err
+	}
+	c, err := r.coll(s.Coll)
+	if err != nil {
+		return nil, err
+	}
+	docs, err := r.selectDocs(c, s.Where, s.Order, limitOf(s.Limit), 0)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range docs {
+		r.t.del(c, d.id)
+	}
+	res := &Result{Kind: ResultAffected, Write: true, Affected: int64(len(docs))}
+	if err := checkRequire(s.Require, res.Affected); err != nil {
+		return nil, err
+	}
+	r.finishWrite(res, c, s.Where, s.Returning, docs)
+	return res, nil
+}
+
+// finishWrite fills returning rows, and Claim and WakeAt for a statement
+// that took nothing.
+func (r *runner) finishWrite(res *Result, c *collection, where fql.Expr, ret *fql.Returning, docs []*doc) {
+	if ret != nil {
+		res.Kind = ResultRows
+		res.Rows = make([]Row, 0, len(docs))
+		for _, d := range docs {
+			res.Rows = append(res.Rows, returningRow(c, d, ret))
+		}
+	}
+	if res.Affected == 0 {
+		res.Claim = true
+		if ms := r.wakeAt(c, where); ms > 0 {
+			res.WakeAt = time.UnixMilli(ms)
+		}
+	}
+}
+
+func returningRow(c *collection, d *doc, ret *fql.Returning) Row {
+	if ret.Star {
+		return c.row(d)
+	}
+	env := &rowEnv{c: c, d: d}
+	row := make(Row, len(ret.Fields))
+	for _, p := range ret.Fields {
+		v, _ := env.Field(p)
+		row[p.String()] = v
+	}
+	return row
+}
+
+func limitOf(l *int64) int64 {
+	if l == nil {
+		return -1
+	}
+	return *l
+}
+
+// wakeAt is the next moment (ms, 0 if none) a now()-based condition of
+// where, or a @ttl expiry in c, could change what a statement takes. It
+// looks at every row: for each comparison with now() on one side, the
+// time at which that side passes the other side's value for the row.
+func (r *runner) wakeAt(c *collection, where fql.Expr) int64 {
+	best := int64(0)
+	consider := func(t int64) {
+		if t > r.now && (best == 0 || t < best) {
+			best = t
+		}
+	}
+	var cmps []*fql.Binary
+	walkExpr(where, func(e fql.Expr) {
+		b, ok := e.(*fql.Binary)
+		if !ok {
+			return
+		}
+		switch b.Op {
+		case fql.OpEq, fql.OpNe, fql.OpLt, fql.OpLe, fql.OpGt, fql.OpGe:
+			if usesNow(b.L) != usesNow(b.R) {
+				cmps = append(cmps, b)
+			}
+		}
+	})
+	for i := range c.sch.Fields {
+		if ttl := c.sch.Fields[i].TTLms; ttl > 0 {
+			if s := c.sorted[i]; s != nil {
+				s.scan(bound{key: r.now - ttl, set: true}, bound{}, false, func(k any, _ int64) bool {
+					consider(k.(int64) + ttl)
+					return false
+				})
+			}
+		}
+	}
+	if len(cmps) == 0 {
+		return best
+	}
+	zero := &runner{st: r.st, params: r.params, now: 0}
+	c.order.Ascend(func(d *doc) bool {
+		env := &rowEnv{r: r, c: c, d: d}
+		zenv := &rowEnv{r: zero, c: c, d: d}
+		for _, b := range cmps {
+			timeSide, other := b.L, b.R
+			if usesNow(b.R) {
+				timeSide, other = b.R, b.L
+			}
+			off, err1 := fql.Eval(timeSide, zenv)
+			val, err2 := fql.Eval(other, env)
+			if err1 != nil || err2 != nil {
+				continue
+			}
+			o, ok1 := asMillis(off)
+			v, ok2 := asMillis(val)
+			if ok1 && ok2 {
+				consider(v - o)
+				consider(v - o + 1)
+			}
+		}
+		return true
+	})
+	return best
+}
+
+func asMillis(v any) (int64, bool) {
+	switch x := v.(type) {
+	case int64:
+		return x, true
+	case float64:
+		return int64(x), true
+	}
+	return 0, false
+}
