@@ -22,7 +22,10 @@ const (
 	hang    = "hang"     // never answers: the call waits out its bound
 	down    = "down"     // refuses the connection at once
 	noLease = "no-lease" // started without --lease
+	late    = "late"     // answers each grant lateBy after it was sent
 )
+
+const lateBy = 1500 * time.Millisecond
 
 // sent is one grant a fake node was sent and what came of it.
 type sent struct {
@@ -65,6 +68,12 @@ func (f *fakeNet) Send(ctx context.Context, node string, g Grant) (Answer, error
 	case hang:
 		<-ctx.Done()
 		err = ctx.Err()
+	case late:
+		// Read from the socket long after the router gave up, and
+		// answered as if nothing were wrong.
+		time.Sleep(lateBy)
+		now = f.clock.Now()
+		a, err = l.Handle(now, g)
 	case down:
 		err = errors.New("connection refused")
 	case noLease:
@@ -264,6 +273,28 @@ func TestLeaserFailoverAtLeaseAndATenth(t *testing.T) {
 		}
 		if st := c.l.Nodes(); !st[0].FailedOver {
 			t.Fatalf("status %+v", st[0])
+		}
+	})
+}
+
+func TestLeaserLateAnswerCountsNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 3*time.Second, nil, "n1")
+		if err := c.l.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		c.sleepTo(2*time.Second + 500*ms)
+		c.net.setMode("n1", late) // the last answer in time came back at 2s
+		c.sleepTo(10 * time.Second)
+		// Grants at 3s and 4.5s come back at 4.5s and 6s, past their bound
+		// of 1s: given up, so the node lapses at 2s + 3.3s and is judged
+		// once the second is given up, at 6s.
+		f := c.fo.list()
+		if len(f) != 1 || f[0].at != 6*time.Second {
+			t.Fatalf("failovers %+v, want n1 at 6s", f)
+		}
+		if f[0].writable {
+			t.Fatal("the node could still write when it was failed over")
 		}
 	})
 }
