@@ -1,0 +1,82 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/fenec-go/fenec/engine"
+)
+
+// defaultAfterWait is how long Fenec-After waits when Fenec-Wait does not
+// say.
+const defaultAfterWait = 5 * time.Second
+
+// awaitAfter honours Fenec-After (and Fenec-History): it returns true once
+// this copy may answer, or answers the refusal and returns false.
+func (c *call) awaitAfter() bool {
+	v := c.r.Header.Get("Fenec-After")
+	if v == "" {
+		return true
+	}
+	want, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		c.fail(fmt.Errorf("%w: Fenec-After must be a seq", ErrBadRequest))
+		return false
+	}
+	wait := defaultAfterWait
+	if c.r.Header.Get("Fenec-Wait") != "" {
+		if wait, err = parseWait(c.r.Header.Get("Fenec-Wait")); err != nil {
+			c.fail(err)
+			return false
+		}
+	}
+	var hist uint64
+	hasHist := c.r.Header.Get("Fenec-History") != ""
+	if hasHist {
+		if hist, err = strconv.ParseUint(c.r.Header.Get("Fenec-History"), 10, 64); err != nil {
+			c.fail(fmt.Errorf("%w: Fenec-History must be a history id", ErrBadRequest))
+			return false
+		}
+		if forkedBefore(c.t.db.Lineage(), hist, want) {
+			c.failWith(ErrHistoryForked, map[string]any{"seq": c.t.db.Seq()})
+			return false
+		}
+	}
+	c.s.metrics.held.Inc()
+	err = c.t.waitSeq(c.r.Context(), want, wait)
+	c.s.metrics.held.Dec()
+	if err == nil && hasHist && !c.t.db.Holds(hist, want) {
+		err = ErrHistoryForked
+	}
+	if err != nil {
+		if errors.Is(err, ErrAfterTimeout) || errors.Is(err, ErrHistoryForked) {
+			c.failWith(err, map[string]any{"seq": c.t.db.Seq()})
+		} else {
+			c.fail(err)
+		}
+		return false
+	}
+	return true
+}
+
+// parseWait reads a wait in milliseconds, at most maxWait.
+func parseWait(v string) (time.Duration, error) {
+	ms, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || ms < 0 {
+		return 0, fmt.Errorf("%w: Fenec-Wait must be a number of milliseconds", ErrBadRequest)
+	}
+	return min(time.Duration(ms)*time.Millisecond, maxWait), nil
+}
+
+// forkedBefore says whether history h is on the lineage but this file
+// left it before write seq: it can never hold that write.
+func forkedBefore(lineage []engine.LineageEntry, h, seq uint64) bool {
+	for i, e := range lineage {
+		if e.History == h && i+1 < len(lineage) {
+			return seq > lineage[i+1].From
+		}
+	}
+	return false
+}

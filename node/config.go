@@ -1,0 +1,181 @@
+package node
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fenec-go/fenec/engine"
+)
+
+// Config configures one node. Build it with DefaultConfig, adjust it (or
+// fill it from flags with AddFlags) and check it with Validate.
+type Config struct {
+	// Dir holds the tenant files, one <tenant>.fenec each.
+	Dir string
+	// HTTP is the address to listen on (host:port; port 0 picks one).
+	HTTP string
+
+	// AdminToken enables /_admin/ and is the bearer token it needs.
+	// Empty: /_admin/ answers 404.
+	AdminToken string
+	// HTTPToken, if set, is the bearer token data requests need.
+	HTTPToken string
+	// Insecure allows a non-loopback HTTP address with no token.
+	Insecure bool
+
+	// Sync is when appended records reach the disk: "always", "off" or a
+	// number of milliseconds between fsyncs.
+	Sync string
+
+	// IdleClose closes a tenant nobody has used for this long.
+	IdleClose time.Duration
+	// MaxMemory bounds the memory of the open tenants together, in bytes
+	// (0: no bound). Past it, idle tenants are closed least recently used
+	// first, and a write to a tenant that alone is past it is refused 507.
+	MaxMemory int64
+	// IdleTimeout closes a silent keep-alive client connection.
+	IdleTimeout time.Duration
+	// IdempotencyTTL is how long an Idempotency-Key is kept.
+	IdempotencyTTL time.Duration
+	// MaxStreams bounds the subscriptions open on one tenant.
+	MaxStreams int
+	// MaxBody bounds a request body in bytes; larger is 413.
+	MaxBody int64
+
+	// Audit, if set, is a file receiving JSON lines about refusals and
+	// admin changes.
+	Audit string
+
+	// KeepAlive is how often a quiet subscription gets a comment line.
+	KeepAlive time.Duration
+	// ShutdownTimeout bounds how long Close waits for requests to finish.
+	ShutdownTimeout time.Duration
+
+	// Logger receives the node's logs; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns the defaults API.md names.
+func DefaultConfig() Config {
+	return Config{
+		HTTP:            "127.0.0.1:7070",
+		Sync:            "100",
+		IdleClose:       300 * time.Second,
+		IdleTimeout:     60 * time.Second,
+		IdempotencyTTL:  86400 * time.Second,
+		MaxStreams:      64,
+		MaxBody:         32 << 20,
+		KeepAlive:       15 * time.Second,
+		ShutdownTimeout: 30 * time.Second,
+	}
+}
+
+// AddFlags binds the node's flags to c, with c's current values as the
+// defaults.
+func (c *Config) AddFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.Dir, "dir", c.Dir, "directory of tenant files (<tenant>.fenec)")
+	fs.StringVar(&c.HTTP, "http", c.HTTP, "address to serve HTTP on")
+	fs.StringVar(&c.AdminToken, "admin-token", c.AdminToken, "bearer token of /_admin/ (404 without it)")
+	fs.StringVar(&c.HTTPToken, "http-token", c.HTTPToken, "bearer token data requests need (open without it)")
+	fs.BoolVar(&c.Insecure, "insecure", c.Insecure, "allow a non-loopback address with no token")
+	fs.StringVar(&c.Sync, "sync", c.Sync, "always | off | <ms>: fsync before answering, never, or every <ms>")
+	fs.Func("idle-close", "close tenants untouched for S seconds (default 300)", secondsFlag(&c.IdleClose))
+	fs.Func("max-memory", "MiB the open tenants may hold together; closes idle ones LRU first (0: no bound)", func(s string) error {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 0 {
+			return fmt.Errorf("max-memory %q: want a number of MiB", s)
+		}
+		c.MaxMemory = n << 20
+		return nil
+	})
+	fs.Func("idle-timeout", "close a silent keep-alive client connection after S seconds (default 60)", secondsFlag(&c.IdleTimeout))
+	fs.Func("idempotency-ttl", "keep an Idempotency-Key S seconds (default 86400)", secondsFlag(&c.IdempotencyTTL))
+	fs.IntVar(&c.MaxStreams, "max-streams", c.MaxStreams, "subscriptions per tenant")
+	fs.Int64Var(&c.MaxBody, "max-body", c.MaxBody, "largest request body in bytes (413 past it)")
+	fs.StringVar(&c.Audit, "audit", c.Audit, "file of JSON lines: refusals and admin changes")
+}
+
+// secondsFlag parses a whole or fractional number of seconds into d.
+func secondsFlag(d *time.Duration) func(string) error {
+	return func(s string) error {
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil || f < 0 {
+			return fmt.Errorf("%q: want a number of seconds", s)
+		}
+		*d = time.Duration(f * float64(time.Second))
+		return nil
+	}
+}
+
+// Validate checks c, fields alone and together.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.Dir == "" {
+		errs = append(errs, errors.New("dir: required"))
+	}
+	if _, _, err := c.syncMode(); err != nil {
+		errs = append(errs, err)
+	}
+	host, _, err := net.SplitHostPort(c.HTTP)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("http %q: %w", c.HTTP, err))
+	} else if !isLoopback(host) && c.HTTPToken == "" && !c.Insecure {
+		errs = append(errs, fmt.Errorf("http %q is not a loopback address: set --http-token or --insecure", c.HTTP))
+	}
+	if c.IdleClose <= 0 {
+		errs = append(errs, errors.New("idle-close: must be positive"))
+	}
+	if c.IdleTimeout <= 0 {
+		errs = append(errs, errors.New("idle-timeout: must be positive"))
+	}
+	if c.IdempotencyTTL < time.Second {
+		errs = append(errs, errors.New("idempotency-ttl: at least one second"))
+	}
+	if c.MaxStreams < 1 {
+		errs = append(errs, errors.New("max-streams: at least 1"))
+	}
+	if c.MaxBody < 1 {
+		errs = append(errs, errors.New("max-body: at least 1 byte"))
+	}
+	if c.MaxMemory < 0 {
+		errs = append(errs, errors.New("max-memory: must not be negative"))
+	}
+	if c.KeepAlive <= 0 || c.ShutdownTimeout <= 0 {
+		errs = append(errs, errors.New("keep-alive and shutdown timeout: must be positive"))
+	}
+	if c.AdminToken != "" && c.AdminToken == c.HTTPToken {
+		errs = append(errs, errors.New("admin-token: must differ from http-token"))
+	}
+	return errors.Join(errs...)
+}
+
+// syncMode turns Sync into the engine's options.
+func (c *Config) syncMode() (engine.SyncMode, time.Duration, error) {
+	switch s := strings.TrimSpace(c.Sync); s {
+	case "always":
+		return engine.SyncAlways, 0, nil
+	case "off":
+		return engine.SyncOff, 0, nil
+	default:
+		ms, err := strconv.Atoi(s)
+		if err != nil || ms < 1 {
+			return 0, 0, fmt.Errorf("sync %q: want always, off or a number of milliseconds", c.Sync)
+		}
+		return engine.SyncEvery, time.Duration(ms) * time.Millisecond, nil
+	}
+}
+
+// isLoopback says whether host names only this machine.
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

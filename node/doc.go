@@ -1,0 +1,16 @@
+// Package node is fenec-node: one process serving a directory of tenant
+// files over HTTP. Every <tenant>.fenec file in the directory is one tenant,
+// served below /t/<tenant>/ (queries, blocks, REST reads and writes by
+// filter, subscriptions, the change feed) and driven by routers through
+// /_admin/ (create, delete, freeze, thaw, image out and in).
+//
+// The node opens a tenant on first use, closes it when idle or when the
+// open tenants pass the memory ceiling, and owns everything a request
+// needs around the engine: tokens, idempotency keys, held claims
+// (Fenec-Wait), read-your-writes waits (Fenec-After), metrics, the audit
+// log and graceful shutdown.
+//
+// It is not the database itself (package engine is) and not the router:
+// it never forwards a request to another node and never picks a tenant
+// from anything but the request path.
+package node

@@ -1,0 +1,33 @@
+package node
+
+import "errors"
+
+// Sentinel errors of the node; status.go maps them (and the engine's) to
+// HTTP statuses.
+var (
+	ErrBadRequest      = errors.New("bad request")
+	ErrBadName         = errors.New("bad tenant name")
+	ErrBadPath         = errors.New("bad path")
+	ErrNoRoute         = errors.New("no such route")
+	ErrUnknownTenant   = errors.New("unknown tenant")
+	ErrTenantExists    = errors.New("tenant already exists")
+	ErrBodyTooLarge    = errors.New("request body too large")
+	ErrUnauthorized    = errors.New("missing or wrong token")
+	ErrBackoff         = errors.New("too many bad tokens from this address")
+	ErrTooManyStreams  = errors.New("too many subscriptions on this tenant")
+	ErrFrozen          = errors.New("tenant is frozen")
+	ErrReplica         = errors.New("tenant is a replica copy: it takes no writes")
+	ErrTenantClosing   = errors.New("tenant is closing")
+	ErrTenantGone      = errors.New("tenant was deleted or moved")
+	ErrShuttingDown    = errors.New("node is shutting down")
+	ErrKeyReused       = errors.New("idempotency key reused with another request")
+	ErrAfterTimeout    = errors.New("this copy has not reached the requested seq")
+	ErrHistoryForked   = errors.New("this copy's history does not hold the requested write")
+	ErrMemoryFull      = errors.New("tenant is past the node's memory ceiling")
+	ErrQuotaBytes      = errors.New("tenant is full: bytes quota")
+	ErrQuotaRows       = errors.New("tenant is full: rows quota")
+	ErrMethod          = errors.New("method not allowed")
+	ErrNodeClosed      = errors.New("node is closed")
+	ErrInsecureAddress = errors.New("non-loopback address with no token")
+	ErrHoldNotRun      = errors.New("held request was not run within its wait")
+)

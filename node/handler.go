@@ -1,0 +1,225 @@
+package node
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// call is one request on its way through the node.
+type call struct {
+	s     *Server
+	w     *respWriter
+	r     *http.Request
+	id    string       // X-Request-Id
+	log   *slog.Logger // carries request_id
+	route string       // metrics label: a route's name, never a tenant
+	t     *tenant      // for data and per-tenant admin routes, once acquired
+}
+
+// respWriter remembers the status for metrics and logs.
+type respWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *respWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *respWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *respWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *respWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// ServeHTTP is the node's one entry: request id, path checks, routing,
+// metrics.
+func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	id := requestID(r.Header.Get("X-Request-Id"))
+	rw.Header().Set("X-Request-Id", id)
+	c := &call{s: s, w: &respWriter{ResponseWriter: rw}, r: r, id: id, route: "unknown"}
+	c.log = s.log.With("request_id", id)
+	defer func() {
+		if c.w.status == 0 {
+			c.w.WriteHeader(http.StatusOK)
+		}
+		s.metrics.duration.WithLabelValues(c.route).Observe(time.Since(start).Seconds())
+		s.metrics.countError(c.w.status)
+		c.log.Debug("request", "method", r.Method, "route", c.route, "status", c.w.status,
+			"ms", time.Since(start).Milliseconds())
+	}()
+	select {
+	case <-s.stopping:
+		c.fail(ErrShuttingDown)
+		return
+	default:
+	}
+	segs, err := splitPath(r)
+	if err != nil {
+		c.fail(err)
+		return
+	}
+	switch {
+	case len(segs) == 1 && segs[0] == "_health":
+		c.route = "health"
+		c.health()
+	case len(segs) == 1 && segs[0] == "_metrics":
+		c.route = "metrics"
+		c.serveMetrics()
+	case len(segs) >= 1 && segs[0] == "_admin":
+		c.admin(segs[1:])
+	case len(segs) >= 2 && segs[0] == "t":
+		c.data(segs[1], segs[2:])
+	default:
+		c.fail(ErrNoRoute)
+	}
+}
+
+// splitPath checks the raw path and splits it into segments. Encoded
+// slashes, backslashes and dots, and "." or ".." segments are refused:
+// nothing in a path may name a file outside the directory.
+func splitPath(r *http.Request) ([]string, error) {
+	raw := r.URL.EscapedPath()
+	low := strings.ToLower(raw)
+	if strings.Contains(low, "%2f") || strings.Contains(low, "%5c") || strings.Contains(low, "%2e") ||
+		strings.Contains(raw, `\`) || strings.Contains(low, "%00") {
+		return nil, fmt.Errorf("%w: encoded separator or dot", ErrBadPath)
+	}
+	if !strings.HasPrefix(raw, "/") {
+		return nil, ErrBadPath
+	}
+	segs := strings.Split(strings.TrimPrefix(r.URL.Path, "/"), "/")
+	for _, s := range segs {
+		if s == "." || s == ".." {
+			return nil, fmt.Errorf("%w: dot segment", ErrBadPath)
+		}
+	}
+	if n := len(segs); n > 1 && segs[n-1] == "" {
+		segs = segs[:n-1]
+	}
+	return segs, nil
+}
+
+// requestID keeps the client's id if it is sane (1..128 printable ASCII),
+// else makes a new random one.
+func requestID(got string) string {
+	if n := len(got); n > 0 && n <= 128 {
+		ok := true
+		for i := 0; i < n; i++ {
+			if got[i] < 0x21 || got[i] > 0x7e {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return got
+		}
+	}
+	var b [12]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// fail answers err by the status table.
+func (c *call) fail(err error) { c.failWith(err, nil) }
+
+// failWith answers err with named fields beside "error".
+func (c *call) failWith(err error, fields map[string]any) {
+	status := writeError(c.w, err, fields)
+	if status >= 500 && status != 503 && status != 504 && status != 507 {
+		c.log.Error("request failed", "route", c.route, "status", status, "err", err)
+	}
+}
+
+// method refuses the request unless its method is one of want.
+func (c *call) method(want ...string) bool {
+	for _, m := range want {
+		if c.r.Method == m {
+			return true
+		}
+	}
+	c.w.Header().Set("Allow", strings.Join(want, ", "))
+	c.fail(fmt.Errorf("%w: %s", ErrMethod, c.r.Method))
+	return false
+}
+
+// authorize checks the request's token against want (no check when want
+// is empty); refusals are answered, counted toward the back-off and
+// audited.
+func (c *call) authorize(want, tenant string) bool {
+	if want == "" {
+		return true
+	}
+	err := c.s.guard.check(c.r, want)
+	if err == nil {
+		return true
+	}
+	c.fail(err)
+	c.s.auditf(c, "refused", tenant, err.Error())
+	return false
+}
+
+// auditf records one audit line about c.
+func (s *Server) auditf(c *call, what, tenant, detail string) {
+	err := s.audit.record(auditEntry{
+		Time: time.Now().UTC(), Who: clientAddr(c.r), What: what, Tenant: tenant,
+		RequestID: c.id, Status: c.w.status, Detail: detail,
+	})
+	if err != nil {
+		c.log.Error("audit", "err", err)
+	}
+}
+
+// readBody reads the whole body up to the node's limit: 413 past it, 400
+// for a body that cannot be read (chunked garbage).
+func (c *call) readBody() ([]byte, error) {
+	body := http.MaxBytesReader(c.w, c.r.Body, c.s.cfg.MaxBody)
+	b, err := io.ReadAll(body)
+	var mb *http.MaxBytesError
+	switch {
+	case errors.As(err, &mb):
+		return nil, fmt.Errorf("%w: limit %d bytes", ErrBodyTooLarge, c.s.cfg.MaxBody)
+	case err != nil:
+		return nil, fmt.Errorf("%w: read body: %v", ErrBadRequest, err)
+	}
+	return b, nil
+}
+
+func (c *call) health() {
+	if c.method(http.MethodGet, http.MethodHead) {
+		writeRaw(c.w, http.StatusOK, []byte(`{"ok":true}`))
+	}
+}
+
+// serveMetrics answers Prometheus text; it needs the admin token if one
+// is set, else the data token if one is set.
+func (c *call) serveMetrics() {
+	want := c.s.cfg.AdminToken
+	if want == "" {
+		want = c.s.cfg.HTTPToken
+	}
+	if !c.method(http.MethodGet) || !c.authorize(want, "") {
+		return
+	}
+	c.s.metrics.handler().ServeHTTP(c.w, c.r)
+}

@@ -1,0 +1,81 @@
+package node
+
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"net/http"
+)
+
+// metrics are the node's Prometheus series, on a registry of its own. No
+// label ever names a tenant.
+type metrics struct {
+	reg        *prometheus.Registry
+	statements *prometheus.CounterVec   // kind
+	errors     *prometheus.CounterVec   // status
+	duration   *prometheus.HistogramVec // route
+	conns      prometheus.Gauge
+	held       prometheus.Gauge
+	streams    prometheus.Gauge
+}
+
+// newMetrics registers the series; the tenant gauges read the registry
+// when scraped.
+func newMetrics(reg *registry) *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		statements: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fenec_node_statements_total",
+			Help: "Statements run, by kind (get, put, insert, set, del, ddl, other).",
+		}, []string{"kind"}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fenec_node_errors_total",
+			Help: "Requests answered with an error, by status.",
+		}, []string{"status"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "fenec_node_request_duration_seconds",
+			Help:    "Request durations by route.",
+			Buckets: []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}, []string{"route"}),
+		conns: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "fenec_node_open_connections",
+			Help: "Client connections open.",
+		}),
+		held: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "fenec_node_held_requests",
+			Help: "Requests held by Fenec-Wait or Fenec-After.",
+		}),
+		streams: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "fenec_node_streams",
+			Help: "Subscriptions and change feeds open.",
+		}),
+	}
+	m.reg.MustRegister(m.statements, m.errors, m.duration, m.conns, m.held, m.streams,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "fenec_node_tenants_on_disk",
+			Help: "Tenant files in the node's directory.",
+		}, func() float64 { names, _ := reg.onDisk(); return float64(len(names)) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "fenec_node_tenants_open",
+			Help: "Tenants open now.",
+		}, func() float64 { return float64(reg.openCount()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "fenec_node_memory_bytes",
+			Help: "Memory the open tenants hold, as the engine estimates it.",
+		}, func() float64 { return float64(reg.memory()) }),
+	)
+	return m
+}
+
+// countError counts an answer with an error status.
+func (m *metrics) countError(status int) {
+	if status >= 400 {
+		m.errors.WithLabelValues(strconv.Itoa(status)).Inc()
+	}
+}
+
+// handler serves the registry as Prometheus text.
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}

@@ -1,0 +1,528 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fenec-go/fenec/engine"
+)
+
+// fileExt ends every tenant file's name.
+const fileExt = ".fenec"
+
+var tenantName = regexp.MustCompile(`^[a-z0-9_-]{1,64}$`)
+
+// validName says whether s may name a tenant (and so a file in the dir).
+func validName(s string) bool { return tenantName.MatchString(s) }
+
+// registry owns the open tenants of the node's directory: it opens a
+// tenant on first use (one opener per tenant, no lock held across the
+// open), closes idle ones, and keeps the open ones under the memory
+// ceiling, least recently used first.
+type registry struct {
+	dir        string
+	engineOpts engine.Options
+	maxMemory  int64
+	idleClose  time.Duration
+	log        *slog.Logger
+	now        func() time.Time
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // the janitor
+	kick   chan struct{}  // cap 1: look at memory now
+
+	mu   sync.Mutex // guards tenants, closed; broadcast by refsCond
+	cond *sync.Cond // signalled when a tenant's refs drop
+	// onStatements counts statements for metrics (nil: not counted).
+	onStatements func([]engine.Statement)
+	// tenants holds every tenant opening, open or closing.
+	tenants map[string]*tenant
+	closed  bool
+}
+
+func newRegistry(dir string, opts engine.Options, maxMemory int64, idleClose time.Duration, log *slog.Logger) *registry {
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &registry{
+		dir: dir, engineOpts: opts, maxMemory: maxMemory, idleClose: idleClose,
+		log: log, now: time.Now, ctx: ctx, cancel: cancel,
+		kick: make(chan struct{}, 1), tenants: make(map[string]*tenant),
+	}
+	r.cond = sync.NewCond(&r.mu)
+	r.wg.Go(r.janitor)
+	return r
+}
+
+// pathOf is the file of a (valid) tenant name.
+func (r *registry) pathOf(name string) string {
+	return filepath.Join(r.dir, name+fileExt)
+}
+
+// acquire returns the open tenant with one more reference; the caller
+// lets it go with release. An unknown tenant is ErrUnknownTenant: a
+// request never creates one.
+func (r *registry) acquire(ctx context.Context, name string) (*tenant, error) {
+	if !validName(name) {
+		return nil, ErrBadName
+	}
+	for {
+		r.mu.Lock()
+		if r.closed {
+			r.mu.Unlock()
+			return nil, ErrShuttingDown
+		}
+		t := r.tenants[name]
+		if t != nil && t.closing {
+			r.mu.Unlock()
+			select {
+			case <-t.done:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		opener := t == nil
+		if opener {
+			t = newTenant(r, name)
+			r.tenants[name] = t
+		}
+		t.refs++
+		r.mu.Unlock()
+		if opener {
+			r.open(t)
+		}
+		select {
+		case <-t.ready:
+		case <-ctx.Done():
+			r.release(t)
+			return nil, ctx.Err()
+		}
+		if t.openErr != nil {
+			r.release(t)
+			return nil, t.openErr
+		}
+		return t, nil
+	}
+}
+
+// open opens t's file and ends its opening, either way.
+func (r *registry) open(t *tenant) {
+	defer close(t.ready)
+	db, err := r.openFile(t)
+	if err != nil {
+		t.openErr = err
+		r.mu.Lock()
+		if r.tenants[t.name] == t {
+			delete(r.tenants, t.name)
+		}
+		r.mu.Unlock()
+		t.cancel(err)
+		close(t.done)
+		return
+	}
+	t.attach(db)
+	r.log.Debug("tenant opened", "tenant", t.name, "memory", t.mem.Load())
+	r.poke()
+}
+
+func (r *registry) openFile(t *tenant) (*engine.DB, error) {
+	if _, err := os.Stat(t.path); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, ErrUnknownTenant
+		}
+		return nil, fmt.Errorf("open tenant: %w", err)
+	}
+	db, err := engine.Open(t.path, t.options())
+	if errors.Is(err, engine.ErrNotExist) {
+		return nil, ErrUnknownTenant
+	}
+	if err != nil {
+		r.log.Error("open tenant", "tenant", t.name, "err", err)
+		return nil, fmt.Errorf("open tenant: %w", err)
+	}
+	return db, nil
+}
+
+// create makes a new empty tenant file and registers it open.
+func (r *registry) create(name string) error {
+	return r.install(name, func(path string, t *tenant) (*engine.DB, error) {
+		return engine.Create(path, t.options())
+	})
+}
+
+// installImage installs an image read from src as a new tenant.
+func (r *registry) installImage(name string, src io.Reader) error {
+	return r.install(name, func(path string, t *tenant) (*engine.DB, error) {
+		if err := engine.Install(path, src); err != nil {
+			return nil, err
+		}
+		return engine.Open(path, t.options())
+	})
+}
+
+// install registers a tenant made by mk, which must make path anew.
+// While it runs, the name is held opening, so no request opens the file.
+func (r *registry) install(name string, mk func(string, *tenant) (*engine.DB, error)) error {
+	if !validName(name) {
+		return ErrBadName
+	}
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return ErrShuttingDown
+	}
+	if r.tenants[name] != nil {
+		r.mu.Unlock()
+		return ErrTenantExists
+	}
+	t := newTenant(r, name)
+	r.tenants[name] = t
+	r.mu.Unlock()
+
+	var db *engine.DB
+	err := ErrTenantExists
+	if _, serr := os.Stat(t.path); errors.Is(serr, os.ErrNotExist) {
+		db, err = mk(t.path, t)
+		if errors.Is(err, engine.ErrExist) {
+			err = ErrTenantExists
+		}
+	}
+	if err != nil {
+		t.openErr = err
+		r.mu.Lock()
+		delete(r.tenants, name)
+		r.mu.Unlock()
+		t.cancel(err)
+		close(t.ready)
+		close(t.done)
+		return err
+	}
+	t.attach(db)
+	r.mu.Lock()
+	t.lastUsed = r.now()
+	r.mu.Unlock()
+	close(t.ready)
+	r.poke()
+	return nil
+}
+
+// release lets one reference go.
+func (r *registry) release(t *tenant) {
+	if isClosed(t.ready) && t.openErr == nil {
+		t.mem.Store(t.db.MemoryBytes())
+	}
+	r.mu.Lock()
+	t.refs--
+	t.lastUsed = r.now()
+	r.cond.Broadcast()
+	r.mu.Unlock()
+	if r.maxMemory > 0 {
+		r.poke()
+	}
+}
+
+// poke asks the janitor to look at memory now.
+func (r *registry) poke() {
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+// remove ends the tenant named name for good: its streams and held
+// requests are told cause, it waits for its references (except those
+// the caller says it drops: a freeze), closes it and, if del, removes
+// its file. ErrUnknownTenant if there is no such tenant.
+func (r *registry) remove(name string, cause error, del bool) error {
+	if !validName(name) {
+		return ErrBadName
+	}
+	for {
+		r.mu.Lock()
+		t := r.tenants[name]
+		if t != nil && t.closing {
+			r.mu.Unlock()
+			<-t.done
+			continue
+		}
+		if t == nil {
+			r.mu.Unlock()
+			return r.removeClosed(name, del)
+		}
+		t.closing = true
+		r.mu.Unlock()
+		<-t.ready
+		if t.openErr != nil {
+			continue
+		}
+		if t.frozen.CompareAndSwap(true, false) {
+			r.release(t)
+		}
+		t.cancel(cause)
+		r.mu.Lock()
+		for t.refs > 0 {
+			r.cond.Wait()
+		}
+		r.mu.Unlock()
+		err := r.closeTenant(t, false)
+		if del {
+			if rerr := os.Remove(t.path); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+				err = errors.Join(err, fmt.Errorf("remove tenant file: %w", rerr))
+			}
+		}
+		r.forget(t)
+		return err
+	}
+}
+
+// removeClosed removes the file of a tenant that is not open.
+func (r *registry) removeClosed(name string, del bool) error {
+	path := r.pathOf(name)
+	if _, err := os.Stat(path); err != nil {
+		return ErrUnknownTenant
+	}
+	if !del {
+		return nil
+	}
+	if err := os.Remove(path); err != nil {
+		return fmt.Errorf("remove tenant file: %w", err)
+	}
+	return nil
+}
+
+// closeTenant stops what t owns and closes its file; with checkpoint, it
+// syncs and checkpoints it first (a graceful shutdown).
+func (r *registry) closeTenant(t *tenant, checkpoint bool) error {
+	t.cancel(ErrTenantClosing)
+	if t.stopWatch != nil {
+		t.stopWatch()
+	}
+	t.wg.Wait()
+	var errs []error
+	if checkpoint {
+		if err := t.db.Sync(); err != nil {
+			errs = append(errs, fmt.Errorf("sync tenant %s: %w", t.name, err))
+		}
+		if err := t.db.Checkpoint(); err != nil {
+			errs = append(errs, fmt.Errorf("checkpoint tenant %s: %w", t.name, err))
+		}
+	}
+	if err := t.db.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("close tenant %s: %w", t.name, err))
+	}
+	return errors.Join(errs...)
+}
+
+// forget takes a closed t out of the registry and wakes who waits on it.
+func (r *registry) forget(t *tenant) {
+	r.mu.Lock()
+	if r.tenants[t.name] == t {
+		delete(r.tenants, t.name)
+	}
+	r.mu.Unlock()
+	close(t.done)
+}
+
+// janitor closes idle tenants and keeps memory under the ceiling.
+func (r *registry) janitor() {
+	tick := min(max(r.idleClose/4, 10*time.Millisecond), 5*time.Second)
+	ticker := time.NewTicker(tick)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-ticker.C:
+			r.closeIdle()
+			r.fitMemory()
+		case <-r.kick:
+			r.fitMemory()
+		}
+	}
+}
+
+// takeIdleLocked marks t closing if nothing holds it.
+func (r *registry) takeIdleLocked(t *tenant) bool {
+	if t.closing || t.refs > 0 || !isClosed(t.ready) || t.openErr != nil {
+		return false
+	}
+	t.closing = true
+	return true
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// closeIdle closes the tenants untouched for idleClose.
+func (r *registry) closeIdle() {
+	cut := r.now().Add(-r.idleClose)
+	var idle []*tenant
+	r.mu.Lock()
+	for _, t := range r.tenants {
+		if t.lastUsed.Before(cut) && r.takeIdleLocked(t) {
+			idle = append(idle, t)
+		}
+	}
+	r.mu.Unlock()
+	for _, t := range idle {
+		r.closeOut(t, "idle")
+	}
+}
+
+// fitMemory closes idle tenants, least recently used first, while the
+// open ones together hold more than the ceiling.
+func (r *registry) fitMemory() {
+	if r.maxMemory <= 0 {
+		return
+	}
+	for {
+		r.mu.Lock()
+		var total int64
+		var lru *tenant
+		for _, t := range r.tenants {
+			if t.closing || !isClosed(t.ready) || t.openErr != nil {
+				continue
+			}
+			total += t.mem.Load()
+			if t.refs == 0 && (lru == nil || t.lastUsed.Before(lru.lastUsed)) {
+				lru = t
+			}
+		}
+		if total <= r.maxMemory || lru == nil {
+			r.mu.Unlock()
+			return
+		}
+		r.takeIdleLocked(lru)
+		r.mu.Unlock()
+		r.closeOut(lru, "memory")
+	}
+}
+
+// closeOut closes a tenant taken by takeIdleLocked.
+func (r *registry) closeOut(t *tenant, why string) {
+	if err := r.closeTenant(t, false); err != nil {
+		r.log.Error("close tenant", "tenant", t.name, "why", why, "err", err)
+	} else {
+		r.log.Debug("tenant closed", "tenant", t.name, "why", why)
+	}
+	r.forget(t)
+}
+
+// close ends the janitor and, once no request holds a tenant, syncs,
+// checkpoints and closes every open tenant. Safe to call twice.
+func (r *registry) close() error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	r.mu.Unlock()
+	r.cancel()
+	r.wg.Wait()
+	var errs []error
+	for {
+		r.mu.Lock()
+		var next *tenant
+		for _, t := range r.tenants {
+			if !t.closing {
+				next = t
+				break
+			}
+		}
+		if next == nil {
+			waiting := make([]*tenant, 0, len(r.tenants))
+			for _, t := range r.tenants {
+				waiting = append(waiting, t)
+			}
+			r.mu.Unlock()
+			for _, t := range waiting {
+				<-t.done
+			}
+			return errors.Join(errs...)
+		}
+		next.closing = true
+		r.mu.Unlock()
+		<-next.ready
+		if next.openErr != nil {
+			continue
+		}
+		if next.frozen.CompareAndSwap(true, false) {
+			r.release(next)
+		}
+		next.cancel(ErrShuttingDown)
+		r.mu.Lock()
+		for next.refs > 0 {
+			r.cond.Wait()
+		}
+		r.mu.Unlock()
+		if err := r.closeTenant(next, true); err != nil {
+			errs = append(errs, err)
+		}
+		r.forget(next)
+	}
+}
+
+// onDisk lists the tenant names in the directory.
+func (r *registry) onDisk() ([]string, error) {
+	ents, err := os.ReadDir(r.dir)
+	if err != nil {
+		return nil, fmt.Errorf("read tenant dir: %w", err)
+	}
+	var names []string
+	for _, e := range ents {
+		name, ok := strings.CutSuffix(e.Name(), fileExt)
+		if ok && e.Type().IsRegular() && validName(name) {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// openCount is how many tenants are open.
+func (r *registry) openCount() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, t := range r.tenants {
+		if isClosed(t.ready) && t.openErr == nil && !t.closing {
+			n++
+		}
+	}
+	return n
+}
+
+// memory sums the open tenants' memory.
+func (r *registry) memory() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var n int64
+	for _, t := range r.tenants {
+		n += t.mem.Load()
+	}
+	return n
+}
+
+// countStatements counts a block's statements.
+func (r *registry) countStatements(sts []engine.Statement) {
+	if r.onStatements != nil {
+		r.onStatements(sts)
+	}
+}

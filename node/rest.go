@@ -1,0 +1,187 @@
+package node
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/fenec-go/fenec/engine"
+)
+
+// rest serves /t/<t>/<coll>: POST inserts, GET reads by filter, PATCH
+// updates by filter, DELETE deletes by filter.
+func (c *call) rest(coll string) {
+	if !c.method(http.MethodGet, http.MethodPost, http.MethodPatch, http.MethodDelete) {
+		return
+	}
+	q := c.r.URL.Query()
+	switch c.r.Method {
+	case http.MethodGet:
+		c.restGet(coll, q)
+	case http.MethodPost:
+		c.restInsert(coll)
+	case http.MethodPatch:
+		c.restUpdate(coll, q)
+	case http.MethodDelete:
+		c.restDelete(coll, q)
+	}
+}
+
+func (c *call) restGet(coll string, q map[string][]string) {
+	text, params, err := getStatement(coll, q)
+	if err != nil {
+		c.fail(err)
+		return
+	}
+	if !c.awaitAfter() {
+		return
+	}
+	st := engine.Statement{Query: text, Params: params}
+	c.s.countStatements([]engine.Statement{st})
+	res, _, err := c.t.db.Exec(c.r.Context(), st)
+	if err != nil {
+		c.fail(err)
+		return
+	}
+	writeRaw(c.w, http.StatusOK, res.JSON())
+}
+
+// restInsert inserts the body, an object or an array of objects.
+func (c *call) restInsert(coll string) {
+	body, err := c.readBody()
+	if err != nil {
+		c.fail(err)
+		return
+	}
+	docs, err := decodeDocs(body)
+	if err != nil {
+		c.fail(err)
+		return
+	}
+	c.runJob(&job{
+		sts:        []engine.Statement{{Query: "insert " + coll + " $1", Params: []any{docs}}},
+		wantChange: true,
+		render: func(rs []*engine.Result, ch *engine.Change) (int, []byte) {
+			ids := insertedIDs(rs[0], ch, coll)
+			b, _ := json.Marshal(map[string]any{"inserted": rs[0].Affected, "ids": ids})
+			return http.StatusCreated, b
+		},
+	}, body)
+}
+
+// insertedIDs are the ids an insert wrote, read from its landed Change
+// (the engine's Result names no ids); empty before the block landed.
+func insertedIDs(_ *engine.Result, ch *engine.Change, coll string) []int64 {
+	ids := []int64{}
+	if ch == nil {
+		return ids
+	}
+	for _, d := range ch.Puts {
+		if d.Coll == coll {
+			ids = append(ids, d.ID)
+		}
+	}
+	return ids
+}
+
+// decodeDocs reads an object or an array of objects, numbers exact.
+func decodeDocs(body []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf("%w: invalid JSON: %v", ErrBadRequest, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("%w: trailing data after the JSON value", ErrBadRequest)
+	}
+	switch x := v.(type) {
+	case map[string]any:
+		return x, nil
+	case []any:
+		for i, e := range x {
+			if _, ok := e.(map[string]any); !ok {
+				return nil, fmt.Errorf("%w: element %d is not an object", ErrBadRequest, i)
+			}
+		}
+		return x, nil
+	}
+	return nil, fmt.Errorf("%w: body must be an object or an array of objects", ErrBadRequest)
+}
+
+// restUpdate sets the body's fields on the rows the filter matches.
+func (c *call) restUpdate(coll string, q map[string][]string) {
+	body, err := c.readBody()
+	if err != nil {
+		c.fail(err)
+		return
+	}
+	var b stmtBuilder
+	w, err := b.where(q)
+	if err != nil {
+		c.fail(err)
+		return
+	}
+	if w == "" {
+		c.fail(fmt.Errorf("%w: PATCH needs a filter", ErrBadRequest))
+		return
+	}
+	doc, err := decodeDocs(body)
+	if err != nil {
+		c.fail(err)
+		return
+	}
+	fields, ok := doc.(map[string]any)
+	if !ok || len(fields) == 0 {
+		c.fail(fmt.Errorf("%w: PATCH body must be an object of fields", ErrBadRequest))
+		return
+	}
+	// The where clause's params come first; the set's follow.
+	names := make([]string, 0, len(fields))
+	for k := range fields {
+		if !ident.MatchString(k) {
+			c.fail(fmt.Errorf("%w: bad field %q", ErrBadRequest, k))
+			return
+		}
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	sets := make([]string, len(names))
+	for i, k := range names {
+		sets[i] = k + ": " + b.param(fields[k])
+	}
+	text := "set " + coll + " {" + strings.Join(sets, ", ") + "} where " + w
+	c.runJob(&job{
+		sts:    []engine.Statement{{Query: text, Params: b.params}},
+		render: affectedAs("updated"),
+	}, body)
+}
+
+// restDelete deletes the rows the filter matches.
+func (c *call) restDelete(coll string, q map[string][]string) {
+	var b stmtBuilder
+	w, err := b.where(q)
+	if err != nil {
+		c.fail(err)
+		return
+	}
+	if w == "" {
+		c.fail(fmt.Errorf("%w: DELETE needs a filter", ErrBadRequest))
+		return
+	}
+	c.runJob(&job{
+		sts:    []engine.Statement{{Query: "del " + coll + " where " + w, Params: b.params}},
+		render: affectedAs("deleted"),
+	}, nil)
+}
+
+// affectedAs answers {"<name>": affected}.
+func affectedAs(name string) func([]*engine.Result, *engine.Change) (int, []byte) {
+	return func(rs []*engine.Result, _ *engine.Change) (int, []byte) {
+		return http.StatusOK, []byte(`{"` + name + `":` + strconv.FormatInt(rs[0].Affected, 10) + `}`)
+	}
+}

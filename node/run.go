@@ -1,0 +1,95 @@
+package node
+
+import (
+	"context"
+
+	"github.com/fenec-go/fenec/engine"
+)
+
+// runJob runs j as one block on t. With k, the key and the answer land in
+// the same block (unless holding and the claim took nothing: a held claim
+// stores its key with the block that takes something).
+func (t *tenant) runJob(ctx context.Context, j *job, k *keyed, holding bool) outcome {
+	var (
+		slot   *captureSlot
+		stored *storedAnswer
+		opts   engine.BatchOptions
+	)
+	if j.wantChange || k != nil {
+		opts.Extra = func(rs []*engine.Result) []engine.Statement {
+			if j.wantChange {
+				slot = &captureSlot{}
+				t.mu.Lock()
+				t.capture = slot
+				t.mu.Unlock()
+			}
+			if k == nil || (holding && claimedNothing(rs)) {
+				return nil
+			}
+			status, body := j.render(rs, nil)
+			var st engine.Statement
+			stored, st = t.keyStatement(k, status, body, rs)
+			return []engine.Statement{st}
+		}
+	}
+	t.reg.countStatements(j.sts)
+	t.writes.add()
+	res, err := t.db.Batch(ctx, j.sts, opts)
+	t.writes.done()
+	if err != nil {
+		return outcome{err: err}
+	}
+	if stored != nil {
+		if stored.Seq != res.Seq {
+			t.reg.log.Warn("idempotency key stored with another seq than the block's",
+				"tenant", t.name, "stored", stored.Seq, "seq", res.Seq)
+		}
+		return outcome{res: res, status: stored.Status, body: stored.Body}
+	}
+	var ch *engine.Change
+	if slot != nil {
+		t.mu.Lock()
+		if slot.got && slot.change.Seq == res.Seq {
+			ch = &slot.change
+		}
+		t.mu.Unlock()
+	}
+	status, body := j.render(res.Results, ch)
+	return outcome{res: res, status: status, body: body}
+}
+
+// claimedNothing says whether a block's results are a claim that took
+// nothing: some set/del took nothing and no statement wrote.
+func claimedNothing(rs []*engine.Result) bool {
+	claim := false
+	for _, r := range rs {
+		switch {
+		case r.Claim:
+			claim = true
+		case r.Write && r.Kind == engine.ResultAffected && r.Affected == 0:
+		case r.Write:
+			return false
+		}
+	}
+	return claim
+}
+
+// blockWrites counts the seq a block's statements move on by: one per
+// document written or deleted and per schema change.
+func blockWrites(rs []*engine.Result) uint64 {
+	var n uint64
+	for _, r := range rs {
+		if !r.Write {
+			continue
+		}
+		switch r.Kind {
+		case engine.ResultAffected:
+			n += uint64(r.Affected)
+		case engine.ResultRows:
+			n += uint64(len(r.Rows))
+		case engine.ResultMessage:
+			n++
+		}
+	}
+	return n
+}

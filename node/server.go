@@ -1,0 +1,182 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/fenec-go/fenec/engine"
+)
+
+// Server is one running node. New builds it, Start listens, Close shuts
+// it down gracefully; tests use it in-process on 127.0.0.1:0.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	reg     *registry
+	guard   *guard
+	audit   *auditLog
+	metrics *metrics
+
+	// stopping is closed as Close begins: held requests answer, streams
+	// end, new requests are refused 503.
+	stopping chan struct{}
+
+	mu      sync.Mutex // guards ln, srv, started
+	ln      net.Listener
+	srv     *http.Server
+	started bool
+
+	wg        sync.WaitGroup // the serving goroutine
+	serveErr  chan error     // cap 1: why serving stopped early
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New checks cfg and builds a server over its directory (created if
+// missing). It does not listen yet.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("tenant dir: %w", err)
+	}
+	mode, every, _ := cfg.syncMode()
+	audit, err := openAudit(cfg.Audit)
+	if err != nil {
+		return nil, err
+	}
+	opts := engine.Options{Sync: mode, SyncEvery: every, Logger: log}
+	s := &Server{
+		cfg:      cfg,
+		log:      log,
+		reg:      newRegistry(cfg.Dir, opts, cfg.MaxMemory, cfg.IdleClose, log),
+		guard:    newGuard(time.Now),
+		audit:    audit,
+		stopping: make(chan struct{}),
+		serveErr: make(chan error, 1),
+	}
+	s.metrics = newMetrics(s.reg)
+	s.reg.onStatements = s.countStatements
+	return s, nil
+}
+
+// Start listens on cfg.HTTP and serves in the background.
+func (s *Server) Start() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started {
+		return errors.New("node already started")
+	}
+	select {
+	case <-s.stopping:
+		return ErrNodeClosed
+	default:
+	}
+	ln, err := net.Listen("tcp", s.cfg.HTTP)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	s.ln, s.started = ln, true
+	s.srv = &http.Server{
+		Handler:           s,
+		IdleTimeout:       s.cfg.IdleTimeout,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		ConnState:         s.connState,
+	}
+	srv := s.srv
+	s.wg.Go(func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.serveErr <- err
+		}
+	})
+	s.log.Info("node serving", "addr", ln.Addr().String(), "dir", s.cfg.Dir)
+	return nil
+}
+
+// Addr is the address the node listens on ("" before Start).
+func (s *Server) Addr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln == nil {
+		return ""
+	}
+	return s.ln.Addr().String()
+}
+
+// Done is closed once Close has begun.
+func (s *Server) Done() <-chan struct{} { return s.stopping }
+
+// connState counts open client connections.
+func (s *Server) connState(_ net.Conn, st http.ConnState) {
+	switch st {
+	case http.StateNew:
+		s.metrics.conns.Inc()
+	case http.StateClosed, http.StateHijacked:
+		s.metrics.conns.Dec()
+	}
+}
+
+// Close shuts the node down: it stops taking requests, answers held
+// requests, ends streams, waits for the requests running, then syncs,
+// checkpoints and closes every open tenant. Safe to call twice.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() { s.closeErr = s.shutdown() })
+	return s.closeErr
+}
+
+func (s *Server) shutdown() error {
+	close(s.stopping)
+	var errs []error
+	s.mu.Lock()
+	srv := s.srv
+	s.mu.Unlock()
+	if srv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+		if err := srv.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("stop http: %w", err))
+			srv.Close()
+		}
+		cancel()
+	}
+	s.wg.Wait()
+	if err := s.reg.close(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := s.audit.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	s.log.Info("node stopped", "err", errors.Join(errs...))
+	return errors.Join(errs...)
+}
+
+// Run serves cfg until ctx ends, then shuts down gracefully. It returns
+// nil after a clean shutdown.
+func Run(ctx context.Context, cfg Config) error {
+	s, err := New(cfg)
+	if err != nil {
+		return err
+	}
+	if err := s.Start(); err != nil {
+		s.Close()
+		return err
+	}
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-s.serveErr:
+	}
+	return errors.Join(serveErr, s.Close())
+}

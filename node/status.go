@@ -1,0 +1,123 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/fenec-go/fenec/engine"
+)
+
+// statusRule maps one error to the status it is answered with.
+type statusRule struct {
+	err        error
+	status     int
+	retryAfter int // seconds; 0: no Retry-After header
+}
+
+// statusTable is the one table of the node's answers to errors, engine's
+// and its own. The first rule whose error matches (errors.Is) wins.
+var statusTable = []statusRule{
+	{ErrBadRequest, http.StatusBadRequest, 0},
+	{ErrBadName, http.StatusBadRequest, 0},
+	{ErrBadPath, http.StatusBadRequest, 0},
+	{engine.ErrType, http.StatusBadRequest, 0},
+	{engine.ErrInvalid, http.StatusBadRequest, 0},
+	{engine.ErrTooMany, http.StatusBadRequest, 0},
+	{engine.ErrUnknownField, http.StatusBadRequest, 0},
+	{engine.ErrBadImage, http.StatusBadRequest, 0},
+	{ErrUnauthorized, http.StatusUnauthorized, 0},
+	{ErrNoRoute, http.StatusNotFound, 0},
+	{ErrUnknownTenant, http.StatusNotFound, 0},
+	{engine.ErrNotExist, http.StatusNotFound, 0},
+	{engine.ErrUnknownCollection, http.StatusNotFound, 0},
+	{ErrMethod, http.StatusMethodNotAllowed, 0},
+	{ErrTenantExists, http.StatusConflict, 0},
+	{engine.ErrExist, http.StatusConflict, 0},
+	{engine.ErrTaken, http.StatusConflict, 0},
+	{engine.ErrCursorGone, http.StatusGone, 0},
+	{engine.ErrRequire, http.StatusPreconditionFailed, 0},
+	{ErrBodyTooLarge, http.StatusRequestEntityTooLarge, 0},
+	{ErrKeyReused, http.StatusUnprocessableEntity, 0},
+	{ErrBackoff, http.StatusTooManyRequests, 60},
+	{ErrTooManyStreams, http.StatusTooManyRequests, 1},
+	{ErrFrozen, http.StatusServiceUnavailable, 1},
+	{ErrReplica, http.StatusServiceUnavailable, 1},
+	{ErrTenantClosing, http.StatusServiceUnavailable, 1},
+	{ErrTenantGone, http.StatusServiceUnavailable, 1},
+	{ErrShuttingDown, http.StatusServiceUnavailable, 1},
+	{ErrNodeClosed, http.StatusServiceUnavailable, 1},
+	{ErrHoldNotRun, http.StatusServiceUnavailable, 1},
+	{engine.ErrLocked, http.StatusServiceUnavailable, 1},
+	{engine.ErrClosed, http.StatusServiceUnavailable, 1},
+	{ErrAfterTimeout, http.StatusGatewayTimeout, 0},
+	{ErrHistoryForked, http.StatusGatewayTimeout, 0},
+	{ErrMemoryFull, http.StatusInsufficientStorage, 0},
+	{ErrQuotaBytes, http.StatusInsufficientStorage, 0},
+	{ErrQuotaRows, http.StatusInsufficientStorage, 0},
+}
+
+// statusOf says how err is answered: the status and the Retry-After
+// seconds (0: none).
+func statusOf(err error) (int, int) {
+	for _, r := range statusTable {
+		if errors.Is(err, r.err) {
+			return r.status, r.retryAfter
+		}
+	}
+	var (
+		pe *engine.ParseError
+		mb *http.MaxBytesError
+		qe *engine.QuotaError
+	)
+	switch {
+	case errors.As(err, &pe):
+		return http.StatusBadRequest, 0
+	case errors.As(err, &mb):
+		return http.StatusRequestEntityTooLarge, 0
+	case errors.As(err, &qe):
+		return http.StatusInsufficientStorage, 0
+	case errors.Is(err, context.DeadlineExceeded):
+		return http.StatusGatewayTimeout, 0
+	}
+	return http.StatusInternalServerError, 0
+}
+
+// writeError answers err as {"error": "..."} plus fields, with the status
+// and Retry-After the table gives it.
+func writeError(w http.ResponseWriter, err error, fields map[string]any) int {
+	status, retry := statusOf(err)
+	if retry > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(retry))
+	}
+	if status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="fenec"`)
+	}
+	body := map[string]any{"error": err.Error()}
+	for k, v := range fields {
+		body[k] = v
+	}
+	writeJSON(w, status, body)
+	return status
+}
+
+// writeJSON answers v encoded as JSON.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"error":"encode answer"}`)
+	}
+	writeRaw(w, status, b)
+}
+
+// writeRaw answers b, which is already JSON.
+func writeRaw(w http.ResponseWriter, status int, b []byte) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)+1))
+	w.WriteHeader(status)
+	w.Write(b)
+	w.Write([]byte{'\n'})
+}
