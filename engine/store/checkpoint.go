@@ -133,7 +133,7 @@ func (l *Log) writeCheckpoint(f, old *os.File, pos Position, index []indexEntry,
 	if err != nil {
 		return nil, fmt.Errorf("image: %w", err)
 	}
-	built.images = []span{{start: off, end: off + n}}
+	built.images = []span{{start: off, end: off + n, seq: pos.Seq}}
 	if err := bw.Flush(); err != nil {
 		return nil, err
 	}

@@ -47,6 +47,7 @@ type logState struct {
 	durableSeq uint64
 	lsnBase    int64
 	syncing    bool
+	syncRounds int64 // fsyncs run by group commit and the ticker (tests read it)
 	durableCh  chan struct{} // closed (and replaced) when durability moves, on failure and on close
 
 	err    error // sticky: set once a write or sync failed
@@ -226,7 +227,7 @@ func replay(data []byte, s *scanned, h Replayer) error {
 		var bodies [][]byte
 		var pos Position
 		for o := img.start; o < img.end; {
-			rec, size, why := frameAt(data, o, seq)
+			rec, size, why := frameAt(data, o, img.seq)
 			if why != "" {
 				return errors.New(why) // scan checked it: the file changed under us
 			}

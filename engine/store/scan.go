@@ -5,8 +5,11 @@ import (
 	"fmt"
 )
 
-// span is a byte range of a file: one whole image.
-type span struct{ start, end int64 }
+// span is a byte range of a file: one whole image, written at seq.
+type span struct {
+	start, end int64
+	seq        uint64
+}
 
 // indexEntry is one point of the sparse index: a record (not an image
 // frame) starting at off whose First is first.
@@ -85,7 +88,7 @@ func scan(data []byte, indexEvery int64, strict bool) (*scanned, error) {
 			}
 			inImage = rec.Kind == KindImage
 			if !inImage {
-				s.images = append(s.images, span{imgStart, off + size})
+				s.images = append(s.images, span{imgStart, off + size, s.seq})
 				indexNow = true
 			}
 		case inImage:

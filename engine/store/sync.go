@@ -44,6 +44,7 @@ func (l *Log) waitUntil(ctx context.Context, done func() bool, trigger bool) err
 // and on return but not across the fsync.
 func (l *Log) syncRoundLocked() {
 	l.syncing = true
+	l.syncRounds++
 	ref := l.file.acquire()
 	target, seq := l.appended, l.seq
 	l.mu.Unlock()
