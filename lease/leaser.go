@@ -151,12 +151,12 @@ func (l *Leaser) Start(ctx context.Context) error {
 	l.mu.Unlock()
 
 	plan, err := l.readRecord(ctx)
-	if err != nil {
-		return err
-	}
-
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if err != nil {
+		l.started = false // the caller may try again
+		return err
+	}
 	if l.closed {
 		return ErrClosed
 	}
@@ -169,6 +169,8 @@ func (l *Leaser) Start(ctx context.Context) error {
 	if plan.needRaise || plan.lowerAt > 0 {
 		l.wg.Go(l.keepRecord)
 	}
+	l.log.Info("leasing nodes", "router", l.cfg.Router, "term", l.cfg.Term, "nodes", len(l.nodes),
+		"lease", plan.leases.Own, "record", plan.leases.Record, "grant", plan.leases.Grant)
 	return nil
 }
 

@@ -518,3 +518,91 @@ func TestLeaserConfig(t *testing.T) {
 		t.Fatalf("Start after Close: %v", err)
 	}
 }
+
+func TestLeaserDeposed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 3*time.Second, nil, "n1")
+		var mu sync.Mutex
+		var deposed []uint64
+		c.l.cfg.Deposed = func(_ context.Context, node string, highest uint64) {
+			mu.Lock()
+			defer mu.Unlock()
+			deposed = append(deposed, highest)
+		}
+		// A router promoted over this one reached the node first.
+		if _, err := c.net.lease["n1"].Handle(0, grantOf("r2", 2, 1, 0, 3000, []string{"t-n1"}, nil)); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.l.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		c.sleepTo(time.Minute)
+		mu.Lock()
+		defer mu.Unlock()
+		if !slices.Equal(deposed, []uint64{2}) {
+			t.Fatalf("deposed calls %v, want one naming term 2", deposed)
+		}
+		if f := c.fo.list(); len(f) != 0 {
+			t.Fatalf("a fenced router failed the node over: %+v", f)
+		}
+	})
+}
+
+func TestLeaserCloseEndsFailover(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clock := NewMonoClock()
+		net := newFakeNet(clock, "n1")
+		net.setMode("n1", down)
+		started := make(chan struct{})
+		l, err := NewLeaser(LeaserConfig{
+			Router: "r", Term: 1, Lease: 3 * time.Second, Transport: net, Clock: clock,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Failover: func(ctx context.Context, node string) {
+				close(started)
+				<-ctx.Done() // a failover still promoting when the router stops
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.SetTenants("n1", nil)
+		if err := l.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		<-started
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Start(t.Context()); !errors.Is(err, ErrClosed) {
+			t.Fatalf("Start after Close: %v", err)
+		}
+	})
+}
+
+// errRecord is a record that cannot be read.
+type errRecord struct{ fakeRecord }
+
+func (*errRecord) Get(context.Context) (time.Duration, error) {
+	return 0, errors.New("directory unreachable")
+}
+
+func TestLeaserStartWithoutRecord(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 3*time.Second, &errRecord{}, "n1")
+		if err := c.l.Start(t.Context()); err == nil {
+			t.Fatal("started with a record it could not read")
+		}
+		synctest.Wait()
+		if len(c.net.sent("n1")) != 0 {
+			t.Fatal("granted without knowing the record")
+		}
+		c.l.cfg.Record = &fakeRecord{value: 3 * time.Second}
+		if err := c.l.Start(t.Context()); err != nil {
+			t.Fatalf("second Start: %v", err)
+		}
+		synctest.Wait()
+		if !c.net.writable("n1", "t-n1") {
+			t.Fatal("not leasing after the second Start")
+		}
+	})
+}
