@@ -80,6 +80,13 @@ func (db *DB) ChangesSince(since uint64, limit int) ([]Change, error) {
 	if limit <= 0 {
 		limit = 1000
 	}
+	// The store reads only what is durable; a cursor wants every landed
+	// block, so put the rest on disk first.
+	if db.log.Durable() < db.log.Seq() {
+		if err := db.log.Sync(); err != nil {
+			return nil, fmt.Errorf("changes since %d: %w", since, storeErr(err))
+		}
+	}
 	var out []Change
 	err := db.log.ReadFrom(since, func(rec store.Record) error {
 		if rec.Kind != kindBlock {

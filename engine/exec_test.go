@@ -1,0 +1,247 @@
+package engine
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+// step is one statement of a scripted table test and what it answers.
+type step struct {
+	q      string
+	params []any
+	want   string // JSON answer; empty with err set
+	err    error  // errors.Is target
+}
+
+func runSteps(t *testing.T, db *DB, steps []step) {
+	t.Helper()
+	for _, s := range steps {
+		if s.err != nil {
+			err := execErr(t, db, s.q, s.params...)
+			var pe *ParseError
+			if s.err == errParse && errors.As(err, &pe) {
+				continue
+			}
+			if !errors.Is(err, s.err) {
+				t.Errorf("%s: err = %v, want %v", s.q, err, s.err)
+			}
+			continue
+		}
+		got := mustExec(t, db, s.q, s.params...)
+		if !jsonEq(t, got, s.want) {
+			t.Errorf("%s\n got: %s\nwant: %s", s.q, got, s.want)
+		}
+	}
+}
+
+// errParse in a step wants a *ParseError.
+var errParse = errors.New("a parse error")
+
+const t0 = int64(1_700_000_000_000)
+
+func TestStatements(t *testing.T) {
+	clock := newFakeClock(t0)
+	db, _ := newTestDB(t, Options{NoSweep: true, Now: clock.Now})
+	runSteps(t, db, []step{
+		{q: "create collection users (name text required @unique, age int @sorted, score float, tags [text], meta json, active bool)",
+			want: `{"message":"created collection users"}`},
+		{q: "create collection users (x int)", err: ErrInvalid},
+		{q: "create collection if not exists users (x int)", want: `{"message":"collection users exists"}`},
+		{q: `put users [{name: "ann", age: 30, score: 1, tags: ["a","b"], meta: {k: 1}, active: true},
+			{name: "bob", age: 25, score: 2.5}, {name: "cy", age: 35}]`, want: `{"affected":3}`},
+		{q: "get users select id, name, score", want: `[{"id":1,"name":"ann","score":1},{"id":2,"name":"bob","score":2.5},{"id":3,"name":"cy","score":null}]`},
+		{q: "get users select name where age >= 30 order age desc", want: `[{"name":"cy"},{"name":"ann"}]`},
+		{q: "get users select name where tags has 'b'", want: `[{"name":"ann"}]`},
+		{q: "get users select name where meta.k = 1", want: `[{"name":"ann"}]`},
+		{q: "get users select meta.k where id = 1", want: `[{"meta.k":1}]`},
+		{q: "get users select name where name in ('bob', 'cy', 'zed')", want: `[{"name":"bob"},{"name":"cy"}]`},
+		{q: "get users select name where name in $1", params: []any{[]any{"ann"}}, want: `[{"name":"ann"}]`},
+		{q: "get users select name where name ~ '^b'", want: `[{"name":"bob"}]`},
+		{q: "get users select name where score is null", want: `[{"name":"cy"}]`},
+		{q: "get users select name where score is not null and not (age < 27)", want: `[{"name":"ann"}]`},
+		{q: "get users select name where age > 26 or name = 'bob' order name desc", want: `[{"name":"cy"},{"name":"bob"},{"name":"ann"}]`},
+		{q: "get users select name order age limit 1 offset 1", want: `[{"name":"ann"}]`},
+		{q: "get users where age > 26 count", want: `{"count":2}`},
+		{q: "get users count", want: `{"count":3}`},
+		{q: "get users select count(*), sum(age), avg(score), min(age), max(name)",
+			want: `[{"count(*)":3,"sum(age)":90,"avg(score)":1.75,"min(age)":25,"max(name)":"cy"}]`},
+		{q: "get users select count(score) as n", want: `[{"n":2}]`},
+		// insert refuses a taken id or unique value, whole.
+		{q: `insert users [{name: "dee", age: 40}, {name: "ann"}]`, err: ErrTaken},
+		{q: "get users count", want: `{"count":3}`},
+		{q: `insert users {id: 2, name: "x"}`, err: ErrTaken},
+		{q: `insert users {name: "dee", age: 40, active: false}`, want: `{"affected":1}`},
+		{q: `put users {id: 2, name: "bob", age: 26}`, want: `{"affected":1}`},
+		{q: "get users select name, score where id = 2", want: `[{"name":"bob","score":null}]`},
+		{q: `put users {name: "ann"} if absent`, want: `{"affected":0}`},
+		{q: `put users [{id: 2, name: "zz"}, {id: 9, name: "nine"}] if absent`, want: `{"affected":1}`},
+		{q: `put users {name: "bob", age: 1}`, err: ErrTaken},
+		{q: "put users $1", params: []any{map[string]any{"name": "pat", "age": 50.0}}, want: `{"affected":1}`},
+		{q: "get users select id where name = 'pat'", want: `[{"id":10}]`},
+		// set with expressions, order, limit, returning, require.
+		{q: "set users {age: age + 1, score: 0.5} where name = 'bob' returning name, age", want: `[{"name":"bob","age":27}]`},
+		{q: "set users {active: true} where active is null order age desc limit 2", want: `{"affected":2}`},
+		{q: "get users select name where active = true order id", want: `[{"name":"ann"},{"name":"cy"},{"name":"pat"}]`},
+		{q: "set users {age: 1} where name = 'nobody' require 1", err: ErrRequire},
+		{q: "set users {name: 'ann'} where name = 'bob'", err: ErrTaken},
+		{q: "set users {name: null} where name = 'bob'", err: ErrType},
+		{q: "set users {id: 5} where name = 'bob'", err: errParse},
+		{q: "set users {nope: 5}", err: ErrUnknownField},
+		{q: "set users {age: 'old'} where name = 'bob'", err: ErrType},
+		// del.
+		{q: "del users where name = 'nine' returning name", want: `[{"name":"nine"}]`},
+		{q: "del users where age < 0", want: `{"affected":0}`},
+		{q: "del users where name = 'pat' require 1", want: `{"affected":1}`},
+		{q: "get users select name order id", want: `[{"name":"ann"},{"name":"bob"},{"name":"cy"},{"name":"dee"}]`},
+		// ids are never reused.
+		{q: `put users {name: "new"}`, want: `{"affected":1}`},
+		{q: "get users select id where name = 'new'", want: `[{"id":11}]`},
+		// group.
+		{q: "get users select active, count(*) as n group active order n desc, active",
+			want: `[{"active":null,"n":2},{"active":true,"n":2},{"active":false,"n":1}]`},
+		{q: "get users select active, count(*) group active order active limit 2",
+			want: `[{"active":null,"count(*)":2},{"active":false,"count(*)":1}]`},
+		// type checking.
+		{q: `put users {name: 5}`, err: ErrType},
+		{q: `put users {age: 3}`, err: ErrType},
+		{q: `put users {name: "q", nope: 1}`, err: ErrUnknownField},
+		{q: `put users {name: "q", age: 1.5}`, err: ErrType},
+		{q: `put users {name: "q", score: 2}`, want: `{"affected":1}`},
+		{q: "get users select score where name = 'q'", want: `[{"score":2}]`},
+		{q: `put users {name: "r", tags: [1]}`, err: ErrType},
+		{q: "get nope", err: ErrUnknownCollection},
+		{q: "get users where nope = 1", err: ErrUnknownField},
+		{q: "get users where age + 'x' > 1", err: ErrType},
+		{q: "get users where id = $2", params: []any{1}, err: ErrInvalid},
+		// drop and re-create keeps the id counter.
+		{q: "drop collection users", want: `{"message":"dropped collection users"}`},
+		{q: "drop collection users", err: ErrUnknownCollection},
+		{q: "drop collection if exists users", want: `{"message":"no collection users"}`},
+		{q: "create collection users (name text)", want: `{"message":"created collection users"}`},
+		{q: `put users {name: "again"}`, want: `{"affected":1}`},
+		{q: "get users select id", want: `[{"id":13}]`},
+	})
+}
+
+func TestLookupChain(t *testing.T) {
+	db, _ := newTestDB(t, Options{NoSweep: true})
+	runSteps(t, db, []step{
+		{q: "create collection users (name text)", want: `{"message":"created collection users"}`},
+		{q: "create collection orders (user int, total int)", want: `{"message":"created collection orders"}`},
+		{q: "create collection items (order int, sku text)", want: `{"message":"created collection items"}`},
+		{q: `put users [{name: "a"}, {name: "b"}, {name: "c"}]`, want: `{"affected":3}`},
+		{q: `put orders [{user: 1, total: 10}, {user: 1, total: 30}, {user: 2, total: 5}, {user: 1, total: 20}]`, want: `{"affected":4}`},
+		{q: `put items [{order: 1, sku: "x"}, {order: 2, sku: "y"}, {order: 2, sku: "z"}]`, want: `{"affected":3}`},
+		{q: "get users select name lookup orders on user select total order total desc limit 2",
+			want: `[{"name":"a","orders":[{"total":30},{"total":20}]},{"name":"b","orders":[{"total":5}]},{"name":"c","orders":[]}]`},
+		{q: "get users select name lookup orders on user required where total > 6",
+			want: `[{"name":"a","orders":[{"id":1,"total":10,"user":1},{"id":2,"total":30,"user":1},{"id":4,"total":20,"user":1}]}]`},
+		{q: "get users select name where id = 1 lookup orders on user select total lookup items on order required select sku",
+			want: `[{"name":"a","orders":[{"total":10,"items":[{"sku":"x"}]},{"total":30,"items":[{"sku":"y"},{"sku":"z"}]}]}]`},
+		{q: "get users select name lookup orders on user required limit 1",
+			want: `[{"name":"a","orders":[{"id":1,"total":10,"user":1}]},{"name":"b","orders":[{"id":3,"total":5,"user":2}]}]`},
+		// The lookup index follows writes made after it was built.
+		{q: `put orders {user: 3, total: 1}`, want: `{"affected":1}`},
+		{q: "get users select name where id = 3 lookup orders on user select total", want: `[{"name":"c","orders":[{"total":1}]}]`},
+		{q: "get users lookup nope on user", err: ErrUnknownCollection},
+	})
+}
+
+func TestQueueClaim(t *testing.T) {
+	clock := newFakeClock(t0)
+	db, _ := newTestDB(t, Options{NoSweep: true, Now: clock.Now})
+	mustExec(t, db, "create collection jobs (owner text, until timestamp, n int)")
+	mustExec(t, db, `put jobs [{n: 1}, {n: 2}, {n: 3}]`)
+	claim := "set jobs {owner: $1} where owner is null order id limit 1 returning *"
+	for i, want := range []string{
+		`[{"id":1,"n":1,"owner":"w1","until":null}]`,
+		`[{"id":2,"n":2,"owner":"w2","until":null}]`,
+		`[{"id":3,"n":3,"owner":"w3","until":null}]`,
+		`[]`,
+	} {
+		got := mustExec(t, db, claim, []string{"w1", "w2", "w3", "w4"}[i])
+		if !jsonEq(t, got, want) {
+			t.Errorf("claim %d: got %s want %s", i, got, want)
+		}
+	}
+	res, _, err := db.Exec(t.Context(), Statement{Query: claim, Params: []any{"w"}})
+	if err != nil || !res.Claim || !res.WakeAt.IsZero() {
+		t.Fatalf("empty claim: res %+v err %v", res, err)
+	}
+	// A lease-style claim: rows whose until has passed are free again. The
+	// wake time is when the first held row's until passes.
+	mustExec(t, db, "set jobs {until: $1} where id = 2", t0+5000)
+	mustExec(t, db, "set jobs {until: $1} where id = 3", t0+9000)
+	lease := "set jobs {owner: 'x', until: now() + 1000} where until < now() limit 1"
+	res, _, err = db.Exec(t.Context(), Statement{Query: lease})
+	if err != nil || res.Affected != 0 || !res.Claim {
+		t.Fatalf("lease claim: %+v %v", res, err)
+	}
+	if got := res.WakeAt.UnixMilli(); got != t0+5000 && got != t0+5001 {
+		t.Fatalf("WakeAt = %d, want %d", got, t0+5000)
+	}
+	clock.Add(5001)
+	res, _, err = db.Exec(t.Context(), Statement{Query: lease})
+	if err != nil || res.Affected != 1 || res.Claim {
+		t.Fatalf("lease claim after wake: %+v %v", res, err)
+	}
+}
+
+func TestTTL(t *testing.T) {
+	clock := newFakeClock(t0)
+	db, path := newTestDB(t, Options{NoSweep: true, Now: clock.Now})
+	mustExec(t, db, "create collection keys (k text @unique, at timestamp @ttl(10s))")
+	mustExec(t, db, "put keys [{k: 'a', at: $1}, {k: 'b', at: $2}, {k: 'c'}]", t0, t0+5000)
+	if got := mustExec(t, db, "get keys count"); !jsonEq(t, got, `{"count":3}`) {
+		t.Fatalf("count: %s", got)
+	}
+	clock.Add(10_000) // a expires now (at + 10s <= now), b in 5 s
+	for q, want := range map[string]string{
+		"get keys count":                     `{"count":2}`,
+		"get keys select k order k":          `[{"k":"b"},{"k":"c"}]`,
+		"get keys select k where k = 'a'":    `[]`,
+		"set keys {at: now()} where k = 'a'": `{"affected":0}`,
+	} {
+		if got := mustExec(t, db, q); !jsonEq(t, got, want) {
+			t.Errorf("%s: got %s want %s", q, got, want)
+		}
+	}
+	// The expired row gives its unique value up.
+	if got := mustExec(t, db, "insert keys {k: 'a', at: now()}"); !jsonEq(t, got, `{"affected":1}`) {
+		t.Fatalf("reinsert: %s", got)
+	}
+	seq := db.Seq()
+	clock.Add(5_000)
+	n, err := db.Sweep(t.Context())
+	if err != nil || n != 1 {
+		t.Fatalf("sweep: %d %v", n, err)
+	}
+	if db.Seq() != seq+1 {
+		t.Fatalf("sweep seq %d, want %d", db.Seq(), seq+1)
+	}
+	if n, _ := db.Sweep(t.Context()); n != 0 || db.Seq() != seq+1 {
+		t.Fatalf("second sweep deleted %d", n)
+	}
+	db.Close()
+	db2, err := Open(path, Options{NoSweep: true, Now: clock.Now, Logger: discardLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db2.Close()
+	if got := mustExec(t, db2, "get keys select k order k"); !jsonEq(t, got, `[{"k":"a"},{"k":"c"}]`) {
+		t.Fatalf("after reopen: %s", got)
+	}
+}
+
+func TestSweeperGoroutine(t *testing.T) {
+	clock := newFakeClock(t0)
+	db, _ := newTestDB(t, Options{Now: clock.Now, SweepEvery: time.Millisecond})
+	mustExec(t, db, "create collection s (at timestamp @ttl(1s))")
+	mustExec(t, db, "put s [{at: $1}, {at: $1}]", t0)
+	clock.Add(1000)
+	eventually(t, 10*time.Second, func() bool { return db.Rows() == 0 })
+	if db.Seq() != 5 {
+		t.Fatalf("seq %d, want 5 (a create, 2 puts, 2 deletes)", db.Seq())
+	}
+}

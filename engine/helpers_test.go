@@ -1,0 +1,81 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// fakeClock is a settable clock for now(), @ttl and the sweeper.
+type fakeClock struct{ ms atomic.Int64 }
+
+func newFakeClock(ms int64) *fakeClock {
+	c := &fakeClock{}
+	c.ms.Store(ms)
+	return c
+}
+
+func (c *fakeClock) Now() time.Time { return time.UnixMilli(c.ms.Load()) }
+func (c *fakeClock) Add(ms int64)   { c.ms.Add(ms) }
+func discardLogger() *slog.Logger   { return slog.New(slog.DiscardHandler) }
+
+func newTestDB(tb testing.TB, opts Options) (*DB, string) {
+	tb.Helper()
+	path := filepath.Join(tb.TempDir(), "t.fenec")
+	if opts.Logger == nil {
+		opts.Logger = discardLogger()
+	}
+	db, err := Create(path, opts)
+	if err != nil {
+		tb.Fatalf("create: %v", err)
+	}
+	tb.Cleanup(func() { db.Close() })
+	return db, path
+}
+
+// mustExec runs a statement and returns its JSON answer.
+func mustExec(tb testing.TB, db *DB, q string, params ...any) string {
+	tb.Helper()
+	res, _, err := db.Exec(context.Background(), Statement{Query: q, Params: params})
+	if err != nil {
+		tb.Fatalf("%s: %v", q, err)
+	}
+	return string(res.JSON())
+}
+
+func execErr(tb testing.TB, db *DB, q string, params ...any) error {
+	tb.Helper()
+	_, _, err := db.Exec(context.Background(), Statement{Query: q, Params: params})
+	return err
+}
+
+// jsonEq compares two JSON texts by value.
+func jsonEq(tb testing.TB, got, want string) bool {
+	tb.Helper()
+	var g, w any
+	if err := json.Unmarshal([]byte(got), &g); err != nil {
+		tb.Fatalf("got is not JSON: %v: %s", err, got)
+	}
+	if err := json.Unmarshal([]byte(want), &w); err != nil {
+		tb.Fatalf("want is not JSON: %v: %s", err, want)
+	}
+	gb, _ := json.Marshal(g)
+	wb, _ := json.Marshal(w)
+	return string(gb) == string(wb)
+}
+
+// eventually polls fn until it is true or the timeout passes.
+func eventually(tb testing.TB, timeout time.Duration, fn func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(timeout)
+	for !fn() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("condition not met within %v", timeout)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
