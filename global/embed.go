@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
@@ -122,6 +123,8 @@ type Embedded struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	once   sync.Once
+	// closing silences etcd's log once Close starts.
+	closing *atomic.Bool
 }
 
 // StartEmbedded starts a member and returns without waiting for it to join
@@ -143,7 +146,8 @@ func StartEmbedded(ctx context.Context, cfg EmbedConfig) (*Embedded, error) {
 	if cfg.PeerURL, err = pickPort(cfg.PeerURL); err != nil {
 		return nil, fmt.Errorf("embedded etcd: peer url: %w", err)
 	}
-	ecfg, err := etcdConfig(cfg)
+	closing := new(atomic.Bool)
+	ecfg, err := etcdConfig(cfg, closing)
 	if err != nil {
 		return nil, err
 	}
@@ -151,14 +155,14 @@ func StartEmbedded(ctx context.Context, cfg EmbedConfig) (*Embedded, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start embedded etcd %s: %w: %w", cfg.Name, ErrEmbedded, err)
 	}
-	m := &Embedded{cfg: cfg, etcd: e, ready: make(chan struct{}), errc: make(chan error, 1)}
+	m := &Embedded{cfg: cfg, etcd: e, ready: make(chan struct{}), errc: make(chan error, 1), closing: closing}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.wg.Go(m.watchServer)
 	return m, nil
 }
 
 // etcdConfig translates cfg into etcd's own.
-func etcdConfig(cfg EmbedConfig) (*embed.Config, error) {
+func etcdConfig(cfg EmbedConfig, closing *atomic.Bool) (*embed.Config, error) {
 	ec := embed.NewConfig()
 	ec.Name = cfg.Name
 	ec.Dir = cfg.Dir
@@ -184,8 +188,12 @@ func etcdConfig(cfg EmbedConfig) (*embed.Config, error) {
 	}
 	ec.AutoCompactionMode = "periodic"
 	ec.AutoCompactionRetention = cfg.CompactionRetention.String()
+	lg, err := newEtcdLogger(cfg.LogLevel, closing)
+	if err != nil {
+		return nil, fmt.Errorf("embedded etcd: log level %q: %w", cfg.LogLevel, err)
+	}
 	ec.LogLevel = cfg.LogLevel
-	ec.LogOutputs = []string{"stderr"}
+	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(lg)
 	ec.EnableGRPCGateway = false
 	return ec, nil
 }
@@ -283,6 +291,7 @@ func (m *Embedded) Open(ctx context.Context, prefix string) (*EtcdDirectory, err
 // Close stops the member and waits for it. Safe to call more than once.
 func (m *Embedded) Close() error {
 	m.once.Do(func() {
+		m.closing.Store(true)
 		m.cancel()
 		m.etcd.Close()
 		m.wg.Wait()

@@ -29,3 +29,12 @@ var (
 	// stopped with an error.
 	ErrEmbedded = errors.New("embedded etcd")
 )
+
+var (
+	// ErrHeld is returned when a tenant is held by another operation.
+	ErrHeld = errors.New("tenant held by another operation")
+	// ErrState is returned when a record is not in the state an operation
+	// needs (a move finished on a tenant not moving, a failover onto the
+	// node already serving it).
+	ErrState = errors.New("record not in the state the operation needs")
+)

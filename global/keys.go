@@ -1,0 +1,68 @@
+package global
+
+import (
+	"fmt"
+	"strings"
+)
+
+// The key layout, relative to the directory's prefix (DESIGN.md §4).
+const (
+	KeyTerm        = "meta/term"            // the directory's term
+	KeyLeader      = "meta/leader"          // Leader: the router that takes changes
+	KeyLeaseRecord = "meta/lease_record_ms" // longest lease a router leasing from here may have granted
+	PrefixRegions  = "regions/"             // regions/<r>: Region
+	PrefixNodes    = "nodes/"               // nodes/<n>: Node
+	PrefixTenants  = "tenants/"             // tenants/<t>: Tenant
+	PrefixQuotas   = "quotas/"              // quotas/<t>: Quota
+)
+
+// RegionKey returns the key of region r.
+func RegionKey(r string) string { return PrefixRegions + r }
+
+// NodeKey returns the key of node n.
+func NodeKey(n string) string { return PrefixNodes + n }
+
+// TenantKey returns the key of tenant t.
+func TenantKey(t string) string { return PrefixTenants + t }
+
+// QuotaKey returns the key of tenant t's quota.
+func QuotaKey(t string) string { return PrefixQuotas + t }
+
+// ValidName reports whether s is a name fenec accepts for a tenant, node,
+// region or router: [a-z0-9_-]{1,64}.
+func ValidName(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// CheckName returns ErrInvalidName, saying what was named, unless ValidName.
+func CheckName(what, s string) error {
+	if !ValidName(s) {
+		return fmt.Errorf("%s %q: %w", what, s, ErrInvalidName)
+	}
+	return nil
+}
+
+// splitKey names the record a key holds: its kind (one of the Prefix
+// constants, or the key itself for meta keys) and name. ok is false for a
+// key outside the layout.
+func splitKey(key string) (kind, name string, ok bool) {
+	switch key {
+	case KeyTerm, KeyLeader, KeyLeaseRecord:
+		return key, "", true
+	}
+	for _, p := range []string{PrefixRegions, PrefixNodes, PrefixTenants, PrefixQuotas} {
+		if rest, found := strings.CutPrefix(key, p); found && ValidName(rest) {
+			return p, rest, true
+		}
+	}
+	return "", "", false
+}

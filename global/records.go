@@ -1,0 +1,205 @@
+package global
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Versioned is a record with the revision of its last change, as read. Rev 0
+// means the record was absent; a transaction conditioned on it then requires
+// that it still is.
+type Versioned[T any] struct {
+	Value T
+	Rev   int64
+}
+
+// Leaser values of Region.Leaser: which directory leases a region's nodes.
+const (
+	LeaserGlobal = "global"
+	LeaserRegion = "region"
+)
+
+// Leader is the router that takes changes, and the term it took the lead at.
+type Leader struct {
+	Router string    `json:"router"`
+	Term   uint64    `json:"term"`
+	Since  time.Time `json:"since"`
+}
+
+// Validate checks the record.
+func (l Leader) Validate() error {
+	if err := CheckName("router", l.Router); err != nil {
+		return err
+	}
+	if l.Term == 0 {
+		return fmt.Errorf("leader %s at term 0: %w", l.Router, ErrInvalidRecord)
+	}
+	return nil
+}
+
+// Region is one region and who leases its nodes.
+type Region struct {
+	Name    string   `json:"name"`
+	Leaser  string   `json:"leaser"` // LeaserGlobal or LeaserRegion
+	Handoff *Handoff `json:"handoff,omitempty"`
+}
+
+// Handoff is what the side giving up a region's leasing tells the side taking
+// it (DESIGN.md §7): the taker moves its term above Term, raises its lease
+// record to at least LeaseRecordMS, and counts every node of the region as
+// granted at LastGrant.
+type Handoff struct {
+	From          string    `json:"from"` // LeaserGlobal or LeaserRegion: the giver
+	To            string    `json:"to"`
+	Term          uint64    `json:"term"`            // the giver's term
+	LeaseRecordMS int64     `json:"lease_record_ms"` // the giver's longest-lease record
+	LastGrant     time.Time `json:"last_grant"`      // when the giver last granted to the region's nodes
+	At            time.Time `json:"at"`
+}
+
+// Validate checks the record.
+func (r Region) Validate() error {
+	if err := CheckName("region", r.Name); err != nil {
+		return err
+	}
+	if r.Leaser != LeaserGlobal && r.Leaser != LeaserRegion {
+		return fmt.Errorf("region %s leaser %q: %w", r.Name, r.Leaser, ErrInvalidRecord)
+	}
+	if h := r.Handoff; h != nil {
+		for _, side := range []string{h.From, h.To} {
+			if side != LeaserGlobal && side != LeaserRegion {
+				return fmt.Errorf("region %s handoff side %q: %w", r.Name, side, ErrInvalidRecord)
+			}
+		}
+	}
+	return nil
+}
+
+// Node is one fenec-node: where it answers, its admin token (never returned
+// by the API), its region, and whether it takes leases.
+type Node struct {
+	Addr    string `json:"addr"`
+	Token   string `json:"token"`
+	Region  string `json:"region"`
+	Standby bool   `json:"standby,omitempty"`
+	Lease   bool   `json:"lease"`
+}
+
+// Validate checks the record.
+func (n Node) Validate() error {
+	if n.Addr == "" {
+		return fmt.Errorf("node without addr: %w", ErrInvalidRecord)
+	}
+	return CheckName("region", n.Region)
+}
+
+// TenantState is a tenant's state in the directory.
+type TenantState string
+
+// Tenant states.
+const (
+	StateActive TenantState = "active" // served by Node
+	StateMoving TenantState = "moving" // served by Node, being copied to Target
+)
+
+// Tenant is where a tenant lives and what its failovers need to know.
+type Tenant struct {
+	Node  string      `json:"node"`
+	State TenantState `json:"state"`
+	// Replica is the node holding the tenant's copy, if any.
+	Replica string `json:"replica,omitempty"`
+	// Lineage is the first history of the tenant's file: a copy of another
+	// lineage is not this tenant.
+	Lineage uint64 `json:"lineage"`
+	// ForkedHistory is the history the primary forked at its last failover
+	// (0 before any).
+	ForkedHistory uint64 `json:"forked_history"`
+	// FailedFrom names the node the last failover took the tenant off; set
+	// only by a failover, cleared by a move.
+	FailedFrom string `json:"failed_from,omitempty"`
+	// HeldBy names the operation holding the tenant (a quota being set, a
+	// move); a failover of its node waits for it.
+	HeldBy string `json:"held_by,omitempty"`
+	// Target is a move's destination while State is moving.
+	Target string `json:"target,omitempty"`
+}
+
+// Validate checks the record.
+func (t Tenant) Validate() error {
+	if err := CheckName("node", t.Node); err != nil {
+		return err
+	}
+	switch t.State {
+	case StateActive:
+		if t.Target != "" {
+			return fmt.Errorf("active tenant with a move target %q: %w", t.Target, ErrInvalidRecord)
+		}
+	case StateMoving:
+		if err := CheckName("move target", t.Target); err != nil {
+			return err
+		}
+		if t.Target == t.Node {
+			return fmt.Errorf("move from %s onto itself: %w", t.Node, ErrInvalidRecord)
+		}
+	default:
+		return fmt.Errorf("tenant state %q: %w", t.State, ErrInvalidRecord)
+	}
+	for what, n := range map[string]string{"replica": t.Replica, "failed_from": t.FailedFrom} {
+		if n != "" {
+			if err := CheckName(what, n); err != nil {
+				return err
+			}
+		}
+	}
+	if t.Replica != "" && t.Replica == t.Node {
+		return fmt.Errorf("replica on its own primary %s: %w", t.Node, ErrInvalidRecord)
+	}
+	return nil
+}
+
+// Quota is a tenant's limits; 0 means no limit.
+type Quota struct {
+	Bytes     int64 `json:"bytes"`
+	Rows      int64 `json:"rows"`
+	Streams   int64 `json:"streams"`
+	Requests  int64 `json:"requests"`
+	RowsPerS  int64 `json:"rows_per_s"`
+	BytesPerS int64 `json:"bytes_per_s"`
+}
+
+// Validate checks the record.
+func (q Quota) Validate() error {
+	for _, v := range []int64{q.Bytes, q.Rows, q.Streams, q.Requests, q.RowsPerS, q.BytesPerS} {
+		if v < 0 {
+			return fmt.Errorf("negative quota %+v: %w", q, ErrInvalidRecord)
+		}
+	}
+	return nil
+}
+
+// validator is a record that checks itself.
+type validator interface{ Validate() error }
+
+// encode validates v and returns its JSON.
+func encode(v any) ([]byte, error) {
+	if val, ok := v.(validator); ok {
+		if err := val.Validate(); err != nil {
+			return nil, err
+		}
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("encode %T: %w", v, err)
+	}
+	return b, nil
+}
+
+// decode parses a stored record.
+func decode[T any](kv KV) (Versioned[T], error) {
+	var v T
+	if err := json.Unmarshal(kv.Value, &v); err != nil {
+		return Versioned[T]{}, fmt.Errorf("decode %s: %w: %w", kv.Key, ErrInvalidRecord, err)
+	}
+	return Versioned[T]{Value: v, Rev: kv.ModRev}, nil
+}

@@ -1,0 +1,265 @@
+package global
+
+import (
+	"encoding/json"
+	"hash/maphash"
+	"iter"
+	"maps"
+	"strings"
+)
+
+// viewShards splits a view's tenants so that a change copies one shard's
+// map, not every tenant's.
+const viewShards = 64
+
+var shardSeed = maphash.MakeSeed()
+
+// View is an immutable copy of a directory at one revision, as a Watcher
+// holds it. Its methods are safe for concurrent use; it never changes once
+// published.
+type View struct {
+	Rev           int64  // the directory's revision this view is current to
+	Term          uint64 // the directory's term (0: none yet)
+	Leader        Leader // zero when no router leads
+	LeaseRecordMS int64  // longest-lease record (0: none)
+
+	regions map[string]Region
+	nodes   map[string]Node
+	quotas  map[string]Quota
+	tenants [viewShards]map[string]Tenant
+}
+
+func shardOf(name string) int {
+	return int(maphash.String(shardSeed, name) % viewShards)
+}
+
+// Tenant returns tenant name's record.
+func (v *View) Tenant(name string) (Tenant, bool) {
+	t, ok := v.tenants[shardOf(name)][name]
+	return t, ok
+}
+
+// Node returns node name's record.
+func (v *View) Node(name string) (Node, bool) {
+	n, ok := v.nodes[name]
+	return n, ok
+}
+
+// Region returns region name's record.
+func (v *View) Region(name string) (Region, bool) {
+	r, ok := v.regions[name]
+	return r, ok
+}
+
+// Quota returns tenant name's quota.
+func (v *View) Quota(name string) (Quota, bool) {
+	q, ok := v.quotas[name]
+	return q, ok
+}
+
+// Tenants yields every tenant, in no order.
+func (v *View) Tenants() iter.Seq2[string, Tenant] {
+	return func(yield func(string, Tenant) bool) {
+		for _, shard := range v.tenants {
+			for name, t := range shard {
+				if !yield(name, t) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// NumTenants returns how many tenants the view holds.
+func (v *View) NumTenants() int {
+	n := 0
+	for _, shard := range v.tenants {
+		n += len(shard)
+	}
+	return n
+}
+
+// Nodes yields every node, in no order.
+func (v *View) Nodes() iter.Seq2[string, Node] { return maps.All(v.nodes) }
+
+// Regions yields every region, in no order.
+func (v *View) Regions() iter.Seq2[string, Region] { return maps.All(v.regions) }
+
+// Quotas yields every quota by tenant, in no order.
+func (v *View) Quotas() iter.Seq2[string, Quota] { return maps.All(v.quotas) }
+
+// emptyView returns a view with no records.
+func emptyView() *View {
+	v := &View{regions: map[string]Region{}, nodes: map[string]Node{}, quotas: map[string]Quota{}}
+	for i := range v.tenants {
+		v.tenants[i] = map[string]Tenant{}
+	}
+	return v
+}
+
+// viewBuilder makes the next view from the last one, copying only the maps
+// a batch of events touches, and records the tenant changes it makes.
+type viewBuilder struct {
+	old, v  *View
+	copied  map[any]bool
+	changes []TenantChange
+	bad     []string // keys whose value could not be decoded
+}
+
+func newViewBuilder(old *View) *viewBuilder {
+	v := *old
+	return &viewBuilder{old: old, v: &v, copied: map[any]bool{}}
+}
+
+// cow returns m, copied first if this builder has not copied it yet.
+func cow[V any](b *viewBuilder, id any, m *map[string]V) map[string]V {
+	if !b.copied[id] {
+		*m = maps.Clone(*m)
+		if *m == nil {
+			*m = map[string]V{}
+		}
+		b.copied[id] = true
+	}
+	return *m
+}
+
+type tenantShard int
+
+// apply sets key to value (deleted when value is nil) at rev.
+func (b *viewBuilder) apply(key string, value []byte, deleted bool, rev int64) {
+	kind, name, ok := splitKey(key)
+	if !ok {
+		return
+	}
+	if rev > b.v.Rev {
+		b.v.Rev = rev
+	}
+	switch kind {
+	case KeyTerm:
+		b.v.Term = 0
+		b.decode(key, value, deleted, &b.v.Term)
+	case KeyLeader:
+		b.v.Leader = Leader{}
+		b.decode(key, value, deleted, &b.v.Leader)
+	case KeyLeaseRecord:
+		b.v.LeaseRecordMS = 0
+		b.decode(key, value, deleted, &b.v.LeaseRecordMS)
+	case PrefixRegions:
+		setRecord(b, cow(b, kind, &b.v.regions), key, name, value, deleted)
+	case PrefixNodes:
+		setRecord(b, cow(b, kind, &b.v.nodes), key, name, value, deleted)
+	case PrefixQuotas:
+		setRecord(b, cow(b, kind, &b.v.quotas), key, name, value, deleted)
+	case PrefixTenants:
+		i := shardOf(name)
+		m := cow(b, tenantShard(i), &b.v.tenants[i])
+		prev, had := m[name]
+		setRecord(b, m, key, name, value, deleted)
+		now, has := m[name]
+		if had != has || prev != now {
+			c := TenantChange{Name: name, Rev: rev}
+			if had {
+				c.Old = &prev
+			}
+			if has {
+				c.New = &now
+			}
+			b.changes = append(b.changes, c)
+		}
+	}
+}
+
+// decode parses value into dst; a bad value leaves dst zero and is noted.
+func (b *viewBuilder) decode(key string, value []byte, deleted bool, dst any) bool {
+	if deleted {
+		return false
+	}
+	if err := json.Unmarshal(value, dst); err != nil {
+		b.bad = append(b.bad, key)
+		return false
+	}
+	return true
+}
+
+// setRecord puts name's decoded value in m, or removes it (deleted, or a
+// value that does not decode: the router then treats it as absent).
+func setRecord[V any](b *viewBuilder, m map[string]V, key, name string, value []byte, deleted bool) {
+	var r V
+	if !b.decode(key, value, deleted, &r) {
+		delete(m, name)
+		return
+	}
+	m[name] = r
+}
+
+// diffTenants records, for a relist, every tenant that differs between the
+// old view and the new one.
+func (b *viewBuilder) diffTenants(rev int64) {
+	for i := range viewShards {
+		oldm, newm := b.old.tenants[i], b.v.tenants[i]
+		for name, o := range oldm {
+			n, ok := newm[name]
+			if ok && n == o {
+				continue
+			}
+			c := TenantChange{Name: name, Rev: rev, Old: &o}
+			if ok {
+				c.New = &n
+			}
+			b.changes = append(b.changes, c)
+		}
+		for name, n := range newm {
+			if _, ok := oldm[name]; !ok {
+				b.changes = append(b.changes, TenantChange{Name: name, Rev: rev, New: &n})
+			}
+		}
+	}
+}
+
+// viewFromList builds a whole view from a list of the directory.
+func viewFromList(kvs []KV, rev int64) (*View, []string) {
+	b := newViewBuilder(emptyView())
+	for _, kv := range kvs {
+		b.apply(kv.Key, kv.Value, false, kv.ModRev)
+	}
+	b.v.Rev = rev
+	return b.v, b.bad
+}
+
+// TenantChange is one tenant's record before and after a change the
+// Watcher saw. Old is nil for a tenant created, New for one deleted. After a
+// relist (the watch's history was compacted) the change spans everything
+// missed in between.
+type TenantChange struct {
+	Name     string
+	Old, New *Tenant
+	Rev      int64
+}
+
+// FailedOver reports whether the change is a failover off a node (as
+// opposed to a move or a placement): the new record names the node the
+// tenant was on as the one a failover took it off.
+func (c TenantChange) FailedOver() (from string, ok bool) {
+	if c.Old == nil || c.New == nil || c.New.FailedFrom == "" {
+		return "", false
+	}
+	if c.New.FailedFrom != c.Old.Node || c.New.Node == c.Old.Node {
+		return "", false
+	}
+	return c.Old.Node, true
+}
+
+// String describes the change for logs.
+func (c TenantChange) String() string {
+	var sb strings.Builder
+	sb.WriteString(c.Name)
+	switch {
+	case c.Old == nil && c.New != nil:
+		sb.WriteString(": placed on " + c.New.Node)
+	case c.New == nil:
+		sb.WriteString(": removed")
+	default:
+		sb.WriteString(": " + c.Old.Node + " -> " + c.New.Node)
+	}
+	return sb.String()
+}
