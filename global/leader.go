@@ -150,12 +150,12 @@ func (r LeaseRecordStore) Get(ctx context.Context) (time.Duration, error) {
 
 // Raise makes the record at least d (rounded up to a millisecond).
 func (r LeaseRecordStore) Raise(ctx context.Context, d time.Duration) error {
-	_, err := r.S.RaiseLeaseRecord(ctx, (d+time.Millisecond-1).Milliseconds())
+	_, err := r.S.RaiseLeaseRecord(ctx, (d + time.Millisecond - 1).Milliseconds())
 	return err
 }
 
 // Lower sets the record to d (rounded up to a millisecond) if it is above.
 func (r LeaseRecordStore) Lower(ctx context.Context, d time.Duration) error {
-	_, err := r.S.LowerLeaseRecord(ctx, (d+time.Millisecond-1).Milliseconds())
+	_, err := r.S.LowerLeaseRecord(ctx, (d + time.Millisecond - 1).Milliseconds())
 	return err
 }
