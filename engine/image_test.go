@@ -1,0 +1,272 @@
+package engine
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// populate builds a small database touching every kind of value and index.
+func populate(tb testing.TB, db *DB, n int) {
+	tb.Helper()
+	mustExec(tb, db, `create collection docs (title text @text, body text, n int @sorted, f float,
+		tag text @hash, u text @unique, at timestamp, meta json, tags [text], v vector<4> @hnsw(l2))`)
+	mustExec(tb, db, "create collection _server (k text @unique)")
+	mustExec(tb, db, "create collection gone (x int)")
+	mustExec(tb, db, "put gone [{x: 1}, {x: 2}]")
+	mustExec(tb, db, "drop collection gone")
+	rng := rand.New(rand.NewPCG(1, 2))
+	words := []string{"fox", "dog", "cat", "bird", "quick", "lazy", "brown"}
+	var docs []any
+	for i := range n {
+		d := map[string]any{
+			"title": words[rng.IntN(len(words))] + " " + words[rng.IntN(len(words))],
+			"n":     int64(rng.IntN(50)),
+			"f":     rng.Float64(),
+			"tag":   fmt.Sprintf("t%d", rng.IntN(5)),
+			"u":     fmt.Sprintf("u%d", i),
+			"at":    t0 + int64(i),
+			"meta":  map[string]any{"i": int64(i), "s": "x\"y\n"},
+			"tags":  []any{"a", words[i%len(words)]},
+			"v":     []any{rng.Float64(), rng.Float64(), rng.Float64(), rng.Float64()},
+		}
+		if i%7 == 0 {
+			delete(d, "n")
+		}
+		docs = append(docs, d)
+	}
+	mustExec(tb, db, "put docs $1", docs)
+	mustExec(tb, db, "del docs where n = 3")
+	mustExec(tb, db, "set docs {f: f * 2} where n < 10")
+	mustExec(tb, db, "put _server {k: 'key'}")
+}
+
+var probeQueries = []string{
+	"get docs order id",
+	"get docs select id, n where n > 20 order n desc, id limit 30",
+	"get docs where tag = 't1' order id",
+	"get docs where u in ('u1', 'u5', 'u77') order id",
+	"get docs select tag, count(*), avg(f), max(n) group tag",
+	"get docs count",
+	"get docs select id match title 'quick fox' limit 10",
+	"get docs select id near v [0.5, 0.5, 0.5, 0.5] exact limit 5",
+	"get docs select id near v [0.1, 0.9, 0.5, 0.2] limit 5",
+	"get _server",
+}
+
+func answers(tb testing.TB, db *DB) []string {
+	tb.Helper()
+	out := make([]string, len(probeQueries))
+	for i, q := range probeQueries {
+		out[i] = mustExec(tb, db, q)
+	}
+	return out
+}
+
+func sameAnswers(tb testing.TB, what string, got, want []string) {
+	tb.Helper()
+	for i := range want {
+		if got[i] != want[i] {
+			tb.Fatalf("%s: %s\n got %.300s\nwant %.300s", what, probeQueries[i], got[i], want[i])
+		}
+	}
+}
+
+func reopen(tb testing.TB, db *DB, path string) *DB {
+	tb.Helper()
+	if err := db.Close(); err != nil {
+		tb.Fatal(err)
+	}
+	db2, err := Open(path, Options{NoSweep: true, Logger: discardLogger()})
+	if err != nil {
+		tb.Fatalf("reopen: %v", err)
+	}
+	tb.Cleanup(func() { db2.Close() })
+	return db2
+}
+
+func TestImageRoundTrip(t *testing.T) {
+	db, path := newTestDB(t, Options{NoSweep: true})
+	populate(t, db, 300)
+	want := answers(t, db)
+	seq, hist, rows := db.Seq(), db.History(), db.Rows()
+
+	db = reopen(t, db, path)
+	sameAnswers(t, "replayed", answers(t, db), want)
+
+	if err := db.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	sameAnswers(t, "after checkpoint", answers(t, db), want)
+	if chs, err := db.ChangesSince(seq-2, 10); err != nil || len(chs) == 0 {
+		t.Fatalf("checkpoint keeps recent records: %v %v", chs, err)
+	}
+	db = reopen(t, db, path)
+	sameAnswers(t, "checkpoint reopened", answers(t, db), want)
+
+	if err := db.Compact(); err != nil {
+		t.Fatal(err)
+	}
+	db = reopen(t, db, path)
+	sameAnswers(t, "compacted reopened", answers(t, db), want)
+	if db.Seq() != seq || db.History() != hist || db.Rows() != rows {
+		t.Fatalf("compaction changed seq/history/rows: %d/%d/%d vs %d/%d/%d", db.Seq(), db.History(), db.Rows(), seq, hist, rows)
+	}
+	// Ids keep counting past the compaction, dropped collections too.
+	mustExec(t, db, "put docs {u: 'next'}")
+	if got := mustExec(t, db, "get docs select id where u = 'next'"); !jsonEq(t, got, `[{"id":301}]`) {
+		t.Fatalf("id after compaction: %s", got)
+	}
+	mustExec(t, db, "create collection gone (x int)")
+	mustExec(t, db, "put gone {x: 3}")
+	if got := mustExec(t, db, "get gone select id"); !jsonEq(t, got, `[{"id":3}]`) {
+		t.Fatalf("id of a re-created collection: %s", got)
+	}
+	want = answers(t, db)
+
+	// An image out, installed elsewhere, answers the same.
+	var img bytes.Buffer
+	if _, err := db.WriteImage(&img); err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(t.TempDir(), "moved.fenec")
+	if err := Install(dst, bytes.NewReader(img.Bytes())); err != nil {
+		t.Fatal(err)
+	}
+	moved, err := Open(dst, Options{NoSweep: true, Logger: discardLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer moved.Close()
+	sameAnswers(t, "installed", answers(t, moved), want)
+	if moved.Seq() != db.Seq() || moved.History() != db.History() {
+		t.Fatalf("installed seq/history %d/%d, want %d/%d", moved.Seq(), moved.History(), db.Seq(), db.History())
+	}
+	if err := Install(dst, bytes.NewReader(img.Bytes())); !errors.Is(err, ErrExist) {
+		t.Fatalf("install over an existing file: %v", err)
+	}
+	// Cut short anywhere: refused, nothing left behind.
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 40 {
+		cut := rng.IntN(img.Len())
+		p := filepath.Join(t.TempDir(), "cut.fenec")
+		if err := Install(p, bytes.NewReader(img.Bytes()[:cut])); err == nil {
+			t.Fatalf("an image cut at %d of %d was installed", cut, img.Len())
+		}
+		if ents, _ := os.ReadDir(filepath.Dir(p)); len(ents) != 0 {
+			t.Fatalf("cut image left %d files", len(ents))
+		}
+	}
+}
+
+// TestReplicaFollows feeds a replica file from a primary's raw records.
+func TestReplicaFollows(t *testing.T) {
+	prim, _ := newTestDB(t, Options{NoSweep: true})
+	populate(t, prim, 50)
+	var img bytes.Buffer
+	if _, err := prim.WriteImage(&img); err != nil {
+		t.Fatal(err)
+	}
+	rpath := filepath.Join(t.TempDir(), "replica.fenec")
+	if err := Install(rpath, &img); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Open(rpath, Options{NoSweep: true, Logger: discardLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rep.Close()
+	var watched []uint64
+	rep.Watch(func(c Change) { watched = append(watched, c.Seq) })
+	from := prim.Seq()
+	mustExec(t, prim, "put docs {u: 'r1', n: 10}")
+	mustExec(t, prim, "del docs where n < 5")
+	if _, err := prim.Fork(); err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, prim, "create index on docs (body) @text")
+	mustExec(t, prim, "set docs {body: 'hello'} where u = 'r1'")
+	if err := prim.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	var recs []RawRecord
+	if err := prim.ReadRecords(from, func(r RawRecord) error { recs = append(recs, r); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 5 {
+		for _, r := range recs {
+			t.Logf("rec %d..%d", r.First, r.Last)
+		}
+		t.Fatalf("%d records from %d, seq %d", len(recs), from, prim.Seq())
+	}
+	if err := rep.ApplyRecord(recs[1]); !errors.Is(err, ErrSeqGap) {
+		t.Fatalf("a gap: %v", err)
+	}
+	for _, r := range recs {
+		if err := rep.ApplyRecord(r); err != nil {
+			t.Fatalf("apply %d..%d: %v", r.First, r.Last, err)
+		}
+	}
+	if rep.Seq() != prim.Seq() || rep.History() != prim.History() || !rep.Holds(prim.History(), prim.Seq()) {
+		t.Fatalf("replica at %d/%d, primary %d/%d", rep.Seq(), rep.History(), prim.Seq(), prim.History())
+	}
+	sameAnswers(t, "replica", answers(t, rep), answers(t, prim))
+	if got := mustExec(t, rep, "get docs select u match body 'hello'"); !jsonEq(t, got, `[{"u":"r1","_score":`+
+		fmt.Sprint(mustScore(t, prim))+`}]`) {
+		t.Fatalf("replica search: %s", got)
+	}
+	if len(watched) != 4 {
+		t.Fatalf("replica watchers saw %v", watched)
+	}
+}
+
+func mustScore(tb testing.TB, db *DB) float64 {
+	tb.Helper()
+	res, _, err := db.Exec(tb.(*testing.T).Context(), Statement{Query: "get docs select u match body 'hello'"})
+	if err != nil || len(res.Rows) != 1 {
+		tb.Fatalf("score: %v", err)
+	}
+	return res.Rows[0]["_score"].(float64)
+}
+
+func TestOpenErrors(t *testing.T) {
+	db, path := newTestDB(t, Options{NoSweep: true})
+	if _, err := Open(path, Options{}); !errors.Is(err, ErrLocked) {
+		t.Fatalf("second open: %v", err)
+	}
+	if _, err := Create(path, Options{}); !errors.Is(err, ErrExist) {
+		t.Fatalf("create over: %v", err)
+	}
+	if _, err := Open(filepath.Join(t.TempDir(), "none.fenec"), Options{}); !errors.Is(err, ErrNotExist) {
+		t.Fatalf("open missing: %v", err)
+	}
+	mustExec(t, db, "create collection a (n int)")
+	for i := range 5 {
+		mustExec(t, db, "put a {n: $1}", i)
+	}
+	db.Close()
+	if err := db.Close(); err != nil {
+		t.Fatalf("second close: %v", err)
+	}
+	if _, _, err := db.Exec(t.Context(), Statement{Query: "get a"}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("exec after close: %v", err)
+	}
+	// Damage a record before the tail: refused, offset named.
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw[len(raw)/2] ^= 0xff
+	if err := os.WriteFile(path, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Open(path, Options{Logger: discardLogger()})
+	var de *DamagedError
+	if !errors.As(err, &de) || de.Offset <= 0 {
+		t.Fatalf("damaged file: %v", err)
+	}
+}
