@@ -25,6 +25,7 @@ func Parse(text string) (st Stmt, err error) {
 		return nil, err
 	}
 	defer p.recover(&err)
+	p.tok = p.lex()
 	st = p.statement()
 	p.end()
 	return st, nil
@@ -39,6 +40,7 @@ func ParseExpr(text string) (e Expr, err error) {
 		return nil, err
 	}
 	defer p.recover(&err)
+	p.tok = p.lex()
 	e = p.expr()
 	p.end()
 	return e, nil
@@ -59,9 +61,7 @@ func newParser(text string) (*parser, error) {
 		}
 		return nil, &Error{Pos: at, Msg: "invalid UTF-8"}
 	}
-	p := &parser{lx: lexer{src: text}}
-	p.tok = p.lex()
-	return p, nil
+	return &parser{lx: lexer{src: text}}, nil
 }
 
 // recover turns a *Error panic into the returned error.

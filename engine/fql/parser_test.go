@@ -252,6 +252,7 @@ func TestParseErrors(t *testing.T) {
 		msg string
 	}{
 		{``, 0, `expected a statement (get, put, insert, set, del, create, drop), found end of statement`},
+		{`!x`, 0, `unexpected character '!'`},
 		{`select * from t`, 0, `expected a statement`},
 		{`get`, 3, `expected a collection name, found end of statement`},
 		{`create collection t (a int where`, 27, `expected ')' after field list, found "where"`},
