@@ -1,0 +1,217 @@
+package global
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+)
+
+func startMember(t testing.TB, cfg EmbedConfig) *Embedded {
+	t.Helper()
+	m, err := StartEmbedded(testCtx(t), cfg)
+	if err != nil {
+		t.Fatalf("start %s: %v", cfg.Name, err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+func waitReady(t testing.TB, ms ...*Embedded) {
+	t.Helper()
+	for _, m := range ms {
+		if err := m.WaitReady(testCtx(t)); err != nil {
+			t.Fatalf("member %s: %v", m.Name(), err)
+		}
+	}
+}
+
+func TestEmbeddedStartClose(t *testing.T) {
+	cfg := DefaultEmbedConfig(t.TempDir())
+	cfg.ClientURL, cfg.PeerURL = "http://127.0.0.1:0", "http://127.0.0.1:0"
+	m := startMember(t, cfg)
+	waitReady(t, m)
+	if u := m.ClientURLs()[0]; u == cfg.ClientURL {
+		t.Fatalf("client url %s still asks for port 0", u)
+	}
+	d, err := m.Open(testCtx(t), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Put(testCtx(t), "k", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatalf("second close: %v", err)
+	}
+	select {
+	case err := <-m.Err():
+		t.Fatalf("error after a clean close: %v", err)
+	default:
+	}
+}
+
+func TestEmbeddedConfigValidate(t *testing.T) {
+	bad := []EmbedConfig{
+		{},
+		{Dir: "x", ClusterState: "maybe"},
+		{Dir: "x", HeartbeatMS: 100},
+		{Dir: "x", HeartbeatMS: 100, ElectionMS: 200},
+	}
+	for _, c := range bad {
+		if err := c.Validate(); err == nil {
+			t.Errorf("Validate(%+v) passed", c)
+		}
+	}
+	if err := DefaultEmbedConfig("x").Validate(); err != nil {
+		t.Errorf("default config: %v", err)
+	}
+}
+
+func TestEmbeddedRestartKeepsData(t *testing.T) {
+	cfg := DefaultEmbedConfig(t.TempDir())
+	cfg.ClientURL, cfg.PeerURL = "http://127.0.0.1:0", "http://127.0.0.1:0"
+	m := startMember(t, cfg)
+	waitReady(t, m)
+	d, err := m.Open(testCtx(t), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewStore(d)
+	v := placeT1(t, s)
+	d.Close()
+	m.Close()
+
+	// Same Dir, new ports: a single member needs no peer to agree.
+	m2 := startMember(t, cfg)
+	waitReady(t, m2)
+	d2, err := m2.Open(testCtx(t), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d2.Close() })
+	got, err := NewStore(d2).GetTenant(testCtx(t), "t1")
+	if err != nil || got != v {
+		t.Fatalf("after restart t1 = %+v (%v), want %+v", got, err, v)
+	}
+}
+
+// cluster3 starts three members founding one cluster.
+func cluster3(t testing.TB) ([]EmbedConfig, []*Embedded) {
+	t.Helper()
+	peers := map[string]string{}
+	var cfgs []EmbedConfig
+	for i := range 3 {
+		name := fmt.Sprintf("m%d", i)
+		peer, err := FreeLocalURL()
+		if err != nil {
+			t.Fatal(err)
+		}
+		client, err := FreeLocalURL()
+		if err != nil {
+			t.Fatal(err)
+		}
+		peers[name] = peer
+		cfgs = append(cfgs, EmbedConfig{Dir: t.TempDir(), Name: name, ClientURL: client, PeerURL: peer,
+			HeartbeatMS: 50, ElectionMS: 500})
+	}
+	var ms []*Embedded
+	for i := range cfgs {
+		cfgs[i].InitialCluster = InitialCluster(peers)
+		ms = append(ms, startMember(t, cfgs[i]))
+	}
+	waitReady(t, ms...)
+	return cfgs, ms
+}
+
+func TestEmbeddedClusterSurvivesLoss(t *testing.T) {
+	cfgs, ms := cluster3(t)
+	var endpoints []string
+	for _, m := range ms {
+		endpoints = append(endpoints, m.ClientURLs()...)
+	}
+	ctx := testCtx(t)
+	d, err := OpenEtcd(ctx, endpoints, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	s := NewStore(d)
+	v := placeT1(t, s)
+	w := startWatcher(t, d)
+
+	// Lose the member that leads raft, the hardest one to lose.
+	lost := -1
+	for i, m := range ms {
+		if m.etcd.Server.Leader() == m.etcd.Server.MemberID() {
+			lost = i
+		}
+	}
+	if lost < 0 {
+		t.Fatal("no member leads")
+	}
+	ms[lost].Close()
+
+	// The two left elect a leader and take the failover transaction.
+	var failed Versioned[Tenant]
+	eventually(t, testTimeout, func() error {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		var err error
+		failed, err = s.Failover(cctx, "t1", v, "n2", 3)
+		return err
+	})
+	if err := w.WaitRev(ctx, failed.Rev); err != nil {
+		t.Fatal(err)
+	}
+	if tn, _, _ := w.Lookup("t1"); tn != failed.Value {
+		t.Fatalf("watcher after the loss: %+v, want %+v", tn, failed.Value)
+	}
+
+	// Quorum lost: a survivor restarted alone with ForceNewCluster keeps
+	// the data and takes writes (an operator's promotion).
+	left := []int{}
+	for i := range ms {
+		if i != lost {
+			left = append(left, i)
+		}
+	}
+	d.Close()
+	ms[left[0]].Close()
+	ms[left[1]].Close()
+	cfg := cfgs[left[0]]
+	cfg.ForceNewCluster = true
+	m := startMember(t, cfg)
+	waitReady(t, m)
+	d2, err := m.Open(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d2.Close() })
+	s2 := NewStore(d2)
+	got, err := s2.GetTenant(ctx, "t1")
+	if err != nil || got.Value != failed.Value {
+		t.Fatalf("forced member's t1: %+v (%v), want %+v", got.Value, err, failed.Value)
+	}
+	if _, err := s2.Promote(ctx, "r2"); err != nil {
+		t.Fatalf("write on the forced member: %v", err)
+	}
+}
+
+func TestEmbeddedStartRefused(t *testing.T) {
+	// A member with a bad config, or asked after its context ended, does
+	// not start.
+	if _, err := StartEmbedded(testCtx(t), EmbedConfig{}); !errors.Is(err, ErrEmbedded) {
+		t.Fatalf("no dir: err %v, want ErrEmbedded", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := StartEmbedded(ctx, DefaultEmbedConfig(t.TempDir())); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled start: err %v", err)
+	}
+}
