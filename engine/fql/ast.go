@@ -478,6 +478,8 @@ type In struct {
 	At  int
 	X   Expr
 	Set Expr
+
+	konst []any // Set's value when it is a list of literals, made by the parser
 }
 
 // IsNull is X is null (Not false) or X is not null (Not true); the only

@@ -187,6 +187,9 @@ func evalIn(e *In, env Env) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if e.konst != nil {
+		return Has(e.konst, x), nil
+	}
 	set, err := Eval(e.Set, env)
 	if err != nil {
 		return nil, err

@@ -64,7 +64,9 @@ func (p *parser) cmp() Expr {
 		return p.regex(l)
 	case p.tok.isKw("in"):
 		p.advance()
-		return &In{At: l.Pos(), X: l, Set: p.inSet()}
+		in := &In{At: l.Pos(), X: l, Set: p.inSet()}
+		in.konst = literalList(in.Set)
+		return in
 	case p.tok.isKw("is"):
 		p.advance()
 		not := p.acceptKw("not")
@@ -110,6 +112,23 @@ func (p *parser) inSet() Expr {
 	}
 	p.expected("'(' with values or a parameter after in")
 	return nil
+}
+
+// literalList returns the values of a list made only of literals, or nil.
+func literalList(e Expr) []any {
+	l, ok := e.(*ListLit)
+	if !ok {
+		return nil
+	}
+	vals := make([]any, len(l.Elems))
+	for i, x := range l.Elems {
+		lit, ok := x.(*Literal)
+		if !ok {
+			return nil
+		}
+		vals[i] = lit.Value
+	}
+	return vals
 }
 
 // exprList parses [expr {"," expr}] and the closing punctuation.
