@@ -116,7 +116,7 @@ func (t *Tracker) Next(now time.Duration) Grant {
 		List:   t.listID,
 	}
 	if t.sendList || t.nodeList != t.listID {
-		g.Tenants = slices.Clone(t.list)
+		g.Tenants = append([]string{}, t.list...) // never nil: nil means "unchanged"
 	}
 	t.next++
 	t.outstanding++

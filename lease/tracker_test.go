@@ -175,14 +175,22 @@ func TestTrackerGrants(t *testing.T) {
 	}
 	tr.Answered(4*time.Second, g7, answer(g7, true))
 
+	// An empty list is a list: it goes as one, not as "unchanged".
+	tr.SetTenants(nil)
+	ge := tr.Next(4 * time.Second)
+	if ge.Tenants == nil || len(ge.Tenants) != 0 || ge.List != ListID(nil) {
+		t.Fatalf("emptied list sent as %#v (%s)", ge.Tenants, ge.List)
+	}
+	tr.Answered(4*time.Second, ge, answer(ge, true))
+
 	// 412: the list again, at once.
 	g8 := tr.Next(5 * time.Second)
 	tr.Refused(g8, ErrNeedsList)
 	if !tr.NeedsGrantNow() {
 		t.Fatal("412: no grant at once")
 	}
-	if g9 := tr.Next(5 * time.Second); g9.Tenants == nil || g9.Ack != 7 {
-		t.Fatalf("grant after 412 %+v: want the list, ack 7", g9)
+	if g9 := tr.Next(5 * time.Second); g9.Tenants == nil || g9.Ack != ge.N {
+		t.Fatalf("grant after 412 %+v: want the list, ack %d", g9, ge.N)
 	}
 
 	// Answers out of order: the ack stays at the newest.
