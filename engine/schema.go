@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // typeKind is the kind of a field's declared type.
@@ -198,7 +199,10 @@ func (f *fieldSpec) checkValue(v any) (any, error) {
 			return x, nil
 		}
 	case tText:
-		if _, ok := v.(string); ok {
+		if s, ok := v.(string); ok {
+			if !utf8.ValidString(s) {
+				return nil, fmt.Errorf("%w: field %s holds invalid UTF-8", ErrType, f.Name)
+			}
 			return v, nil
 		}
 	case tJSON:
@@ -230,7 +234,9 @@ func (f *fieldSpec) checkList(v any) (any, error) {
 		var ok bool
 		switch f.Type.kind {
 		case tListText:
-			_, ok = e.(string)
+			var s string
+			s, ok = e.(string)
+			ok = ok && utf8.ValidString(s)
 			out[i] = e
 		case tListInt:
 			switch x := e.(type) {
@@ -284,8 +290,10 @@ func jsonValue(v any, depth int) bool {
 		return false
 	}
 	switch x := v.(type) {
-	case nil, bool, int64, float64, string:
+	case nil, bool, int64, float64:
 		return true
+	case string:
+		return utf8.ValidString(x)
 	case []float32:
 		return true
 	case []any:
@@ -296,8 +304,8 @@ func jsonValue(v any, depth int) bool {
 		}
 		return true
 	case map[string]any:
-		for _, e := range x {
-			if !jsonValue(e, depth+1) {
+		for k, e := range x {
+			if !utf8.ValidString(k) || !jsonValue(e, depth+1) {
 				return false
 			}
 		}
