@@ -84,7 +84,7 @@ func (p *parser) regex(x Expr) Expr {
 	if lit, ok := pat.(*Literal); ok {
 		s, ok := lit.Value.(string)
 		if !ok {
-			p.fail(lit.At, "the pattern after ~ must be text, found %s", lit.String())
+			p.fail(lit.At, "the pattern after ~ must be text, found %s", snippet(lit))
 		}
 		re, err := regexp.Compile(s)
 		if err != nil {

@@ -95,10 +95,10 @@ func (p *parser) checkSelect(items []SelectItem, group []Path) {
 			p.fail(it.At, "select * cannot be used with group")
 		}
 		if it.Agg == AggNone && !it.Star && (aggs || len(group) > 0) && !grouped[it.Path.String()] {
-			p.fail(it.At, "%s is neither a group key nor an aggregate", it.Path)
+			p.fail(it.At, "%s is neither a group key nor an aggregate", cutText(it.Path.String()))
 		}
 		if names[it.Name()] {
-			p.fail(it.At, "two select items are named %s (use as)", it.Name())
+			p.fail(it.At, "two select items are named %s (use as)", cutText(it.Name()))
 		}
 		names[it.Name()] = true
 	}
@@ -135,7 +135,7 @@ func (p *parser) match() *Match {
 	} else if _, ok := m.Query.(*Param); ok {
 		return m
 	}
-	p.fail(m.Query.Pos(), "match takes a string or a parameter, found %s", m.Query.String())
+	p.fail(m.Query.Pos(), "match takes a string or a parameter, found %s", snippet(m.Query))
 	return nil
 }
 
@@ -151,11 +151,11 @@ func (p *parser) near() *Near {
 		}
 		for _, x := range v.Elems {
 			if lit, ok := x.(*Literal); !ok || !isNumber(lit.Value) {
-				p.fail(x.Pos(), "a vector holds numbers, found %s", x.String())
+				p.fail(x.Pos(), "a vector holds numbers, found %s", snippet(x))
 			}
 		}
 	default:
-		p.fail(v.Pos(), "near takes a list of numbers or a parameter, found %s", v.String())
+		p.fail(v.Pos(), "near takes a list of numbers or a parameter, found %s", snippet(v))
 	}
 	for {
 		switch {

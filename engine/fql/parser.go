@@ -308,7 +308,7 @@ func (p *parser) docs() Expr {
 			switch x.(type) {
 			case *ObjectLit, *Param:
 			default:
-				p.fail(x.Pos(), "expected an object or a parameter in the list of documents, found %s", x.String())
+				p.fail(x.Pos(), "expected an object or a parameter in the list of documents, found %s", snippet(x))
 			}
 		}
 		e = l
@@ -319,7 +319,7 @@ func (p *parser) docs() Expr {
 	}
 	Inspect(e, func(n Node) bool {
 		if f, ok := n.(*Field); ok {
-			p.fail(f.At, "a document value cannot name a field (%s); quote text as \"...\"", f.Path)
+			p.fail(f.At, "a document value cannot name a field (%s); quote text as \"...\"", snippet(f))
 		}
 		return true
 	})
@@ -597,4 +597,19 @@ func (p *parser) dropCollection() Stmt {
 	}
 	d.Name = p.collName()
 	return d
+}
+
+// snippet is n's text for an error message, cut to about 40 bytes.
+func snippet(n Node) string { return cutText(n.String()) }
+
+// cutText cuts s to about 40 bytes on a rune boundary.
+func cutText(s string) string {
+	if len(s) <= 40 {
+		return s
+	}
+	cut := 40
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
 }

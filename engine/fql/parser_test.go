@@ -2,6 +2,7 @@ package fql
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -86,6 +87,12 @@ func TestParsePrint(t *testing.T) {
 			`get users where id = $1 lookup orders on user_id required select id, total where total > 10 order total desc limit 5 lookup items on order_id select sku`},
 		{`get t select count`, `get t select count`},
 		{`get t select a count`, `get t select a count`},
+
+		// keywords in any case; names keep theirs
+		{`GET Users SELECT Name AS N WHERE Age IS NOT NULL AND Tags HAS 'x' ORDER Age DESC LIMIT 1 OFFSET 1 LOOKUP Orders ON User_id REQUIRED`,
+			`get Users select Name as N where Age is not null and Tags has "x" order Age desc limit 1 offset 1 lookup Orders on User_id required`},
+		{`Put t {A: NOW()} IF ABSENT`, `put t {A: now()} if absent`},
+		{"get\tt\n where\r\na = 1 ;", `get t where a = 1`},
 
 		// expressions
 		{`get t where a = 1 + 2 * 3 - 4 / 2`, `get t where a = 1 + 2 * 3 - 4 / 2`},
@@ -219,6 +226,20 @@ func TestParams(t *testing.T) {
 		if got := Params(mustParse(t, tc.in)); got != tc.want {
 			t.Errorf("Params(%q) = %d, want %d", tc.in, got, tc.want)
 		}
+	}
+}
+
+func TestInspect(t *testing.T) {
+	st := mustParse(t, `set t {a: [1, {b: $1}]} where not (x in (1, 2) and y ~ "z" and w is null)`)
+	var kinds []string
+	Inspect(st, func(n Node) bool {
+		kinds = append(kinds, fmt.Sprintf("%T", n))
+		_, isIn := n.(*In)
+		return !isIn // do not go below in
+	})
+	want := "*fql.Set *fql.ListLit *fql.Literal *fql.ObjectLit *fql.Param *fql.Unary *fql.Binary *fql.Binary *fql.In *fql.Regex *fql.Field *fql.Literal *fql.IsNull *fql.Field"
+	if got := strings.Join(kinds, " "); got != want {
+		t.Errorf("Inspect visited\n %s\nwant\n %s", got, want)
 	}
 }
 
