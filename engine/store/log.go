@@ -47,8 +47,9 @@ type logState struct {
 	durableSeq uint64
 	lsnBase    int64
 	syncing    bool
-	syncRounds int64 // fsyncs run by group commit and the ticker (tests read it)
+	syncRounds int64         // fsyncs run by group commit and the ticker (tests read it)
 	durableCh  chan struct{} // closed (and replaced) when durability moves, on failure and on close
+	chTaken    bool          // someone waits on durableCh: notifying must close it
 
 	err    error // sticky: set once a write or sync failed
 	closed bool
@@ -319,8 +320,12 @@ func (l *Log) close() error {
 
 // notifyLocked wakes everyone waiting on durability.
 func (l *Log) notifyLocked() {
+	if !l.chTaken {
+		return
+	}
 	close(l.durableCh)
 	l.durableCh = make(chan struct{})
+	l.chTaken = false
 }
 
 // failLocked makes err sticky: the Log takes no more writes.

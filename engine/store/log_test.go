@@ -143,3 +143,40 @@ func TestForkAndHolds(t *testing.T) {
 	}
 	check(l2)
 }
+
+func TestFailedWriteStopsTheLog(t *testing.T) {
+	for _, mode := range []SyncMode{SyncAlways, SyncOff} {
+		path := tenantPath(t)
+		l, err := Create(path, Options{Sync: mode, Logger: quietLogger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		appendN(t, l, 2, 1, 10)
+		// Take the descriptor away under the Log: the write fails, and so
+		// does cutting it back, so nothing more may be written.
+		l.mu.Lock()
+		l.file.f.Close()
+		l.mu.Unlock()
+		if _, err := l.Append(KindEngine, 1, []byte("lost")); !errors.Is(err, ErrFailed) {
+			t.Fatalf("append on a broken file: %v", err)
+		}
+		if _, err := l.Append(KindEngine, 1, []byte("again")); !errors.Is(err, ErrFailed) {
+			t.Fatalf("append after a failure: %v", err)
+		}
+		if _, err := l.Fork(); !errors.Is(err, ErrFailed) {
+			t.Fatalf("fork after a failure: %v", err)
+		}
+		if err := l.WaitDurable(context.Background(), 3); !errors.Is(err, ErrFailed) {
+			t.Fatalf("wait after a failure: %v", err)
+		}
+		if l.Seq() != 2 {
+			t.Fatalf("seq %d after a failed append", l.Seq())
+		}
+		l.Close()
+		l2, c := mustOpen(t, path, testOptions())
+		if len(c.recs) != 2 || l2.Seq() != 2 {
+			t.Fatalf("reopened: %d records, seq %d", len(c.recs), l2.Seq())
+		}
+		mustClose(t, l2)
+	}
+}

@@ -31,6 +31,7 @@ func (l *Log) waitUntil(ctx context.Context, done func() bool, trigger bool) err
 			continue
 		}
 		ch := l.durableCh
+		l.chTaken = true
 		l.mu.Unlock()
 		select {
 		case <-ch:
