@@ -59,15 +59,11 @@ type sim struct {
 	seq   int
 	queue simQueue
 
-	// router
-	tr          *Tracker
-	outstanding *Grant
-	atOnce      int
-	nextSend    time.Duration
-	failedAt    time.Duration // 0: not failed over
-	grants      int
-	moveAt      time.Duration // when the router takes x off the list while the node answers (0: never)
-	movedAt     time.Duration // when an answer said the node runs a lease naming no x
+	routers  []*simRouter
+	failedAt time.Duration // when the leading router failed the node over (0: never)
+	failedBy *simRouter
+	moveAt   time.Duration // when the router takes x off the list while the node answers (0: never)
+	movedAt  time.Duration // when an answer said the node runs a lease naming no x
 
 	// node
 	rate       float64 // the node's boot clock runs at this rate of the router's clock
@@ -75,7 +71,20 @@ type sim struct {
 	node       *NodeLease
 	epoch      int // node incarnation: messages to an earlier one are lost
 	stallUntil time.Duration
-	writes     int // moments the node could write x, sampled at each grant
+	writes     int // grants after which the node could write x
+}
+
+// simRouter is one router leasing the node, as the Leaser does: one grant
+// out at a time, bounded by a third of the lease.
+type simRouter struct {
+	tr          *Tracker
+	leads       bool // its failovers count (a deposed router's are refused by the directory)
+	stopped     bool // the process ended: it sends nothing more
+	outstanding *Grant
+	atOnce      int
+	nextSend    time.Duration
+	judged      bool // it judged the node lapsed
+	grants      int
 }
 
 func (s *sim) at(d time.Duration, fn func()) {
@@ -97,70 +106,74 @@ func (s *sim) delay() (time.Duration, bool) {
 	return time.Duration(s.rng.Int64N(int64(30 * time.Millisecond))), true
 }
 
-func (s *sim) bound() time.Duration { return s.lease / 3 }
-
 // nodeNow is the node's boot clock: its own origin, its own rate.
 func (s *sim) nodeNow() time.Duration {
 	return 17*time.Hour + time.Duration(float64(s.now)*s.rate)
 }
 
-// send is the router's round: one grant out at a time, as the Leaser does.
-func (s *sim) send() {
-	if s.outstanding != nil || s.now < s.nextSend {
+func (r *simRouter) bound() time.Duration { return r.tr.Leases().Grant / 3 }
+
+// send is the router's round.
+func (s *sim) send(r *simRouter) {
+	if r.stopped || r.outstanding != nil || s.now < r.nextSend {
 		return
 	}
-	g := s.tr.Next(s.now)
-	s.grants++
-	s.outstanding = &g
+	g := r.tr.Next(s.now)
+	r.grants++
+	r.outstanding = &g
 	if d, ok := s.delay(); ok {
 		epoch := s.epoch
-		s.at(d, func() { s.nodeReceives(epoch, g) })
+		s.at(d, func() { s.nodeReceives(r, epoch, g) })
 	}
-	s.at(s.bound(), func() {
-		if s.outstanding != nil && s.outstanding.N == g.N {
-			s.outstanding = nil
-			s.tr.GaveUp(g)
-			s.afterCall()
+	s.at(r.bound(), func() {
+		if r.outstanding != nil && r.outstanding.N == g.N {
+			r.outstanding = nil
+			r.tr.GaveUp(g)
+			s.afterCall(r)
 		}
 	})
 }
 
 // afterCall judges the lapse and schedules the next grant.
-func (s *sim) afterCall() {
-	s.judge()
-	sent, _ := s.tr.LastSent()
-	if s.tr.NeedsGrantNow() && s.atOnce < maxAtOnce {
-		s.atOnce++
-		s.nextSend = s.now
+func (s *sim) afterCall(r *simRouter) {
+	s.judge(r)
+	sent, _ := r.tr.LastSent()
+	if r.tr.NeedsGrantNow() && r.atOnce < maxAtOnce {
+		r.atOnce++
+		r.nextSend = s.now
 	} else {
-		s.atOnce = 0
-		s.nextSend = max(sent+s.bound(), s.now)
+		r.atOnce = 0
+		r.nextSend = max(sent+r.bound(), s.now)
 	}
-	s.at(s.nextSend-s.now, s.send)
-	if s.failedAt == 0 {
-		s.at(max(s.tr.LapseAt()-s.now, 0), s.judge)
+	s.at(r.nextSend-s.now, func() { s.send(r) })
+	if !r.judged {
+		s.at(max(r.tr.LapseAt()-s.now, 0), func() { s.judge(r) })
 	}
 }
 
-func (s *sim) judge() {
-	if s.failedAt != 0 || s.outstanding != nil || !s.tr.Lapsed(s.now) {
+func (s *sim) judge(r *simRouter) {
+	if r.judged || r.outstanding != nil || !r.tr.Lapsed(s.now) {
 		return
 	}
-	s.failedAt = s.now
-	s.tr.SetTenants(nil) // x is promoted elsewhere
+	r.judged = true
+	if !r.leads || s.failedAt != 0 {
+		return
+	}
+	s.failedAt, s.failedBy = s.now, r
+	r.tr.SetTenants(nil) // x is promoted elsewhere
 	if ok, _ := s.node.Writable(s.nodeNow(), "x"); ok {
 		s.t.Fatalf("failed over at %v while the node could still write x", s.now)
 	}
 }
 
-func (s *sim) nodeReceives(epoch int, g Grant) {
+func (s *sim) nodeReceives(r *simRouter, epoch int, g Grant) {
 	if epoch != s.epoch {
 		return // sent to a process that is gone
 	}
 	if s.now < s.stallUntil {
 		// Read once the stall ends, in some order among the others.
 		wait := s.stallUntil - s.now + time.Duration(s.rng.Int64N(int64(time.Millisecond)))
-		s.at(wait, func() { s.nodeReceives(epoch, g) })
+		s.at(wait, func() { s.nodeReceives(r, epoch, g) })
 		return
 	}
 	a, err := s.node.Handle(s.nodeNow(), g)
@@ -179,19 +192,19 @@ func (s *sim) nodeReceives(epoch int, g Grant) {
 		return
 	}
 	s.at(d, func() {
-		if s.outstanding == nil || s.outstanding.N != g.N {
+		if r.outstanding == nil || r.outstanding.N != g.N {
 			return // the router gave up on it: counts nothing
 		}
-		s.outstanding = nil
+		r.outstanding = nil
 		if err != nil {
-			s.tr.Refused(g, err)
+			r.tr.Refused(g, err)
 		} else {
-			s.tr.Answered(s.now, g, a)
+			r.tr.Answered(s.now, g, a)
 			if s.moveAt != 0 && s.movedAt == 0 && a.Took && a.LeftMS > 0 && g.List == ListID([]string{"y"}) {
 				s.movedAt = s.now
 			}
 		}
-		s.afterCall()
+		s.afterCall(r)
 	})
 }
 
@@ -207,34 +220,73 @@ func (s *sim) nodeChaos() {
 	s.at(time.Second, s.nodeChaos)
 }
 
-func runSim(t testing.TB, seed uint64, net simNet, length, moveAt time.Duration) *sim {
+// startRouter has a router start leasing the node now, counting it as
+// granted at this first round.
+func (s *sim) startRouter(name string, term uint64, ls Leases, list []string) *simRouter {
+	r := &simRouter{tr: NewTracker("n", name, term, ls, s.now), leads: true}
+	r.tr.SetTenants(list)
+	s.routers = append(s.routers, r)
+	s.at(0, func() { s.send(r) })
+	return r
+}
+
+type simPlan struct {
+	net    simNet
+	length time.Duration
+	moveAt time.Duration // take x off a live node's list then (0: never)
+	// promoteAt: a standby is promoted then, at term 2 with a lease of
+	// promoteLease, while the first router (not knowing) keeps granting.
+	promoteAt    time.Duration
+	promoteLease time.Duration
+	promoteTerm  uint64 // 2 for a promotion; 1 for the router restarted at its term
+}
+
+func runSim(t testing.TB, seed uint64, p simPlan) *sim {
 	t.Helper()
-	s := &sim{t: t, rng: rand.New(rand.NewPCG(seed, seed^0x5eed)), net: net, lease: 3 * time.Second, moveAt: moveAt}
+	s := &sim{t: t, rng: rand.New(rand.NewPCG(seed, seed^0x5eed)), net: p.net, lease: 3 * time.Second, moveAt: p.moveAt}
 	// The clocks drift apart by up to 5%, which the tenth covers.
 	s.rate = 0.95 + 0.1*s.rng.Float64()
-	s.tr = NewTracker("n", "r", 1, Leases{Own: s.lease, Grant: s.lease}, 0)
-	s.tr.SetTenants([]string{"x"})
 	s.node = NewNodeLease(0, func(t uint64) error { s.term = t; return nil })
-	s.at(0, s.send)
+	first := s.startRouter("r1", 1, Leases{Own: s.lease, Record: s.lease, Grant: s.lease}, []string{"x"})
 	s.at(time.Second, s.nodeChaos)
-	if moveAt > 0 {
+	if p.moveAt > 0 {
 		// A grant carrying a list naming x is in flight as x leaves: y is
-		// placed on the node a moment before x is moved off it.
-		// A failover before then took x off already.
-		s.at(moveAt-time.Duration(s.rng.Int64N(int64(2*time.Second))), func() {
+		// placed on the node a moment before x is moved off it. A failover
+		// before then took x off already.
+		s.at(p.moveAt-time.Duration(s.rng.Int64N(int64(2*time.Second))), func() {
 			if s.failedAt == 0 {
-				s.tr.SetTenants([]string{"x", "y"})
+				first.tr.SetTenants([]string{"x", "y"})
 			}
 		})
-		s.at(moveAt, func() {
+		s.at(p.moveAt, func() {
 			if s.failedAt == 0 {
-				s.tr.SetTenants([]string{"y"})
+				first.tr.SetTenants([]string{"y"})
 			}
+		})
+	}
+	if p.promoteAt > 0 {
+		s.at(p.promoteAt, func() {
+			first.leads = false
+			// Restarted at its term, the old process is gone (its grants
+			// on the way still arrive); promoted over, it runs on.
+			first.stopped = p.promoteTerm == 1
+			list := []string{"x"}
+			if s.failedAt != 0 {
+				list = nil
+			}
+			// The record holds the first router's lease: count by it, grant
+			// the new one's, and lower the record once it has run out.
+			ls := Leases{Own: p.promoteLease, Record: s.lease, Grant: p.promoteLease}
+			second := s.startRouter("r2", p.promoteTerm, ls, list)
+			lapse := s.lease + s.lease/10
+			s.at(lapse, func() {
+				second.tr.SetLeases(Leases{Own: p.promoteLease, Record: p.promoteLease, Grant: p.promoteLease})
+			})
 		})
 	}
 	for s.queue.Len() > 0 {
 		e := heap.Pop(&s.queue).(simEvent)
-		if e.at > length {
+		if e.at > p.length {
 			break
 		}
 		s.now = e.at
@@ -248,7 +300,7 @@ func TestSimNoTwoPrimaries(t *testing.T) {
 	failed := 0
 	for seed := range uint64(400) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
-			s := runSim(t, seed, hostile, 2*time.Minute, 0)
+			s := runSim(t, seed, simPlan{net: hostile, length: 2 * time.Minute})
 			if s.failedAt != 0 {
 				failed++
 			}
@@ -265,14 +317,14 @@ func TestSimNoTwoPrimaries(t *testing.T) {
 func TestSimHealthyNeverFailsOver(t *testing.T) {
 	calm := simNet{slow: 0.01}
 	for seed := range uint64(50) {
-		s := runSim(t, seed, calm, 2*time.Minute, 0)
+		s := runSim(t, seed, simPlan{net: calm, length: 2 * time.Minute})
 		if s.failedAt != 0 {
 			t.Fatalf("seed %d: a node on a calm network failed over at %v", seed, s.failedAt)
 		}
 		// Renewed every third of the lease, the node could write at nearly
 		// every grant it read.
-		if s.writes < s.grants*9/10 {
-			t.Fatalf("seed %d: writable at %d of %d grants", seed, s.writes, s.grants)
+		if g := s.routers[0].grants; s.writes < g*9/10 {
+			t.Fatalf("seed %d: writable at %d of %d grants", seed, s.writes, g)
 		}
 	}
 }
@@ -286,7 +338,7 @@ func TestSimLateGrantHandsNothingBack(t *testing.T) {
 	moved := 0
 	for seed := range uint64(400) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
-			s := runSim(t, seed, reorder, time.Minute, 10*time.Second+time.Duration(seed)*37*time.Millisecond)
+			s := runSim(t, seed, simPlan{net: reorder, length: time.Minute, moveAt: 10*time.Second + time.Duration(seed)*37*time.Millisecond})
 			if s.movedAt != 0 {
 				moved++
 			}
@@ -295,5 +347,37 @@ func TestSimLateGrantHandsNothingBack(t *testing.T) {
 	t.Logf("%d of 400 runs moved x off the node", moved)
 	if moved < 200 {
 		t.Fatalf("only %d of 400 runs moved x: the simulation tests too little", moved)
+	}
+}
+
+// TestSimPromotedWithShorterLease promotes a standby with a third of the
+// lease while the first router, deposed without knowing it, keeps
+// granting: the new router counts the node by the record until the node
+// says it ran one of its leases, so its failovers still come only after
+// every lease the node held has run out. At term 2 the node takes the new
+// router's first grant and drops the old lease; at term 1 (the router
+// restarted) it refuses the new router's grants while the old lease runs,
+// answering took=false all the while.
+func TestSimPromotedWithShorterLease(t *testing.T) {
+	for _, term := range []uint64{2, 1} {
+		t.Run(fmt.Sprint("term", term), func(t *testing.T) { testSimPromoted(t, term) })
+	}
+}
+
+func testSimPromoted(t *testing.T, term uint64) {
+	hostile := simNet{drop: 0.05, slow: 0.08, late: 0.03, stallRate: 0.03, restart: 0.005}
+	failed := 0
+	for seed := range uint64(400) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			s := runSim(t, seed, simPlan{net: hostile, length: time.Minute,
+				promoteAt: 5*time.Second + time.Duration(seed)*11*time.Millisecond, promoteLease: time.Second, promoteTerm: term})
+			if s.failedBy != nil && s.failedBy != s.routers[0] {
+				failed++
+			}
+		})
+	}
+	t.Logf("%d of 400 runs were failed over by the promoted router", failed)
+	if failed < 40 {
+		t.Fatalf("only %d of 400 runs failed over after the promotion", failed)
 	}
 }
