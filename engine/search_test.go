@@ -1,0 +1,99 @@
+package engine
+
+import (
+	"errors"
+	"testing"
+)
+
+func TestSearch(t *testing.T) {
+	db, _ := newTestDB(t, Options{NoSweep: true})
+	mustExec(t, db, "create collection d (body text @text, kind text, v vector<2> @hnsw(l2))")
+	mustExec(t, db, `put d [
+		{body: "the quick brown fox", kind: "a", v: [0, 0]},
+		{body: "the lazy dog", kind: "b", v: [1, 0]},
+		{body: "quick quick fox jumps", kind: "a", v: [0, 1]},
+		{body: "nothing here", kind: "b", v: [5, 5]}]`)
+	ids := func(q string) []int64 {
+		t.Helper()
+		res, _, err := db.Exec(t.Context(), Statement{Query: q})
+		if err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		var out []int64
+		prev := 0.0
+		for i, r := range res.Rows {
+			s, ok := r["_score"].(float64)
+			if !ok {
+				t.Fatalf("%s: row without _score: %v", q, r)
+			}
+			if i > 0 && s > prev {
+				t.Fatalf("%s: scores not best first: %v", q, res.Rows)
+			}
+			prev = s
+			out = append(out, r["id"].(int64))
+		}
+		return out
+	}
+	eq := func(q string, want ...int64) {
+		t.Helper()
+		got := ids(q)
+		if len(got) != len(want) {
+			t.Fatalf("%s: got %v want %v", q, got, want)
+		}
+		for i := range got {
+			if got[i] != want[i] {
+				t.Fatalf("%s: got %v want %v", q, got, want)
+			}
+		}
+	}
+	eq("get d match body 'quick fox'", 3, 1)
+	eq("get d match body 'quick fox' limit 1", 3)
+	eq("get d match body 'fox' where kind = 'b'")
+	eq("get d match body 'the' where kind = 'b'", 2)
+	eq("get d near v [0.9, 0.1] exact limit 2", 2, 1)
+	eq("get d near v [0.9, 0.1] limit 2", 2, 1)
+	eq("get d near v [0.9, 0.1] where kind = 'a' limit 3", 1, 3)
+	eq("get d select id, _score near v [0, 0.9] limit 2 offset 1", 1, 2)
+	// Fused with k=60: text ranks 3, 1; vectors rank 2, 1, 3, 4. Doc 3
+	// scores 1/61+1/63, doc 1 2/62 (a hair less), doc 2 1/61, doc 4 1/64.
+	eq("get d match body 'quick fox' near v [0.9, 0.1] fuse", 3, 1, 2, 4)
+	eq("get d match body 'quick fox' near v [0.9, 0.1] fuse k=1 limit 2", 3, 1)
+	if got := mustExec(t, db, "get d select id match body 'fox' order id desc"); !jsonEq(t, got,
+		`[{"id":3,"_score":`+scoreOf(t, db, 3)+`},{"id":1,"_score":`+scoreOf(t, db, 1)+`}]`) {
+		t.Fatalf("order over match: %s", got)
+	}
+	// Writes keep the indexes in step.
+	mustExec(t, db, "set d {body: 'fox fox fox'} where id = 2")
+	mustExec(t, db, "del d where id = 3")
+	eq("get d match body 'fox'", 2, 1)
+	mustExec(t, db, "set d {v: [0.9, 0.1]} where id = 4")
+	eq("get d near v [0.9, 0.1] limit 1", 4)
+
+	if err := execErr(t, db, "get d near v [1, 2, 3] limit 1"); !errors.Is(err, ErrType) {
+		t.Fatalf("wrong dimension: %v", err)
+	}
+	if err := execErr(t, db, "get d match kind 'a'"); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("match without @text: %v", err)
+	}
+	if err := execErr(t, db, "get d match body 5"); !errors.Is(err, ErrType) {
+		t.Fatalf("match a number: %v", err)
+	}
+	// An index made later is built over the rows there.
+	mustExec(t, db, "create index on d (kind) @text")
+	eq("get d match kind 'b'", 2, 4)
+}
+
+func scoreOf(t *testing.T, db *DB, id int64) string {
+	t.Helper()
+	res, _, err := db.Exec(t.Context(), Statement{Query: "get d select id match body 'fox'"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res.Rows {
+		if r["id"] == id {
+			return string(appendJSONValue(nil, r["_score"]))
+		}
+	}
+	t.Fatalf("id %d not found", id)
+	return ""
+}
