@@ -244,3 +244,18 @@ func TestInstallRefusesCutShortImage(t *testing.T) {
 		t.Fatalf("left %v", entries)
 	}
 }
+
+func TestInstallLeavesAnotherInstallAlone(t *testing.T) {
+	dst := tenantPath(t)
+	f, err := openSide(dst + ".install") // someone else's install under way
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := Install(dst, bytes.NewReader(nil), nil); !errors.Is(err, ErrLocked) {
+		t.Fatalf("install beside another: %v", err)
+	}
+	if _, err := os.Stat(dst + ".install"); err != nil {
+		t.Fatalf("the other install's side file: %v", err)
+	}
+}

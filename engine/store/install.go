@@ -23,7 +23,11 @@ func install(path string, r io.Reader, verify func(tmpPath string) error) (int64
 	}
 	defer unregister()
 	tmp := abs + ".install"
-	n, err := installSide(abs, tmp, r, verify)
+	f, err := openSide(tmp)
+	if err != nil {
+		return 0, fmt.Errorf("install: %w", err) // not ours to remove
+	}
+	n, err := installSide(abs, f, r, verify)
 	if err != nil {
 		os.Remove(tmp)
 		return 0, fmt.Errorf("install: %w", err)
@@ -31,13 +35,10 @@ func install(path string, r io.Reader, verify func(tmpPath string) error) (int64
 	return n, nil
 }
 
-// installSide copies, checks and verifies the side file, then links it
-// into place.
-func installSide(path, tmp string, r io.Reader, verify func(string) error) (int64, error) {
-	f, err := openSide(tmp)
-	if err != nil {
-		return 0, err
-	}
+// installSide copies, checks and verifies the side file f, then links it
+// into place. It closes f.
+func installSide(path string, f *os.File, r io.Reader, verify func(string) error) (int64, error) {
+	tmp := f.Name()
 	n, err := io.Copy(f, r)
 	if err == nil {
 		err = checkImageFile(f, n)

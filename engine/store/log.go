@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -53,6 +54,8 @@ type logState struct {
 
 	err    error // sticky: set once a write or sync failed
 	closed bool
+
+	closing atomic.Bool // set as Close starts; readers stop at it
 }
 
 func (o Options) withDefaults() Options {
@@ -291,6 +294,7 @@ func (l *Log) init(path string, opts Options, unregister func(), f *os.File, s *
 }
 
 func (l *Log) close() error {
+	l.closing.Store(true)
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
 	l.mu.Lock()

@@ -98,6 +98,9 @@ func (l *Log) readFrom(since uint64, fn func(Record) error) error {
 
 	it := newFrameIter(ref.f, start, end, images)
 	for {
+		if l.closing.Load() {
+			return ErrClosed
+		}
 		frame, off, err := it.next()
 		if errors.Is(err, io.EOF) {
 			return nil

@@ -225,3 +225,56 @@ func TestWaitDurableForALaterSeq(t *testing.T) {
 		t.Fatalf("wait across close: %v", err)
 	}
 }
+
+// Appends, checkpoints and readers at once: every read sees a contiguous
+// run of records and the race detector sees the locking.
+func TestReadWhileAppendingAndCheckpointing(t *testing.T) {
+	opts := Options{Sync: SyncEvery, SyncEvery: time.Millisecond, Logger: quietLogger(), RetainBytes: 4000, indexEvery: 500}
+	l := mustCreate(t, tenantPath(t), opts)
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	wg.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			seq := l.Seq()
+			if _, err := l.Append(KindEngine, 2, body(seq+1, seq+2, 40)); err != nil {
+				t.Error(err)
+				return
+			}
+			if i%50 == 49 {
+				if err := l.Checkpoint(stateWriter([]byte("s"))); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}
+	})
+	reads := 0
+	for l.Seq() < 1000 {
+		since := l.Durable()
+		if since > 20 {
+			since -= 20
+		}
+		prev := since
+		err := l.ReadFrom(since, func(r Record) error {
+			if r.First != prev+1 {
+				return errors.New("records out of order")
+			}
+			prev = r.Last
+			return nil
+		})
+		if err != nil && !errors.Is(err, ErrCursorGone) {
+			t.Fatalf("read from %d: %v", since, err)
+		}
+		reads++
+	}
+	close(stop)
+	wg.Wait()
+	if reads == 0 {
+		t.Fatal("no reads ran")
+	}
+}
