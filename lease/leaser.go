@@ -40,7 +40,10 @@ type LeaserConfig struct {
 	Record RecordStore
 	// Failover is called, on a goroutine of its own, once for each time a
 	// node lapses (again only after the node answered in between). ctx
-	// ends when the Leaser closes.
+	// ends when the Leaser closes. Before it is called the node's list is
+	// emptied, so no grant from then on names any of its tenants, however
+	// soon the node answers again: a tenant the failover leaves on the node
+	// (one it could not promote) is put back with SetTenants and GrantNow.
 	Failover func(ctx context.Context, node string)
 	// Deposed, if set, is called (on a goroutine of its own) the first time
 	// a node refuses this router's term because it took a higher one.
@@ -431,6 +434,7 @@ func (l *Leaser) judgeLocked(ctx context.Context, node string, nr *nodeRun, now 
 	}
 	nr.failedOver = true
 	t := nr.tracker
+	t.SetTenants(nil)
 	l.log.Warn("node lapsed: failing it over", "node", node,
 		"since_answer", now-t.LastAnswer(), "lease", t.Leases().Counted(t.Ran()), "ran", t.Ran())
 	lctx := l.ctx

@@ -271,8 +271,21 @@ func TestLeaserFailoverAtLeaseAndATenth(t *testing.T) {
 		if f := c.fo.list(); len(f) != 1 {
 			t.Fatalf("failed over %d times", len(f))
 		}
-		if st := c.l.Nodes(); !st[0].FailedOver {
+		if st := c.l.Nodes(); !st[0].FailedOver || st[0].Tenants != 0 {
 			t.Fatalf("status %+v", st[0])
+		}
+		// Back, the node is leased a list naming none of its tenants.
+		c.net.setMode("n1", up)
+		c.sleepTo(25 * time.Second)
+		s := c.net.sent("n1")
+		if last := s[len(s)-1]; last.err != nil || last.a.LeftMS == 0 {
+			t.Fatalf("node back holds no lease: %+v", last)
+		}
+		if c.net.writable("n1", "t-n1") {
+			t.Fatal("node back from a failover writes its old tenant")
+		}
+		if st := c.l.Nodes(); st[0].FailedOver {
+			t.Fatalf("status %+v after the node answered", st[0])
 		}
 	})
 }
