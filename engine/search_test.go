@@ -75,7 +75,7 @@ func TestSearch(t *testing.T) {
 	if err := execErr(t, db, "get d match kind 'a'"); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("match without @text: %v", err)
 	}
-	if err := execErr(t, db, "get d match body 5"); !errors.Is(err, ErrType) {
+	if err := execErr(t, db, "get d match body $1", 5); !errors.Is(err, ErrType) {
 		t.Fatalf("match a number: %v", err)
 	}
 	// An index made later is built over the rows there.
