@@ -17,14 +17,16 @@
 // lowers the directory's longest-lease record through [RecordStore], and calls
 // a failover callback for a node that lapsed. The wire types ([Grant],
 // [Answer], the refusals in errors.go and [ReplyStatus]/[DecodeReply]) are
-// shared by the node and the router.
+// shared by the node and the router; [Handler] serves /_admin/lease over a
+// NodeLease, and [TermFile] keeps a node's highest term on disk.
 //
 // Time is always injected: the node measures on [BootClock] (CLOCK_BOOTTIME,
 // which counts suspend), the router on [MonoClock]; tests pass a
 // [ManualClock] or run under testing/synctest.
 //
-// This package is a leaf: it imports nothing of fenec's. It is not the HTTP
-// handler for POST /_admin/lease (package node) nor the HTTP transport that
-// carries grants (package region), and it does not decide what to do with a
-// lapsed node's tenants: it only says that the node lapsed.
+// This package is a leaf: it imports nothing of fenec's. It does not check
+// the admin token (package node does, before Handler), it is not the HTTP
+// transport that carries grants (package region implements [Transport]), and
+// it does not decide what to do with a lapsed node's tenants: it only says
+// that the node lapsed, and stops naming them.
 package lease

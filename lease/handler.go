@@ -1,0 +1,86 @@
+package lease
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+)
+
+// maxGrantBytes bounds a grant's body: a list of many tenants' names.
+const maxGrantBytes = 8 << 20
+
+// Handler serves /_admin/lease for a node: POST takes a grant (API.md §3),
+// GET reports the lease. Authorization is the node's, before it. A nil
+// lease is a node started without --lease: every grant is answered 409
+// "this node takes no lease". OnTaken, if set, is called after each grant
+// the node took, with the lease's status (the node uses it to see which of
+// its primaries' files the lease no longer names).
+type Handler struct {
+	Lease   *NodeLease
+	Clock   Clock
+	OnTaken func(Status)
+}
+
+// ServeHTTP answers a grant or a status request.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		if h.Lease == nil {
+			writeJSON(w, http.StatusConflict, ErrorBody{Error: ErrTakesNoLease.Error()})
+			return
+		}
+		writeJSON(w, http.StatusOK, h.Lease.Status(h.Clock.Now()))
+	case http.MethodPost:
+		h.grant(w, r)
+	default:
+		w.Header().Set("Allow", "GET, HEAD, POST")
+		writeJSON(w, http.StatusMethodNotAllowed, ErrorBody{Error: "method not allowed"})
+	}
+}
+
+func (h *Handler) grant(w http.ResponseWriter, r *http.Request) {
+	if h.Lease == nil {
+		status, body := ReplyStatus(ErrTakesNoLease)
+		writeJSON(w, status, body)
+		return
+	}
+	g, err := decodeGrant(r.Body)
+	if err != nil {
+		status, body := ReplyStatus(err)
+		writeJSON(w, status, body)
+		return
+	}
+	// The moment read here is the answer's: the lease a later grant runs
+	// from it ends no later than one run from the bytes going out.
+	a, err := h.Lease.Handle(h.Clock.Now(), g)
+	if err != nil {
+		status, body := ReplyStatus(err)
+		writeJSON(w, status, body)
+		return
+	}
+	if a.Took && h.OnTaken != nil {
+		h.OnTaken(h.Lease.Status(h.Clock.Now()))
+	}
+	writeJSON(w, http.StatusOK, a)
+}
+
+func decodeGrant(body io.Reader) (Grant, error) {
+	var g Grant
+	dec := json.NewDecoder(io.LimitReader(body, maxGrantBytes))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&g); err != nil {
+		return Grant{}, fmt.Errorf("%w: %v", ErrBadGrant, err)
+	}
+	if err := dec.Decode(new(json.RawMessage)); !errors.Is(err, io.EOF) {
+		return Grant{}, fmt.Errorf("%w: more than one grant in the body", ErrBadGrant)
+	}
+	return g, nil
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v) // the client went away: nothing to do
+}
