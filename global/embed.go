@@ -3,8 +3,10 @@ package global
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/url"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -199,8 +201,11 @@ func etcdConfig(cfg EmbedConfig, closing *atomic.Bool) (*embed.Config, error) {
 }
 
 // pickPort replaces port 0 in a URL by a port free right now (etcd must
-// advertise the port it listens on, so it cannot bind :0 itself). Another
-// process could take the port before etcd binds it; tests live with that.
+// advertise the port it listens on, so it cannot bind :0 itself). It picks
+// below the kernel's ephemeral range where it can, so that no outgoing
+// connection (etcd's members dial each other before all are up) can hold the
+// port by the time etcd binds it. Another process could still take it in
+// between; tests live with that.
 func pickPort(raw string) (string, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -208,6 +213,21 @@ func pickPort(raw string) (string, error) {
 	}
 	if u.Port() != "0" {
 		return raw, nil
+	}
+	lo, hi := 20000, ephemeralStart()
+	for range 64 {
+		if hi-lo < 1000 {
+			break
+		}
+		port := lo + rand.IntN(hi-lo)
+		addr := net.JoinHostPort(u.Hostname(), strconv.Itoa(port))
+		if ln, err := net.Listen("tcp", addr); err == nil {
+			if err := ln.Close(); err != nil {
+				return "", err
+			}
+			u.Host = addr
+			return u.String(), nil
+		}
 	}
 	ln, err := net.Listen("tcp", net.JoinHostPort(u.Hostname(), "0"))
 	if err != nil {
@@ -219,6 +239,24 @@ func pickPort(raw string) (string, error) {
 	}
 	u.Host = net.JoinHostPort(u.Hostname(), strconv.Itoa(port))
 	return u.String(), nil
+}
+
+// ephemeralStart returns the first port the kernel hands out to outgoing
+// connections (Linux's ip_local_port_range; 32768 where it cannot be read).
+func ephemeralStart() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	fields := strings.Fields(string(b))
+	if len(fields) == 0 {
+		return 32768
+	}
+	n, err := strconv.Atoi(fields[0])
+	if err != nil {
+		return 32768
+	}
+	return n
 }
 
 // FreeLocalURL returns http://127.0.0.1:<a port free right now>, for

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
 
 // testTimeout bounds every wait in this package's tests; it is a bound on a
@@ -55,6 +57,20 @@ func TestMain(m *testing.M) {
 	}
 	if shared.dir != "" {
 		os.RemoveAll(shared.dir)
+	}
+	if code == 0 {
+		// etcd's members talk to each other over net/http, whose pooled
+		// connections between stopped members close on their own schedule;
+		// this package's code uses no net/http.
+		if err := goleak.Find(
+			goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
+			goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
+			goleak.IgnoreAnyFunction("net/http.(*conn).serve"),
+			goleak.IgnoreAnyFunction("net/http.(*connReader).backgroundRead"),
+		); err != nil {
+			fmt.Fprintf(os.Stderr, "goroutines left after the tests: %v\n", err)
+			code = 1
+		}
 	}
 	os.Exit(code)
 }
