@@ -53,6 +53,16 @@ func (fl *flight) begin(tenant string) {
 	fl.mu.Unlock()
 }
 
+// reset clears the flight for another request; only its owner, with no
+// hook left that could reach it, calls it.
+func (fl *flight) reset() {
+	fl.mu.Lock()
+	fl.prev, fl.next, fl.tenant = nil, nil, ""
+	fl.phase, fl.conn, fl.cancelDial = phaseNone, nil, nil
+	fl.cut, fl.to, fl.gone = false, Target{}, false
+	fl.mu.Unlock()
+}
+
 // enter moves the attempt to ph (and records its connection, if given);
 // it reports false when the attempt was cut or its client left meanwhile.
 func (fl *flight) enter(ph phase, c net.Conn) bool {

@@ -55,6 +55,12 @@ type Forwarder struct {
 // NewForwarder returns a forwarder over place, registering its metrics with
 // reg (nil: not registered) and logging to log (nil: discarded). Close it.
 func NewForwarder(cfg ForwardConfig, place Placements, reg prometheus.Registerer, log *slog.Logger) (*Forwarder, error) {
+	return newForwarder(cfg, place, reg, log, nil, nil)
+}
+
+// newForwarder lets tests hold a dial open or move the clock (nil: the
+// real ones).
+func newForwarder(cfg ForwardConfig, place Placements, reg prometheus.Registerer, log *slog.Logger, dial dialFunc, now func() time.Time) (*Forwarder, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -65,15 +71,14 @@ func NewForwarder(cfg ForwardConfig, place Placements, reg prometheus.Registerer
 	if err != nil {
 		return nil, err
 	}
-	d := &net.Dialer{KeepAlive: 30 * time.Second}
-	f := &Forwarder{
-		cfg:     cfg,
-		place:   place,
-		log:     log,
-		metrics: m,
-		dial:    d.DialContext,
-		now:     time.Now,
+	if dial == nil {
+		d := &net.Dialer{KeepAlive: 30 * time.Second}
+		dial = d.DialContext
 	}
+	if now == nil {
+		now = time.Now
+	}
+	f := &Forwarder{cfg: cfg, place: place, log: log, metrics: m, dial: dial, now: now}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	f.wg.Go(f.reapLoop)
 	return f, nil
@@ -121,9 +126,14 @@ type exchange struct {
 	idBuf      [16]byte
 	scratch    [24]byte
 	fl         flight
+	goneFn     func() // x.fl.clientGone, made once per exchange
 }
 
-var exchangePool = sync.Pool{New: func() any { return &exchange{body: new(bytes.Buffer)} }}
+var exchangePool = sync.Pool{New: func() any {
+	x := &exchange{body: new(bytes.Buffer)}
+	x.goneFn = x.fl.clientGone
+	return x
+}}
 
 func (x *exchange) release() {
 	x.r = nil
@@ -132,7 +142,7 @@ func (x *exchange) release() {
 		x.body = new(bytes.Buffer)
 	}
 	x.body.Reset()
-	x.fl = flight{}
+	x.fl.reset()
 	exchangePool.Put(x)
 }
 
@@ -163,7 +173,7 @@ func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	x.classify()
-	stop := context.AfterFunc(r.Context(), x.fl.clientGone)
+	stop := context.AfterFunc(r.Context(), x.goneFn)
 	code := f.forward(w, x, tgt)
 	reuse := stop()
 	if reuse {

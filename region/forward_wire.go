@@ -266,12 +266,15 @@ func (f *Forwarder) answer(w http.ResponseWriter, x *exchange, p *pool, pc *pcon
 	}
 	w.WriteHeader(resp.StatusCode)
 	if resp.Body != http.NoBody {
-		n, err := io.Copy(w, resp.Body)
+		buf := streamBufs.Get().(*[]byte)
+		n, err := io.CopyBuffer(w, resp.Body, *buf)
+		streamBufs.Put(buf)
 		if err != nil || n != resp.ContentLength {
 			pc.close()
-			if _, gone, _ := fl.state(); !gone {
-				f.metrics.upstreamError(tgt.Node)
+			if _, gone, _ := fl.state(); gone {
+				return resDone, statusClient, Target{}
 			}
+			f.metrics.upstreamError(tgt.Node)
 			return resDone, codeAborted, Target{}
 		}
 	}

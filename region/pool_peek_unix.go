@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+
 // peeker looks at a socket without blocking and without taking bytes from
 // it: MSG_PEEK|MSG_DONTWAIT. Built once per connection so that looking
 // costs one system call and no allocation.
@@ -33,7 +34,7 @@ func (pk *peeker) init(c net.Conn) {
 }
 
 func (pk *peeker) look(fd uintptr) bool {
-	_, _, err := unix.Recvfrom(int(fd), pk.buf[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+	err := peekSocket(fd, pk.buf[:])
 	// Nothing to read (EAGAIN) is the only sign of a connection still open
 	// and silent; EOF, data, or any other error means let it go.
 	pk.quiet = err == unix.EAGAIN || err == unix.EWOULDBLOCK
