@@ -9,7 +9,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-
 // peeker looks at a socket without blocking and without taking bytes from
 // it: MSG_PEEK|MSG_DONTWAIT. Built once per connection so that looking
 // costs one system call and no allocation.
