@@ -57,9 +57,6 @@ func (p *parser) checkGet(g *Get, seen map[string]int) {
 	if g.Limit != nil && *g.Limit+g.Offset > MaxRows {
 		p.fail(seen["offset"], "limit plus offset must be at most %d", MaxRows)
 	}
-	if g.Offset > 0 && g.Limit == nil && g.Offset > MaxRows {
-		p.fail(seen["offset"], "offset must be at most %d", MaxRows)
-	}
 	switch {
 	case g.Fuse != nil && (g.Match == nil || g.Near == nil):
 		p.fail(g.Fuse.At, "fuse needs both match and near")
