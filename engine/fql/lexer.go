@@ -170,6 +170,13 @@ func (l *lexer) str() (token, *Error) {
 	start := l.off
 	q := l.src[l.off]
 	l.off++
+	// Fast path: no escapes, the text is a slice of the source.
+	for i := l.off; i < len(l.src) && l.src[i] != '\\'; i++ {
+		if l.src[i] == q {
+			l.off = i + 1
+			return token{kind: tString, pos: start, end: l.off, val: l.src[start+1 : i]}, nil
+		}
+	}
 	var b strings.Builder
 	for {
 		if l.off >= len(l.src) {

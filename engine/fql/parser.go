@@ -11,10 +11,11 @@ import (
 // lookahead beyond the current one. Errors unwind by panicking with a
 // *Error, recovered in Parse and ParseExpr only.
 type parser struct {
-	lx    lexer
-	tok   token  // current token
-	ahead *token // the token after tok, once peeked
-	depth int    // current nesting of (, [, {, not and unary minus
+	lx       lexer
+	tok      token // current token
+	ahead    token // the token after tok, when hasAhead
+	hasAhead bool
+	depth    int // current nesting of (, [, {, not and unary minus
 }
 
 // Parse parses one statement. An optional ';' may end it. Every error is
@@ -86,8 +87,8 @@ func (p *parser) lex() token {
 // advance moves to the next token and returns the one it leaves.
 func (p *parser) advance() token {
 	t := p.tok
-	if p.ahead != nil {
-		p.tok, p.ahead = *p.ahead, nil
+	if p.hasAhead {
+		p.tok, p.hasAhead = p.ahead, false
 	} else {
 		p.tok = p.lex()
 	}
@@ -96,11 +97,10 @@ func (p *parser) advance() token {
 
 // peek returns the token after the current one.
 func (p *parser) peek() token {
-	if p.ahead == nil {
-		t := p.lex()
-		p.ahead = &t
+	if !p.hasAhead {
+		p.ahead, p.hasAhead = p.lex(), true
 	}
-	return *p.ahead
+	return p.ahead
 }
 
 // fail stops parsing with an error at pos.
