@@ -3,6 +3,12 @@ package hnsw
 import "math"
 
 // dot returns the dot product of a and b, which have the same length.
+//
+// It reads only its arguments and is left out of the race detector's
+// instrumentation, which otherwise multiplies the cost of every graph
+// operation under -race many times over.
+//
+//go:norace
 func dot(a, b []float32) float32 {
 	b = b[:len(a)]
 	var s0, s1, s2, s3 float32
@@ -20,7 +26,10 @@ func dot(a, b []float32) float32 {
 	return s0 + s1 + s2 + s3
 }
 
-// sqDist returns the squared Euclidean distance between a and b.
+// sqDist returns the squared Euclidean distance between a and b. Like dot
+// it is not instrumented by the race detector.
+//
+//go:norace
 func sqDist(a, b []float32) float32 {
 	b = b[:len(a)]
 	var s0, s1, s2, s3 float32

@@ -65,3 +65,68 @@ func overlap(got, want []Hit) int {
 	}
 	return n
 }
+
+// clustered returns n vectors of length dim drawn around k centres (the
+// centres uniform in [-1, 1), each value spread by a normal of sigma), the
+// shape embeddings of real documents take. The centres depend on
+// centreSeed only, so queries drawn with another seed fall among them.
+func clustered(centreSeed, seed uint64, n, dim, k int, sigma float64) [][]float32 {
+	cs := randVecs(centreSeed, k, dim)
+	r := rand.New(rand.NewPCG(seed, seed+1))
+	out := make([][]float32, n)
+	for i := range out {
+		c := cs[r.IntN(k)]
+		v := make([]float32, dim)
+		for j := range v {
+			v[j] = c[j] + float32(r.NormFloat64()*sigma)
+		}
+		out[i] = v
+	}
+	return out
+}
+
+// vectorsOf returns a Load callback serving vs by id.
+func vectorsOf(vs map[int64][]float32) func(int64) ([]float32, bool) {
+	return func(id int64) ([]float32, bool) {
+		v, ok := vs[id]
+		return v, ok
+	}
+}
+
+// reachable counts the live nodes a walk over level 0 reaches from the
+// entry point, tombstones included as stepping stones.
+func reachable(x *Index) int {
+	if x.entry == noEntry {
+		return 0
+	}
+	seen := map[uint32]bool{x.entry: true}
+	stack := []uint32{x.entry}
+	n := 0
+	for len(stack) > 0 {
+		s := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if x.state[s] == slotLive {
+			n++
+		}
+		for _, t := range x.links(s, 0) {
+			if !seen[t] {
+				seen[t] = true
+				stack = append(stack, t)
+			}
+		}
+	}
+	return n
+}
+
+// recallOf returns the share of exact top-k ids that graph search with ef
+// finds, over queries qs.
+func recallOf(t testing.TB, x *Index, qs [][]float32, k, ef int) float64 {
+	t.Helper()
+	found := 0
+	for _, q := range qs {
+		want := search(t, x, q, Query{K: k, Exact: true})
+		got := search(t, x, q, Query{K: k, Ef: ef})
+		found += overlap(got, want)
+	}
+	return float64(found) / float64(k*len(qs))
+}

@@ -1,0 +1,447 @@
+package hnsw
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"hash"
+	"hash/crc32"
+	"io"
+	"math"
+	"math/rand/v2"
+)
+
+// The saved graph:
+//
+//	header  magic "FNCHNSW\x00", version u32, body length u64
+//	body    config: dim u32, metric u8, m u32, ef_construction u32,
+//	        ef_search u32, seed i64
+//	        level draw state: length u32, bytes
+//	        slots u32, entry u32, top u32, live u32, dead u32
+//	        per node, numbered densely from 0: state u8 (1 live,
+//	        2 tombstone), id i64, level u8, then for each level 0..level
+//	        a count u16 and that many node numbers u32; a tombstone then
+//	        carries its vector, dim × f32
+//	trailer CRC-32C u32 of header and body
+//
+// All integers are little-endian.
+const (
+	magic       = "FNCHNSW\x00"
+	version     = 1
+	headerBytes = len(magic) + 4 + 8
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// WriteTo writes the graph — configuration, levels, neighbour lists, entry
+// point, tombstones (with their vectors) — but not the live vectors, which
+// Load reads back through its callback. It returns the bytes written.
+func (x *Index) WriteTo(w io.Writer) (int64, error) {
+	pcg, err := x.pcg.MarshalBinary()
+	if err != nil {
+		return 0, fmt.Errorf("save level draw: %w", err)
+	}
+	bw := &binWriter{w: bufio.NewWriterSize(w, 64<<10), crc: crc32.New(castagnoli)}
+	bw.bytes([]byte(magic))
+	bw.u32(version)
+	bw.u64(uint64(x.bodyLen(len(pcg))))
+	c := x.cfg
+	bw.u32(uint32(c.Dim))
+	bw.u8(uint8(c.Metric))
+	bw.u32(uint32(c.M))
+	bw.u32(uint32(c.EfConstruction))
+	bw.u32(uint32(c.EfSearch))
+	bw.u64(uint64(c.Seed))
+	bw.u32(uint32(len(pcg)))
+	bw.bytes(pcg)
+	// Free slots are left out: the saved graph numbers its nodes densely.
+	remap, n := x.dense()
+	bw.u32(n)
+	entry := x.entry
+	if entry != noEntry {
+		entry = remap[entry]
+	}
+	bw.u32(entry)
+	bw.u32(uint32(x.top))
+	bw.u32(uint32(x.live))
+	bw.u32(uint32(x.dead))
+	for s := range x.ids {
+		x.writeSlot(bw, uint32(s), remap)
+	}
+	bw.u32(bw.crc.Sum32())
+	if bw.err == nil {
+		bw.err = bw.w.Flush()
+	}
+	if bw.err != nil {
+		return bw.n, fmt.Errorf("write graph: %w", bw.err)
+	}
+	return bw.n, nil
+}
+
+// dense numbers the slots in use in order, leaving free ones out.
+func (x *Index) dense() (remap []uint32, n uint32) {
+	remap = make([]uint32, len(x.ids))
+	for s, st := range x.state {
+		if st != slotFree {
+			remap[s] = n
+			n++
+		}
+	}
+	return remap, n
+}
+
+func (x *Index) writeSlot(bw *binWriter, s uint32, remap []uint32) {
+	st := x.state[s]
+	if st == slotFree {
+		return
+	}
+	bw.u8(st)
+	bw.u64(uint64(x.ids[s]))
+	bw.u8(x.level[s])
+	for l := 0; l <= int(x.level[s]); l++ {
+		ns := x.links(s, l)
+		bw.u16(uint16(len(ns)))
+		for _, n := range ns {
+			bw.u32(remap[n])
+		}
+	}
+	if st == slotDead {
+		for _, f := range x.vec(s) {
+			bw.u32(math.Float32bits(f))
+		}
+	}
+}
+
+// bodyLen returns the length of the body WriteTo writes.
+func (x *Index) bodyLen(pcgLen int) int64 {
+	n := int64(4+1+4+4+4+8) + 4 + int64(pcgLen) + 5*4
+	for s := range x.ids {
+		if x.state[s] == slotFree {
+			continue
+		}
+		n += 1 + 8 + 1
+		for l := 0; l <= int(x.level[s]); l++ {
+			n += 2 + 4*int64(len(x.links(uint32(s), l)))
+		}
+		if x.state[s] == slotDead {
+			n += 4 * int64(x.dim)
+		}
+	}
+	return n
+}
+
+// binWriter writes little-endian values, summing and counting them, and
+// keeps the first error.
+type binWriter struct {
+	w   *bufio.Writer
+	crc hash.Hash32
+	n   int64
+	err error
+	buf [8]byte
+}
+
+func (b *binWriter) bytes(p []byte) {
+	if b.err != nil {
+		return
+	}
+	b.crc.Write(p)
+	var k int
+	k, b.err = b.w.Write(p)
+	b.n += int64(k)
+}
+
+func (b *binWriter) u8(v uint8) { b.buf[0] = v; b.bytes(b.buf[:1]) }
+func (b *binWriter) u16(v uint16) {
+	binary.LittleEndian.PutUint16(b.buf[:], v)
+	b.bytes(b.buf[:2])
+}
+func (b *binWriter) u32(v uint32) {
+	binary.LittleEndian.PutUint32(b.buf[:], v)
+	b.bytes(b.buf[:4])
+}
+func (b *binWriter) u64(v uint64) {
+	binary.LittleEndian.PutUint64(b.buf[:], v)
+	b.bytes(b.buf[:8])
+}
+
+// Load reads a graph written by WriteTo, restoring every link as it was,
+// and takes each live node's vector from vector (normalised again for
+// Cosine). It reads exactly the bytes WriteTo wrote. A graph damaged, cut
+// short or of another version is ErrCorrupt; a live node vector has no
+// vector for is ErrMissingVector; either way the caller rebuilds.
+func Load(r io.Reader, vector func(id int64) ([]float32, bool)) (*Index, error) {
+	var hdr [headerBytes]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return nil, fmt.Errorf("%w: header: %w", ErrCorrupt, err)
+	}
+	if string(hdr[:len(magic)]) != magic {
+		return nil, fmt.Errorf("%w: not a graph", ErrCorrupt)
+	}
+	if v := binary.LittleEndian.Uint32(hdr[len(magic):]); v != version {
+		return nil, fmt.Errorf("%w: version %d, want %d", ErrCorrupt, v, version)
+	}
+	body := binary.LittleEndian.Uint64(hdr[len(magic)+4:])
+	if body > math.MaxInt64-4 {
+		return nil, fmt.Errorf("%w: body length %d", ErrCorrupt, body)
+	}
+	// Read the body whole and check its sum before parsing: a damaged
+	// graph is refused before anything is built from it.
+	data, err := io.ReadAll(io.LimitReader(r, int64(body)+4))
+	if err != nil {
+		return nil, fmt.Errorf("read graph: %w", err)
+	}
+	if uint64(len(data)) != body+4 {
+		return nil, fmt.Errorf("%w: cut short at %d of %d bytes", ErrCorrupt, len(data), body+4)
+	}
+	crc := crc32.Update(crc32.Checksum(hdr[:], castagnoli), castagnoli, data[:body])
+	if crc != binary.LittleEndian.Uint32(data[body:]) {
+		return nil, fmt.Errorf("%w: checksum", ErrCorrupt)
+	}
+	x, tomb, err := readBody(&binReader{p: data[:body]})
+	if err != nil {
+		return nil, err
+	}
+	x.vecs = make([]float32, len(x.ids)*x.dim)
+	for _, t := range tomb {
+		copy(x.vec(t.slot), t.v)
+	}
+	if err := x.loadVectors(vector); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// tombVec is a tombstone's vector as read, placed once the graph checks.
+type tombVec struct {
+	slot uint32
+	v    []float32
+}
+
+// readBody parses and checks the body.
+func readBody(br *binReader) (*Index, []tombVec, error) {
+	cfg := Config{
+		Dim:            int(br.u32()),
+		Metric:         Metric(br.u8()),
+		M:              int(br.u32()),
+		EfConstruction: int(br.u32()),
+		EfSearch:       int(br.u32()),
+		Seed:           int64(br.u64()),
+	}
+	if br.err != nil {
+		return nil, nil, br.fail("config")
+	}
+	if err := cfg.Validate(); err != nil || cfg != cfg.withDefaults() {
+		return nil, nil, fmt.Errorf("%w: config: %v", ErrCorrupt, err)
+	}
+	pcgState := br.bytes(int(br.u32()))
+	pcg := new(rand.PCG)
+	if br.err != nil {
+		return nil, nil, br.fail("level draw")
+	}
+	if err := pcg.UnmarshalBinary(pcgState); err != nil {
+		return nil, nil, fmt.Errorf("%w: level draw: %v", ErrCorrupt, err)
+	}
+	x := newIndex(cfg, pcg)
+	slots := br.u32()
+	x.entry, x.top = br.u32(), int(br.u32())
+	live, dead := br.u32(), br.u32()
+	if br.err != nil {
+		return nil, nil, br.fail("counts")
+	}
+	var tomb []tombVec
+	for s := uint32(0); s < slots; s++ {
+		t, err := x.readSlot(br, s)
+		if err != nil {
+			return nil, nil, err
+		}
+		if t.v != nil {
+			tomb = append(tomb, t)
+		}
+	}
+	if len(br.p) != 0 {
+		return nil, nil, fmt.Errorf("%w: %d bytes left in body", ErrCorrupt, len(br.p))
+	}
+	if err := x.check(live, dead); err != nil {
+		return nil, nil, err
+	}
+	return x, tomb, nil
+}
+
+// readSlot reads slot s (the next slot) into x; for a tombstone it
+// returns its vector too.
+func (x *Index) readSlot(br *binReader, s uint32) (tombVec, error) {
+	st := br.u8()
+	id := int64(br.u64())
+	lvl := int(br.u8())
+	if br.err != nil {
+		return tombVec{}, br.fail("slot")
+	}
+	if st != slotLive && st != slotDead {
+		return tombVec{}, fmt.Errorf("%w: slot %d state %d", ErrCorrupt, s, st)
+	}
+	if lvl > maxLevel {
+		return tombVec{}, fmt.Errorf("%w: slot %d level %d", ErrCorrupt, s, lvl)
+	}
+	x.allocEmpty()
+	x.ids[s], x.state[s], x.level[s] = id, st, uint8(lvl)
+	if lvl > 0 {
+		x.up[s] = make([]uint32, lvl*(x.m+1))
+	}
+	ns := make([]uint32, 0, x.m0)
+	for l := 0; l <= lvl; l++ {
+		k := int(br.u16())
+		if br.err != nil {
+			return tombVec{}, br.fail("links")
+		}
+		if k > x.maxLinks(l) {
+			return tombVec{}, fmt.Errorf("%w: slot %d has %d links at level %d", ErrCorrupt, s, k, l)
+		}
+		ns = ns[:0]
+		for range k {
+			ns = append(ns, br.u32())
+		}
+		if br.err != nil {
+			return tombVec{}, br.fail("links")
+		}
+		x.setLinks(s, l, ns)
+	}
+	if st == slotDead {
+		if len(br.p) < 4*x.dim {
+			return tombVec{}, fmt.Errorf("%w: slot %d tombstone vector cut short", ErrCorrupt, s)
+		}
+		v := make([]float32, x.dim)
+		for i := range v {
+			v[i] = math.Float32frombits(br.u32())
+		}
+		if !finite(v) {
+			return tombVec{}, fmt.Errorf("%w: slot %d vector not finite", ErrCorrupt, s)
+		}
+		x.dead++
+		return tombVec{slot: s, v: v}, nil
+	}
+	if _, dup := x.slotOf[id]; dup {
+		return tombVec{}, fmt.Errorf("%w: id %d twice", ErrCorrupt, id)
+	}
+	x.slotOf[id] = s
+	x.live++
+	return tombVec{}, nil
+}
+
+// allocEmpty grows the arrays, all but the vectors, by one free slot
+// with no links.
+func (x *Index) allocEmpty() {
+	x.ids = append(x.ids, 0)
+	x.state = append(x.state, slotFree)
+	x.level = append(x.level, 0)
+	x.up = append(x.up, nil)
+	x.l0 = append(x.l0, make([]uint32, x.m0+1)...)
+}
+
+// check verifies what the slots say against the counts and entry point
+// read, and that every link names a node of that level other than itself.
+func (x *Index) check(live, dead uint32) error {
+	if uint32(x.live) != live || uint32(x.dead) != dead {
+		return fmt.Errorf("%w: counts %d/%d, slots hold %d/%d", ErrCorrupt, live, dead, x.live, x.dead)
+	}
+	n := uint32(len(x.ids))
+	if x.live == 0 {
+		if x.dead != 0 || x.entry != noEntry || x.top != 0 {
+			return fmt.Errorf("%w: empty graph with an entry or tombstones", ErrCorrupt)
+		}
+		return nil
+	}
+	if x.entry >= n || x.state[x.entry] == slotFree || int(x.level[x.entry]) != x.top {
+		return fmt.Errorf("%w: entry point", ErrCorrupt)
+	}
+	for s := range n {
+		if x.state[s] == slotFree {
+			continue
+		}
+		if int(x.level[s]) > x.top {
+			return fmt.Errorf("%w: slot %d above the entry point", ErrCorrupt, s)
+		}
+		for l := 0; l <= int(x.level[s]); l++ {
+			for _, t := range x.links(s, l) {
+				if t >= n || t == s || x.state[t] == slotFree || int(x.level[t]) < l {
+					return fmt.Errorf("%w: slot %d links to %d at level %d", ErrCorrupt, s, t, l)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// loadVectors fills every live slot's vector from vector.
+func (x *Index) loadVectors(vector func(id int64) ([]float32, bool)) error {
+	for s := range x.ids {
+		if x.state[s] != slotLive {
+			continue
+		}
+		id := x.ids[s]
+		v, ok := vector(id)
+		if !ok {
+			return fmt.Errorf("%w: id %d", ErrMissingVector, id)
+		}
+		c, err := x.prepare(v)
+		if err != nil {
+			return fmt.Errorf("vector of id %d: %w", id, err)
+		}
+		copy(x.vec(uint32(s)), c)
+	}
+	return nil
+}
+
+// binReader reads little-endian values from p and keeps the first error.
+type binReader struct {
+	p   []byte
+	err error
+}
+
+func (b *binReader) fail(what string) error {
+	return fmt.Errorf("%w: %s: %w", ErrCorrupt, what, b.err)
+}
+
+// take returns the next n bytes, or nil (and sets err) past the end.
+func (b *binReader) take(n int) []byte {
+	if b.err != nil {
+		return nil
+	}
+	if n < 0 || n > len(b.p) {
+		b.err = io.ErrUnexpectedEOF
+		return nil
+	}
+	out := b.p[:n:n]
+	b.p = b.p[n:]
+	return out
+}
+
+// bytes reads n bytes (a view of the body).
+func (b *binReader) bytes(n int) []byte { return b.take(n) }
+
+func (b *binReader) u8() uint8 {
+	if p := b.take(1); p != nil {
+		return p[0]
+	}
+	return 0
+}
+
+func (b *binReader) u16() uint16 {
+	if p := b.take(2); p != nil {
+		return binary.LittleEndian.Uint16(p)
+	}
+	return 0
+}
+
+func (b *binReader) u32() uint32 {
+	if p := b.take(4); p != nil {
+		return binary.LittleEndian.Uint32(p)
+	}
+	return 0
+}
+
+func (b *binReader) u64() uint64 {
+	if p := b.take(8); p != nil {
+		return binary.LittleEndian.Uint64(p)
+	}
+	return 0
+}
