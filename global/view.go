@@ -10,7 +10,7 @@ import (
 
 // viewShards splits a view's tenants so that a change copies one shard's
 // map, not every tenant's.
-const viewShards = 64
+const viewShards = 256
 
 var shardSeed = maphash.MakeSeed()
 
