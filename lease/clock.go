@@ -11,10 +11,11 @@ type Clock interface {
 	Now() time.Duration
 }
 
-// BootClock is the node's clock: CLOCK_BOOTTIME on Linux, which keeps
-// counting while the machine is suspended, so a node woken from a suspend
-// longer than its lease finds the lease gone. On other systems it falls back
-// to the monotonic clock (see clock_other.go).
+// BootClock is the node's clock: CLOCK_BOOTTIME on Linux and
+// mach_continuous_time on macOS, which keep counting while the machine is
+// suspended, so a node woken from a suspend longer than its lease finds the
+// lease gone. Elsewhere it falls back to the monotonic clock, which does not
+// count a suspend (clock_other.go).
 type BootClock struct{}
 
 // MonoClock is the router's clock: Go's monotonic clock, read as the time
