@@ -3,6 +3,7 @@ package region
 import (
 	"bytes"
 	"context"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -127,6 +128,8 @@ type exchange struct {
 	scratch    [24]byte
 	fl         flight
 	goneFn     func() // x.fl.clientGone, made once per exchange
+	hd         head
+	lr         io.LimitedReader
 }
 
 var exchangePool = sync.Pool{New: func() any {
@@ -143,6 +146,7 @@ func (x *exchange) release() {
 	}
 	x.body.Reset()
 	x.fl.reset()
+	x.lr = io.LimitedReader{}
 	exchangePool.Put(x)
 }
 
@@ -369,8 +373,7 @@ func (f *Forwarder) attempt(w http.ResponseWriter, x *exchange, tgt Target, fres
 		pc.close()
 		return f.ended(fl, true, x)
 	}
-	resp, err := readResponse(pc.br, x.r)
-	if err != nil {
+	if err := x.hd.read(pc.br, x.r.Method); err != nil {
 		pc.close()
 		if r, c, n := f.ended(fl, true, x); r != resDone {
 			return r, c, n
@@ -380,11 +383,11 @@ func (f *Forwarder) attempt(w http.ResponseWriter, x *exchange, tgt Target, fres
 		}
 		return resNoAnswer, 0, next
 	}
-	if intercept && isLeaseRefusal(resp) {
-		f.drainRefusal(p, pc, tgt, resp)
+	if intercept && x.hd.refused {
+		f.drainRefusal(p, pc, tgt, &x.hd)
 		return resRefused, 0, next
 	}
-	return f.answer(w, x, p, pc, tgt, resp)
+	return f.answer(w, x, p, pc, tgt)
 }
 
 // ended turns a cut or a client gone into the attempt's result; resDone

@@ -515,3 +515,67 @@ type offsetClock struct{ off atomic.Int64 }
 func newOffsetClock() *offsetClock             { return &offsetClock{} }
 func (c *offsetClock) now() time.Time          { return time.Now().Add(time.Duration(c.off.Load())) }
 func (c *offsetClock) advance(d time.Duration) { c.off.Add(int64(d)) }
+
+// TestAnswerFraming: answers the node frames in other ways — interim 1xx,
+// close-delimited, HTTP/1.0, chunked with trailers, headers named by
+// Connection — pass back whole; a malformed one is 502.
+func TestAnswerFraming(t *testing.T) {
+	answers := map[string]string{
+		"/t/acme/interim":  "HTTP/1.1 103 Early Hints\r\nLink: </x>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nbody",
+		"/t/acme/closing":  "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\ndata: 1\n\ndata: 2\n\n",
+		"/t/acme/http10":   "HTTP/1.0 200 OK\r\nContent-Length: 3\r\n\r\nold",
+		"/t/acme/trailers": "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-Sum\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\nX-Sum: 5\r\n\r\n",
+		"/t/acme/named":    "HTTP/1.1 200 OK\r\nConnection: X-Hop, keep-alive\r\nX-Hop: 1\r\nX-End: 2\r\ncontent-length: 2\r\nx-lower: v\r\nX-Dup: a\r\nX-Dup: b\r\n\r\nok",
+		"/t/acme/garbage":  "HTTP/1.1 OK\r\n\r\n",
+	}
+	node := newScripted(t, func(c net.Conn, br *bufio.Reader) {
+		defer c.Close()
+		for {
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			ans := answers[req.URL.Path]
+			if _, err := io.WriteString(c, ans); err != nil {
+				return
+			}
+			if strings.Contains(ans, "close") || strings.HasPrefix(ans, "HTTP/1.0") || strings.Contains(ans, "HTTP/1.1 OK") {
+				return
+			}
+		}
+	})
+	place := newPlacements(map[string]Target{"acme": {Node: "n1", Addr: node.addr()}})
+	r := newRouter(t, place, fwdOpts{})
+	rc := dialRaw(t, r.url)
+	get := func(path string) (*http.Response, string) {
+		resp, body := rc.send(t, "GET", "GET "+path+" HTTP/1.1\r\nHost: x\r\n\r\n")
+		return resp, string(body)
+	}
+	if resp, body := get("/t/acme/interim"); resp.StatusCode != 200 || body != "body" {
+		t.Errorf("interim: %d %q", resp.StatusCode, body)
+	}
+	if resp, body := get("/t/acme/closing"); resp.StatusCode != 200 || body != "data: 1\n\ndata: 2\n\n" {
+		t.Errorf("close-delimited: %d %q", resp.StatusCode, body)
+	}
+	if resp, body := get("/t/acme/http10"); resp.StatusCode != 200 || body != "old" {
+		t.Errorf("http/1.0: %d %q", resp.StatusCode, body)
+	}
+	if resp, body := get("/t/acme/trailers"); resp.StatusCode != 200 || body != "abcde" {
+		t.Errorf("trailers: %d %q", resp.StatusCode, body)
+	}
+	resp, body := get("/t/acme/named")
+	if resp.StatusCode != 200 || body != "ok" || resp.Header.Get("X-Hop") != "" || resp.Header.Get("X-End") != "2" ||
+		resp.Header.Get("X-Lower") != "v" || len(resp.Header["X-Dup"]) != 2 {
+		t.Errorf("named: %d %q %v", resp.StatusCode, body, resp.Header)
+	}
+	if resp, body := get("/t/acme/garbage"); resp.StatusCode != 502 {
+		t.Errorf("garbage: %d %q", resp.StatusCode, body)
+	}
+	// Connections: interim and closing on one (the node closed it), http10
+	// on one, trailers, named and garbage on one (kept after the chunked
+	// answer's trailer), and garbage again on a fresh one (a read is asked
+	// again once).
+	if n := node.accepts.Load(); n != 4 {
+		t.Errorf("node accepted %d connections, want 4", n)
+	}
+}

@@ -1,0 +1,139 @@
+package region
+
+import (
+	"io"
+	"net/http"
+	"net/http/httputil"
+	"time"
+)
+
+// answer passes the node's answer back: one with a length (or no body)
+// whole, after which the connection goes back to the pool; one without
+// copied as it arrives.
+func (f *Forwarder) answer(w http.ResponseWriter, x *exchange, p *pool, pc *pconn, tgt Target) (result, int, Target) {
+	h, fl := &x.hd, &x.fl
+	if !h.noBody && h.length < 0 {
+		if !fl.enter(phaseStream, nil) {
+			pc.close()
+			return f.ended(fl, true, x)
+		}
+		return resDone, f.stream(w, x, p, pc, tgt), Target{}
+	}
+	if !fl.enter(phaseAnswer, nil) {
+		pc.close()
+		return f.ended(fl, true, x)
+	}
+	h.fill(w.Header())
+	w.WriteHeader(h.status)
+	if !h.noBody && h.length > 0 {
+		x.lr = io.LimitedReader{R: pc.br, N: h.length}
+		buf := streamBufs.Get().(*[]byte)
+		n, err := io.CopyBuffer(w, &x.lr, *buf)
+		streamBufs.Put(buf)
+		x.lr.R = nil
+		if err != nil || n != h.length {
+			pc.close()
+			if _, gone, _ := fl.state(); gone {
+				return resDone, statusClient, Target{}
+			}
+			f.metrics.upstreamError(tgt.Node)
+			return resDone, codeAborted, Target{}
+		}
+	}
+	f.reuse(p, pc, tgt, h.close)
+	return resDone, h.status, Target{}
+}
+
+// reuse gives a connection whose exchange ended cleanly back to the pool.
+func (f *Forwarder) reuse(p *pool, pc *pconn, tgt Target, closing bool) {
+	if closing {
+		pc.close()
+		return
+	}
+	_ = pc.c.SetDeadline(time.Time{})
+	p.put(pc, dialAddr(tgt.Addr), f.now(), f.cfg.MaxIdlePerNode)
+}
+
+// stream copies an answer without a length as it arrives, flushing each
+// write, until either side closes. The upstream timeout no longer applies.
+func (f *Forwarder) stream(w http.ResponseWriter, x *exchange, p *pool, pc *pconn, tgt Target) int {
+	h := &x.hd
+	_ = pc.c.SetDeadline(time.Time{})
+	h.fill(w.Header())
+	w.WriteHeader(h.status)
+	flusher, _ := w.(http.Flusher)
+	if flusher != nil {
+		flusher.Flush()
+	}
+	var body io.Reader = pc.br // close-delimited: until the node closes
+	if h.chunked {
+		body = httputil.NewChunkedReader(pc.br)
+	}
+	buf := streamBufs.Get().(*[]byte)
+	defer streamBufs.Put(buf)
+	for {
+		n, err := body.Read(*buf)
+		if n > 0 {
+			if _, werr := w.Write((*buf)[:n]); werr != nil {
+				pc.close()
+				return statusClient
+			}
+			if flusher != nil {
+				flusher.Flush()
+			}
+		}
+		if err == io.EOF {
+			f.reuse(p, pc, tgt, !h.chunked || h.close || !skipTrailer(pc))
+			return h.status
+		}
+		if err != nil {
+			pc.close()
+			cut, gone, _ := x.fl.state()
+			switch {
+			case gone:
+				return statusClient
+			case cut:
+				f.metrics.cut(CutStreamEnded)
+			default:
+				f.metrics.upstreamError(tgt.Node)
+			}
+			return codeAborted
+		}
+	}
+}
+
+// skipTrailer reads what follows a chunked body's last chunk (trailer
+// lines, then an empty line); false if the connection cannot be reused.
+func skipTrailer(pc *pconn) bool {
+	for range 64 {
+		line, err := pc.br.ReadSlice('\n')
+		if err != nil {
+			return false
+		}
+		if len(trimEOL(line)) == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+var streamBufs = newBufPool(32 << 10)
+
+// drainRefusal reads a lease refusal's small body so its connection can be
+// kept.
+func (f *Forwarder) drainRefusal(p *pool, pc *pconn, tgt Target, h *head) {
+	if h.noBody {
+		f.reuse(p, pc, tgt, h.close)
+		return
+	}
+	if h.length < 0 || h.length > 64<<10 {
+		pc.close()
+		return
+	}
+	n, err := pc.br.Discard(int(h.length))
+	if err != nil || n != int(h.length) {
+		pc.close()
+		return
+	}
+	f.reuse(p, pc, tgt, h.close)
+}
