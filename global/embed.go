@@ -2,6 +2,7 @@ package global
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -67,6 +68,20 @@ func DefaultEmbedConfig(dir string) EmbedConfig {
 		CompactionRetention: time.Hour,
 		LogLevel:            "error",
 	}
+}
+
+// AddFlags registers the embedded member's flags (API.md §2: --etcd-dir,
+// --etcd-name, --etcd-client-url, --etcd-peer-url, --etcd-initial-cluster,
+// --etcd-cluster-state, --etcd-force-new-cluster) with c's values as
+// defaults. An empty --etcd-dir means no member is embedded.
+func (c *EmbedConfig) AddFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.Dir, "etcd-dir", c.Dir, "run an embedded etcd member keeping its data in `DIR`")
+	fs.StringVar(&c.Name, "etcd-name", c.Name, "the embedded member's name")
+	fs.StringVar(&c.ClientURL, "etcd-client-url", c.ClientURL, "`URL` clients reach the embedded member at")
+	fs.StringVar(&c.PeerURL, "etcd-peer-url", c.PeerURL, "`URL` the other members reach the embedded member at")
+	fs.StringVar(&c.InitialCluster, "etcd-initial-cluster", c.InitialCluster, "founding members, name=peerURL,... (default: this member alone)")
+	fs.StringVar(&c.ClusterState, "etcd-cluster-state", c.ClusterState, "new (found a cluster) or existing (join one)")
+	fs.BoolVar(&c.ForceNewCluster, "etcd-force-new-cluster", c.ForceNewCluster, "restart the member as a cluster of one keeping its data, after quorum was lost")
 }
 
 // withDefaults fills the zero fields from DefaultEmbedConfig.

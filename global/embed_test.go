@@ -3,6 +3,7 @@ package global
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"testing"
 	"time"
@@ -213,5 +214,23 @@ func TestEmbeddedStartRefused(t *testing.T) {
 	cancel()
 	if _, err := StartEmbedded(ctx, DefaultEmbedConfig(t.TempDir())); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled start: err %v", err)
+	}
+}
+
+func TestEmbedConfigFlags(t *testing.T) {
+	cfg := DefaultEmbedConfig("")
+	fs := flag.NewFlagSet("shard", flag.ContinueOnError)
+	cfg.AddFlags(fs)
+	err := fs.Parse([]string{"--etcd-dir", "/d", "--etcd-name", "r1", "--etcd-client-url", "http://127.0.0.1:1",
+		"--etcd-peer-url", "http://127.0.0.1:2", "--etcd-initial-cluster", "r1=http://127.0.0.1:2",
+		"--etcd-cluster-state", "existing", "--etcd-force-new-cluster"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := DefaultEmbedConfig("/d")
+	want.Name, want.ClientURL, want.PeerURL = "r1", "http://127.0.0.1:1", "http://127.0.0.1:2"
+	want.InitialCluster, want.ClusterState, want.ForceNewCluster = "r1=http://127.0.0.1:2", ClusterExisting, true
+	if cfg != want {
+		t.Fatalf("parsed %+v, want %+v", cfg, want)
 	}
 }

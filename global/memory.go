@@ -23,12 +23,13 @@ type Memory struct {
 
 	mu sync.Mutex
 	// Guarded by mu:
-	rev       int64         // current revision
-	data      map[string]KV // live keys
-	history   []Event       // events with revision >= firstKept, in order
-	firstKept int64         // oldest revision still watchable
-	changed   chan struct{} // closed and replaced on every change
-	closed    bool
+	rev        int64         // current revision
+	data       map[string]KV // live keys
+	history    []Event       // events with revision >= firstKept, in order
+	firstKept  int64         // oldest revision still watchable
+	historyCap int           // events kept before the older half is compacted
+	changed    chan struct{} // closed and replaced on every change
+	closed     bool
 }
 
 var _ Directory = (*Memory)(nil)
@@ -38,12 +39,13 @@ var _ Directory = (*Memory)(nil)
 func NewMemory() *Memory {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Memory{
-		ctx:       ctx,
-		cancel:    cancel,
-		rev:       1,
-		data:      make(map[string]KV),
-		firstKept: 1,
-		changed:   make(chan struct{}),
+		ctx:        ctx,
+		cancel:     cancel,
+		rev:        1,
+		data:       make(map[string]KV),
+		firstKept:  1,
+		historyCap: memoryHistory,
+		changed:    make(chan struct{}),
 	}
 }
 
@@ -135,7 +137,7 @@ func (m *Memory) Txn(ctx context.Context, conds []Cond, ops []Op) (int64, error)
 	}
 	m.rev = next
 	m.history = append(m.history, events...)
-	if len(m.history) > memoryHistory {
+	if len(m.history) > m.historyCap {
 		m.compactLocked(m.history[len(m.history)/2].KV.ModRev)
 	}
 	close(m.changed)
