@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 )
@@ -63,6 +64,8 @@ type sim struct {
 	failedAt time.Duration // when the leading router failed the node over (0: never)
 	failedBy *simRouter
 	moveAt   time.Duration // when the router takes x off the list while the node answers (0: never)
+	cut      bool          // the node is cut off: every message is lost
+	stopAt   time.Duration // with a cut: when the node's lease on x ran out
 	movedAt  time.Duration // when an answer said the node runs a lease naming no x
 
 	// node
@@ -94,6 +97,9 @@ func (s *sim) at(d time.Duration, fn func()) {
 
 // delay is one message's time on the wire; ok false when it is lost.
 func (s *sim) delay() (time.Duration, bool) {
+	if s.cut {
+		return 0, false
+	}
 	r := s.rng.Float64()
 	switch {
 	case r < s.net.drop:
@@ -239,11 +245,17 @@ type simPlan struct {
 	promoteAt    time.Duration
 	promoteLease time.Duration
 	promoteTerm  uint64 // 2 for a promotion; 1 for the router restarted at its term
+	// cutAt: the node is cut off the network then, for good (0: never).
+	cutAt time.Duration
+	lease time.Duration // 0: 3s
 }
 
 func runSim(t testing.TB, seed uint64, p simPlan) *sim {
 	t.Helper()
 	s := &sim{t: t, rng: rand.New(rand.NewPCG(seed, seed^0x5eed)), net: p.net, lease: 3 * time.Second, moveAt: p.moveAt}
+	if p.lease > 0 {
+		s.lease = p.lease
+	}
 	// The clocks drift apart by up to 5%, which the tenth covers.
 	s.rate = 0.95 + 0.1*s.rng.Float64()
 	s.node = NewNodeLease(0, func(t uint64) error { s.term = t; return nil })
@@ -282,6 +294,15 @@ func runSim(t testing.TB, seed uint64, p simPlan) *sim {
 			s.at(lapse, func() {
 				second.tr.SetLeases(Leases{Own: p.promoteLease, Record: p.promoteLease, Grant: p.promoteLease})
 			})
+		})
+	}
+	if p.cutAt > 0 {
+		s.at(p.cutAt, func() {
+			s.cut = true
+			if ok, _ := s.node.Writable(s.nodeNow(), "x"); ok {
+				left := s.node.Status(s.nodeNow()).LeftMS
+				s.stopAt = s.now + time.Duration(float64(time.Duration(left)*time.Millisecond)/s.rate)
+			}
 		})
 	}
 	for s.queue.Len() > 0 {
@@ -380,4 +401,33 @@ func testSimPromoted(t *testing.T, term uint64) {
 	if failed < 40 {
 		t.Fatalf("only %d of 400 runs failed over after the promotion", failed)
 	}
+}
+
+// BenchmarkCutOff measures, on the simulation's virtual clocks, what a node
+// cut off the network costs its tenant with a lease of a second: how soon
+// after the cut the node stops writing (its lease runs from the grant
+// before its last renewal) and how soon the router fails it over (a lease
+// and a tenth after the last answer, judged when no grant is out). The
+// network is calm before the cut; the cut falls at a different phase of
+// the renewal round each iteration.
+func BenchmarkCutOff(b *testing.B) {
+	var stops, fails []time.Duration
+	seed := uint64(0)
+	for b.Loop() {
+		seed++
+		cut := 5*time.Second + time.Duration(seed*7919%1000)*time.Millisecond
+		s := runSim(b, seed, simPlan{net: simNet{}, length: 10 * time.Second, cutAt: cut, lease: time.Second})
+		if s.failedAt == 0 || s.stopAt == 0 {
+			b.Fatalf("seed %d: no stop (%v) or failover (%v)", seed, s.stopAt, s.failedAt)
+		}
+		stops = append(stops, s.stopAt-cut)
+		fails = append(fails, s.failedAt-cut)
+	}
+	slices.Sort(stops)
+	slices.Sort(fails)
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	b.ReportMetric(ms(stops[0]), "stop-min-ms")
+	b.ReportMetric(ms(stops[len(stops)-1]), "stop-max-ms")
+	b.ReportMetric(ms(fails[0]), "failover-min-ms")
+	b.ReportMetric(ms(fails[len(fails)-1]), "failover-max-ms")
 }
