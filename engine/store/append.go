@@ -69,10 +69,7 @@ func (l *Log) writeLocked(frame [][]byte, rec Record) (int64, error) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.idxNext || off-l.lastIdx >= l.opts.indexEvery {
-		l.index = append(l.index, indexEntry{off: off, first: rec.First})
-		l.lastIdx, l.idxNext = off, false
-	}
+	l.idx.record(off, rec)
 	if rec.Kind == KindFork {
 		l.lineage = append(l.lineage, LineageEntry{History: forkHistory(rec.Body), From: rec.Last})
 	}

@@ -10,21 +10,25 @@ import (
 
 // keepFrom picks where the kept records start: the earliest index entry
 // from which the records (images left out) to the end of the file fit in
-// retain bytes. It returns the entry, or ok false to keep nothing.
-func keepFrom(index []indexEntry, images []span, size, retain int64) (indexEntry, bool) {
-	if retain <= 0 {
-		return indexEntry{}, false
-	}
-	for _, e := range index {
-		kept := size - e.off
-		for _, im := range images {
-			if im.start >= e.off {
-				kept -= im.end - im.start
+// retain bytes; failing that, the trailing records that hold no write
+// (forks at the current seq), which are always kept so that the file holds
+// every record after its base. ok false keeps nothing.
+func keepFrom(idx *indexer, images []span, size, retain int64, seq uint64) (indexEntry, bool) {
+	if retain > 0 {
+		for _, e := range idx.entries {
+			kept := size - e.off
+			for _, im := range images {
+				if im.start >= e.off {
+					kept -= im.end - im.start
+				}
+			}
+			if kept <= retain {
+				return e, true
 			}
 		}
-		if kept <= retain {
-			return e, true
-		}
+	}
+	if idx.zeroRun >= 0 {
+		return indexEntry{off: idx.zeroRun, first: seq + 1}, true
 	}
 	return indexEntry{}, false
 }
@@ -39,7 +43,7 @@ func (l *Log) checkpoint(writeState WriteStateFunc, retain int64) (err error) {
 	}
 	ref := l.file.acquire()
 	size, pos := l.size, Position{Seq: l.seq, Lineage: l.lineageCopyLocked()}
-	index, images := l.index, l.images
+	idx, images := l.idx, l.images
 	l.mu.Unlock()
 	defer ref.release()
 
@@ -55,7 +59,7 @@ func (l *Log) checkpoint(writeState WriteStateFunc, retain int64) (err error) {
 			os.Remove(tmp)
 		}
 	}()
-	built, err := l.writeCheckpoint(f, ref.f, pos, index, images, size, retain, writeState)
+	built, err := l.writeCheckpoint(f, ref.f, pos, &idx, images, size, retain, writeState)
 	if err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
@@ -72,11 +76,7 @@ func (l *Log) checkpoint(writeState WriteStateFunc, retain int64) (err error) {
 	old := l.file
 	l.file = newFileRef(f)
 	l.size, l.base = built.end, built.base
-	l.index, l.images = built.index, built.images
-	l.lastIdx, l.idxNext = 0, true
-	if n := len(built.index); n > 0 {
-		l.lastIdx = built.index[n-1].off
-	}
+	l.idx, l.images = built.idx, built.images
 	l.lsnBase = l.appended - built.end
 	l.durableLSN, l.durableSeq = l.appended, l.seq
 	l.notifyLocked()
@@ -92,10 +92,10 @@ func (l *Log) checkpoint(writeState WriteStateFunc, retain int64) (err error) {
 
 // writeCheckpoint writes header, kept records and image into f and
 // describes what it wrote.
-func (l *Log) writeCheckpoint(f, old *os.File, pos Position, index []indexEntry, images []span,
+func (l *Log) writeCheckpoint(f, old *os.File, pos Position, idx *indexer, images []span,
 	size, retain int64, writeState WriteStateFunc) (*scanned, error) {
-	built := &scanned{base: pos.Seq, seq: pos.Seq, lineage: pos.Lineage}
-	from, keep := keepFrom(index, images, size, retain)
+	built := &scanned{base: pos.Seq, seq: pos.Seq, lineage: pos.Lineage, idx: newIndexer(l.opts.indexEvery)}
+	from, keep := keepFrom(idx, images, size, retain, pos.Seq)
 	if keep {
 		built.base = from.first - 1
 	}
@@ -104,7 +104,7 @@ func (l *Log) writeCheckpoint(f, old *os.File, pos Position, index []indexEntry,
 	if _, err := bw.Write(encodeHeader(built.base)); err != nil {
 		return nil, err
 	}
-	off, lastIdx := int64(headerSize), int64(0)
+	off := int64(headerSize)
 	if keep {
 		it := newFrameIter(old, from.off, size, images)
 		for {
@@ -119,10 +119,7 @@ func (l *Log) writeCheckpoint(f, old *os.File, pos Position, index []indexEntry,
 			if err != nil {
 				return nil, err
 			}
-			if len(built.index) == 0 || off-lastIdx >= l.opts.indexEvery {
-				built.index = append(built.index, indexEntry{off: off, first: rec.First})
-				lastIdx = off
-			}
+			built.idx.record(off, rec)
 			if _, err := bw.Write(frame); err != nil {
 				return nil, err
 			}
@@ -134,6 +131,7 @@ func (l *Log) writeCheckpoint(f, old *os.File, pos Position, index []indexEntry,
 		return nil, fmt.Errorf("image: %w", err)
 	}
 	built.images = []span{{start: off, end: off + n, seq: pos.Seq}}
+	built.idx.image()
 	if err := bw.Flush(); err != nil {
 		return nil, err
 	}

@@ -36,9 +36,7 @@ type logState struct {
 	base    uint64 // seq the file's first record continues from
 	seq     uint64
 	lineage []LineageEntry
-	index   []indexEntry
-	lastIdx int64 // offset of the last index entry
-	idxNext bool  // the next record gets an index entry
+	idx     indexer
 	images  []span
 
 	// Durability is counted in appended bytes since open (lsn), which
@@ -105,25 +103,29 @@ func create(path string, opts Options) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, size, lineage, err := createFile(abs)
+	f, fork, err := createFile(abs)
 	if err != nil {
 		unregister()
 		return nil, fmt.Errorf("create tenant file: %w", err)
 	}
+	s := &scanned{
+		end:     headerSize + int64(len(fork.Frame)),
+		lineage: []LineageEntry{{History: forkHistory(fork.Body), From: 0}},
+		idx:     newIndexer(opts.indexEvery),
+	}
+	s.idx.record(headerSize, fork)
 	l := &Log{}
-	l.init(abs, opts, unregister, f, &scanned{
-		end: size, lineage: lineage,
-	})
+	l.init(abs, opts, unregister, f, s)
 	return l, nil
 }
 
 // createFile writes a new file (header and a fork) into <path>.tmp and
 // links it into place, so path never holds a half-written header.
-func createFile(path string) (*os.File, int64, []LineageEntry, error) {
+func createFile(path string) (*os.File, Record, error) {
 	tmp := path + ".tmp"
 	f, err := openSide(tmp)
 	if err != nil {
-		return nil, 0, nil, err
+		return nil, Record{}, err
 	}
 	h := newHistory()
 	fork, err := encodeFrame(KindFork, 1, 0, forkBody(h))
@@ -144,9 +146,10 @@ func createFile(path string) (*os.File, int64, []LineageEntry, error) {
 	}
 	if err != nil {
 		f.Close()
-		return nil, 0, nil, err
+		return nil, Record{}, err
 	}
-	return f, int64(headerSize + len(fork)), []LineageEntry{{History: h, From: 0}}, nil
+	rec, err := DecodeFrame(fork)
+	return f, rec, err
 }
 
 func open(path string, opts Options, h Replayer) (*Log, error) {
@@ -275,14 +278,7 @@ func (l *Log) init(path string, opts Options, unregister func(), f *os.File, s *
 	l.size = s.end
 	l.base, l.seq = s.base, s.seq
 	l.lineage = s.lineage
-	l.index, l.images = s.index, s.images
-	l.idxNext = len(s.index) == 0
-	if n := len(s.index); n > 0 {
-		l.lastIdx = s.index[n-1].off
-		if k := len(s.images); k > 0 && s.images[k-1].end > l.lastIdx {
-			l.idxNext = true
-		}
-	}
+	l.idx, l.images = s.idx, s.images
 	l.appended, l.durableLSN, l.lsnBase = s.end, s.end, 0
 	l.durableSeq = s.seq
 	l.durableCh = make(chan struct{})

@@ -89,7 +89,7 @@ func (l *Log) readFrom(since uint64, fn func(Record) error) error {
 		l.mu.Unlock()
 		return nil
 	}
-	start := indexStart(l.index, since)
+	start := indexStart(l.idx.entries, since)
 	end := min(l.durableLSN-l.lsnBase, l.size)
 	images := l.images
 	ref := l.file.acquire()

@@ -278,3 +278,56 @@ func TestReadWhileAppendingAndCheckpointing(t *testing.T) {
 		t.Fatal("no reads ran")
 	}
 }
+
+// A fork at the seq a checkpoint or compact keeps records from is kept with
+// them: a replica at that seq must still be sent the fork.
+func TestForkAtTheKeptBoundaryIsKept(t *testing.T) {
+	opts := testOptions()
+	opts.indexEvery = 1
+	l := mustCreate(t, tenantPath(t), opts)
+	appendN(t, l, 3, 1, 10) // seq 3
+	h, err := l.Fork()
+	if err != nil {
+		t.Fatal(err)
+	}
+	forkAt := func(since uint64) bool {
+		t.Helper()
+		recs, err := readAll(t, l, since)
+		if err != nil {
+			t.Fatalf("read from %d: %v", since, err)
+		}
+		return len(recs) > 0 && recs[0].Kind == KindFork && forkHistory(recs[0].Body) == h
+	}
+	for range 2 { // a second compact finds the fork kept by the first
+		if err := l.Compact(stateWriter(nil)); err != nil {
+			t.Fatal(err)
+		}
+		if !forkAt(3) {
+			t.Fatal("compact dropped the fork at its seq")
+		}
+	}
+	// Keeping just the block after the fork would leave the fork out, so
+	// the checkpoint keeps both or neither.
+	b := appendN(t, l, 1, 1, 10)
+	l.opts.RetainBytes = l.RecordSize(KindEngine, 1, len(b[0].Body))
+	if err := l.Checkpoint(stateWriter(nil)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readAll(t, l, 3); err == nil && !forkAt(3) {
+		t.Fatal("cursor 3 served without its fork")
+	}
+	l.opts.RetainBytes = 1 << 20
+	appendN(t, l, 2, 1, 10)
+	if _, err := l.Fork(); err != nil {
+		t.Fatal(err)
+	}
+	h = l.History()
+	b = appendN(t, l, 1, 1, 10)
+	l.opts.RetainBytes = l.RecordSize(KindEngine, 1, len(b[0].Body))
+	if err := l.Checkpoint(stateWriter(nil)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readAll(t, l, 6); err == nil && !forkAt(6) {
+		t.Fatal("cursor 6 served without its fork")
+	}
+}

@@ -21,6 +21,44 @@ type indexEntry struct {
 // defaultIndexEvery is the least distance between two index entries.
 const defaultIndexEvery = 64 << 10
 
+// indexer builds the sparse index as records go by. An entry is put only
+// on a record whose previous record (images aside) holds a write, so no
+// record before an entry has a First as high as the entry's: reading or
+// keeping records from an entry on never leaves out a fork at its seq.
+type indexer struct {
+	every   int64
+	entries []indexEntry
+	last    int64 // offset of the last entry
+	pending bool  // the next eligible record gets an entry whatever the distance
+	// zeroRun is the offset of the first of the trailing records that
+	// hold no write (forks at the current seq), or -1.
+	zeroRun int64
+}
+
+func newIndexer(every int64) indexer {
+	if every <= 0 {
+		every = defaultIndexEvery
+	}
+	return indexer{every: every, pending: true, zeroRun: -1}
+}
+
+// record notes a record (not an image frame) starting at off.
+func (x *indexer) record(off int64, rec Record) {
+	if x.zeroRun < 0 && (x.pending || off-x.last >= x.every) {
+		x.entries = append(x.entries, indexEntry{off: off, first: rec.First})
+		x.last, x.pending = off, false
+	}
+	switch {
+	case rec.N() > 0:
+		x.zeroRun = -1
+	case x.zeroRun < 0:
+		x.zeroRun = off
+	}
+}
+
+// image notes a whole image: the first record after it gets an entry.
+func (x *indexer) image() { x.pending = true }
+
 // scanned is what a scan of a whole file learned.
 type scanned struct {
 	base    uint64
@@ -28,7 +66,7 @@ type scanned struct {
 	end     int64 // offset after the last good frame
 	lineage []LineageEntry
 	images  []span // complete images, in file order
-	index   []indexEntry
+	idx     indexer
 	tailWhy string // why the frame at end is bad; "" when the file ends there
 }
 
@@ -48,15 +86,10 @@ func scan(data []byte, indexEvery int64, strict bool) (*scanned, error) {
 	if err != nil {
 		return nil, &scanError{0, err.Error()}
 	}
-	if indexEvery <= 0 {
-		indexEvery = defaultIndexEvery
-	}
-	s := &scanned{base: base, seq: base, end: headerSize}
+	s := &scanned{base: base, seq: base, end: headerSize, idx: newIndexer(indexEvery)}
 	var (
 		inImage  bool
 		imgStart int64
-		lastIdx  int64
-		indexNow = true // the next record gets an entry whatever the distance
 	)
 	off := int64(headerSize)
 	for off < int64(len(data)) {
@@ -89,7 +122,7 @@ func scan(data []byte, indexEvery int64, strict bool) (*scanned, error) {
 			inImage = rec.Kind == KindImage
 			if !inImage {
 				s.images = append(s.images, span{imgStart, off + size, s.seq})
-				indexNow = true
+				s.idx.image()
 			}
 		case inImage:
 			return nil, &scanError{off, "record inside an image"}
@@ -97,10 +130,7 @@ func scan(data []byte, indexEvery int64, strict bool) (*scanned, error) {
 			if rec.Kind == KindFork {
 				s.lineage = append(s.lineage, LineageEntry{History: forkHistory(rec.Body), From: rec.Last})
 			}
-			if indexNow || off-lastIdx >= indexEvery {
-				s.index = append(s.index, indexEntry{off: off, first: rec.First})
-				lastIdx, indexNow = off, false
-			}
+			s.idx.record(off, rec)
 		}
 		s.seq = rec.Last
 		off += size
