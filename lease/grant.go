@@ -53,7 +53,8 @@ type Answer struct {
 }
 
 // Validate checks a grant's shape: a router, a number from 1, an ack below
-// it, a positive lease, and a list id.
+// it, a positive lease, and a list id, which is its list's when it carries
+// one.
 func (g Grant) Validate() error {
 	switch {
 	case g.Router == "":
@@ -66,6 +67,8 @@ func (g Grant) Validate() error {
 		return fmt.Errorf("%w: lease of %d ms", ErrBadGrant, g.MS)
 	case g.List == "":
 		return fmt.Errorf("%w: no list id", ErrBadGrant)
+	case g.Tenants != nil && ListID(g.Tenants) != g.List:
+		return fmt.Errorf("%w: list id %s is not its list's", ErrBadGrant, g.List)
 	}
 	return nil
 }

@@ -304,6 +304,7 @@ func TestGrantValidate(t *testing.T) {
 		func(g *Grant) { g.Ack = 2 },
 		func(g *Grant) { g.MS = 0 },
 		func(g *Grant) { g.List = "" },
+		func(g *Grant) { g.List = ListID([]string{"b"}) },
 	}
 	for i, mutate := range bad {
 		g := good
