@@ -500,6 +500,7 @@ const (
 	MaxIdent       = 64      // bytes of an identifier
 	MaxRows        = 10000   // limit + offset
 	MaxLookupDepth = 8       // lookups in one chain
+	MaxHeight      = 1000    // levels of one expression's tree (a or b or ... of 999 terms), so walking it stays shallow
 	MaxParam       = 65535   // highest $n
 	MaxVectorDim   = 65536   // vector<N>
 )

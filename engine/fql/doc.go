@@ -44,6 +44,8 @@
 // objects {key: value, "quoted key": value}, $n, now(), parentheses.
 //
 // Limits, each an error and never a silent cut: 1 MiB of text, nesting 64
-// deep (parentheses, lists, objects, not, unary minus), integer literals
-// within int64, valid UTF-8, limit + offset at most 10000.
+// deep (parentheses, lists, objects, not, unary minus), an expression's
+// tree at most 1000 levels (a chain of 999 or's), identifiers of 64 bytes,
+// integer literals within int64, valid UTF-8, limit + offset at most
+// 10000, 8 nested lookups.
 package fql

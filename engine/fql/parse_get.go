@@ -140,6 +140,7 @@ func (p *parser) near() *Near {
 	n := &Near{At: p.advance().pos}
 	n.Field = p.ident("a vector field after near").val
 	n.Vector = p.primary()
+	p.checkHeight(n.Vector)
 	switch v := n.Vector.(type) {
 	case *Param:
 	case *ListLit:

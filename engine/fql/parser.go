@@ -29,6 +29,13 @@ func Parse(text string) (st Stmt, err error) {
 	p.tok = p.lex()
 	st = p.statement()
 	p.end()
+	Inspect(st, func(n Node) bool {
+		if e, ok := n.(Expr); ok {
+			p.checkHeight(e)
+			return false
+		}
+		return true
+	})
 	return st, nil
 }
 
@@ -44,6 +51,7 @@ func ParseExpr(text string) (e Expr, err error) {
 	p.tok = p.lex()
 	e = p.expr()
 	p.end()
+	p.checkHeight(e)
 	return e, nil
 }
 
@@ -210,6 +218,15 @@ func (p *parser) enter(pos int) {
 
 func (p *parser) leave() { p.depth-- }
 
+// checkHeight fails when e's tree has more than MaxHeight levels: a
+// statement's expressions are walked recursively (by the printer, the
+// evaluator, the executor), so their height is bounded here.
+func (p *parser) checkHeight(e Expr) {
+	if _, deep := exprHeight(e, MaxHeight); deep != nil {
+		p.fail(e.Pos(), "expression more than %d levels deep (a long chain of and/or? use in (...))", MaxHeight)
+	}
+}
+
 // atEnd reports whether the statement ends here (';' or end of text).
 func (p *parser) atEnd() bool { return p.tok.kind == tEOF || p.tok.is(";") }
 
@@ -303,7 +320,14 @@ func (p *parser) docs() Expr {
 	case p.tok.is("{"):
 		e = p.object()
 	case p.tok.is("["):
-		l := p.list()
+		e = p.list()
+	case p.tok.kind == tParam:
+		e = p.primary()
+	default:
+		p.expected("an object, a list of objects or a parameter")
+	}
+	p.checkHeight(e)
+	if l, ok := e.(*ListLit); ok {
 		for _, x := range l.Elems {
 			switch x.(type) {
 			case *ObjectLit, *Param:
@@ -311,11 +335,6 @@ func (p *parser) docs() Expr {
 				p.fail(x.Pos(), "expected an object or a parameter in the list of documents, found %s", snippet(x))
 			}
 		}
-		e = l
-	case p.tok.kind == tParam:
-		e = p.primary()
-	default:
-		p.expected("an object, a list of objects or a parameter")
 	}
 	Inspect(e, func(n Node) bool {
 		if f, ok := n.(*Field); ok {
@@ -600,7 +619,14 @@ func (p *parser) dropCollection() Stmt {
 }
 
 // snippet is n's text for an error message, cut to about 40 bytes.
-func snippet(n Node) string { return cutText(n.String()) }
+func snippet(n Node) string {
+	if e, ok := n.(Expr); ok {
+		if _, deep := exprHeight(e, MaxHeight); deep != nil {
+			return "an expression too deep to show"
+		}
+	}
+	return cutText(n.String())
+}
 
 // cutText cuts s to about 40 bytes on a rune boundary.
 func cutText(s string) string {

@@ -267,11 +267,19 @@ func TestParseErrors(t *testing.T) {
 	if _, err := Parse("get a" + strings.Repeat(" lookup b on c", MaxLookupDepth)); err != nil {
 		t.Errorf("%d lookups refused: %v", MaxLookupDepth, err)
 	}
+	if _, err := Parse("get t where " + strings.Repeat("a or ", MaxHeight-1) + "a"); err != nil {
+		t.Errorf("expression %d levels deep refused: %v", MaxHeight, err)
+	}
 	tests := []struct {
 		in  string
 		pos int
 		msg string
 	}{
+		{"get t where " + strings.Repeat("a or ", MaxHeight) + "a", 12, `expression more than 1000 levels deep`},
+		{"get t where x = " + strings.Repeat("1 + ", MaxHeight) + "1", 12, `expression more than 1000 levels deep`},
+		{"put t [" + strings.Repeat("1 * ", MaxHeight) + "1]", 6, `expression more than 1000 levels deep`},
+		{"get t near v [" + strings.Repeat("1 - ", MaxHeight) + "1]", 13, `expression more than 1000 levels deep`},
+		{"get t near v [" + strings.Repeat("1 - ", 50) + "1]", 14, `a vector holds numbers, found 1 - 1 - 1 - 1 - 1 - 1 - 1 - 1 - 1 - 1 - ...`},
 		{``, 0, `expected a statement (get, put, insert, set, del, create, drop), found end of statement`},
 		{`!x`, 0, `unexpected character '!'`},
 		{`select * from t`, 0, `expected a statement`},
@@ -371,11 +379,11 @@ func TestParseErrors(t *testing.T) {
 		_, err := Parse(tc.in)
 		var pe *Error
 		if !errors.As(err, &pe) {
-			t.Errorf("Parse(%q) = %v, want an *Error", tc.in, err)
+			t.Errorf("Parse(%q) = %v, want an *Error", cutText(tc.in), err)
 			continue
 		}
 		if pe.Pos != tc.pos || !strings.Contains(pe.Msg, tc.msg) {
-			t.Errorf("Parse(%q)\n got at %d: %s\nwant at %d: %s", tc.in, pe.Pos, pe.Msg, tc.pos, tc.msg)
+			t.Errorf("Parse(%q)\n got at %d: %s\nwant at %d: %s", cutText(tc.in), pe.Pos, pe.Msg, tc.pos, tc.msg)
 		}
 	}
 }

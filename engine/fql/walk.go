@@ -72,3 +72,57 @@ func Params(n Node) int {
 	})
 	return max
 }
+
+// appendChildren appends the expressions directly under e to dst.
+func appendChildren(dst []Expr, e Expr) []Expr {
+	switch e := e.(type) {
+	case *ListLit:
+		dst = append(dst, e.Elems...)
+	case *ObjectLit:
+		for _, f := range e.Fields {
+			dst = append(dst, f.Value)
+		}
+	case *Unary:
+		dst = append(dst, e.X)
+	case *Binary:
+		dst = append(dst, e.L, e.R)
+	case *Regex:
+		dst = append(dst, e.X, e.Pattern)
+	case *In:
+		dst = append(dst, e.X, e.Set)
+	case *IsNull:
+		dst = append(dst, e.X)
+	}
+	return dst
+}
+
+// exprHeight returns the number of levels of e's tree, stopping early
+// (with a node past the limit) once it passes limit. It walks with its own
+// stack, so a tree of any height is safe to measure.
+func exprHeight(e Expr, limit int) (int, Expr) {
+	type item struct {
+		e Expr
+		d int
+	}
+	var buf [32]item
+	stack := append(buf[:0], item{e, 1})
+	var kids []Expr
+	height := 0
+	for len(stack) > 0 {
+		it := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if it.d > height {
+			height = it.d
+			if height > limit {
+				return height, it.e
+			}
+		}
+		kids = appendChildren(kids[:0], it.e)
+		for _, k := range kids {
+			if k != nil {
+				stack = append(stack, item{k, it.d + 1})
+			}
+		}
+	}
+	return height, nil
+}
