@@ -47,6 +47,9 @@ type LeaserConfig struct {
 	Failover func(ctx context.Context, node string)
 	// Deposed, if set, is called (on a goroutine of its own) the first time
 	// a node refuses this router's term because it took a higher one.
+	//
+	// Close waits for Failover and Deposed calls to return, so neither may
+	// call Close itself: signal the Leaser's owner instead.
 	Deposed func(ctx context.Context, node string, highest uint64)
 	// Clock is the router's monotonic clock; nil: NewMonoClock().
 	Clock Clock
