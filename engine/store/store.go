@@ -2,8 +2,10 @@ package store
 
 // This file is the store's public surface: the types the engine codes
 // against and the methods of an open Log. The implementation lives in the
-// files named for each concept (frame.go, replay.go, append.go, sync.go,
-// image.go, checkpoint.go, install.go, read.go, lock.go).
+// files named for each concept: frame.go (the format), scan.go (checking a
+// file, the sparse index), log.go (create, open and replay, close),
+// append.go, sync.go (sync modes, group commit), image.go, checkpoint.go,
+// install.go, read.go (the record feed) and lock.go (flock, side files).
 
 import (
 	"context"
@@ -205,9 +207,10 @@ func (l *Log) AppendNoSync(kind Kind, n uint64, body []byte) (Record, error) {
 
 // WaitDurable returns once every write up to seq is on disk: under
 // SyncAlways it syncs (or joins a sync under way), under SyncEvery it waits
-// for the next tick, under SyncOff it returns at once. It returns the
-// Log's sticky error if a write or sync failed, ErrClosed if the Log
-// closed first, or ctx's error.
+// for the next tick, under SyncOff it returns at once. seq may be ahead of
+// Seq(): it then waits for it to be appended too (a feed waiting for the
+// next write). It returns the Log's sticky error if a write or sync failed,
+// ErrClosed if the Log closed first, or ctx's error.
 func (l *Log) WaitDurable(ctx context.Context, seq uint64) error {
 	return l.waitDurable(ctx, seq)
 }
@@ -291,7 +294,9 @@ func (l *Log) Fork() (uint64, error) {
 }
 
 // Checkpoint rewrites the file as the records kept for cursors (the newest
-// non-image records up to RetainBytes) followed by an image of the state
+// non-image records up to RetainBytes, and always the forks at the current
+// seq, so that the file holds every record after its first kept seq and a
+// replica at that seq is still sent them) followed by an image of the state
 // writeState writes, in a side file that is synced, locked and renamed over
 // the tenant file; appends continue on it. The caller keeps the state
 // still (holds its write lock) while it runs; appends through the Log wait
@@ -300,7 +305,8 @@ func (l *Log) Checkpoint(writeState WriteStateFunc) error {
 	return l.checkpoint(writeState, l.opts.RetainBytes)
 }
 
-// Compact is Checkpoint keeping no records: cursors before it are gone.
+// Compact is Checkpoint keeping no records but the forks at the current
+// seq: cursors before the current seq are gone.
 func (l *Log) Compact(writeState WriteStateFunc) error {
 	return l.checkpoint(writeState, 0)
 }
