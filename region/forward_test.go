@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -577,5 +578,53 @@ func TestAnswerFraming(t *testing.T) {
 	// again once).
 	if n := node.accepts.Load(); n != 4 {
 		t.Errorf("node accepted %d connections, want 4", n)
+	}
+}
+
+// TestConcurrentForwarding: many clients at once, reads and writes, over
+// pooled connections; every answer is the node's.
+func TestConcurrentForwarding(t *testing.T) {
+	node := newRecorder(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Uri", r.RequestURI)
+		w.WriteHeader(200)
+		_, _ = w.Write([]byte(r.RequestURI))
+	})
+	place := newPlacements(map[string]Target{"acme": {Node: "n1", Addr: node.addr()}, "beta": {Node: "n1", Addr: node.addr()}})
+	r := newRouter(t, place, fwdOpts{})
+	c := client(t)
+	var wg sync.WaitGroup
+	errs := make(chan string, 400)
+	for g := range 20 {
+		wg.Go(func() {
+			for i := range 20 {
+				tenant := []string{"acme", "beta"}[(g+i)%2]
+				uri := fmt.Sprintf("/t/%s/orders?g=%d&i=%d", tenant, g, i)
+				method := []string{"GET", "POST", "PATCH"}[i%3]
+				req, _ := http.NewRequest(method, r.url+uri, strings.NewReader(uri))
+				resp, err := c.Do(req)
+				if err != nil {
+					errs <- err.Error()
+					return
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 || string(b) != uri || resp.Header.Get("X-Uri") != uri {
+					errs <- fmt.Sprintf("%s: %d %q", uri, resp.StatusCode, b)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	if n := node.count(); n != 400 {
+		t.Fatalf("node saw %d requests", n)
+	}
+	for _, s := range node.requests() {
+		if string(s.Body) != s.URI {
+			t.Fatalf("body %q for %q", s.Body, s.URI)
+		}
 	}
 }
