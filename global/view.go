@@ -1,7 +1,9 @@
 package global
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"hash/maphash"
 	"iter"
 	"maps"
@@ -262,4 +264,16 @@ func (c TenantChange) String() string {
 		sb.WriteString(": " + c.Old.Node + " -> " + c.New.Node)
 	}
 	return sb.String()
+}
+
+// LoadView lists the whole directory once and returns it as a View (for a
+// one-off read, such as an operator's; a router keeps a Watcher instead).
+// Records that do not decode are left out and their keys returned.
+func LoadView(ctx context.Context, d Directory) (*View, []string, error) {
+	kvs, rev, err := d.List(ctx, "")
+	if err != nil {
+		return nil, nil, fmt.Errorf("load view: %w", err)
+	}
+	v, bad := viewFromList(kvs, rev)
+	return v, bad, nil
 }

@@ -77,6 +77,33 @@ func testWatcherReady(t *testing.T, open func(testing.TB) Directory) {
 	if v.Term != 1 || v.Leader.Router != "r1" || v.NumTenants() != 1 {
 		t.Fatalf("view term %d leader %+v tenants %d", v.Term, v.Leader, v.NumTenants())
 	}
+	// A one-off load reads the same records; a record that does not decode
+	// is named and left out.
+	if _, err := s.Directory().Put(testCtx(t), TenantKey("junk"), []byte("{not json")); err != nil {
+		t.Fatal(err)
+	}
+	lv, bad, err := LoadView(testCtx(t), s.Directory())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(bad) != 1 || bad[0] != TenantKey("junk") {
+		t.Fatalf("undecodable keys %v, want [%s]", bad, TenantKey("junk"))
+	}
+	lt, _ := lv.Tenant("t1")
+	wt, _ := v.Tenant("t1")
+	ln, _ := lv.Node("n1")
+	if lt != wt || ln.Addr != "http://n1" || lv.Term != 1 || lv.NumTenants() != 1 {
+		t.Fatalf("loaded view: t1 %+v n1 %+v term %d tenants %d", lt, ln, lv.Term, lv.NumTenants())
+	}
+	eventually(t, testTimeout, func() error {
+		if w.Rev() < lv.Rev {
+			return fmt.Errorf("watcher at %d, behind %d", w.Rev(), lv.Rev)
+		}
+		return nil
+	})
+	if _, ok := w.View().Tenant("junk"); ok {
+		t.Fatal("watcher holds a tenant that does not decode")
+	}
 }
 
 func testWatcherUpdates(t *testing.T, open func(testing.TB) Directory) {
