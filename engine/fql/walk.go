@@ -106,7 +106,8 @@ func exprHeight(e Expr, limit int) (int, Expr) {
 	}
 	var buf [32]item
 	stack := append(buf[:0], item{e, 1})
-	var kids []Expr
+	var kbuf [16]Expr
+	kids := kbuf[:0]
 	height := 0
 	for len(stack) > 0 {
 		it := stack[len(stack)-1]
