@@ -18,9 +18,16 @@ import (
 )
 
 const (
-	helperEnv     = "FENEC_STORE_HELPER"
-	helperPathEnv = "FENEC_STORE_PATH"
+	helperEnv           = "FENEC_STORE_HELPER"
+	helperPathEnv       = "FENEC_STORE_PATH"
+	helperCheckpointEnv = "FENEC_STORE_CHECKPOINT"
 )
+
+// crashState is the state the crash helper checkpoints at seq: large
+// enough that a kill often lands in the middle of writing it.
+func crashState(seq uint64) []byte {
+	return body(seq, seq, 300_000)
+}
 
 // TestHelperProcess is not a test: it is the child the crash and lock
 // tests start (the test binary run again with helperEnv set).
@@ -48,6 +55,12 @@ func TestHelperProcess(t *testing.T) {
 				os.Exit(3)
 			}
 			os.Stdout.WriteString(strconv.FormatUint(seq+n, 10) + "\n")
+			if os.Getenv(helperCheckpointEnv) != "" && seq%40 < 4 {
+				if err := l.Checkpoint(stateWriter(crashState(l.Seq()))); err != nil {
+					fmt.Fprintln(os.Stderr, "helper checkpoint:", err)
+					os.Exit(3)
+				}
+			}
 		}
 	case "lock":
 		os.Stdout.WriteString("locked\n")
@@ -58,10 +71,11 @@ func TestHelperProcess(t *testing.T) {
 }
 
 // helper starts the test binary as a helper child on path.
-func helper(t testing.TB, mode, path string) (*exec.Cmd, io.WriteCloser, *bufio.Scanner) {
+func helper(t testing.TB, mode, path string, env ...string) (*exec.Cmd, io.WriteCloser, *bufio.Scanner) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$")
 	cmd.Env = append(os.Environ(), helperEnv+"="+mode, helperPathEnv+"="+path)
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -82,15 +96,27 @@ func helper(t testing.TB, mode, path string) (*exec.Cmd, io.WriteCloser, *bufio.
 }
 
 func TestCrashKeepsAcknowledgedBlocks(t *testing.T) {
+	t.Run("appends", func(t *testing.T) { crashLoop(t, false) })
+	t.Run("appends and checkpoints", func(t *testing.T) { crashLoop(t, true) })
+}
+
+// crashLoop kills a writer child at random moments, reopening the file
+// after each kill and checking every acknowledged block is whole in it.
+func crashLoop(t *testing.T, checkpoints bool) {
 	path := tenantPath(t)
+	var env []string
+	if checkpoints {
+		env = append(env, helperCheckpointEnv+"=1")
+	}
 	mustClose(t, mustCreate(t, path, testOptions()))
 	var acked uint64
-	cuts := &countingHandler{msg: "store: cut torn tail"}
+	logged := &countingHandler{}
 	start := time.Now()
 	rounds := 0
-	for time.Since(start) < 3*time.Second || rounds < 5 {
+	images := 0
+	for time.Since(start) < 2*time.Second || rounds < 5 {
 		rounds++
-		cmd, _, lines := helper(t, "writer", path)
+		cmd, _, lines := helper(t, "writer", path, env...)
 		var (
 			mu      sync.Mutex
 			got     uint64
@@ -135,7 +161,7 @@ func TestCrashKeepsAcknowledgedBlocks(t *testing.T) {
 
 		c := &collected{}
 		opts := testOptions()
-		opts.Logger = slog.New(cuts)
+		opts.Logger = slog.New(logged)
 		l, err := Open(path, opts, c)
 		if err != nil {
 			t.Fatalf("round %d: open after kill: %v", rounds, err)
@@ -143,7 +169,13 @@ func TestCrashKeepsAcknowledgedBlocks(t *testing.T) {
 		if l.Seq() < acked {
 			t.Fatalf("round %d: seq %d after kill, but %d was acknowledged", rounds, l.Seq(), acked)
 		}
-		var seq uint64
+		seq := c.imageSeq
+		if c.hadImage {
+			images++
+			if !bytes.Equal(c.image, crashState(c.imageSeq)) {
+				t.Fatalf("round %d: image at %d is not whole", rounds, c.imageSeq)
+			}
+		}
 		for _, rec := range c.recs {
 			if rec.First != seq+1 {
 				t.Fatalf("round %d: record %d-%d after %d", rounds, rec.First, rec.Last, seq)
@@ -159,7 +191,11 @@ func TestCrashKeepsAcknowledgedBlocks(t *testing.T) {
 	if acked == 0 {
 		t.Fatal("the writer acknowledged nothing")
 	}
-	t.Logf("%d kills, %d torn tails cut, seq %d", rounds, cuts.count(), acked)
+	if checkpoints && images == 0 {
+		t.Fatal("no checkpoint was ever replayed")
+	}
+	t.Logf("%d kills, %d torn tails cut, %d side files removed, %d opens from an image, seq %d", rounds,
+		logged.count("store: cut torn tail"), logged.count("store: removed leftover side file"), images, acked)
 }
 
 func TestFlockRefusesSecondOpener(t *testing.T) {

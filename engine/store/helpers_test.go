@@ -143,27 +143,27 @@ func stateWriter(state []byte) WriteStateFunc {
 	}
 }
 
-// countingHandler is a slog handler counting the records with one message.
+// countingHandler is a slog handler counting records by message.
 type countingHandler struct {
-	msg string
-	mu  sync.Mutex
-	n   int
+	mu sync.Mutex
+	n  map[string]int
 }
 
 func (h *countingHandler) Enabled(context.Context, slog.Level) bool { return true }
 func (h *countingHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
 func (h *countingHandler) WithGroup(string) slog.Handler            { return h }
 func (h *countingHandler) Handle(_ context.Context, r slog.Record) error {
-	if r.Message == h.msg {
-		h.mu.Lock()
-		h.n++
-		h.mu.Unlock()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.n == nil {
+		h.n = map[string]int{}
 	}
+	h.n[r.Message]++
 	return nil
 }
 
-func (h *countingHandler) count() int {
+func (h *countingHandler) count(msg string) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.n
+	return h.n[msg]
 }
