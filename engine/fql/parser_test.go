@@ -209,6 +209,39 @@ func TestParsePositions(t *testing.T) {
 	}
 }
 
+// TestNodePositions checks the At of the nodes the executor reports
+// errors against.
+func TestNodePositions(t *testing.T) {
+	text := `create collection c (a int @hash, v vector<2> @hnsw(l2))`
+	cc := mustParse(t, text).(*CreateCollection)
+	at := func(sub string) int { return strings.Index(text, sub) }
+	if cc.At != 0 || cc.Fields[0].At != at("a int") || cc.Fields[0].Annots[0].At != at("@hash") || cc.Fields[1].Annots[0].At != at("@hnsw") {
+		t.Errorf("create collection positions: %+v", cc)
+	}
+
+	text = `  set t {a: 1, "b": b + 1} where x = 1 order y desc limit 2 returning * require 1`
+	set := mustParse(t, text).(*Set)
+	if set.At != 2 || set.Assigns[0].At != at("a: 1") || set.Assigns[1].At != at(`"b"`) || set.Assigns[1].Value.Pos() != at("b + 1") ||
+		set.Where.Pos() != at("x = 1") || set.Order[0].At != at("y desc") || set.Returning.At != at("returning") {
+		t.Errorf("set positions: %+v", set)
+	}
+
+	text = `get t select a as b, sum(c) where x = 1 match m "q" near v [1] fuse group a lookup o on p lookup i on q`
+	g := mustParse(t, text).(*Get)
+	if g.Select[0].At != at("a as b") || g.Select[1].At != at("sum(c)") || g.Match.At != at("match") ||
+		g.Near.At != at("near") || g.Fuse.At != at("fuse") || g.Lookup.At != at("lookup o") || g.Lookup.Lookup.At != at("lookup i") {
+		t.Errorf("get positions: %+v", g)
+	}
+
+	text = `put t [{a: -1}, $2]`
+	put := mustParse(t, text).(*Put)
+	list := put.Docs.(*ListLit)
+	obj := list.Elems[0].(*ObjectLit)
+	if list.At != at("[") || obj.At != at("{") || obj.Fields[0].At != at("a:") || obj.Fields[0].Value.Pos() != at("-1") || list.Elems[1].Pos() != at("$2") {
+		t.Errorf("put positions: %s", put)
+	}
+}
+
 func TestParams(t *testing.T) {
 	tests := []struct {
 		in   string
