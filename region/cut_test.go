@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -269,5 +270,41 @@ func TestCutOtherNodeUntouched(t *testing.T) {
 	fx.px.Heal()
 	if resp, _, err := a.wait(t); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("%v %v", err, resp)
+	}
+}
+
+// TestNodeResetMidRequest: a node whose connections are reset (not a cut)
+// has reads asked again and plain writes answered "may have run".
+func TestNodeResetMidRequest(t *testing.T) {
+	for _, tc := range []struct {
+		method string
+		want   int
+	}{{"GET", 200}, {"POST", 502}} {
+		t.Run(tc.method, func(t *testing.T) {
+			release := make(chan struct{})
+			var first atomic.Bool
+			fx := newCutFixture(t, func(w http.ResponseWriter, r *http.Request) {
+				if first.CompareAndSwap(false, true) {
+					select {
+					case <-release:
+					case <-r.Context().Done():
+					}
+				}
+				w.Header().Set("Content-Length", "2")
+				_, _ = io.WriteString(w, "ok")
+			}, fwdOpts{})
+			t.Cleanup(func() { close(release) })
+			a := goDo(fx.c, newReq(t, context.Background(), tc.method, fx.r.url+"/t/acme/query", []byte(`{}`), nil))
+			eventually(t, 10*time.Second, func() bool { return fx.old.count() == 1 })
+			waitPhase(t, fx.r.f, "a", "acme", phaseSent)
+			fx.px.Reset()
+			resp, body, err := a.wait(t)
+			if err != nil || resp.StatusCode != tc.want {
+				t.Fatalf("%v %v %s", err, resp, body)
+			}
+			if tc.want == 200 && fx.old.count() != 2 {
+				t.Fatalf("node saw %d requests, want the read twice", fx.old.count())
+			}
+		})
 	}
 }

@@ -179,12 +179,11 @@ func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	x.classify()
 	stop := context.AfterFunc(r.Context(), x.goneFn)
 	code := f.forward(w, x, tgt)
-	reuse := stop()
-	if reuse {
-		x.release()
-	}
 	// A hook already started may still touch the flight: leave that
 	// exchange to the collector rather than hand it to another request.
+	if stop() {
+		x.release()
+	}
 	f.finish(w, rt, start, code)
 }
 
@@ -218,15 +217,15 @@ func (f *Forwarder) readBody(x *exchange) error {
 	if r.ContentLength > 0 {
 		x.body.Grow(int(r.ContentLength))
 	}
-	n, err := x.body.ReadFrom(http.MaxBytesReader(nil, r.Body, f.cfg.MaxBodyBytes))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if asMaxBytes(err, &mbe) {
-			return ErrBodyTooLarge
-		}
+	x.lr = io.LimitedReader{R: r.Body, N: f.cfg.MaxBodyBytes + 1}
+	n, err := x.body.ReadFrom(&x.lr)
+	x.lr = io.LimitedReader{}
+	switch {
+	case err != nil:
 		return ErrBodyRead
-	}
-	if r.ContentLength >= 0 && n != r.ContentLength {
+	case n > f.cfg.MaxBodyBytes:
+		return ErrBodyTooLarge
+	case r.ContentLength >= 0 && n != r.ContentLength:
 		return ErrBodyRead
 	}
 	return nil

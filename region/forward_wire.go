@@ -2,9 +2,7 @@ package region
 
 import (
 	"bufio"
-	"errors"
 	"math/rand/v2"
-	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -203,5 +201,3 @@ func clientIP(addr string) string {
 	}
 	return host
 }
-
-func asMaxBytes(err error, target **http.MaxBytesError) bool { return errors.As(err, target) }
