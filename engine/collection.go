@@ -22,13 +22,17 @@ type collection struct {
 	docs  map[int64]*doc
 	order *btree.BTreeG[*doc] // the same docs by id, for ordered scans
 
-	hash   map[int]*hashIndex   // @hash and @unique fields, by position
-	sorted map[int]*sortedIndex // @sorted and @ttl fields, by position
-	search map[int]searchIndex  // @text and @hnsw fields, by position
+	// Indexes by field position (nil where a field has none).
+	hash   []*hashIndex   // @hash and @unique
+	sorted []*sortedIndex // @sorted and @ttl
+	search []searchIndex  // @text and @hnsw
 
 	mem int64 // estimated bytes of the stored documents
 
-	lazyMu sync.Mutex         // guards lazy
+	// lazyMu guards lazy among readers (who build it under the DB's read
+	// lock); writers hold the DB's write lock, so no reader runs beside
+	// them and they use lazy without lazyMu.
+	lazyMu sync.Mutex
 	lazy   map[int]*hashIndex // hash indexes built on first use by lookup
 }
 
@@ -39,9 +43,9 @@ func newCollection(s *schema) *collection {
 		sch:    s,
 		docs:   make(map[int64]*doc),
 		order:  btree.NewG(32, docLess),
-		hash:   make(map[int]*hashIndex),
-		sorted: make(map[int]*sortedIndex),
-		search: make(map[int]searchIndex),
+		hash:   make([]*hashIndex, len(s.Fields)),
+		sorted: make([]*sortedIndex, len(s.Fields)),
+		search: make([]searchIndex, len(s.Fields)),
 		lazy:   make(map[int]*hashIndex),
 	}
 	for i := range s.Fields {
@@ -78,13 +82,11 @@ func (c *collection) indexOne(i int, d *doc) {
 	if s := c.search[i]; s != nil {
 		s.put(d.id, v)
 	}
-	c.lazyMu.Lock()
 	if h := c.lazy[i]; h != nil {
 		if k, ok := keyFor(c.sch.Fields[i].Type.kind, v); ok {
 			h.add(k, d.id)
 		}
 	}
-	c.lazyMu.Unlock()
 }
 
 func (c *collection) unindexOne(i int, d *doc) {
@@ -101,13 +103,11 @@ func (c *collection) unindexOne(i int, d *doc) {
 	if s := c.search[i]; s != nil {
 		s.remove(d.id)
 	}
-	c.lazyMu.Lock()
 	if h := c.lazy[i]; h != nil {
 		if k, ok := keyFor(c.sch.Fields[i].Type.kind, v); ok {
 			h.remove(k, d.id)
 		}
 	}
-	c.lazyMu.Unlock()
 }
 
 // set stores d (replacing any doc with its id) and returns the old one.
@@ -143,6 +143,15 @@ func (c *collection) remove(id int64) *doc {
 	delete(c.docs, id)
 	c.order.Delete(old)
 	return old
+}
+
+func (c *collection) hasTTL() bool {
+	for i := range c.sch.Fields {
+		if c.sch.Fields[i].TTLms > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // uniqueHolder returns the id holding value v of @unique field i, if any
@@ -223,10 +232,14 @@ func valueBytes(v any) int64 {
 func (c *collection) memoryBytes() int64 {
 	n := c.mem
 	for _, h := range c.hash {
-		n += int64(len(h.m)) * 64
+		if h != nil {
+			n += int64(len(h.m)) * 64
+		}
 	}
 	for _, s := range c.sorted {
-		n += int64(s.t.Len()) * 40
+		if s != nil {
+			n += int64(s.t.Len()) * 40
+		}
 	}
 	for _, x := range c.search {
 		if g, ok := x.(*vectorIndex); ok {

@@ -28,6 +28,8 @@ type DB struct {
 	nextW    uint64
 	closed   bool
 
+	stmts stmtCache
+
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
 	closeOnce sync.Once
@@ -162,9 +164,41 @@ func (db *DB) Close() error {
 
 func (db *DB) nowMs() int64 { return db.opts.Now().UnixMilli() }
 
+// stmtCache keeps parsed statements by text: an AST is never changed
+// after parsing, so one may serve many executions at once.
+type stmtCache struct {
+	mu sync.Mutex // guards m
+	m  map[string]fql.Stmt
+}
+
+const (
+	stmtCacheSize = 256  // statements kept; the cache starts over when full
+	stmtCacheText = 4096 // longer statements are not kept
+)
+
+func (c *stmtCache) parse(q string) (fql.Stmt, error) {
+	c.mu.Lock()
+	stmt, ok := c.m[q]
+	c.mu.Unlock()
+	if ok {
+		return stmt, nil
+	}
+	stmt, err := fql.Parse(q)
+	if err != nil || len(q) > stmtCacheText {
+		return stmt, err
+	}
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= stmtCacheSize {
+		c.m = make(map[string]fql.Stmt)
+	}
+	c.m[q] = stmt
+	c.mu.Unlock()
+	return stmt, nil
+}
+
 // parse parses one statement and checks its parameters.
-func parse(st Statement) (fql.Stmt, []any, error) {
-	stmt, err := fql.Parse(st.Query)
+func (db *DB) parse(st Statement) (fql.Stmt, []any, error) {
+	stmt, err := db.stmts.parse(st.Query)
 	if err != nil {
 		var pe *fql.Error
 		if errors.As(err, &pe) {
@@ -184,7 +218,7 @@ func parse(st Statement) (fql.Stmt, []any, error) {
 
 // Exec runs one statement as one block.
 func (db *DB) Exec(ctx context.Context, st Statement) (*Result, uint64, error) {
-	stmt, params, err := parse(st)
+	stmt, params, err := db.parse(st)
 	if err != nil {
 		return nil, db.Seq(), err
 	}
@@ -216,7 +250,7 @@ func (db *DB) Batch(ctx context.Context, sts []Statement, opts BatchOptions) (*B
 	params := make([][]any, len(sts))
 	for i, st := range sts {
 		var err error
-		if stmts[i], params[i], err = parse(st); err != nil {
+		if stmts[i], params[i], err = db.parse(st); err != nil {
 			return nil, &BatchError{At: i, Completed: 0, Err: err}
 		}
 	}
@@ -250,7 +284,7 @@ func (db *DB) batch(ctx context.Context, stmts []fql.Stmt, params [][]any, opts 
 	}
 	if opts.Extra != nil {
 		for j, st := range opts.Extra(results) {
-			stmt, p, err := parse(st)
+			stmt, p, err := db.parse(st)
 			if err == nil {
 				_, err = (&runner{st: db.st, t: t, params: p, now: now}).run(stmt)
 			}

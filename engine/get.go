@@ -30,6 +30,11 @@ func (r *runner) runGet(s *fql.Get) (*Result, error) {
 	searching := s.Match != nil || s.Near != nil
 	needAll := s.Count || hasAgg || len(s.Group) > 0 || searching || lookupRequired(s.Lookup)
 
+	if s.Count && !searching && s.Lookup == nil && !hasAgg && len(s.Group) == 0 {
+		if n, ok := r.fastCount(c, s.Where); ok {
+			return &Result{Kind: ResultCount, Count: n}, nil
+		}
+	}
 	var hits []hit
 	if searching {
 		if hits, err = r.search(c, s); err != nil {
@@ -95,6 +100,23 @@ func (r *runner) runGet(s *fql.Get) (*Result, error) {
 		rows = append(rows, row)
 	}
 	return &Result{Kind: ResultRows, Rows: rows}, nil
+}
+
+// fastCount counts without visiting documents when an index answers the
+// whole clause exactly and no row can be hidden by @ttl.
+func (r *runner) fastCount(c *collection, where fql.Expr) (int64, bool) {
+	if c.hasTTL() {
+		return 0, false
+	}
+	if where == nil {
+		return int64(len(c.docs)), true
+	}
+	a := r.plan(c, where)
+	if a.scan || !a.exact {
+		return 0, false
+	}
+	slices.Sort(a.ids)
+	return int64(len(slices.Compact(a.ids))), true
 }
 
 func lookupRequired(l *fql.Lookup) bool { return l != nil && l.Required }

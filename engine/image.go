@@ -232,7 +232,7 @@ func (ir *imageReader) readColl(st *state) error {
 	// documents does not build them link by link.
 	for i, x := range c.search {
 		if _, ok := x.(*vectorIndex); ok {
-			delete(c.search, i)
+			c.search[i] = nil
 		}
 	}
 	st.colls[sch.Name] = c

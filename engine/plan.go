@@ -22,6 +22,10 @@ type access struct {
 	field int // for a range: the field (-1 id)
 	lo    bound
 	hi    bound
+	// exact: the candidates are exactly the documents the conjuncts this
+	// access answers (used of them) match, before @ttl.
+	exact bool
+	used  int
 }
 
 // conjuncts splits a clause on its top-level ands.
@@ -66,7 +70,8 @@ func flip(op fql.BinaryOp) fql.BinaryOp {
 func (r *runner) plan(c *collection, where fql.Expr) access {
 	best := access{cost: len(c.docs), scan: true}
 	ranges := map[int]*access{}
-	for _, cj := range conjuncts(where, nil) {
+	cjs := conjuncts(where, nil)
+	for _, cj := range cjs {
 		switch e := cj.(type) {
 		case *fql.Binary:
 			fi, fok := fieldOf(c, e.L)
@@ -96,6 +101,11 @@ func (r *runner) plan(c *collection, where fql.Expr) access {
 					ranges[fi] = a
 				}
 				b := bound{key: v, set: true, inclusive: op == fql.OpLe || op == fql.OpGe}
+				a.used++
+				a.exact = a.used == 1 || a.exact
+				if !boundFits(c, fi, v) {
+					a.exact = false
+				}
 				if v == nil {
 					// A comparison with null matches nothing.
 					a.lo, a.hi = bound{key: int64(1), set: true}, bound{key: int64(0), set: true}
@@ -129,17 +139,38 @@ func (r *runner) plan(c *collection, where fql.Expr) access {
 	}
 	for fi, a := range ranges {
 		a.cost = r.rangeCount(c, fi, a.lo, a.hi, best.cost)
-		if a.cost < best.cost {
+		if a.cost < best.cost || (a.cost == best.cost && best.scan) {
 			best = *a
 			best.ids = r.rangeIDs(c, fi, a.lo, a.hi)
 		}
 	}
+	best.exact = best.exact && best.used == len(cjs)
 	return best
+}
+
+// boundFits says whether the index orders v as the query language
+// compares it with field fi's values: a number for a numeric field or id,
+// text for a text field.
+func boundFits(c *collection, fi int, v any) bool {
+	k := tInt
+	if fi >= 0 {
+		k = c.sch.Fields[fi].Type.kind
+	}
+	switch v.(type) {
+	case int64:
+		return k == tInt || k == tFloat || k == tTimestamp
+	case float64:
+		f := v.(float64)
+		return f == f && (k == tInt || k == tFloat || k == tTimestamp)
+	case string:
+		return k == tText
+	}
+	return false
 }
 
 // eqAccess is the candidates for field fi equal to one of vals.
 func (r *runner) eqAccess(c *collection, fi int, vals []any) (access, bool) {
-	a := access{}
+	a := access{exact: true, used: 1}
 	if fi < 0 {
 		for _, v := range vals {
 			if id, ok := keyFor(tInt, v); ok {

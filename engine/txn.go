@@ -140,9 +140,7 @@ func (t *txn) createIndex(c *collection, spec fieldSpec) error {
 			return err
 		}
 	}
-	_, hadH := c.hash[i]
-	_, hadS := c.sorted[i]
-	_, hadX := c.search[i]
+	hadH, hadS, hadX := c.hash[i] != nil, c.sorted[i] != nil, c.search[i] != nil
 	c.sch.Fields[i] = spec
 	c.addIndexes(i)
 	if !hadH && c.hash[i] != nil {
@@ -157,13 +155,13 @@ func (t *txn) createIndex(c *collection, spec fieldSpec) error {
 	t.remember(func() {
 		c.sch.Fields[i] = old
 		if !hadH {
-			delete(c.hash, i)
+			c.hash[i] = nil
 		}
 		if !hadS {
-			delete(c.sorted, i)
+			c.sorted[i] = nil
 		}
 		if !hadX {
-			delete(c.search, i)
+			c.search[i] = nil
 		}
 	})
 	t.ops = append(t.ops, blockOp{kind: opIndex, coll: c.sch.Name, field: spec})
