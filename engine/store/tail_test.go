@@ -152,3 +152,33 @@ func TestBadFrames(t *testing.T) {
 		}
 	})
 }
+
+func TestImageWithoutItsEndIsDamage(t *testing.T) {
+	l := mustCreate(t, tenantPath(t), Options{Sync: SyncOff, Logger: quietLogger(), imageChunk: 40})
+	var img bytes.Buffer
+	if _, err := l.WriteImage(&img, stateWriter(bytes.Repeat([]byte("z"), 200))); err != nil {
+		t.Fatal(err)
+	}
+	data := img.Bytes()
+	// Drop the KindImageEnd frame: the frames left are whole, the image is not.
+	s, err := scan(data, 0, true)
+	if err != nil || len(s.images) != 1 {
+		t.Fatalf("scan of a whole image: %v", err)
+	}
+	off := int64(headerSize)
+	var lastStart int64
+	for off < int64(len(data)) {
+		_, size, why := frameAt(data, off, 0)
+		if why != "" {
+			t.Fatal(why)
+		}
+		lastStart, off = off, off+size
+	}
+	path := tenantPath(t)
+	writeFile(t, path, data[:lastStart])
+	_, err = Open(path, testOptions(), nil)
+	var de *DamagedError
+	if !errors.As(err, &de) || de.Offset != headerSize {
+		t.Fatalf("open of an image without its end: %v", err)
+	}
+}
