@@ -100,7 +100,16 @@ func (l *lexer) next() (token, *Error) {
 		return token{kind: tPunct, pos: start, end: l.off, val: l.src[start:l.off]}, nil
 	}
 	r, _ := utf8.DecodeRuneInString(l.src[l.off:])
-	return token{}, &Error{Pos: start, Msg: "unexpected character " + strconv.QuoteRune(r)}
+	msg := "unexpected character " + strconv.QuoteRune(r)
+	switch {
+	case strings.HasPrefix(l.src[start:], "&&"):
+		msg += " (write and)"
+	case strings.HasPrefix(l.src[start:], "||"):
+		msg += " (write or)"
+	case r == '!':
+		msg += " (write not, or != to compare)"
+	}
+	return token{}, &Error{Pos: start, Msg: msg}
 }
 
 func (l *lexer) skipSpace() {

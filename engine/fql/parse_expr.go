@@ -54,8 +54,14 @@ func (p *parser) cmp() Expr {
 	l := p.add()
 	switch {
 	case p.tok.kind == tPunct && cmpOps[p.tok.val] != 0:
-		op := cmpOps[p.advance().val]
-		return &Binary{At: l.Pos(), Op: op, L: l, R: p.add()}
+		opTok := p.advance()
+		switch next := p.tok; {
+		case opTok.val == "=" && next.is("=") && next.pos == opTok.end:
+			p.fail(opTok.pos, "write = to compare, not ==")
+		case opTok.val == "<" && next.is(">") && next.pos == opTok.end:
+			p.fail(opTok.pos, "write != to compare, not <>")
+		}
+		return &Binary{At: l.Pos(), Op: cmpOps[opTok.val], L: l, R: p.add()}
 	case p.tok.isKw("has"):
 		p.advance()
 		return &Binary{At: l.Pos(), Op: OpHas, L: l, R: p.add()}

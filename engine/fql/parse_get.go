@@ -27,6 +27,7 @@ func (p *parser) get() Stmt {
 			g.Fuse = p.fuse()
 		case "group":
 			p.advance()
+			p.refuseBy("group")
 			g.Group = append(g.Group, p.path("a field to group by"))
 			for p.accept(",") {
 				g.Group = append(g.Group, p.path("a field to group by after ','"))

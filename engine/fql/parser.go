@@ -227,6 +227,25 @@ func (p *parser) checkHeight(e Expr) {
 	}
 }
 
+// refuseBy fails on SQL's "order by x" / "group by x": by followed by
+// another name (a field named by is still allowed: "order by, x").
+func (p *parser) refuseBy(clause string) {
+	if !p.tok.isKw("by") {
+		return
+	}
+	next := p.peek()
+	if next.kind == tIdent && !clauseWords[strings.ToLower(next.val)] {
+		p.fail(p.tok.pos, "write %s %s, without by", clause, next.val)
+	}
+}
+
+// clauseWords are the words that may follow an order or group key.
+var clauseWords = map[string]bool{
+	"asc": true, "desc": true, "select": true, "where": true, "match": true, "near": true,
+	"fuse": true, "group": true, "order": true, "limit": true, "offset": true, "count": true,
+	"lookup": true, "returning": true, "require": true,
+}
+
 // atEnd reports whether the statement ends here (';' or end of text).
 func (p *parser) atEnd() bool { return p.tok.kind == tEOF || p.tok.is(";") }
 
@@ -447,6 +466,7 @@ func (p *parser) returning() *Returning {
 // aggregate.
 func (p *parser) order() []OrderKey {
 	p.advance()
+	p.refuseBy("order")
 	var keys []OrderKey
 	for {
 		k := OrderKey{At: p.tok.pos}

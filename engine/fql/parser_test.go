@@ -86,6 +86,8 @@ func TestParsePrint(t *testing.T) {
 		{`get users where id = $1 lookup orders on user_id required select id, total where total > 10 order total desc limit 5 lookup items on order_id select sku`,
 			`get users where id = $1 lookup orders on user_id required select id, total where total > 10 order total desc limit 5 lookup items on order_id select sku`},
 		{`get t select count`, `get t select count`},
+		{`get t order by desc`, `get t order by desc`},
+		{`get t order by limit 1`, `get t order by limit 1`},
 		{`get t select a count`, `get t select a count`},
 
 		// keywords in any case; names keep theirs
@@ -315,6 +317,14 @@ func TestParseErrors(t *testing.T) {
 		{"get t near v [" + strings.Repeat("1 - ", 50) + "1]", 14, `a vector holds numbers, found 1 - 1 - 1 - 1 - 1 - 1 - 1 - 1 - 1 - 1 - ...`},
 		{``, 0, `expected a statement (get, put, insert, set, del, create, drop), found end of statement`},
 		{`!x`, 0, `unexpected character '!'`},
+		{`get t where a == 1`, 14, `write = to compare, not ==`},
+		{`get t where a <> 1`, 14, `write != to compare, not <>`},
+		{`get t where a = 1 && b = 2`, 18, `unexpected character '&' (write and)`},
+		{`get t where a = 1 || b = 2`, 18, `unexpected character '|' (write or)`},
+		{`get t where !a`, 12, `(write not, or != to compare)`},
+		{`get t order by name desc`, 12, `write order name, without by`},
+		{`del t order by name`, 12, `write order name, without by`},
+		{`get t select count(*) group by status`, 28, `write group status, without by`},
 		{`select * from t`, 0, `expected a statement`},
 		{`get`, 3, `expected a collection name, found end of statement`},
 		{`create collection t (a int where`, 27, `expected ')' after field list, found "where"`},
