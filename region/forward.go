@@ -36,6 +36,14 @@ const maxAttempts = 8
 
 // Forwarder is the http.Handler for /t/<tenant>/...: it sends each request
 // to the tenant's node byte for byte and passes the answer back.
+//
+// Wiring, for the control plane: NewForwarder over its Placements and the
+// router's registry; mount it on "/t/"; SetLeaseRetry once leasing runs;
+// call Cut(node, {tenant: new target}) as soon as the directory shows
+// tenants failed over off node (on every router, leading or not; never for
+// a move); Close on shutdown. A sane X-Request-Id already on the request
+// (a middleware's or the client's) is passed on; otherwise one is made
+// for the node.
 type Forwarder struct {
 	cfg     ForwardConfig
 	place   Placements
