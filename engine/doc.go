@@ -1,8 +1,34 @@
 // Package engine is one tenant's database in one file: an append-only log
-// of framed, checksummed records replayed into memory, collections and
-// their indexes, the query language, the change sequence, the lineage,
-// images and compaction, and the hooks a server needs (write gate, quota,
-// watchers, raw records for replication).
+// of framed, checksummed records (package store) replayed into memory,
+// collections and their indexes, the query language's executor (package
+// fql parses), the change sequence, the lineage, images and compaction,
+// and the hooks a server needs (write gate, quota, watchers, raw records
+// for replication).
 //
-// It knows nothing of HTTP, nodes or routers.
+// What it holds, and how:
+//
+//   - Collections keep their documents in memory, values by field
+//     position, in an id-ordered B-tree plus a map by id. Indexes: @hash and
+//     @unique (hash maps), @sorted and @ttl (B-trees), @text (BM25, package
+//     text), @hnsw (graphs, package hnsw), and a hash index on a lookup's
+//     field built on first use. Indexes only narrow the candidates: every
+//     candidate is checked against the whole where clause, so an answer
+//     never depends on which index the planner picked.
+//   - A block (Exec's one statement, Batch's many) runs under the write
+//     lock against the live state, remembering an undo step for every
+//     change; it is encoded as one binary record, asked of the gate and
+//     the quota with its exact framed length, appended, and only then
+//     shown to watchers. Any failure undoes it all: memory and file are as
+//     they were.
+//   - seq moves by one per document written or deleted and per schema
+//     change; a block is numbered by its last.
+//   - An image (checkpoint, compact, WriteImage) streams the schemas, the
+//     id counters, the live documents and each HNSW graph's links; text
+//     indexes are rebuilt on load.
+//   - Rows whose @ttl has passed are hidden from every read at once; a
+//     sweeper goroutine (owned by DB, stopped by Close) deletes them later
+//     as ordinary blocks.
+//
+// It knows nothing of HTTP, nodes or routers, and it does not bound
+// statement time: a scan runs to its end.
 package engine

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -15,7 +16,14 @@ func (db *DB) sweepLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-			if _, err := db.Sweep(ctx); err != nil {
+			_, err := db.Sweep(ctx)
+			var ge *GateError
+			switch {
+			case err == nil, errors.Is(err, ErrClosed):
+			case errors.As(err, &ge):
+				// Not taking writes now (frozen, no lease): try again later.
+				db.logger.Debug("ttl sweep refused by the gate", "err", err)
+			default:
 				db.logger.Warn("ttl sweep", "err", err)
 			}
 		}
