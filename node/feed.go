@@ -34,7 +34,11 @@ type feedDoc struct {
 // after S as NDJSON, one line a block, Fenec-Next naming the seq to ask
 // from next. With wait, an empty answer waits up to MS for a write.
 func (c *call) feed() {
-	q := c.r.URL.Query()
+	q, err := c.queryValues()
+	if err != nil {
+		c.fail(err)
+		return
+	}
 	since, limit, wait, err := feedParams(q.Get("since"), q.Get("limit"), q.Get("wait"))
 	if err != nil {
 		c.fail(err)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 )
@@ -188,6 +189,16 @@ func (s *Server) auditf(c *call, what, tenant, detail string) {
 	if err != nil {
 		c.log.Error("audit", "err", err)
 	}
+}
+
+// queryValues parses the query string; a malformed one (a stray ';', a
+// bad escape) is refused rather than half read.
+func (c *call) queryValues() (url.Values, error) {
+	q, err := url.ParseQuery(c.r.URL.RawQuery)
+	if err != nil {
+		return nil, fmt.Errorf("%w: query string: %v", ErrBadRequest, err)
+	}
+	return q, nil
 }
 
 // readBody reads the whole body up to the node's limit: 413 past it, 400

@@ -16,10 +16,9 @@ import (
 // from their results.
 type job struct {
 	sts []engine.Statement
-	// render makes the answer; ch is the landed block's Change when
-	// wantChange is set and the block has landed, else nil.
-	render     func(results []*engine.Result, ch *engine.Change) (int, []byte)
-	wantChange bool
+	// render makes the answer (also inside BatchOptions.Extra, before the
+	// block lands, when a key stores it).
+	render func(results []*engine.Result) (int, []byte)
 	// holdable: Fenec-Wait may hold it (/query and /batch).
 	holdable bool
 	// batch: a failure answers {"error", "completed", "at"}.
@@ -64,7 +63,7 @@ func (c *call) query() {
 	c.runJob(&job{
 		sts:      []engine.Statement{st},
 		holdable: true,
-		render: func(rs []*engine.Result, _ *engine.Change) (int, []byte) {
+		render: func(rs []*engine.Result) (int, []byte) {
 			return http.StatusOK, rs[0].JSON()
 		},
 	}, body)
@@ -97,7 +96,7 @@ func (c *call) batch() {
 }
 
 // renderBatch answers {"ok": N, "results": [...]}.
-func renderBatch(rs []*engine.Result, _ *engine.Change) (int, []byte) {
+func renderBatch(rs []*engine.Result) (int, []byte) {
 	var b bytes.Buffer
 	b.WriteString(`{"ok":`)
 	b.WriteString(strconv.Itoa(len(rs)))

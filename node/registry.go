@@ -142,7 +142,7 @@ func (r *registry) openFile(t *tenant) (*engine.DB, error) {
 		}
 		return nil, fmt.Errorf("open tenant: %w", err)
 	}
-	db, err := engine.Open(t.path, t.options())
+	db, err := guarded(func() (*engine.DB, error) { return engine.Open(t.path, t.options()) })
 	if errors.Is(err, engine.ErrNotExist) {
 		return nil, ErrUnknownTenant
 	}
@@ -192,7 +192,7 @@ func (r *registry) install(name string, mk func(string, *tenant) (*engine.DB, er
 	var db *engine.DB
 	err := ErrTenantExists
 	if _, serr := os.Stat(t.path); errors.Is(serr, os.ErrNotExist) {
-		db, err = mk(t.path, t)
+		db, err = guarded(func() (*engine.DB, error) { return mk(t.path, t) })
 		if errors.Is(err, engine.ErrExist) {
 			err = ErrTenantExists
 		}
@@ -214,6 +214,17 @@ func (r *registry) install(name string, mk func(string, *tenant) (*engine.DB, er
 	close(t.ready)
 	r.poke()
 	return nil
+}
+
+// guarded runs an engine open, turning a panic into an error so a tenant
+// never stays "opening" for ever.
+func guarded(open func() (*engine.DB, error)) (db *engine.DB, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			db, err = nil, fmt.Errorf("open tenant: engine panicked: %v", p)
+		}
+	}()
+	return open()
 }
 
 // release lets one reference go.

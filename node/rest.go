@@ -18,7 +18,11 @@ func (c *call) rest(coll string) {
 	if !c.method(http.MethodGet, http.MethodPost, http.MethodPatch, http.MethodDelete) {
 		return
 	}
-	q := c.r.URL.Query()
+	q, err := c.queryValues()
+	if err != nil {
+		c.fail(err)
+		return
+	}
 	switch c.r.Method {
 	case http.MethodGet:
 		c.restGet(coll, q)
@@ -63,29 +67,16 @@ func (c *call) restInsert(coll string) {
 		return
 	}
 	c.runJob(&job{
-		sts:        []engine.Statement{{Query: "insert " + coll + " $1", Params: []any{docs}}},
-		wantChange: true,
-		render: func(rs []*engine.Result, ch *engine.Change) (int, []byte) {
-			ids := insertedIDs(rs[0], ch, coll)
+		sts: []engine.Statement{{Query: "insert " + coll + " $1", Params: []any{docs}}},
+		render: func(rs []*engine.Result) (int, []byte) {
+			ids := rs[0].IDs
+			if ids == nil {
+				ids = []int64{}
+			}
 			b, _ := json.Marshal(map[string]any{"inserted": rs[0].Affected, "ids": ids})
 			return http.StatusCreated, b
 		},
 	}, body)
-}
-
-// insertedIDs are the ids an insert wrote, read from its landed Change
-// (the engine's Result names no ids); empty before the block landed.
-func insertedIDs(_ *engine.Result, ch *engine.Change, coll string) []int64 {
-	ids := []int64{}
-	if ch == nil {
-		return ids
-	}
-	for _, d := range ch.Puts {
-		if d.Coll == coll {
-			ids = append(ids, d.ID)
-		}
-	}
-	return ids
 }
 
 // decodeDocs reads an object or an array of objects, numbers exact.
@@ -180,8 +171,8 @@ func (c *call) restDelete(coll string, q map[string][]string) {
 }
 
 // affectedAs answers {"<name>": affected}.
-func affectedAs(name string) func([]*engine.Result, *engine.Change) (int, []byte) {
-	return func(rs []*engine.Result, _ *engine.Change) (int, []byte) {
+func affectedAs(name string) func([]*engine.Result) (int, []byte) {
+	return func(rs []*engine.Result) (int, []byte) {
 		return http.StatusOK, []byte(`{"` + name + `":` + strconv.FormatInt(rs[0].Affected, 10) + `}`)
 	}
 }

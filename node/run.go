@@ -11,22 +11,15 @@ import (
 // stores its key with the block that takes something).
 func (t *tenant) runJob(ctx context.Context, j *job, k *keyed, holding bool) outcome {
 	var (
-		slot   *captureSlot
 		stored *storedAnswer
 		opts   engine.BatchOptions
 	)
-	if j.wantChange || k != nil {
+	if k != nil {
 		opts.Extra = func(rs []*engine.Result) []engine.Statement {
-			if j.wantChange {
-				slot = &captureSlot{}
-				t.mu.Lock()
-				t.capture = slot
-				t.mu.Unlock()
-			}
-			if k == nil || (holding && claimedNothing(rs)) {
+			if holding && claimedNothing(rs) {
 				return nil
 			}
-			status, body := j.render(rs, nil)
+			status, body := j.render(rs)
 			var st engine.Statement
 			stored, st = t.keyStatement(k, status, body, rs)
 			return []engine.Statement{st}
@@ -46,15 +39,7 @@ func (t *tenant) runJob(ctx context.Context, j *job, k *keyed, holding bool) out
 		}
 		return outcome{res: res, status: stored.Status, body: stored.Body}
 	}
-	var ch *engine.Change
-	if slot != nil {
-		t.mu.Lock()
-		if slot.got && slot.change.Seq == res.Seq {
-			ch = &slot.change
-		}
-		t.mu.Unlock()
-	}
-	status, body := j.render(res.Results, ch)
+	status, body := j.render(res.Results)
 	return outcome{res: res, status: status, body: body}
 }
 

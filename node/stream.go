@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -76,14 +77,18 @@ type sse struct {
 // the collection, keepalive comments, and an error event when the tenant
 // goes away or the node shuts down.
 func (c *call) subscribe(coll string) {
-	q := c.r.URL.Query()
+	q, err := c.queryValues()
+	if err != nil {
+		c.fail(err)
+		return
+	}
 	var b stmtBuilder
 	where, err := b.where(q)
 	if err != nil {
 		c.fail(err)
 		return
 	}
-	since, resume, err := sinceParam(c.r)
+	since, resume, err := sinceParam(c.r, q)
 	if err != nil {
 		c.fail(err)
 		return
@@ -127,8 +132,8 @@ func (t *tenant) checkColl(c *call, coll string) error {
 }
 
 // sinceParam reads since= (or Last-Event-ID): resume is false if absent.
-func sinceParam(r *http.Request) (uint64, bool, error) {
-	v := r.URL.Query().Get("since")
+func sinceParam(r *http.Request, q url.Values) (uint64, bool, error) {
+	v := q.Get("since")
 	if v == "" {
 		v = r.Header.Get("Last-Event-ID")
 	}

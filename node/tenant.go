@@ -61,22 +61,15 @@ type tenant struct {
 	// seq mirrors the file's seq, kept by onChange under the engine's
 	// write lock (so inside BatchOptions.Extra it is the seq before the
 	// block landing).
-	seq     uint64
-	seqCh   chan struct{}            // closed and replaced at every change
-	subs    map[*subscriber]struct{} // open subscriptions and feeds
-	capture *captureSlot             // the block about to land wants its Change
-	keys    map[string]chan struct{} // idempotency keys in flight; closed when done
-	claims  []*claimWaiter           // Fenec-Wait holders, oldest first
-	idemOK  bool                     // _idempotency is known to exist
+	seq    uint64
+	seqCh  chan struct{}            // closed and replaced at every change
+	subs   map[*subscriber]struct{} // open subscriptions and feeds
+	keys   map[string]chan struct{} // idempotency keys in flight; closed when done
+	claims []*claimWaiter           // Fenec-Wait holders, oldest first
+	idemOK bool                     // _idempotency is known to exist
 
 	stopWatch func()
 	wake      chan struct{} // cap 1: a write landed, held claims may run
-}
-
-// captureSlot receives the Change of the block that set it.
-type captureSlot struct {
-	change engine.Change
-	got    bool
 }
 
 func newTenant(reg *registry, name string) *tenant {
@@ -159,10 +152,6 @@ func (t *tenant) onChange(c engine.Change) {
 	t.seq = c.Seq
 	close(t.seqCh)
 	t.seqCh = make(chan struct{})
-	if t.capture != nil {
-		t.capture.change, t.capture.got = c, true
-		t.capture = nil
-	}
 	for s := range t.subs {
 		s.offer(c)
 	}

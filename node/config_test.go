@@ -1,0 +1,73 @@
+package node
+
+import (
+	"flag"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fenec-go/fenec/engine"
+)
+
+func TestConfigFlags(t *testing.T) {
+	cfg := DefaultConfig()
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	cfg.AddFlags(fs)
+	err := fs.Parse([]string{"--dir", "/d", "--http", "127.0.0.1:9", "--idle-close", "1.5",
+		"--max-memory", "64", "--idle-timeout", "7", "--idempotency-ttl", "60", "--max-streams", "3",
+		"--sync", "always", "--admin-token", "a", "--http-token", "h", "--audit", "/a.log", "--max-body", "10"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Dir != "/d" || cfg.IdleClose != 1500*time.Millisecond || cfg.MaxMemory != 64<<20 ||
+		cfg.IdleTimeout != 7*time.Second || cfg.IdempotencyTTL != time.Minute || cfg.MaxStreams != 3 ||
+		cfg.AdminToken != "a" || cfg.HTTPToken != "h" || cfg.Audit != "/a.log" || cfg.MaxBody != 10 {
+		t.Fatalf("flags parsed into %+v", cfg)
+	}
+	mode, _, err := cfg.syncMode()
+	if err != nil || mode != engine.SyncAlways {
+		t.Fatalf("sync mode %v %v", mode, err)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	base := func() Config {
+		c := DefaultConfig()
+		c.Dir = "/d"
+		return c
+	}
+	tests := []struct {
+		name string
+		mod  func(*Config)
+		want string // substring of the error; "" for valid
+	}{
+		{"defaults", func(*Config) {}, ""},
+		{"no dir", func(c *Config) { c.Dir = "" }, "dir"},
+		{"bad sync", func(c *Config) { c.Sync = "sometimes" }, "sync"},
+		{"sync ms", func(c *Config) { c.Sync = "250" }, ""},
+		{"public no token", func(c *Config) { c.HTTP = "0.0.0.0:80" }, "loopback"},
+		{"public with token", func(c *Config) { c.HTTP = "0.0.0.0:80"; c.HTTPToken = "x" }, ""},
+		{"public insecure", func(c *Config) { c.HTTP = "10.0.0.1:80"; c.Insecure = true }, ""},
+		{"localhost", func(c *Config) { c.HTTP = "localhost:80" }, ""},
+		{"ipv6 loopback", func(c *Config) { c.HTTP = "[::1]:80" }, ""},
+		{"bad addr", func(c *Config) { c.HTTP = "nope" }, "http"},
+		{"streams", func(c *Config) { c.MaxStreams = 0 }, "max-streams"},
+		{"ttl", func(c *Config) { c.IdempotencyTTL = 0 }, "idempotency-ttl"},
+		{"same tokens", func(c *Config) { c.AdminToken, c.HTTPToken = "t", "t" }, "differ"},
+		{"body", func(c *Config) { c.MaxBody = 0 }, "max-body"},
+	}
+	for _, tt := range tests {
+		c := base()
+		tt.mod(&c)
+		err := c.Validate()
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%s: %v", tt.name, err)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("%s: err %v, want one naming %q", tt.name, err, tt.want)
+		}
+	}
+}

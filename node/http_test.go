@@ -1,0 +1,225 @@
+package node
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// rawRequest writes raw bytes on a fresh connection and reads the answer.
+func rawRequest(t *testing.T, addr, raw string) *http.Response {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	if _, err := io.WriteString(conn, raw); err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("read answer: %v", err)
+	}
+	t.Cleanup(func() { res.Body.Close() })
+	return res
+}
+
+// wantJSONError checks an error answer's status and shape.
+func wantJSONError(t *testing.T, r *resp, status int) map[string]any {
+	t.Helper()
+	if r.Status != status {
+		t.Fatalf("status %d %s, want %d", r.Status, r.Body, status)
+	}
+	if ct := r.Header.Get("Content-Type"); ct != "application/json" {
+		t.Fatalf("content type %q", ct)
+	}
+	m := r.Obj(t)
+	if _, ok := m["error"].(string); !ok {
+		t.Fatalf("no error message in %s", r.Body)
+	}
+	return m
+}
+
+func TestHealthAndRequestID(t *testing.T) {
+	n := startNode(t, func(c *Config) { c.HTTPToken = "data" })
+	r := n.do("GET", "/_health", "", "X-Request-Id", "abc-123")
+	if r.Status != 200 || strings.TrimSpace(string(r.Body)) != `{"ok":true}` {
+		t.Fatalf("health: %d %s", r.Status, r.Body)
+	}
+	if got := r.Header.Get("X-Request-Id"); got != "abc-123" {
+		t.Fatalf("request id %q, want the client's", got)
+	}
+	// Under /t/<tenant>/ too, with no token.
+	if r := n.do("GET", "/t/any/_health", ""); r.Status != 200 {
+		t.Fatalf("tenant health: %d %s", r.Status, r.Body)
+	}
+	for _, bad := range []string{strings.Repeat("x", 129), "has space", "tab\there"} {
+		r := n.do("GET", "/_health", "", "X-Request-Id", bad)
+		if got := r.Header.Get("X-Request-Id"); got == bad || got == "" {
+			t.Fatalf("request id %q kept for %q", got, bad)
+		}
+	}
+	a, b := n.do("GET", "/_health", ""), n.do("GET", "/_health", "")
+	if a.Header.Get("X-Request-Id") == b.Header.Get("X-Request-Id") {
+		t.Fatal("two requests got one id")
+	}
+}
+
+func TestUnknownRoutesAndNames(t *testing.T) {
+	n := startNode(t, nil)
+	for _, tt := range []struct {
+		method, path string
+		status       int
+	}{
+		{"GET", "/", 404},
+		{"GET", "/nope", 404},
+		{"GET", "/t/", 404},
+		{"GET", "/t/a", 404},
+		{"GET", "/t/a/x/y/z", 404},
+		{"POST", "/t/a/1bad", 404},
+		{"GET", "/t/Upper/query", 400},
+		{"GET", "/t/" + strings.Repeat("a", 65) + "/c", 400},
+		{"GET", "/t/a.b/c", 400},
+		{"GET", "/t/a%20b/c", 400},
+		{"GET", "/t/../x", 400},
+		{"GET", "/t/a/../../etc/passwd", 400},
+		{"GET", "/t/%2e%2e/x", 400},
+		{"GET", "/t/a%2fb/c", 400},
+		{"GET", "/t/a%2F..%2Fb/c", 400},
+		{"GET", "/t/a%5cb/c", 400},
+		{"GET", "/t/nosuch/c", 404},
+		{"POST", "/t/nosuch/query", 404},
+		{"GET", "/_admin/stats", 401},
+	} {
+		res := rawRequest(t, n.s.Addr(), fmt.Sprintf("%s %s HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n", tt.method, tt.path))
+		b, _ := io.ReadAll(res.Body)
+		r := &resp{Status: res.StatusCode, Header: res.Header, Body: b}
+		wantJSONError(t, r, tt.status)
+	}
+	// Nothing was created by any of it.
+	ents, err := os.ReadDir(n.cfg.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ents) != 0 {
+		t.Fatalf("dir holds %v", ents)
+	}
+	if r := n.do("GET", "/_health", ""); r.Status != 200 {
+		t.Fatalf("node not serving after bad input: %d", r.Status)
+	}
+}
+
+func TestAdminNeedsToken(t *testing.T) {
+	n := startNode(t, func(c *Config) { c.AdminToken = "" })
+	r := n.do("GET", "/_admin/stats", "", "Authorization", "Bearer "+adminToken)
+	wantJSONError(t, r, 404)
+	r = n.do("PUT", "/_admin/tenants/a", "")
+	wantJSONError(t, r, 404)
+}
+
+func TestTokensAndBackoff(t *testing.T) {
+	audit := filepath.Join(t.TempDir(), "audit.log")
+	n := startNode(t, func(c *Config) { c.HTTPToken = "data-secret"; c.Audit = audit })
+	r := n.do("POST", "/t/a/query", `{"query":"get c"}`)
+	wantJSONError(t, r, 401)
+	if !strings.HasPrefix(r.Header.Get("WWW-Authenticate"), "Bearer") {
+		t.Fatalf("WWW-Authenticate %q", r.Header.Get("WWW-Authenticate"))
+	}
+	// The data token is not the admin token and the other way round.
+	wantJSONError(t, n.do("GET", "/_admin/stats", "", "Authorization", "Bearer data-secret"), 401)
+	wantJSONError(t, n.do("GET", "/t/a/c", "", "Authorization", "Bearer "+adminToken), 401)
+	// A right token reaches the tenant (unknown: 404).
+	wantJSONError(t, n.do("GET", "/t/a/c", "", "Authorization", "Bearer data-secret"), 404)
+	// Two more bad tokens make five in the minute: the address is blocked,
+	// even with the right token.
+	wantJSONError(t, n.do("GET", "/t/a/c", "", "Authorization", "Bearer wrong"), 401)
+	wantJSONError(t, n.do("GET", "/t/a/c", "", "Authorization", "Bearer wrong"), 401)
+	r = n.do("GET", "/t/a/c", "", "Authorization", "Bearer data-secret")
+	wantJSONError(t, r, 429)
+	if r.Header.Get("Retry-After") == "" {
+		t.Fatal("429 without Retry-After")
+	}
+	if r := n.do("GET", "/_health", ""); r.Status != 200 {
+		t.Fatalf("health while blocked: %d", r.Status)
+	}
+	n.s.Close()
+	b, err := os.ReadFile(audit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) != 6 {
+		t.Fatalf("audit has %d lines, want 6:\n%s", len(lines), b)
+	}
+	var last auditEntry
+	if err := json.Unmarshal([]byte(lines[5]), &last); err != nil {
+		t.Fatal(err)
+	}
+	if last.Status != 429 || last.Who != "127.0.0.1" || last.Tenant != "a" || last.RequestID == "" {
+		t.Fatalf("last audit line %+v", last)
+	}
+}
+
+func TestBackoffWindow(t *testing.T) {
+	now := time_(0)
+	g := newGuard(now.get)
+	req, _ := http.NewRequest("GET", "/", nil)
+	req.RemoteAddr = "10.0.0.1:5"
+	req.Header.Set("Authorization", "Bearer bad")
+	for i := 0; i < 4; i++ {
+		if err := g.check(req, "good"); err != ErrUnauthorized {
+			t.Fatalf("strike %d: %v", i, err)
+		}
+		now.add(20) // seconds: the first strikes leave the window
+	}
+	if err := g.check(req, "good"); err != ErrUnauthorized {
+		t.Fatalf("fifth strike spread over 100 s: %v", err)
+	}
+	for i := 0; i < 3; i++ {
+		g.check(req, "good")
+	}
+	if err := g.check(req, "good"); err != ErrBackoff {
+		t.Fatalf("five in a minute: %v, want ErrBackoff", err)
+	}
+	other := req.Clone(req.Context())
+	other.RemoteAddr = "10.0.0.2:5"
+	other.Header.Set("Authorization", "Bearer good")
+	if err := g.check(other, "good"); err != nil {
+		t.Fatalf("another address: %v", err)
+	}
+	now.add(61)
+	req.Header.Set("Authorization", "Bearer good")
+	if err := g.check(req, "good"); err != nil {
+		t.Fatalf("after the penalty: %v", err)
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	n := startNode(t, nil)
+	n.mkTenant("secretname")
+	n.do("GET", "/t/secretname/nope/x/y", "")
+	r := n.do("GET", "/_metrics", "", "Authorization", "Bearer "+adminToken)
+	if r.Status != 200 {
+		t.Fatalf("metrics: %d %s", r.Status, r.Body)
+	}
+	body := string(r.Body)
+	for _, want := range []string{"fenec_node_request_duration_seconds", "fenec_node_errors_total",
+		"fenec_node_open_connections", "fenec_node_tenants_on_disk 1", "fenec_node_tenants_open",
+		"fenec_node_memory_bytes", "fenec_node_held_requests"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	if strings.Contains(body, "secretname") {
+		t.Error("a metric names a tenant")
+	}
+	wantJSONError(t, n.do("GET", "/_metrics", ""), 401)
+}
