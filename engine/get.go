@@ -111,6 +111,26 @@ func (r *runner) fastCount(c *collection, where fql.Expr) (int64, bool) {
 	if where == nil {
 		return int64(len(c.docs)), true
 	}
+	if b, ok := where.(*fql.Binary); ok && b.Op == fql.OpEq {
+		// One = on a hashed field: the bucket's size is the answer.
+		fi, fok := fieldOf(c, b.L)
+		val := b.R
+		if !fok {
+			fi, fok = fieldOf(c, b.R)
+			val = b.L
+		}
+		if fok && fi >= 0 && c.hash[fi] != nil && isConst(val) {
+			v, err := r.eval(val)
+			if err != nil {
+				return 0, false
+			}
+			k, ok := keyFor(c.sch.Fields[fi].Type.kind, v)
+			if !ok {
+				return 0, true
+			}
+			return int64(c.hash[fi].count(k)), true
+		}
+	}
 	a := r.plan(c, where)
 	if a.scan || !a.exact {
 		return 0, false
