@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -126,7 +128,10 @@ func TestImageRoundTrip(t *testing.T) {
 	if got := mustExec(t, db, "get gone select id"); !jsonEq(t, got, `[{"id":3}]`) {
 		t.Fatalf("id of a re-created collection: %s", got)
 	}
+	mustExec(t, db, "del docs where n > 40")
 	want = answers(t, db)
+	db = reopen(t, db, path)
+	sameAnswers(t, "image plus records reopened", answers(t, db), want)
 
 	// An image out, installed elsewhere, answers the same.
 	var img bytes.Buffer
@@ -268,5 +273,59 @@ func TestOpenErrors(t *testing.T) {
 	var de *DamagedError
 	if !errors.As(err, &de) || de.Offset <= 0 {
 		t.Fatalf("damaged file: %v", err)
+	}
+}
+
+// TestGraphRebuiltWhenDamaged gives readImage a graph that does not load:
+// the graph is rebuilt from the documents and searches still answer.
+func TestGraphRebuiltWhenDamaged(t *testing.T) {
+	db, _ := newTestDB(t, Options{NoSweep: true})
+	populate(t, db, 60)
+	want := mustExec(t, db, "get docs select id near v [0.5, 0.5, 0.5, 0.5] exact limit 5")
+	db.mu.RLock()
+	snap, err := db.snapshotLocked()
+	db.mu.RUnlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range snap.colls {
+		for j := range snap.colls[i].graphs {
+			g := snap.colls[i].graphs[j].data
+			g[len(g)/2] ^= 0xff
+		}
+	}
+	var buf bytes.Buffer
+	if err := snap.write(&buf); err != nil {
+		t.Fatal(err)
+	}
+	var logged bytes.Buffer
+	st, err := readImage(&buf, slog.New(slog.NewTextHandler(&logged, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logged.String(), "rebuilding") {
+		t.Fatalf("no rebuild logged: %q", logged.String())
+	}
+	r := &runner{st: st}
+	stmt, _, err := db.parse(Statement{Query: "get docs select id near v [0.5, 0.5, 0.5, 0.5] exact limit 5"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.run(stmt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(res.JSON()); got != want {
+		t.Fatalf("after rebuild: %s, want %s", got, want)
+	}
+	// A state payload cut short is an error, never a panic.
+	var full bytes.Buffer
+	if err := snap.write(&full); err != nil {
+		t.Fatal(err)
+	}
+	for cut := 0; cut < full.Len(); cut += 1 + full.Len()/97 {
+		if _, err := readImage(bytes.NewReader(full.Bytes()[:cut]), discardLogger()); err == nil {
+			t.Fatalf("a state cut at %d of %d was read", cut, full.Len())
+		}
 	}
 }
