@@ -123,7 +123,7 @@ func (p *parser) duration() int64 {
 	unit := p.tok
 	ms, ok := durationUnits[strings.ToLower(unit.val)]
 	if unit.kind != tIdent || unit.pos != num.end || !ok {
-		p.fail(unit.pos, "expected a unit (ms, s, m, h or d) right after %s, found %s", num.val, unit.describe())
+		p.fail(unit.pos, "expected a unit (ms, s, m, h or d) right after %s, found %s", cutText(num.val), unit.describe())
 	}
 	p.advance()
 	total := v * float64(ms)

@@ -46,20 +46,11 @@ func (t token) describe() string {
 	case tEOF:
 		return "end of statement"
 	case tString:
-		s := t.val
-		if len(s) > 20 {
-			// Cut on a rune boundary so the message stays valid UTF-8.
-			n := 20
-			for n > 0 && !utf8.RuneStart(s[n]) {
-				n--
-			}
-			s = s[:n] + "..."
-		}
-		return "string " + strconv.Quote(s)
+		return "string " + strconv.Quote(cutText(t.val))
 	case tParam:
-		return "$" + t.val
+		return "$" + cutText(t.val)
 	}
-	return strconv.Quote(t.val)
+	return strconv.Quote(cutText(t.val))
 }
 
 // next returns the next token, or an *Error for text that is no token.

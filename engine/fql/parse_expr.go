@@ -199,13 +199,13 @@ func (p *parser) numberLit(at int, sign string) Expr {
 	if t.kind == tInt {
 		v, err := strconv.ParseInt(sign+t.val, 10, 64)
 		if err != nil {
-			p.fail(at, "integer %s%s does not fit in 64 bits", sign, t.val)
+			p.fail(at, "integer %s%s does not fit in 64 bits", sign, cutText(t.val))
 		}
 		return &Literal{At: at, Value: v}
 	}
 	v, err := strconv.ParseFloat(sign+t.val, 64)
 	if err != nil {
-		p.fail(at, "number %s%s is out of range", sign, t.val)
+		p.fail(at, "number %s%s is out of range", sign, cutText(t.val))
 	}
 	return &Literal{At: at, Value: v}
 }
@@ -222,7 +222,7 @@ func (p *parser) primary() Expr {
 		p.advance()
 		n, err := strconv.Atoi(t.val)
 		if err != nil || n < 1 || n > MaxParam {
-			p.fail(t.pos, "parameters are numbered $1 to $%d, not $%s", MaxParam, t.val)
+			p.fail(t.pos, "parameters are numbered $1 to $%d, not $%s", MaxParam, cutText(t.val))
 		}
 		return &Param{At: t.pos, N: n}
 	case tIdent:

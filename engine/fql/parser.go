@@ -181,7 +181,7 @@ func (p *parser) intLit(what string) (int64, int) {
 	t := p.advance()
 	v, err := strconv.ParseInt(t.val, 10, 64)
 	if err != nil {
-		p.fail(t.pos, "integer %s does not fit in 64 bits", t.val)
+		p.fail(t.pos, "integer %s does not fit in 64 bits", cutText(t.val))
 	}
 	return v, t.pos
 }
@@ -203,7 +203,7 @@ func (p *parser) number(what string) (float64, int) {
 	t := p.advance()
 	v, err := strconv.ParseFloat(t.val, 64)
 	if err != nil {
-		p.fail(t.pos, "number %s is out of range", t.val)
+		p.fail(t.pos, "number %s is out of range", cutText(t.val))
 	}
 	return v, t.pos
 }
