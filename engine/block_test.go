@@ -265,3 +265,33 @@ func TestCompileFilter(t *testing.T) {
 		t.Fatalf("missing param: %v", err)
 	}
 }
+
+func TestForkLineage(t *testing.T) {
+	db, path := newTestDB(t, Options{NoSweep: true})
+	mustExec(t, db, "create collection a (n int)")
+	mustExec(t, db, "put a [{n: 1}, {n: 2}]")
+	h0 := db.History()
+	h1, err := db.Fork()
+	if err != nil || h1 == h0 || db.History() != h1 {
+		t.Fatalf("fork: %d %v (was %d)", h1, err, h0)
+	}
+	mustExec(t, db, "put a {n: 3}")
+	want := []LineageEntry{{History: h0, From: 0}, {History: h1, From: 3}}
+	got := db.Lineage()
+	if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("lineage %+v, want %+v", got, want)
+	}
+	for _, c := range []struct {
+		h    uint64
+		seq  uint64
+		want bool
+	}{{h0, 3, true}, {h0, 4, false}, {h1, 4, true}, {h1, 5, false}, {h1 + 1, 1, false}} {
+		if db.Holds(c.h, c.seq) != c.want {
+			t.Errorf("Holds(%d, %d) != %v", c.h, c.seq, c.want)
+		}
+	}
+	db = reopen(t, db, path)
+	if l := db.Lineage(); len(l) != 2 || l[1] != want[1] || db.Seq() != 4 {
+		t.Fatalf("after reopen: %+v seq %d", l, db.Seq())
+	}
+}
