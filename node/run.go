@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 
 	"github.com/fenec-go/fenec/engine"
 )
@@ -30,6 +31,9 @@ func (t *tenant) runJob(ctx context.Context, j *job, k *keyed, holding bool) out
 	res, err := t.db.Batch(ctx, j.sts, opts)
 	t.writes.done()
 	if err != nil {
+		if errors.Is(err, context.Canceled) && t.ctx.Err() != nil {
+			err = context.Cause(t.ctx) // the tenant closed under a held request
+		}
 		return outcome{err: err}
 	}
 	if stored != nil {
