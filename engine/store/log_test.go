@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 )
 
 func TestRoundTrip(t *testing.T) {
@@ -178,5 +179,28 @@ func TestFailedWriteStopsTheLog(t *testing.T) {
 			t.Fatalf("reopened: %d records, seq %d", len(c.recs), l2.Seq())
 		}
 		mustClose(t, l2)
+	}
+}
+
+func TestForkIsSyncedWhateverTheMode(t *testing.T) {
+	for _, mode := range []SyncMode{SyncEvery, SyncOff} {
+		l := mustCreate(t, tenantPath(t), Options{Sync: mode, SyncEvery: time.Hour, Logger: quietLogger()})
+		if _, err := l.AppendNoSync(KindEngine, 1, []byte("pending")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Fork(); err != nil {
+			t.Fatal(err)
+		}
+		l.mu.Lock()
+		synced := l.durableLSN == l.appended
+		l.mu.Unlock()
+		if !synced || l.Durable() != 1 {
+			t.Fatalf("mode %d: fork left unsynced bytes (durable %d)", mode, l.Durable())
+		}
+		// The fork is served to replicas at once.
+		recs, err := readAll(t, l, 1)
+		if err != nil || len(recs) != 1 || recs[0].Kind != KindFork {
+			t.Fatalf("mode %d: read after fork: %d records, %v", mode, len(recs), err)
+		}
 	}
 }
