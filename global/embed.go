@@ -235,6 +235,9 @@ func pickPort(raw string) (string, error) {
 			break
 		}
 		port := lo + rand.IntN(hi-lo)
+		if !claimPort(port) {
+			continue
+		}
 		addr := net.JoinHostPort(u.Hostname(), strconv.Itoa(port))
 		if ln, err := net.Listen("tcp", addr); err == nil {
 			if err := ln.Close(); err != nil {
@@ -254,6 +257,27 @@ func pickPort(raw string) (string, error) {
 	}
 	u.Host = net.JoinHostPort(u.Hostname(), strconv.Itoa(port))
 	return u.String(), nil
+}
+
+// picked holds the ports pickPort handed out in this process, so two members
+// started together never get the same one.
+var picked struct {
+	sync.Mutex
+	ports map[int]bool
+}
+
+// claimPort reports whether port was not handed out before, and marks it.
+func claimPort(port int) bool {
+	picked.Lock()
+	defer picked.Unlock()
+	if picked.ports == nil {
+		picked.ports = map[int]bool{}
+	}
+	if picked.ports[port] {
+		return false
+	}
+	picked.ports[port] = true
+	return true
 }
 
 // ephemeralStart returns the first port the kernel hands out to outgoing

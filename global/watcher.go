@@ -28,6 +28,7 @@ type Watcher struct {
 	log *slog.Logger
 
 	view  atomic.Pointer[View]
+	told  atomic.Int64 // revision up to which subscribers were told
 	ready chan struct{}
 
 	ctx    context.Context
@@ -96,13 +97,14 @@ func (w *Watcher) Lookup(tenant string) (Tenant, Node, bool) {
 }
 
 // WaitRev waits until the view is current to at least rev (a revision the
-// caller's own write returned), or ctx ends.
+// caller's own write returned) and the subscribers were told of the changes
+// up to it, or ctx ends.
 func (w *Watcher) WaitRev(ctx context.Context, rev int64) error {
 	for {
 		w.mu.Lock()
 		adv := w.advance
 		w.mu.Unlock()
-		if w.Rev() >= rev {
+		if w.told.Load() >= rev {
 			return nil
 		}
 		select {
@@ -222,26 +224,33 @@ func (b *viewBuilder) applyResponse(r WatchResponse) {
 	}
 }
 
-// publish swaps the view in, wakes WaitRev, marks Ready, then tells the
-// subscribers.
+// publish swaps the view in, marks Ready, tells the subscribers, and then
+// wakes WaitRev: once WaitRev(rev) returns, every subscriber has been told of
+// every change up to rev, and Lookup already answered from the new view while
+// they were told.
 func (w *Watcher) publish(v *View, changes []TenantChange) {
 	w.view.Store(v)
-	w.mu.Lock()
-	close(w.advance)
-	w.advance = make(chan struct{})
-	subs := make([]func(TenantChange), 0, len(w.subs))
-	for _, fn := range w.subs {
-		subs = append(subs, fn)
-	}
-	w.mu.Unlock()
 	select {
 	case <-w.ready:
 	default:
 		close(w.ready)
 	}
-	for _, c := range changes {
-		for _, fn := range subs {
-			fn(c)
+	if len(changes) > 0 {
+		w.mu.Lock()
+		subs := make([]func(TenantChange), 0, len(w.subs))
+		for _, fn := range w.subs {
+			subs = append(subs, fn)
+		}
+		w.mu.Unlock()
+		for _, c := range changes {
+			for _, fn := range subs {
+				fn(c)
+			}
 		}
 	}
+	w.told.Store(v.Rev)
+	w.mu.Lock()
+	close(w.advance)
+	w.advance = make(chan struct{})
+	w.mu.Unlock()
 }
