@@ -1,0 +1,127 @@
+package engine
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestValueRoundTrip(t *testing.T) {
+	for _, v := range []any{
+		nil, true, false, int64(0), int64(-1), int64(math.MaxInt64), int64(math.MinInt64),
+		0.5, math.Inf(1), "", "héllo\x00", []float32{1, -2.5, 3e-9},
+		[]any{}, []any{int64(1), "a", nil, []any{true}},
+		map[string]any{}, map[string]any{"b": int64(2), "a": map[string]any{"x": []any{1.5}}},
+	} {
+		b := appendValue(nil, v)
+		d := &decoder{b: b}
+		got := d.value(0)
+		if d.err != nil || len(d.b) != 0 || !reflect.DeepEqual(got, v) {
+			t.Errorf("%#v: got %#v, err %v, %d bytes left", v, got, d.err, len(d.b))
+		}
+		for cut := range b {
+			d := &decoder{b: b[:cut]}
+			d.value(0)
+			if d.err == nil {
+				t.Errorf("%#v cut at %d decoded", v, cut)
+			}
+		}
+	}
+}
+
+func TestBlockRoundTrip(t *testing.T) {
+	s, err := newSchema("c", []fieldSpec{
+		{Name: "a", Type: fieldType{kind: tText}, Unique: true},
+		{Name: "v", Type: fieldType{kind: tVector, dim: 2}, HNSW: &hnswSpec{Metric: "l2", M: 8, EfConstruction: 20, EfSearch: 10}},
+		{Name: "t", Type: fieldType{kind: tTimestamp}, TTLms: 5000, Sorted: true},
+		{Name: "x", Type: fieldType{kind: tText}, Text: true, TextK1: 1.2, TextB: 0.75},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops := []blockOp{
+		{kind: opCreate, coll: "c", sch: s},
+		{kind: opPut, coll: "c", id: 1, doc: &doc{id: 1, vals: []any{"x", []float32{1, 2}, int64(5), nil}}},
+		{kind: opPut, coll: "c", id: 2, doc: &doc{id: 2, vals: []any{nil, nil, nil, "hi"}}},
+		{kind: opDel, coll: "c", id: 1},
+		{kind: opIndex, coll: "c", field: fieldSpec{Name: "x", Type: fieldType{kind: tText}, Hash: true}},
+		{kind: opDrop, coll: "c"},
+	}
+	got, err := decodeBlock(encodeBlock(ops))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(ops) {
+		t.Fatalf("%d ops back", len(got))
+	}
+	for i := range ops {
+		w, g := ops[i], got[i]
+		if w.kind != g.kind || w.coll != g.coll || w.id != g.id || w.field.Name != g.field.Name || w.field.Hash != g.field.Hash {
+			t.Errorf("op %d: %+v, want %+v", i, g, w)
+		}
+		if w.doc != nil && !reflect.DeepEqual(w.doc.vals, g.doc.vals) {
+			t.Errorf("op %d doc: %#v, want %#v", i, g.doc.vals, w.doc.vals)
+		}
+	}
+	if !reflect.DeepEqual(got[0].sch.Fields, s.Fields) {
+		t.Errorf("schema: %+v, want %+v", got[0].sch.Fields, s.Fields)
+	}
+	enc := encodeBlock(ops)
+	for cut := 1; cut < len(enc); cut++ {
+		if ops, err := decodeBlock(enc[:cut]); err == nil && len(ops) == len(got) {
+			t.Fatalf("a block cut at %d decoded whole", cut)
+		}
+	}
+}
+
+// benchBlock is a block of 1 000 puts of a typical document.
+func benchBlock() []blockOp {
+	ops := make([]blockOp, 1000)
+	for i := range ops {
+		ops[i] = blockOp{kind: opPut, coll: "docs", id: int64(i + 1), doc: &doc{id: int64(i + 1), vals: []any{
+			fmt.Sprintf("user-%d", i), int64(i * 7919 % 1_000_000), fmt.Sprintf("t%d", i%50), 0.123456, strings.Repeat("lorem ipsum ", 8),
+		}}}
+	}
+	return ops
+}
+
+// BenchmarkBlockEncoding compares the binary block payload with JSON of
+// the same documents (what it would cost to log them as JSON).
+func BenchmarkBlockEncoding(b *testing.B) {
+	ops := benchBlock()
+	names := []string{"name", "n", "tag", "score", "body"}
+	b.Run("binary", func(b *testing.B) {
+		var n int
+		for b.Loop() {
+			n = len(encodeBlock(ops))
+		}
+		b.ReportMetric(float64(n)/float64(len(ops)), "bytes/doc")
+	})
+	b.Run("json", func(b *testing.B) {
+		var n int
+		for b.Loop() {
+			docs := make([]map[string]any, len(ops))
+			for i, o := range ops {
+				m := map[string]any{"id": o.doc.id}
+				for j, v := range o.doc.vals {
+					m[names[j]] = v
+				}
+				docs[i] = m
+			}
+			out, _ := json.Marshal(map[string]any{"coll": "docs", "put": docs})
+			n = len(out)
+		}
+		b.ReportMetric(float64(n)/float64(len(ops)), "bytes/doc")
+	})
+	enc := encodeBlock(ops)
+	b.Run("binary-decode", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := decodeBlock(enc); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
