@@ -136,3 +136,56 @@ func BenchmarkOpenImage(b *testing.B) {
 		l.Close()
 	}
 }
+
+// benchRecords makes a file of count 200-byte blocks.
+func benchRecords(b *testing.B, count int) string {
+	b.Helper()
+	path := filepath.Join(b.TempDir(), "b.fenec")
+	l, err := Create(path, Options{Sync: SyncOff, Logger: quietLogger()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	body := make([]byte, 200)
+	for range count {
+		if _, err := l.Append(KindEngine, 1, body); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := l.Close(); err != nil {
+		b.Fatal(err)
+	}
+	return path
+}
+
+// BenchmarkOpenRecords replays a file of 100 000 blocks.
+func BenchmarkOpenRecords(b *testing.B) {
+	path := benchRecords(b, 100_000)
+	h := ReplayFuncs{OnRecord: func(Record) error { return nil }}
+	b.ReportAllocs()
+	for b.Loop() {
+		l, err := Open(path, Options{Sync: SyncOff, Logger: quietLogger()}, h)
+		if err != nil {
+			b.Fatal(err)
+		}
+		l.Close()
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/100_000, "ns/record")
+}
+
+// BenchmarkReadFrom reads 100 000 blocks as a replica's feed does.
+func BenchmarkReadFrom(b *testing.B) {
+	path := benchRecords(b, 100_000)
+	l, err := Open(path, Options{Sync: SyncOff, Logger: quietLogger()}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	b.ReportAllocs()
+	for b.Loop() {
+		n := 0
+		if err := l.ReadFrom(0, func(Record) error { n++; return nil }); err != nil || n != 100_001 {
+			b.Fatalf("read %d records: %v", n, err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/100_000, "ns/record")
+}

@@ -225,18 +225,18 @@ func openScan(f *os.File, path string, opts Options, h Replayer) (*scanned, erro
 	return s, nil
 }
 
-// replay gives h the last image and the engine records after it.
+// replay gives h the last image and the engine records after it. scan
+// checked every frame of data already.
 func replay(data []byte, s *scanned, h Replayer) error {
 	off := int64(headerSize)
-	seq := s.base
 	if len(s.images) > 0 {
 		img := s.images[len(s.images)-1]
 		var bodies [][]byte
 		var pos Position
 		for o := img.start; o < img.end; {
-			rec, size, why := frameAt(data, o, img.seq)
-			if why != "" {
-				return errors.New(why) // scan checked it: the file changed under us
+			rec, size, err := frameTrusted(data, o)
+			if err != nil {
+				return err
 			}
 			body := rec.Body
 			if o == img.start {
@@ -252,12 +252,12 @@ func replay(data []byte, s *scanned, h Replayer) error {
 		if err := h.Image(pos.Seq, imageReader(bodies)); err != nil {
 			return fmt.Errorf("image: %w", err)
 		}
-		off, seq = img.end, pos.Seq
+		off = img.end
 	}
 	for off < s.end {
-		rec, size, why := frameAt(data, off, seq)
-		if why != "" {
-			return errors.New(why)
+		rec, size, err := frameTrusted(data, off)
+		if err != nil {
+			return err
 		}
 		if rec.Kind >= KindEngine {
 			rec.Body = append([]byte(nil), rec.Body...)
@@ -266,7 +266,6 @@ func replay(data []byte, s *scanned, h Replayer) error {
 			}
 		}
 		off += size
-		seq = rec.Last
 	}
 	return nil
 }

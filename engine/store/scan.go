@@ -2,6 +2,7 @@ package store
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 )
 
@@ -168,6 +169,20 @@ func frameAt(data []byte, off int64, seq uint64) (Record, int64, string) {
 		return Record{}, 0, fmt.Sprintf("seq does not continue (first %d after %d)", rec.First, seq)
 	}
 	return rec, frameHead + l, ""
+}
+
+// frameTrusted decodes the frame at off of a file scan already checked,
+// without checking its CRC again.
+func frameTrusted(data []byte, off int64) (Record, int64, error) {
+	if int64(len(data))-off < frameHead {
+		return Record{}, 0, errors.New("frame header cut short")
+	}
+	l := int64(binary.LittleEndian.Uint32(data[off:]))
+	if l > int64(len(data))-off-frameHead {
+		return Record{}, 0, errors.New("frame runs past the end of the file")
+	}
+	rec, err := decodePayload(data[off+frameHead : off+frameHead+l])
+	return rec, frameHead + l, err
 }
 
 const (
