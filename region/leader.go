@@ -1,0 +1,154 @@
+package region
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/fenec-go/fenec/global"
+)
+
+// leadership is whether this router takes changes. It leads once it has
+// claimed the leader record (at start) or been promoted, and writes every
+// change through a Store fenced on the term it read then: a promotion of
+// another router moves the term on, and every write of this one fails.
+// It stops leading at once when its view shows a later term or leader.
+type leadership struct {
+	id      string
+	store   *global.Store // unfenced: reads, and the claims themselves
+	watcher *global.Watcher
+	log     *slog.Logger
+
+	mu      sync.Mutex
+	leading bool          // guarded by mu
+	term    uint64        // guarded by mu: the term this router leads at
+	fenced  *global.Store // guarded by mu: writes conditioned on the term key
+}
+
+// claim takes the lead at start: when no router leads, at the next term;
+// when this router led before it stopped, at the same term. When another
+// router holds the record, this one does not take it (a promotion is a
+// decision someone makes): it forwards and refuses changes naming that
+// router. It reports whether this router now leads.
+func (l *leadership) claim(ctx context.Context) (bool, error) {
+	lead, err := l.store.Leader(ctx)
+	if err != nil {
+		return false, fmt.Errorf("read leader: %w", err)
+	}
+	cur, err := l.store.Term(ctx)
+	if err != nil {
+		return false, fmt.Errorf("read term: %w", err)
+	}
+	term := max(cur.Value, lead.Value.Term) + 1
+	switch {
+	case lead.Rev != 0 && lead.Value.Router == l.id:
+		term = lead.Value.Term
+	case lead.Rev != 0:
+		l.log.Warn("another router leads: not claiming the lead", "leader", lead.Value.Router, "term", lead.Value.Term)
+		return false, nil
+	}
+	if _, err := l.store.ClaimLeader(ctx, l.id, term); err != nil {
+		if errors.Is(err, global.ErrStaleTerm) {
+			l.log.Warn("lost the claim to the lead", "err", err)
+			return false, nil
+		}
+		return false, fmt.Errorf("claim lead: %w", err)
+	}
+	return true, l.fence(ctx, term)
+}
+
+// promote moves the directory's term on and takes the lead at it.
+func (l *leadership) promote(ctx context.Context) (uint64, error) {
+	term, err := l.store.Promote(ctx, l.id)
+	if err != nil {
+		return 0, err
+	}
+	return term, l.fence(ctx, term)
+}
+
+// fence reads the term key and leader record and, if they still say this
+// router leads at term, leads with a Store fenced on the term's revision.
+func (l *leadership) fence(ctx context.Context, term uint64) error {
+	cur, err := l.store.Term(ctx)
+	if err != nil {
+		return fmt.Errorf("read term: %w", err)
+	}
+	lead, err := l.store.Leader(ctx)
+	if err != nil {
+		return fmt.Errorf("read leader: %w", err)
+	}
+	if cur.Value != term || lead.Value.Router != l.id || lead.Value.Term != term {
+		return &notLeaderError{leader: lead.Value.Router, term: lead.Value.Term}
+	}
+	l.mu.Lock()
+	l.leading, l.term, l.fenced = true, term, l.store.Fenced(cur.Rev)
+	l.mu.Unlock()
+	l.log.Info("leading", "router", l.id, "term", term)
+	return nil
+}
+
+// changes returns the fenced Store to write a change with, or a
+// notLeaderError naming the leader. A view showing a later term or another
+// leader ends this router's lead first.
+func (l *leadership) changes() (*global.Store, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.checkViewLocked()
+	if !l.leading {
+		return nil, l.notLeaderLocked()
+	}
+	return l.fenced, nil
+}
+
+// checkViewLocked steps down when the view has moved past this router's
+// term (another router was promoted).
+func (l *leadership) checkViewLocked() {
+	if !l.leading {
+		return
+	}
+	v := l.watcher.View()
+	if v == nil {
+		return
+	}
+	if v.Term > l.term || v.Leader.Term > l.term || (v.Leader.Term == l.term && v.Leader.Router != l.id) {
+		l.leading = false
+		l.log.Warn("another router took the lead: no more changes here", "leader", v.Leader.Router, "term", v.Leader.Term, "our_term", l.term)
+	}
+}
+
+// lost is told that a fenced write failed on a condition: when the term
+// key has moved on, this router no longer leads.
+func (l *leadership) lost(ctx context.Context, err error) {
+	if !errors.Is(err, global.ErrConflict) {
+		return
+	}
+	cur, rerr := l.store.Term(ctx)
+	if rerr != nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.leading && cur.Value != l.term {
+		l.leading = false
+		l.log.Warn("the term moved on: no more changes here", "term", cur.Value, "our_term", l.term)
+	}
+}
+
+// notLeaderLocked names the leader as this router's view has it.
+func (l *leadership) notLeaderLocked() error {
+	e := &notLeaderError{}
+	if v := l.watcher.View(); v != nil {
+		e.leader, e.term = v.Leader.Router, v.Leader.Term
+	}
+	return e
+}
+
+// status reports whether this router leads, and at which term.
+func (l *leadership) status() (bool, uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.checkViewLocked()
+	return l.leading, l.term
+}

@@ -1,0 +1,260 @@
+package region
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/fenec-go/fenec/global"
+)
+
+// moveAnswer is POST /_shard/tenants/<t>/move's answer.
+type moveAnswer struct {
+	Tenant        string `json:"tenant"`
+	From          string `json:"from"`
+	To            string `json:"to"`
+	Bytes         int64  `json:"bytes"`
+	MS            int64  `json:"ms"`
+	SourceRemoved bool   `json:"source_removed"`
+}
+
+// moveTenant serves the move route: {"to": node}.
+func (c *shardCall) moveTenant(s *global.Store, name string) (int, any, error) {
+	if err := global.CheckName("tenant", name); err != nil {
+		return 0, nil, err
+	}
+	var req struct {
+		To string `json:"to"`
+	}
+	if err := c.decode(&req); err != nil {
+		return 0, nil, err
+	}
+	if err := global.CheckName("node", req.To); err != nil {
+		return 0, nil, fmt.Errorf("%w: move needs a node to move to: %w", ErrBadRequest, err)
+	}
+	// The move runs to its end even if its client goes away, bounded by
+	// the router's life and the move timeout.
+	ctx, cancel := context.WithTimeout(c.rt.ctx, c.rt.cfg.MoveTimeout)
+	defer cancel()
+	ctx = context.WithValue(ctx, requestIDKey{}, c.r.Header.Get("X-Request-Id"))
+	ans, err := c.rt.move(ctx, s, name, req.To)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, ans, nil
+}
+
+// moveRun is one move's state as it goes.
+type moveRun struct {
+	rt       *Router
+	s        *global.Store
+	name     string
+	at       global.Versioned[global.Tenant] // the record as last written
+	src, dst global.Node
+}
+
+// move moves tenant name onto node to: the directory marks it moving
+// (held by the move), the source freezes, the image streams from the
+// source into the target (a stale copy there deleted first), the directory
+// flips in one transaction, and the source's file is deleted. A failure
+// before the flip thaws the source and puts the record back.
+func (rt *Router) move(ctx context.Context, s *global.Store, name, to string) (moveAnswer, error) {
+	start := time.Now()
+	at, err := s.GetTenant(ctx, name)
+	if err != nil {
+		rt.metrics.moves.WithLabelValues(MoveRefused).Inc()
+		return moveAnswer{}, errNotFoundAs(err, ErrUnknownTenant)
+	}
+	m := &moveRun{rt: rt, s: s, name: name}
+	if err := m.begin(ctx, at, to); err != nil {
+		rt.metrics.moves.WithLabelValues(MoveRefused).Inc()
+		return moveAnswer{}, err
+	}
+	ans := moveAnswer{Tenant: name, From: at.Value.Node, To: to}
+	n, err := m.copy(ctx)
+	ans.Bytes = n
+	if err == nil {
+		err = m.flip(ctx)
+	}
+	if err != nil {
+		outcome := MoveAborted
+		if perr := m.putBack(ctx); perr != nil {
+			outcome = MoveStuck
+			err = errors.Join(err, perr)
+		}
+		rt.metrics.moves.WithLabelValues(outcome).Inc()
+		rt.log.Warn("move failed", "tenant", name, "from", ans.From, "to", to, "outcome", outcome, "err", err)
+		return moveAnswer{}, err
+	}
+	ans.SourceRemoved = m.removeSource(ctx)
+	ans.MS = time.Since(start).Milliseconds()
+	rt.metrics.moves.WithLabelValues(MoveDone).Inc()
+	rt.log.Info("tenant moved", "tenant", name, "from", ans.From, "to", to, "bytes", n, "ms", ans.MS,
+		"source_removed", ans.SourceRemoved)
+	return ans, nil
+}
+
+// begin checks the move and marks the tenant moving, held by the move.
+func (m *moveRun) begin(ctx context.Context, at global.Versioned[global.Tenant], to string) error {
+	if at.Value.HeldBy != "" {
+		return &heldError{tenant: m.name, by: at.Value.HeldBy}
+	}
+	if at.Value.Node == to {
+		return fmt.Errorf("move %s to %s: %w", m.name, to, ErrSameNode)
+	}
+	src, err := m.s.GetNode(ctx, at.Value.Node)
+	if err != nil {
+		return fmt.Errorf("move %s: source %s: %w", m.name, at.Value.Node, errNotFoundAs(err, ErrUnknownNode))
+	}
+	dst, err := m.s.GetNode(ctx, to)
+	if err != nil {
+		return fmt.Errorf("move %s: target %s: %w", m.name, to, errNotFoundAs(err, ErrUnknownNode))
+	}
+	m.src, m.dst = src.Value, dst.Value
+	moving, err := m.s.BeginMove(ctx, m.name, at, to)
+	if err != nil {
+		return err
+	}
+	m.at = moving
+	return nil
+}
+
+// copy freezes the source, deletes a stale copy on the target, and
+// streams the image from one into the other, never whole in memory. It
+// returns the bytes copied.
+func (m *moveRun) copy(ctx context.Context) (int64, error) {
+	if err := m.rt.nodes.freeze(ctx, m.src, m.name, true); err != nil {
+		return 0, fmt.Errorf("freeze %s on %s: %w", m.name, m.at.Value.Node, err)
+	}
+	if gone, err := m.rt.nodes.remove(ctx, m.dst, m.name); err != nil {
+		return 0, fmt.Errorf("delete a stale copy of %s on %s: %w", m.name, m.at.Value.Target, err)
+	} else if gone {
+		m.rt.log.Info("deleted a stale copy before a move", "tenant", m.name, "node", m.at.Value.Target)
+	}
+	img, err := m.rt.nodes.imageOut(ctx, m.src, m.name)
+	if err != nil {
+		return 0, fmt.Errorf("read %s's image on %s: %w", m.name, m.at.Value.Node, err)
+	}
+	defer img.Close()
+	pr, pw := io.Pipe()
+	var n atomic.Int64
+	copied := make(chan error, 1)
+	go func() { // ends when the image is read whole, fails, or the install stops reading
+		c, err := io.Copy(pw, img)
+		n.Store(c)
+		pw.CloseWithError(err)
+		copied <- err
+	}()
+	err = m.rt.nodes.imageIn(ctx, m.dst, m.name, pr)
+	pr.CloseWithError(io.ErrClosedPipe) // unblocks the copy if the install stopped early
+	if err != nil {
+		img.Close() // unblocks the copy if it waits on the source
+	}
+	cerr := <-copied
+	if err == nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		return n.Load(), fmt.Errorf("install %s's image on %s: %w", m.name, m.at.Value.Target, err)
+	}
+	return n.Load(), nil
+}
+
+// flip points the directory at the target in one transaction. A write
+// whose outcome is unknown (its answer lost) is read back: a record on the
+// target means it landed.
+func (m *moveRun) flip(ctx context.Context) error {
+	done, err := m.s.FinishMove(ctx, m.name, m.at)
+	if err == nil {
+		m.at = done
+		m.rt.settleTo(ctx, done.Rev)
+		return nil
+	}
+	if cur, rerr := m.rt.store.GetTenant(ctx, m.name); rerr == nil &&
+		cur.Value.Node == m.at.Value.Target && cur.Value.State == global.StateActive {
+		m.at = cur
+		return nil
+	}
+	return fmt.Errorf("flip %s onto %s: %w", m.name, m.at.Value.Target, err)
+}
+
+// putBack undoes a move that failed before its flip: the source thaws and
+// the record is active on the source again. The copy on the target, if
+// any, is left for the next move to replace. Its calls outlive ctx.
+func (m *moveRun) putBack(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*m.rt.cfg.NodeTimeout)
+	defer cancel()
+	var errs []error
+	if err := m.rt.nodes.freeze(ctx, m.src, m.name, false); err != nil {
+		errs = append(errs, fmt.Errorf("thaw %s on %s: %w", m.name, m.at.Value.Node, err))
+	}
+	if _, err := m.s.AbortMove(ctx, m.name, m.at); err != nil {
+		errs = append(errs, fmt.Errorf("put %s back on %s: %w", m.name, m.at.Value.Node, err))
+	}
+	return errors.Join(errs...)
+}
+
+// removeSource deletes the source's file once this router's own view
+// forwards to the target; it reports whether that worked.
+func (m *moveRun) removeSource(ctx context.Context) bool {
+	if _, err := m.rt.nodes.remove(ctx, m.src, m.name); err != nil {
+		m.rt.log.Warn("delete a moved tenant's source", "tenant", m.name, "err", err)
+		return false
+	}
+	return true
+}
+
+// settleTo waits (bounded) until the router's view is current to rev.
+func (rt *Router) settleTo(ctx context.Context, rev int64) {
+	ctx, cancel := context.WithTimeout(ctx, rt.cfg.NodeTimeout)
+	defer cancel()
+	if err := rt.watcher.WaitRev(ctx, rev); err != nil {
+		rt.log.Warn("view behind a change", "rev", rev, "err", err)
+	}
+}
+
+// recoverInBackground puts back, on a goroutine the router owns, every
+// move a router left unfinished when it stopped or lost the lead.
+func (rt *Router) recoverInBackground() {
+	s, err := rt.lead.changes()
+	if err != nil {
+		return
+	}
+	rt.wg.Go(func() {
+		if err := rt.recoverMoves(rt.ctx, s); err != nil {
+			rt.log.Error("recover unfinished moves", "err", err)
+		}
+	})
+}
+
+// recoverMoves thaws the source of every tenant left moving by a move and
+// puts its record back: it is served from the source again, and a second
+// move replaces the stale copy on the target.
+func (rt *Router) recoverMoves(ctx context.Context, s *global.Store) error {
+	tenants, _, err := s.ListTenants(ctx)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for name, at := range tenants {
+		if at.Value.State != global.StateMoving || at.Value.HeldBy != global.HoldMove {
+			continue
+		}
+		src, err := s.GetNode(ctx, at.Value.Node)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("recover move of %s: %w", name, err))
+			continue
+		}
+		m := &moveRun{rt: rt, s: s, name: name, at: at, src: src.Value}
+		if err := m.putBack(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("recover move of %s: %w", name, err))
+			continue
+		}
+		rt.log.Info("put back a move left unfinished", "tenant", name, "node", at.Value.Node, "target", at.Value.Target)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,138 @@
+package region
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/fenec-go/fenec/global"
+)
+
+// viewPlacements is the forwarder's Placements over the router's Watcher:
+// one lock-free lookup in the current immutable view per request. A tenant
+// being moved is served by its source (the record's Node) until the move
+// flips it.
+type viewPlacements struct{ w *global.Watcher }
+
+// Lookup implements Placements.
+func (p viewPlacements) Lookup(tenant string) (Target, bool) {
+	t, n, ok := p.w.Lookup(tenant)
+	if !ok {
+		return Target{}, false
+	}
+	return Target{Node: t.Node, Addr: n.Addr}, true
+}
+
+// Ready implements Placements: the directory's first list has arrived.
+func (p viewPlacements) Ready() bool {
+	select {
+	case <-p.w.Ready():
+		return true
+	default:
+		return false
+	}
+}
+
+// cutOnFailover returns the Watcher callback that ends what the forwarder
+// has out to a node as soon as the directory shows a tenant failed over off
+// it. Every router runs it, leading or not; a move or a placement cuts
+// nothing.
+func cutOnFailover(w *global.Watcher, f *Forwarder, log *slog.Logger) func(global.TenantChange) {
+	return func(c global.TenantChange) {
+		from, ok := c.FailedOver()
+		if !ok || c.New == nil {
+			return
+		}
+		tg := Target{Node: c.New.Node}
+		if v := w.View(); v != nil {
+			if n, ok := v.Node(c.New.Node); ok {
+				tg.Addr = n.Addr
+			}
+		}
+		log.Info("cut requests to a failed-over node", "node", from, "tenant", c.Name, "to", tg.Node)
+		f.Cut(from, map[string]Target{c.Name: tg})
+	}
+}
+
+// candidates are the nodes a tenant may be placed on in region (every
+// region when empty): recorded, not standby.
+func candidates(v *global.View, region string) map[string]global.Node {
+	out := map[string]global.Node{}
+	if v == nil {
+		return out
+	}
+	for name, n := range v.Nodes() {
+		if n.Standby || (region != "" && n.Region != region) {
+			continue
+		}
+		out[name] = n
+	}
+	return out
+}
+
+// nodeBytes is one node's bytes on disk per tenant and in all, or why they
+// could not be read.
+type nodeBytes struct {
+	name  string
+	sizes map[string]int64
+	bytes int64
+	err   error
+}
+
+// measureEach asks every node its tenants' sizes, at most limit at once,
+// and returns each node's sizes and total (or error), in name order.
+func measureEach(ctx context.Context, nc *nodeClient, nodes map[string]global.Node, limit int) []nodeBytes {
+	names := make([]string, 0, len(nodes))
+	for n := range nodes {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	out := make([]nodeBytes, len(names))
+	var mu sync.Mutex // guards out's elements as they are filled
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(limit)
+	for i, name := range names {
+		g.Go(func() error {
+			sizes, err := nc.sizes(gctx, nodes[name])
+			var sum int64
+			for _, b := range sizes {
+				sum += b
+			}
+			mu.Lock()
+			out[i] = nodeBytes{name: name, sizes: sizes, bytes: sum, err: err}
+			mu.Unlock()
+			return nil // one node's failure leaves the others to be measured
+		})
+	}
+	_ = g.Wait()
+	return out
+}
+
+// leastBytes picks the node with the fewest bytes on disk among those that
+// answered (ties by name); ErrNoCandidate when none did.
+func leastBytes(measured []nodeBytes) (string, error) {
+	var ok []nodeBytes
+	var lastErr error
+	for _, m := range measured {
+		if m.err != nil {
+			lastErr = m.err
+			continue
+		}
+		ok = append(ok, m)
+	}
+	if len(ok) == 0 {
+		if lastErr != nil {
+			return "", fmt.Errorf("no node answered its sizes: %w", lastErr)
+		}
+		return "", ErrNoCandidate
+	}
+	best := slices.MinFunc(ok, func(a, b nodeBytes) int {
+		return cmp.Or(cmp.Compare(a.bytes, b.bytes), cmp.Compare(a.name, b.name))
+	})
+	return best.name, nil
+}

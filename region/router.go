@@ -1,0 +1,373 @@
+package region
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/fenec-go/fenec/global"
+)
+
+// startTimeout bounds the router's start: the directory coming up, the
+// claim of the lead.
+const startTimeout = 30 * time.Second
+
+// Router is one fenec-shard: the forwarder below /t/, the control plane
+// below /_shard/, /_metrics and /_health, over a directory kept current by
+// a Watcher. NewRouter builds it, Start serves, Close stops it.
+type Router struct {
+	cfg Config
+	log *slog.Logger
+
+	ctx    context.Context // ends at Close: bounds every background job
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // background jobs (recovering moves, serving)
+
+	member   *global.Embedded     // nil unless embedded
+	dir      global.Directory     // the directory
+	ownDir   bool                 // dir is closed by Close
+	store    *global.Store        // unfenced reads
+	watcher  *global.Watcher      // the in-memory copy
+	unwatch  func()               // the cut trigger's subscription
+	fwd      *Forwarder           // /t/
+	reg      *prometheus.Registry // every series of this router
+	metrics  *controlMetrics
+	nodes    *nodeClient
+	lead     *leadership
+	audit    *auditLog
+	metricsH http.Handler
+
+	ln  net.Listener
+	srv *http.Server
+	id  string
+
+	// opMu serialises the changes that must not interleave on the leader:
+	// a placement choosing a node against that node's removal.
+	opMu sync.Mutex
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// NewRouter checks cfg and returns a router that is not started yet.
+func NewRouter(cfg Config) (*Router, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = global.DefaultPrefix
+	}
+	return &Router{cfg: cfg, log: log}, nil
+}
+
+// Run serves cfg until ctx ends (or the embedded member fails), then
+// closes the router.
+func Run(ctx context.Context, cfg Config) error {
+	rt, err := NewRouter(cfg)
+	if err != nil {
+		return err
+	}
+	if err := rt.Start(ctx); err != nil {
+		return err
+	}
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-rt.memberErr():
+		runErr = fmt.Errorf("directory member stopped: %w", runErr)
+	}
+	if err := rt.Close(); runErr == nil {
+		runErr = err
+	}
+	return runErr
+}
+
+// memberErr receives the embedded member's failure (never, when none).
+func (rt *Router) memberErr() <-chan error {
+	if rt.member == nil {
+		return nil
+	}
+	return rt.member.Err()
+}
+
+// Start opens the directory, starts watching it, claims the lead unless
+// standby, and serves. ctx bounds the start only. On error everything
+// begun is closed again.
+func (rt *Router) Start(ctx context.Context) error {
+	rt.ctx, rt.cancel = context.WithCancel(context.Background())
+	sctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	if err := rt.start(sctx); err != nil {
+		_ = rt.Close()
+		return err
+	}
+	return nil
+}
+
+func (rt *Router) start(ctx context.Context) error {
+	ln, err := net.Listen("tcp", rt.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	rt.ln = ln
+	rt.id = rt.cfg.ID
+	if rt.id == "" {
+		rt.id = defaultID(ln.Addr())
+	}
+	rt.log = rt.log.With("router", rt.id)
+	if rt.audit, err = openAudit(rt.cfg.Audit); err != nil {
+		return err
+	}
+	if err := rt.openDirectory(ctx); err != nil {
+		return err
+	}
+	rt.store = global.NewStore(rt.dir)
+	rt.watcher = global.StartWatcher(rt.ctx, rt.dir, rt.log)
+	rt.nodes = newNodeClient(rt.cfg.NodeTimeout)
+	rt.lead = &leadership{id: rt.id, store: rt.store, watcher: rt.watcher, log: rt.log}
+	rt.reg = prometheus.NewRegistry()
+	if rt.fwd, err = NewForwarder(rt.cfg.Forward, viewPlacements{rt.watcher}, rt.reg, rt.log); err != nil {
+		return err
+	}
+	if rt.metrics, err = newControlMetrics(rt.reg, rt.watcher); err != nil {
+		return err
+	}
+	rt.metricsH = promhttp.HandlerFor(rt.reg, promhttp.HandlerOpts{Registry: rt.reg})
+	rt.unwatch = rt.watcher.OnTenantChange(cutOnFailover(rt.watcher, rt.fwd, rt.log))
+	if !rt.cfg.Standby {
+		leading, err := rt.lead.claim(ctx)
+		if err != nil {
+			return err
+		}
+		if leading {
+			rt.recoverInBackground()
+		}
+	}
+	rt.srv = &http.Server{
+		Handler:           rt,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(rt.log.Handler(), slog.LevelWarn),
+	}
+	rt.wg.Go(func() {
+		if err := rt.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			rt.log.Error("serve", "err", err)
+		}
+	})
+	rt.log.Info("router serving", "addr", ln.Addr().String(), "standby", rt.cfg.Standby, "region", rt.cfg.Region)
+	return nil
+}
+
+// openDirectory opens the configured directory: the one given, an existing
+// cluster, or an embedded member started here.
+func (rt *Router) openDirectory(ctx context.Context) error {
+	switch {
+	case rt.cfg.Directory != nil:
+		rt.dir = rt.cfg.Directory
+		return nil
+	case len(rt.cfg.DirectoryURLs) > 0:
+		d, err := global.OpenEtcd(ctx, rt.cfg.DirectoryURLs, rt.cfg.Prefix)
+		if err != nil {
+			return fmt.Errorf("open directory: %w", err)
+		}
+		rt.dir, rt.ownDir = d, true
+		return nil
+	}
+	m, err := global.StartEmbedded(ctx, rt.cfg.Etcd)
+	if err != nil {
+		return fmt.Errorf("start directory member: %w", err)
+	}
+	rt.member = m
+	if err := m.WaitReady(ctx); err != nil {
+		return fmt.Errorf("directory member: %w", err)
+	}
+	d, err := m.Open(ctx, rt.cfg.Prefix)
+	if err != nil {
+		return fmt.Errorf("open directory: %w", err)
+	}
+	rt.dir, rt.ownDir = d, true
+	return nil
+}
+
+// Addr is the address the router serves on ("" before Start).
+func (rt *Router) Addr() string {
+	if rt.ln == nil {
+		return ""
+	}
+	return rt.ln.Addr().String()
+}
+
+// ID is the router's name in the leader record.
+func (rt *Router) ID() string { return rt.id }
+
+// DirectoryURLs are the client URLs of the router's embedded member (nil
+// when it embeds none), for other routers to use with --directory.
+func (rt *Router) DirectoryURLs() []string {
+	if rt.member == nil {
+		return nil
+	}
+	return rt.member.ClientURLs()
+}
+
+// Leading reports whether this router takes changes.
+func (rt *Router) Leading() bool {
+	if rt.lead == nil {
+		return false
+	}
+	ok, _ := rt.lead.status()
+	return ok
+}
+
+// Close stops serving, waits for the background jobs, and closes the
+// forwarder, the watcher, the directory and the member. Safe to call twice.
+func (rt *Router) Close() error {
+	rt.closeOnce.Do(func() {
+		var errs []error
+		if rt.cancel != nil {
+			rt.cancel()
+		}
+		if rt.srv != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			if err := rt.srv.Shutdown(ctx); err != nil {
+				_ = rt.srv.Close()
+			}
+			cancel()
+		} else if rt.ln != nil {
+			_ = rt.ln.Close()
+		}
+		rt.wg.Wait()
+		if rt.unwatch != nil {
+			rt.unwatch()
+		}
+		if rt.fwd != nil {
+			errs = append(errs, rt.fwd.Close())
+		}
+		if rt.watcher != nil {
+			errs = append(errs, rt.watcher.Close())
+		}
+		if rt.nodes != nil {
+			rt.nodes.close()
+		}
+		if rt.ownDir && rt.dir != nil {
+			errs = append(errs, rt.dir.Close())
+		}
+		if rt.member != nil {
+			errs = append(errs, rt.member.Close())
+		}
+		errs = append(errs, rt.audit.close())
+		rt.closeErr = errors.Join(errs...)
+	})
+	return rt.closeErr
+}
+
+// now is the time the audit log records.
+func (rt *Router) now() time.Time { return time.Now().UTC() }
+
+// requestIDKey carries a request's id into the admin calls it makes.
+type requestIDKey struct{}
+
+// ServeHTTP routes the router's paths; every answer carries X-Request-Id.
+func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	id := r.Header.Get("X-Request-Id")
+	if !saneRequestID(id) {
+		id = makeRequestID()
+		r.Header.Set("X-Request-Id", id)
+	}
+	rw := &idWriter{ResponseWriter: w, id: id}
+	p := r.URL.Path
+	switch {
+	case strings.HasPrefix(p, "/t/"):
+		rt.fwd.ServeHTTP(rw, r)
+	case strings.HasPrefix(p, "/_shard/"):
+		rt.serveShard(rw, r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id)))
+	case p == "/_metrics":
+		if rt.authorize(rw, r) {
+			rt.metricsH.ServeHTTP(rw, r)
+		}
+	case p == "/_health":
+		leading, term := rt.lead.status()
+		cpJSON(rw, http.StatusOK, map[string]any{
+			"ok": true, "router": rt.id, "leading": leading, "term": term,
+			"ready": viewPlacements{rt.watcher}.Ready(),
+		})
+	default:
+		cpError(rw, ErrNoRoute)
+	}
+}
+
+// authorize checks the router token in constant time; a missing or wrong
+// one is answered 401 with WWW-Authenticate. No token configured: open.
+func (rt *Router) authorize(w http.ResponseWriter, r *http.Request) bool {
+	if rt.cfg.Token == "" {
+		return true
+	}
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if ok && subtle.ConstantTimeCompare([]byte(got), []byte(rt.cfg.Token)) == 1 {
+		return true
+	}
+	w.Header().Set("WWW-Authenticate", `Bearer realm="fenec-shard"`)
+	cpError(w, ErrUnauthorized)
+	return false
+}
+
+// makeRequestID returns 16 random hex digits.
+func makeRequestID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// idWriter adds X-Request-Id to an answer that lacks it (the forwarder's
+// own errors clear the header map before they answer).
+type idWriter struct {
+	http.ResponseWriter
+	id    string
+	wrote bool
+}
+
+func (w *idWriter) WriteHeader(code int) {
+	if !w.wrote {
+		w.wrote = true
+		if h := w.ResponseWriter.Header(); len(h["X-Request-Id"]) == 0 {
+			h["X-Request-Id"] = []string{w.id}
+		}
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *idWriter) Write(b []byte) (int, error) {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Flush passes a stream's flush on.
+func (w *idWriter) Flush() {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *idWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -1,0 +1,177 @@
+package region
+
+import (
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/fenec-go/fenec/global"
+)
+
+// Config is one router's configuration (API.md §2). Build it with
+// DefaultConfig, fill it from flags with AddFlags, check it with Validate.
+type Config struct {
+	// Listen is the address the router serves on (host:port; port 0 picks
+	// one). --listen.
+	Listen string
+	// Token is the bearer token /_shard/ and /_metrics need. Empty leaves
+	// them open, which only a loopback Listen (or Insecure) allows. --token.
+	Token string
+	// Insecure allows a non-loopback Listen with no Token. --insecure.
+	Insecure bool
+	// ID is this router's name in the leader record ([a-z0-9_-]{1,64}).
+	// Empty: the host name and the listening port. --id.
+	ID string
+
+	// Etcd runs an embedded etcd member holding the directory (--etcd-*).
+	// Used unless DirectoryURLs names an existing cluster.
+	Etcd global.EmbedConfig
+	// DirectoryURLs are an existing etcd cluster's client URLs; when set,
+	// no member is embedded. --directory (comma-separated).
+	DirectoryURLs []string
+	// Prefix is where fenec's keys live in etcd (default /fenec/).
+	Prefix string
+	// Directory, if set, is used as the directory as it is (tests); the
+	// router does not close it. It overrides Etcd and DirectoryURLs.
+	Directory global.Directory
+
+	// Region is the region this router serves; tenants it places without
+	// a named node or region go to that region's nodes. Empty: the global
+	// tier, every region's nodes. --region.
+	Region string
+	// Standby never claims the lead on its own: it forwards, answers
+	// /_shard/ reads, and leads only once promoted. --standby.
+	Standby bool
+
+	// Forward bounds the forwarding path (--upstream-timeout, --idle-timeout).
+	Forward ForwardConfig
+	// NodeTimeout bounds one admin call to a node (a token check, sizes,
+	// create, delete, freeze, thaw). Default 10 s.
+	NodeTimeout time.Duration
+	// MoveTimeout bounds a whole move, image copy included. Default 30 min.
+	MoveTimeout time.Duration
+	// SizesParallel bounds how many nodes are asked their sizes at once.
+	// Default 8.
+	SizesParallel int
+
+	// Audit, if set, is a file receiving a JSON line for every change and
+	// refusal. --audit.
+	Audit string
+
+	// Logger receives the router's logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns the defaults API.md names: an embedded member in
+// ./data/shard, the forwarding defaults.
+func DefaultConfig() Config {
+	return Config{
+		Listen:        "127.0.0.1:7700",
+		Etcd:          global.DefaultEmbedConfig("data/shard"),
+		Prefix:        global.DefaultPrefix,
+		Forward:       DefaultForwardConfig(),
+		NodeTimeout:   10 * time.Second,
+		MoveTimeout:   30 * time.Minute,
+		SizesParallel: 8,
+	}
+}
+
+// AddFlags registers the router's flags with c's values as defaults.
+func (c *Config) AddFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.Listen, "listen", c.Listen, "`ADDR` to serve on (host:port)")
+	fs.StringVar(&c.Token, "token", c.Token, "bearer `TOKEN` that /_shard/ and /_metrics need")
+	fs.BoolVar(&c.Insecure, "insecure", c.Insecure, "allow a non-loopback address with no token")
+	fs.StringVar(&c.ID, "id", c.ID, "this router's `NAME` in the leader record (default: host name and port)")
+	c.Etcd.AddFlags(fs)
+	fs.Func("directory", "use the existing etcd cluster at `URLS` (comma-separated) instead of embedding one", func(v string) error {
+		c.DirectoryURLs = nil
+		for _, u := range strings.Split(v, ",") {
+			if u = strings.TrimSpace(u); u != "" {
+				c.DirectoryURLs = append(c.DirectoryURLs, u)
+			}
+		}
+		return nil
+	})
+	fs.StringVar(&c.Region, "region", c.Region, "serve `REGION` (none: the global tier)")
+	fs.BoolVar(&c.Standby, "standby", c.Standby, "never claim the lead on its own; forward and wait for POST /_shard/promote")
+	c.Forward.AddFlags(fs)
+	fs.StringVar(&c.Audit, "audit", c.Audit, "append a JSON line for every change and refusal to `PATH`")
+}
+
+// Validate checks every field and how they fit together.
+func (c Config) Validate() error {
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return fmt.Errorf("%w: listen %q: %v", ErrBadConfig, c.Listen, err)
+	}
+	if c.Token == "" && !c.Insecure && !loopbackAddr(c.Listen) {
+		return fmt.Errorf("listen %s: %w", c.Listen, ErrInsecure)
+	}
+	if c.ID != "" && !global.ValidName(c.ID) {
+		return fmt.Errorf("%w: id %q must be [a-z0-9_-]{1,64}", ErrBadConfig, c.ID)
+	}
+	if c.Region != "" && !global.ValidName(c.Region) {
+		return fmt.Errorf("%w: region %q must be [a-z0-9_-]{1,64}", ErrBadConfig, c.Region)
+	}
+	if c.Directory == nil && len(c.DirectoryURLs) == 0 {
+		if err := c.Etcd.Validate(); err != nil {
+			return fmt.Errorf("%w: %w", ErrBadConfig, err)
+		}
+	}
+	if c.Directory == nil && len(c.DirectoryURLs) > 0 && c.Etcd.ForceNewCluster {
+		return fmt.Errorf("%w: --etcd-force-new-cluster needs an embedded member, not --directory", ErrBadConfig)
+	}
+	if err := c.Forward.Validate(); err != nil {
+		return err
+	}
+	switch {
+	case c.NodeTimeout <= 0:
+		return fmt.Errorf("%w: node timeout must be positive", ErrBadConfig)
+	case c.MoveTimeout < c.NodeTimeout:
+		return fmt.Errorf("%w: move timeout %v below the node timeout %v", ErrBadConfig, c.MoveTimeout, c.NodeTimeout)
+	case c.SizesParallel <= 0:
+		return fmt.Errorf("%w: sizes parallelism must be positive", ErrBadConfig)
+	}
+	return nil
+}
+
+// loopbackAddr reports whether host:port listens on loopback only.
+func loopbackAddr(hostport string) bool {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
+// defaultID makes a router name from the host name and the port it
+// listens on, folded into [a-z0-9_-].
+func defaultID(addr net.Addr) string {
+	host, _ := os.Hostname()
+	_, port, _ := net.SplitHostPort(addr.String())
+	var b strings.Builder
+	for _, r := range strings.ToLower(host) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '_', r == '-':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('-')
+		}
+	}
+	name := b.String()
+	if name == "" {
+		name = "router"
+	}
+	if len(name) > 64-1-len(port) {
+		name = name[:64-1-len(port)]
+	}
+	return name + "-" + port
+}

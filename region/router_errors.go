@@ -1,0 +1,126 @@
+package region
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/fenec-go/fenec/global"
+)
+
+// Sentinel errors of the router's control plane (/_shard/, moves, the
+// lead). They map to statuses in one table, shardStatus below.
+var (
+	// ErrUnauthorized: the router token is missing or wrong.
+	ErrUnauthorized = errors.New("missing or wrong router token")
+	// ErrNotLeader: this router does not take changes (a standby, or one
+	// that saw another take the lead).
+	ErrNotLeader = errors.New("this router does not lead: changes go to the leader")
+	// ErrBadRequest: the request's body or parameters are not what the
+	// route takes.
+	ErrBadRequest = errors.New("bad request")
+	// ErrNoRoute: no such /_shard/ route.
+	ErrNoRoute = errors.New("no such route")
+	// ErrNotBuilt: a route of the API this router does not serve yet.
+	ErrNotBuilt = errors.New("route not served by this router")
+	// ErrMethod: the route does not take the request's method.
+	ErrMethod = errors.New("method not allowed")
+	// ErrUnknownNode: no node of that name is recorded.
+	ErrUnknownNode = errors.New("unknown node")
+	// ErrTenantExists: the tenant is already placed.
+	ErrTenantExists = errors.New("tenant already exists")
+	// ErrNodeInUse: the node still holds a tenant (or a copy, or a move's
+	// target).
+	ErrNodeInUse = errors.New("node still holds tenants")
+	// ErrNodeCheck: the node did not answer its admin token.
+	ErrNodeCheck = errors.New("node did not answer its admin token")
+	// ErrNodeCall: an admin call to a node failed or was refused.
+	ErrNodeCall = errors.New("node admin call")
+	// ErrNoCandidate: no node of the region can take a tenant.
+	ErrNoCandidate = errors.New("no node to place the tenant on")
+	// ErrSameNode: a move onto the node already serving the tenant.
+	ErrSameNode = errors.New("tenant is already on that node")
+	// ErrInsecure: a non-loopback listener with no token and no --insecure.
+	ErrInsecure = errors.New("non-loopback listener with no token (use --token or --insecure)")
+)
+
+// heldError says which operation holds a tenant; it is global.ErrHeld.
+type heldError struct {
+	tenant, by string
+}
+
+func (e *heldError) Error() string {
+	return fmt.Sprintf("tenant %s is held by another operation (%s)", e.tenant, e.by)
+}
+
+func (e *heldError) Is(target error) bool { return target == global.ErrHeld }
+
+// notLeaderError names the router that leads (empty when none does).
+type notLeaderError struct {
+	leader string
+	term   uint64
+}
+
+func (e *notLeaderError) Error() string {
+	if e.leader == "" {
+		return "this router does not lead, and no router leads"
+	}
+	return fmt.Sprintf("this router does not lead: changes go to %s (term %d)", e.leader, e.term)
+}
+
+func (e *notLeaderError) Is(target error) bool { return target == ErrNotLeader }
+
+// shardStatus is the control plane's one table from error to status, read
+// in order (the first match wins); anything else is 500.
+var shardStatus = []struct {
+	err  error
+	code int
+}{
+	{ErrUnauthorized, http.StatusUnauthorized},
+	{ErrNotLeader, http.StatusConflict},
+	{ErrBadRequest, http.StatusBadRequest},
+	{global.ErrInvalidName, http.StatusBadRequest},
+	{global.ErrInvalidRecord, http.StatusBadRequest},
+	{ErrNoRoute, http.StatusNotFound},
+	{ErrNotBuilt, http.StatusNotImplemented},
+	{ErrMethod, http.StatusMethodNotAllowed},
+	{ErrUnknownNode, http.StatusNotFound},
+	{ErrUnknownTenant, http.StatusNotFound},
+	{ErrTenantExists, http.StatusConflict},
+	{ErrNodeInUse, http.StatusConflict},
+	{ErrSameNode, http.StatusConflict},
+	{global.ErrHeld, http.StatusConflict},
+	{global.ErrState, http.StatusConflict},
+	{global.ErrConflict, http.StatusConflict},
+	{ErrNoCandidate, http.StatusConflict},
+	{ErrNodeCheck, http.StatusBadGateway},
+	{ErrNodeCall, http.StatusBadGateway},
+	{ErrNotReady, http.StatusServiceUnavailable},
+	{global.ErrClosed, http.StatusServiceUnavailable},
+}
+
+// shardCode returns err's status by the table.
+func shardCode(err error) int {
+	for _, row := range shardStatus {
+		if errors.Is(err, row.err) {
+			return row.code
+		}
+	}
+	return http.StatusInternalServerError
+}
+
+// shardErrorBody is err as an answer body: {"error": ...} plus what a
+// refusal names (the leader, the holding operation).
+func shardErrorBody(err error) map[string]any {
+	body := map[string]any{"error": err.Error()}
+	var nl *notLeaderError
+	if errors.As(err, &nl) {
+		body["leader"] = nl.leader
+		body["term"] = nl.term
+	}
+	var he *heldError
+	if errors.As(err, &he) {
+		body["held_by"] = he.by
+	}
+	return body
+}

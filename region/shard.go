@@ -1,0 +1,246 @@
+package region
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/fenec-go/fenec/global"
+)
+
+// maxShardBody bounds a /_shard/ request body.
+const maxShardBody = 1 << 20
+
+// shardCall is one /_shard/ request being answered.
+type shardCall struct {
+	rt   *Router
+	w    http.ResponseWriter
+	r    *http.Request
+	what string // the operation, for the audit log
+}
+
+// serveShard routes /_shard/: the router token, then the route. Reads
+// answer on every router; changes only on the leader.
+func (rt *Router) serveShard(w http.ResponseWriter, r *http.Request) {
+	if !rt.authorize(w, r) {
+		_ = rt.audit.record(rt.auditOf(r, "auth", "", "", ErrUnauthorized, http.StatusUnauthorized))
+		return
+	}
+	c := &shardCall{rt: rt, w: w, r: r}
+	seg := strings.Split(strings.Trim(strings.TrimPrefix(r.URL.Path, "/_shard/"), "/"), "/")
+	switch {
+	case len(seg) == 1 && seg[0] == "nodes":
+		c.only(http.MethodGet, c.listNodes)
+	case len(seg) == 2 && seg[0] == "nodes":
+		switch r.Method {
+		case http.MethodPut:
+			c.change("put_node", "", seg[1], func(s *global.Store) (int, any, error) { return c.putNode(s, seg[1]) })
+		case http.MethodDelete:
+			c.change("delete_node", "", seg[1], func(s *global.Store) (int, any, error) { return c.deleteNode(s, seg[1]) })
+		default:
+			c.fail(ErrMethod)
+		}
+	case len(seg) == 1 && seg[0] == "tenants":
+		c.only(http.MethodGet, c.listTenants)
+	case len(seg) == 2 && seg[0] == "tenants":
+		switch r.Method {
+		case http.MethodPut:
+			c.change("place", seg[1], "", func(s *global.Store) (int, any, error) { return c.placeTenant(s, seg[1]) })
+		case http.MethodDelete:
+			c.change("delete_tenant", seg[1], "", func(s *global.Store) (int, any, error) { return c.deleteTenant(s, seg[1]) })
+		default:
+			c.fail(ErrMethod)
+		}
+	case len(seg) == 3 && seg[0] == "tenants" && seg[2] == "move":
+		if r.Method != http.MethodPost {
+			c.fail(ErrMethod)
+			return
+		}
+		c.change("move", seg[1], "", func(s *global.Store) (int, any, error) { return c.moveTenant(s, seg[1]) })
+	case len(seg) == 1 && seg[0] == "promote":
+		c.only(http.MethodPost, c.promote)
+	case notBuilt(seg):
+		c.fail(fmt.Errorf("/_shard/%s: %w", strings.Join(seg, "/"), ErrNotBuilt))
+	default:
+		c.fail(ErrNoRoute)
+	}
+}
+
+// notBuilt reports the API's routes this router does not serve yet.
+func notBuilt(seg []string) bool {
+	switch seg[0] {
+	case "replicas", "query", "regions", "leases":
+		return true
+	case "nodes":
+		return len(seg) == 3 && seg[2] == "failover"
+	case "tenants":
+		return len(seg) == 3 && seg[2] == "quota"
+	}
+	return false
+}
+
+// only runs fn when the request has method m.
+func (c *shardCall) only(m string, fn func()) {
+	if c.r.Method != m {
+		c.fail(ErrMethod)
+		return
+	}
+	fn()
+}
+
+// change runs a change on the leader with its fenced store, answers it,
+// and records it (or its refusal) in the audit log.
+func (c *shardCall) change(what, tenant, node string, fn func(*global.Store) (int, any, error)) {
+	c.what = what
+	s, err := c.rt.lead.changes()
+	code, body := 0, any(nil)
+	if err == nil {
+		code, body, err = fn(s)
+		if err != nil {
+			c.rt.lead.lost(c.r.Context(), err)
+		}
+	}
+	if err != nil {
+		code = shardCode(err)
+		c.fail(err)
+	} else {
+		cpJSON(c.w, code, body)
+	}
+	if m, ok := body.(moveAnswer); ok && node == "" {
+		node = m.To
+	}
+	if err := c.rt.audit.record(c.rt.auditOf(c.r, what, tenant, node, err, code)); err != nil {
+		c.rt.log.Error("audit", "err", err)
+	}
+}
+
+// fail answers err by the table.
+func (c *shardCall) fail(err error) {
+	code := shardCode(err)
+	if code >= 500 {
+		c.rt.log.Warn("shard request", "method", c.r.Method, "path", c.r.URL.Path, "status", code, "err", err)
+	}
+	cpError(c.w, err)
+}
+
+// decode reads the JSON body into v (an empty body leaves v as it is).
+func (c *shardCall) decode(v any) error {
+	b, err := io.ReadAll(io.LimitReader(c.r.Body, maxShardBody+1))
+	if err != nil {
+		return fmt.Errorf("%w: read body: %w", ErrBadRequest, err)
+	}
+	if len(b) > maxShardBody {
+		return fmt.Errorf("%w: body larger than %d bytes", ErrBadRequest, maxShardBody)
+	}
+	if len(strings.TrimSpace(string(b))) == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadRequest, err)
+	}
+	return nil
+}
+
+// view returns the router's copy of the directory, waiting (within the
+// request) for its first list.
+func (c *shardCall) view() (*global.View, error) {
+	select {
+	case <-c.rt.watcher.Ready():
+		return c.rt.watcher.View(), nil
+	case <-c.r.Context().Done():
+		return nil, fmt.Errorf("%w: %w", ErrNotReady, c.r.Context().Err())
+	}
+}
+
+// settle waits until the router's own view holds a write it made, so a read
+// on this router right after a change sees it.
+func (c *shardCall) settle(rev int64) {
+	ctx, cancel := context.WithTimeout(c.r.Context(), c.rt.cfg.NodeTimeout)
+	defer cancel()
+	if err := c.rt.watcher.WaitRev(ctx, rev); err != nil {
+		c.rt.log.Warn("view behind a change", "rev", rev, "err", err)
+	}
+}
+
+// settleNow waits until the router's view is current to the directory's
+// revision now, for a change whose own revision is not returned.
+func (c *shardCall) settleNow(s *global.Store) {
+	_, rev, err := s.Directory().List(c.r.Context(), global.KeyTerm)
+	if err != nil {
+		c.rt.log.Warn("read the directory's revision", "err", err)
+		return
+	}
+	c.settle(rev)
+}
+
+// promote makes this router the leader at the next term.
+func (c *shardCall) promote() {
+	c.what = "promote"
+	term, err := c.rt.lead.promote(c.r.Context())
+	code := http.StatusOK
+	if err != nil {
+		code = shardCode(err)
+		c.fail(err)
+	} else {
+		cpJSON(c.w, code, map[string]any{"leader": c.rt.id, "term": term})
+		c.rt.recoverInBackground()
+	}
+	if aerr := c.rt.audit.record(c.rt.auditOf(c.r, "promote", "", "", err, code)); aerr != nil {
+		c.rt.log.Error("audit", "err", aerr)
+	}
+}
+
+// auditOf describes one change or refusal.
+func (rt *Router) auditOf(r *http.Request, what, tenant, node string, err error, code int) auditEntry {
+	e := auditEntry{
+		Time: rt.now(), Router: rt.id, Who: r.RemoteAddr, What: what, Tenant: tenant, Node: node,
+		RequestID: r.Header.Get("X-Request-Id"), Outcome: "ok", Status: code,
+	}
+	if err != nil {
+		e.Outcome = err.Error()
+	}
+	return e
+}
+
+// cpJSON answers v as JSON with code (a nil v and 204: no body).
+func cpJSON(w http.ResponseWriter, code int, v any) {
+	if code == http.StatusNoContent {
+		w.WriteHeader(code)
+		return
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		code, b = http.StatusInternalServerError, []byte(`{"error":"encode answer"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// cpError answers err by the control plane's table.
+func cpError(w http.ResponseWriter, err error) {
+	code := shardCode(err)
+	if code == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	cpJSON(w, code, shardErrorBody(err))
+}
+
+// errNotFoundAs turns the directory's not-found into the route's own.
+func errNotFoundAs(err, as error) error {
+	if errors.Is(err, global.ErrNotFound) {
+		return fmt.Errorf("%w: %w", as, err)
+	}
+	return err
+}
+
+// isNotFound reports a record that does not exist.
+func isNotFound(err error) bool { return errors.Is(err, global.ErrNotFound) }
+
+func cmpString(a, b string) int { return strings.Compare(a, b) }

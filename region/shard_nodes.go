@@ -1,0 +1,116 @@
+package region
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+
+	"github.com/fenec-go/fenec/global"
+)
+
+// nodeEntry is a node as GET /_shard/nodes lists it: never its token.
+type nodeEntry struct {
+	Name    string `json:"name"`
+	Addr    string `json:"addr"`
+	Region  string `json:"region"`
+	Standby bool   `json:"standby,omitempty"`
+	Lease   bool   `json:"lease,omitempty"`
+}
+
+// listNodes answers every recorded node, by name.
+func (c *shardCall) listNodes() {
+	v, err := c.view()
+	if err != nil {
+		c.fail(err)
+		return
+	}
+	out := []nodeEntry{}
+	for name, n := range v.Nodes() {
+		out = append(out, nodeEntry{Name: name, Addr: n.Addr, Region: n.Region, Standby: n.Standby, Lease: n.Lease})
+	}
+	slices.SortFunc(out, func(a, b nodeEntry) int { return cmpString(a.Name, b.Name) })
+	cpJSON(c.w, http.StatusOK, out)
+}
+
+// putNode records a node once it has answered its admin token.
+func (c *shardCall) putNode(s *global.Store, name string) (int, any, error) {
+	if err := global.CheckName("node", name); err != nil {
+		return 0, nil, err
+	}
+	var req struct {
+		Addr    string `json:"addr"`
+		Token   string `json:"token"`
+		Region  string `json:"region"`
+		Standby bool   `json:"standby"`
+	}
+	if err := c.decode(&req); err != nil {
+		return 0, nil, err
+	}
+	if req.Region == "" {
+		req.Region = c.rt.cfg.Region
+	}
+	n := global.Node{Addr: req.Addr, Token: req.Token, Region: req.Region, Standby: req.Standby}
+	if req.Addr == "" || req.Region == "" {
+		return 0, nil, fmt.Errorf("%w: a node needs an addr and a region", ErrBadRequest)
+	}
+	if err := n.Validate(); err != nil {
+		return 0, nil, err
+	}
+	if err := c.rt.nodes.checkToken(c.r.Context(), n); err != nil {
+		return 0, nil, fmt.Errorf("node %s at %s: %w", name, n.Addr, err)
+	}
+	cur, err := s.GetNode(c.r.Context(), name)
+	if err != nil && !isNotFound(err) {
+		return 0, nil, err
+	}
+	rev, err := s.Txn().PutNode(name, cur.Rev, n).Commit(c.r.Context())
+	if err != nil {
+		return 0, nil, fmt.Errorf("record node %s: %w", name, err)
+	}
+	c.settle(rev)
+	unreplicated := []string{}
+	if v := c.rt.watcher.View(); v != nil {
+		for t, rec := range v.Tenants() {
+			if rec.Node == name && rec.Replica == "" {
+				unreplicated = append(unreplicated, t)
+			}
+		}
+	}
+	slices.Sort(unreplicated)
+	c.rt.log.Info("node recorded", "node", name, "addr", n.Addr, "region", n.Region)
+	return http.StatusCreated, map[string]any{"node": name, "unreplicated": unreplicated}, nil
+}
+
+// deleteNode forgets a node that holds no tenant, copy or move target.
+func (c *shardCall) deleteNode(s *global.Store, name string) (int, any, error) {
+	if err := global.CheckName("node", name); err != nil {
+		return 0, nil, err
+	}
+	c.rt.opMu.Lock()
+	defer c.rt.opMu.Unlock()
+	cur, err := s.GetNode(c.r.Context(), name)
+	if err != nil {
+		return 0, nil, errNotFoundAs(err, ErrUnknownNode)
+	}
+	tenants, _, err := s.ListTenants(c.r.Context())
+	if err != nil {
+		return 0, nil, err
+	}
+	var holds []string
+	for t, rec := range tenants {
+		if rec.Value.Node == name || rec.Value.Replica == name || rec.Value.Target == name {
+			holds = append(holds, t)
+		}
+	}
+	if len(holds) > 0 {
+		slices.Sort(holds)
+		return 0, nil, fmt.Errorf("%w: %s holds %d (%s)", ErrNodeInUse, name, len(holds), holds[0])
+	}
+	rev, err := s.Txn().DeleteNode(name, cur.Rev).Commit(c.r.Context())
+	if err != nil {
+		return 0, nil, fmt.Errorf("forget node %s: %w", name, err)
+	}
+	c.settle(rev)
+	c.rt.log.Info("node forgotten", "node", name)
+	return http.StatusNoContent, nil, nil
+}

@@ -1,0 +1,207 @@
+package region
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+
+	"github.com/fenec-go/fenec/global"
+)
+
+// holdDelete is the HeldBy of a tenant being deleted.
+const holdDelete = "delete"
+
+// tenantEntry is a tenant as GET /_shard/tenants lists it.
+type tenantEntry struct {
+	Name    string `json:"name"`
+	Node    string `json:"node"`
+	State   string `json:"state"`
+	Replica string `json:"replica,omitempty"`
+	Target  string `json:"target,omitempty"`
+	HeldBy  string `json:"held_by,omitempty"`
+	Bytes   *int64 `json:"bytes,omitempty"`
+}
+
+// listTenants answers every placement, by name; ?bytes adds each tenant's
+// bytes on disk as its node reports them (nodes asked in parallel).
+func (c *shardCall) listTenants() {
+	v, err := c.view()
+	if err != nil {
+		c.fail(err)
+		return
+	}
+	out := []tenantEntry{}
+	used := map[string]global.Node{}
+	for name, t := range v.Tenants() {
+		out = append(out, tenantEntry{Name: name, Node: t.Node, State: string(t.State),
+			Replica: t.Replica, Target: t.Target, HeldBy: t.HeldBy})
+		if n, ok := v.Node(t.Node); ok {
+			used[t.Node] = n
+		}
+	}
+	slices.SortFunc(out, func(a, b tenantEntry) int { return cmpString(a.Name, b.Name) })
+	if c.r.URL.Query().Has("bytes") {
+		sizes := map[string]map[string]int64{}
+		for _, m := range measureSizes(c.r.Context(), c.rt.nodes, used, c.rt.cfg.SizesParallel) {
+			sizes[m.name] = m.sizes
+		}
+		for i := range out {
+			if b, ok := sizes[out[i].Node][out[i].Name]; ok {
+				out[i].Bytes = &b
+			}
+		}
+	}
+	cpJSON(c.w, http.StatusOK, out)
+}
+
+// placeTenant creates a tenant on the named node, or on the node of the
+// region with the fewest bytes on disk, and records it. The file is made
+// first; if recording fails, it is deleted again.
+func (c *shardCall) placeTenant(s *global.Store, name string) (int, any, error) {
+	if err := global.CheckName("tenant", name); err != nil {
+		return 0, nil, err
+	}
+	var req struct {
+		Node   string `json:"node"`
+		Region string `json:"region"`
+	}
+	if err := c.decode(&req); err != nil {
+		return 0, nil, err
+	}
+	ctx := c.r.Context()
+	c.rt.opMu.Lock()
+	defer c.rt.opMu.Unlock()
+	if _, err := s.GetTenant(ctx, name); err == nil {
+		return 0, nil, fmt.Errorf("%w: %s", ErrTenantExists, name)
+	} else if !isNotFound(err) {
+		return 0, nil, err
+	}
+	nodeName, err := c.chooseNode(s, req.Node, req.Region)
+	if err != nil {
+		return 0, nil, err
+	}
+	node, err := s.GetNode(ctx, nodeName)
+	if err != nil {
+		return 0, nil, errNotFoundAs(err, ErrUnknownNode)
+	}
+	if err := c.rt.nodes.create(ctx, node.Value, name); err != nil {
+		return 0, nil, fmt.Errorf("create %s on %s: %w", name, nodeName, err)
+	}
+	placed, err := s.PlaceTenant(ctx, name, global.Tenant{Node: nodeName, State: global.StateActive}, node.Rev)
+	if err != nil {
+		// Not recorded: the empty file made above goes again.
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.rt.cfg.NodeTimeout)
+		defer cancel()
+		if _, derr := c.rt.nodes.remove(dctx, node.Value, name); derr != nil {
+			c.rt.log.Error("delete an unrecorded tenant's file", "tenant", name, "node", nodeName, "err", derr)
+		}
+		return 0, nil, fmt.Errorf("record %s on %s: %w", name, nodeName, err)
+	}
+	c.settle(placed.Rev)
+	c.rt.log.Info("tenant placed", "tenant", name, "node", nodeName)
+	return http.StatusCreated, map[string]any{"tenant": name, "node": nodeName}, nil
+}
+
+// chooseNode returns the named node (which must be recorded) or the least
+// full node of the region (the request's, else the router's; none: every
+// node).
+func (c *shardCall) chooseNode(s *global.Store, named, region string) (string, error) {
+	if named != "" {
+		if err := global.CheckName("node", named); err != nil {
+			return "", err
+		}
+		if _, err := s.GetNode(c.r.Context(), named); err != nil {
+			return "", errNotFoundAs(err, ErrUnknownNode)
+		}
+		return named, nil
+	}
+	if region == "" {
+		region = c.rt.cfg.Region
+	}
+	nodes, _, err := s.ListNodes(c.r.Context())
+	if err != nil {
+		return "", err
+	}
+	cands := map[string]global.Node{}
+	for name, n := range nodes {
+		if !n.Value.Standby && (region == "" || n.Value.Region == region) {
+			cands[name] = n.Value
+		}
+	}
+	if len(cands) == 0 {
+		return "", fmt.Errorf("%w in region %q", ErrNoCandidate, region)
+	}
+	return leastBytes(measureEach(c.r.Context(), c.rt.nodes, cands, c.rt.cfg.SizesParallel))
+}
+
+// deleteTenant holds the tenant, deletes it on its node and its copy, and
+// forgets it.
+func (c *shardCall) deleteTenant(s *global.Store, name string) (int, any, error) {
+	if err := global.CheckName("tenant", name); err != nil {
+		return 0, nil, err
+	}
+	ctx := c.r.Context()
+	at, err := s.GetTenant(ctx, name)
+	if err != nil {
+		return 0, nil, errNotFoundAs(err, ErrUnknownTenant)
+	}
+	if at.Value.HeldBy != "" {
+		return 0, nil, &heldError{tenant: name, by: at.Value.HeldBy}
+	}
+	held, err := s.Hold(ctx, name, at, holdDelete)
+	if err != nil {
+		return 0, nil, err
+	}
+	for _, n := range []string{held.Value.Node, held.Value.Replica} {
+		if n == "" {
+			continue
+		}
+		if err := c.removeOn(s, n, name); err != nil {
+			if _, rerr := s.Release(context.WithoutCancel(ctx), name, held, holdDelete); rerr != nil {
+				c.rt.log.Error("release a tenant after a failed delete", "tenant", name, "err", rerr)
+			}
+			return 0, nil, err
+		}
+	}
+	q, err := s.GetQuota(ctx, name)
+	if err != nil && !isNotFound(err) {
+		return 0, nil, err
+	}
+	if err := s.RemoveTenant(ctx, name, held, q.Rev); err != nil {
+		return 0, nil, err
+	}
+	c.settleNow(s)
+	c.rt.log.Info("tenant deleted", "tenant", name, "node", held.Value.Node)
+	return http.StatusNoContent, nil, nil
+}
+
+// removeOn deletes tenant t's file on node n (a file already gone is fine).
+func (c *shardCall) removeOn(s *global.Store, n, t string) error {
+	node, err := s.GetNode(c.r.Context(), n)
+	if err != nil {
+		return errNotFoundAs(err, ErrUnknownNode)
+	}
+	if _, err := c.rt.nodes.remove(c.r.Context(), node.Value, t); err != nil {
+		return fmt.Errorf("delete %s on %s: %w", t, n, err)
+	}
+	return nil
+}
+
+// nodeSizes is one node's sizes per tenant, or why they could not be read.
+type nodeSizes struct {
+	name  string
+	sizes map[string]int64
+}
+
+// measureSizes asks each node its sizes per tenant (bounded parallel);
+// nodes that do not answer are left out.
+func measureSizes(ctx context.Context, nc *nodeClient, nodes map[string]global.Node, limit int) []nodeSizes {
+	var out []nodeSizes
+	for _, m := range measureEach(ctx, nc, nodes, limit) {
+		if m.err == nil {
+			out = append(out, nodeSizes{name: m.name, sizes: m.sizes})
+		}
+	}
+	return out
+}
