@@ -1,25 +1,38 @@
 // Package global is fenec's directory: where every node, tenant, region and
 // quota is recorded, and who leads (term, leader, longest-lease record).
+// Routers (package region) place, move and fail over tenants through it; the
+// global tier and every region keep one, with the same layout.
 //
 // It has three layers:
 //
-//   - Directory, a small versioned key/value interface (get with the key's
-//     mod revision, list by prefix, put, delete, an all-or-nothing
-//     compare-and-swap transaction over several keys, watch from a revision,
-//     compact). Two implementations share one test suite: NewMemory, in
-//     memory for tests, and EtcdDirectory over go.etcd.io/etcd/client/v3,
-//     opened on an existing cluster (OpenEtcd) or on an Embedded member
-//     (StartEmbedded), which wraps etcd's server/embed in one owning type.
-//   - Store, the typed records of the key layout (meta/term, meta/leader,
-//     meta/lease_record_ms, regions/, nodes/, tenants/, quotas/) with their
-//     revisions, and Txn, which writes several of them as one transaction
-//     conditioned on the revisions the caller read; ClaimLeader and Promote
-//     move the lead by compare-and-swap on the term.
-//   - Watcher, a router's in-memory copy of a directory kept current by a
-//     watch started at the revision of its list, with a lock-free Lookup for
-//     forwarding and change notifications carrying old and new tenant records.
+//   - Directory, a small versioned key/value interface: get with the key's
+//     mod revision, list by prefix (with the revision of the read), put,
+//     delete, an all-or-nothing transaction conditioned on mod revisions
+//     (ErrConflict when one moved), watch after a revision (so a watch
+//     started at a list's revision misses nothing; ErrCompacted when that
+//     history is gone), compact and Close. Two implementations pass one
+//     shared test suite: Memory (NewMemory), for tests, and EtcdDirectory
+//     over go.etcd.io/etcd/client/v3, opened on an existing cluster
+//     (OpenEtcd) or on an Embedded member (StartEmbedded), which wraps etcd's
+//     server/embed in one owning type (Ready, Err, idempotent Close).
+//   - Store, the typed records of the key layout under a prefix (default
+//     /fenec/): meta/term, meta/leader, meta/lease_record_ms, regions/<r>,
+//     nodes/<n>, tenants/<t>, quotas/<t>. Reads return each record with its
+//     revision (Versioned); Txn writes several as one transaction
+//     conditioned on the revisions read, and helpers (PlaceTenant,
+//     Failover, BeginMove/FinishMove/AbortMove, Hold/Release, RemoveTenant)
+//     build the usual ones. ClaimLeader and Promote move the lead by
+//     compare-and-swap on the term; a Store Fenced on the term it read
+//     writes nothing once a promotion moved the term on. LeaseRecordStore
+//     raises and lowers the longest-lease record.
+//   - Watcher, a router's in-memory copy of a whole directory: it lists,
+//     watches from the list's revision and lists again after a compaction,
+//     publishing immutable Views through an atomic pointer, so Lookup costs
+//     a couple of map reads and never waits. Subscribers get every tenant
+//     change with its old and new record (TenantChange.FailedOver tells a
+//     failover from a move). LoadView reads a View once.
 //
 // It is not the router: it decides nothing about placement, leases or
-// failover, it only records the decisions of package region atomically. It
-// does not talk to nodes.
+// failover and talks to no node; it records the router's decisions
+// atomically and tells the routers about them.
 package global

@@ -31,8 +31,21 @@ type EtcdDirectory struct {
 
 var _ Directory = (*EtcdDirectory)(nil)
 
+// ParseEndpoints splits a --directory value ("http://a:2379,http://b:2379")
+// into endpoints.
+func ParseEndpoints(s string) []string {
+	var out []string
+	for _, e := range strings.Split(s, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 // OpenEtcd connects to the etcd cluster at endpoints and returns the
-// directory under prefix (DefaultPrefix when empty). It reads once within ctx
+// directory under prefix (DefaultPrefix when empty; a trailing "/" is
+// added when missing). It reads once within ctx
 // to check that the cluster answers. Close releases the connection.
 func OpenEtcd(ctx context.Context, endpoints []string, prefix string) (*EtcdDirectory, error) {
 	if len(endpoints) == 0 {
@@ -59,6 +72,9 @@ func OpenEtcd(ctx context.Context, endpoints []string, prefix string) (*EtcdDire
 func newEtcd(cli *clientv3.Client, prefix string) *EtcdDirectory {
 	if prefix == "" {
 		prefix = DefaultPrefix
+	}
+	if !strings.HasSuffix(prefix, "/") {
+		prefix += "/" // "/fenec" must not take in "/fenec2/..."
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &EtcdDirectory{cli: cli, prefix: prefix, ctx: ctx, cancel: cancel}

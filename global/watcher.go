@@ -120,7 +120,9 @@ func (w *Watcher) WaitRev(ctx context.Context, rev int64) error {
 // OnTenantChange calls fn, on the watcher's goroutine, with every tenant
 // change after the view showing it was published, in revision order. fn
 // must return quickly (hand slow work to a goroutine of its own). The
-// returned func unsubscribes.
+// returned func unsubscribes; a batch already being told may still reach fn
+// once after it returns. The first list tells nothing (there is no "before");
+// a relist tells every tenant that differs from the view it replaces.
 func (w *Watcher) OnTenantChange(fn func(TenantChange)) (unsubscribe func()) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
