@@ -349,6 +349,9 @@ func (f *Forwarder) attempt(w http.ResponseWriter, x *exchange, tgt Target, fres
 	// Registered first, looked up again second: a Cut either finds this
 	// attempt, or ran after the placements moved and the lookup sees it.
 	if now, ok := f.place.Lookup(x.tenant); ok && now.Node != tgt.Node {
+		if cut, _, to := fl.state(); cut {
+			return resCut, 0, to
+		}
 		return resRedirect, 0, now
 	}
 	x.sentWhole = false
