@@ -70,6 +70,10 @@ type sse struct {
 	params []any
 	filter engine.Filter // nil: every document of coll
 	last   uint64        // seq of the last event sent (or seeded)
+	// known holds the ids the client has matching, once seeded; nil after
+	// a resume, when a put that does not match is sent as a delete in
+	// case the client had it.
+	known map[int64]bool
 }
 
 // subscribe serves GET /t/<t>/<coll>/changes?since=S&<filter>: a seed
@@ -176,6 +180,12 @@ func (st *sse) seed() error {
 	b.Write(res.JSON())
 	b.WriteString("}")
 	st.last = seq
+	if st.filter != nil {
+		st.known = make(map[int64]bool, len(res.Rows))
+		for _, row := range res.Rows {
+			st.known[asInt(row["id"])] = true
+		}
+	}
 	return st.send("seed", seq, b.Bytes())
 }
 
@@ -258,15 +268,19 @@ func (st *sse) change(ch engine.Change) error {
 		if d.Coll != st.coll {
 			continue
 		}
-		if st.filter == nil || st.filter.Match(d.Doc) {
+		switch {
+		case st.filter == nil || st.filter.Match(d.Doc):
 			puts = append(puts, withID(d))
-		} else {
+			st.remember(d.ID, true)
+		case st.known == nil || st.known[d.ID]:
 			dels = append(dels, d.ID)
+			st.remember(d.ID, false)
 		}
 	}
 	for _, d := range ch.Dels {
-		if d.Coll == st.coll {
+		if d.Coll == st.coll && (st.known == nil || st.known[d.ID] || st.filter == nil) {
 			dels = append(dels, d.ID)
+			st.remember(d.ID, false)
 		}
 	}
 	if len(puts) == 0 && len(dels) == 0 {
@@ -277,6 +291,19 @@ func (st *sse) change(ch engine.Change) error {
 		return fmt.Errorf("encode change: %w", err)
 	}
 	return st.send("change", ch.Seq, b)
+}
+
+// remember notes whether the client has id matching (only once seeded
+// with a filter).
+func (st *sse) remember(id int64, has bool) {
+	if st.known == nil {
+		return
+	}
+	if has {
+		st.known[id] = true
+	} else {
+		delete(st.known, id)
+	}
 }
 
 // withID is a put's document with its id field.
