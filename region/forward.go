@@ -281,11 +281,10 @@ const (
 // forward runs attempts until one answers or the rules say stop, and
 // returns the status recorded.
 func (f *Forwarder) forward(w http.ResponseWriter, x *exchange, tgt Target) int {
-	retried := false // the one retry on a fresh connection, per target
-	fresh := false
+	rs := retryState{}
 	var ls leaseState
 	for attempts := 0; attempts < maxAttempts; attempts++ {
-		res, code, next := f.attempt(w, x, tgt, fresh, f.interceptRefusal(x, &ls))
+		res, code, next := f.attempt(w, x, tgt, rs.fresh, f.interceptRefusal(x, &ls))
 		switch res {
 		case resDone:
 			return code
@@ -295,8 +294,7 @@ func (f *Forwarder) forward(w http.ResponseWriter, x *exchange, tgt Target) int 
 			if res == resCut {
 				f.metrics.cut(CutResent)
 			}
-			tgt, retried, fresh = next, false, false
-			continue
+			tgt, rs = next, retryState{}
 		case resCutFail:
 			f.metrics.cut(CutFailed502)
 			return writeError(w, ErrMayHaveRun, true)
@@ -304,38 +302,56 @@ func (f *Forwarder) forward(w http.ResponseWriter, x *exchange, tgt Target) int 
 			if !f.afterRefusal(x, tgt, &ls) {
 				return statusClient
 			}
-			fresh = false
+			rs.fresh = false
 			attempts-- // asking again after a refusal is bounded by time
-			continue
-		}
-		f.metrics.upstreamError(tgt.Node)
-		switch res {
-		case resDialFail:
-			if moved, ok := f.place.Lookup(x.tenant); ok && moved.Node != tgt.Node {
-				tgt, retried, fresh = moved, false, false
-				continue
-			}
-			return writeError(w, ErrUnreachable, false)
-		case resTimeout:
-			return writeError(w, ErrUpstreamTimeout, x.sentWhole && !x.replayable)
-		case resUnsent, resNoAnswer:
-			if res == resNoAnswer && !x.replayable {
-				return writeError(w, ErrMayHaveRun, true)
-			}
-			if retried {
-				if res == resUnsent {
-					return writeError(w, ErrNotSent, false)
-				}
-				return writeError(w, ErrUnreachable, false)
-			}
-			f.log.Debug("resend on a fresh connection", "node", tgt.Node, "sent_whole", res == resNoAnswer)
-			retried, fresh = true, true
-			if moved, ok := f.place.Lookup(x.tenant); ok {
-				tgt = moved
+		default:
+			f.metrics.upstreamError(tgt.Node)
+			var stop error
+			if tgt, stop = f.afterFailure(x, res, tgt, &rs); stop != nil {
+				return writeError(w, stop, x.sentWhole && !x.replayable)
 			}
 		}
 	}
 	return writeError(w, ErrUnreachable, x.sentWhole && !x.replayable)
+}
+
+// retryState is the one retry on a fresh connection a target allows.
+type retryState struct {
+	retried bool // the retry was spent
+	fresh   bool // the next attempt dials rather than takes a pooled connection
+}
+
+// afterFailure applies the retry rules to an attempt that met no answer:
+// it returns where to try next, or the error to answer with.
+func (f *Forwarder) afterFailure(x *exchange, res result, tgt Target, rs *retryState) (Target, error) {
+	switch res {
+	case resDialFail:
+		// Refused or unreachable: not a 502 if the tenant has meanwhile
+		// been placed elsewhere (a failover landing as it was dialled).
+		if moved, ok := f.place.Lookup(x.tenant); ok && moved.Node != tgt.Node {
+			*rs = retryState{}
+			return moved, nil
+		}
+		return tgt, ErrUnreachable
+	case resTimeout:
+		return tgt, ErrUpstreamTimeout
+	case resNoAnswer:
+		if !x.replayable {
+			return tgt, ErrMayHaveRun
+		}
+	}
+	if rs.retried {
+		if res == resUnsent {
+			return tgt, ErrNotSent
+		}
+		return tgt, ErrUnreachable
+	}
+	f.log.Debug("resend on a fresh connection", "node", tgt.Node, "sent_whole", res == resNoAnswer)
+	*rs = retryState{retried: true, fresh: true}
+	if moved, ok := f.place.Lookup(x.tenant); ok {
+		tgt = moved
+	}
+	return tgt, nil
 }
 
 // attempt sends the request once to tgt and, if an answer comes, passes it
