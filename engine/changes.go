@@ -58,9 +58,9 @@ func (db *DB) opRow(o *blockOp) Row {
 			s = c.sch
 		}
 	}
-	row := make(Row, len(o.doc.vals)+1)
+	row := make(Row, o.nvals+1)
 	row["id"] = o.doc.id
-	for i, v := range o.doc.vals {
+	for i, v := range o.doc.values(o.nvals) {
 		if s != nil && i < len(s.Fields) {
 			row[s.Fields[i].Name] = v
 		} else {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"unsafe"
 )
 
 // The binary encoding of values, schemas and a block's operations.
@@ -79,10 +80,13 @@ func appendValue(b []byte, v any) []byte {
 	panic(fmt.Sprintf("engine: cannot encode %T", v))
 }
 
-// decoder reads the binary encoding from a byte slice.
+// decoder reads the binary encoding from a byte slice. With alias set,
+// strings it decodes point into b instead of copying it: only for bytes
+// that never change (a stored document's raw values).
 type decoder struct {
-	b   []byte
-	err error
+	b     []byte
+	err   error
+	alias bool
 }
 
 func (d *decoder) fail(err error) {
@@ -140,10 +144,15 @@ func (d *decoder) count(min int) int {
 
 func (d *decoder) string() string {
 	n := d.count(1)
-	if d.err != nil {
+	if d.err != nil || n == 0 {
 		return ""
 	}
-	s := string(d.b[:n])
+	var s string
+	if d.alias {
+		s = unsafe.String(&d.b[0], n)
+	} else {
+		s = string(d.b[:n])
+	}
 	d.b = d.b[n:]
 	return s
 }
@@ -214,6 +223,113 @@ func (d *decoder) value(depth int) any {
 		}
 		return nil
 	}
+}
+
+// A stored document keeps its values encoded, one after another in field
+// order (raw): far less memory than a slice of boxed values. Values are
+// decoded when read; strings point into raw, which never changes.
+
+// encodeVals encodes a document's values into a raw slice of its own.
+func encodeVals(vals []any) []byte {
+	var b []byte
+	for _, v := range vals {
+		b = appendValue(b, v)
+	}
+	return slices.Clip(b)
+}
+
+// skipValue returns how many bytes the value at the start of b takes, or
+// -1 if b does not hold a whole value.
+func skipValue(b []byte, depth int) int {
+	if len(b) == 0 || depth > maxDecodeDepth {
+		return -1
+	}
+	switch b[0] {
+	case vNull, vFalse, vTrue:
+		return 1
+	case vInt:
+		_, n := binary.Varint(b[1:])
+		if n <= 0 {
+			return -1
+		}
+		return 1 + n
+	case vFloat:
+		if len(b) < 9 {
+			return -1
+		}
+		return 9
+	case vString, vVector:
+		x, n := binary.Uvarint(b[1:])
+		size := uint64(1)
+		if b[0] == vVector {
+			size = 4
+		}
+		if n <= 0 || x > uint64(len(b))/size || 1+n+int(x*size) > len(b) {
+			return -1
+		}
+		return 1 + n + int(x*size)
+	case vList, vMap:
+		x, n := binary.Uvarint(b[1:])
+		if n <= 0 || x > uint64(len(b)) {
+			return -1
+		}
+		off := 1 + n
+		for range x {
+			if b[0] == vMap {
+				// A key: uvarint length, bytes.
+				kl, kn := binary.Uvarint(b[off:])
+				if kn <= 0 || kl > uint64(len(b)-off-kn) {
+					return -1
+				}
+				off += kn + int(kl)
+			}
+			e := skipValue(b[off:], depth+1)
+			if e < 0 {
+				return -1
+			}
+			off += e
+		}
+		return off
+	}
+	return -1
+}
+
+// rawSpan returns the first n values of b and the bytes after them, or
+// ok false if b does not hold n whole values.
+func rawSpan(b []byte, n int) (raw, rest []byte, ok bool) {
+	off := 0
+	for range n {
+		k := skipValue(b[off:], 0)
+		if k < 0 {
+			return nil, nil, false
+		}
+		off += k
+	}
+	return b[:off], b[off:], true
+}
+
+// val decodes value i of d.
+func (d *doc) val(i int) any {
+	b := d.raw
+	for range i {
+		k := skipValue(b, 0)
+		if k < 0 {
+			return nil
+		}
+		b = b[k:]
+	}
+	dec := decoder{b: b, alias: true}
+	return dec.value(0)
+}
+
+// values decodes all n values of d.
+func (d *doc) values(n int) []any {
+	out := make([]any, n)
+	dec := decoder{b: d.raw, alias: true}
+	for i := range out {
+		out[i] = dec.value(0)
+	}
+	return out
 }
 
 // Schemas.
@@ -315,13 +431,15 @@ const (
 	opIndex                  // collection, field
 )
 
-// blockOp is one operation of a block. For opPut, doc is what was stored;
-// for opIndex, field carries the field with its new annotations.
+// blockOp is one operation of a block. For opPut, doc is what was stored
+// and nvals its number of values; for opIndex, field carries the field
+// with its new annotations.
 type blockOp struct {
 	kind  byte
 	coll  string
 	id    int64
 	doc   *doc
+	nvals int
 	sch   *schema
 	field fieldSpec
 }
@@ -348,10 +466,8 @@ func encodeBlock(ops []blockOp) []byte {
 			use(o.coll)
 			b = append(b, opPut)
 			b = appendVarint(b, o.doc.id)
-			b = appendUvarint(b, uint64(len(o.doc.vals)))
-			for _, v := range o.doc.vals {
-				b = appendValue(b, v)
-			}
+			b = appendUvarint(b, uint64(o.nvals))
+			b = append(b, o.doc.raw...)
 		case opDel:
 			use(o.coll)
 			b = append(b, opDel)
@@ -386,11 +502,16 @@ func decodeBlock(p []byte) ([]blockOp, error) {
 		case opPut:
 			id := d.varint()
 			n := d.count(1)
-			vals := make([]any, n)
-			for i := range vals {
-				vals[i] = d.value(0)
+			raw, rest, ok := rawSpan(d.b, n)
+			if d.err == nil && !ok {
+				d.fail(errShort)
 			}
-			ops = append(ops, blockOp{kind: opPut, coll: cur, id: id, doc: &doc{id: id, vals: vals}})
+			if d.err != nil {
+				break
+			}
+			d.b = rest
+			ops = append(ops, blockOp{kind: opPut, coll: cur, id: id, nvals: n,
+				doc: &doc{id: id, raw: slices.Clone(raw)}})
 		case opDel:
 			ops = append(ops, blockOp{kind: opDel, coll: cur, id: d.varint()})
 		case opCreate:

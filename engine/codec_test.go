@@ -17,6 +17,9 @@ func TestValueRoundTrip(t *testing.T) {
 		map[string]any{}, map[string]any{"b": int64(2), "a": map[string]any{"x": []any{1.5}}},
 	} {
 		b := appendValue(nil, v)
+		if n := skipValue(b, 0); n != len(b) {
+			t.Errorf("%#v: skipValue %d of %d", v, n, len(b))
+		}
 		d := &decoder{b: b}
 		got := d.value(0)
 		if d.err != nil || len(d.b) != 0 || !reflect.DeepEqual(got, v) {
@@ -27,6 +30,9 @@ func TestValueRoundTrip(t *testing.T) {
 			d.value(0)
 			if d.err == nil {
 				t.Errorf("%#v cut at %d decoded", v, cut)
+			}
+			if skipValue(b[:cut], 0) >= 0 {
+				t.Errorf("%#v cut at %d skipped", v, cut)
 			}
 		}
 	}
@@ -44,8 +50,8 @@ func TestBlockRoundTrip(t *testing.T) {
 	}
 	ops := []blockOp{
 		{kind: opCreate, coll: "c", sch: s},
-		{kind: opPut, coll: "c", id: 1, doc: &doc{id: 1, vals: []any{"x", []float32{1, 2}, int64(5), nil}}},
-		{kind: opPut, coll: "c", id: 2, doc: &doc{id: 2, vals: []any{nil, nil, nil, "hi"}}},
+		{kind: opPut, coll: "c", id: 1, nvals: 4, doc: &doc{id: 1, raw: encodeVals([]any{"x", []float32{1, 2}, int64(5), nil})}},
+		{kind: opPut, coll: "c", id: 2, nvals: 4, doc: &doc{id: 2, raw: encodeVals([]any{nil, nil, nil, "hi"})}},
 		{kind: opDel, coll: "c", id: 1},
 		{kind: opIndex, coll: "c", field: fieldSpec{Name: "x", Type: fieldType{kind: tText}, Hash: true}},
 		{kind: opDrop, coll: "c"},
@@ -62,8 +68,8 @@ func TestBlockRoundTrip(t *testing.T) {
 		if w.kind != g.kind || w.coll != g.coll || w.id != g.id || w.field.Name != g.field.Name || w.field.Hash != g.field.Hash {
 			t.Errorf("op %d: %+v, want %+v", i, g, w)
 		}
-		if w.doc != nil && !reflect.DeepEqual(w.doc.vals, g.doc.vals) {
-			t.Errorf("op %d doc: %#v, want %#v", i, g.doc.vals, w.doc.vals)
+		if w.doc != nil && !reflect.DeepEqual(w.doc.values(w.nvals), g.doc.values(g.nvals)) {
+			t.Errorf("op %d doc: %#v, want %#v", i, g.doc.values(g.nvals), w.doc.values(w.nvals))
 		}
 	}
 	if !reflect.DeepEqual(got[0].sch.Fields, s.Fields) {
@@ -81,9 +87,9 @@ func TestBlockRoundTrip(t *testing.T) {
 func benchBlock() []blockOp {
 	ops := make([]blockOp, 1000)
 	for i := range ops {
-		ops[i] = blockOp{kind: opPut, coll: "docs", id: int64(i + 1), doc: &doc{id: int64(i + 1), vals: []any{
+		ops[i] = blockOp{kind: opPut, coll: "docs", id: int64(i + 1), nvals: 5, doc: &doc{id: int64(i + 1), raw: encodeVals([]any{
 			fmt.Sprintf("user-%d", i), int64(i * 7919 % 1_000_000), fmt.Sprintf("t%d", i%50), 0.123456, strings.Repeat("lorem ipsum ", 8),
-		}}}
+		})}}
 	}
 	return ops
 }
@@ -106,7 +112,7 @@ func BenchmarkBlockEncoding(b *testing.B) {
 			docs := make([]map[string]any, len(ops))
 			for i, o := range ops {
 				m := map[string]any{"id": o.doc.id}
-				for j, v := range o.doc.vals {
+				for j, v := range o.doc.values(o.nvals) {
 					m[names[j]] = v
 				}
 				docs[i] = m

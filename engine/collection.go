@@ -7,12 +7,13 @@ import (
 	"github.com/google/btree"
 )
 
-// doc is one stored document: its id and its values by field position.
-// A stored doc is never modified in place: a write replaces it, so rows
-// handed to readers and watchers stay as they were.
+// doc is one stored document: its id and its values by field position,
+// encoded (see encodeVals; val and values decode them). A stored doc is
+// never modified in place: a write replaces it, so rows handed to readers
+// and watchers stay as they were and strings may point into raw.
 type doc struct {
-	id   int64
-	vals []any
+	id  int64
+	raw []byte
 }
 
 // collection is one collection's documents and indexes. Writes hold the
@@ -68,8 +69,7 @@ func (c *collection) addIndexes(i int) {
 	}
 }
 
-func (c *collection) indexOne(i int, d *doc) {
-	v := d.vals[i]
+func (c *collection) indexOne(i int, d *doc, v any) {
 	if v == nil {
 		return
 	}
@@ -89,8 +89,7 @@ func (c *collection) indexOne(i int, d *doc) {
 	}
 }
 
-func (c *collection) unindexOne(i int, d *doc) {
-	v := d.vals[i]
+func (c *collection) unindexOne(i int, d *doc, v any) {
 	if v == nil {
 		return
 	}
@@ -111,11 +110,13 @@ func (c *collection) unindexOne(i int, d *doc) {
 }
 
 // set stores d (replacing any doc with its id) and returns the old one.
-func (c *collection) set(d *doc) *doc {
+// vals are d's values when the caller has them decoded, else nil.
+func (c *collection) set(d *doc, vals []any) *doc {
+	n := len(c.sch.Fields)
 	old := c.docs[d.id]
 	if old != nil {
-		for i := range old.vals {
-			c.unindexOne(i, old)
+		for i, v := range old.values(n) {
+			c.unindexOne(i, old, v)
 		}
 	}
 	if old != nil {
@@ -124,8 +125,11 @@ func (c *collection) set(d *doc) *doc {
 	c.mem += docBytes(d)
 	c.docs[d.id] = d
 	c.order.ReplaceOrInsert(d)
-	for i := range d.vals {
-		c.indexOne(i, d)
+	if vals == nil {
+		vals = d.values(n)
+	}
+	for i, v := range vals {
+		c.indexOne(i, d, v)
 	}
 	return old
 }
@@ -136,8 +140,8 @@ func (c *collection) remove(id int64) *doc {
 	if old == nil {
 		return nil
 	}
-	for i := range old.vals {
-		c.unindexOne(i, old)
+	for i, v := range old.values(len(c.sch.Fields)) {
+		c.unindexOne(i, old, v)
 	}
 	c.mem -= docBytes(old)
 	delete(c.docs, id)
@@ -184,7 +188,7 @@ func (c *collection) lookupIndex(i int) *hashIndex {
 	h := newHashIndex()
 	if hashableKind(kind) {
 		c.order.Ascend(func(d *doc) bool {
-			if k, ok := keyFor(kind, d.vals[i]); ok {
+			if k, ok := keyFor(kind, d.val(i)); ok {
 				h.add(k, d.id)
 			}
 			return true
@@ -197,35 +201,7 @@ func (c *collection) lookupIndex(i int) *hashIndex {
 // docBytes estimates what a stored doc holds in memory, its map and tree
 // entries included.
 func docBytes(d *doc) int64 {
-	n := int64(24+24+16*len(d.vals)) + 48 // doc, slice, map and tree entries
-	for _, v := range d.vals {
-		n += valueBytes(v)
-	}
-	return n
-}
-
-func valueBytes(v any) int64 {
-	switch x := v.(type) {
-	case int64, float64:
-		return 8
-	case string:
-		return int64(len(x))
-	case []float32:
-		return int64(24 + 4*len(x))
-	case []any:
-		n := int64(24 + 16*len(x))
-		for _, e := range x {
-			n += valueBytes(e)
-		}
-		return n
-	case map[string]any:
-		n := int64(48)
-		for k, e := range x {
-			n += int64(16+len(k)+16) + valueBytes(e)
-		}
-		return n
-	}
-	return 0
+	return int64(32+cap(d.raw)) + 48 // doc, raw, map and tree entries
 }
 
 // memoryBytes estimates the collection's documents and indexes.
@@ -256,9 +232,9 @@ func (c *collection) memoryBytes() int64 {
 
 // row turns a stored doc into an answer row holding every field.
 func (c *collection) row(d *doc) Row {
-	r := make(Row, len(d.vals)+1)
+	r := make(Row, len(c.sch.Fields)+1)
 	r["id"] = d.id
-	for i, v := range d.vals {
+	for i, v := range d.values(len(c.sch.Fields)) {
 		r[c.sch.Fields[i].Name] = v
 	}
 	return r

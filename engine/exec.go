@@ -218,7 +218,7 @@ func (e *rowEnv) Field(p []string) (any, bool) {
 		if i < 0 {
 			return nil, false
 		}
-		v = e.d.vals[i]
+		v = e.d.val(i)
 	}
 	for _, k := range p[1:] {
 		m, ok := v.(map[string]any)

@@ -110,10 +110,8 @@ func (s *snapshot) write(w io.Writer) error {
 		}
 		for _, d := range cs.docs {
 			item = appendVarint(item[:0], d.id)
-			item = appendUvarint(item, uint64(len(d.vals)))
-			for _, v := range d.vals {
-				item = appendValue(item, v)
-			}
+			item = appendUvarint(item, uint64(len(cs.sch.Fields)))
+			item = append(item, d.raw...)
 			b = appendUvarint(b[:0], uint64(len(item)))
 			if _, err := bw.Write(b); err != nil {
 				return err
@@ -248,17 +246,17 @@ func (ir *imageReader) readColl(st *state) error {
 		d := &decoder{b: raw}
 		id := d.varint()
 		nv := d.count(1)
-		if d.err == nil && nv != len(sch.Fields) {
-			return fmt.Errorf("image doc %d of %s: %d values for %d fields", id, sch.Name, nv, len(sch.Fields))
-		}
-		vals := make([]any, nv)
-		for i := range vals {
-			vals[i] = d.value(0)
-		}
 		if d.err != nil {
 			return fmt.Errorf("image doc of %s: %w", sch.Name, d.err)
 		}
-		c.set(&doc{id: id, vals: vals})
+		if nv != len(sch.Fields) {
+			return fmt.Errorf("image doc %d of %s: %d values for %d fields", id, sch.Name, nv, len(sch.Fields))
+		}
+		vals, rest, ok := rawSpan(d.b, nv)
+		if !ok || len(rest) != 0 {
+			return fmt.Errorf("image doc %d of %s: %w", id, sch.Name, errShort)
+		}
+		c.set(&doc{id: id, raw: slices.Clone(vals)}, nil)
 		if !serverColl(sch.Name) {
 			st.rows++
 		}
@@ -295,7 +293,7 @@ func (ir *imageReader) readGraphs(st *state, logger *slog.Logger) error {
 			if d == nil {
 				return nil, false
 			}
-			v, ok := d.vals[i].([]float32)
+			v, ok := d.val(i).([]float32)
 			return v, ok
 		})
 		if err != nil {

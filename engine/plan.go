@@ -450,20 +450,35 @@ func window[T any](s []T, limit, offset int64) []T {
 	return s
 }
 
-// sortDocs orders docs by the keys, ties by id ascending.
+// sortDocs orders docs by the keys, ties by id ascending. Each doc's keys
+// are decoded once.
 func sortDocs(c *collection, docs []*doc, order []fql.OrderKey) {
-	slices.SortStableFunc(docs, func(a, b *doc) int {
-		ea, eb := &rowEnv{c: c, d: a}, &rowEnv{c: c, d: b}
-		for _, k := range order {
-			va, _ := ea.Field(k.Path)
-			vb, _ := eb.Field(k.Path)
-			if x := fql.SortCompare(va, vb); x != 0 {
-				if k.Desc {
+	type keyed struct {
+		d    *doc
+		keys []any
+	}
+	ks := make([]keyed, len(docs))
+	flat := make([]any, len(docs)*len(order))
+	for i, d := range docs {
+		env := &rowEnv{c: c, d: d}
+		k := flat[i*len(order) : (i+1)*len(order)]
+		for j, o := range order {
+			k[j], _ = env.Field(o.Path)
+		}
+		ks[i] = keyed{d, k}
+	}
+	slices.SortFunc(ks, func(a, b keyed) int {
+		for j, o := range order {
+			if x := fql.SortCompare(a.keys[j], b.keys[j]); x != 0 {
+				if o.Desc {
 					return -x
 				}
 				return x
 			}
 		}
-		return cmpInt(a.id, b.id)
+		return cmpInt(a.d.id, b.d.id)
 	})
+	for i := range ks {
+		docs[i] = ks[i].d
+	}
 }

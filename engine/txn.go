@@ -72,21 +72,22 @@ func (t *txn) seeID(name string, id int64) {
 	}
 }
 
-// put stores d in c, replacing the doc with its id.
-func (t *txn) put(c *collection, d *doc) {
+// put stores d in c, replacing the doc with its id; vals are its values
+// when the caller has them decoded, else nil.
+func (t *txn) put(c *collection, d *doc, vals []any) {
 	t.seeID(c.sch.Name, d.id)
-	old := c.set(d)
+	old := c.set(d, vals)
 	if old == nil {
 		t.countRows(c, 1)
 	}
 	t.remember(func() {
 		if old != nil {
-			c.set(old)
+			c.set(old, nil)
 		} else {
 			c.remove(d.id)
 		}
 	})
-	t.ops = append(t.ops, blockOp{kind: opPut, coll: c.sch.Name, id: d.id, doc: d, sch: c.sch})
+	t.ops = append(t.ops, blockOp{kind: opPut, coll: c.sch.Name, id: d.id, doc: d, nvals: len(c.sch.Fields), sch: c.sch})
 }
 
 // del deletes id from c; it writes an op only when a doc was there.
@@ -96,7 +97,7 @@ func (t *txn) del(c *collection, id int64) bool {
 		return false
 	}
 	t.countRows(c, -1)
-	t.remember(func() { c.set(old) })
+	t.remember(func() { c.set(old, nil) })
 	t.ops = append(t.ops, blockOp{kind: opDel, coll: c.sch.Name, id: id})
 	return true
 }
@@ -173,7 +174,7 @@ func uniqueOver(c *collection, i int) error {
 	seen := make(map[any]int64)
 	var err error
 	c.order.Ascend(func(d *doc) bool {
-		v := d.vals[i]
+		v := d.val(i)
 		if v == nil {
 			return true
 		}
@@ -190,7 +191,7 @@ func uniqueOver(c *collection, i int) error {
 func fillHash(c *collection, i int) {
 	h := c.hash[i]
 	c.order.Ascend(func(d *doc) bool {
-		if v := d.vals[i]; v != nil {
+		if v := d.val(i); v != nil {
 			h.add(v, d.id)
 		}
 		return true
@@ -200,7 +201,7 @@ func fillHash(c *collection, i int) {
 func fillSorted(c *collection, i int) {
 	s := c.sorted[i]
 	c.order.Ascend(func(d *doc) bool {
-		if v := d.vals[i]; v != nil {
+		if v := d.val(i); v != nil {
 			s.add(v, d.id)
 		}
 		return true
@@ -210,7 +211,7 @@ func fillSorted(c *collection, i int) {
 func fillSearch(c *collection, i int) {
 	s := c.search[i]
 	c.order.Ascend(func(d *doc) bool {
-		if v := d.vals[i]; v != nil {
+		if v := d.val(i); v != nil {
 			s.put(d.id, v)
 		}
 		return true
@@ -225,10 +226,10 @@ func (t *txn) apply(o *blockOp) error {
 		if c == nil {
 			return fmt.Errorf("%w: %s", ErrUnknownCollection, o.coll)
 		}
-		if len(o.doc.vals) != len(c.sch.Fields) {
-			return fmt.Errorf("put into %s: %d values for %d fields", o.coll, len(o.doc.vals), len(c.sch.Fields))
+		if o.nvals != len(c.sch.Fields) {
+			return fmt.Errorf("put into %s: %d values for %d fields", o.coll, o.nvals, len(c.sch.Fields))
 		}
-		t.put(c, o.doc)
+		t.put(c, o.doc, nil)
 	case opDel:
 		c := t.st.colls[o.coll]
 		if c == nil {

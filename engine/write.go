@@ -2,7 +2,6 @@ package engine
 
 import (
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/fenec-go/fenec/engine/fql"
@@ -31,13 +30,13 @@ func (r *runner) runPut(coll string, docsExpr fql.Expr, ifAbsent, insert bool, r
 		if err != nil {
 			return nil, err
 		}
-		wrote, err := r.putOne(c, d, given, ifAbsent, insert)
+		stored, err := r.putOne(c, d, given, ifAbsent, insert)
 		if err != nil {
 			return nil, err
 		}
-		if wrote {
+		if stored != nil {
 			res.Affected++
-			res.IDs = append(res.IDs, d.id)
+			res.IDs = append(res.IDs, stored.id)
 		}
 	}
 	if err := checkRequire(req, res.Affected); err != nil {
@@ -65,10 +64,17 @@ func objects(v any) ([]map[string]any, error) {
 	return nil, fmt.Errorf("%w: documents must be an object or a list of objects, got %s", ErrType, typeName(v))
 }
 
+// newDoc is a document being written: its values decoded, checked
+// against the schema.
+type newDoc struct {
+	id   int64
+	vals []any
+}
+
 // makeDoc type-checks an object against c's schema. The id is 0 (and
 // given false) when the object has none.
-func (r *runner) makeDoc(c *collection, o map[string]any) (*doc, bool, error) {
-	d := &doc{vals: make([]any, len(c.sch.Fields))}
+func (r *runner) makeDoc(c *collection, o map[string]any) (*newDoc, bool, error) {
+	d := &newDoc{vals: make([]any, len(c.sch.Fields))}
 	given := false
 	for k, v := range o {
 		v = normalizeParam(v)
@@ -96,7 +102,7 @@ func (r *runner) makeDoc(c *collection, o map[string]any) (*doc, bool, error) {
 	return d, given, nil
 }
 
-func checkRequired(c *collection, d *doc) error {
+func checkRequired(c *collection, d *newDoc) error {
 	for i := range c.sch.Fields {
 		if c.sch.Fields[i].Required && d.vals[i] == nil {
 			return fmt.Errorf("%w: field %s of %s is required", ErrType, c.sch.Fields[i].Name, c.sch.Name)
@@ -105,16 +111,17 @@ func checkRequired(c *collection, d *doc) error {
 	return nil
 }
 
-// putOne writes one document, reporting whether it wrote.
-func (r *runner) putOne(c *collection, d *doc, given, ifAbsent, insert bool) (bool, error) {
+// putOne writes one document and returns it as stored (nil when an if
+// absent skipped it).
+func (r *runner) putOne(c *collection, d *newDoc, given, ifAbsent, insert bool) (*doc, error) {
 	if given {
 		if old := c.docs[d.id]; old != nil {
 			if r.visible(c, old) {
 				if ifAbsent {
-					return false, nil
+					return nil, nil
 				}
 				if insert {
-					return false, fmt.Errorf("%w: id %d in %s", ErrTaken, d.id, c.sch.Name)
+					return nil, fmt.Errorf("%w: id %d in %s", ErrTaken, d.id, c.sch.Name)
 				}
 			}
 		}
@@ -134,15 +141,16 @@ func (r *runner) putOne(c *collection, d *doc, given, ifAbsent, insert bool) (bo
 			continue
 		}
 		if ifAbsent {
-			return false, nil
+			return nil, nil
 		}
-		return false, fmt.Errorf("%w: %s = %s in %s", ErrTaken, c.sch.Fields[i].Name, shortValue(d.vals[i]), c.sch.Name)
+		return nil, fmt.Errorf("%w: %s = %s in %s", ErrTaken, c.sch.Fields[i].Name, shortValue(d.vals[i]), c.sch.Name)
 	}
 	if !given {
 		d.id = r.t.newID(c.sch.Name)
 	}
-	r.t.put(c, d)
-	return true, nil
+	stored := &doc{id: d.id, raw: encodeVals(d.vals)}
+	r.t.put(c, stored, d.vals)
+	return stored, nil
 }
 
 func shortValue(v any) string {
@@ -160,7 +168,7 @@ func (r *runner) visible(c *collection, d *doc) bool {
 		if ttl == 0 {
 			continue
 		}
-		if t, ok := d.vals[i].(int64); ok && t+ttl <= r.now {
+		if t, ok := d.val(i).(int64); ok && t+ttl <= r.now {
 			return false
 		}
 	}
@@ -198,10 +206,11 @@ func (r *runner) runSet(s *fql.Set) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		if _, err := r.putOne(c, d, true, false, false); err != nil {
+		stored, err := r.putOne(c, d, true, false, false)
+		if err != nil {
 			return nil, err
 		}
-		written = append(written, d)
+		written = append(written, stored)
 	}
 	res.Affected = int64(len(written))
 	if err := checkRequire(s.Require, res.Affected); err != nil {
@@ -212,8 +221,8 @@ func (r *runner) runSet(s *fql.Set) (*Result, error) {
 }
 
 // assign builds the new version of old: values evaluated against old.
-func (r *runner) assign(c *collection, old *doc, as []fql.Assign, pos []int) (*doc, error) {
-	d := &doc{id: old.id, vals: slices.Clone(old.vals)}
+func (r *runner) assign(c *collection, old *doc, as []fql.Assign, pos []int) (*newDoc, error) {
+	d := &newDoc{id: old.id, vals: old.values(len(c.sch.Fields))}
 	env := &rowEnv{r: r, c: c, d: old}
 	for j, a := range as {
 		v, err := fql.Eval(a.Value, env)
