@@ -172,12 +172,23 @@ func (h *head) fill(dst http.Header) {
 			continue
 		}
 		vals[i] = s[sp.v0:sp.v1]
-		if prior, ok := dst[key]; ok {
-			dst[key] = append(prior, vals[i])
+		if h.seenBefore(s, i, key) {
+			dst[key] = append(dst[key], vals[i])
 			continue
 		}
+		// The node's value replaces one set before (a middleware's).
 		dst[key] = vals[i : i+1 : i+1]
 	}
+}
+
+// seenBefore reports whether a header line before the i-th has key.
+func (h *head) seenBefore(s string, i int, key string) bool {
+	for _, sp := range h.spans[:i] {
+		if k := s[sp.k0:sp.k1]; len(k) == len(key) && (k == key || textproto.CanonicalMIMEHeaderKey(k) == key) {
+			return true
+		}
+	}
+	return false
 }
 
 func trimEOL(b []byte) []byte {

@@ -68,9 +68,10 @@ func TestHeadFill(t *testing.T) {
 	if err := h.read(bufio.NewReader(strings.NewReader(raw)), "GET"); err != nil {
 		t.Fatal(err)
 	}
-	dst := http.Header{}
+	dst := http.Header{"X-Request-Id": {"mw"}, "Fenec-Seq": {"stale"}}
 	h.fill(dst)
 	want := http.Header{
+		"X-Request-Id":   {"mw"},
 		"Content-Type":   {"application/json"},
 		"X-Dup":          {"a", "b"},
 		"Fenec-Seq":      {"7"},
