@@ -174,19 +174,35 @@ func (x *exchange) writeRequest(bw *bufio.Writer, now time.Time) error {
 	} else {
 		bw.WriteString(r.Header["X-Request-Id"][0])
 	}
-	bw.WriteString("\r\nX-Forwarded-For: ")
-	if prior := r.Header["X-Forwarded-For"]; len(prior) > 0 {
-		for _, v := range prior {
-			bw.WriteString(v)
-			bw.WriteString(", ")
-		}
-	}
-	bw.WriteString(clientIP(r.RemoteAddr))
-	bw.WriteString("\r\n\r\n")
+	bw.WriteString("\r\n")
+	writeForwardedFor(bw, r.Header["X-Forwarded-For"], clientIP(r.RemoteAddr))
+	bw.WriteString("\r\n")
 	if x.body.Len() > 0 {
 		bw.Write(x.body.Bytes())
 	}
 	return bw.Flush()
+}
+
+// writeForwardedFor appends the client's address to what proxies before
+// the router said.
+func writeForwardedFor(bw *bufio.Writer, prior []string, ip string) {
+	if len(prior) == 0 && ip == "" {
+		return
+	}
+	bw.WriteString("X-Forwarded-For: ")
+	for i, v := range prior {
+		if i > 0 {
+			bw.WriteString(", ")
+		}
+		bw.WriteString(v)
+	}
+	if ip != "" {
+		if len(prior) > 0 {
+			bw.WriteString(", ")
+		}
+		bw.WriteString(ip)
+	}
+	bw.WriteString("\r\n")
 }
 
 // clientIP is the host part of a RemoteAddr, without allocating.
