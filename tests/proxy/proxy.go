@@ -11,14 +11,14 @@ import (
 
 // Proxy forwards TCP connections from 127.0.0.1:<port> to a target.
 type Proxy struct {
-	tb     testing.TB
-	target string
-	ln     net.Listener
-	done   chan struct{} // closed by Close
-	wg     sync.WaitGroup
-	once   sync.Once
+	tb   testing.TB
+	ln   net.Listener
+	done chan struct{} // closed by Close
+	wg   sync.WaitGroup
+	once sync.Once
 
 	mu     sync.Mutex
+	target string             // guarded by mu: where new connections go
 	open   chan struct{}      // guarded by mu: closed while traffic may pass
 	links  map[*link]struct{} // guarded by mu
 	closed bool               // guarded by mu
@@ -49,6 +49,14 @@ func New(tb testing.TB, target string) *Proxy {
 
 // Addr is the proxy's host:port.
 func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// Retarget sends connections made from now on to target (a node
+// restarted elsewhere); connections already made stay where they are.
+func (p *Proxy) Retarget(target string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.target = target
+}
 
 // Accepted is how many connections the proxy has accepted so far.
 func (p *Proxy) Accepted() int {
@@ -160,8 +168,11 @@ func (p *Proxy) serve(l *link) {
 	if !p.pass() {
 		return
 	}
+	p.mu.Lock()
+	target := p.target
+	p.mu.Unlock()
 	d := net.Dialer{Timeout: 5 * time.Second}
-	node, err := d.Dial("tcp", p.target)
+	node, err := d.Dial("tcp", target)
 	if err != nil {
 		l.reset()
 		return

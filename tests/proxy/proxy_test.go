@@ -169,3 +169,14 @@ func TestCloseEndsConnections(t *testing.T) {
 		t.Fatal("dial after close succeeded")
 	}
 }
+
+func TestRetarget(t *testing.T) {
+	p := New(t, echoServer(t))
+	old := dial(t, p.Addr())
+	oldR := bufio.NewReader(old)
+	roundTrip(t, old, oldR, "one")
+	p.Retarget(echoServer(t))
+	c := dial(t, p.Addr())
+	roundTrip(t, c, bufio.NewReader(c), "two")
+	roundTrip(t, old, oldR, "three")
+}
