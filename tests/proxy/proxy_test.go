@@ -16,8 +16,11 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// echoServer echoes every line back; it closes with the test.
-func echoServer(tb testing.TB) string {
+// echoServer echoes every byte back; it closes with the test.
+func echoServer(tb testing.TB) string { return tagServer(tb, "") }
+
+// tagServer echoes every line back after tag.
+func tagServer(tb testing.TB, tag string) string {
 	tb.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -35,7 +38,23 @@ func echoServer(tb testing.TB) string {
 			mu.Lock()
 			conns[c] = struct{}{}
 			mu.Unlock()
-			wg.Go(func() { _, _ = io.Copy(c, c); _ = c.Close() })
+			wg.Go(func() {
+				defer c.Close()
+				if tag == "" {
+					_, _ = io.Copy(c, c)
+					return
+				}
+				br := bufio.NewReader(c)
+				for {
+					line, err := br.ReadString('\n')
+					if err != nil {
+						return
+					}
+					if _, err := io.WriteString(c, tag+line); err != nil {
+						return
+					}
+				}
+			})
 		}
 	})
 	tb.Cleanup(func() {
@@ -175,8 +194,14 @@ func TestRetarget(t *testing.T) {
 	old := dial(t, p.Addr())
 	oldR := bufio.NewReader(old)
 	roundTrip(t, old, oldR, "one")
-	p.Retarget(echoServer(t))
+	p.Retarget(tagServer(t, "new:"))
 	c := dial(t, p.Addr())
-	roundTrip(t, c, bufio.NewReader(c), "two")
-	roundTrip(t, old, oldR, "three")
+	cr := bufio.NewReader(c)
+	if _, err := io.WriteString(c, "two\n"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := cr.ReadString('\n'); err != nil || got != "new:two\n" {
+		t.Fatalf("new connection read %q, %v", got, err)
+	}
+	roundTrip(t, old, oldR, "three") // the old connection stays where it was
 }
