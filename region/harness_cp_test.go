@@ -1,0 +1,335 @@
+package region
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fenec-go/fenec/global"
+	"github.com/fenec-go/fenec/node"
+)
+
+// cpWait bounds every wait of the control plane's tests: a bound on a
+// hang, never an assertion about speed.
+const cpWait = 30 * time.Second
+
+const (
+	cpRouterToken = "router-secret"
+	cpAdminToken  = "node-admin-secret"
+)
+
+// cpEventually polls fn until it returns nil or cpWait passes.
+func cpEventually(tb testing.TB, fn func() error) {
+	tb.Helper()
+	deadline := time.Now().Add(cpWait)
+	for {
+		err := fn()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("still failing after %v: %v", cpWait, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func cpCtx(tb testing.TB) context.Context {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), cpWait)
+	tb.Cleanup(cancel)
+	return ctx
+}
+
+func cpLogger() *slog.Logger {
+	if os.Getenv("FENEC_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// cpNode is a real fenec-node served in process on loopback, behind a
+// handler that can refuse image installs (a target that refuses a move).
+type cpNode struct {
+	s             *node.Server
+	srv           *httptest.Server
+	addr          string // host:port
+	refuseInstall atomic.Bool
+}
+
+func startCPNode(tb testing.TB) *cpNode {
+	tb.Helper()
+	cfg := node.DefaultConfig()
+	cfg.Dir = tb.TempDir()
+	cfg.HTTP = "127.0.0.1:0"
+	cfg.AdminToken = cpAdminToken
+	cfg.Sync = "off"
+	cfg.Logger = cpLogger()
+	s, err := node.New(cfg)
+	if err != nil {
+		tb.Fatalf("new node: %v", err)
+	}
+	n := &cpNode{s: s}
+	n.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.refuseInstall.Load() && r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, "/file") {
+			_, _ = io.Copy(io.Discard, r.Body)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusInsufficientStorage)
+			_, _ = w.Write([]byte(`{"error": "no room for this image"}` + "\n"))
+			return
+		}
+		s.ServeHTTP(w, r)
+	}))
+	n.addr = strings.TrimPrefix(n.srv.URL, "http://")
+	tb.Cleanup(func() {
+		n.srv.CloseClientConnections()
+		if err := s.Close(); err != nil {
+			tb.Errorf("close node: %v", err)
+		}
+		n.srv.Close()
+	})
+	return n
+}
+
+// admin calls the node's /_admin/ directly.
+func (n *cpNode) admin(tb testing.TB, method, path string, body []byte) (int, []byte) {
+	tb.Helper()
+	st, _, b := cpDo(tb, method, n.srv.URL+path, cpAdminToken, body, nil)
+	return st, b
+}
+
+// cpMember starts an embedded etcd member in a temp dir on free ports.
+func cpMember(tb testing.TB) *global.Embedded {
+	tb.Helper()
+	cfg := global.DefaultEmbedConfig(tb.TempDir())
+	cfg.ClientURL, cfg.PeerURL = "http://127.0.0.1:0", "http://127.0.0.1:0"
+	m, err := global.StartEmbedded(cpCtx(tb), cfg)
+	if err != nil {
+		tb.Fatalf("start etcd: %v", err)
+	}
+	tb.Cleanup(func() { _ = m.Close() })
+	if err := m.WaitReady(cpCtx(tb)); err != nil {
+		tb.Fatalf("etcd ready: %v", err)
+	}
+	return m
+}
+
+// cpRouter is a Router under test and the base URL it answers at.
+type cpRouter struct {
+	rt  *Router
+	url string
+}
+
+// startCPRouter starts a router on 127.0.0.1:0 with its own embedded etcd
+// member in a temp dir, unless mod points it elsewhere.
+func startCPRouter(tb testing.TB, mod func(*Config)) *cpRouter {
+	tb.Helper()
+	cfg := DefaultConfig()
+	cfg.Listen = "127.0.0.1:0"
+	cfg.Token = cpRouterToken
+	cfg.Etcd = global.DefaultEmbedConfig(tb.TempDir())
+	cfg.Etcd.ClientURL, cfg.Etcd.PeerURL = "http://127.0.0.1:0", "http://127.0.0.1:0"
+	cfg.NodeTimeout = 5 * time.Second
+	cfg.Logger = cpLogger()
+	if mod != nil {
+		mod(&cfg)
+	}
+	rt, err := NewRouter(cfg)
+	if err != nil {
+		tb.Fatalf("new router: %v", err)
+	}
+	if err := rt.Start(cpCtx(tb)); err != nil {
+		tb.Fatalf("start router: %v", err)
+	}
+	tb.Cleanup(func() {
+		if err := rt.Close(); err != nil {
+			tb.Errorf("close router: %v", err)
+		}
+	})
+	return &cpRouter{rt: rt, url: "http://" + rt.Addr()}
+}
+
+// shard calls /_shard/ with the router token and decodes a JSON answer
+// into out (when not nil).
+func (r *cpRouter) shard(tb testing.TB, method, path string, body any, out any) (int, []byte) {
+	tb.Helper()
+	var b []byte
+	if body != nil {
+		var err error
+		if b, err = json.Marshal(body); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	st, _, got := cpDo(tb, method, r.url+"/_shard/"+path, cpRouterToken, b, nil)
+	if out != nil && len(got) > 0 {
+		if err := json.Unmarshal(got, out); err != nil {
+			tb.Fatalf("%s %s: decode %q: %v", method, path, got, err)
+		}
+	}
+	return st, got
+}
+
+// addNode records n under name in the router's region.
+func (r *cpRouter) addNode(tb testing.TB, name string, n *cpNode) {
+	tb.Helper()
+	st, b := r.shard(tb, http.MethodPut, "nodes/"+name, map[string]any{"addr": n.addr, "token": cpAdminToken, "region": "eu"}, nil)
+	if st != http.StatusCreated {
+		tb.Fatalf("put node %s: %d %s", name, st, b)
+	}
+}
+
+// place creates tenant t (on node, when named).
+func (r *cpRouter) place(tb testing.TB, t, node string) string {
+	tb.Helper()
+	body := map[string]any{}
+	if node != "" {
+		body["node"] = node
+	}
+	var ans struct{ Tenant, Node string }
+	if st, b := r.shard(tb, http.MethodPut, "tenants/"+t, body, &ans); st != http.StatusCreated {
+		tb.Fatalf("place %s: %d %s", t, st, b)
+	}
+	return ans.Node
+}
+
+// data sends a data request below /t/ (no token: nodes run without one).
+func (r *cpRouter) data(tb testing.TB, method, path string, body string, hdr map[string]string) (int, http.Header, []byte) {
+	tb.Helper()
+	var b []byte
+	if body != "" {
+		b = []byte(body)
+	}
+	return cpDo(tb, method, r.url+path, "", b, hdr)
+}
+
+var cpClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
+
+// cpDo sends one request and reads its answer whole.
+func cpDo(tb testing.TB, method, url, token string, body []byte, hdr map[string]string) (int, http.Header, []byte) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), cpWait)
+	defer cancel()
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := cpClient.Do(req)
+	if err != nil {
+		tb.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	got, err := io.ReadAll(resp.Body)
+	if err != nil {
+		tb.Fatalf("%s %s: read: %v", method, url, err)
+	}
+	return resp.StatusCode, resp.Header, got
+}
+
+// cpQuery runs one statement on tenant t through the router and returns
+// the status, the Fenec-Seq header and the body.
+func (r *cpRouter) query(tb testing.TB, t, q string) (int, string, []byte) {
+	tb.Helper()
+	b, _ := json.Marshal(map[string]any{"query": q})
+	st, h, got := r.data(tb, http.MethodPost, "/t/"+t+"/query", string(b), nil)
+	return st, h.Get("Fenec-Seq"), got
+}
+
+// mustQuery runs q and fails the test unless it answers 200.
+func (r *cpRouter) mustQuery(tb testing.TB, t, q string) []byte {
+	tb.Helper()
+	st, _, b := r.query(tb, t, q)
+	if st != http.StatusOK {
+		tb.Fatalf("query %q on %s: %d %s", q, t, st, b)
+	}
+	return b
+}
+
+// sseEvent is one server-sent event.
+type sseEvent struct {
+	name, id, data string
+}
+
+// readEvents reads events from an SSE stream onto a channel until it ends;
+// the channel is closed then.
+func readEvents(body io.Reader) <-chan sseEvent {
+	ch := make(chan sseEvent, 1024)
+	go func() { // ends when the stream ends (the test closes its body)
+		defer close(ch)
+		sc := bufio.NewScanner(body)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		var ev sseEvent
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case line == "":
+				if ev.name != "" || ev.data != "" {
+					ch <- ev
+				}
+				ev = sseEvent{}
+			case strings.HasPrefix(line, "event:"):
+				ev.name = strings.TrimSpace(strings.TrimPrefix(line, "event:"))
+			case strings.HasPrefix(line, "id:"):
+				ev.id = strings.TrimSpace(strings.TrimPrefix(line, "id:"))
+			case strings.HasPrefix(line, "data:"):
+				ev.data += strings.TrimSpace(strings.TrimPrefix(line, "data:"))
+			}
+		}
+	}()
+	return ch
+}
+
+// nextEvent waits for the next event (ok false when the stream ended).
+func nextEvent(tb testing.TB, ch <-chan sseEvent) (sseEvent, bool) {
+	tb.Helper()
+	select {
+	case ev, ok := <-ch:
+		return ev, ok
+	case <-time.After(cpWait):
+		tb.Fatalf("no event within %v", cpWait)
+		return sseEvent{}, false
+	}
+}
+
+// openStream opens a subscription through the router.
+func (r *cpRouter) openStream(tb testing.TB, path string) (*http.Response, <-chan sseEvent) {
+	tb.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.url+path, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	resp, err := cpClient.Do(req)
+	if err != nil {
+		cancel()
+		tb.Fatalf("subscribe %s: %v", path, err)
+	}
+	tb.Cleanup(func() {
+		cancel()
+		resp.Body.Close()
+	})
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		tb.Fatalf("subscribe %s: %d %s", path, resp.StatusCode, b)
+	}
+	return resp, readEvents(resp.Body)
+}
