@@ -308,3 +308,36 @@ func TestNodeResetMidRequest(t *testing.T) {
 		})
 	}
 }
+
+// TestCutThenRefusedUntilGranted is the seed's failover as a router that
+// does not lead sees it: a keyed write out to the lost node is cut and sent
+// to the new primary, which refuses it unrun until the leading router's
+// grant reaches it; it is asked again until it lands.
+func TestCutThenRefusedUntilGranted(t *testing.T) {
+	var granted atomic.Bool
+	fx := newCutFixture(t, nil, fwdOpts{})
+	fx.neu.setAnswer(func(w http.ResponseWriter, r *http.Request) {
+		if !granted.Load() {
+			w.Header().Set("Fenec-Refused", "lease")
+			w.Header().Set("Content-Length", "0")
+			w.WriteHeader(503)
+			return
+		}
+		w.Header().Set("Content-Length", "2")
+		_, _ = io.WriteString(w, "ok")
+	})
+	fx.r.f.SetLeaseRetry(&fakeLease{lease: time.Hour})
+	fx.px.Cut()
+	a := goDo(fx.c, newReq(t, context.Background(), "POST", fx.r.url+"/t/acme/query", []byte(`{"q": 1}`), map[string]string{"Idempotency-Key": "k"}))
+	waitPhase(t, fx.r.f, "a", "acme", phaseSent)
+	fx.failover("acme")
+	eventually(t, 10*time.Second, func() bool { return fx.neu.count() >= 3 })
+	granted.Store(true) // the leading router's grant lands
+	resp, body, err := a.wait(t)
+	if err != nil || resp.StatusCode != 200 || string(body) != "ok" {
+		t.Fatalf("%v %v %q", err, resp, body)
+	}
+	if v := fx.r.cuts(t, CutResent); v != 1 {
+		t.Fatalf("cut resent = %v", v)
+	}
+}

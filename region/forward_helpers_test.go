@@ -185,8 +185,8 @@ type seen struct {
 type recorder struct {
 	srv    *httptest.Server
 	mu     sync.Mutex
-	got    []seen // guarded by mu
-	answer http.HandlerFunc
+	got    []seen           // guarded by mu
+	answer http.HandlerFunc // guarded by mu
 	conns  atomic.Int64
 }
 
@@ -197,9 +197,10 @@ func newRecorder(tb testing.TB, answer http.HandlerFunc) *recorder {
 		b, _ := io.ReadAll(r.Body)
 		rec.mu.Lock()
 		rec.got = append(rec.got, seen{Method: r.Method, URI: r.RequestURI, Header: r.Header.Clone(), Body: b})
+		answer := rec.answer
 		rec.mu.Unlock()
-		if rec.answer != nil {
-			rec.answer(w, r)
+		if answer != nil {
+			answer(w, r)
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
@@ -217,6 +218,12 @@ func newRecorder(tb testing.TB, answer http.HandlerFunc) *recorder {
 		rec.srv.Close()
 	})
 	return rec
+}
+
+func (rec *recorder) setAnswer(h http.HandlerFunc) {
+	rec.mu.Lock()
+	rec.answer = h
+	rec.mu.Unlock()
 }
 
 func (rec *recorder) addr() string { return rec.srv.Listener.Addr().String() }
