@@ -105,9 +105,15 @@ func TestEmbeddedRestartKeepsData(t *testing.T) {
 // cluster3 starts three members founding one cluster.
 func cluster3(t testing.TB) ([]EmbedConfig, []*Embedded) {
 	t.Helper()
+	return startCluster(t, 3)
+}
+
+// startCluster starts n members founding one cluster.
+func startCluster(t testing.TB, n int) ([]EmbedConfig, []*Embedded) {
+	t.Helper()
 	peers := map[string]string{}
 	var cfgs []EmbedConfig
-	for i := range 3 {
+	for i := range n {
 		name := fmt.Sprintf("m%d", i)
 		peer, err := FreeLocalURL()
 		if err != nil {
@@ -174,14 +180,14 @@ func TestEmbeddedClusterSurvivesLoss(t *testing.T) {
 		t.Fatalf("watcher after the loss: %+v, want %+v", tn, failed.Value)
 	}
 
-	// Quorum lost: a survivor restarted alone with ForceNewCluster keeps
-	// the data and takes writes (an operator's promotion).
 	left := []int{}
 	for i := range ms {
 		if i != lost {
 			left = append(left, i)
 		}
 	}
+	// Quorum lost: a survivor restarted alone with ForceNewCluster keeps
+	// the data and takes writes (an operator's promotion).
 	d.Close()
 	ms[left[0]].Close()
 	ms[left[1]].Close()
@@ -232,5 +238,44 @@ func TestEmbedConfigFlags(t *testing.T) {
 	want.InitialCluster, want.ClusterState, want.ForceNewCluster = "r1=http://127.0.0.1:2", ClusterExisting, true
 	if cfg != want {
 		t.Fatalf("parsed %+v, want %+v", cfg, want)
+	}
+}
+
+// A member removed from its cluster stops on its own and says so on Err.
+func TestEmbeddedRemovedMemberReports(t *testing.T) {
+	_, ms := startCluster(t, 2)
+	ctx := testCtx(t)
+	d, err := ms[0].Open(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	// etcd refuses to remove a member until the cluster has been healthy
+	// for a few seconds.
+	eventually(t, testTimeout, func() error {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		_, err := d.cli.MemberRemove(cctx, uint64(ms[1].etcd.Server.MemberID()))
+		return err
+	})
+	select {
+	case err := <-ms[1].Err():
+		if !errors.Is(err, ErrEmbedded) {
+			t.Fatalf("removed member's error %v, want ErrEmbedded", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("removed member reported nothing")
+	}
+	// The member left serves alone.
+	eventually(t, testTimeout, func() error {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		_, err := d.Put(cctx, "k", []byte("v"))
+		return err
+	})
+	select {
+	case err := <-ms[0].Err():
+		t.Fatalf("remaining member reported %v", err)
+	default:
 	}
 }
