@@ -131,3 +131,32 @@ func BenchmarkBlockEncoding(b *testing.B) {
 		}
 	})
 }
+
+// FuzzDecodeBlock feeds arbitrary payloads to the block decoder and
+// applies what decodes to a small state: errors, never panics.
+func FuzzDecodeBlock(f *testing.F) {
+	s, _ := newSchema("c", []fieldSpec{{Name: "a", Type: fieldType{kind: tText}, Unique: true}, {Name: "n", Type: fieldType{kind: tInt}, Sorted: true}})
+	f.Add(encodeBlock([]blockOp{
+		{kind: opCreate, coll: "c", sch: s},
+		{kind: opPut, coll: "c", id: 1, nvals: 2, doc: &doc{id: 1, raw: encodeVals([]any{"x", int64(5)})}},
+		{kind: opDel, coll: "c", id: 1},
+	}))
+	f.Fuzz(func(t *testing.T, p []byte) {
+		ops, err := decodeBlock(p)
+		if err != nil {
+			return
+		}
+		tx := &txn{st: newState()}
+		for i := range ops {
+			if tx.apply(&ops[i]) != nil {
+				tx.rollback()
+				return
+			}
+		}
+		for _, c := range tx.st.colls {
+			for _, d := range c.docs {
+				_ = c.row(d)
+			}
+		}
+	})
+}
