@@ -299,7 +299,7 @@ func (db *DB) batch(ctx context.Context, stmts []fql.Stmt, params [][]any, opts 
 		return nil, err
 	}
 	if wrote && db.opts.Sync == SyncAlways {
-		if err := db.log.WaitDurable(ctx, seq); err != nil {
+		if err := db.log.WaitDurable(context.WithoutCancel(ctx), seq); err != nil {
 			return nil, fmt.Errorf("sync block: %w", storeErr(err))
 		}
 	}

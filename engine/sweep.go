@@ -69,7 +69,7 @@ func (db *DB) Sweep(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	if wrote && db.opts.Sync == SyncAlways {
-		if err := db.log.WaitDurable(ctx, seq); err != nil {
+		if err := db.log.WaitDurable(context.WithoutCancel(ctx), seq); err != nil {
 			return n, storeErr(err)
 		}
 	}
