@@ -23,15 +23,67 @@ func (l *Log) appendBlock(kind Kind, n uint64, body []byte) (Record, int64, erro
 	seq := l.seq
 	l.mu.Unlock()
 	rec := Record{Kind: kind, First: seq + 1, Last: seq + n, Body: body}
-	if frameSize(kind, rec.First, rec.Last, len(body))-frameHead > maxPayload {
-		return Record{}, 0, fmt.Errorf("append: %w", ErrTooLarge)
+	end, err := l.writeParts(rec, body)
+	return rec, end, err
+}
+
+// writeParts frames a record whose body is the parts given, without
+// copying them, and writes it. wmu is held.
+func (l *Log) writeParts(rec Record, parts ...[]byte) (int64, error) {
+	bodyLen := 0
+	for _, p := range parts {
+		bodyLen += len(p)
+	}
+	if frameSize(rec.Kind, rec.First, rec.Last, bodyLen)-frameHead > maxPayload {
+		return 0, fmt.Errorf("append: %w", ErrTooLarge)
 	}
 	var pre [frameHead + 1 + 2*binary.MaxVarintLen64]byte
-	p := payloadPrefix(pre[:frameHead], kind, rec.First, rec.Last)
-	binary.LittleEndian.PutUint32(p[0:], uint32(len(p)-frameHead+len(body)))
-	binary.LittleEndian.PutUint32(p[4:], crc32.Update(checksum(p[frameHead:]), castagnoli, body))
-	end, err := l.writeLocked([][]byte{p, body}, rec)
-	return rec, end, err
+	p := payloadPrefix(pre[:frameHead], rec.Kind, rec.First, rec.Last)
+	crc := checksum(p[frameHead:])
+	for _, part := range parts {
+		crc = crc32.Update(crc, castagnoli, part)
+	}
+	binary.LittleEndian.PutUint32(p[0:], uint32(len(p)-frameHead+bodyLen))
+	binary.LittleEndian.PutUint32(p[4:], crc)
+	return l.writeLocked(append([][]byte{p}, parts...), rec)
+}
+
+func (l *Log) spill(piece []byte) (Record, error) {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	l.mu.Lock()
+	seq, i := l.seq, l.spills
+	l.mu.Unlock()
+	index := binary.AppendUvarint(nil, uint64(i))
+	rec := Record{Kind: KindSpill, First: seq + 1, Last: seq, Body: append(index, piece...)}
+	if _, err := l.writeParts(rec, index, piece); err != nil {
+		return Record{}, fmt.Errorf("spill: %w", err)
+	}
+	return rec, nil
+}
+
+func (l *Log) dropSpills() error {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	l.mu.Lock()
+	seq, spills := l.seq, l.spills
+	l.mu.Unlock()
+	if spills == 0 {
+		return nil
+	}
+	if _, err := l.writeParts(Record{Kind: KindSpillDrop, First: seq + 1, Last: seq}); err != nil {
+		return fmt.Errorf("drop spills: %w", err)
+	}
+	return nil
+}
+
+// spillingLocked refuses what may not come between a block's spills and
+// its record. mu is held.
+func (l *Log) spillingLocked() error {
+	if l.spills > 0 {
+		return ErrSpilling
+	}
+	return nil
 }
 
 func (l *Log) append(kind Kind, n uint64, body []byte, wait bool) (Record, error) {
@@ -70,8 +122,13 @@ func (l *Log) writeLocked(frame [][]byte, rec Record) (int64, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.idx.record(off, rec)
-	if rec.Kind == KindFork {
+	switch rec.Kind {
+	case KindFork:
 		l.lineage = append(l.lineage, LineageEntry{History: forkHistory(rec.Body), From: rec.Last})
+	case KindSpill:
+		l.spills++
+	default:
+		l.spills = 0
 	}
 	l.size += size
 	l.appended += size
@@ -123,13 +180,13 @@ func (l *Log) fork() (uint64, error) {
 	h := newHistory()
 	l.wmu.Lock()
 	l.mu.Lock()
-	seq := l.seq
+	seq, err := l.seq, l.spillingLocked()
 	l.mu.Unlock()
 	rec := Record{Kind: KindFork, First: seq + 1, Last: seq, Body: forkBody(h)}
-	frame, err := encodeFrame(rec.Kind, rec.First, rec.Last, rec.Body)
 	if err == nil {
-		_, err = l.writeLocked([][]byte{frame}, rec)
+		_, err = l.writeParts(rec, rec.Body)
 	}
+	l.rawSpills = nil // a promoted replica's half-received block is gone
 	l.wmu.Unlock()
 	if err != nil {
 		return 0, fmt.Errorf("fork: %w", err)
@@ -149,24 +206,10 @@ func (l *Log) appendRaw(frame []byte) (Record, error) {
 		return Record{}, fmt.Errorf("append raw: %w", errBad("images do not replicate"))
 	}
 	l.wmu.Lock()
-	l.mu.Lock()
-	seq := l.seq
-	dup := rec.Kind == KindFork && slices.ContainsFunc(l.lineage, func(e LineageEntry) bool {
-		return e.History == forkHistory(rec.Body)
-	})
-	l.mu.Unlock()
-	if rec.First != seq+1 {
-		l.wmu.Unlock()
-		return Record{}, fmt.Errorf("append raw: first %d after %d: %w", rec.First, seq, ErrSeqGap)
-	}
-	if dup {
-		l.wmu.Unlock()
-		return rec, nil
-	}
-	end, err := l.writeLocked([][]byte{frame}, rec)
+	rec, end, wrote, err := l.appendRawLocked(rec)
 	l.wmu.Unlock()
-	if err != nil {
-		return Record{}, err
+	if err != nil || !wrote {
+		return rec, err
 	}
 	switch {
 	case rec.Kind == KindFork:
@@ -178,4 +221,69 @@ func (l *Log) appendRaw(frame []byte) (Record, error) {
 		return rec, fmt.Errorf("append raw: %w", err)
 	}
 	return rec, nil
+}
+
+// appendRawLocked checks a replicated record against this file and
+// appends it; spills wait in memory for their block. wmu is held.
+func (l *Log) appendRawLocked(rec Record) (Record, int64, bool, error) {
+	l.mu.Lock()
+	seq, err := l.seq, l.spillingLocked()
+	dup := rec.Kind == KindFork && slices.ContainsFunc(l.lineage, func(e LineageEntry) bool {
+		return e.History == forkHistory(rec.Body)
+	})
+	l.mu.Unlock()
+	if err != nil {
+		return Record{}, 0, false, fmt.Errorf("append raw: %w", err)
+	}
+	if rec.First != seq+1 {
+		return Record{}, 0, false, fmt.Errorf("append raw: first %d after %d: %w", rec.First, seq, ErrSeqGap)
+	}
+	switch {
+	case rec.Kind == KindSpill:
+		// A feed sends a block's spills only once the block landed, and
+		// starts it again from piece 0 after a broken connection.
+		i, _ := spillPiece(rec.Body)
+		if i == 0 {
+			l.rawSpills = nil
+		}
+		if i != uint64(len(l.rawSpills)) {
+			return Record{}, 0, false, fmt.Errorf("append raw: spill %d where %d was due: %w", i, len(l.rawSpills), ErrSeqGap)
+		}
+		l.rawSpills = append(l.rawSpills, slices.Clone(rec.Frame))
+		return rec, 0, false, nil
+	case rec.Kind == KindSpillDrop:
+		l.rawSpills = nil
+		return rec, 0, false, nil
+	case dup:
+		return rec, 0, false, nil
+	}
+	var pieces [][]byte
+	if rec.Kind >= KindEngine {
+		for _, f := range l.rawSpills {
+			sp, err := DecodeFrame(f)
+			if err != nil {
+				return Record{}, 0, false, fmt.Errorf("append raw: %w", err)
+			}
+			if _, err := l.writeLocked([][]byte{f}, sp); err != nil {
+				return Record{}, 0, false, err
+			}
+			_, p := spillPiece(sp.Body)
+			pieces = append(pieces, p)
+		}
+	}
+	l.rawSpills = nil
+	end, err := l.writeLocked([][]byte{rec.Frame}, rec)
+	if err != nil {
+		if len(pieces) > 0 {
+			// Its spills are in the file with no block after them.
+			l.mu.Lock()
+			err = l.failLocked(err)
+			l.mu.Unlock()
+		}
+		return Record{}, 0, false, err
+	}
+	if len(pieces) > 0 {
+		rec.Body = joinPieces(pieces, rec.Body)
+	}
+	return rec, end, true, nil
 }

@@ -41,6 +41,10 @@ func (l *Log) checkpoint(writeState WriteStateFunc, retain int64) (err error) {
 		l.mu.Unlock()
 		return err
 	}
+	if err := l.spillingLocked(); err != nil {
+		l.mu.Unlock()
+		return fmt.Errorf("checkpoint: %w", err)
+	}
 	ref := l.file.acquire()
 	size, pos := l.size, Position{Seq: l.seq, Lineage: l.lineageCopyLocked()}
 	idx, images := l.idx, l.images
@@ -106,24 +110,9 @@ func (l *Log) writeCheckpoint(f, old *os.File, pos Position, idx *indexer, image
 	}
 	off := int64(headerSize)
 	if keep {
-		it := newFrameIter(old, from.off, size, images)
-		for {
-			frame, _, err := it.next()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				return nil, err
-			}
-			rec, err := DecodeFrame(frame)
-			if err != nil {
-				return nil, err
-			}
-			built.idx.record(off, rec)
-			if _, err := bw.Write(frame); err != nil {
-				return nil, err
-			}
-			off += int64(len(frame))
+		var err error
+		if off, err = copyKept(bw, old, from.off, size, images, &built.idx); err != nil {
+			return nil, err
 		}
 	}
 	n, err := writeImageFrames(bw, pos, l.opts.imageChunk, writeState)
@@ -140,4 +129,47 @@ func (l *Log) writeCheckpoint(f, old *os.File, pos Position, idx *indexer, image
 		return nil, fmt.Errorf("wrote %d bytes, counted %d", cw.n, built.end)
 	}
 	return built, nil
+}
+
+// copyKept copies the records of old from off to size (images left out,
+// and refused blocks' spills with their drop marker) to w, which starts
+// after a header, indexing them in idx. It returns the offset after them.
+func copyKept(w io.Writer, old *os.File, off, size int64, images []span, idx *indexer) (int64, error) {
+	out := int64(headerSize)
+	var spills []span
+	it := newFrameIter(old, off, size, images)
+	for {
+		frame, at, err := it.next()
+		if errors.Is(err, io.EOF) {
+			return out, nil // spills left would be a block not landed: none while checkpointing
+		}
+		if err != nil {
+			return 0, err
+		}
+		rec, err := DecodeFrame(frame)
+		if err != nil {
+			return 0, fmt.Errorf("frame at %d: %w", at, err)
+		}
+		switch rec.Kind {
+		case KindSpill:
+			spills = append(spills, span{start: at, end: at + int64(len(frame))})
+			continue
+		case KindSpillDrop:
+			spills = nil
+			continue
+		}
+		for _, sp := range spills {
+			if _, err := io.Copy(w, io.NewSectionReader(old, sp.start, sp.end-sp.start)); err != nil {
+				return 0, err
+			}
+			idx.record(out, Record{Kind: KindSpill, First: rec.First, Last: rec.First - 1})
+			out += sp.end - sp.start
+		}
+		spills = nil
+		idx.record(out, rec)
+		if _, err := w.Write(frame); err != nil {
+			return 0, err
+		}
+		out += int64(len(frame))
+	}
 }

@@ -17,6 +17,7 @@ var (
 	ErrBadRecord  = errors.New("record is damaged")
 	ErrBadKind    = errors.New("record kind is not the caller's to append")
 	ErrTooLarge   = errors.New("record is larger than a frame can hold")
+	ErrSpilling   = errors.New("a spilled block has not landed yet")
 	// ErrFailed is returned by every write after a write or fsync failed:
 	// what reached the disk is no longer known, so the Log takes nothing
 	// more (close and open it again).

@@ -58,7 +58,7 @@ func decodeHeader(h []byte) (uint64, error) {
 
 // knownKind reports whether k may appear in a file.
 func knownKind(k Kind) bool {
-	return k == KindImage || k == KindImageEnd || k == KindFork || k >= KindEngine
+	return (k >= KindImage && k <= KindSpillDrop) || k >= KindEngine
 }
 
 func isImage(k Kind) bool { return k == KindImage || k == KindImageEnd }
@@ -124,8 +124,12 @@ func decodePayload(p []byte) (Record, error) {
 	switch {
 	case rec.Kind == KindFork && len(rec.Body) != 8:
 		return Record{}, errors.New("fork record is not 8 bytes")
-	case (rec.Kind == KindFork || isImage(rec.Kind)) && first != last+1:
+	case rec.Kind < KindEngine && first != last+1:
 		return Record{}, errors.New("store record holds writes")
+	case rec.Kind == KindSpill:
+		if _, n := binary.Uvarint(rec.Body); n <= 0 {
+			return Record{}, errors.New("spill without its index")
+		}
 	}
 	return rec, nil
 }
@@ -165,3 +169,23 @@ func errBad(why string) error { return &badError{why: why, base: ErrBadRecord} }
 func forkHistory(body []byte) uint64 { return binary.LittleEndian.Uint64(body) }
 
 func forkBody(h uint64) []byte { return binary.LittleEndian.AppendUint64(nil, h) }
+
+// spillPiece splits a spill record's body into its index and piece.
+func spillPiece(body []byte) (uint64, []byte) {
+	i, n := binary.Uvarint(body)
+	return i, body[n:]
+}
+
+// joinPieces is a spilled block's whole body: its spills' pieces, then
+// the body of its own record.
+func joinPieces(pieces [][]byte, last []byte) []byte {
+	n := len(last)
+	for _, p := range pieces {
+		n += len(p)
+	}
+	out := make([]byte, 0, n)
+	for _, p := range pieces {
+		out = append(out, p...)
+	}
+	return append(out, last...)
+}

@@ -26,6 +26,12 @@ func FuzzReplay(f *testing.F) {
 		f.Fatal(err)
 	}
 	appendN(f, l, 2, 1, 5)
+	spillBlock(f, l, 2, []byte("end"), pieces(2, 7)...)
+	l.Spill([]byte("refused"))
+	if err := l.DropSpills(); err != nil {
+		f.Fatal(err)
+	}
+	l.Spill([]byte("never landed"))
 	if err := l.Close(); err != nil {
 		f.Fatal(err)
 	}

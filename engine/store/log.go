@@ -37,7 +37,12 @@ type logState struct {
 	seq     uint64
 	lineage []LineageEntry
 	idx     indexer
-	images  []span
+	spills  int // pieces spilled (on disk) for the block not landed yet
+
+	// rawSpills are a replica's spill frames (from AppendRaw) held until
+	// their block's record arrives; guarded by wmu.
+	rawSpills [][]byte
+	images    []span
 
 	// Durability is counted in appended bytes since open (lsn), which
 	// checkpoints leave alone: the current file's offset is lsn - lsnBase.
@@ -254,13 +259,21 @@ func replay(data []byte, s *scanned, h Replayer) error {
 		}
 		off = img.end
 	}
+	var pieces [][]byte // spilled pieces of the block not landed yet
 	for off < s.end {
 		rec, size, err := frameTrusted(data, off)
 		if err != nil {
 			return err
 		}
-		if rec.Kind >= KindEngine {
-			rec.Body = append([]byte(nil), rec.Body...)
+		switch {
+		case rec.Kind == KindSpill:
+			_, p := spillPiece(rec.Body)
+			pieces = append(pieces, p)
+		case rec.Kind == KindSpillDrop:
+			pieces = nil
+		case rec.Kind >= KindEngine:
+			rec.Body = joinPieces(pieces, rec.Body)
+			pieces = nil
 			if err := h.Record(rec); err != nil {
 				return fmt.Errorf("record at seq %d: %w", rec.First, err)
 			}

@@ -97,13 +97,14 @@ func (l *Log) readFrom(since uint64, fn func(Record) error) error {
 	defer ref.release()
 
 	it := newFrameIter(ref.f, start, end, images)
+	var spills []span // a block's spills, sent only with the block
 	for {
 		if l.closing.Load() {
 			return ErrClosed
 		}
 		frame, off, err := it.next()
 		if errors.Is(err, io.EOF) {
-			return nil
+			return nil // spills left are a block not landed (or not durable) yet
 		}
 		if err != nil {
 			return err
@@ -112,11 +113,50 @@ func (l *Log) readFrom(since uint64, fn func(Record) error) error {
 		if err != nil {
 			return fmt.Errorf("read frame at %d: %w", off, err)
 		}
-		if rec.First <= since && rec.Last <= since {
+		switch {
+		case rec.Kind == KindSpill:
+			spills = append(spills, span{start: off, end: off + int64(len(frame))})
 			continue
+		case rec.Kind == KindSpillDrop:
+			spills = nil // a refused block: nothing to send
+			continue
+		case rec.First <= since && rec.Last <= since:
+			spills = nil
+			continue
+		}
+		if len(spills) > 0 {
+			if rec, err = sendSpills(ref.f, spills, rec, fn); err != nil {
+				return err
+			}
+			spills = nil
 		}
 		if err := fn(rec); err != nil {
 			return err
 		}
 	}
+}
+
+// sendSpills reads a block's spills again and gives them to fn, and
+// returns the block's record with its whole body.
+func sendSpills(f *os.File, spills []span, rec Record, fn func(Record) error) (Record, error) {
+	pieces := make([][]byte, 0, len(spills))
+	for _, sp := range spills {
+		frame := make([]byte, sp.end-sp.start)
+		if _, err := f.ReadAt(frame, sp.start); err != nil {
+			return rec, fmt.Errorf("read spill at %d: %w", sp.start, unexpected(err))
+		}
+		spill, err := DecodeFrame(frame)
+		if err != nil {
+			return rec, fmt.Errorf("read spill at %d: %w", sp.start, err)
+		}
+		if err := fn(spill); err != nil {
+			return rec, err
+		}
+		_, p := spillPiece(spill.Body)
+		pieces = append(pieces, p)
+	}
+	if rec.Kind >= KindEngine {
+		rec.Body = joinPieces(pieces, rec.Body)
+	}
+	return rec, nil
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // span is a byte range of a file: one whole image, written at seq.
@@ -89,8 +90,11 @@ func scan(data []byte, indexEvery int64, strict bool) (*scanned, error) {
 	}
 	s := &scanned{base: base, seq: base, end: headerSize, idx: newIndexer(indexEvery)}
 	var (
-		inImage  bool
-		imgStart int64
+		inImage    bool
+		imgStart   int64
+		spills     uint64  // spills of the block not landed yet
+		spillStart int64   // offset of its first spill
+		spillIdx   indexer // the index as it was before that spill
 	)
 	off := int64(headerSize)
 	for off < int64(len(data)) {
@@ -108,6 +112,8 @@ func scan(data []byte, indexEvery int64, strict bool) (*scanned, error) {
 			break
 		}
 		switch {
+		case isImage(rec.Kind) && spills > 0:
+			return nil, &scanError{off, "image inside a spilled block"}
 		case isImage(rec.Kind):
 			if !inImage {
 				imgStart = off
@@ -128,8 +134,22 @@ func scan(data []byte, indexEvery int64, strict bool) (*scanned, error) {
 		case inImage:
 			return nil, &scanError{off, "record inside an image"}
 		default:
-			if rec.Kind == KindFork {
+			switch rec.Kind {
+			case KindFork:
+				if spills > 0 {
+					return nil, &scanError{off, "fork inside a spilled block"}
+				}
 				s.lineage = append(s.lineage, LineageEntry{History: forkHistory(rec.Body), From: rec.Last})
+			case KindSpill:
+				if i, _ := spillPiece(rec.Body); i != spills {
+					return nil, &scanError{off, fmt.Sprintf("spill %d where %d was due", i, spills)}
+				}
+				if spills == 0 {
+					spillStart, spillIdx = off, s.idx
+				}
+				spills++
+			default:
+				spills = 0
 			}
 			s.idx.record(off, rec)
 		}
@@ -139,6 +159,14 @@ func scan(data []byte, indexEvery int64, strict bool) (*scanned, error) {
 	}
 	if inImage {
 		return nil, &scanError{imgStart, "image cut short"}
+	}
+	if spills > 0 {
+		// A block that never landed: its spills go as a torn tail does.
+		if strict {
+			return nil, &scanError{spillStart, "spilled block never landed"}
+		}
+		s.end, s.idx = spillStart, spillIdx
+		s.tailWhy = strings.TrimPrefix(s.tailWhy+"; spilled block never landed", "; ")
 	}
 	return s, nil
 }

@@ -26,6 +26,14 @@ const (
 	KindImageEnd Kind = 2
 	// KindFork starts a new history at the current seq; body: 8-byte history.
 	KindFork Kind = 3
+	// KindSpill is a piece of a block written before the block lands
+	// (Spill); body: uvarint piece index, then the piece. The block's own
+	// record follows its spills and lands them all; spills with no record
+	// after them are an unfinished block, cut off on open.
+	KindSpill Kind = 4
+	// KindSpillDrop refuses the spills before it (DropSpills): they stay
+	// in the file, dead, until the next checkpoint or compact.
+	KindSpillDrop Kind = 5
 
 	// KindEngine is the first kind the engine may use; every kind from it
 	// to 255 is the engine's.
@@ -66,6 +74,11 @@ type Options struct {
 	imageChunk int   // most state bytes in one image frame (tests set it)
 }
 
+// SpillBytes is how large a block's body may grow in memory before the
+// engine spills it into the file (Spill); a rule for the engine, which the
+// store does not enforce.
+const SpillBytes = 16 << 20
+
 // DefaultRetainBytes is Options.RetainBytes when it is zero.
 const DefaultRetainBytes = 16 << 20
 
@@ -82,7 +95,9 @@ type Record struct {
 	First, Last uint64
 	// Body is the record's payload after the kind and seqs: the engine's
 	// bytes. It belongs to the receiver (the store keeps no reference),
-	// except from Append, where it is the caller's own slice.
+	// except from Append, where it is the caller's own slice. For a block
+	// that was spilled, Body is the whole block as replay, ReadFrom and
+	// AppendRaw give it: its spills' pieces, then its own record's body.
 	Body []byte
 	// Frame is the whole frame as it lies in the file (length and CRC
 	// included), set by ReadFrom and AppendRaw: what replication ships.
@@ -196,6 +211,33 @@ func WriteImage(w io.Writer, pos Position, writeState WriteStateFunc) (int64, er
 // returns once the record is on disk. kind must be >= KindEngine.
 func (l *Log) Append(kind Kind, n uint64, body []byte) (Record, error) {
 	return l.append(kind, n, body, true)
+}
+
+// Spill writes piece, the next part of a block too large to hold in memory
+// (past SpillBytes), into the file before the block lands. The next Append
+// lands the block: its Body, wherever the store gives it back, is every
+// piece spilled since the last record, then Append's body. DropSpills
+// refuses the block instead. A spill is not synced on its own and is not
+// given to replicas until its block lands; a crash before it lands leaves
+// an unfinished block that the next Open cuts off. Forks and checkpoints
+// are refused (ErrSpilling) while spills wait for their block.
+func (l *Log) Spill(piece []byte) (Record, error) {
+	return l.spill(piece)
+}
+
+// SpillSize is the exact framed size the next Spill of a piece of pieceLen
+// bytes would add, for the quota hook, which is asked before each spill.
+func (l *Log) SpillSize(pieceLen int) int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return frameSize(KindSpill, l.seq+1, l.seq, uvarintLen(uint64(l.spills))+pieceLen)
+}
+
+// DropSpills refuses the block being spilled: a marker is appended and
+// the spills stay in the file, dead, until the next checkpoint or compact
+// leaves them out. Nothing happens if nothing was spilled.
+func (l *Log) DropSpills() error {
+	return l.dropSpills()
 }
 
 // AppendNoSync is Append without waiting for the disk whatever the sync
