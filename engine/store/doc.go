@@ -4,9 +4,8 @@
 // sequence (seq), the lineage of histories, replay on open (a torn tail cut
 // off, a damaged file refused), blocks too large for memory spilled into
 // the file before they land (all or nothing all the same), sync policy and
-// group commit, checkpoint and
-// compaction into side files renamed into place, installing an image, and
-// the raw record feed replicas follow.
+// group commit, checkpoint and compaction into side files renamed into
+// place, installing an image, and the raw record feed replicas follow.
 //
 // It is not the database: record bodies and image state are opaque bytes
 // the engine writes and reads. It knows nothing of collections, queries,
