@@ -91,8 +91,14 @@ func (l *leadership) fence(ctx context.Context, term uint64) error {
 
 // changes returns the fenced Store to write a change with, or a
 // notLeaderError naming the leader. A view showing a later term or another
-// leader ends this router's lead first.
-func (l *leadership) changes() (*global.Store, error) {
+// leader ends this router's lead first. It waits (within ctx) for the
+// view's first list, so a refusal can name the leader.
+func (l *leadership) changes(ctx context.Context) (*global.Store, error) {
+	select {
+	case <-l.watcher.Ready():
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: %w", ErrNotReady, ctx.Err())
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.checkViewLocked()

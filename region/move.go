@@ -220,7 +220,7 @@ func (rt *Router) settleTo(ctx context.Context, rev int64) {
 // recoverInBackground puts back, on a goroutine the router owns, every
 // move a router left unfinished when it stopped or lost the lead.
 func (rt *Router) recoverInBackground() {
-	s, err := rt.lead.changes()
+	s, err := rt.lead.changes(rt.ctx)
 	if err != nil {
 		return
 	}

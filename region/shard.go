@@ -96,7 +96,7 @@ func (c *shardCall) only(m string, fn func()) {
 // and records it (or its refusal) in the audit log.
 func (c *shardCall) change(what, tenant, node string, fn func(*global.Store) (int, any, error)) {
 	c.what = what
-	s, err := c.rt.lead.changes()
+	s, err := c.rt.lead.changes(c.r.Context())
 	code, body := 0, any(nil)
 	if err == nil {
 		code, body, err = fn(s)

@@ -244,7 +244,7 @@ func TestPlaceRecordFailsDeletesFileCP(t *testing.T) {
 	// Another writer records the tenant between the router's check and its
 	// record: simulated by a file the node already has but the directory
 	// lacks, then a record made behind the router's back.
-	s, err := r.rt.lead.changes()
+	s, err := r.rt.lead.changes(cpCtx(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -396,7 +396,7 @@ func TestHeldTenantRefusedCP(t *testing.T) {
 	r.addNode(t, "n1", n1)
 	r.addNode(t, "n2", n2)
 	r.place(t, "busy", "n1")
-	s, err := r.rt.lead.changes()
+	s, err := r.rt.lead.changes(cpCtx(t))
 	if err != nil {
 		t.Fatal(err)
 	}
