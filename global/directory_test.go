@@ -21,6 +21,7 @@ func TestDirectory(t *testing.T) {
 		{"List", testList},
 		{"CAS", testCAS},
 		{"TxnAtomic", testTxnAtomic},
+		{"CASLinearizable", testCASLinearizable},
 		{"WatchInOrder", testWatchInOrder},
 		{"WatchFromPast", testWatchFromPast},
 		{"WatchFromList", testWatchFromList},
