@@ -287,3 +287,29 @@ func (l *Log) appendRawLocked(rec Record) (Record, int64, bool, error) {
 	}
 	return rec, end, true, nil
 }
+
+func (l *Log) peekRaw(frame []byte) (Record, error) {
+	rec, err := DecodeFrame(frame)
+	if err != nil {
+		return Record{}, fmt.Errorf("peek raw: %w", err)
+	}
+	if rec.Kind < KindEngine {
+		return rec, nil
+	}
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if len(l.rawSpills) == 0 {
+		return rec, nil
+	}
+	pieces := make([][]byte, 0, len(l.rawSpills))
+	for _, f := range l.rawSpills {
+		sp, err := DecodeFrame(f)
+		if err != nil {
+			return Record{}, fmt.Errorf("peek raw: %w", err)
+		}
+		_, p := spillPiece(sp.Body)
+		pieces = append(pieces, p)
+	}
+	rec.Body = joinPieces(pieces, rec.Body)
+	return rec, nil
+}

@@ -181,6 +181,13 @@ func TestReplicaTakesSpilledBlocks(t *testing.T) {
 	}
 	landed := []Record{want[0]}
 	for _, r := range feed {
+		peek, err := replica.PeekRaw(r.Frame)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if peek.Kind >= KindEngine && !bytes.Equal(peek.Body, r.Body) {
+			t.Fatalf("peek at %d-%d: body of %d bytes, want %d", r.First, r.Last, len(peek.Body), len(r.Body))
+		}
 		got, err := replica.AppendRaw(r.Frame)
 		if err != nil {
 			t.Fatal(err)

@@ -217,7 +217,7 @@ func (l *Log) Append(kind Kind, n uint64, body []byte) (Record, error) {
 // (past SpillBytes), into the file before the block lands. The next Append
 // lands the block: its Body, wherever the store gives it back, is every
 // piece spilled since the last record, then Append's body. DropSpills
-// refuses the block instead. A spill is not synced on its own and is not
+// refuses the block instead (and must be called if the Append fails). A spill is not synced on its own and is not
 // given to replicas until its block lands; a crash before it lands leaves
 // an unfinished block that the next Open cuts off. Forks and checkpoints
 // are refused (ErrSpilling) while spills wait for their block.
@@ -377,6 +377,13 @@ func (l *Log) ReadFrom(since uint64, fn func(Record) error) error {
 // does and returns the decoded record for the engine to apply.
 func (l *Log) AppendRaw(frame []byte) (Record, error) {
 	return l.appendRaw(frame)
+}
+
+// PeekRaw decodes a frame as AppendRaw would take it, without appending
+// it: for a block's record, Body is the whole block, with the spills
+// AppendRaw holds for it, so the engine can apply a block before it lands.
+func (l *Log) PeekRaw(frame []byte) (Record, error) {
+	return l.peekRaw(frame)
 }
 
 // Close syncs, stops the sync goroutine and releases the flock and the
