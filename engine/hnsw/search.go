@@ -106,31 +106,27 @@ func (x *Index) graph(q []float32, k, ef int, filter func(int64) bool) []Hit {
 		accept = func(s uint32) bool { return x.state[s] == slotLive && filter(x.ids[s]) }
 	}
 	found := x.searchLayer(q, []item{ep}, ef, 0, accept, vs)
-	slices.SortFunc(found, byDist)
-	if len(found) > k {
-		found = found[:k]
-	}
-	return x.hits(q, found)
+	// Rank all ef found before cutting to k, so ties at the cut go by id.
+	hits := x.hits(q, found)
+	return hits[:min(k, len(hits))]
 }
 
 // exact scores every live slot passing filter and returns the best k.
 func (x *Index) exact(q []float32, k int, filter func(int64) bool) []Hit {
-	var top maxHeap
+	top := rankHeap{ids: x.ids}
 	for s := range x.ids {
 		if x.state[s] != slotLive || (filter != nil && !filter(x.ids[s])) {
 			continue
 		}
-		keep(&top, item{d: x.dist(q, x.vec(uint32(s))), slot: uint32(s)}, k)
+		top.keep(item{d: x.dist(q, x.vec(uint32(s))), slot: uint32(s)}, k)
 	}
-	found := []item(top)
-	slices.SortFunc(found, byDist)
-	return x.hits(q, found)
+	return x.hits(q, top.items)
 }
 
 // scoreIDs scores the given ids (those live and passing filter) and
 // returns the best k.
 func (x *Index) scoreIDs(q []float32, ids []int64, k int, filter func(int64) bool) []Hit {
-	var top maxHeap
+	top := rankHeap{ids: x.ids}
 	seen := make(map[uint32]struct{}, len(ids))
 	for _, id := range ids {
 		s, ok := x.slotOf[id]
@@ -141,11 +137,9 @@ func (x *Index) scoreIDs(q []float32, ids []int64, k int, filter func(int64) boo
 			continue
 		}
 		seen[s] = struct{}{}
-		keep(&top, item{d: x.dist(q, x.vec(s)), slot: s}, k)
+		top.keep(item{d: x.dist(q, x.vec(s)), slot: s}, k)
 	}
-	found := []item(top)
-	slices.SortFunc(found, byDist)
-	return x.hits(q, found)
+	return x.hits(q, top.items)
 }
 
 // keep pushes it onto top, holding at most k items, the nearest.

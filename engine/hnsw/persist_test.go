@@ -1,0 +1,246 @@
+package hnsw
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"hash/crc32"
+	"math"
+	"slices"
+	"testing"
+)
+
+// churned returns an index of n vectors of length dim that has been through
+// updates and removes (so it holds tombstones and, after a purge, free
+// slots), and the live vectors by id.
+func churned(t testing.TB, n, dim int, metric Metric) (*Index, map[int64][]float32) {
+	t.Helper()
+	vs := randVecs(20, n+n/4, dim)
+	x, err := New(Config{Dim: dim, Metric: metric, M: 8, EfConstruction: 64, Seed: 9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := map[int64][]float32{}
+	for i := range n {
+		if err := x.Add(int64(i), vs[i]); err != nil {
+			t.Fatal(err)
+		}
+		live[int64(i)] = vs[i]
+	}
+	for i := 0; i < n; i += 4 { // past the purge fraction: a purge runs
+		x.Remove(int64(i))
+		delete(live, int64(i))
+	}
+	for i := 1; i < n/4; i += 8 { // updates leave tombstones behind
+		v := vs[n+i]
+		if err := x.Add(int64(i), v); err != nil {
+			t.Fatal(err)
+		}
+		live[int64(i)] = v
+	}
+	if x.Tombstones() == 0 || len(x.free) == 0 {
+		t.Fatalf("fixture has %d tombstones and %d free slots; want some of each", x.Tombstones(), len(x.free))
+	}
+	return x, live
+}
+
+func save(t testing.TB, x *Index) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	n, err := x.WriteTo(&buf)
+	if err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	if n != int64(buf.Len()) {
+		t.Fatalf("WriteTo said %d bytes, wrote %d", n, buf.Len())
+	}
+	return buf.Bytes()
+}
+
+func sameAnswers(t testing.TB, a, b *Index, qs [][]float32) {
+	t.Helper()
+	for i, q := range qs {
+		for _, opts := range []Query{{K: 10}, {K: 10, Ef: 200}, {K: 10, Exact: true}, {K: 5, Filter: func(id int64) bool { return id%3 == 0 }}} {
+			ga, gb := search(t, a, q, opts), search(t, b, q, opts)
+			if !slices.Equal(ga, gb) {
+				t.Fatalf("query %d %+v: %v before, %v after", i, opts, ga, gb)
+			}
+		}
+	}
+}
+
+func TestRoundTrip(t *testing.T) {
+	for _, metric := range []Metric{Cosine, L2, Dot} {
+		t.Run(metric.String(), func(t *testing.T) {
+			x, live := churned(t, 2000, 16, metric)
+			data := save(t, x)
+			y, err := Load(bytes.NewReader(data), vectorsOf(live))
+			if err != nil {
+				t.Fatalf("load: %v", err)
+			}
+			if y.Len() != x.Len() || y.Tombstones() != x.Tombstones() || y.Config() != x.Config() {
+				t.Fatalf("loaded Len %d Tombstones %d Config %+v, want %d %d %+v",
+					y.Len(), y.Tombstones(), y.Config(), x.Len(), x.Tombstones(), x.Config())
+			}
+			qs := randVecs(21, 30, 16)
+			sameAnswers(t, x, y, qs)
+			// Saving the loaded graph gives the same bytes: nothing was
+			// rebuilt or renumbered beyond the dense numbering.
+			if again := save(t, y); !bytes.Equal(again, data) {
+				t.Fatal("loaded graph saves differently")
+			}
+			// Both go on alike: the level draw was saved too.
+			more := randVecs(22, 300, 16)
+			for i, v := range more {
+				for _, z := range []*Index{x, y} {
+					if err := z.Add(int64(5000+i), v); err != nil {
+						t.Fatal(err)
+					}
+					z.Remove(int64(i * 3))
+				}
+			}
+			sameAnswers(t, x, y, qs)
+		})
+	}
+}
+
+func TestLoadEmpty(t *testing.T) {
+	x, err := New(Config{Dim: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, err := Load(bytes.NewReader(save(t, x)), vectorsOf(nil))
+	if err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	if y.Len() != 0 {
+		t.Fatalf("Len() = %d", y.Len())
+	}
+	if err := y.Add(1, []float32{1, 2, 3, 4}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Load reads exactly the graph's bytes, so what follows it in a stream is
+// left for the caller.
+func TestLoadStopsAtTheEnd(t *testing.T) {
+	x, live := churned(t, 200, 4, L2)
+	data := save(t, x)
+	r := bytes.NewReader(append(slices.Clone(data), "tail"...))
+	if _, err := Load(r, vectorsOf(live)); err != nil {
+		t.Fatal(err)
+	}
+	if rest := r.Len(); rest != 4 {
+		t.Fatalf("%d bytes left after the graph, want 4", rest)
+	}
+}
+
+func TestEveryCutFails(t *testing.T) {
+	x, live := churned(t, 120, 4, Cosine)
+	data := save(t, x)
+	for n := range len(data) {
+		if _, err := Load(bytes.NewReader(data[:n]), vectorsOf(live)); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("cut at %d of %d: err = %v, want ErrCorrupt", n, len(data), err)
+		}
+	}
+}
+
+func TestDamageFails(t *testing.T) {
+	x, live := churned(t, 120, 4, Cosine)
+	data := save(t, x)
+	for i := range data {
+		bad := slices.Clone(data)
+		bad[i] ^= 0x10
+		if _, err := Load(bytes.NewReader(bad), vectorsOf(live)); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("byte %d flipped: err = %v, want ErrCorrupt", i, err)
+		}
+	}
+}
+
+func TestLoadVectorProblems(t *testing.T) {
+	x, live := churned(t, 200, 4, Cosine)
+	data := save(t, x)
+	var some int64
+	for id := range live {
+		some = id
+		break
+	}
+	missing := func(id int64) ([]float32, bool) {
+		if id == some {
+			return nil, false
+		}
+		return live[id], true
+	}
+	if _, err := Load(bytes.NewReader(data), missing); !errors.Is(err, ErrMissingVector) {
+		t.Fatalf("missing vector: err = %v, want ErrMissingVector", err)
+	}
+	short := func(id int64) ([]float32, bool) { return live[id][:3], true }
+	if _, err := Load(bytes.NewReader(data), short); !errors.Is(err, ErrDimension) {
+		t.Fatalf("short vector: err = %v, want ErrDimension", err)
+	}
+}
+
+// withHeader frames body as a graph with a correct header and checksum,
+// so the fuzzer reaches the parser behind the checksum.
+func withHeader(body []byte) []byte {
+	out := make([]byte, 0, headerBytes+len(body)+4)
+	out = append(out, magic...)
+	out = binary.LittleEndian.AppendUint32(out, version)
+	out = binary.LittleEndian.AppendUint64(out, uint64(len(body)))
+	out = append(out, body...)
+	return binary.LittleEndian.AppendUint32(out, crc32.Checksum(out, castagnoli))
+}
+
+func FuzzLoad(f *testing.F) {
+	for _, m := range []Metric{Cosine, L2} {
+		x, _ := churned(f, 40, 3, m)
+		data := save(f, x)
+		f.Add(data)
+		f.Add(data[headerBytes : len(data)-4])
+	}
+	empty, _ := New(Config{Dim: 2})
+	f.Add(save(f, empty))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		// Serve a vector of the dimension the body claims, when small.
+		var dim int
+		vector := func(id int64) ([]float32, bool) {
+			if dim == 0 || dim > 64 || id%97 == 13 {
+				return nil, false
+			}
+			v := make([]float32, dim)
+			for i := range v {
+				v[i] = float32(math.Sin(float64(id) + float64(i)))
+			}
+			return v, true
+		}
+		for _, in := range [][]byte{data, withHeader(data)} {
+			dim = 0
+			if len(in) >= headerBytes+4 {
+				dim = int(binary.LittleEndian.Uint32(in[headerBytes:]))
+			}
+			x, err := Load(bytes.NewReader(in), vector)
+			if err != nil {
+				continue
+			}
+			// A graph that loads is safe to use.
+			q := make([]float32, x.dim)
+			q[0] = 1
+			for _, opts := range []Query{{K: 3}, {K: 3, Exact: true}, {K: 2, Filter: func(id int64) bool { return id%2 == 0 }}} {
+				if _, err := x.Search(q, opts); err != nil {
+					t.Fatalf("search a loaded graph: %v", err)
+				}
+			}
+			for id := range int64(5) {
+				if err := x.Add(id, q); err != nil {
+					t.Fatalf("add to a loaded graph: %v", err)
+				}
+			}
+			for id := range int64(50) {
+				x.Remove(id)
+			}
+			if _, err := x.WriteTo(new(bytes.Buffer)); err != nil {
+				t.Fatalf("save a loaded graph: %v", err)
+			}
+		}
+	})
+}
