@@ -154,9 +154,10 @@ func FuzzDecodeBlock(f *testing.F) {
 			}
 		}
 		for _, c := range tx.st.colls {
-			for _, d := range c.docs {
+			c.order.Ascend(func(d *doc) bool {
 				_ = c.row(d)
-			}
+				return true
+			})
 		}
 	})
 }

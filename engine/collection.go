@@ -20,8 +20,7 @@ type doc struct {
 // DB's write lock; reads hold its read lock.
 type collection struct {
 	sch   *schema
-	docs  map[int64]*doc
-	order *btree.BTreeG[*doc] // the same docs by id, for ordered scans
+	order *btree.BTreeG[*doc] // the documents by id
 
 	// Indexes by field position (nil where a field has none).
 	hash   []*hashIndex   // @hash and @unique
@@ -39,10 +38,19 @@ type collection struct {
 
 func docLess(a, b *doc) bool { return a.id < b.id }
 
+// get returns the document with id, or nil. (The id-ordered tree serves
+// lookups too: a map beside it cost more memory than its speed was worth.)
+func (c *collection) get(id int64) *doc {
+	d, _ := c.order.Get(&doc{id: id})
+	return d
+}
+
+// len is the number of documents.
+func (c *collection) len() int { return c.order.Len() }
+
 func newCollection(s *schema) *collection {
 	c := &collection{
 		sch:    s,
-		docs:   make(map[int64]*doc),
 		order:  btree.NewG(32, docLess),
 		hash:   make([]*hashIndex, len(s.Fields)),
 		sorted: make([]*sortedIndex, len(s.Fields)),
@@ -113,7 +121,7 @@ func (c *collection) unindexOne(i int, d *doc, v any) {
 // vals are d's values when the caller has them decoded, else nil.
 func (c *collection) set(d *doc, vals []any) *doc {
 	n := len(c.sch.Fields)
-	old := c.docs[d.id]
+	old, _ := c.order.ReplaceOrInsert(d)
 	if old != nil {
 		for i, v := range old.values(n) {
 			c.unindexOne(i, old, v)
@@ -123,8 +131,6 @@ func (c *collection) set(d *doc, vals []any) *doc {
 		c.mem -= docBytes(old)
 	}
 	c.mem += docBytes(d)
-	c.docs[d.id] = d
-	c.order.ReplaceOrInsert(d)
 	if vals == nil {
 		vals = d.values(n)
 	}
@@ -136,7 +142,7 @@ func (c *collection) set(d *doc, vals []any) *doc {
 
 // remove deletes the doc with id and returns it (nil if none).
 func (c *collection) remove(id int64) *doc {
-	old := c.docs[id]
+	old := c.get(id)
 	if old == nil {
 		return nil
 	}
@@ -144,7 +150,6 @@ func (c *collection) remove(id int64) *doc {
 		c.unindexOne(i, old, v)
 	}
 	c.mem -= docBytes(old)
-	delete(c.docs, id)
 	c.order.Delete(old)
 	return old
 }

@@ -109,7 +109,7 @@ func (r *runner) fastCount(c *collection, where fql.Expr) (int64, bool) {
 		return 0, false
 	}
 	if where == nil {
-		return int64(len(c.docs)), true
+		return int64(c.len()), true
 	}
 	if b, ok := where.(*fql.Binary); ok && b.Op == fql.OpEq {
 		// One = on a hashed field: the bucket's size is the answer.
@@ -164,13 +164,13 @@ func checkGetFields(c *collection, s *fql.Get) error {
 func (r *runner) search(c *collection, s *fql.Get) ([]hit, error) {
 	var ferr error
 	filter := func(id int64) bool {
-		ok, err := r.matches(c, c.docs[id], s.Where)
+		ok, err := r.matches(c, c.get(id), s.Where)
 		if err != nil && ferr == nil {
 			ferr = err
 		}
 		return ok
 	}
-	k := len(c.docs)
+	k := c.len()
 	if s.Limit != nil && s.Fuse == nil {
 		k = int(*s.Limit + s.Offset)
 	}
@@ -240,7 +240,7 @@ func (r *runner) matchHits(c *collection, m *fql.Match, k int, filter func(int64
 func toHits(c *collection, th []text.Hit) []hit {
 	out := make([]hit, 0, len(th))
 	for _, h := range th {
-		out = append(out, hit{d: c.docs[h.ID], score: h.Score, hasScore: true})
+		out = append(out, hit{d: c.get(h.ID), score: h.Score, hasScore: true})
 	}
 	return out
 }
@@ -272,7 +272,7 @@ func (r *runner) nearHits(c *collection, n *fql.Near, k int, filter func(int64) 
 	}
 	out := make([]hit, 0, len(hs))
 	for _, h := range hs {
-		out = append(out, hit{d: c.docs[h.ID], score: h.Score, hasScore: true})
+		out = append(out, hit{d: c.get(h.ID), score: h.Score, hasScore: true})
 	}
 	return out, nil
 }
@@ -367,7 +367,7 @@ func (r *runner) children(parent *collection, pd *doc, lk *fql.Lookup) ([]Row, e
 	slices.Sort(ids)
 	var docs []*doc
 	for _, id := range ids {
-		d := c.docs[id]
+		d := c.get(id)
 		ok, err := r.matches(c, d, lk.Where)
 		if err != nil {
 			return nil, err

@@ -62,7 +62,7 @@ func (db *DB) snapshotLocked() (*snapshot, error) {
 	for _, n := range names {
 		c := db.st.colls[n]
 		cs := collSnap{sch: &schema{Name: c.sch.Name, Fields: slices.Clone(c.sch.Fields)}}
-		cs.docs = make([]*doc, 0, len(c.docs))
+		cs.docs = make([]*doc, 0, c.len())
 		c.order.Ascend(func(d *doc) bool {
 			cs.docs = append(cs.docs, d)
 			return true
@@ -289,7 +289,7 @@ func (ir *imageReader) readGraphs(st *state, logger *slog.Logger) error {
 		}
 		i := int(fi)
 		g, err := hnsw.Load(bytes.NewReader(data), func(id int64) ([]float32, bool) {
-			d := c.docs[id]
+			d := c.get(id)
 			if d == nil {
 				return nil, false
 			}

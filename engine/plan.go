@@ -68,7 +68,7 @@ func flip(op fql.BinaryOp) fql.BinaryOp {
 
 // plan chooses how to reach the documents where may match.
 func (r *runner) plan(c *collection, where fql.Expr) access {
-	best := access{cost: len(c.docs), scan: true}
+	best := access{cost: c.len(), scan: true}
 	ranges := map[int]*access{}
 	cjs := conjuncts(where, nil)
 	for _, cj := range cjs {
@@ -174,7 +174,7 @@ func (r *runner) eqAccess(c *collection, fi int, vals []any) (access, bool) {
 	if fi < 0 {
 		for _, v := range vals {
 			if id, ok := keyFor(tInt, v); ok {
-				if _, there := c.docs[id.(int64)]; there {
+				if c.get(id.(int64)) != nil {
 					a.ids = append(a.ids, id.(int64))
 				}
 			}
@@ -338,7 +338,7 @@ func (r *runner) selectDocs(c *collection, where fql.Expr, order []fql.OrderKey,
 				if j > 0 && a.ids[j-1] == id {
 					continue
 				}
-				if !keep(c.docs[id]) || (want >= 0 && int64(len(out)) >= want) {
+				if !keep(c.get(id)) || (want >= 0 && int64(len(out)) >= want) {
 					break
 				}
 			}
@@ -350,7 +350,7 @@ func (r *runner) selectDocs(c *collection, where fql.Expr, order []fql.OrderKey,
 		} else {
 			slices.Sort(a.ids)
 			for j, id := range a.ids {
-				if (j == 0 || a.ids[j-1] != id) && !keep(c.docs[id]) {
+				if (j == 0 || a.ids[j-1] != id) && !keep(c.get(id)) {
 					break
 				}
 			}
@@ -387,11 +387,11 @@ func (r *runner) orderedScan(c *collection, order []fql.OrderKey, full func() bo
 		return true
 	}
 	s := c.sorted[fi]
-	if s == nil || s.t.Len() != len(c.docs) {
+	if s == nil || s.t.Len() != c.len() {
 		return false
 	}
 	if !k.Desc {
-		s.scan(bound{}, bound{}, false, func(_ any, id int64) bool { return step(c.docs[id]) })
+		s.scan(bound{}, bound{}, false, func(_ any, id int64) bool { return step(c.get(id)) })
 		return true
 	}
 	// Descending: buffer each run of equal keys and emit it id ascending.
@@ -399,7 +399,7 @@ func (r *runner) orderedScan(c *collection, order []fql.OrderKey, full func() bo
 	var runKey any
 	flush := func() bool {
 		for j := len(run) - 1; j >= 0; j-- {
-			if !step(c.docs[run[j]]) {
+			if !step(c.get(run[j])) {
 				return false
 			}
 		}

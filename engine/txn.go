@@ -119,7 +119,7 @@ func (t *txn) dropColl(name string) error {
 		return fmt.Errorf("%w: %s", ErrUnknownCollection, name)
 	}
 	delete(t.st.colls, name)
-	t.countRows(c, -int64(len(c.docs)))
+	t.countRows(c, -int64(c.len()))
 	t.remember(func() { t.st.colls[name] = c })
 	t.ops = append(t.ops, blockOp{kind: opDrop, coll: name})
 	return nil

@@ -115,7 +115,7 @@ func checkRequired(c *collection, d *newDoc) error {
 // absent skipped it).
 func (r *runner) putOne(c *collection, d *newDoc, given, ifAbsent, insert bool) (*doc, error) {
 	if given {
-		if old := c.docs[d.id]; old != nil {
+		if old := c.get(d.id); old != nil {
 			if r.visible(c, old) {
 				if ifAbsent {
 					return nil, nil
@@ -134,7 +134,7 @@ func (r *runner) putOne(c *collection, d *newDoc, given, ifAbsent, insert bool) 
 		if !ok || (given && holder == d.id) {
 			continue
 		}
-		if h := c.docs[holder]; h != nil && !r.visible(c, h) {
+		if h := c.get(holder); h != nil && !r.visible(c, h) {
 			// An expired row gives its value up: delete it now, as the
 			// sweeper would have.
 			r.t.del(c, holder)
