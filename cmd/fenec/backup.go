@@ -1,0 +1,237 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+)
+
+// callTimeout bounds one admin call that moves no image.
+const callTimeout = 30 * time.Second
+
+// tenantName is what a tenant may be called (API.md).
+var tenantName = regexp.MustCompile(`^[a-z0-9_-]{1,64}$`)
+
+// fileExt is a tenant file's extension, on a node and in a backup.
+const fileExt = ".fenec"
+
+// admin is a client of one node's /_admin/.
+type admin struct {
+	base  string
+	token string
+	hc    *http.Client
+}
+
+// copyFlags parses the flags backup and restore share.
+func copyFlags(name string, args []string, stderr io.Writer) (*admin, string, error) {
+	fs := flag.NewFlagSet("fenec "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dir := fs.String("tenants", "", "`DIR` of tenant images (<tenant>.fenec each)")
+	token := fs.String("token", os.Getenv("FENEC_ADMIN_TOKEN"), "the node's admin `TOKEN` (default $FENEC_ADMIN_TOKEN)")
+	pos, err := parseMixed(fs, args)
+	if err != nil {
+		return nil, "", err
+	}
+	switch {
+	case len(pos) != 1:
+		return nil, "", fmt.Errorf("%w: want one NODE_URL, got %d arguments", errUsage, len(pos))
+	case *dir == "":
+		return nil, "", fmt.Errorf("%w: --tenants DIR is required", errUsage)
+	case *token == "":
+		return nil, "", fmt.Errorf("%w: --token is required", errUsage)
+	}
+	return &admin{base: nodeURL(pos[0]), token: *token, hc: &http.Client{}}, *dir, nil
+}
+
+// do sends one admin request and returns the answer, body unread; a status
+// other than the wanted ones is an error naming the node's message.
+func (a *admin) do(ctx context.Context, method, path string, body io.Reader, size int64, want ...int) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, a.base+path, body)
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.ContentLength = size
+		req.Header.Set("Content-Type", "application/octet-stream")
+	}
+	req.Header.Set("Authorization", "Bearer "+a.token)
+	res, err := a.hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if slices.Contains(want, res.StatusCode) {
+		return res, nil
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(res.Body, 4096))
+	var e struct {
+		Error string `json:"error"`
+	}
+	if json.Unmarshal(b, &e) == nil && e.Error != "" {
+		return nil, fmt.Errorf("%s %s: %s: %s", method, path, res.Status, e.Error)
+	}
+	return nil, fmt.Errorf("%s %s: %s: %s", method, path, res.Status, strings.TrimSpace(string(b)))
+}
+
+// tenants lists the tenants on the node.
+func (a *admin) tenants(ctx context.Context) ([]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	res, err := a.do(ctx, "GET", "/_admin/tenants", nil, 0, http.StatusOK)
+	if err != nil {
+		return nil, err
+	}
+	defer res.Body.Close()
+	var names []string
+	if err := json.NewDecoder(res.Body).Decode(&names); err != nil {
+		return nil, fmt.Errorf("tenant list: %w", err)
+	}
+	for _, n := range names {
+		if !tenantName.MatchString(n) {
+			return nil, fmt.Errorf("tenant list: bad name %q", n)
+		}
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// runBackup writes every tenant's image on the node into the directory.
+func runBackup(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	a, dir, err := copyFlags("backup", args, stderr)
+	if err != nil {
+		return err
+	}
+	defer a.hc.CloseIdleConnections()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("backup dir: %w", err)
+	}
+	names, err := a.tenants(ctx)
+	if err != nil {
+		return err
+	}
+	var total int64
+	for _, t := range names {
+		n, err := a.backupOne(ctx, dir, t)
+		if err != nil {
+			return fmt.Errorf("tenant %s: %w", t, err)
+		}
+		total += n
+		fmt.Fprintf(stdout, "%s\t%d bytes\n", t, n)
+	}
+	if err := syncDir(dir); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "backed up %d tenants, %d bytes, into %s\n", len(names), total, dir)
+	return nil
+}
+
+// backupOne copies one image into dir/<t>.fenec: written to a temp name,
+// synced, then renamed, so the directory never holds half an image under
+// a tenant's name.
+func (a *admin) backupOne(ctx context.Context, dir, t string) (int64, error) {
+	res, err := a.do(ctx, "GET", "/_admin/tenants/"+t+"/file", nil, 0, http.StatusOK)
+	if err != nil {
+		return 0, err
+	}
+	defer res.Body.Close()
+	f, err := os.CreateTemp(dir, "."+t+fileExt+".tmp-*")
+	if err != nil {
+		return 0, err
+	}
+	tmp := f.Name()
+	n, err := io.Copy(f, res.Body)
+	if err == nil && res.ContentLength >= 0 && n != res.ContentLength {
+		err = fmt.Errorf("image cut short: %d of %d bytes", n, res.ContentLength)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, filepath.Join(dir, t+fileExt))
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return 0, fmt.Errorf("write image: %w", err)
+	}
+	return n, nil
+}
+
+// runRestore installs every image in the directory on the node: each
+// tenant is deleted there (if present) and its image put in its place.
+func runRestore(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	a, dir, err := copyFlags("restore", args, stderr)
+	if err != nil {
+		return err
+	}
+	defer a.hc.CloseIdleConnections()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("backup dir: %w", err)
+	}
+	count := 0
+	for _, e := range entries {
+		t, ok := strings.CutSuffix(e.Name(), fileExt)
+		if !ok || !e.Type().IsRegular() || !tenantName.MatchString(t) {
+			continue
+		}
+		n, err := a.restoreOne(ctx, filepath.Join(dir, e.Name()), t)
+		if err != nil {
+			return fmt.Errorf("tenant %s: %w", t, err)
+		}
+		count++
+		fmt.Fprintf(stdout, "%s\t%d bytes\n", t, n)
+	}
+	fmt.Fprintf(stdout, "restored %d tenants from %s\n", count, dir)
+	return nil
+}
+
+// restoreOne deletes tenant t on the node and installs the image at path.
+func (a *admin) restoreOne(ctx context.Context, path, t string) (int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	dctx, cancel := context.WithTimeout(ctx, callTimeout)
+	res, err := a.do(dctx, "DELETE", "/_admin/tenants/"+t, nil, 0, http.StatusNoContent, http.StatusNotFound)
+	cancel()
+	if err != nil {
+		return 0, err
+	}
+	res.Body.Close()
+	res, err = a.do(ctx, "PUT", "/_admin/tenants/"+t+"/file", f, fi.Size(), http.StatusCreated)
+	if err != nil {
+		return 0, err
+	}
+	res.Body.Close()
+	return fi.Size(), nil
+}
+
+// syncDir makes the renames in dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	return nil
+}

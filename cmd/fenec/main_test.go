@@ -1,0 +1,289 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/fenec-go/fenec/node"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// wait bounds every wait in these tests: a bound on a hang, not a measure
+// of speed.
+const wait = 30 * time.Second
+
+const testAdminToken = "test-admin-token"
+
+// startNode runs a node in process on a free port, closed at cleanup.
+func startNode(tb testing.TB, dir string) *node.Server {
+	tb.Helper()
+	cfg := node.DefaultConfig()
+	cfg.Dir = dir
+	cfg.HTTP = "127.0.0.1:0"
+	cfg.AdminToken = testAdminToken
+	cfg.Logger = quietLog()
+	s, err := node.New(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { s.Close() })
+	return s
+}
+
+// call sends one request and returns the status and body.
+func call(tb testing.TB, method, url, token, body string) (int, string) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	res, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		tb.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, strings.TrimSpace(string(b))
+}
+
+// must fails tb unless the status is want.
+func must(tb testing.TB, want int) func(int, string) string {
+	return func(got int, body string) string {
+		tb.Helper()
+		if got != want {
+			tb.Fatalf("status %d, want %d: %s", got, want, body)
+		}
+		return body
+	}
+}
+
+func query(tb testing.TB, base, tenant, q string) (int, string) {
+	tb.Helper()
+	b, _ := json.Marshal(map[string]string{"query": q})
+	return call(tb, "POST", base+"/t/"+tenant+"/query", "", string(b))
+}
+
+// cli runs the command in process and returns its exit code and output.
+func cli(ctx context.Context, args ...string) (int, string, string) {
+	var out, errb bytes.Buffer
+	code := run(ctx, args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// syncBuffer is a bytes.Buffer safe for one writer and one reader.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// eventually polls fn until it returns true or wait passes.
+func eventually(tb testing.TB, what string, fn func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(wait)
+	for !fn() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("still not so after %v: %s", wait, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestUsage(t *testing.T) {
+	ctx := context.Background()
+	for _, args := range [][]string{
+		nil,
+		{"nope"},
+		{"backup", "--tenants", t.TempDir(), "--token", "x"},
+		{"backup", "http://127.0.0.1:1", "--token", "x"},
+		{"restore", "http://127.0.0.1:1", "--tenants", t.TempDir()},
+		{"backup", "a", "b", "--tenants", t.TempDir(), "--token", "x"},
+		{"dev", "--bogus"},
+		{"dev", "extra"},
+	} {
+		if code, _, _ := cli(ctx, args...); code != 2 {
+			t.Errorf("fenec %q: exit %d, want 2", args, code)
+		}
+	}
+}
+
+func TestParseMixed(t *testing.T) {
+	for _, args := range [][]string{
+		{"URL", "--tenants", "D", "--token", "T"},
+		{"--tenants", "D", "URL", "--token", "T"},
+		{"--tenants", "D", "--token", "T", "URL"},
+		{"--tenants=D", "--token=T", "--", "URL"},
+	} {
+		a, dir, err := copyFlags("backup", args, io.Discard)
+		if err != nil {
+			t.Fatalf("%q: %v", args, err)
+		}
+		if a.base != "http://URL" || dir != "D" || a.token != "T" {
+			t.Errorf("%q: base %q dir %q token %q", args, a.base, dir, a.token)
+		}
+	}
+}
+
+func TestBackupRestoreRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	src := startNode(t, t.TempDir())
+	base := "http://" + src.Addr()
+	for _, tn := range []string{"alpha", "beta"} {
+		must(t, 201)(call(t, "PUT", base+"/_admin/tenants/"+tn, testAdminToken, ""))
+		must(t, 200)(query(t, base, tn, "create collection c (name text @text, v vector<2> @hnsw(l2))"))
+		must(t, 200)(query(t, base, tn, `put c [{name: "`+tn+` one", v: [0, 1]}, {name: "`+tn+` two", v: [1, 0]}]`))
+	}
+	must(t, 201)(call(t, "PUT", base+"/_admin/tenants/empty", testAdminToken, ""))
+
+	dir := filepath.Join(t.TempDir(), "backup")
+	code, out, errOut := cli(ctx, "backup", base, "--tenants", dir, "--token", testAdminToken)
+	if code != 0 {
+		t.Fatalf("backup: exit %d: %s %s", code, out, errOut)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if got := strings.Join(names, ","); got != "alpha.fenec,beta.fenec,empty.fenec" {
+		t.Fatalf("backup dir holds %s (no temp file may stay)", got)
+	}
+
+	// The tenants change after the backup; a restore brings back the
+	// backup's rows, ids and seq.
+	must(t, 200)(query(t, base, "alpha", `put c {name: "alpha three"}`))
+	must(t, 204)(call(t, "DELETE", base+"/_admin/tenants/beta", testAdminToken, ""))
+	code, out, errOut = cli(ctx, "restore", base, "--tenants", dir, "--token", testAdminToken)
+	if code != 0 {
+		t.Fatalf("restore: exit %d: %s %s", code, out, errOut)
+	}
+	if !strings.Contains(out, "restored 3 tenants") {
+		t.Fatalf("restore said %q", out)
+	}
+	for _, tn := range []string{"alpha", "beta"} {
+		body := must(t, 200)(query(t, base, tn, "get c select id, name order id"))
+		want := `[{"id":1,"name":"` + tn + ` one"},{"id":2,"name":"` + tn + ` two"}]`
+		if body != want {
+			t.Fatalf("%s after restore: %s, want %s", tn, body, want)
+		}
+		if body := must(t, 200)(query(t, base, tn, "get c select id near v [0.9, 0.1] limit 1")); !strings.HasPrefix(body, `[{"id":2,`) {
+			t.Fatalf("%s near after restore: %s", tn, body)
+		}
+		if body := must(t, 200)(query(t, base, tn, "get c select id match name 'one'")); !strings.HasPrefix(body, `[{"id":1`) {
+			t.Fatalf("%s match after restore: %s", tn, body)
+		}
+	}
+	// A new write after the restore takes the next id, as the backup's
+	// counters say.
+	if body := must(t, 201)(call(t, "POST", base+"/t/alpha/c", "", `{"name":"alpha again"}`)); !strings.Contains(body, `"ids":[3]`) {
+		t.Fatalf("insert after restore: %s", body)
+	}
+
+	// The same backup restores onto another, empty node.
+	other := startNode(t, t.TempDir())
+	obase := "http://" + other.Addr()
+	if code, out, errOut := cli(ctx, "restore", obase, "--token", testAdminToken, "--tenants", dir); code != 0 {
+		t.Fatalf("restore elsewhere: exit %d: %s %s", code, out, errOut)
+	}
+	if body := must(t, 200)(query(t, obase, "beta", "get c count")); body != `{"count":2}` {
+		t.Fatalf("beta on the other node: %s", body)
+	}
+}
+
+func TestBackupRefusals(t *testing.T) {
+	ctx := context.Background()
+	s := startNode(t, t.TempDir())
+	base := "http://" + s.Addr()
+	code, _, errOut := cli(ctx, "backup", base, "--tenants", t.TempDir(), "--token", "wrong")
+	if code != 1 || !strings.Contains(errOut, "401") {
+		t.Fatalf("wrong token: exit %d: %s", code, errOut)
+	}
+	// A damaged image is refused by the node and the restore says so.
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "bad.fenec"), []byte("not an image"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut = cli(ctx, "restore", base, "--tenants", dir, "--token", testAdminToken)
+	if code != 1 || !strings.Contains(errOut, "tenant bad") {
+		t.Fatalf("bad image: exit %d: %s", code, errOut)
+	}
+}
+
+func TestDev(t *testing.T) {
+	data := t.TempDir()
+	for round := range 2 {
+		ctx, cancel := context.WithCancel(context.Background())
+		out := &syncBuffer{}
+		done := make(chan error, 1)
+		cfg := devConfig{Data: data, Listen: "127.0.0.1:0"}
+		go func() { done <- dev(ctx, cfg, out, quietLog()) }()
+		var base string
+		eventually(t, "fenec dev prints its address", func() bool {
+			s := out.String()
+			if _, rest, ok := strings.Cut(s, "router at "); ok {
+				base, _, _ = strings.Cut(rest, " ")
+				return true
+			}
+			select {
+			case err := <-done:
+				t.Fatalf("dev stopped: %v", err)
+			default:
+			}
+			return false
+		})
+		if !strings.Contains(out.String(), "curl ") {
+			t.Fatalf("no curl example: %s", out)
+		}
+		if round == 0 {
+			must(t, 201)(call(t, "PUT", base+"/_shard/tenants/demo", "", ""))
+			must(t, 200)(query(t, base, "demo", "create collection notes (body text @text)"))
+			must(t, 201)(call(t, "POST", base+"/t/demo/notes", "", `{"body": "hello from fenec"}`))
+		}
+		// The second round runs on the same data: the placement and the
+		// rows are still there, the node recorded again at its new port.
+		body := must(t, 200)(query(t, base, "demo", "get notes select id, body match body 'hello'"))
+		if !strings.HasPrefix(body, `[{"id":1,`) || !strings.HasSuffix(body, `"body":"hello from fenec"}]`) {
+			t.Fatalf("round %d: match answered %s", round, body)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("dev stop: %v", err)
+		}
+	}
+}
