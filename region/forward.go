@@ -385,12 +385,24 @@ func (f *Forwarder) attempt(w http.ResponseWriter, x *exchange, tgt Target, fres
 	_ = pc.c.SetDeadline(x.deadline)
 	x.sends++
 	if err := x.writeRequest(pc.bw, f.now()); err != nil {
-		pc.close()
 		if r, c, n := f.ended(fl, false, x); r != resDone {
+			pc.close()
 			return r, c, n
 		}
 		if isTimeout(err) {
+			pc.close()
 			return resTimeout, 0, next
+		}
+		if f.earlyAnswer(x, pc) {
+			if intercept && x.hd.refused {
+				pc.close()
+				return resRefused, 0, next
+			}
+			return f.answer(w, x, p, pc, tgt)
+		}
+		pc.close()
+		if r, c, n := f.ended(fl, false, x); r != resDone {
+			return r, c, n
 		}
 		return resUnsent, 0, next
 	}
@@ -414,6 +426,24 @@ func (f *Forwarder) attempt(w http.ResponseWriter, x *exchange, tgt Target, fres
 		return resRefused, 0, next
 	}
 	return f.answer(w, x, p, pc, tgt)
+}
+
+// earlyAnswerWait bounds the look for an answer a node sent before it
+// read the whole body (and then closed).
+const earlyAnswerWait = 100 * time.Millisecond
+
+// earlyAnswer reports whether the node answered before the request was
+// wholly sent — it refused it without reading the body (a bad token on a
+// big batch), so it ran nothing — with an answer that can be passed back.
+// The connection is not kept after it.
+func (f *Forwarder) earlyAnswer(x *exchange, pc *pconn) bool {
+	_ = pc.c.SetReadDeadline(minTime(f.now().Add(earlyAnswerWait), x.deadline))
+	if err := x.hd.read(pc.br, x.r.Method); err != nil || !x.hd.noBody && x.hd.length < 0 {
+		return false
+	}
+	x.hd.close = true
+	_ = pc.c.SetReadDeadline(x.deadline)
+	return true
 }
 
 // ended turns a cut or a client gone into the attempt's result; resDone

@@ -394,3 +394,15 @@ func counterValue(tb testing.TB, c prometheus.Counter) float64 {
 	}
 	return m.GetCounter().GetValue()
 }
+
+// newRecorderRaw is an httptest node that runs h without reading the body
+// first; it returns the node's address.
+func newRecorderRaw(tb testing.TB, h http.HandlerFunc) string {
+	tb.Helper()
+	srv := httptest.NewServer(h)
+	tb.Cleanup(func() {
+		srv.CloseClientConnections()
+		srv.Close()
+	})
+	return srv.Listener.Addr().String()
+}
