@@ -27,3 +27,25 @@ func BenchmarkKeyedReadHTTP(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkKeyedReadHTTPParallel is keyed reads from 16 clients.
+func BenchmarkKeyedReadHTTPParallel(b *testing.B) {
+	n := startNode(b, nil)
+	n.mkTenant("a")
+	n.q("a", "create collection c (name text)")
+	n.q("a", `put c [{name: "x"}, {name: "y"}]`)
+	body := []byte(`{"query":"get c where id = $1","params":[1]}`)
+	url := n.url + "/t/a/query"
+	b.SetParallelism(8)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			res, err := n.client.Post(url, "application/json", bytes.NewReader(body))
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+		}
+	})
+}
