@@ -1,0 +1,245 @@
+package region
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/fenec-go/fenec/global"
+)
+
+func TestStandbyCP(t *testing.T) {
+	a := startCPRouter(t, func(c *Config) { c.ID = "ra" })
+	b := startCPRouter(t, func(c *Config) {
+		c.ID, c.Standby, c.DirectoryURLs = "rb", true, a.rt.DirectoryURLs()
+	})
+	n1 := startCPNode(t)
+	a.addNode(t, "n1", n1)
+	a.place(t, "sb", "n1")
+	a.mustQuery(t, "sb", "create collection c (a int)")
+
+	// The standby forwards from the same placements and answers reads.
+	cpEventually(t, func() error {
+		if st, _, body := b.query(t, "sb", "put c {a: 1}"); st != http.StatusOK {
+			return fmt.Errorf("write through the standby: %d %s", st, body)
+		}
+		return nil
+	})
+	var list []tenantEntry
+	if st, body := b.shard(t, http.MethodGet, "tenants", nil, &list); st != http.StatusOK || len(list) != 1 || list[0].Node != "n1" {
+		t.Fatalf("standby's tenants: %d %s", st, body)
+	}
+	if st, _ := b.shard(t, http.MethodGet, "nodes", nil, nil); st != http.StatusOK {
+		t.Fatalf("standby's nodes: %d", st)
+	}
+	// It refuses every change, naming the leader.
+	for _, c := range []struct {
+		method, path string
+		body         any
+	}{
+		{http.MethodPut, "tenants/x", map[string]any{}},
+		{http.MethodDelete, "tenants/sb", nil},
+		{http.MethodPost, "tenants/sb/move", map[string]any{"to": "n1"}},
+		{http.MethodPut, "nodes/n2", map[string]any{"addr": n1.addr, "token": cpAdminToken}},
+		{http.MethodDelete, "nodes/n1", nil},
+	} {
+		var ans map[string]any
+		st, body := b.shard(t, c.method, c.path, c.body, &ans)
+		if st != http.StatusConflict || ans["leader"] != "ra" {
+			t.Fatalf("standby %s %s: %d %s", c.method, c.path, st, body)
+		}
+	}
+	if b.rt.Leading() || !a.rt.Leading() {
+		t.Fatalf("leading: a %v, b %v", a.rt.Leading(), b.rt.Leading())
+	}
+
+	// The old leader's fenced store, as it was before the promotion.
+	oldStore, err := a.rt.lead.changes(cpCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var prom struct {
+		Leader string `json:"leader"`
+		Term   uint64 `json:"term"`
+	}
+	if st, body := b.shard(t, http.MethodPost, "promote", nil, &prom); st != http.StatusOK || prom.Leader != "rb" || prom.Term != 2 {
+		t.Fatalf("promote: %d %s", st, body)
+	}
+	// The old leader's writes fail on the fence, whatever its view says.
+	at, err := oldStore.GetTenant(cpCtx(t), "sb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := oldStore.Hold(cpCtx(t), "sb", at, "quota"); !errors.Is(err, global.ErrConflict) {
+		t.Fatalf("old leader's fenced write: %v", err)
+	}
+	// And once its view shows the promotion it refuses changes 409.
+	cpEventually(t, func() error {
+		var ans map[string]any
+		st, body := a.shard(t, http.MethodPut, "tenants/y", map[string]any{}, &ans)
+		if st != http.StatusConflict || ans["leader"] != "rb" {
+			return fmt.Errorf("old leader's change: %d %s", st, body)
+		}
+		return nil
+	})
+	if a.rt.Leading() || !b.rt.Leading() {
+		t.Fatalf("after promote, leading: a %v, b %v", a.rt.Leading(), b.rt.Leading())
+	}
+	// The promoted router takes changes.
+	if got := b.place(t, "z", ""); got != "n1" {
+		t.Fatalf("placed on %s", got)
+	}
+	if st, _, body := a.query(t, "z", "create collection c (a int)"); st != http.StatusOK {
+		t.Fatalf("old leader forwards the new tenant: %d %s", st, body)
+	}
+	// A promotion of the old leader moves the term on again.
+	if st, body := a.shard(t, http.MethodPost, "promote", nil, &prom); st != http.StatusOK || prom.Leader != "ra" || prom.Term != 3 {
+		t.Fatalf("promote back: %d %s", st, body)
+	}
+	cpEventually(t, func() error {
+		if b.rt.Leading() {
+			return errors.New("rb still leads")
+		}
+		return nil
+	})
+}
+
+// gatedDirectory holds back every List until open is closed: a router
+// whose directory has not arrived.
+type gatedDirectory struct {
+	global.Directory
+	open chan struct{}
+}
+
+func (d *gatedDirectory) List(ctx context.Context, prefix string) ([]global.KV, int64, error) {
+	select {
+	case <-d.open:
+	case <-ctx.Done():
+		return nil, 0, ctx.Err()
+	}
+	return d.Directory.List(ctx, prefix)
+}
+
+func TestStandbyBeforeDirectoryCP(t *testing.T) {
+	mem := global.NewMemory()
+	t.Cleanup(func() { mem.Close() })
+	gd := &gatedDirectory{Directory: mem, open: make(chan struct{})}
+	r := startCPRouter(t, func(c *Config) { c.Standby, c.Directory = true, gd })
+
+	st, h, body := r.data(t, http.MethodPost, "/t/acme/query", `{"query": "get c"}`, nil)
+	if st != http.StatusServiceUnavailable || h.Get("Retry-After") == "" || h.Get("X-Request-Id") == "" {
+		t.Fatalf("before the directory: %d %v %s", st, h, body)
+	}
+	if _, _, body := cpDo(t, http.MethodGet, r.url+"/_health", "", nil, nil); !strings.Contains(string(body), `"ready":false`) {
+		t.Fatalf("health before the directory: %s", body)
+	}
+	close(gd.open)
+	cpEventually(t, func() error {
+		if st, _, body := r.data(t, http.MethodPost, "/t/acme/query", `{"query": "get c"}`, nil); st != http.StatusNotFound {
+			return fmt.Errorf("after the directory: %d %s", st, body)
+		}
+		return nil
+	})
+}
+
+func TestFailoverCutsOnEveryRouterCP(t *testing.T) {
+	a := startCPRouter(t, func(c *Config) { c.ID = "ra" })
+	b := startCPRouter(t, func(c *Config) {
+		c.ID, c.Standby, c.DirectoryURLs = "rb", true, a.rt.DirectoryURLs()
+	})
+	n1, n2 := startCPNode(t), startCPNode(t)
+	a.addNode(t, "n1", n1)
+	a.addNode(t, "n2", n2)
+	a.place(t, "fo", "n1")
+	a.place(t, "calm", "n1")
+	for _, tn := range []string{"fo", "calm"} {
+		a.mustQuery(t, tn, "create collection c (a int)")
+	}
+	// The promoted copy on n2 (a failover's work; here made by hand).
+	if st, body := n2.admin(t, http.MethodPut, "/_admin/tenants/fo", nil); st != http.StatusCreated {
+		t.Fatalf("copy: %d %s", st, body)
+	}
+	cpDo(t, http.MethodPost, n2.srv.URL+"/t/fo/query", "", []byte(`{"query": "create collection c (a int)"}`), nil)
+
+	cpEventually(t, func() error {
+		if st, _, _ := b.query(t, "fo", "get c"); st != http.StatusOK {
+			return fmt.Errorf("standby not forwarding yet: %d", st)
+		}
+		return nil
+	})
+	_, evA := a.openStream(t, "/t/fo/c/changes")
+	_, evB := b.openStream(t, "/t/fo/c/changes")
+	_, evCalm := a.openStream(t, "/t/calm/c/changes")
+	for _, ch := range []<-chan sseEvent{evA, evB, evCalm} {
+		if ev, _ := nextEvent(t, ch); ev.name != "seed" {
+			t.Fatalf("first event %+v", ev)
+		}
+	}
+
+	s, err := a.rt.lead.changes(cpCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	at, err := s.GetTenant(cpCtx(t), "fo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Failover(cpCtx(t), "fo", at, "n2", 7); err != nil {
+		t.Fatal(err)
+	}
+	// Both routers end the subscription to the failed-over node's tenant.
+	for name, ch := range map[string]<-chan sseEvent{"leader": evA, "standby": evB} {
+		for {
+			if _, ok := nextEvent(t, ch); !ok {
+				break
+			}
+		}
+		t.Logf("%s: stream ended", name)
+	}
+	for _, r := range []*cpRouter{a, b} {
+		if got := metricValue(t, r, `fenec_router_cut_requests_total{outcome="stream_ended"}`); got != 1 {
+			t.Fatalf("%s cut %v streams", r.rt.ID(), got)
+		}
+	}
+	// What was out for the tenant the failover left on n1 is untouched.
+	a.mustQuery(t, "calm", "put c {a: 1}")
+	if ev, ok := nextEvent(t, evCalm); !ok || ev.name != "change" {
+		t.Fatalf("calm stream: %+v %v", ev, ok)
+	}
+	// Requests go to the new primary.
+	a.mustQuery(t, "fo", "put c {a: 2}")
+	if got := len(nodeIDsColl(t, n2, "fo", "c")); got != 1 {
+		t.Fatalf("new primary holds %d", got)
+	}
+	// A move cuts nothing.
+	if st, body := a.shard(t, http.MethodPost, "tenants/calm/move", map[string]any{"to": "n2"}, nil); st != http.StatusOK {
+		t.Fatalf("move: %d %s", st, body)
+	}
+	if got := metricValue(t, a, `fenec_router_cut_requests_total{outcome="stream_ended"}`); got != 1 {
+		t.Fatalf("a move cut something: %v", got)
+	}
+}
+
+// nodeIDsColl reads the ids of collection coll of tenant t on a node.
+func nodeIDsColl(tb testing.TB, n *cpNode, t, coll string) []int64 {
+	tb.Helper()
+	st, _, b := cpDo(tb, http.MethodGet, n.srv.URL+"/t/"+t+"/"+coll+"?select=id&limit=10000", "", nil, nil)
+	if st != http.StatusOK {
+		tb.Fatalf("read %s/%s on node: %d %s", t, coll, st, b)
+	}
+	var rows []struct {
+		ID int64 `json:"id"`
+	}
+	if err := json.Unmarshal(b, &rows); err != nil {
+		tb.Fatalf("rows %q: %v", b, err)
+	}
+	ids := make([]int64, len(rows))
+	for i, r := range rows {
+		ids[i] = r.ID
+	}
+	return ids
+}
