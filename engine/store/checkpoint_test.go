@@ -259,3 +259,34 @@ func TestInstallLeavesAnotherInstallAlone(t *testing.T) {
 		t.Fatalf("the other install's side file: %v", err)
 	}
 }
+
+// A whole tenant file (kept records, an image, records after it) installs
+// as an image does, and the copy serves the same cursors.
+func TestInstallAWholeTenantFile(t *testing.T) {
+	src := tenantPath(t)
+	l := mustCreate(t, src, testOptions())
+	appendN(t, l, 5, 2, 20)
+	if err := l.Checkpoint(stateWriter([]byte("st"))); err != nil {
+		t.Fatal(err)
+	}
+	after := appendN(t, l, 2, 1, 20)
+	mustClose(t, l)
+	f, err := os.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	dst := tenantPath(t)
+	if _, err := Install(dst, f, nil); err != nil {
+		t.Fatal(err)
+	}
+	c, rep := mustOpen(t, dst, testOptions())
+	if string(rep.image) != "st" || c.Seq() != 12 {
+		t.Fatalf("installed: image %q seq %d", rep.image, c.Seq())
+	}
+	sameRecords(t, rep.recs, after)
+	got, err := readAll(t, c, 0)
+	if err != nil || len(engineOnly(got)) != 7 {
+		t.Fatalf("cursor 0 on the copy: %d records, %v", len(got), err)
+	}
+}

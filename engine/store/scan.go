@@ -103,7 +103,7 @@ func scan(data []byte, indexEvery int64, strict bool) (*scanned, error) {
 			if strict {
 				return nil, &scanError{off, why}
 			}
-			if valid := searchValid(data, off+1, s.seq); valid >= 0 {
+			if valid := searchValid(data, off+1, s.seq, searchBudget(data, off)); valid >= 0 {
 				return nil, &scanError{off, fmt.Sprintf("%s (a valid frame follows at %d)", why, valid)}
 			} else if valid == searchGaveUp {
 				return nil, &scanError{off, why + " (too much follows it to tell a torn tail from damage)"}
@@ -213,6 +213,12 @@ func frameTrusted(data []byte, off int64) (Record, int64, error) {
 	return rec, frameHead + l, err
 }
 
+// searchBudget is the checksum work a search after a bad frame at off may
+// do: a few times what follows it, and a gigabyte more.
+func searchBudget(data []byte, off int64) int64 {
+	return 8*(int64(len(data))-off) + 1<<30
+}
+
 const (
 	searchNone   = -1
 	searchGaveUp = -2
@@ -223,9 +229,8 @@ const (
 // searchNone, or searchGaveUp when checking every candidate would cost
 // more checksum work than the budget (the caller then refuses the file
 // rather than cut what may be good records).
-func searchValid(data []byte, from int64, seq uint64) int64 {
+func searchValid(data []byte, from int64, seq uint64, budget int64) int64 {
 	n := int64(len(data))
-	budget := 8*(n-from) + 1<<30
 	for p := from; p+frameHead+minPayload <= n; p++ {
 		if !knownKind(Kind(data[p+frameHead])) {
 			continue

@@ -182,3 +182,23 @@ func TestImageWithoutItsEndIsDamage(t *testing.T) {
 		t.Fatalf("open of an image without its end: %v", err)
 	}
 }
+
+func TestSearchAfterABadFrame(t *testing.T) {
+	path := tenantPath(t)
+	data, _, offs := writeSample(t, path, 4)
+	bad := bytes.Clone(data)
+	bad[offs[1]+5] ^= 1 // the second frame's CRC
+	if got := searchValid(bad, offs[1]+1, 1, searchBudget(bad, offs[1])); got != offs[2] {
+		t.Fatalf("search found %d, want the next frame at %d", got, offs[2])
+	}
+	if got := searchValid(bad, offs[1]+1, 1, 0); got != searchGaveUp {
+		t.Fatalf("search with no budget: %d, want it to give up", got)
+	}
+	if got := searchValid(bad, offs[3]+1, 1, searchBudget(bad, offs[3])); got != searchNone {
+		t.Fatalf("search in the last frame found %d", got)
+	}
+	// Records before seq are no continuation: nothing valid after.
+	if got := searchValid(bad, offs[1]+1, 1000, searchBudget(bad, offs[1])); got != searchNone {
+		t.Fatalf("search past the seq found %d", got)
+	}
+}
