@@ -61,6 +61,14 @@ type logState struct {
 	closing atomic.Bool // set as Close starts; readers stop at it
 }
 
+// validate refuses options the Log cannot run with.
+func (o Options) validate() error {
+	if o.Sync < SyncEvery || o.Sync > SyncOff {
+		return fmt.Errorf("unknown sync mode %d", o.Sync)
+	}
+	return nil
+}
+
 func (o Options) withDefaults() Options {
 	if o.SyncEvery <= 0 {
 		o.SyncEvery = DefaultSyncEvery
@@ -96,6 +104,9 @@ func newHistory() uint64 {
 }
 
 func create(path string, opts Options) (*Log, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
 	opts = opts.withDefaults()
 	abs, err := absPath(path)
 	if err != nil {
@@ -158,6 +169,9 @@ func createFile(path string) (*os.File, Record, error) {
 }
 
 func open(path string, opts Options, h Replayer) (*Log, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
 	opts = opts.withDefaults()
 	abs, err := absPath(path)
 	if err != nil {

@@ -204,3 +204,9 @@ func TestForkIsSyncedWhateverTheMode(t *testing.T) {
 		}
 	}
 }
+
+func TestUnknownSyncModeRefused(t *testing.T) {
+	if _, err := Create(tenantPath(t), Options{Sync: SyncMode(9)}); err == nil {
+		t.Fatal("created a log with an unknown sync mode")
+	}
+}
