@@ -3,6 +3,7 @@ package region
 import (
 	"errors"
 	"flag"
+	"io"
 	"testing"
 	"time"
 )
@@ -94,6 +95,7 @@ func TestForwardConfig(t *testing.T) {
 	}
 	c := DefaultForwardConfig()
 	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
 	c.AddFlags(fs)
 	if err := fs.Parse([]string{"--upstream-timeout", "4", "--idle-timeout", "0.5"}); err != nil {
 		t.Fatal(err)
