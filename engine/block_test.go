@@ -1,8 +1,11 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -293,5 +296,90 @@ func TestForkLineage(t *testing.T) {
 	db = reopen(t, db, path)
 	if l := db.Lineage(); len(l) != 2 || l[1] != want[1] || db.Seq() != 4 {
 		t.Fatalf("after reopen: %+v seq %d", l, db.Seq())
+	}
+}
+
+// TestSpilledBlock lands a block larger than the store's spill size: its
+// pieces are asked of the quota one by one, a refusal lands nothing, and
+// the landed block replays and replicates whole.
+func TestSpilledBlock(t *testing.T) {
+	var mu sync.Mutex
+	var asks []QuotaAsk
+	refuseAt := -1
+	db, path := newTestDB(t, Options{NoSweep: true, Quota: func(a QuotaAsk) error {
+		mu.Lock()
+		defer mu.Unlock()
+		asks = append(asks, a)
+		if len(asks)-1 == refuseAt {
+			return errors.New("full")
+		}
+		return nil
+	}})
+	mustExec(t, db, "create collection big (s text)")
+
+	// A replica from an image taken before the big block.
+	var img bytes.Buffer
+	if _, err := db.WriteImage(&img); err != nil {
+		t.Fatal(err)
+	}
+	rpath := filepath.Join(t.TempDir(), "r.fenec")
+	if err := Install(rpath, &img); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Open(rpath, Options{NoSweep: true, Logger: discardLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rep.Close()
+
+	docs := make([]any, 18)
+	for i := range docs {
+		docs[i] = map[string]any{"s": strings.Repeat(string(rune('a'+i)), 1<<20)}
+	}
+	before := stateOf(t, db, "big")
+	mu.Lock()
+	asks, refuseAt = nil, 1
+	mu.Unlock()
+	var qe *QuotaError
+	if err := execErr(t, db, "put big $1", docs); !errors.As(err, &qe) {
+		t.Fatalf("refused spilled block: %v", err)
+	}
+	mu.Lock()
+	if len(asks) != 2 || asks[0].AddRows != 18 || asks[0].RecordBytes < 16<<20 {
+		t.Fatalf("asks for a refused spilled block: %+v", asks)
+	}
+	asks, refuseAt = nil, -1
+	mu.Unlock()
+	after := stateOf(t, db, "big")
+	if after.seq != before.seq || after.rows != before.rows || after.all != before.all {
+		t.Fatalf("a refused spilled block changed the tenant")
+	}
+	mustExec(t, db, "put big $1", docs)
+	mu.Lock()
+	if len(asks) != 2 || asks[1].FileBytes <= asks[0].FileBytes {
+		t.Fatalf("asks for a landed spilled block: %+v", asks)
+	}
+	mu.Unlock()
+	if db.Seq() != before.seq+18 || db.Rows() != 18 {
+		t.Fatalf("seq %d rows %d", db.Seq(), db.Rows())
+	}
+	q := "get big select id where s ~ '^r'"
+	want := mustExec(t, db, q)
+	if !jsonEq(t, want, `[{"id":18}]`) {
+		t.Fatalf("answer: %s", want)
+	}
+	if err := db.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	err = db.ReadRecords(rep.Seq(), func(r RawRecord) error { return rep.ApplyRecord(r) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := mustExec(t, rep, q); got != want || rep.Seq() != db.Seq() {
+		t.Fatalf("replica: %s seq %d", got, rep.Seq())
+	}
+	db = reopen(t, db, path)
+	if got := mustExec(t, db, q); got != want || db.Seq() != before.seq+18 {
+		t.Fatalf("after reopen: %s seq %d", got, db.Seq())
 	}
 }

@@ -133,14 +133,16 @@ func (db *DB) ReadRecords(since uint64, fn func(RawRecord) error) error {
 // ApplyRecord appends a record read from a primary's ReadRecords and
 // applies it (a replica's follow). It must continue this file's seq.
 func (db *DB) ApplyRecord(rec RawRecord) error {
-	dec, err := store.DecodeFrame(rec.Bytes)
-	if err != nil {
-		return fmt.Errorf("apply record: %w", storeErr(err))
-	}
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	if db.closed {
 		return ErrClosed
+	}
+	// PeekRaw gives a block whole, with the spilled pieces that came
+	// before it.
+	dec, err := db.log.PeekRaw(rec.Bytes)
+	if err != nil {
+		return fmt.Errorf("apply record: %w", storeErr(err))
 	}
 	if dec.First != db.log.Seq()+1 {
 		return fmt.Errorf("%w: record starts at %d, file is at %d", ErrSeqGap, dec.First, db.log.Seq())

@@ -307,7 +307,9 @@ func (db *DB) batch(ctx context.Context, stmts []fql.Stmt, params [][]any, opts 
 }
 
 // landLocked asks the gate and the quota, appends the block and tells the
-// watchers; on any refusal it undoes the block. Called with mu held.
+// watchers; on any refusal it undoes the block. A body past
+// store.SpillBytes goes into the file in pieces before the block lands,
+// each asked of the quota first. Called with mu held.
 func (db *DB) landLocked(t *txn) (uint64, bool, error) {
 	if len(t.ops) == 0 {
 		return db.log.Seq(), false, nil
@@ -320,26 +322,54 @@ func (db *DB) landLocked(t *txn) (uint64, bool, error) {
 			return 0, false, &GateError{Err: err}
 		}
 	}
-	if db.opts.Quota != nil {
-		ask := QuotaAsk{
-			RecordBytes: db.log.RecordSize(kindBlock, n, len(body)),
-			FileBytes:   db.log.Size(),
-			AddRows:     t.addRows,
-			Rows:        db.st.rows - t.addRows,
-			Rollback:    onlyTakesAway(t.ops),
+	spilled := false
+	refuse := func(err error) (uint64, bool, error) {
+		if spilled {
+			if derr := db.log.DropSpills(); derr != nil {
+				db.logger.Warn("drop spilled block", "err", derr)
+			}
 		}
-		if err := db.opts.Quota(ask); err != nil {
-			t.rollback()
-			return 0, false, &QuotaError{Err: err}
+		t.rollback()
+		return 0, false, err
+	}
+	for len(body) > store.SpillBytes {
+		piece := body[:store.SpillBytes]
+		if err := db.askQuota(t, db.log.SpillSize(len(piece))); err != nil {
+			return refuse(err)
 		}
+		if _, err := db.log.Spill(piece); err != nil {
+			return refuse(fmt.Errorf("spill block: %w", storeErr(err)))
+		}
+		spilled = true
+		body = body[store.SpillBytes:]
+	}
+	if err := db.askQuota(t, db.log.RecordSize(kindBlock, n, len(body))); err != nil {
+		return refuse(err)
 	}
 	rec, err := db.log.AppendNoSync(kindBlock, n, body)
 	if err != nil {
-		t.rollback()
-		return 0, false, fmt.Errorf("append block: %w", storeErr(err))
+		return refuse(fmt.Errorf("append block: %w", storeErr(err)))
 	}
 	db.notifyLocked(rec.Last, t.ops)
 	return rec.Last, true, nil
+}
+
+// askQuota asks the quota hook about record bytes the block adds.
+func (db *DB) askQuota(t *txn, recordBytes int64) error {
+	if db.opts.Quota == nil {
+		return nil
+	}
+	err := db.opts.Quota(QuotaAsk{
+		RecordBytes: recordBytes,
+		FileBytes:   db.log.Size(),
+		AddRows:     t.addRows,
+		Rows:        db.st.rows - t.addRows,
+		Rollback:    onlyTakesAway(t.ops),
+	})
+	if err != nil {
+		return &QuotaError{Err: err}
+	}
+	return nil
 }
 
 func onlyTakesAway(ops []blockOp) bool {
