@@ -325,7 +325,7 @@ func (l *Log) close() error {
 		return nil
 	}
 	l.mu.Unlock()
-	syncErr := l.waitUntil(context.Background(), l.allDurableLocked(), true)
+	syncErr := l.sync() // under SyncOff too: a clean close leaves the file on disk
 	l.mu.Lock()
 	l.closed = true
 	l.notifyLocked()

@@ -62,10 +62,6 @@ func (l *Log) syncRoundLocked() {
 	l.notifyLocked()
 }
 
-func (l *Log) allDurableLocked() func() bool {
-	return func() bool { return l.durableLSN >= l.appended }
-}
-
 // waitLSN waits until the first lsn bytes appended are durable, by the
 // sync mode's rule.
 func (l *Log) waitLSN(ctx context.Context, lsn int64) error {
