@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,12 +17,14 @@ import (
 )
 
 // cpWriter inserts documents through the router until stopped, asking
-// again after a 503 (a frozen tenant), and keeps what was acknowledged.
+// again after a 503 (a frozen tenant), and keeps what was acknowledged. A
+// stop lets the write in flight finish, so every write that landed was
+// answered.
 type cpWriter struct {
-	r      *cpRouter
-	tenant string
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	r        *cpRouter
+	tenant   string
+	stopping atomic.Bool
+	wg       sync.WaitGroup
 
 	mu    sync.Mutex
 	ids   []int64  // guarded by mu: acknowledged ids, in order
@@ -30,26 +33,30 @@ type cpWriter struct {
 }
 
 func startCPWriter(tb testing.TB, r *cpRouter, tenant string) *cpWriter {
-	ctx, cancel := context.WithCancel(context.Background())
-	w := &cpWriter{r: r, tenant: tenant, cancel: cancel}
-	w.wg.Go(func() { w.run(ctx) })
+	w := &cpWriter{r: r, tenant: tenant}
+	w.wg.Go(w.run)
 	tb.Cleanup(w.stop)
 	return w
 }
 
 func (w *cpWriter) stop() {
-	w.cancel()
+	w.stopping.Store(true)
 	w.wg.Wait()
 }
 
-func (w *cpWriter) run(ctx context.Context) {
-	for i := 0; ctx.Err() == nil; i++ {
+func (w *cpWriter) run() {
+	ctx, cancel := context.WithTimeout(context.Background(), cpWait)
+	defer cancel()
+	for i := 0; !w.stopping.Load() && ctx.Err() == nil; i++ {
 		f := float64(i%97) / 97
 		body := fmt.Sprintf(`{"title": "w%d", "v": [%g, %g, 0.5, 0.25]}`, i, f, 1-f)
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, w.r.url+"/t/"+w.tenant+"/docs", strings.NewReader(body))
 		resp, err := cpClient.Do(req)
 		if err != nil {
-			continue // the test is stopping
+			w.mu.Lock()
+			w.other = append(w.other, err.Error())
+			w.mu.Unlock()
+			continue
 		}
 		var ans struct {
 			IDs []int64 `json:"ids"`
@@ -66,10 +73,7 @@ func (w *cpWriter) run(ctx context.Context) {
 		case http.StatusServiceUnavailable:
 			// Frozen for the move: asked again after Retry-After's worth
 			// of a pause, shortened for the test.
-			select {
-			case <-ctx.Done():
-			case <-time.After(5 * time.Millisecond):
-			}
+			time.Sleep(5 * time.Millisecond)
 		default:
 			w.mu.Lock()
 			w.other = append(w.other, resp.Status)
