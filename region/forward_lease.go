@@ -35,7 +35,7 @@ const leadingGrants = 2
 // Backoff between a non-leading router's tries.
 const (
 	refusalBackoffMin = 5 * time.Millisecond
-	refusalBackoffMax = 50 * time.Millisecond
+	refusalBackoffMax = 20 * time.Millisecond
 )
 
 // leaseState is one request's record of refusals.
