@@ -142,3 +142,16 @@ func TestFenecWaitTenantDeleted(t *testing.T) {
 		t.Fatal("503 without Retry-After")
 	}
 }
+
+func TestFenecWaitWakesAtTime(t *testing.T) {
+	n := startNode(t, nil)
+	n.mkTenant("a")
+	n.q("a", "create collection jobs (task text, owner text, due timestamp)")
+	n.q("a", `put jobs {task: "later", due: now() + 300}`)
+	q := `{"query":"set jobs {owner: $1} where owner is null and due <= now() limit 1 returning *","params":["w"]}`
+	// No write lands meanwhile: only the job's due time can wake it.
+	r := n.do("POST", "/t/a/query", q, "Fenec-Wait", "20000")
+	if got := claimed(t, r); got != "later" {
+		t.Fatalf("claim took %q", got)
+	}
+}

@@ -113,3 +113,23 @@ func TestIdempotentReplayAfterDroppedConnection(t *testing.T) {
 		t.Fatalf("the write exists %s times", got)
 	}
 }
+
+func TestIdempotencyKeyExpires(t *testing.T) {
+	n := startNode(t, func(c *Config) { c.IdempotencyTTL = time.Second })
+	people(t, n)
+	body := `{"name":"ttl"}`
+	if r := n.do("POST", "/t/a/c", body, "Idempotency-Key", "short"); r.Status != 201 {
+		t.Fatalf("first: %d %s", r.Status, r.Body)
+	}
+	eventually(t, 10*time.Second, "the key expires and the request runs again", func() bool {
+		r := n.do("POST", "/t/a/c", body, "Idempotency-Key", "short")
+		if r.Status != 201 {
+			t.Fatalf("retry: %d %s", r.Status, r.Body)
+		}
+		return r.Header.Get("Idempotent-Replayed") == ""
+	})
+	// And the key is kept again for the new run.
+	if r := n.do("POST", "/t/a/c", body, "Idempotency-Key", "short"); r.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("key not kept after its renewal: %d %s", r.Status, r.Body)
+	}
+}

@@ -177,6 +177,25 @@ func (r *registry) install(name string, mk func(string, *tenant) (*engine.DB, er
 		return ErrBadName
 	}
 	r.mu.Lock()
+	for !r.closed {
+		t := r.tenants[name]
+		var wait <-chan struct{}
+		switch {
+		case t == nil:
+		case t.closing:
+			wait = t.done // a delete or close under way
+		case !isClosed(t.ready):
+			wait = t.ready // a request opening it: the file may be gone
+		case t.openErr != nil:
+			wait = t.done // a failed open, forgotten as it ends
+		}
+		if wait == nil {
+			break
+		}
+		r.mu.Unlock()
+		<-wait
+		r.mu.Lock()
+	}
 	if r.closed {
 		r.mu.Unlock()
 		return ErrShuttingDown
@@ -267,8 +286,17 @@ func (r *registry) remove(name string, cause error, del bool) error {
 			continue
 		}
 		if t == nil {
+			// Hold the name while the file goes, so no request opens it.
+			t = newTenant(r, name)
+			t.closing = true
+			r.tenants[name] = t
 			r.mu.Unlock()
-			return r.removeClosed(name, del)
+			err := r.removeClosed(name, del)
+			t.openErr = ErrUnknownTenant
+			t.cancel(ErrTenantGone)
+			close(t.ready)
+			r.forget(t)
+			return err
 		}
 		t.closing = true
 		r.mu.Unlock()

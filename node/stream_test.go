@@ -127,3 +127,27 @@ func TestSubscriptionCatchesUpWhenBehind(t *testing.T) {
 		}
 	}
 }
+
+func TestSubscriptionReseedsWhenCursorGone(t *testing.T) {
+	n := startNode(t, nil)
+	people(t, n)
+	n.q("a", `put c {name: "dee", n: 4}`)
+	tn, err := n.s.reg.acquire(t.Context(), "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tn.db.Compact(); err != nil {
+		t.Fatal(err)
+	}
+	n.s.reg.release(tn)
+	s := n.subscribe("/t/a/c/changes?since=1")
+	seed := s.mustNext(t, "seed")
+	if seed["seq"] != json.Number("5") || len(seed["rows"].([]any)) != 4 {
+		t.Fatalf("reseed %v", seed)
+	}
+	r := n.do("GET", "/t/a/_changes?since=1", "")
+	m := wantJSONError(t, r, 410)
+	if m["seq"] != json.Number("5") {
+		t.Fatalf("feed past its records: %s", r.Body)
+	}
+}

@@ -1,0 +1,57 @@
+package node
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestRegistryChurn runs requests while the tenant is deleted, created
+// again and closed for idleness: every answer is one of the statuses
+// those states give, never a 500, and nothing is left behind.
+func TestRegistryChurn(t *testing.T) {
+	n := startNode(t, func(c *Config) { c.IdleClose = 5 * time.Millisecond })
+	n.mkTenant("a")
+	n.q("a", "create collection c (n int)")
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	bad := make(chan string, 100)
+	for range 4 {
+		wg.Go(func() {
+			for !stop.Load() {
+				for _, r := range []*resp{
+					n.do("GET", "/t/a/c?count", ""),
+					n.do("POST", "/t/a/c", `{"n":1}`),
+				} {
+					switch r.Status {
+					case 200, 201, 404, 503:
+					default:
+						select {
+						case bad <- string(r.Body):
+						default:
+						}
+					}
+				}
+			}
+		})
+	}
+	for range 30 {
+		if r := n.admin("DELETE", "tenants/a", ""); r.Status != 204 {
+			t.Fatalf("delete: %d %s", r.Status, r.Body)
+		}
+		if r := n.admin("PUT", "tenants/a", ""); r.Status != 201 {
+			t.Fatalf("create: %d %s", r.Status, r.Body)
+		}
+		n.q("a", "create collection c (n int)")
+	}
+	stop.Store(true)
+	wg.Wait()
+	close(bad)
+	for b := range bad {
+		t.Errorf("unexpected answer %s", b)
+	}
+	if r := n.do("GET", "/t/a/c?count", ""); r.Status != 200 {
+		t.Fatalf("final read: %d %s", r.Status, r.Body)
+	}
+}
