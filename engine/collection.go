@@ -223,8 +223,11 @@ func (c *collection) memoryBytes() int64 {
 		}
 	}
 	for _, x := range c.search {
-		if g, ok := x.(*vectorIndex); ok {
-			n += g.x.MemoryBytes()
+		switch x := x.(type) {
+		case *vectorIndex:
+			n += x.x.MemoryBytes()
+		case *textIndex:
+			n += x.x.MemoryBytes()
 		}
 	}
 	c.lazyMu.Lock()

@@ -26,62 +26,36 @@ func (r *runner) runGet(s *fql.Get) (*Result, error) {
 	if err := checkGetFields(c, s); err != nil {
 		return nil, err
 	}
-	hasAgg := slices.ContainsFunc(s.Select, func(it fql.SelectItem) bool { return it.Agg != fql.AggNone })
+	grouped := len(s.Group) > 0 || slices.ContainsFunc(s.Select, func(it fql.SelectItem) bool { return it.Agg != fql.AggNone })
 	searching := s.Match != nil || s.Near != nil
-	needAll := s.Count || hasAgg || len(s.Group) > 0 || searching || lookupRequired(s.Lookup)
-
-	if s.Count && !searching && s.Lookup == nil && !hasAgg && len(s.Group) == 0 {
+	if s.Count && !searching && s.Lookup == nil && !grouped {
 		if n, ok := r.fastCount(c, s.Where); ok {
 			return &Result{Kind: ResultCount, Count: n}, nil
 		}
 	}
-	var hits []hit
-	if searching {
-		if hits, err = r.search(c, s); err != nil {
+	// Counts, groups, searches and required lookups see every matching
+	// row; the window (limit, offset) is applied after them.
+	whole := s.Count || grouped || searching || lookupRequired(s.Lookup)
+	hits, err := r.getHits(c, s, whole, grouped, searching)
+	if err != nil {
+		return nil, err
+	}
+	if lookupRequired(s.Lookup) {
+		if hits, err = r.withChildren(c, s.Lookup, hits); err != nil {
 			return nil, err
 		}
-	} else {
-		limit, offset, order := limitOf(s.Limit), s.Offset, s.Order
-		if needAll {
-			// Nothing is cut here: the window is applied below.
-			limit, offset = -1, 0
-			if len(s.Group) > 0 || hasAgg {
-				order = nil
-			}
-		}
-		docs, err := r.selectDocs(c, s.Where, order, limit, offset)
-		if err != nil {
-			return nil, err
-		}
-		hits = make([]hit, len(docs))
-		for i, d := range docs {
-			hits[i] = hit{d: d}
-		}
 	}
-	if s.Lookup != nil && s.Lookup.Required {
-		kept := hits[:0]
-		for _, h := range hits {
-			rows, err := r.children(c, h.d, s.Lookup)
-			if err != nil {
-				return nil, err
-			}
-			if len(rows) > 0 {
-				kept = append(kept, h)
-			}
-		}
-		hits = kept
-	}
-	if s.Count {
+	switch {
+	case s.Count:
 		return &Result{Kind: ResultCount, Count: int64(len(hits))}, nil
-	}
-	if hasAgg || len(s.Group) > 0 {
+	case grouped:
 		rows, err := r.group(c, s, hits)
 		if err != nil {
 			return nil, err
 		}
 		return &Result{Kind: ResultRows, Rows: window(rows, limitOf(s.Limit), s.Offset)}, nil
 	}
-	if needAll {
+	if whole {
 		if searching && len(s.Order) > 0 {
 			sortHits(c, hits, s.Order)
 		}
@@ -100,6 +74,45 @@ func (r *runner) runGet(s *fql.Get) (*Result, error) {
 		rows = append(rows, row)
 	}
 	return &Result{Kind: ResultRows, Rows: rows}, nil
+}
+
+// getHits finds a get's rows: by search, or by where and order, cut to
+// the window unless whole.
+func (r *runner) getHits(c *collection, s *fql.Get, whole, grouped, searching bool) ([]hit, error) {
+	if searching {
+		return r.search(c, s)
+	}
+	limit, offset, order := limitOf(s.Limit), s.Offset, s.Order
+	if whole {
+		limit, offset = -1, 0
+		if grouped {
+			order = nil
+		}
+	}
+	docs, err := r.selectDocs(c, s.Where, order, limit, offset)
+	if err != nil {
+		return nil, err
+	}
+	hits := make([]hit, len(docs))
+	for i, d := range docs {
+		hits[i] = hit{d: d}
+	}
+	return hits, nil
+}
+
+// withChildren keeps the hits that have at least one child row.
+func (r *runner) withChildren(c *collection, lk *fql.Lookup, hits []hit) ([]hit, error) {
+	kept := hits[:0]
+	for _, h := range hits {
+		rows, err := r.children(c, h.d, lk)
+		if err != nil {
+			return nil, err
+		}
+		if len(rows) > 0 {
+			kept = append(kept, h)
+		}
+	}
+	return kept, nil
 }
 
 // fastCount counts without visiting documents when an index answers the
@@ -490,13 +503,12 @@ type aggSpec struct {
 	path fql.Path
 }
 
-// group answers a get with aggregates and/or group: one row per group
-// (one row in all without group), ordered by the order keys (group keys
-// ascending when none).
-func (r *runner) group(c *collection, s *fql.Get, hits []hit) ([]Row, error) {
+// aggSpecs lists the aggregates a get needs: those it selects and those
+// it orders by, each once, by their unaliased name.
+func aggSpecs(s *fql.Get) []aggSpec {
 	var specs []aggSpec
 	seen := map[string]bool{}
-	addSpec := func(name string, kind fql.AggKind, star bool, path fql.Path) {
+	add := func(name string, kind fql.AggKind, star bool, path fql.Path) {
 		if !seen[name] {
 			seen[name] = true
 			specs = append(specs, aggSpec{name, kind, star, path})
@@ -504,37 +516,51 @@ func (r *runner) group(c *collection, s *fql.Get, hits []hit) ([]Row, error) {
 	}
 	for _, it := range s.Select {
 		if it.Agg != fql.AggNone {
-			addSpec(aggString(it), it.Agg, it.Star, it.Path)
+			add(aggString(it), it.Agg, it.Star, it.Path)
 		}
 	}
 	for _, k := range s.Order {
 		if k.Agg != fql.AggNone {
-			addSpec(k.Name(), k.Agg, k.Star, k.Path)
+			add(k.Name(), k.Agg, k.Star, k.Path)
 		}
 	}
-	type grp struct {
-		keys  []any
-		first *doc
-		aggs  []aggState
+	return specs
+}
+
+// group is one group of a grouped get.
+type group struct {
+	keys  []any
+	first *doc
+	aggs  []aggState
+	row   Row // the answer row
+	full  Row // every group key and aggregate by name, for ordering
+}
+
+func newGroup(keys []any, first *doc, specs []aggSpec) *group {
+	g := &group{keys: keys, first: first, aggs: make([]aggState, len(specs))}
+	for i, sp := range specs {
+		g.aggs[i] = aggState{kind: sp.kind, star: sp.star, path: sp.path}
 	}
-	groups := map[string]*grp{}
-	var list []*grp
+	return g
+}
+
+// collectGroups folds the hits into groups, in order of first appearance.
+func collectGroups(c *collection, s *fql.Get, specs []aggSpec, hits []hit) []*group {
+	byKey := map[string]*group{}
+	var list []*group
 	var kb []byte
 	for _, h := range hits {
 		env := &rowEnv{c: c, d: h.d, score: h.score, hasSc: h.hasScore}
 		keys := make([]any, len(s.Group))
 		kb = kb[:0]
-		for i, g := range s.Group {
-			keys[i], _ = env.Field(g)
+		for i, p := range s.Group {
+			keys[i], _ = env.Field(p)
 			kb = appendValue(kb, groupKey(keys[i]))
 		}
-		g := groups[string(kb)]
+		g := byKey[string(kb)]
 		if g == nil {
-			g = &grp{keys: keys, first: h.d, aggs: make([]aggState, len(specs))}
-			for i, sp := range specs {
-				g.aggs[i] = aggState{kind: sp.kind, star: sp.star, path: sp.path}
-			}
-			groups[string(kb)] = g
+			g = newGroup(keys, h.d, specs)
+			byKey[string(kb)] = g
 			list = append(list, g)
 		}
 		for i := range g.aggs {
@@ -542,59 +568,58 @@ func (r *runner) group(c *collection, s *fql.Get, hits []hit) ([]Row, error) {
 		}
 	}
 	if len(list) == 0 && len(s.Group) == 0 {
-		g := &grp{aggs: make([]aggState, len(specs))}
-		for i, sp := range specs {
-			g.aggs[i] = aggState{kind: sp.kind, star: sp.star, path: sp.path}
-		}
-		list = append(list, g)
+		// Aggregates over no rows still answer one row.
+		list = append(list, newGroup(nil, nil, specs))
 	}
-	rows := make([]Row, len(list))
-	full := make([]Row, len(list)) // with every aggregate and group key, for ordering
-	for gi, g := range list {
-		f := Row{}
-		for i, p := range s.Group {
-			f[p.String()] = g.keys[i]
-		}
-		for i, sp := range specs {
-			f[sp.name] = g.aggs[i].value()
-		}
-		row := Row{}
+	return list
+}
+
+// fill builds a group's answer row and its row for ordering.
+func (g *group) fill(c *collection, s *fql.Get, specs []aggSpec) {
+	g.full, g.row = Row{}, Row{}
+	for i, p := range s.Group {
+		g.full[p.String()] = g.keys[i]
 		if len(s.Select) == 0 {
-			for i, p := range s.Group {
-				row[p.String()] = g.keys[i]
-			}
+			g.row[p.String()] = g.keys[i]
 		}
-		for _, it := range s.Select {
-			name := it.Name()
-			switch {
-			case it.Agg != fql.AggNone:
-				row[name] = f[aggString(it)]
-			case g.first != nil:
-				v, _ := (&rowEnv{c: c, d: g.first}).Field(it.Path)
-				row[name] = v
-			default:
-				row[name] = nil
-			}
-			f[name] = row[name]
+	}
+	for i, sp := range specs {
+		g.full[sp.name] = g.aggs[i].value()
+	}
+	for _, it := range s.Select {
+		name := it.Name()
+		switch {
+		case it.Agg != fql.AggNone:
+			g.row[name] = g.full[aggString(it)]
+		case g.first != nil:
+			g.row[name], _ = (&rowEnv{c: c, d: g.first}).Field(it.Path)
+		default:
+			g.row[name] = nil
 		}
-		rows[gi], full[gi] = row, f
+		g.full[name] = g.row[name]
 	}
-	idx := make([]int, len(rows))
-	for i := range idx {
-		idx[i] = i
+}
+
+// group answers a get with aggregates and/or group: one row per group
+// (one row in all without group), ordered by the order keys (group keys
+// ascending when none).
+func (r *runner) group(c *collection, s *fql.Get, hits []hit) ([]Row, error) {
+	specs := aggSpecs(s)
+	list := collectGroups(c, s, specs, hits)
+	for _, g := range list {
+		g.fill(c, s, specs)
 	}
-	slices.SortStableFunc(idx, func(a, b int) int {
+	slices.SortStableFunc(list, func(a, b *group) int {
 		if len(s.Order) == 0 {
 			for i := range s.Group {
-				if x := fql.SortCompare(list[a].keys[i], list[b].keys[i]); x != 0 {
+				if x := fql.SortCompare(a.keys[i], b.keys[i]); x != 0 {
 					return x
 				}
 			}
 			return 0
 		}
 		for _, k := range s.Order {
-			x := fql.SortCompare(full[a][k.Name()], full[b][k.Name()])
-			if x != 0 {
+			if x := fql.SortCompare(a.full[k.Name()], b.full[k.Name()]); x != 0 {
 				if k.Desc {
 					return -x
 				}
@@ -603,9 +628,9 @@ func (r *runner) group(c *collection, s *fql.Get, hits []hit) ([]Row, error) {
 		}
 		return 0
 	})
-	out := make([]Row, len(rows))
-	for i, j := range idx {
-		out[i] = rows[j]
+	out := make([]Row, len(list))
+	for i, g := range list {
+		out[i] = g.row
 	}
 	return out, nil
 }

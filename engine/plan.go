@@ -72,69 +72,16 @@ func (r *runner) plan(c *collection, where fql.Expr) access {
 	ranges := map[int]*access{}
 	cjs := conjuncts(where, nil)
 	for _, cj := range cjs {
+		var a access
+		var ok bool
 		switch e := cj.(type) {
 		case *fql.Binary:
-			fi, fok := fieldOf(c, e.L)
-			val, op := e.R, e.Op
-			if !fok || !isConst(e.R) {
-				if fi, fok = fieldOf(c, e.R); !fok || !isConst(e.L) {
-					continue
-				}
-				val, op = e.L, flip(e.Op)
-			}
-			v, err := r.eval(val)
-			if err != nil {
-				continue
-			}
-			switch op {
-			case fql.OpEq:
-				if a, ok := r.eqAccess(c, fi, []any{v}); ok && a.cost < best.cost {
-					best = a
-				}
-			case fql.OpLt, fql.OpLe, fql.OpGt, fql.OpGe:
-				if fi >= 0 && c.sorted[fi] == nil {
-					continue
-				}
-				a := ranges[fi]
-				if a == nil {
-					a = &access{field: fi}
-					ranges[fi] = a
-				}
-				b := bound{key: v, set: true, inclusive: op == fql.OpLe || op == fql.OpGe}
-				a.used++
-				a.exact = a.used == 1 || a.exact
-				if !boundFits(c, fi, v) {
-					a.exact = false
-				}
-				if v == nil {
-					// A comparison with null matches nothing.
-					a.lo, a.hi = bound{key: int64(1), set: true}, bound{key: int64(0), set: true}
-					continue
-				}
-				if op == fql.OpGt || op == fql.OpGe {
-					if !a.lo.set || cmpKeys(v, a.lo.key) > 0 {
-						a.lo = b
-					}
-				} else if !a.hi.set || cmpKeys(v, a.hi.key) < 0 {
-					a.hi = b
-				}
-			}
+			a, ok = r.planBinary(c, e, ranges)
 		case *fql.In:
-			fi, ok := fieldOf(c, e.X)
-			if !ok || !isConst(e.Set) {
-				continue
-			}
-			v, err := r.eval(e.Set)
-			if err != nil {
-				continue
-			}
-			l, ok := v.([]any)
-			if !ok {
-				continue
-			}
-			if a, ok := r.eqAccess(c, fi, l); ok && a.cost < best.cost {
-				best = a
-			}
+			a, ok = r.planIn(c, e)
+		}
+		if ok && a.cost < best.cost {
+			best = a
 		}
 	}
 	for fi, a := range ranges {
@@ -146,6 +93,81 @@ func (r *runner) plan(c *collection, where fql.Expr) access {
 	}
 	best.exact = best.exact && best.used == len(cjs)
 	return best
+}
+
+// planBinary plans one comparison of a field with a constant: = gives an
+// access at once; a range narrows the field's entry in ranges.
+func (r *runner) planBinary(c *collection, e *fql.Binary, ranges map[int]*access) (access, bool) {
+	fi, fok := fieldOf(c, e.L)
+	val, op := e.R, e.Op
+	if !fok || !isConst(e.R) {
+		if fi, fok = fieldOf(c, e.R); !fok || !isConst(e.L) {
+			return access{}, false
+		}
+		val, op = e.L, flip(e.Op)
+	}
+	v, err := r.eval(val)
+	if err != nil {
+		return access{}, false
+	}
+	switch op {
+	case fql.OpEq:
+		return r.eqAccess(c, fi, []any{v})
+	case fql.OpLt, fql.OpLe, fql.OpGt, fql.OpGe:
+		if fi < 0 || c.sorted[fi] != nil {
+			narrow(c, ranges, fi, op, v)
+		}
+	}
+	return access{}, false
+}
+
+// narrow adds one bound to field fi's range, keeping the tighter bound.
+func narrow(c *collection, ranges map[int]*access, fi int, op fql.BinaryOp, v any) {
+	a := ranges[fi]
+	if a == nil {
+		a = &access{field: fi, exact: true}
+		ranges[fi] = a
+	}
+	a.used++
+	if !boundFits(c, fi, v) {
+		a.exact = false
+	}
+	if v == nil {
+		// A comparison with null matches nothing.
+		a.lo, a.hi = bound{key: int64(1), set: true}, bound{key: int64(0), set: true}
+		return
+	}
+	b := bound{key: v, set: true, inclusive: op == fql.OpLe || op == fql.OpGe}
+	if op == fql.OpGt || op == fql.OpGe {
+		if !a.lo.set || tighter(cmpKeys(v, a.lo.key), b.inclusive) {
+			a.lo = b
+		}
+		return
+	}
+	if !a.hi.set || tighter(-cmpKeys(v, a.hi.key), b.inclusive) {
+		a.hi = b
+	}
+}
+
+// tighter says whether a new bound beats the old: c > 0 when it lies
+// inside the old one; at the same key an exclusive bound is tighter.
+func tighter(c int, inclusive bool) bool { return c > 0 || (c == 0 && !inclusive) }
+
+// planIn plans field in (constants).
+func (r *runner) planIn(c *collection, e *fql.In) (access, bool) {
+	fi, ok := fieldOf(c, e.X)
+	if !ok || !isConst(e.Set) {
+		return access{}, false
+	}
+	v, err := r.eval(e.Set)
+	if err != nil {
+		return access{}, false
+	}
+	l, ok := v.([]any)
+	if !ok {
+		return access{}, false
+	}
+	return r.eqAccess(c, fi, l)
 }
 
 // boundFits says whether the index orders v as the query language

@@ -160,3 +160,36 @@ func indexedEqualsScan(t *testing.T, seed uint64) {
 		check(round)
 	}
 }
+
+// TestRangeBounds checks bounds on one field combined every way, counted
+// through the index and scanned.
+func TestRangeBounds(t *testing.T) {
+	db, _ := newTestDB(t, Options{NoSweep: true})
+	mustExec(t, db, "create collection ix (n int @sorted, f float @sorted)")
+	mustExec(t, db, "create collection sc (n int, f float)")
+	for i := range 10 {
+		for _, c := range []string{"ix", "sc"} {
+			mustExec(t, db, "put "+c+" {n: $1, f: $2}", i, float64(i)/2)
+		}
+	}
+	ops := []string{"<", "<=", ">", ">=", "="}
+	vals := []string{"3", "3.0", "3.5", "5", "'x'", "null", "-1", "100"}
+	for _, f := range []string{"n", "f", "id"} {
+		for _, o1 := range ops {
+			for _, o2 := range ops {
+				for _, v1 := range vals {
+					for _, v2 := range []string{"3", "5", "3.5"} {
+						w := fmt.Sprintf("where %s %s %s and %s %s %s", f, o1, v1, f, o2, v2)
+						for _, tail := range []string{" count", " order " + f + " desc limit 3"} {
+							a := mustExec(t, db, "get ix "+w+tail)
+							b := mustExec(t, db, "get sc "+w+tail)
+							if a != b {
+								t.Fatalf("get %s%s: indexed %s, scanned %s", w, tail, a, b)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
