@@ -268,3 +268,18 @@ func TestUnknownTenantIsNotCreated(t *testing.T) {
 		t.Fatalf("a request made a tenant file: %v", err)
 	}
 }
+
+func TestFenecAfterAnsweredAtShutdown(t *testing.T) {
+	n := startNode(t, nil)
+	people(t, n)
+	done := make(chan *resp, 1)
+	go func() { done <- n.do("GET", "/t/a/c", "", "Fenec-After", "1000", "Fenec-Wait", "30000") }()
+	eventually(t, 5*time.Second, "the read is held", func() bool { return heldRequests(n) == 1 })
+	closed := make(chan error, 1)
+	go func() { closed <- n.s.Close() }()
+	r := <-done
+	wantJSONError(t, r, 503)
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -52,7 +52,7 @@ func (c *call) feed() {
 		switch {
 		case werr == nil:
 			chs, err = c.t.db.ChangesSince(since, limit)
-		case !errors.Is(werr, ErrAfterTimeout):
+		case !errors.Is(werr, ErrAfterTimeout) && !errors.Is(werr, ErrShuttingDown):
 			err = werr
 		}
 	}

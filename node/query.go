@@ -123,6 +123,12 @@ func (c *call) runJob(j *job, body []byte) {
 	}
 	var k *keyed
 	if key != "" {
+		// A node whose lease lapsed refuses a keyed retry before it looks
+		// the key up: the write may be on another primary now.
+		if err := c.t.leaseCheck(); err != nil {
+			c.fail(err)
+			return
+		}
 		unlock, err := c.t.lockKey(c.r.Context(), key)
 		if err != nil {
 			c.fail(err)

@@ -69,6 +69,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.metrics = newMetrics(s.reg)
 	s.reg.onStatements = s.countStatements
+	s.reg.stopping = s.stopping
 	return s, nil
 }
 

@@ -123,6 +123,14 @@ func (t *tenant) gate() error {
 	return nil
 }
 
+// leaseCheck asks only the lease gate (nil when there is none).
+func (t *tenant) leaseCheck() error {
+	if g := t.leaseGate.Load(); g != nil {
+		return (*g)()
+	}
+	return nil
+}
+
 // checkQuota is the engine's quota hook: the node's memory ceiling and
 // the tenant's own quota.
 func (t *tenant) checkQuota(a engine.QuotaAsk) error {
@@ -187,6 +195,8 @@ func (t *tenant) waitSeq(ctx context.Context, want uint64, d time.Duration) erro
 			return context.Cause(ctx)
 		case <-t.ctx.Done():
 			return context.Cause(t.ctx)
+		case <-t.reg.stopping:
+			return ErrShuttingDown
 		}
 	}
 }
