@@ -76,6 +76,8 @@ func TestQueryAndBatch(t *testing.T) {
 		{"get c wher", 400},
 		{`put c {n: "x"}`, 400},
 		{`get c where n = $1`, 400},
+		{`insert c {id: 1, name: "taken"}`, 409},
+		{`set c {n: 9} where name = "nobody" require 1`, 412},
 	} {
 		wantJSONError(t, n.query("a", tt.query), tt.status)
 	}

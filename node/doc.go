@@ -10,6 +10,11 @@
 // (Fenec-Wait), read-your-writes waits (Fenec-After), metrics, the audit
 // log and graceful shutdown.
 //
+// REST filters (?field=[not.]op.value) become a where clause whose values
+// are $n parameters, never statement text. A value is read as JSON when it
+// is a number, true, false, null or a "quoted string", and as text
+// otherwise: ?code=eq."42" compares with the text 42.
+//
 // It is not the database itself (package engine is) and not the router:
 // it never forwards a request to another node and never picks a tenant
 // from anything but the request path.
