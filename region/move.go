@@ -198,9 +198,21 @@ func (m *moveRun) putBack(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// sourceGrace is how long a moved tenant's source stays (frozen: writes
+// answer 503 and are asked again) after the flip, so that a request looked
+// up just before a router saw the flip reaches a file that refuses it
+// rather than none (404). A router that sees the flip later than this can
+// still meet the 404.
+const sourceGrace = 100 * time.Millisecond
+
 // removeSource deletes the source's file once this router's own view
-// forwards to the target; it reports whether that worked.
+// forwards to the target and the grace has passed; it reports whether
+// that worked.
 func (m *moveRun) removeSource(ctx context.Context) bool {
+	select {
+	case <-time.After(sourceGrace):
+	case <-ctx.Done():
+	}
 	if _, err := m.rt.nodes.remove(ctx, m.src, m.name); err != nil {
 		m.rt.log.Warn("delete a moved tenant's source", "tenant", m.name, "err", err)
 		return false
