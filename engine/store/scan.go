@@ -88,87 +88,116 @@ func scan(data []byte, indexEvery int64, strict bool) (*scanned, error) {
 	if err != nil {
 		return nil, &scanError{0, err.Error()}
 	}
-	s := &scanned{base: base, seq: base, end: headerSize, idx: newIndexer(indexEvery)}
-	var (
-		inImage    bool
-		imgStart   int64
-		spills     uint64  // spills of the block not landed yet
-		spillStart int64   // offset of its first spill
-		spillIdx   indexer // the index as it was before that spill
-	)
-	off := int64(headerSize)
-	for off < int64(len(data)) {
-		rec, size, why := frameAt(data, off, s.seq)
+	sc := &scanner{scanned: scanned{base: base, seq: base, end: headerSize, idx: newIndexer(indexEvery)}}
+	for off := int64(headerSize); off < int64(len(data)); {
+		rec, size, why := frameAt(data, off, sc.seq)
 		if why != "" {
-			if strict {
-				return nil, &scanError{off, why}
+			if err := badFrame(data, off, sc.seq, why, strict); err != nil {
+				return nil, err
 			}
-			if valid := searchValid(data, off+1, s.seq, searchBudget(data, off)); valid >= 0 {
-				return nil, &scanError{off, fmt.Sprintf("%s (a valid frame follows at %d)", why, valid)}
-			} else if valid == searchGaveUp {
-				return nil, &scanError{off, why + " (too much follows it to tell a torn tail from damage)"}
-			}
-			s.tailWhy = why
+			sc.tailWhy = why
 			break
 		}
-		switch {
-		case isImage(rec.Kind) && spills > 0:
-			return nil, &scanError{off, "image inside a spilled block"}
-		case isImage(rec.Kind):
-			if !inImage {
-				imgStart = off
-				pos, _, err := decodeImageHeader(rec.Body)
-				if err != nil {
-					return nil, &scanError{off, err.Error()}
-				}
-				if pos.Seq != s.seq {
-					return nil, &scanError{off, "image seq does not match the records before it"}
-				}
-				s.lineage = pos.Lineage
-			}
-			inImage = rec.Kind == KindImage
-			if !inImage {
-				s.images = append(s.images, span{imgStart, off + size, s.seq})
-				s.idx.image()
-			}
-		case inImage:
-			return nil, &scanError{off, "record inside an image"}
-		default:
-			switch rec.Kind {
-			case KindFork:
-				if spills > 0 {
-					return nil, &scanError{off, "fork inside a spilled block"}
-				}
-				s.lineage = append(s.lineage, LineageEntry{History: forkHistory(rec.Body), From: rec.Last})
-			case KindSpill:
-				if i, _ := spillPiece(rec.Body); i != spills {
-					return nil, &scanError{off, fmt.Sprintf("spill %d where %d was due", i, spills)}
-				}
-				if spills == 0 {
-					spillStart, spillIdx = off, s.idx
-				}
-				spills++
-			default:
-				spills = 0
-			}
-			s.idx.record(off, rec)
+		if err := sc.step(off, size, rec); err != nil {
+			return nil, err
 		}
-		s.seq = rec.Last
 		off += size
-		s.end = off
+		sc.seq, sc.end = rec.Last, off
 	}
-	if inImage {
-		return nil, &scanError{imgStart, "image cut short"}
+	return sc.finish(strict)
+}
+
+// badFrame decides what a bad frame at off is: nil for a torn tail, an
+// error for damage (or for any bad frame when strict).
+func badFrame(data []byte, off int64, seq uint64, why string, strict bool) error {
+	if strict {
+		return &scanError{off, why}
 	}
-	if spills > 0 {
+	switch valid := searchValid(data, off+1, seq, searchBudget(data, off)); {
+	case valid >= 0:
+		return &scanError{off, fmt.Sprintf("%s (a valid frame follows at %d)", why, valid)}
+	case valid == searchGaveUp:
+		return &scanError{off, why + " (too much follows it to tell a torn tail from damage)"}
+	}
+	return nil
+}
+
+// scanner is scan's state between frames.
+type scanner struct {
+	scanned
+	inImage    bool
+	imgStart   int64
+	spills     uint64  // spills of the block not landed yet
+	spillStart int64   // offset of its first spill
+	spillIdx   indexer // the index as it was before that spill
+}
+
+// step takes one good frame (CRC and seq checked) at off.
+func (sc *scanner) step(off, size int64, rec Record) error {
+	switch {
+	case isImage(rec.Kind) && sc.spills > 0:
+		return &scanError{off, "image inside a spilled block"}
+	case isImage(rec.Kind):
+		return sc.image(off, size, rec)
+	case sc.inImage:
+		return &scanError{off, "record inside an image"}
+	}
+	switch rec.Kind {
+	case KindFork:
+		if sc.spills > 0 {
+			return &scanError{off, "fork inside a spilled block"}
+		}
+		sc.lineage = append(sc.lineage, LineageEntry{History: forkHistory(rec.Body), From: rec.Last})
+	case KindSpill:
+		if i, _ := spillPiece(rec.Body); i != sc.spills {
+			return &scanError{off, fmt.Sprintf("spill %d where %d was due", i, sc.spills)}
+		}
+		if sc.spills == 0 {
+			sc.spillStart, sc.spillIdx = off, sc.idx
+		}
+		sc.spills++
+	default:
+		sc.spills = 0
+	}
+	sc.idx.record(off, rec)
+	return nil
+}
+
+// image takes one image frame.
+func (sc *scanner) image(off, size int64, rec Record) error {
+	if !sc.inImage {
+		sc.imgStart = off
+		pos, _, err := decodeImageHeader(rec.Body)
+		if err != nil {
+			return &scanError{off, err.Error()}
+		}
+		if pos.Seq != sc.seq {
+			return &scanError{off, "image seq does not match the records before it"}
+		}
+		sc.lineage = pos.Lineage
+	}
+	sc.inImage = rec.Kind == KindImage
+	if !sc.inImage {
+		sc.images = append(sc.images, span{sc.imgStart, off + size, sc.seq})
+		sc.idx.image()
+	}
+	return nil
+}
+
+// finish checks what the last frames left open.
+func (sc *scanner) finish(strict bool) (*scanned, error) {
+	if sc.inImage {
+		return nil, &scanError{sc.imgStart, "image cut short"}
+	}
+	if sc.spills > 0 {
 		// A block that never landed: its spills go as a torn tail does.
 		if strict {
-			return nil, &scanError{spillStart, "spilled block never landed"}
+			return nil, &scanError{sc.spillStart, "spilled block never landed"}
 		}
-		s.end, s.idx = spillStart, spillIdx
-		s.tailWhy = strings.TrimPrefix(s.tailWhy+"; spilled block never landed", "; ")
+		sc.end, sc.idx = sc.spillStart, sc.spillIdx
+		sc.tailWhy = strings.TrimPrefix(sc.tailWhy+"; spilled block never landed", "; ")
 	}
-	return s, nil
+	return &sc.scanned, nil
 }
 
 // frameAt checks the frame at off against the seq before it. It returns
