@@ -240,23 +240,34 @@ func (l *Log) appendRawLocked(rec Record) (Record, int64, bool, error) {
 	}
 	switch {
 	case rec.Kind == KindSpill:
-		// A feed sends a block's spills only once the block landed, and
-		// starts it again from piece 0 after a broken connection.
-		i, _ := spillPiece(rec.Body)
-		if i == 0 {
-			l.rawSpills = nil
-		}
-		if i != uint64(len(l.rawSpills)) {
-			return Record{}, 0, false, fmt.Errorf("append raw: spill %d where %d was due: %w", i, len(l.rawSpills), ErrSeqGap)
-		}
-		l.rawSpills = append(l.rawSpills, slices.Clone(rec.Frame))
-		return rec, 0, false, nil
+		return rec, 0, false, l.holdSpill(rec)
 	case rec.Kind == KindSpillDrop:
 		l.rawSpills = nil
 		return rec, 0, false, nil
 	case dup:
 		return rec, 0, false, nil
 	}
+	return l.landRaw(rec)
+}
+
+// holdSpill keeps a replicated spill in memory until its block arrives. A
+// feed sends a block's spills only once the block landed, and sends them
+// again from piece 0 after a broken connection. wmu is held.
+func (l *Log) holdSpill(rec Record) error {
+	i, _ := spillPiece(rec.Body)
+	if i == 0 {
+		l.rawSpills = nil
+	}
+	if i != uint64(len(l.rawSpills)) {
+		return fmt.Errorf("append raw: spill %d where %d was due: %w", i, len(l.rawSpills), ErrSeqGap)
+	}
+	l.rawSpills = append(l.rawSpills, slices.Clone(rec.Frame))
+	return nil
+}
+
+// landRaw writes a replicated record, after the spills held for it if it
+// is a block. wmu is held.
+func (l *Log) landRaw(rec Record) (Record, int64, bool, error) {
 	var pieces [][]byte
 	if rec.Kind >= KindEngine {
 		for _, f := range l.rawSpills {

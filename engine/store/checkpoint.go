@@ -33,7 +33,7 @@ func keepFrom(idx *indexer, images []span, size, retain int64, seq uint64) (inde
 	return indexEntry{}, false
 }
 
-func (l *Log) checkpoint(writeState WriteStateFunc, retain int64) (err error) {
+func (l *Log) checkpoint(writeState WriteStateFunc, retain int64) error {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
 	l.mu.Lock()
@@ -74,8 +74,11 @@ func (l *Log) checkpoint(writeState WriteStateFunc, retain int64) (err error) {
 		return fmt.Errorf("checkpoint: rename: %w", err)
 	}
 	renamed = true
-	dirErr := syncDir(l.path)
+	return l.switchFile(f, built, syncDir(l.path))
+}
 
+// switchFile makes the renamed checkpoint file the Log's file. wmu is held.
+func (l *Log) switchFile(f *os.File, built *scanned, dirErr error) error {
 	l.mu.Lock()
 	old := l.file
 	l.file = newFileRef(f)
@@ -84,6 +87,7 @@ func (l *Log) checkpoint(writeState WriteStateFunc, retain int64) (err error) {
 	l.lsnBase = l.appended - built.end
 	l.durableLSN, l.durableSeq = l.appended, l.seq
 	l.notifyLocked()
+	var err error
 	if dirErr != nil {
 		// The new file is whole, but its name may not survive a crash:
 		// appending to it could lose acknowledged writes.

@@ -74,28 +74,31 @@ func indexStart(index []indexEntry, since uint64) int64 {
 	return index[i-1].off
 }
 
-func (l *Log) readFrom(since uint64, fn func(Record) error) error {
+// readPlan says what a ReadFrom reads: the file (a reference it must
+// release), where to start and stop, and the images to step over. A nil
+// ref means there is nothing to read.
+func (l *Log) readPlan(since uint64) (ref *fileRef, start, end int64, images []span, err error) {
 	l.mu.Lock()
-	if l.closed {
-		l.mu.Unlock()
-		return ErrClosed
+	defer l.mu.Unlock()
+	switch {
+	case l.closed:
+		return nil, 0, 0, nil, ErrClosed
+	case since < l.base:
+		return nil, 0, 0, nil, fmt.Errorf("read from %d (kept from %d): %w", since, l.base, ErrCursorGone)
+	case since > l.seq:
+		return nil, 0, 0, nil, nil
 	}
-	if since < l.base {
-		base := l.base
-		l.mu.Unlock()
-		return fmt.Errorf("read from %d (kept from %d): %w", since, base, ErrCursorGone)
-	}
-	if since > l.seq {
-		l.mu.Unlock()
-		return nil
-	}
-	start := indexStart(l.idx.entries, since)
-	end := min(l.durableLSN-l.lsnBase, l.size)
-	images := l.images
-	ref := l.file.acquire()
-	l.mu.Unlock()
-	defer ref.release()
+	start = indexStart(l.idx.entries, since)
+	end = min(l.durableLSN-l.lsnBase, l.size)
+	return l.file.acquire(), start, end, l.images, nil
+}
 
+func (l *Log) readFrom(since uint64, fn func(Record) error) error {
+	ref, start, end, images, err := l.readPlan(since)
+	if ref == nil {
+		return err
+	}
+	defer ref.release()
 	it := newFrameIter(ref.f, start, end, images)
 	var spills []span // a block's spills, sent only with the block
 	for {
