@@ -34,6 +34,8 @@ func (c *call) admin(rest []string) {
 		if c.method(http.MethodGet) {
 			c.adminSizes()
 		}
+	case len(rest) == 1 && rest[0] == "lease":
+		c.serveLease()
 	case len(rest) >= 2 && rest[0] == "tenants":
 		c.adminTenant(rest[1], rest[2:])
 	default:

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fenec-go/fenec/engine"
+	"github.com/fenec-go/fenec/lease"
 )
 
 // Config configures one node. Build it with DefaultConfig, adjust it (or
@@ -28,6 +29,14 @@ type Config struct {
 	HTTPToken string
 	// Insecure allows a non-loopback HTTP address with no token.
 	Insecure bool
+
+	// Lease: the node writes a tenant only while a router's lease names
+	// it (POST /_admin/lease). Without it the node takes no lease and
+	// answers grants 409.
+	Lease bool
+	// LeaseClock is the clock leases run on; nil means the boot clock
+	// (tests pass a manual one).
+	LeaseClock lease.Clock
 
 	// Sync is when appended records reach the disk: "always", "off" or a
 	// number of milliseconds between fsyncs.
@@ -84,6 +93,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.AdminToken, "admin-token", c.AdminToken, "bearer token of /_admin/ (404 without it)")
 	fs.StringVar(&c.HTTPToken, "http-token", c.HTTPToken, "bearer token data requests need (open without it)")
 	fs.BoolVar(&c.Insecure, "insecure", c.Insecure, "allow a non-loopback address with no token")
+	fs.BoolVar(&c.Lease, "lease", c.Lease, "take writes only under a router's lease")
 	fs.StringVar(&c.Sync, "sync", c.Sync, "always | off | <ms>: fsync before answering, never, or every <ms>")
 	fs.Func("idle-close", "close tenants untouched for S seconds (default 300)", secondsFlag(&c.IdleClose))
 	fs.Func("max-memory", "MiB the open tenants may hold together; closes idle ones LRU first (0: no bound)", func(s string) error {

@@ -30,4 +30,6 @@ var (
 	ErrNodeClosed      = errors.New("node is closed")
 	ErrInsecureAddress = errors.New("non-loopback address with no token")
 	ErrHoldNotRun      = errors.New("held request was not run within its wait")
+	ErrNoLease         = errors.New("this node holds no lease for the tenant")
+	ErrLeaseLapsed     = errors.New("the lease lapsed before the write was answered")
 )

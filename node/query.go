@@ -167,6 +167,9 @@ func (c *call) answer(j *job, o outcome) {
 		return
 	}
 	if o.res.Wrote {
+		if !c.answeredUnderLease(o.res.Seq) {
+			return
+		}
 		c.w.Header().Set("Fenec-Seq", strconv.FormatUint(o.res.Seq, 10))
 	}
 	writeRaw(c.w, o.status, o.body)

@@ -44,6 +44,8 @@ type registry struct {
 
 	mu   sync.Mutex // guards tenants, closed; broadcast by refsCond
 	cond *sync.Cond // signalled when a tenant's refs drop
+	// leaseGate makes a tenant's lease check (nil result: no lease).
+	leaseGate func(tenant string) func() error
 	// stopping is closed as the node begins to shut down: waits end.
 	stopping <-chan struct{}
 	// onStatements counts statements for metrics (nil: not counted).

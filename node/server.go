@@ -23,6 +23,7 @@ type Server struct {
 	guard   *guard
 	audit   *auditLog
 	metrics *metrics
+	lease   *nodeLease
 
 	// stopping is closed as Close begins: held requests answer, streams
 	// end, new requests are refused 503.
@@ -58,18 +59,25 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	opts := engine.Options{Sync: mode, SyncEvery: every, Logger: log}
+	nl, err := newNodeLease(cfg)
+	if err != nil {
+		audit.Close()
+		return nil, err
+	}
 	s := &Server{
 		cfg:      cfg,
 		log:      log,
 		reg:      newRegistry(cfg.Dir, opts, cfg.MaxMemory, cfg.IdleClose, log),
 		guard:    newGuard(time.Now),
 		audit:    audit,
+		lease:    nl,
 		stopping: make(chan struct{}),
 		serveErr: make(chan error, 1),
 	}
 	s.metrics = newMetrics(s.reg)
 	s.reg.onStatements = s.countStatements
 	s.reg.stopping = s.stopping
+	s.reg.leaseGate = nl.gate
 	return s, nil
 }
 

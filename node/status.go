@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/fenec-go/fenec/engine"
 )
@@ -50,6 +51,8 @@ var statusTable = []statusRule{
 	{ErrShuttingDown, http.StatusServiceUnavailable, 1},
 	{ErrNodeClosed, http.StatusServiceUnavailable, 1},
 	{ErrHoldNotRun, http.StatusServiceUnavailable, 1},
+	{ErrNoLease, http.StatusServiceUnavailable, 1},
+	{ErrLeaseLapsed, http.StatusInternalServerError, 0},
 	{engine.ErrLocked, http.StatusServiceUnavailable, 1},
 	{engine.ErrClosed, http.StatusServiceUnavailable, 1},
 	{ErrAfterTimeout, http.StatusGatewayTimeout, 0},
@@ -89,6 +92,14 @@ func statusOf(err error) (int, int) {
 // and Retry-After the table gives it.
 func writeError(w http.ResponseWriter, err error, fields map[string]any) int {
 	status, retry := statusOf(err)
+	var ra interface{ RetryAfter() time.Duration }
+	if errors.As(err, &ra) {
+		retry = max(1, int((ra.RetryAfter()+time.Second-1)/time.Second))
+	}
+	if errors.Is(err, ErrNoLease) {
+		// Nothing ran: a router may send it again once its grant lands.
+		w.Header().Set("Fenec-Refused", "lease")
+	}
 	if retry > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(retry))
 	}

@@ -74,7 +74,7 @@ type tenant struct {
 
 func newTenant(reg *registry, name string) *tenant {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	return &tenant{
+	t := &tenant{
 		name:   name,
 		path:   reg.pathOf(name),
 		reg:    reg,
@@ -87,6 +87,12 @@ func newTenant(reg *registry, name string) *tenant {
 		keys:   make(map[string]chan struct{}),
 		wake:   make(chan struct{}, 1),
 	}
+	if reg.leaseGate != nil {
+		if g := reg.leaseGate(name); g != nil {
+			t.leaseGate.Store(&g)
+		}
+	}
+	return t
 }
 
 // options are the engine options of this tenant's file.

@@ -1,0 +1,84 @@
+package node
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/fenec-go/fenec/lease"
+)
+
+// leaseRefusal is a write refused for want of a lease, with how long the
+// client should wait (about a round of grants).
+type leaseRefusal struct{ retry time.Duration }
+
+func (e *leaseRefusal) Error() string             { return ErrNoLease.Error() }
+func (e *leaseRefusal) Is(target error) bool      { return target == ErrNoLease }
+func (e *leaseRefusal) RetryAfter() time.Duration { return e.retry }
+
+// nodeLease is the node's side of leasing (nil lease: started without
+// --lease).
+type nodeLease struct {
+	lease   *lease.NodeLease
+	clock   lease.Clock
+	handler *lease.Handler
+}
+
+// newNodeLease loads the highest term taken from the directory and starts
+// holding no lease. Without cfg.Lease it only answers grants 409.
+func newNodeLease(cfg Config) (*nodeLease, error) {
+	clock := cfg.LeaseClock
+	if clock == nil {
+		clock = lease.BootClock{}
+	}
+	nl := &nodeLease{clock: clock, handler: &lease.Handler{Clock: clock}}
+	if !cfg.Lease {
+		return nl, nil
+	}
+	tf := lease.NewTermFile(cfg.Dir)
+	highest, err := tf.Load()
+	if err != nil {
+		return nil, fmt.Errorf("load lease term: %w", err)
+	}
+	nl.lease = lease.NewNodeLease(highest, tf.Store)
+	nl.handler.Lease = nl.lease
+	return nl, nil
+}
+
+// gate returns the lease's write check for one tenant; nil when the node
+// takes no lease.
+func (l *nodeLease) gate(tenant string) func() error {
+	if l == nil || l.lease == nil {
+		return nil
+	}
+	return func() error {
+		if ok, retry := l.lease.Writable(l.clock.Now(), tenant); !ok {
+			return &leaseRefusal{retry: retry}
+		}
+		return nil
+	}
+}
+
+// serveLease answers POST and GET /_admin/lease (the admin token was
+// checked).
+func (c *call) serveLease() {
+	c.route = "admin_lease"
+	if !c.method(http.MethodGet, http.MethodHead, http.MethodPost) {
+		return
+	}
+	c.s.lease.handler.ServeHTTP(c.w, c.r)
+}
+
+// answeredUnderLease checks a landed write's lease again as it is
+// answered: landed under the lease but answered after it lapsed, the
+// write's fate is unknown (500 with its seq and history). It returns false
+// when it answered so.
+func (c *call) answeredUnderLease(seq uint64) bool {
+	if err := c.t.leaseCheck(); err != nil {
+		c.failWith(ErrLeaseLapsed, map[string]any{
+			"outcome": "unknown", "seq": seq, "history": c.t.db.History(),
+		})
+		return false
+	}
+	return true
+}
