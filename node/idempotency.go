@@ -149,11 +149,9 @@ func (t *tenant) ensureKeys(ctx context.Context, ttlSeconds float64) error {
 	if ok {
 		return nil
 	}
-	t.writes.add()
-	_, _, err := t.db.Exec(ctx, engine.Statement{Query: fmt.Sprintf(
+	_, err := t.batch(ctx, []engine.Statement{{Query: fmt.Sprintf(
 		"create collection if not exists %s (key text required @unique, hash text, status int, body text, seq int, at timestamp required @ttl(%ds))",
-		idemColl, int64(ttlSeconds))})
-	t.writes.done()
+		idemColl, int64(ttlSeconds))}}, engine.BatchOptions{})
 	if err != nil {
 		return fmt.Errorf("create idempotency keys: %w", err)
 	}

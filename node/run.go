@@ -36,9 +36,7 @@ func (t *tenant) runJob(ctx context.Context, j *job, k *keyed, holding bool) out
 		status, body := j.render([]*engine.Result{res})
 		return outcome{res: &engine.BatchResult{Results: []*engine.Result{res}, Seq: seq}, status: status, body: body}
 	}
-	t.writes.add()
-	res, err := t.db.Batch(ctx, j.sts, opts)
-	t.writes.done()
+	res, err := t.batch(ctx, j.sts, opts)
 	if err != nil {
 		if errors.Is(err, context.Canceled) && t.ctx.Err() != nil {
 			err = context.Cause(t.ctx) // the tenant closed under a held request
@@ -54,6 +52,14 @@ func (t *tenant) runJob(ctx context.Context, j *job, k *keyed, holding bool) out
 	}
 	status, body := j.render(res.Results)
 	return outcome{res: res, status: status, body: body}
+}
+
+// batch runs a block counted as a write in flight (what a freeze waits
+// for), even if the engine panics.
+func (t *tenant) batch(ctx context.Context, sts []engine.Statement, opts engine.BatchOptions) (*engine.BatchResult, error) {
+	t.writes.add()
+	defer t.writes.done()
+	return t.db.Batch(ctx, sts, opts)
 }
 
 // claimedNothing says whether a block's results are a claim that took
