@@ -70,7 +70,7 @@ func (c *collection) addIndexes(i int) {
 		c.hash[i] = newHashIndex()
 	}
 	if (f.Sorted || f.TTLms > 0) && c.sorted[i] == nil {
-		c.sorted[i] = newSortedIndex()
+		c.sorted[i] = newSortedIndex(f.Type.kind)
 	}
 	if (f.Text || f.HNSW != nil) && c.search[i] == nil {
 		c.search[i] = newSearchIndex(f)
@@ -219,7 +219,7 @@ func (c *collection) memoryBytes() int64 {
 	}
 	for _, s := range c.sorted {
 		if s != nil {
-			n += int64(s.t.Len()) * 40
+			n += int64(s.len()) * s.itemBytes()
 		}
 	}
 	for _, x := range c.search {
@@ -331,90 +331,6 @@ func (h *hashIndex) count(k any) int {
 		return len(b.set)
 	}
 	return len(b.ids)
-}
-
-// sortedIndex orders (key, id) pairs of one field.
-type sortedIndex struct {
-	t *btree.BTreeG[sortedItem]
-}
-
-type sortedItem struct {
-	key any
-	id  int64
-}
-
-func sortedLess(a, b sortedItem) bool {
-	if c := cmpKeys(a.key, b.key); c != 0 {
-		return c < 0
-	}
-	return a.id < b.id
-}
-
-func newSortedIndex() *sortedIndex {
-	return &sortedIndex{t: btree.NewG(32, sortedLess)}
-}
-
-func (s *sortedIndex) add(k any, id int64)    { s.t.ReplaceOrInsert(sortedItem{k, id}) }
-func (s *sortedIndex) remove(k any, id int64) { s.t.Delete(sortedItem{k, id}) }
-
-// bound is one end of a key range.
-type bound struct {
-	key       any
-	inclusive bool
-	set       bool
-}
-
-// scan calls fn for ids whose key lies within lo..hi, ascending (or
-// descending), until fn returns false.
-func (s *sortedIndex) scan(lo, hi bound, desc bool, fn func(key any, id int64) bool) {
-	in := func(it sortedItem) (below, above bool) {
-		if lo.set {
-			c := cmpKeys(it.key, lo.key)
-			if c < 0 || (c == 0 && !lo.inclusive) {
-				return true, false
-			}
-		}
-		if hi.set {
-			c := cmpKeys(it.key, hi.key)
-			if c > 0 || (c == 0 && !hi.inclusive) {
-				return false, true
-			}
-		}
-		return false, false
-	}
-	if !desc {
-		visit := func(it sortedItem) bool {
-			below, above := in(it)
-			if above {
-				return false
-			}
-			if below {
-				return true
-			}
-			return fn(it.key, it.id)
-		}
-		if lo.set {
-			s.t.AscendGreaterOrEqual(sortedItem{key: lo.key, id: -1 << 63}, visit)
-		} else {
-			s.t.Ascend(visit)
-		}
-		return
-	}
-	visit := func(it sortedItem) bool {
-		below, above := in(it)
-		if below {
-			return false
-		}
-		if above {
-			return true
-		}
-		return fn(it.key, it.id)
-	}
-	if hi.set {
-		s.t.DescendLessOrEqual(sortedItem{key: hi.key, id: 1<<63 - 1}, visit)
-	} else {
-		s.t.Descend(visit)
-	}
 }
 
 // describe is for error messages.

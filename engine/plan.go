@@ -218,7 +218,7 @@ func (r *runner) eqAccess(c *collection, fi int, vals []any) (access, bool) {
 		for _, v := range vals {
 			if k, ok := keyFor(kind, v); ok {
 				b := bound{key: k, set: true, inclusive: true}
-				s.scan(b, b, false, func(_ any, id int64) bool {
+				s.scan(b, b, false, func(_ sortKey, id int64) bool {
 					a.ids = append(a.ids, id)
 					return true
 				})
@@ -256,7 +256,7 @@ func (r *runner) rangeScan(c *collection, fi int, lo, hi bound, desc bool, fn fu
 		if lo.set && hi.set && cmpKeys(lo.key, hi.key) > 0 {
 			return
 		}
-		c.sorted[fi].scan(lo, hi, desc, func(_ any, id int64) bool { return fn(id) })
+		c.sorted[fi].scan(lo, hi, desc, func(_ sortKey, id int64) bool { return fn(id) })
 		return
 	}
 	// Ranges on id walk the id-ordered tree; a bound that is not a number
@@ -409,16 +409,16 @@ func (r *runner) orderedScan(c *collection, order []fql.OrderKey, full func() bo
 		return true
 	}
 	s := c.sorted[fi]
-	if s == nil || s.t.Len() != c.len() {
+	if s == nil || s.len() != c.len() {
 		return false
 	}
 	if !k.Desc {
-		s.scan(bound{}, bound{}, false, func(_ any, id int64) bool { return step(c.get(id)) })
+		s.scan(bound{}, bound{}, false, func(_ sortKey, id int64) bool { return step(c.get(id)) })
 		return true
 	}
 	// Descending: buffer each run of equal keys and emit it id ascending.
 	var run []int64
-	var runKey any
+	var runKey sortKey
 	flush := func() bool {
 		for j := len(run) - 1; j >= 0; j-- {
 			if !step(c.get(run[j])) {
@@ -429,8 +429,8 @@ func (r *runner) orderedScan(c *collection, order []fql.OrderKey, full func() bo
 		return true
 	}
 	cont := true
-	s.scan(bound{}, bound{}, true, func(key any, id int64) bool {
-		if len(run) > 0 && cmpKeys(key, runKey) != 0 {
+	s.scan(bound{}, bound{}, true, func(key sortKey, id int64) bool {
+		if len(run) > 0 && !key.same(runKey) {
 			if cont = flush(); !cont {
 				return false
 			}

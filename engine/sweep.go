@@ -52,7 +52,7 @@ func (db *DB) Sweep(ctx context.Context) (int, error) {
 				continue
 			}
 			var ids []int64
-			s.scan(bound{}, bound{key: now - ttl, set: true, inclusive: true}, false, func(_ any, id int64) bool {
+			s.scan(bound{}, bound{key: now - ttl, set: true, inclusive: true}, false, func(_ sortKey, id int64) bool {
 				ids = append(ids, id)
 				return n+len(ids) < maxSweep
 			})

@@ -329,8 +329,8 @@ func (r *runner) wakeAt(c *collection, where fql.Expr) int64 {
 	for i := range c.sch.Fields {
 		if ttl := c.sch.Fields[i].TTLms; ttl > 0 {
 			if s := c.sorted[i]; s != nil {
-				s.scan(bound{key: r.now - ttl, set: true}, bound{}, false, func(k any, _ int64) bool {
-					consider(k.(int64) + ttl)
+				s.scan(bound{key: r.now - ttl, set: true}, bound{}, false, func(k sortKey, _ int64) bool {
+					consider(k.i + ttl)
 					return false
 				})
 			}
