@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fenec-go/fenec/engine"
@@ -44,6 +45,9 @@ type registry struct {
 
 	mu   sync.Mutex // guards tenants, closed; broadcast by refsCond
 	cond *sync.Cond // signalled when a tenant's refs drop
+	// beforeOpen, if set, is called before a tenant's file is opened
+	// (tests use it to make one open slow).
+	beforeOpen atomic.Pointer[func(name string)]
 	// leaseGate makes a tenant's lease check (nil result: no lease).
 	leaseGate func(tenant string) func() error
 	// stopping is closed as the node begins to shut down: waits end.
@@ -140,6 +144,9 @@ func (r *registry) open(t *tenant) {
 }
 
 func (r *registry) openFile(t *tenant) (*engine.DB, error) {
+	if f := r.beforeOpen.Load(); f != nil {
+		(*f)(t.name)
+	}
 	if _, err := os.Stat(t.path); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, ErrUnknownTenant

@@ -55,3 +55,45 @@ func TestRegistryChurn(t *testing.T) {
 		t.Fatalf("final read: %d %s", r.Status, r.Body)
 	}
 }
+
+// TestSlowOpenStallsNoOther: while one tenant's open hangs, another
+// tenant opens and answers, and requests to the slow one share its one
+// open.
+func TestSlowOpenStallsNoOther(t *testing.T) {
+	dir := t.TempDir()
+	n := startNode(t, func(c *Config) { c.Dir = dir })
+	for _, name := range []string{"slow", "fast"} {
+		n.mkTenant(name)
+		n.q(name, "create collection c (n int)")
+	}
+	n.s.Close()
+	release := make(chan struct{})
+	var opens atomic.Int32
+	n2 := startNode(t, func(c *Config) { c.Dir = dir })
+	hook := func(name string) {
+		if name == "slow" {
+			opens.Add(1)
+			<-release
+		}
+	}
+	n2.s.reg.beforeOpen.Store(&hook)
+	var wg sync.WaitGroup
+	slow := make([]*resp, 3)
+	for i := range slow {
+		wg.Go(func() { slow[i] = n2.do("GET", "/t/slow/c?count", "") })
+	}
+	eventually(t, 5*time.Second, "the slow open began", func() bool { return opens.Load() == 1 })
+	if r := n2.do("GET", "/t/fast/c?count", ""); r.Status != 200 {
+		t.Fatalf("fast tenant while another opens: %d %s", r.Status, r.Body)
+	}
+	close(release)
+	wg.Wait()
+	for _, r := range slow {
+		if r.Status != 200 {
+			t.Fatalf("slow tenant: %d %s", r.Status, r.Body)
+		}
+	}
+	if got := opens.Load(); got != 1 {
+		t.Fatalf("slow tenant opened %d times", got)
+	}
+}
