@@ -92,7 +92,7 @@ func (db *DB) ChangesSince(since uint64, limit int) ([]Change, error) {
 		if rec.Kind != kindBlock {
 			return nil
 		}
-		ops, err := decodeBlock(rec.Body)
+		ops, err := decodeBlock(rec.Body, true)
 		if err != nil {
 			return err
 		}

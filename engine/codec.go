@@ -487,8 +487,10 @@ func encodeBlock(ops []blockOp) []byte {
 	return b
 }
 
-// decodeBlock reads a block payload back into operations.
-func decodeBlock(p []byte) ([]blockOp, error) {
+// decodeBlock reads a block payload back into operations. Documents copy
+// their bytes out of p, unless keep says p is the caller's to keep: then
+// they point into it (replay, where this saves a copy of every document).
+func decodeBlock(p []byte, keep bool) ([]blockOp, error) {
 	d := &decoder{b: p}
 	if v := d.byte(); d.err == nil && v != 1 {
 		return nil, fmt.Errorf("block payload version %d", v)
@@ -510,8 +512,11 @@ func decodeBlock(p []byte) ([]blockOp, error) {
 				break
 			}
 			d.b = rest
+			if !keep {
+				raw = slices.Clone(raw)
+			}
 			ops = append(ops, blockOp{kind: opPut, coll: cur, id: id, nvals: n,
-				doc: &doc{id: id, raw: slices.Clone(raw)}})
+				doc: &doc{id: id, raw: slices.Clip(raw)}})
 		case opDel:
 			ops = append(ops, blockOp{kind: opDel, coll: cur, id: d.varint()})
 		case opCreate:

@@ -56,7 +56,7 @@ func TestBlockRoundTrip(t *testing.T) {
 		{kind: opIndex, coll: "c", field: fieldSpec{Name: "x", Type: fieldType{kind: tText}, Hash: true}},
 		{kind: opDrop, coll: "c"},
 	}
-	got, err := decodeBlock(encodeBlock(ops))
+	got, err := decodeBlock(encodeBlock(ops), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestBlockRoundTrip(t *testing.T) {
 	}
 	enc := encodeBlock(ops)
 	for cut := 1; cut < len(enc); cut++ {
-		if ops, err := decodeBlock(enc[:cut]); err == nil && len(ops) == len(got) {
+		if ops, err := decodeBlock(enc[:cut], false); err == nil && len(ops) == len(got) {
 			t.Fatalf("a block cut at %d decoded whole", cut)
 		}
 	}
@@ -125,7 +125,7 @@ func BenchmarkBlockEncoding(b *testing.B) {
 	enc := encodeBlock(ops)
 	b.Run("binary-decode", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := decodeBlock(enc); err != nil {
+			if _, err := decodeBlock(enc, false); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -142,7 +142,7 @@ func FuzzDecodeBlock(f *testing.F) {
 		{kind: opDel, coll: "c", id: 1},
 	}))
 	f.Fuzz(func(t *testing.T, p []byte) {
-		ops, err := decodeBlock(p)
+		ops, err := decodeBlock(p, false)
 		if err != nil {
 			return
 		}

@@ -120,24 +120,44 @@ func (c *collection) unindexOne(i int, d *doc, v any) {
 // set stores d (replacing any doc with its id) and returns the old one.
 // vals are d's values when the caller has them decoded, else nil.
 func (c *collection) set(d *doc, vals []any) *doc {
-	n := len(c.sch.Fields)
 	old, _ := c.order.ReplaceOrInsert(d)
 	if old != nil {
-		for i, v := range old.values(n) {
-			c.unindexOne(i, old, v)
-		}
-	}
-	if old != nil {
+		c.eachIndexed(old, c.unindexOne)
 		c.mem -= docBytes(old)
 	}
 	c.mem += docBytes(d)
 	if vals == nil {
-		vals = d.values(n)
+		c.eachIndexed(d, c.indexOne)
+		return old
 	}
 	for i, v := range vals {
-		c.indexOne(i, d, v)
+		if c.indexed(i) {
+			c.indexOne(i, d, v)
+		}
 	}
 	return old
+}
+
+// indexed says whether field i has an index to keep.
+func (c *collection) indexed(i int) bool {
+	return c.hash[i] != nil || c.sorted[i] != nil || c.search[i] != nil || c.lazy[i] != nil
+}
+
+// eachIndexed decodes d's indexed fields only, skipping the others, and
+// calls fn with each. (Called under the write lock, as lazy allows.)
+func (c *collection) eachIndexed(d *doc, fn func(i int, d *doc, v any)) {
+	b := d.raw
+	for i := range c.sch.Fields {
+		k := skipValue(b, 0)
+		if k < 0 {
+			return
+		}
+		if c.indexed(i) {
+			dec := decoder{b: b[:k], alias: true}
+			fn(i, d, dec.value(0))
+		}
+		b = b[k:]
+	}
 }
 
 // remove deletes the doc with id and returns it (nil if none).
@@ -146,9 +166,7 @@ func (c *collection) remove(id int64) *doc {
 	if old == nil {
 		return nil
 	}
-	for i, v := range old.values(len(c.sch.Fields)) {
-		c.unindexOne(i, old, v)
-	}
+	c.eachIndexed(old, c.unindexOne)
 	c.mem -= docBytes(old)
 	c.order.Delete(old)
 	return old

@@ -100,10 +100,11 @@ func (db *DB) replayer() store.Replayer {
 	}
 }
 
-// applyBody decodes a block and applies it; with replay no undo is kept.
-// It checks the block holds exactly n writes.
+// applyBody decodes a block and applies it; with replay no undo is kept
+// and the documents keep pointing into body (the store gave it to us). It
+// checks the block holds exactly n writes.
 func (db *DB) applyBody(body []byte, n uint64, replay bool) (*txn, error) {
-	ops, err := decodeBlock(body)
+	ops, err := decodeBlock(body, replay)
 	if err != nil {
 		return nil, err
 	}
