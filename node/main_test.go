@@ -115,28 +115,34 @@ func (r *resp) Obj(tb testing.TB) map[string]any {
 	return m
 }
 
-// do sends a request; hdr is name, value pairs.
+// do sends a request; hdr is name, value pairs. It may be called from
+// any goroutine: a request that gets no answer is reported with Errorf
+// and returned with status 0.
 func (n *testNode) do(method, path, body string, hdr ...string) *resp {
 	n.tb.Helper()
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)
 	}
+	noAnswer := &resp{Header: http.Header{}}
 	req, err := http.NewRequest(method, n.url+path, rd)
 	if err != nil {
-		n.tb.Fatalf("request: %v", err)
+		n.tb.Errorf("request: %v", err)
+		return noAnswer
 	}
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
 	res, err := n.client.Do(req)
 	if err != nil {
-		n.tb.Fatalf("%s %s: %v", method, path, err)
+		n.tb.Errorf("%s %s: %v", method, path, err)
+		return noAnswer
 	}
 	defer res.Body.Close()
 	b, err := io.ReadAll(res.Body)
 	if err != nil {
-		n.tb.Fatalf("%s %s: read: %v", method, path, err)
+		n.tb.Errorf("%s %s: read: %v", method, path, err)
+		return noAnswer
 	}
 	return &resp{Status: res.StatusCode, Header: res.Header, Body: b}
 }

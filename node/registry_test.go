@@ -16,6 +16,7 @@ func TestRegistryChurn(t *testing.T) {
 	n.q("a", "create collection c (n int)")
 	var stop atomic.Bool
 	var wg sync.WaitGroup
+	defer func() { stop.Store(true); wg.Wait() }() // also when the test fails early
 	bad := make(chan string, 100)
 	for range 4 {
 		wg.Go(func() {
