@@ -192,8 +192,10 @@ func (m *moveRun) putBack(ctx context.Context) error {
 	if err := m.rt.nodes.freeze(ctx, m.src, m.name, false); err != nil {
 		errs = append(errs, fmt.Errorf("thaw %s on %s: %w", m.name, m.at.Value.Node, err))
 	}
-	if _, err := m.s.AbortMove(ctx, m.name, m.at); err != nil {
+	if back, err := m.s.AbortMove(ctx, m.name, m.at); err != nil {
 		errs = append(errs, fmt.Errorf("put %s back on %s: %w", m.name, m.at.Value.Node, err))
+	} else {
+		m.rt.settleTo(ctx, back.Rev)
 	}
 	return errors.Join(errs...)
 }
@@ -245,7 +247,8 @@ func (rt *Router) recoverInBackground() {
 
 // recoverMoves thaws the source of every tenant left moving by a move and
 // puts its record back: it is served from the source again, and a second
-// move replaces the stale copy on the target.
+// move replaces the stale copy on the target. A delete left unfinished is
+// finished.
 func (rt *Router) recoverMoves(ctx context.Context, s *global.Store) error {
 	tenants, _, err := s.ListTenants(ctx)
 	if err != nil {
@@ -253,6 +256,12 @@ func (rt *Router) recoverMoves(ctx context.Context, s *global.Store) error {
 	}
 	var errs []error
 	for name, at := range tenants {
+		if at.Value.HeldBy == holdDelete {
+			if err := rt.finishDelete(ctx, s, name, at); err != nil {
+				errs = append(errs, err)
+			}
+			continue
+		}
 		if at.Value.State != global.StateMoving || at.Value.HeldBy != global.HoldMove {
 			continue
 		}

@@ -3,6 +3,7 @@ package region
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -344,6 +345,7 @@ func TestRouterStoppedMidMoveCP(t *testing.T) {
 	first.place(t, "mid", "n1")
 	first.mustQuery(t, "mid", "create collection docs (title text)")
 	first.mustQuery(t, "mid", "put docs [{title: 'a'}, {title: 'b'}]")
+	first.place(t, "doomed", "n1")
 	if err := first.rt.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -369,6 +371,15 @@ func TestRouterStoppedMidMoveCP(t *testing.T) {
 	if st, b := n2.admin(t, http.MethodPut, "/_admin/tenants/mid", nil); st != http.StatusCreated {
 		t.Fatalf("partial copy: %d %s", st, b)
 	}
+	// And it stopped mid-delete of another tenant: held, file gone.
+	dt, err := store.GetTenant(cpCtx(t), "doomed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Hold(cpCtx(t), "doomed", dt, holdDelete); err != nil {
+		t.Fatal(err)
+	}
+	n1.admin(t, http.MethodDelete, "/_admin/tenants/doomed", nil)
 
 	// Another router, not the leader that stopped, neither leads nor
 	// changes anything: it names the leader.
@@ -390,6 +401,12 @@ func TestRouterStoppedMidMoveCP(t *testing.T) {
 		}
 		if v.Value.State != global.StateActive || v.Value.HeldBy != "" || v.Value.Node != "n1" {
 			return fmt.Errorf("record %+v", v.Value)
+		}
+		return nil
+	})
+	cpEventually(t, func() error {
+		if _, err := store.GetTenant(cpCtx(t), "doomed"); !errors.Is(err, global.ErrNotFound) {
+			return fmt.Errorf("the unfinished delete: %v", err)
 		}
 		return nil
 	})

@@ -153,22 +153,10 @@ func (c *shardCall) deleteTenant(s *global.Store, name string) (int, any, error)
 	if err != nil {
 		return 0, nil, err
 	}
-	for _, n := range []string{held.Value.Node, held.Value.Replica} {
-		if n == "" {
-			continue
+	if err := c.rt.finishDelete(ctx, s, name, held); err != nil {
+		if _, rerr := s.Release(context.WithoutCancel(ctx), name, held, holdDelete); rerr != nil {
+			c.rt.log.Error("release a tenant after a failed delete", "tenant", name, "err", rerr)
 		}
-		if err := c.removeOn(s, n, name); err != nil {
-			if _, rerr := s.Release(context.WithoutCancel(ctx), name, held, holdDelete); rerr != nil {
-				c.rt.log.Error("release a tenant after a failed delete", "tenant", name, "err", rerr)
-			}
-			return 0, nil, err
-		}
-	}
-	q, err := s.GetQuota(ctx, name)
-	if err != nil && !isNotFound(err) {
-		return 0, nil, err
-	}
-	if err := s.RemoveTenant(ctx, name, held, q.Rev); err != nil {
 		return 0, nil, err
 	}
 	c.settleNow(s)
@@ -176,14 +164,27 @@ func (c *shardCall) deleteTenant(s *global.Store, name string) (int, any, error)
 	return http.StatusNoContent, nil, nil
 }
 
-// removeOn deletes tenant t's file on node n (a file already gone is fine).
-func (c *shardCall) removeOn(s *global.Store, n, t string) error {
-	node, err := s.GetNode(c.r.Context(), n)
-	if err != nil {
-		return errNotFoundAs(err, ErrUnknownNode)
+// finishDelete deletes tenant name, held by a delete, on its node and its
+// copy (a file already gone is fine), then forgets it and its quota.
+func (rt *Router) finishDelete(ctx context.Context, s *global.Store, name string, held global.Versioned[global.Tenant]) error {
+	for _, n := range []string{held.Value.Node, held.Value.Replica} {
+		if n == "" {
+			continue
+		}
+		node, err := s.GetNode(ctx, n)
+		if err != nil {
+			return fmt.Errorf("delete %s on %s: %w", name, n, errNotFoundAs(err, ErrUnknownNode))
+		}
+		if _, err := rt.nodes.remove(ctx, node.Value, name); err != nil {
+			return fmt.Errorf("delete %s on %s: %w", name, n, err)
+		}
 	}
-	if _, err := c.rt.nodes.remove(c.r.Context(), node.Value, t); err != nil {
-		return fmt.Errorf("delete %s on %s: %w", t, n, err)
+	q, err := s.GetQuota(ctx, name)
+	if err != nil && !isNotFound(err) {
+		return err
+	}
+	if err := s.RemoveTenant(ctx, name, held, q.Rev); err != nil {
+		return fmt.Errorf("forget %s: %w", name, err)
 	}
 	return nil
 }
