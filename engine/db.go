@@ -210,9 +210,9 @@ func (db *DB) parse(st Statement) (fql.Stmt, []any, error) {
 	if n := fql.Params(stmt); n > len(st.Params) {
 		return nil, nil, fmt.Errorf("%w: the statement uses $%d, %d given", ErrInvalid, n, len(st.Params))
 	}
-	params := make([]any, len(st.Params))
-	for i, p := range st.Params {
-		params[i] = normalizeParam(p)
+	params, err := fql.NormalizeParams(st.Params)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	return stmt, params, nil
 }
@@ -404,9 +404,9 @@ func (db *DB) CompileFilter(coll, where string, params []any) (Filter, error) {
 	if err := checkFields(c, x); err != nil {
 		return nil, err
 	}
-	p := make([]any, len(params))
-	for i, v := range params {
-		p[i] = normalizeParam(v)
+	p, err := fql.NormalizeParams(params)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	return &filter{x: x, params: p, now: db.opts.Now}, nil
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/json"
 	"errors"
 	"testing"
 	"time"
@@ -244,4 +245,22 @@ func TestSweeperGoroutine(t *testing.T) {
 	if db.Seq() != 5 {
 		t.Fatalf("seq %d, want 5 (a create, 2 puts, 2 deletes)", db.Seq())
 	}
+}
+
+// TestParamNumbers: parameters arrive JSON-decoded, as float64 or
+// json.Number; integral ones serve where ints are wanted.
+func TestParamNumbers(t *testing.T) {
+	db, _ := newTestDB(t, Options{NoSweep: true})
+	runSteps(t, db, []step{
+		{q: "create collection a (n int, f float, m json)", want: `{"message":"created collection a"}`},
+		{q: "put a $1", params: []any{map[string]any{"id": 7.0, "n": 3.0, "f": json.Number("2"), "m": map[string]any{"x": 1.5}}}, want: `{"affected":1}`},
+		{q: "put a {id: $1}", params: []any{json.Number("8")}, want: `{"affected":1}`},
+		{q: "get a where id = $1", params: []any{7.0}, want: `[{"id":7,"n":3,"f":2,"m":{"x":1.5}}]`},
+		{q: "get a select id where n = $1", params: []any{json.Number("3")}, want: `[{"id":7}]`},
+		{q: "put a {id: $1}", params: []any{7.5}, err: ErrType},
+		{q: "put a {n: $1}", params: []any{3.5}, err: ErrType},
+		{q: "put a {n: $1}", params: []any{struct{}{}}, err: ErrInvalid},
+		{q: "put a {}", want: `{"affected":1}`},
+		{q: "get a select id order id desc limit 1", want: `[{"id":9}]`},
+	})
 }

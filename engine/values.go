@@ -160,25 +160,3 @@ func orderCmp(a, b any) int {
 	}
 	return cmpKeys(a, b)
 }
-
-// cloneValue deep-copies lists, maps and vectors so stored documents never
-// share memory with a caller.
-func cloneValue(v any) any {
-	switch x := v.(type) {
-	case []any:
-		out := make([]any, len(x))
-		for i, e := range x {
-			out[i] = cloneValue(e)
-		}
-		return out
-	case map[string]any:
-		out := make(map[string]any, len(x))
-		for k, e := range x {
-			out[k] = cloneValue(e)
-		}
-		return out
-	case []float32:
-		return append([]float32(nil), x...)
-	}
-	return v
-}

@@ -77,9 +77,9 @@ func (r *runner) makeDoc(c *collection, o map[string]any) (*newDoc, bool, error)
 	d := &newDoc{vals: make([]any, len(c.sch.Fields))}
 	given := false
 	for k, v := range o {
-		v = normalizeParam(v)
 		if k == "id" {
-			id, ok := v.(int64)
+			key, ok := keyFor(tInt, v)
+			id, _ := key.(int64)
 			if !ok || id < 1 {
 				return nil, false, fmt.Errorf("%w: id must be a positive int, got %s", ErrType, typeName(v))
 			}
@@ -90,7 +90,9 @@ func (r *runner) makeDoc(c *collection, o map[string]any) (*newDoc, bool, error)
 		if i < 0 {
 			return nil, false, fmt.Errorf("%w: %s in %s", ErrUnknownField, k, c.sch.Name)
 		}
-		cv, err := c.sch.Fields[i].checkValue(cloneValue(v))
+		// The value is encoded as it is stored, so it shares nothing
+		// with the caller's.
+		cv, err := c.sch.Fields[i].checkValue(v)
 		if err != nil {
 			return nil, false, err
 		}
@@ -229,7 +231,7 @@ func (r *runner) assign(c *collection, old *doc, as []fql.Assign, pos []int) (*n
 		if err != nil {
 			return nil, evalErr(err)
 		}
-		cv, err := c.sch.Fields[pos[j]].checkValue(cloneValue(normalizeParam(v)))
+		cv, err := c.sch.Fields[pos[j]].checkValue(v)
 		if err != nil {
 			return nil, err
 		}
