@@ -114,8 +114,9 @@ func run(dur time.Duration, docs int, out string) error {
 		{"small write", writeQ, func(rng *rand.Rand) []any { return []any{"w", rng.IntN(1000)} }},
 	}
 	var table bytes.Buffer
-	fmt.Fprintf(&table, "fenec node over HTTP vs the engine in-process (%s, %d CPUs, %d docs, %s per run, sync every 100 ms)\n\n",
+	fmt.Fprintf(&table, "fenec node over HTTP vs the engine in-process (%s, %d CPUs, %d docs, %s per run, sync every 100 ms)\n",
 		runtime.GOOS+"/"+runtime.GOARCH, runtime.NumCPU(), docs, dur)
+	fmt.Fprintf(&table, "client and node share the machine; load average before the run: %s\n\n", loadAvg())
 	fmt.Fprintf(&table, "%-12s %7s | %12s %9s %9s | %12s %9s %9s | %9s %9s\n",
 		"op", "clients", "engine op/s", "p50", "p99", "http op/s", "p50", "p99", "op/s ratio", "p50 ratio")
 	for _, sc := range scenarios {
@@ -144,6 +145,19 @@ func run(dur time.Duration, docs int, out string) error {
 		}
 	}
 	return nil
+}
+
+// loadAvg is the machine's load average, or "unknown".
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
 }
 
 func us(d time.Duration) string { return fmt.Sprintf("%.1fµs", float64(d)/float64(time.Microsecond)) }
