@@ -6,9 +6,14 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/fenec-go/fenec/global"
 )
+
+// readyWait bounds how long a change waits for the router's copy of the
+// directory to arrive before it is refused 503.
+const readyWait = 5 * time.Second
 
 // leadership is whether this router takes changes. It leads once it has
 // claimed the leader record (at start) or been promoted, and writes every
@@ -94,6 +99,8 @@ func (l *leadership) fence(ctx context.Context, term uint64) error {
 // leader ends this router's lead first. It waits (within ctx) for the
 // view's first list, so a refusal can name the leader.
 func (l *leadership) changes(ctx context.Context) (*global.Store, error) {
+	ctx, cancel := context.WithTimeout(ctx, readyWait)
+	defer cancel()
 	select {
 	case <-l.watcher.Ready():
 	case <-ctx.Done():

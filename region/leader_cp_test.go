@@ -140,6 +140,9 @@ func TestStandbyBeforeDirectoryCP(t *testing.T) {
 	if _, _, body := cpDo(t, http.MethodGet, r.url+"/_health", "", nil, nil); !strings.Contains(string(body), `"ready":false`) {
 		t.Fatalf("health before the directory: %s", body)
 	}
+	if st, body := r.shard(t, http.MethodGet, "tenants", nil, nil); st != http.StatusServiceUnavailable {
+		t.Fatalf("shard read before the directory: %d %s", st, body)
+	}
 	close(gd.open)
 	cpEventually(t, func() error {
 		if st, _, body := r.data(t, http.MethodPost, "/t/acme/query", `{"query": "get c"}`, nil); st != http.StatusNotFound {

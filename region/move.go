@@ -70,7 +70,10 @@ func (rt *Router) move(ctx context.Context, s *global.Store, name, to string) (m
 		return moveAnswer{}, errNotFoundAs(err, ErrUnknownTenant)
 	}
 	m := &moveRun{rt: rt, s: s, name: name}
-	if err := m.begin(ctx, at, to); err != nil {
+	rt.opMu.Lock() // a move's target must not be forgotten as it begins
+	err = m.begin(ctx, at, to)
+	rt.opMu.Unlock()
+	if err != nil {
 		rt.metrics.moves.WithLabelValues(MoveRefused).Inc()
 		return moveAnswer{}, err
 	}

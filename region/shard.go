@@ -147,15 +147,13 @@ func (c *shardCall) decode(v any) error {
 	return nil
 }
 
-// view returns the router's copy of the directory, waiting (within the
-// request) for its first list.
+// view returns the router's copy of the directory; before its first list
+// has arrived, ErrNotReady (503, asked again after Retry-After).
 func (c *shardCall) view() (*global.View, error) {
-	select {
-	case <-c.rt.watcher.Ready():
-		return c.rt.watcher.View(), nil
-	case <-c.r.Context().Done():
-		return nil, fmt.Errorf("%w: %w", ErrNotReady, c.r.Context().Err())
+	if v := c.rt.watcher.View(); v != nil {
+		return v, nil
 	}
+	return nil, ErrNotReady
 }
 
 // settle waits until the router's own view holds a write it made, so a read
