@@ -180,7 +180,9 @@ func (t *tenant) serveClaims() time.Time {
 			w.result <- o
 		} else {
 			w.wakeAt = wakeAt(o.res.Results)
-			if !w.wakeAt.IsZero() && (next.IsZero() || w.wakeAt.Before(next)) {
+			// A wake time already past would only spin the runner: the
+			// run just now saw nothing to take at it.
+			if w.wakeAt.After(time.Now()) && (next.IsZero() || w.wakeAt.Before(next)) {
 				next = w.wakeAt
 			}
 		}
