@@ -1,0 +1,107 @@
+package cluster
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// Binaries are the paths of the built commands.
+type Binaries struct {
+	Node  string // fenec-node
+	Shard string // fenec-shard
+	Fenec string // fenec
+}
+
+// bins is set by Main before the tests run and read-only after.
+var bins Binaries
+
+// BinEnv names a directory of already built binaries to use instead of
+// building them (fenec-node, fenec-shard, fenec inside it).
+const BinEnv = "FENEC_E2E_BIN"
+
+// Main builds the binaries into a temporary directory, runs the tests,
+// removes the directory, and fails the run if a goroutine or a started
+// process outlived the tests. Call it from TestMain.
+func Main(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "fenec-e2e-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cluster: temp dir:", err)
+		return 2
+	}
+	defer os.RemoveAll(dir)
+	if prebuilt := os.Getenv(BinEnv); prebuilt != "" {
+		bins = binariesIn(prebuilt)
+	} else if bins, err = Build(dir); err != nil {
+		fmt.Fprintln(os.Stderr, "cluster:", err)
+		return 2
+	}
+	code := m.Run()
+	if left := reapAll(); len(left) > 0 {
+		fmt.Fprintln(os.Stderr, "cluster: processes left running after the tests (killed now):", strings.Join(left, ", "))
+		code = 1
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "cluster: goroutines leaked:", err)
+			code = 1
+		}
+	}
+	return code
+}
+
+func binariesIn(dir string) Binaries {
+	return Binaries{
+		Node:  filepath.Join(dir, "fenec-node"),
+		Shard: filepath.Join(dir, "fenec-shard"),
+		Fenec: filepath.Join(dir, "fenec"),
+	}
+}
+
+// Build compiles the three commands into dir, without the race detector
+// (the processes are the system under test, not the test), and returns
+// their paths.
+func Build(dir string) (Binaries, error) {
+	root, err := moduleRoot()
+	if err != nil {
+		return Binaries{}, err
+	}
+	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator),
+		"./cmd/fenec-node", "./cmd/fenec-shard", "./cmd/fenec")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return Binaries{}, fmt.Errorf("build binaries: %w\n%s", err, out)
+	}
+	return binariesIn(dir), nil
+}
+
+// Bins returns the binaries Main built; it panics before Main ran.
+func Bins() Binaries {
+	if bins.Node == "" {
+		panic("cluster: Bins called without cluster.Main in TestMain")
+	}
+	return bins
+}
+
+// moduleRoot is the directory holding fenec's go.mod.
+func moduleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	mod := strings.TrimSpace(string(out))
+	if mod == "" || mod == os.DevNull {
+		return "", fmt.Errorf("go env GOMOD: not inside the fenec module")
+	}
+	return filepath.Dir(mod), nil
+}

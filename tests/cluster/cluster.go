@@ -1,0 +1,224 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/fenec-go/fenec/tests/proxy"
+)
+
+// Default tokens of a test cluster.
+const (
+	RouterToken = "e2e-router-token"
+	AdminToken  = "e2e-admin-token"
+)
+
+// ReadyWait bounds how long a started process may take to answer its
+// health check: a bound on a hang, not a measure of speed.
+const ReadyWait = 60 * time.Second
+
+// Cluster is one test's processes: routers and nodes on loopback, all
+// stopped at cleanup.
+type Cluster struct {
+	tb  testing.TB
+	dir string // logs and data of every process
+}
+
+// New makes an empty cluster whose files live in a temp dir of tb.
+func New(tb testing.TB) *Cluster {
+	tb.Helper()
+	return &Cluster{tb: tb, dir: tb.TempDir()}
+}
+
+// Dir is the cluster's directory (logs, data).
+func (c *Cluster) Dir() string { return c.dir }
+
+// Node is a fenec-node process behind a cuttable proxy. Routers reach it
+// through the proxy (Addr); tests may also reach it directly (Direct).
+type Node struct {
+	*Proc
+	Name    string
+	DataDir string
+	port    int
+	proxy   *proxy.Proxy
+}
+
+// NodeOptions adjusts a node.
+type NodeOptions struct {
+	// Args are extra flags (e.g. "--sync", "always").
+	Args []string
+}
+
+// StartNode starts fenec-node NAME with --admin-token AdminToken on a free
+// port, behind a proxy, and waits for its health check.
+func (c *Cluster) StartNode(name string, o NodeOptions) *Node {
+	c.tb.Helper()
+	port := FreePorts(c.tb, 1)[0]
+	n := &Node{Name: name, DataDir: c.dir + "/" + name, port: port}
+	n.proxy = proxy.New(c.tb, n.Direct())
+	args := append([]string{
+		"--dir", n.DataDir,
+		"--http", n.Direct(),
+		"--admin-token", AdminToken,
+	}, o.Args...)
+	n.Proc = StartProc(c.tb, c.dir, name, Bins().Node, args...)
+	WaitHealthy(c.tb, n.Proc, "http://"+n.Direct()+"/_health")
+	return n
+}
+
+// Direct is the node's own host:port, bypassing its proxy.
+func (n *Node) Direct() string { return "127.0.0.1:" + strconv.Itoa(n.port) }
+
+// Addr is the proxy's host:port: the address routers are given.
+func (n *Node) Addr() string { return n.proxy.Addr() }
+
+// URL is the node's URL through its proxy.
+func (n *Node) URL() string { return "http://" + n.Addr() }
+
+// Cut stops every byte between the node and everyone going through its
+// proxy, closing nothing.
+func (n *Node) Cut() { n.proxy.Cut() }
+
+// Heal ends a Cut.
+func (n *Node) Heal() { n.proxy.Heal() }
+
+// ResetConns closes every connection through the proxy with a reset.
+func (n *Node) ResetConns() { n.proxy.Reset() }
+
+// Restart starts the node again on the same port and data and waits for it.
+func (n *Node) Restart() {
+	n.tb.Helper()
+	n.Proc.Restart()
+	WaitHealthy(n.tb, n.Proc, "http://"+n.Direct()+"/_health")
+}
+
+// Admin is a client of the node's /_admin/ (directly, not via the proxy).
+func (n *Node) Admin() *Client { return NewClient(n.tb, "http://"+n.Direct(), AdminToken) }
+
+// Router is a fenec-shard process with its own embedded etcd member.
+type Router struct {
+	*Proc
+	Name    string
+	DataDir string
+	port    int
+}
+
+// RouterOptions adjusts a router.
+type RouterOptions struct {
+	// Args are extra flags (e.g. "--upstream-timeout", "5").
+	Args []string
+}
+
+// StartRouter starts fenec-shard NAME with --token RouterToken and an
+// embedded etcd member in a temp dir, on free ports, and waits for its
+// health check.
+func (c *Cluster) StartRouter(name string, o RouterOptions) *Router {
+	c.tb.Helper()
+	ports := FreePorts(c.tb, 3)
+	r := &Router{Name: name, DataDir: c.dir + "/" + name, port: ports[0]}
+	args := append([]string{
+		"--listen", r.Addr(),
+		"--token", RouterToken,
+		"--id", name,
+		"--etcd-dir", r.DataDir,
+		"--etcd-name", name,
+		"--etcd-client-url", "http://127.0.0.1:" + strconv.Itoa(ports[1]),
+		"--etcd-peer-url", "http://127.0.0.1:" + strconv.Itoa(ports[2]),
+	}, o.Args...)
+	r.Proc = StartProc(c.tb, c.dir, name, Bins().Shard, args...)
+	WaitHealthy(c.tb, r.Proc, r.URL()+"/_health")
+	return r
+}
+
+// Addr is the router's host:port.
+func (r *Router) Addr() string { return "127.0.0.1:" + strconv.Itoa(r.port) }
+
+// URL is the router's base URL.
+func (r *Router) URL() string { return "http://" + r.Addr() }
+
+// Client is a client of the router holding its token.
+func (r *Router) Client() *Client { return NewClient(r.tb, r.URL(), RouterToken) }
+
+// Restart starts the router again on the same ports and data and waits
+// for it.
+func (r *Router) Restart() {
+	r.tb.Helper()
+	r.Proc.Restart()
+	WaitHealthy(r.tb, r.Proc, r.URL()+"/_health")
+}
+
+// Register records n with r (PUT /_shard/nodes/<name>) in region "local",
+// giving the node's proxy address.
+func (r *Router) Register(n *Node) {
+	r.tb.Helper()
+	res := r.Client().Do("PUT", "/_shard/nodes/"+n.Name, map[string]any{
+		"addr": n.URL(), "token": AdminToken, "region": "local",
+	})
+	if res.Status != http.StatusCreated {
+		r.tb.Fatalf("register node %s: %d %s", n.Name, res.Status, res.Body)
+	}
+}
+
+// Place creates tenant on node (PUT /_shard/tenants/<t>) and waits until
+// the router forwards to it.
+func (r *Router) Place(tenant string, n *Node) {
+	r.tb.Helper()
+	res := r.Client().Do("PUT", "/_shard/tenants/"+tenant, map[string]any{"node": n.Name})
+	if res.Status != http.StatusCreated {
+		r.tb.Fatalf("place tenant %s on %s: %d %s", tenant, n.Name, res.Status, res.Body)
+	}
+}
+
+// WaitHealthy polls url until it answers 200, failing the test if p exits
+// first or ReadyWait passes.
+func WaitHealthy(tb testing.TB, p *Proc, url string) {
+	tb.Helper()
+	hc := &http.Client{Timeout: 2 * time.Second}
+	defer hc.CloseIdleConnections()
+	Eventually(tb, ReadyWait, func() error {
+		select {
+		case <-p.Exited():
+			return fmt.Errorf("%s: %w: %v", p.Name(), ErrExited, p.exitErr())
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+		res, err := hc.Do(req)
+		if err != nil {
+			return fmt.Errorf("%s: %w: %v", p.Name(), ErrNotReady, err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s: %w: status %d", p.Name(), ErrNotReady, res.StatusCode)
+		}
+		return nil
+	})
+}
+
+// FreePorts returns n distinct ports free on 127.0.0.1 right now: each is
+// held open until all are picked, then let go for the process to take.
+func FreePorts(tb testing.TB, n int) []int {
+	tb.Helper()
+	lns := make([]net.Listener, 0, n)
+	defer func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}()
+	ports := make([]int, 0, n)
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			tb.Fatalf("free port: %v", err)
+		}
+		lns = append(lns, ln)
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+	}
+	return ports
+}
