@@ -379,6 +379,7 @@ func print(cfg config, rows []row, mem []memRow) {
 	w.Flush()
 	fmt.Println("\nheap: Go heap object bytes above the level before (peak sampled every ms; includes garbage not yet collected).")
 	fmt.Println("open, then compact: the peak counts the open tenant and what writing its image adds.")
+	fmt.Println("count: fenec answers one = on a @hash field from the bucket's size, SQLite counts index entries.")
 	fmt.Println("SQLite's open reads pages lazily, fenec's loads the whole tenant into memory: the open ratio compares different work.")
 	fmt.Println("targets: puts and reads within 2× of SQLite; open heap ≤ 2× the file, checkpoint ≤ 3×.")
 }
