@@ -2,14 +2,30 @@ package hnsw
 
 import "math"
 
-// dot returns the dot product of a and b, which have the same length.
-//
-// It reads only its arguments and is left out of the race detector's
-// instrumentation, which otherwise multiplies the cost of every graph
-// operation under -race many times over.
+// dot returns the dot product of a and b, which have the same length. On
+// amd64 with AVX2 and FMA it runs in assembly (distance_amd64.s).
+func dot(a, b []float32) float32 {
+	if useAVX2 && len(a) > 0 {
+		return dotAVX2(&a[0], &b[:len(a)][0], len(a))
+	}
+	return dotGo(a, b)
+}
+
+// sqDist returns the squared Euclidean distance between a and b, in
+// assembly where dot is.
+func sqDist(a, b []float32) float32 {
+	if useAVX2 && len(a) > 0 {
+		return sqDistAVX2(&a[0], &b[:len(a)][0], len(a))
+	}
+	return sqDistGo(a, b)
+}
+
+// dotGo is dot in Go. It reads only its arguments and is left out of the
+// race detector's instrumentation, which otherwise multiplies the cost of
+// every graph operation under -race many times over.
 //
 //go:norace
-func dot(a, b []float32) float32 {
+func dotGo(a, b []float32) float32 {
 	b = b[:len(a)]
 	var s0, s1, s2, s3 float32
 	i := 0
@@ -26,11 +42,11 @@ func dot(a, b []float32) float32 {
 	return s0 + s1 + s2 + s3
 }
 
-// sqDist returns the squared Euclidean distance between a and b. Like dot
-// it is not instrumented by the race detector.
+// sqDistGo is sqDist in Go; like dotGo it is not instrumented by the race
+// detector.
 //
 //go:norace
-func sqDist(a, b []float32) float32 {
+func sqDistGo(a, b []float32) float32 {
 	b = b[:len(a)]
 	var s0, s1, s2, s3 float32
 	i := 0

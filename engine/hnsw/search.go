@@ -1,6 +1,7 @@
 package hnsw
 
 import (
+	"math/rand/v2"
 	"slices"
 )
 
@@ -35,9 +36,9 @@ const flatLimit = 2048
 // Search returns the K live vectors nearest q, best first (highest score,
 // ties by id ascending). Without Exact or Candidates it walks the graph,
 // an approximation whose quality grows with Ef. It never returns fewer
-// than min(K, rows passing Filter) hits: a filter passing few rows is
-// answered by scoring those rows, and a graph walk that comes back short
-// falls back to scoring every row. A q of the wrong length is an error.
+// than min(K, rows passing Filter) hits: a filter passing few rows (by an
+// estimate from a sample) is answered by scoring those rows, exactly, and
+// a graph walk that comes back short falls back to scoring every row. A q of the wrong length is an error.
 func (x *Index) Search(q []float32, opts Query) ([]Hit, error) {
 	qv, err := x.prepare(q)
 	if err != nil {
@@ -52,14 +53,14 @@ func (x *Index) Search(q []float32, opts Query) ([]Hit, error) {
 	if x.live == 0 {
 		return nil, nil
 	}
-	if opts.Exact || (opts.Filter != nil && x.fewPass(opts.Filter)) {
-		return x.exact(qv, opts.K, opts.Filter), nil
-	}
 	ef := opts.Ef
 	if ef <= 0 {
 		ef = x.cfg.EfSearch
 	}
 	ef = max(ef, opts.K)
+	if opts.Exact || (opts.Filter != nil && x.fewPass(opts.Filter, ef)) {
+		return x.exact(qv, opts.K, opts.Filter), nil
+	}
 	hits := x.graph(qv, opts.K, ef, opts.Filter)
 	if len(hits) < opts.K && len(hits) < x.live {
 		// The walk stops early only once it holds ef hits, so a short
@@ -71,16 +72,26 @@ func (x *Index) Search(q []float32, opts Query) ([]Hit, error) {
 	return hits, nil
 }
 
-// fewPass estimates, by trying filter on an even spread of slots, whether
-// at most flatLimit live rows pass it.
-func (x *Index) fewPass(filter func(int64) bool) bool {
+// fewPass estimates, by trying filter on a sample of live rows, whether
+// scoring just the rows it passes costs less than walking the graph with
+// candidate list length ef. Scoring them costs about p·N distances for a
+// share p of N rows; a walk that must collect ef passing rows expands
+// about ef/p nodes of some M0/2 new neighbours each. So it scores them
+// when p·N <= flatLimit or p·N·p <= ef·M0/2.
+func (x *Index) fewPass(filter func(int64) bool, ef int) bool {
 	if x.live <= flatLimit {
 		return true
 	}
-	n := len(x.ids)
-	step := max(1, n/sampleSize)
+	// Sample positions are drawn at random (from a fixed seed, so the same
+	// query plans the same way): an even stride could beat in step with a
+	// filter on id patterns and misjudge it.
+	r := rand.New(rand.NewPCG(uint64(x.live), uint64(len(x.ids))))
 	tried, passed := 0, 0
-	for s := 0; s < n; s += step {
+	for range 4 * sampleSize {
+		if tried == sampleSize {
+			break
+		}
+		s := r.IntN(len(x.ids))
 		if x.state[s] != slotLive {
 			continue
 		}
@@ -92,7 +103,9 @@ func (x *Index) fewPass(filter func(int64) bool) bool {
 	if tried == 0 {
 		return true
 	}
-	return float64(passed)/float64(tried)*float64(x.live) <= flatLimit
+	p := float64(passed) / float64(tried)
+	rows := p * float64(x.live)
+	return rows <= flatLimit || rows*p <= float64(ef*x.m0)/2
 }
 
 // graph walks the graph with candidate list length ef and returns up to k

@@ -1,0 +1,17 @@
+package hnsw
+
+import "golang.org/x/sys/cpu"
+
+// useAVX2 selects the assembly distances.
+var useAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+
+// dotAVX2 returns the dot product of the n float32s at a and at b.
+//
+//go:noescape
+func dotAVX2(a, b *float32, n int) float32
+
+// sqDistAVX2 returns the squared Euclidean distance between the n float32s
+// at a and at b.
+//
+//go:noescape
+func sqDistAVX2(a, b *float32, n int) float32

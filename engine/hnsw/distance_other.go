@@ -1,0 +1,8 @@
+//go:build !amd64
+
+package hnsw
+
+const useAVX2 = false
+
+func dotAVX2(a, b *float32, n int) float32    { panic("hnsw: no assembly on this platform") }
+func sqDistAVX2(a, b *float32, n int) float32 { panic("hnsw: no assembly on this platform") }
