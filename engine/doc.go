@@ -7,8 +7,9 @@
 //
 // What it holds, and how:
 //
-//   - Collections keep their documents in memory, values by field
-//     position, in an id-ordered B-tree plus a map by id. Indexes: @hash and
+//   - Collections keep their documents in memory in an id-ordered B-tree,
+//     each document's values encoded in one byte slice (decoded as they
+//     are read; strings point into it). Indexes: @hash and
 //     @unique (hash maps), @sorted and @ttl (B-trees), @text (BM25, package
 //     text), @hnsw (graphs, package hnsw), and a hash index on a lookup's
 //     field built on first use. Indexes only narrow the candidates: every
