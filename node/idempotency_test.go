@@ -55,6 +55,13 @@ func TestIdempotencyKey(t *testing.T) {
 	if a1.Status != 200 || a2.Header.Get("Idempotent-Replayed") != "true" || string(a1.Body) != string(a2.Body) {
 		t.Fatalf("query key: %s / %s", a1.Body, a2.Body)
 	}
+	// A read keeps no key: it answers what is there now.
+	n.do("POST", "/t/a/query", `{"query":"get c count"}`, "Idempotency-Key", "k4")
+	n.q("a", `put c {name: "more"}`)
+	r = n.do("POST", "/t/a/query", `{"query":"get c count"}`, "Idempotency-Key", "k4")
+	if r.Header.Get("Idempotent-Replayed") != "" || strings.TrimSpace(string(r.Body)) != `{"count":5}` {
+		t.Fatalf("keyed read: %q %s", r.Header.Get("Idempotent-Replayed"), r.Body)
+	}
 	if got := keyRows(t, n); got != `{"count":2}` {
 		t.Fatalf("keys stored: %s", got)
 	}

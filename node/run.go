@@ -17,8 +17,8 @@ func (t *tenant) runJob(ctx context.Context, j *job, k *keyed, holding bool) out
 	)
 	if k != nil {
 		opts.Extra = func(rs []*engine.Result) []engine.Statement {
-			if holding && claimedNothing(rs) {
-				return nil
+			if (holding && claimedNothing(rs)) || !anyWrite(rs) {
+				return nil // a read, or a held claim that took nothing: no key kept
 			}
 			status, body := j.render(rs)
 			var st engine.Statement
@@ -60,6 +60,16 @@ func (t *tenant) batch(ctx context.Context, sts []engine.Statement, opts engine.
 	t.writes.add()
 	defer t.writes.done()
 	return t.db.Batch(ctx, sts, opts)
+}
+
+// anyWrite says whether a block holds a statement that writes.
+func anyWrite(rs []*engine.Result) bool {
+	for _, r := range rs {
+		if r.Write {
+			return true
+		}
+	}
+	return false
 }
 
 // claimedNothing says whether a block's results are a claim that took
