@@ -78,11 +78,14 @@ func (rt *Router) move(ctx context.Context, s *global.Store, name, to string) (m
 		return moveAnswer{}, err
 	}
 	ans := moveAnswer{Tenant: name, From: at.Value.Node, To: to}
+	began := time.Now()
 	n, err := m.copy(ctx)
 	ans.Bytes = n
+	copied := time.Now()
 	if err == nil {
 		err = m.flip(ctx)
 	}
+	flipped := time.Now()
 	if err != nil {
 		outcome := MoveAborted
 		if perr := m.putBack(ctx); perr != nil {
@@ -97,7 +100,8 @@ func (rt *Router) move(ctx context.Context, s *global.Store, name, to string) (m
 	ans.MS = time.Since(start).Milliseconds()
 	rt.metrics.moves.WithLabelValues(MoveDone).Inc()
 	rt.log.Info("tenant moved", "tenant", name, "from", ans.From, "to", to, "bytes", n, "ms", ans.MS,
-		"source_removed", ans.SourceRemoved)
+		"source_removed", ans.SourceRemoved, "begin_ms", began.Sub(start).Milliseconds(),
+		"copy_ms", copied.Sub(began).Milliseconds(), "flip_ms", flipped.Sub(copied).Milliseconds())
 	return ans, nil
 }
 
@@ -208,7 +212,7 @@ func (m *moveRun) putBack(ctx context.Context) error {
 // up just before a router saw the flip reaches a file that refuses it
 // rather than none (404). A router that sees the flip later than this can
 // still meet the 404.
-const sourceGrace = 100 * time.Millisecond
+const sourceGrace = 50 * time.Millisecond
 
 // removeSource deletes the source's file once this router's own view
 // forwards to the target and the grace has passed; it reports whether
