@@ -370,6 +370,14 @@ func (m *Embedded) Close() error {
 	m.once.Do(func() {
 		m.closing.Store(true)
 		m.cancel()
+		select {
+		case <-m.ready:
+		default:
+			// etcd's Close waits for its client servers, which wait for
+			// the member to be ready or stopping: a member that never
+			// became ready (no quorum yet) must be stopped first.
+			m.etcd.Server.Stop()
+		}
 		m.etcd.Close()
 		m.wg.Wait()
 	})

@@ -279,3 +279,31 @@ func TestEmbeddedRemovedMemberReports(t *testing.T) {
 	default:
 	}
 }
+
+// A member whose cluster never forms is not ready, and still closes.
+func TestEmbeddedNoQuorumCloses(t *testing.T) {
+	peer, err := FreeLocalURL()
+	if err != nil {
+		t.Fatal(err)
+	}
+	absent, err := FreeLocalURL()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := EmbedConfig{Dir: t.TempDir(), Name: "a", ClientURL: "http://127.0.0.1:0", PeerURL: peer,
+		InitialCluster: InitialCluster(map[string]string{"a": peer, "b": absent})}
+	m := startMember(t, cfg)
+	ctx, cancel := context.WithTimeout(testCtx(t), 300*time.Millisecond)
+	defer cancel()
+	if err := m.WaitReady(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("member without quorum: WaitReady %v, want a deadline", err)
+	}
+	select {
+	case <-m.Ready():
+		t.Fatal("member without quorum ready")
+	default:
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
