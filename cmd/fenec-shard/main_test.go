@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/fenec-go/fenec/global"
 )
 
 func TestMain(m *testing.M) {
@@ -117,5 +119,95 @@ func TestRunsEmbeddedAndStopsClean(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatalf("router did not stop\n%s", out.String())
+	}
+}
+
+func TestListenInUseExit1(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var out syncBuffer
+	args := []string{"--listen", ln.Addr().String(), "--etcd-dir", t.TempDir(),
+		"--etcd-client-url", "http://127.0.0.1:0", "--etcd-peer-url", "http://127.0.0.1:0"}
+	if code := run(context.Background(), args, &out); code != 1 || !strings.Contains(out.String(), "listen") {
+		t.Fatalf("exit %d\n%s", code, out.String())
+	}
+}
+
+// waitHealth polls a router's /_health until it answers, returning the
+// body.
+func waitHealth(t *testing.T, client *http.Client, addr string, done <-chan int, out *syncBuffer) string {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := client.Get("http://" + addr + "/_health")
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			return string(b)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("router at %s never answered: %v\n%s", addr, err, out.String())
+		}
+		select {
+		case code := <-done:
+			t.Fatalf("router exited %d\n%s", code, out.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func TestTwoRoutersFormOneDirectory(t *testing.T) {
+	peers := map[string]string{}
+	for _, name := range []string{"m1", "m2"} {
+		u, err := global.FreeLocalURL()
+		if err != nil {
+			t.Fatal(err)
+		}
+		peers[name] = u
+	}
+	cluster := global.InitialCluster(peers)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	type proc struct {
+		addr string
+		out  syncBuffer
+		done chan int
+	}
+	procs := map[string]*proc{}
+	for _, name := range []string{"m1", "m2"} {
+		p := &proc{addr: freePort(t), done: make(chan int, 1)}
+		procs[name] = p
+		args := []string{"--listen", p.addr, "--token", "tk", "--id", "r-" + name, "--etcd-dir", t.TempDir(),
+			"--etcd-name", name, "--etcd-client-url", "http://127.0.0.1:0", "--etcd-peer-url", peers[name],
+			"--etcd-initial-cluster", cluster}
+		go func() { p.done <- run(ctx, args, &p.out) }()
+	}
+	client := &http.Client{Timeout: 5 * time.Second}
+	defer client.CloseIdleConnections()
+	leaders := 0
+	for _, name := range []string{"m1", "m2"} {
+		p := procs[name]
+		if strings.Contains(waitHealth(t, client, p.addr, p.done, &p.out), `"leading":true`) {
+			leaders++
+		}
+	}
+	// One directory, one leader: the second router to claim found the
+	// first's record and left it.
+	if leaders != 1 {
+		t.Fatalf("%d routers lead", leaders)
+	}
+	cancel()
+	for name, p := range procs {
+		select {
+		case code := <-p.done:
+			if code != 0 {
+				t.Fatalf("%s exit %d\n%s", name, code, p.out.String())
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s did not stop\n%s", name, p.out.String())
+		}
 	}
 }
