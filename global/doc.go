@@ -24,7 +24,9 @@
 //     build the usual ones. ClaimLeader and Promote move the lead by
 //     compare-and-swap on the term; a Store Fenced on the term it read
 //     writes nothing once a promotion moved the term on. LeaseRecordStore
-//     raises and lowers the longest-lease record.
+//     raises and lowers the longest-lease record; AcceptHandoff records a
+//     region's leasing handed to this directory (term above the giver's,
+//     record at least the giver's) in one transaction.
 //   - Watcher, a router's in-memory copy of a whole directory: it lists,
 //     watches from the list's revision and lists again after a compaction,
 //     publishing immutable Views through an atomic pointer, so Lookup costs

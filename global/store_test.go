@@ -43,6 +43,7 @@ func TestStore(t *testing.T) {
 		{"ClaimLeader", testClaimLeader},
 		{"Promote", testPromote},
 		{"LeaseRecord", testLeaseRecord},
+		{"AcceptHandoff", testAcceptHandoff},
 	}
 	forEachDirectory(t, func(t *testing.T, open func(testing.TB) Directory) {
 		for _, c := range cases {
