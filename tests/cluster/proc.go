@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -168,6 +167,13 @@ func (p *Proc) Pause() {
 	if !p.signal(syscall.SIGSTOP) {
 		p.tb.Fatalf("pause %s: not running", p.name)
 	}
+	cmd, _ := p.current()
+	Eventually(p.tb, stopWait, func() error {
+		if !allStopped(cmd.Process.Pid) {
+			return fmt.Errorf("pause %s: a thread still runs", p.name)
+		}
+		return nil
+	})
 }
 
 // Continue resumes a paused process with SIGCONT.
@@ -240,5 +246,3 @@ func reapAll() []string {
 	return names
 }
 
-// IsExited says whether err is ErrExited.
-func IsExited(err error) bool { return errors.Is(err, ErrExited) }
