@@ -245,4 +245,3 @@ func reapAll() []string {
 	}
 	return names
 }
-
