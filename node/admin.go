@@ -67,6 +67,8 @@ func (c *call) adminTenant(name string, rest []string) {
 		if c.method(http.MethodPost) {
 			c.adminFreeze(name, rest[0] == "freeze")
 		}
+	case len(rest) == 1 && (rest[0] == "quota" || rest[0] == "usage"):
+		c.adminQuota(name, rest[0] == "usage")
 	case len(rest) == 1 && rest[0] == "file":
 		c.route = "admin_file"
 		if !c.method(http.MethodGet, http.MethodPut) {

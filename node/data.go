@@ -36,6 +36,14 @@ func (c *call) data(name string, rest []string) {
 		return
 	}
 	defer c.s.reg.release(t)
+	if c.route != "subscribe" { // streams have a quota of their own
+		leave, err := t.enter()
+		if err != nil {
+			c.fail(err)
+			return
+		}
+		defer leave()
+	}
 	c.t = t
 	h()
 }

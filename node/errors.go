@@ -32,4 +32,6 @@ var (
 	ErrHoldNotRun      = errors.New("held request was not run within its wait")
 	ErrNoLease         = errors.New("this node holds no lease for the tenant")
 	ErrLeaseLapsed     = errors.New("the lease lapsed before the write was answered")
+	ErrRateLimited     = errors.New("tenant is over its write rate")
+	ErrTooManyRequests = errors.New("too many requests running on this tenant")
 )

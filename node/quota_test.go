@@ -1,8 +1,14 @@
 package node
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/fenec-go/fenec/engine"
 )
@@ -58,5 +64,103 @@ func TestGateAndQuota(t *testing.T) {
 		if status != want {
 			t.Errorf("status of %v: %d, want %d", err, status, want)
 		}
+	}
+}
+
+func TestQuotaRoutes(t *testing.T) {
+	dir := t.TempDir()
+	n := startNode(t, func(c *Config) { c.Dir = dir })
+	people(t, n)
+	if r := n.admin("PUT", "tenants/a/quota", `{"rows": 4, "streams": 1}`); r.Status != 200 {
+		t.Fatalf("put quota: %d %s", r.Status, r.Body)
+	}
+	if r := n.admin("GET", "tenants/a/quota", ""); strings.TrimSpace(string(r.Body)) != `{"rows":4,"streams":1}` {
+		t.Fatalf("get quota: %d %s", r.Status, r.Body)
+	}
+	u := n.admin("GET", "tenants/a/usage", "").Obj(t)
+	if u["rows"] != json.Number("3") || u["bytes"] != json.Number(itoa(fileSize(t, n, "a"))) {
+		t.Fatalf("usage %v", u)
+	}
+	// Rows: the block that would pass the quota is refused whole.
+	seq := seqOf(t, n, "a")
+	wantJSONError(t, n.do("POST", "/t/a/c", `[{"name":"d"},{"name":"e"}]`), 507)
+	if seqOf(t, n, "a") != seq {
+		t.Fatal("a refused block landed")
+	}
+	if r := n.do("POST", "/t/a/c", `{"name":"d"}`); r.Status != 201 {
+		t.Fatalf("insert within quota: %d %s", r.Status, r.Body)
+	}
+	// Deletes go through a full tenant.
+	if r := n.do("DELETE", "/t/a/c?name=eq.d", ""); r.Status != 200 {
+		t.Fatalf("delete: %d %s", r.Status, r.Body)
+	}
+	// Streams.
+	n.subscribe("/t/a/c/changes").mustNext(t, "seed")
+	wantJSONError(t, n.do("GET", "/t/a/c/changes", ""), 429)
+	// Bad quotas.
+	wantJSONError(t, n.admin("PUT", "tenants/a/quota", `{"rows": -1}`), 400)
+	wantJSONError(t, n.admin("PUT", "tenants/a/quota", `{"cores": 2}`), 400)
+	wantJSONError(t, n.admin("PUT", "tenants/nope/quota", `{}`), 404)
+	wantJSONError(t, n.admin("POST", "tenants/a/usage", ""), 405)
+	// Kept across a restart; gone with the tenant.
+	if err := n.s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	n2 := startNode(t, func(c *Config) { c.Dir = dir })
+	if r := n2.admin("GET", "tenants/a/quota", ""); strings.TrimSpace(string(r.Body)) != `{"rows":4,"streams":1}` {
+		t.Fatalf("quota after restart: %s", r.Body)
+	}
+	wantJSONError(t, n2.do("POST", "/t/a/c", `[{"name":"d"},{"name":"e"}]`), 507)
+	if r := n2.admin("DELETE", "tenants/a", ""); r.Status != 204 {
+		t.Fatalf("delete: %d", r.Status)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "a"+quotaExt)); !os.IsNotExist(err) {
+		t.Fatalf("quota file outlived its tenant: %v", err)
+	}
+	n2.mkTenant("a")
+	if r := n2.admin("GET", "tenants/a/quota", ""); strings.TrimSpace(string(r.Body)) != `{}` {
+		t.Fatalf("a new tenant under the name has quota %s", r.Body)
+	}
+}
+
+func TestQuotaBytesAndRates(t *testing.T) {
+	n := startNode(t, nil)
+	people(t, n)
+	size := fileSize(t, n, "a")
+	n.admin("PUT", "tenants/a/quota", fmt.Sprintf(`{"bytes": %d}`, size+200))
+	wantJSONError(t, n.do("POST", "/t/a/c", `{"name":"`+strings.Repeat("x", 400)+`"}`), 507)
+	if fileSize(t, n, "a") != size {
+		t.Fatal("a block past the bytes quota landed")
+	}
+	n.admin("PUT", "tenants/a/quota", `{"rows_per_s": 2}`)
+	// The bucket holds two rows' worth: a block of five lands and leaves
+	// it in debt, which the next write waits out.
+	if r := n.do("POST", "/t/a/c", `[{"n":1},{"n":2},{"n":3},{"n":4},{"n":5}]`); r.Status != 201 {
+		t.Fatalf("first write: %d %s", r.Status, r.Body)
+	}
+	r := n.do("POST", "/t/a/c", `{"n":6}`)
+	wantJSONError(t, r, 429)
+	if r.Header.Get("Retry-After") == "" {
+		t.Fatal("429 without Retry-After")
+	}
+	// Reads are not charged.
+	if r := n.do("GET", "/t/a/c?count", ""); r.Status != 200 {
+		t.Fatalf("read: %d", r.Status)
+	}
+}
+
+func TestQuotaRequests(t *testing.T) {
+	n := startNode(t, nil)
+	jobsTenant(t, n)
+	n.admin("PUT", "tenants/a/quota", `{"requests": 1}`)
+	done := make(chan *resp, 1)
+	go func() { done <- n.do("POST", "/t/a/query", claim("w"), "Fenec-Wait", "20000") }()
+	eventually(t, 5*time.Second, "the claim is held", func() bool { return heldRequests(n) == 1 })
+	r := n.do("GET", "/t/a/jobs?count", "")
+	wantJSONError(t, r, 429)
+	n.admin("PUT", "tenants/a/quota", `{}`)
+	n.q("a", `put jobs {task: "t"}`)
+	if got := claimed(t, <-done); got != "t" {
+		t.Fatalf("claim took %q", got)
 	}
 }

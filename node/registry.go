@@ -138,6 +138,9 @@ func (r *registry) open(t *tenant) {
 		close(t.done)
 		return
 	}
+	if err := r.loadQuota(t); err != nil {
+		r.log.Error("tenant's quota not read: it runs with none", "tenant", t.name, "err", err)
+	}
 	t.attach(db)
 	r.log.Debug("tenant opened", "tenant", t.name, "memory", t.mem.Load())
 	r.poke()
@@ -222,7 +225,9 @@ func (r *registry) install(name string, mk func(string, *tenant) (*engine.DB, er
 	var db *engine.DB
 	err := ErrTenantExists
 	if _, serr := os.Stat(t.path); errors.Is(serr, os.ErrNotExist) {
-		db, err = guarded(func() (*engine.DB, error) { return mk(t.path, t) })
+		if err = r.dropQuota(name); err == nil { // an old tenant's under this name
+			db, err = guarded(func() (*engine.DB, error) { return mk(t.path, t) })
+		}
 		if errors.Is(err, engine.ErrExist) {
 			err = ErrTenantExists
 		}
@@ -329,6 +334,7 @@ func (r *registry) remove(name string, cause error, del bool) error {
 			if rerr := os.Remove(t.path); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
 				err = errors.Join(err, fmt.Errorf("remove tenant file: %w", rerr))
 			}
+			err = errors.Join(err, r.dropQuota(name))
 		}
 		r.forget(t)
 		return err
@@ -347,7 +353,7 @@ func (r *registry) removeClosed(name string, del bool) error {
 	if err := os.Remove(path); err != nil {
 		return fmt.Errorf("remove tenant file: %w", err)
 	}
-	return nil
+	return r.dropQuota(name)
 }
 
 // closeTenant stops what t owns and closes its file; with checkpoint, it

@@ -44,6 +44,8 @@ var statusTable = []statusRule{
 	{ErrKeyReused, http.StatusUnprocessableEntity, 0},
 	{ErrBackoff, http.StatusTooManyRequests, 60},
 	{ErrTooManyStreams, http.StatusTooManyRequests, 1},
+	{ErrTooManyRequests, http.StatusTooManyRequests, 1},
+	{ErrRateLimited, http.StatusTooManyRequests, 1},
 	{ErrFrozen, http.StatusServiceUnavailable, 1},
 	{ErrReplica, http.StatusServiceUnavailable, 1},
 	{ErrTenantClosing, http.StatusServiceUnavailable, 1},

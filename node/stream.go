@@ -108,7 +108,7 @@ func (c *call) subscribe(coll string) {
 		return
 	}
 	sub := newSubscriber()
-	if err := c.t.addSub(sub, c.s.cfg.MaxStreams); err != nil {
+	if err := c.t.addSub(sub, c.t.maxStreams(c.s.cfg.MaxStreams)); err != nil {
 		c.fail(err)
 		return
 	}

@@ -17,12 +17,6 @@ const (
 	RoleReplica             // follows another node's copy; refuses writes
 )
 
-// Quota is a tenant's limits; zero fields do not limit.
-type Quota struct {
-	Bytes int64 `json:"bytes,omitempty"`
-	Rows  int64 `json:"rows,omitempty"`
-}
-
 // tenant is one tenant's record on the node: its open file and everything
 // the node keeps around it. The registry opens and closes it; requests
 // hold a reference (refs) while they use it.
@@ -51,6 +45,8 @@ type tenant struct {
 	frozen atomic.Bool
 	role   atomic.Int32
 	quota  atomic.Pointer[Quota]
+	rates  rateBuckets  // rows_per_s and bytes_per_s of the quota
+	active atomic.Int64 // data requests running (the requests quota)
 	// leaseGate, when set, is asked by the gate (leases come with later
 	// work): nil lets writes through.
 	leaseGate atomic.Pointer[func() error]
@@ -133,28 +129,6 @@ func (t *tenant) gate() error {
 func (t *tenant) leaseCheck() error {
 	if g := t.leaseGate.Load(); g != nil {
 		return (*g)()
-	}
-	return nil
-}
-
-// checkQuota is the engine's quota hook: the node's memory ceiling and
-// the tenant's own quota.
-func (t *tenant) checkQuota(a engine.QuotaAsk) error {
-	if a.Rollback {
-		return nil
-	}
-	if max := t.reg.maxMemory; max > 0 && t.mem.Load() > max {
-		return ErrMemoryFull
-	}
-	q := t.quota.Load()
-	if q == nil {
-		return nil
-	}
-	if q.Bytes > 0 && a.FileBytes+a.RecordBytes > q.Bytes {
-		return ErrQuotaBytes
-	}
-	if q.Rows > 0 && a.AddRows > 0 && a.Rows+a.AddRows > q.Rows {
-		return ErrQuotaRows
 	}
 	return nil
 }
