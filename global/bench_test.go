@@ -80,3 +80,29 @@ func BenchmarkWatcherApply(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkTxn is one conditioned tenant update (read revision, swap) on
+// each directory: the cost of one step of a failover or move.
+func BenchmarkTxn(b *testing.B) {
+	for _, impl := range implementations {
+		b.Run(impl.name, func(b *testing.B) {
+			s := NewStore(impl.open(b))
+			ctx := context.Background()
+			revs := seedNodes(b, s)
+			v, err := s.PlaceTenant(ctx, "t1", Tenant{Node: "n1", State: StateActive}, revs["n1"])
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for i := range b.N {
+				to := "n2"
+				if i%2 == 1 {
+					to = "n1"
+				}
+				if v, err = s.Failover(ctx, "t1", v, to, uint64(i)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
