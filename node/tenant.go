@@ -34,7 +34,7 @@ type tenant struct {
 	// ErrShuttingDown) is what streams and held requests are told.
 	ctx    context.Context
 	cancel context.CancelCauseFunc
-	wg     sync.WaitGroup // goroutines the tenant owns (claim dispatcher)
+	wg     sync.WaitGroup // goroutines the tenant owns (the claim runner)
 
 	// Guarded by reg.mu.
 	refs     int       // requests, streams, freezes holding it open
@@ -43,13 +43,15 @@ type tenant struct {
 
 	mem    atomic.Int64 // MemoryBytes as last read (after open, after each request)
 	frozen atomic.Bool
-	role   atomic.Int32
 	quota  atomic.Pointer[Quota]
 	rates  rateBuckets  // rows_per_s and bytes_per_s of the quota
 	active atomic.Int64 // data requests running (the requests quota)
-	// leaseGate, when set, is asked by the gate (leases come with later
-	// work): nil lets writes through.
+	// leaseGate, set under --lease, is the lease's write check for this
+	// tenant: nil lets writes through.
 	leaseGate atomic.Pointer[func() error]
+	// role: a replica copy refuses writes (following another node comes
+	// with replication; a follower will hold a reference like a stream).
+	role atomic.Int32
 
 	writes inflight // Exec/Batch calls running: freeze waits for them
 
@@ -59,7 +61,7 @@ type tenant struct {
 	// block landing).
 	seq    uint64
 	seqCh  chan struct{}            // closed and replaced at every change
-	subs   map[*subscriber]struct{} // open subscriptions and feeds
+	subs   map[*subscriber]struct{} // open subscriptions
 	keys   map[string]chan struct{} // idempotency keys in flight; closed when done
 	claims []*claimWaiter           // Fenec-Wait holders, oldest first
 	idemOK bool                     // _idempotency is known to exist
