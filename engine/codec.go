@@ -441,7 +441,7 @@ type blockOp struct {
 	doc   *doc
 	nvals int
 	sch   *schema
-	field fieldSpec
+	field *fieldSpec
 }
 
 // writes is how many seq numbers the op takes.
@@ -481,7 +481,7 @@ func encodeBlock(ops []blockOp) []byte {
 		case opIndex:
 			b = append(b, opIndex)
 			b = appendString(b, o.coll)
-			b = appendField(b, &o.field)
+			b = appendField(b, o.field)
 		}
 	}
 	return b
@@ -491,52 +491,74 @@ func encodeBlock(ops []blockOp) []byte {
 // their bytes out of p, unless keep says p is the caller's to keep: then
 // they point into it (replay, where this saves a copy of every document).
 func decodeBlock(p []byte, keep bool) ([]blockOp, error) {
+	var ops []blockOp
+	_, err := decodeOps(p, keep, func(o *blockOp) error {
+		ops = append(ops, *o)
+		return nil
+	})
+	return ops, err
+}
+
+// decodeOps calls fn with each op of a block payload in turn (the op is
+// reused: fn must copy what it keeps) and returns how many there were.
+func decodeOps(p []byte, keep bool, fn func(*blockOp) error) (int, error) {
 	d := &decoder{b: p}
 	if v := d.byte(); d.err == nil && v != 1 {
-		return nil, fmt.Errorf("block payload version %d", v)
+		return 0, fmt.Errorf("block payload version %d", v)
 	}
-	var ops []blockOp
+	n := 0
 	cur := ""
+	var o blockOp
 	for d.err == nil && len(d.b) > 0 {
+		o = blockOp{}
 		switch k := d.byte(); k {
 		case opUse:
 			cur = d.string()
+			continue
 		case opPut:
 			id := d.varint()
-			n := d.count(1)
-			raw, rest, ok := rawSpan(d.b, n)
+			nv := d.count(1)
+			raw, rest, ok := rawSpan(d.b, nv)
 			if d.err == nil && !ok {
 				d.fail(errShort)
 			}
 			if d.err != nil {
-				break
+				continue
 			}
 			d.b = rest
 			if !keep {
 				raw = slices.Clone(raw)
 			}
-			ops = append(ops, blockOp{kind: opPut, coll: cur, id: id, nvals: n,
-				doc: &doc{id: id, raw: slices.Clip(raw)}})
+			o = blockOp{kind: opPut, coll: cur, id: id, nvals: nv, doc: &doc{id: id, raw: slices.Clip(raw)}}
 		case opDel:
-			ops = append(ops, blockOp{kind: opDel, coll: cur, id: d.varint()})
+			o = blockOp{kind: opDel, coll: cur, id: d.varint()}
 		case opCreate:
 			s, err := d.schema()
 			if err != nil {
 				d.fail(err)
-				break
+				continue
 			}
-			ops = append(ops, blockOp{kind: opCreate, coll: s.Name, sch: s})
+			o = blockOp{kind: opCreate, coll: s.Name, sch: s}
 		case opDrop:
-			ops = append(ops, blockOp{kind: opDrop, coll: d.string()})
+			o = blockOp{kind: opDrop, coll: d.string()}
 		case opIndex:
 			coll := d.string()
-			ops = append(ops, blockOp{kind: opIndex, coll: coll, field: d.field()})
+			f := d.field()
+			o = blockOp{kind: opIndex, coll: coll, field: &f}
 		default:
 			d.fail(fmt.Errorf("unknown block op %d", k))
+			continue
+		}
+		if d.err != nil {
+			break
+		}
+		n++
+		if err := fn(&o); err != nil {
+			return n, err
 		}
 	}
 	if d.err != nil {
-		return nil, fmt.Errorf("decode block: %w", d.err)
+		return n, fmt.Errorf("decode block: %w", d.err)
 	}
-	return ops, nil
+	return n, nil
 }

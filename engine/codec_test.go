@@ -53,7 +53,7 @@ func TestBlockRoundTrip(t *testing.T) {
 		{kind: opPut, coll: "c", id: 1, nvals: 4, doc: &doc{id: 1, raw: encodeVals([]any{"x", []float32{1, 2}, int64(5), nil})}},
 		{kind: opPut, coll: "c", id: 2, nvals: 4, doc: &doc{id: 2, raw: encodeVals([]any{nil, nil, nil, "hi"})}},
 		{kind: opDel, coll: "c", id: 1},
-		{kind: opIndex, coll: "c", field: fieldSpec{Name: "x", Type: fieldType{kind: tText}, Hash: true}},
+		{kind: opIndex, coll: "c", field: &fieldSpec{Name: "x", Type: fieldType{kind: tText}, Hash: true}},
 		{kind: opDrop, coll: "c"},
 	}
 	got, err := decodeBlock(encodeBlock(ops), false)
@@ -65,7 +65,7 @@ func TestBlockRoundTrip(t *testing.T) {
 	}
 	for i := range ops {
 		w, g := ops[i], got[i]
-		if w.kind != g.kind || w.coll != g.coll || w.id != g.id || w.field.Name != g.field.Name || w.field.Hash != g.field.Hash {
+		if w.kind != g.kind || w.coll != g.coll || w.id != g.id || (w.field != nil && (w.field.Name != g.field.Name || w.field.Hash != g.field.Hash)) {
 			t.Errorf("op %d: %+v, want %+v", i, g, w)
 		}
 		if w.doc != nil && !reflect.DeepEqual(w.doc.values(w.nvals), g.doc.values(g.nvals)) {

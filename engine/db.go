@@ -100,23 +100,19 @@ func (db *DB) replayer() store.Replayer {
 	}
 }
 
-// applyBody decodes a block and applies it; with replay no undo is kept
-// and the documents keep pointing into body (the store gave it to us). It
-// checks the block holds exactly n writes.
+// applyBody decodes a block and applies it, checking it holds exactly n
+// writes. With replay it keeps no undo and no ops, and the documents keep
+// pointing into body (the store gave it to us); a failure then fails the
+// open. Otherwise a failure undoes what the block did.
 func (db *DB) applyBody(body []byte, n uint64, replay bool) (*txn, error) {
-	ops, err := decodeBlock(body, replay)
-	if err != nil {
-		return nil, err
-	}
-	if uint64(len(ops)) != n {
-		return nil, fmt.Errorf("block holds %d writes, record says %d", len(ops), n)
-	}
 	t := &txn{st: db.st, replay: replay}
-	for i := range ops {
-		if err := t.apply(&ops[i]); err != nil {
-			t.rollback()
-			return nil, fmt.Errorf("apply block: %w", err)
-		}
+	got, err := decodeOps(body, replay, func(o *blockOp) error { return t.apply(o) })
+	if err == nil && uint64(got) != n {
+		err = fmt.Errorf("block holds %d writes, record says %d", got, n)
+	}
+	if err != nil {
+		t.rollback()
+		return nil, fmt.Errorf("apply block: %w", err)
 	}
 	return t, nil
 }

@@ -31,9 +31,17 @@ type txn struct {
 	replay  bool // applying records: no undo kept
 }
 
-func (t *txn) remember(f func()) {
-	if !t.replay {
-		t.undo = append(t.undo, f)
+// keeping says whether the block keeps undo steps and ops: not while
+// replaying, where building them would only make garbage. Callers build
+// their undo closures inside `if t.keeping()` so a replay allocates none.
+func (t *txn) keeping() bool { return !t.replay }
+
+func (t *txn) remember(f func()) { t.undo = append(t.undo, f) }
+
+// record keeps an op for the block's record.
+func (t *txn) record(o blockOp) {
+	if t.keeping() {
+		t.ops = append(t.ops, o)
 	}
 }
 
@@ -52,14 +60,18 @@ func (t *txn) countRows(c *collection, delta int64) {
 	}
 	t.st.rows += delta
 	t.addRows += delta
-	t.remember(func() { t.st.rows -= delta })
+	if t.keeping() {
+		t.remember(func() { t.st.rows -= delta })
+	}
 }
 
 // newID hands out the next id of coll.
 func (t *txn) newID(name string) int64 {
 	old := t.st.counters[name]
 	t.st.counters[name] = old + 1
-	t.remember(func() { t.st.counters[name] = old })
+	if t.keeping() {
+		t.remember(func() { t.st.counters[name] = old })
+	}
 	return old + 1
 }
 
@@ -68,7 +80,9 @@ func (t *txn) seeID(name string, id int64) {
 	old := t.st.counters[name]
 	if id > old {
 		t.st.counters[name] = id
-		t.remember(func() { t.st.counters[name] = old })
+		if t.keeping() {
+			t.remember(func() { t.st.counters[name] = old })
+		}
 	}
 }
 
@@ -80,14 +94,16 @@ func (t *txn) put(c *collection, d *doc, vals []any) {
 	if old == nil {
 		t.countRows(c, 1)
 	}
-	t.remember(func() {
-		if old != nil {
-			c.set(old, nil)
-		} else {
-			c.remove(d.id)
-		}
-	})
-	t.ops = append(t.ops, blockOp{kind: opPut, coll: c.sch.Name, id: d.id, doc: d, nvals: len(c.sch.Fields), sch: c.sch})
+	if t.keeping() {
+		t.remember(func() {
+			if old != nil {
+				c.set(old, nil)
+			} else {
+				c.remove(d.id)
+			}
+		})
+	}
+	t.record(blockOp{kind: opPut, coll: c.sch.Name, id: d.id, doc: d, nvals: len(c.sch.Fields), sch: c.sch})
 }
 
 // del deletes id from c; it writes an op only when a doc was there.
@@ -97,8 +113,10 @@ func (t *txn) del(c *collection, id int64) bool {
 		return false
 	}
 	t.countRows(c, -1)
-	t.remember(func() { c.set(old, nil) })
-	t.ops = append(t.ops, blockOp{kind: opDel, coll: c.sch.Name, id: id})
+	if t.keeping() {
+		t.remember(func() { c.set(old, nil) })
+	}
+	t.record(blockOp{kind: opDel, coll: c.sch.Name, id: id})
 	return true
 }
 
@@ -108,8 +126,10 @@ func (t *txn) createColl(s *schema) (*collection, error) {
 	}
 	c := newCollection(s)
 	t.st.colls[s.Name] = c
-	t.remember(func() { delete(t.st.colls, s.Name) })
-	t.ops = append(t.ops, blockOp{kind: opCreate, coll: s.Name, sch: s})
+	if t.keeping() {
+		t.remember(func() { delete(t.st.colls, s.Name) })
+	}
+	t.record(blockOp{kind: opCreate, coll: s.Name, sch: s})
 	return c, nil
 }
 
@@ -120,8 +140,10 @@ func (t *txn) dropColl(name string) error {
 	}
 	delete(t.st.colls, name)
 	t.countRows(c, -int64(c.len()))
-	t.remember(func() { t.st.colls[name] = c })
-	t.ops = append(t.ops, blockOp{kind: opDrop, coll: name})
+	if t.keeping() {
+		t.remember(func() { t.st.colls[name] = c })
+	}
+	t.record(blockOp{kind: opDrop, coll: name})
 	return nil
 }
 
@@ -153,19 +175,21 @@ func (t *txn) createIndex(c *collection, spec fieldSpec) error {
 	if !hadX && c.search[i] != nil {
 		fillSearch(c, i)
 	}
-	t.remember(func() {
-		c.sch.Fields[i] = old
-		if !hadH {
-			c.hash[i] = nil
-		}
-		if !hadS {
-			c.sorted[i] = nil
-		}
-		if !hadX {
-			c.search[i] = nil
-		}
-	})
-	t.ops = append(t.ops, blockOp{kind: opIndex, coll: c.sch.Name, field: spec})
+	if t.keeping() {
+		t.remember(func() {
+			c.sch.Fields[i] = old
+			if !hadH {
+				c.hash[i] = nil
+			}
+			if !hadS {
+				c.sorted[i] = nil
+			}
+			if !hadX {
+				c.search[i] = nil
+			}
+		})
+	}
+	t.record(blockOp{kind: opIndex, coll: c.sch.Name, field: &spec})
 	return nil
 }
 
@@ -237,7 +261,7 @@ func (t *txn) apply(o *blockOp) error {
 		}
 		if !t.del(c, o.id) {
 			// A delete of a doc already gone still takes its seq.
-			t.ops = append(t.ops, blockOp{kind: opDel, coll: o.coll, id: o.id})
+			t.record(blockOp{kind: opDel, coll: o.coll, id: o.id})
 		}
 	case opCreate:
 		_, err := t.createColl(o.sch)
@@ -249,7 +273,7 @@ func (t *txn) apply(o *blockOp) error {
 		if c == nil {
 			return fmt.Errorf("%w: %s", ErrUnknownCollection, o.coll)
 		}
-		return t.createIndex(c, o.field)
+		return t.createIndex(c, *o.field)
 	default:
 		return fmt.Errorf("unknown op %d", o.kind)
 	}
