@@ -34,3 +34,21 @@ bench:
 
 clean:
 	rm -rf $(BIN)
+
+# A node and a router in one process, data under ./data; Ctrl-C stops it.
+run: build
+	$(BIN)/fenec dev --data ./data
+
+# End-to-end tests: real processes (built without -race) on loopback.
+.PHONY: e2e
+e2e:
+	$(GO) test -count=1 -timeout 10m ./tests/...
+
+# Router cost against the node and nginx, and a 100 000 × 128 move; writes
+# bench/shard.txt. Installs Debian's nginx first when it is missing.
+.PHONY: shard-bench
+shard-bench:
+	@command -v nginx >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update && apt-get install -y nginx; \
+	  else sudo apt-get update && sudo apt-get install -y nginx; fi; }
+	$(GO) run ./bench/shard -out bench/shard.txt

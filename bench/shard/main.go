@@ -1,0 +1,506 @@
+// Command shard measures what the router costs: one keep-alive client's
+// requests straight to a node, through fenec-shard, and through nginx as a
+// plain reverse proxy (keep-alive upstream) in front of the same node,
+// side by side in one run; then the time to move a tenant of 100 000
+// vectors of 128 dimensions with an HNSW index between two nodes, and its
+// first `near` on the target. It prints a table and writes it to -out.
+//
+// Node, second node and router run in this process on loopback; nginx is
+// a child process (skipped, and said so, when it is not installed).
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/fenec-go/fenec/global"
+	"github.com/fenec-go/fenec/node"
+	"github.com/fenec-go/fenec/region"
+)
+
+const adminToken = "bench-admin-token"
+
+type config struct {
+	warmup, requests int
+	moveDocs, dims   int
+	out              string
+	nginx            string
+}
+
+func main() {
+	var cfg config
+	flag.IntVar(&cfg.warmup, "warmup", 500, "requests of warm-up per target and kind")
+	flag.IntVar(&cfg.requests, "n", 5000, "measured requests per target and kind")
+	flag.IntVar(&cfg.moveDocs, "move-docs", 100_000, "vectors in the moved tenant (0: no move)")
+	flag.IntVar(&cfg.dims, "dims", 128, "dimensions of the moved tenant's vectors")
+	flag.StringVar(&cfg.out, "out", "bench/shard.txt", "file the table is written to")
+	flag.StringVar(&cfg.nginx, "nginx", "nginx", "nginx binary (none: skip nginx)")
+	flag.Parse()
+	if err := run(cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "shard bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(cfg config) error {
+	dir, err := os.MkdirTemp("", "fenec-shard-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+
+	n1, err := startNode(filepath.Join(dir, "n1"), log)
+	if err != nil {
+		return err
+	}
+	defer n1.Close()
+	n2, err := startNode(filepath.Join(dir, "n2"), log)
+	if err != nil {
+		return err
+	}
+	defer n2.Close()
+	rt, err := startRouter(filepath.Join(dir, "shard"), log)
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	router := "http://" + rt.Addr()
+	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+	for name, n := range map[string]*node.Server{"n1": n1, "n2": n2} {
+		if err := call(c, "PUT", router+"/_shard/nodes/"+name, fmt.Sprintf(`{"addr":"http://%s","token":%q,"region":"bench"}`, n.Addr(), adminToken), 201); err != nil {
+			return err
+		}
+	}
+	if err := setupTenant(c, router); err != nil {
+		return err
+	}
+
+	targets := []target{
+		{name: "node", base: "http://" + n1.Addr()},
+		{name: "fenec-shard", base: router},
+	}
+	var nginxNote string
+	if ng, err := startNginx(cfg.nginx, filepath.Join(dir, "nginx"), n1.Addr()); err != nil {
+		nginxNote = "nginx: not measured: " + err.Error()
+		fmt.Fprintln(os.Stderr, nginxNote)
+	} else {
+		defer ng.stop()
+		targets = append(targets, target{name: "nginx", base: ng.base})
+		nginxNote = "nginx: " + ng.version + ", one worker, upstream keepalive 16, HTTP/1.1 to the node"
+	}
+
+	var out bytes.Buffer
+	fmt.Fprintf(&out, "fenec shard bench, %s, %s, GOMAXPROCS %d\n", time.Now().UTC().Format("2006-01-02 15:04 MST"), cpuName(), runtimeProcs())
+	fmt.Fprintf(&out, "one keep-alive client per target; %d requests after %d of warm-up, per target and kind, in turns of 500\n", cfg.requests, cfg.warmup)
+	fmt.Fprintln(&out, nginxNote)
+	fmt.Fprintln(&out)
+	if err := latencyTable(&out, cfg, targets); err != nil {
+		return err
+	}
+	if cfg.moveDocs > 0 {
+		fmt.Fprintln(&out)
+		if err := moveBench(&out, cfg, c, router, n1); err != nil {
+			return err
+		}
+	}
+	os.Stdout.Write(out.Bytes())
+	if cfg.out != "" {
+		if err := os.WriteFile(cfg.out, out.Bytes(), 0o644); err != nil {
+			return err
+		}
+	}
+	c.CloseIdleConnections()
+	return nil
+}
+
+func startNode(dir string, log *slog.Logger) (*node.Server, error) {
+	cfg := node.DefaultConfig()
+	cfg.Dir = dir
+	cfg.HTTP = "127.0.0.1:0"
+	cfg.AdminToken = adminToken
+	cfg.Logger = log
+	s, err := node.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Start(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func startRouter(dir string, log *slog.Logger) (*region.Router, error) {
+	cfg := region.DefaultConfig()
+	cfg.Listen = "127.0.0.1:0"
+	cfg.Etcd = global.DefaultEmbedConfig(dir)
+	cfg.Etcd.ClientURL = "http://127.0.0.1:0"
+	cfg.Etcd.PeerURL = "http://127.0.0.1:0"
+	cfg.Logger = log
+	rt, err := region.NewRouter(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := rt.Start(context.Background()); err != nil {
+		return nil, err
+	}
+	return rt, nil
+}
+
+// call sends one request and wants the status.
+func call(c *http.Client, method, url, body string, want int) error {
+	_, err := callBody(c, method, url, body, want)
+	return err
+}
+
+func callBody(c *http.Client, method, url, body string, want int) ([]byte, error) {
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	res, err := c.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		return nil, err
+	}
+	if res.StatusCode != want {
+		return nil, fmt.Errorf("%s %s: %d %s", method, url, res.StatusCode, bytes.TrimSpace(b))
+	}
+	return b, nil
+}
+
+// setupTenant places tenant "b" on n1 with a small collection.
+func setupTenant(c *http.Client, router string) error {
+	if err := call(c, "PUT", router+"/_shard/tenants/b", `{"node":"n1"}`, 201); err != nil {
+		return err
+	}
+	if err := call(c, "POST", router+"/t/b/query", `{"query":"create collection c (name text, n int @sorted)"}`, 200); err != nil {
+		return err
+	}
+	var rows []string
+	for i := range 1000 {
+		rows = append(rows, fmt.Sprintf(`{"name":"row %d","n":%d}`, i, i))
+	}
+	return call(c, "POST", router+"/t/b/c", "["+strings.Join(rows, ",")+"]", 201)
+}
+
+// target is one way to the node.
+type target struct {
+	name string
+	base string
+	c    *http.Client
+}
+
+// kind is one request shape measured.
+type kind struct {
+	name   string
+	method string
+	path   string
+	body   func(i int) string
+	want   int
+}
+
+var kinds = []kind{
+	{"read (get by id)", "POST", "/t/b/query", func(i int) string {
+		return fmt.Sprintf(`{"query":"get c where id = $1","params":[%d]}`, i%1000+1)
+	}, 200},
+	{"write (REST insert)", "POST", "/t/b/c", func(i int) string {
+		return fmt.Sprintf(`{"name":"w","n":%d}`, i)
+	}, 201},
+}
+
+// latencyTable measures every kind on every target, in turns of 500 so
+// that a noisy moment falls on all of them, and prints percentiles and
+// ratios to the node.
+func latencyTable(w io.Writer, cfg config, targets []target) error {
+	for i := range targets {
+		targets[i].c = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1, DisableCompression: true}}
+		defer targets[i].c.CloseIdleConnections()
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "request\tvia\tp50 µs\tp95 µs\tp99 µs\tp50 ×node\tp99 ×node\t")
+	for _, k := range kinds {
+		lat := make([][]time.Duration, len(targets))
+		for ti, t := range targets {
+			if _, err := measure(t, k, 0, cfg.warmup); err != nil {
+				return err
+			}
+			lat[ti] = make([]time.Duration, 0, cfg.requests)
+			_ = ti
+		}
+		for done := 0; done < cfg.requests; {
+			step := min(500, cfg.requests-done)
+			for ti, t := range targets {
+				d, err := measure(t, k, cfg.warmup+done, step)
+				if err != nil {
+					return err
+				}
+				lat[ti] = append(lat[ti], d...)
+			}
+			done += step
+		}
+		base := percentiles(lat[0])
+		for ti, t := range targets {
+			p := percentiles(lat[ti])
+			fmt.Fprintf(tw, "%s\t%s\t%.1f\t%.1f\t%.1f\t%.2f\t%.2f\t\n", k.name, t.name,
+				us(p[0]), us(p[1]), us(p[2]), float64(p[0])/float64(base[0]), float64(p[2])/float64(base[2]))
+		}
+	}
+	return tw.Flush()
+}
+
+// measure sends n requests of kind k to t one after another and returns
+// each one's time.
+func measure(t target, k kind, from, n int) ([]time.Duration, error) {
+	out := make([]time.Duration, 0, n)
+	for i := from; i < from+n; i++ {
+		req, err := http.NewRequest(k.method, t.base+k.path, strings.NewReader(k.body(i)))
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		start := time.Now()
+		res, err := t.c.Do(req)
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w", t.name, k.name, err)
+		}
+		_, err = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		d := time.Since(start)
+		if err != nil {
+			return nil, err
+		}
+		if res.StatusCode != k.want {
+			return nil, fmt.Errorf("%s %s: status %d", t.name, k.name, res.StatusCode)
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+func percentiles(d []time.Duration) [3]time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	at := func(q float64) time.Duration { return s[min(len(s)-1, int(q*float64(len(s))))] }
+	return [3]time.Duration{at(0.50), at(0.95), at(0.99)}
+}
+
+func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+// moveBench fills tenant "mv" on n1 with vectors, moves it to n2 through
+// the router, and times the move and the first near on the target.
+func moveBench(w io.Writer, cfg config, c *http.Client, router string, n1 *node.Server) error {
+	if err := call(c, "PUT", router+"/_shard/tenants/mv", `{"node":"n1"}`, 201); err != nil {
+		return err
+	}
+	q := fmt.Sprintf(`{"query":"create collection v (e vector<%d> @hnsw(cosine))"}`, cfg.dims)
+	if err := call(c, "POST", router+"/t/mv/query", q, 200); err != nil {
+		return err
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	vec := func() string {
+		var b strings.Builder
+		b.WriteByte('[')
+		for i := range cfg.dims {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, "%.4f", rng.Float32()*2-1)
+		}
+		b.WriteByte(']')
+		return b.String()
+	}
+	load := time.Now()
+	direct := "http://" + n1.Addr()
+	for done := 0; done < cfg.moveDocs; {
+		step := min(1000, cfg.moveDocs-done)
+		var rows []string
+		for range step {
+			rows = append(rows, `{"e":`+vec()+`}`)
+		}
+		if err := call(c, "POST", direct+"/t/mv/v", "["+strings.Join(rows, ",")+"]", 201); err != nil {
+			return err
+		}
+		done += step
+	}
+	loadTime := time.Since(load)
+	probe := fmt.Sprintf(`{"query":"get v select id near e %s limit 10"}`, vec())
+	warm := time.Now()
+	before, err := callBody(c, "POST", router+"/t/mv/query", probe, 200)
+	if err != nil {
+		return err
+	}
+	firstOnSource := time.Since(warm)
+
+	start := time.Now()
+	b, err := callBody(c, "POST", router+"/_shard/tenants/mv/move", `{"to":"n2"}`, 200)
+	if err != nil {
+		return err
+	}
+	moveWall := time.Since(start)
+	var ans struct {
+		Bytes         int64 `json:"bytes"`
+		MS            int64 `json:"ms"`
+		SourceRemoved bool  `json:"source_removed"`
+	}
+	if err := json.Unmarshal(b, &ans); err != nil {
+		return err
+	}
+	start = time.Now()
+	after, err := callBody(c, "POST", router+"/t/mv/query", probe, 200)
+	if err != nil {
+		return err
+	}
+	firstNear := time.Since(start)
+	start = time.Now()
+	if _, err := callBody(c, "POST", router+"/t/mv/query", probe, 200); err != nil {
+		return err
+	}
+	secondNear := time.Since(start)
+	same := "the same 10 ids as on the source"
+	if !bytes.Equal(stripScores(before), stripScores(after)) {
+		same = "OTHER ids than on the source"
+	}
+	fmt.Fprintf(w, "move of a tenant of %d × %d @hnsw(cosine) (loaded in %.1f s, 1 000 a block, straight to the node)\n", cfg.moveDocs, cfg.dims, loadTime.Seconds())
+	fmt.Fprintf(w, "  image                %.1f MB\n", float64(ans.Bytes)/1e6)
+	fmt.Fprintf(w, "  move (router's ms)   %d ms (source removed: %v)\n", ans.MS, ans.SourceRemoved)
+	fmt.Fprintf(w, "  move (client's wall) %d ms\n", moveWall.Milliseconds())
+	fmt.Fprintf(w, "  first near on target %.1f ms (its first request after the move), then %.1f ms; %s\n", ms(firstNear), ms(secondNear), same)
+	fmt.Fprintf(w, "  first near on source %.1f ms (open already)\n", ms(firstOnSource))
+	return nil
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// stripScores keeps only the ids of a near answer.
+func stripScores(b []byte) []byte {
+	var rows []map[string]any
+	if json.Unmarshal(b, &rows) != nil {
+		return b
+	}
+	var ids []string
+	for _, r := range rows {
+		ids = append(ids, fmt.Sprint(r["id"]))
+	}
+	return []byte(strings.Join(ids, ","))
+}
+
+// nginxProc is nginx running in front of the node.
+type nginxProc struct {
+	cmd     *exec.Cmd
+	base    string
+	version string
+}
+
+// startNginx runs nginx with a plain reverse-proxy configuration to
+// upstream (host:port), waiting until it answers.
+func startNginx(bin, dir, upstream string) (*nginxProc, error) {
+	if bin == "none" {
+		return nil, errors.New("skipped (-nginx none)")
+	}
+	path, err := exec.LookPath(bin)
+	if err != nil {
+		return nil, fmt.Errorf("%s not found (make shard-bench installs Debian's nginx)", bin)
+	}
+	ver, _ := exec.Command(path, "-v").CombinedOutput()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
+		return nil, err
+	}
+	conf := fmt.Sprintf(`worker_processes 1;
+daemon off;
+pid %[1]s/nginx.pid;
+error_log %[1]s/logs/error.log warn;
+events { worker_connections 1024; }
+http {
+	access_log off;
+	client_body_temp_path %[1]s/body;
+	proxy_temp_path %[1]s/proxy;
+	fastcgi_temp_path %[1]s/fastcgi;
+	uwsgi_temp_path %[1]s/uwsgi;
+	scgi_temp_path %[1]s/scgi;
+	upstream node { server %[2]s; keepalive 16; }
+	server {
+		listen %[3]s;
+		location / {
+			proxy_pass http://node;
+			proxy_http_version 1.1;
+			proxy_set_header Connection "";
+			proxy_buffering off;
+		}
+	}
+}
+`, dir, upstream, addr)
+	cf := filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(cf, []byte(conf), 0o644); err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(path, "-e", filepath.Join(dir, "logs", "error.log"), "-p", dir, "-c", cf)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	ng := &nginxProc{cmd: cmd, base: "http://" + addr, version: strings.TrimSpace(strings.TrimPrefix(string(ver), "nginx version: "))}
+	hc := &http.Client{Timeout: time.Second}
+	defer hc.CloseIdleConnections()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		res, err := hc.Get(ng.base + "/_health")
+		if err == nil {
+			res.Body.Close()
+			if res.StatusCode == 200 {
+				return ng, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			ng.stop()
+			return nil, fmt.Errorf("nginx did not answer: %v %s", err, stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (n *nginxProc) stop() {
+	_ = n.cmd.Process.Signal(os.Interrupt)
+	_ = n.cmd.Wait()
+}
+
+func cpuName() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return "cpu unknown"
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "cpu unknown"
+}
