@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/fenec-go/fenec/global"
@@ -144,6 +145,7 @@ func (rt *Router) start(ctx context.Context) error {
 	rt.nodes = newNodeClient(rt.cfg.NodeTimeout)
 	rt.lead = &leadership{id: rt.id, store: rt.store, watcher: rt.watcher, log: rt.log}
 	rt.reg = prometheus.NewRegistry()
+	rt.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if rt.fwd, err = NewForwarder(rt.cfg.Forward, viewPlacements{rt.watcher}, rt.reg, rt.log); err != nil {
 		return err
 	}
