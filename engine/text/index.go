@@ -1,8 +1,8 @@
 package text
 
 import (
+	"math"
 	"slices"
-	"sort"
 )
 
 // Default BM25 parameters, used when New is given zero.
@@ -11,17 +11,17 @@ const (
 	DefaultB  = 0.75
 )
 
-// posting is one document's entry in a term's postings: the document's
-// slot and how often the term occurs in it.
-type posting struct {
-	slot uint32
-	tf   uint32
-}
+// MaxTF is the largest term frequency kept per document: a token repeated
+// more often in one document counts MaxTF times.
+const MaxTF = math.MaxUint16
 
-// term is one distinct token: its text and its postings sorted by slot.
+// term is one distinct token: its text and its postings, as two parallel
+// slices sorted by slot: the documents holding it and how often each does
+// (6 bytes a posting).
 type term struct {
-	text     string
-	postings []posting
+	text  string
+	slots []uint32
+	tfs   []uint16
 }
 
 // Index is a BM25 index over one text field. The zero value is not usable;
@@ -36,9 +36,17 @@ type Index struct {
 	slotOf    map[int64]uint32 // document id -> slot
 	ids       []int64          // by slot
 	lens      []uint32         // by slot: document length in tokens
-	docTerms  [][]uint32       // by slot: the distinct term ids of the document; nil when free
 	live      []bool           // by slot
 	freeSlots []uint32
+
+	// The distinct term ids of each document, which Remove needs, lie in
+	// one arena: the document in slot s holds arena[off[s]:off[s]+cnt[s]].
+	// Removed documents leave holes, counted in holes, and the arena is
+	// compacted once they pass half of it.
+	arena []uint32
+	off   []uint32 // by slot
+	cnt   []uint32 // by slot
+	holes int
 
 	total int64 // sum of lengths of live documents
 }
@@ -66,7 +74,7 @@ func (x *Index) Put(id int64, text string) {
 	x.Remove(id)
 	slot := x.allocSlot(id)
 
-	counts := make(map[uint32]uint32)
+	counts := make(map[uint32]int)
 	var order []uint32
 	var dl uint32
 	forEachToken(text, func(tok []byte) {
@@ -79,13 +87,12 @@ func (x *Index) Put(id int64, text string) {
 	})
 	slices.Sort(order)
 	for _, t := range order {
-		x.addPosting(t, posting{slot: slot, tf: counts[t]})
+		x.addPosting(t, slot, uint16(min(counts[t], MaxTF)))
 	}
 	x.lens[slot] = dl
-	x.docTerms[slot] = slices.Clip(order)
-	if x.docTerms[slot] == nil {
-		x.docTerms[slot] = []uint32{}
-	}
+	x.off[slot] = uint32(len(x.arena))
+	x.cnt[slot] = uint32(len(order))
+	x.arena = append(x.arena, order...)
 	x.total += int64(dl)
 }
 
@@ -95,16 +102,39 @@ func (x *Index) Remove(id int64) {
 	if !ok {
 		return
 	}
-	for _, t := range x.docTerms[slot] {
+	for _, t := range x.docTermIDs(slot) {
 		x.dropPosting(t, slot)
 	}
 	x.total -= int64(x.lens[slot])
 	delete(x.slotOf, id)
-	x.ids[slot] = 0
-	x.lens[slot] = 0
-	x.docTerms[slot] = nil
+	x.holes += int(x.cnt[slot])
+	x.ids[slot], x.lens[slot], x.off[slot], x.cnt[slot] = 0, 0, 0, 0
 	x.live[slot] = false
 	x.freeSlots = append(x.freeSlots, slot)
+	if x.holes > 1024 && x.holes > len(x.arena)/2 {
+		x.compact()
+	}
+}
+
+// docTermIDs returns the distinct term ids of the document in slot.
+func (x *Index) docTermIDs(slot uint32) []uint32 {
+	o := x.off[slot]
+	return x.arena[o : o+x.cnt[slot]]
+}
+
+// compact rewrites the arena without its holes.
+func (x *Index) compact() {
+	arena := make([]uint32, 0, len(x.arena)-x.holes)
+	for s := range x.ids {
+		if !x.live[s] {
+			continue
+		}
+		ts := x.docTermIDs(uint32(s))
+		x.off[s] = uint32(len(arena))
+		arena = append(arena, ts...)
+	}
+	x.arena = arena
+	x.holes = 0
 }
 
 // Has reports whether document id is indexed.
@@ -134,7 +164,7 @@ func (x *Index) DocFreq(tok string) int {
 	if !ok {
 		return 0
 	}
-	return len(x.terms[t].postings)
+	return len(x.terms[t].slots)
 }
 
 // Terms returns the number of distinct tokens in the index.
@@ -142,17 +172,15 @@ func (x *Index) Terms() int { return len(x.dict) }
 
 // MemoryBytes estimates the heap the index holds, for memory accounting.
 func (x *Index) MemoryBytes() int64 {
-	const mapEntry = 48 // rough per-entry cost of a Go map, key and value
+	const mapEntry = 32 // rough per-entry cost of a Go map, key and value
 	n := int64(len(x.dict)) * mapEntry
 	for i := range x.terms {
-		n += int64(len(x.terms[i].text)) + 40 + int64(cap(x.terms[i].postings))*8
+		tm := &x.terms[i]
+		n += 64 + int64(len(tm.text)) + int64(cap(tm.slots))*4 + int64(cap(tm.tfs))*2
 	}
 	n += int64(len(x.slotOf)) * mapEntry
-	n += int64(cap(x.ids))*8 + int64(cap(x.lens))*4 + int64(cap(x.live))
-	for _, d := range x.docTerms {
-		n += 24 + int64(cap(d))*4
-	}
-	n += int64(cap(x.freeSlots)+cap(x.freeTerms)) * 4
+	n += int64(cap(x.ids))*8 + int64(cap(x.lens)+cap(x.off)+cap(x.cnt))*4 + int64(cap(x.live))
+	n += int64(cap(x.arena)+cap(x.freeSlots)+cap(x.freeTerms)) * 4
 	return n
 }
 
@@ -165,7 +193,8 @@ func (x *Index) allocSlot(id int64) uint32 {
 		slot = uint32(len(x.ids))
 		x.ids = append(x.ids, 0)
 		x.lens = append(x.lens, 0)
-		x.docTerms = append(x.docTerms, nil)
+		x.off = append(x.off, 0)
+		x.cnt = append(x.cnt, 0)
 		x.live = append(x.live, false)
 	}
 	x.ids[slot] = id
@@ -193,34 +222,37 @@ func (x *Index) termID(tok []byte) uint32 {
 	return t
 }
 
-// addPosting inserts p into term t's postings, keeping them sorted by slot.
-func (x *Index) addPosting(t uint32, p posting) {
-	ps := x.terms[t].postings
-	if n := len(ps); n == 0 || ps[n-1].slot < p.slot {
-		x.terms[t].postings = append(ps, p)
+// addPosting inserts slot with frequency tf into term t's postings,
+// keeping them sorted by slot.
+func (x *Index) addPosting(t uint32, slot uint32, tf uint16) {
+	tm := &x.terms[t]
+	if n := len(tm.slots); n == 0 || tm.slots[n-1] < slot {
+		tm.slots = append(tm.slots, slot)
+		tm.tfs = append(tm.tfs, tf)
 		return
 	}
-	i := sort.Search(len(ps), func(i int) bool { return ps[i].slot >= p.slot })
-	x.terms[t].postings = slices.Insert(ps, i, p)
+	i, _ := slices.BinarySearch(tm.slots, slot)
+	tm.slots = slices.Insert(tm.slots, i, slot)
+	tm.tfs = slices.Insert(tm.tfs, i, tf)
 }
 
 // dropPosting removes slot from term t's postings; a term left with none
 // is forgotten and its id reused.
 func (x *Index) dropPosting(t uint32, slot uint32) {
-	ps := x.terms[t].postings
-	i := sort.Search(len(ps), func(i int) bool { return ps[i].slot >= slot })
-	if i < len(ps) && ps[i].slot == slot {
-		ps = slices.Delete(ps, i, i+1)
+	tm := &x.terms[t]
+	if i, ok := slices.BinarySearch(tm.slots, slot); ok {
+		tm.slots = slices.Delete(tm.slots, i, i+1)
+		tm.tfs = slices.Delete(tm.tfs, i, i+1)
 	}
-	if len(ps) == 0 {
-		delete(x.dict, x.terms[t].text)
-		x.terms[t] = term{}
+	if len(tm.slots) == 0 {
+		delete(x.dict, tm.text)
+		*tm = term{}
 		x.freeTerms = append(x.freeTerms, t)
 		return
 	}
 	// Give back memory when a list shrinks far below its capacity.
-	if cap(ps) > 64 && len(ps) < cap(ps)/4 {
-		ps = slices.Clone(ps)
+	if cap(tm.slots) > 64 && len(tm.slots) < cap(tm.slots)/4 {
+		tm.slots = slices.Clone(tm.slots)
+		tm.tfs = slices.Clone(tm.tfs)
 	}
-	x.terms[t].postings = ps
 }

@@ -252,3 +252,45 @@ func TestAgainstModel(t *testing.T) {
 		t.Fatalf("Len %d, want %d", x.Len(), len(m))
 	}
 }
+
+func TestRemovesCompactTheArena(t *testing.T) {
+	x := New(0, 0)
+	for id := range int64(3000) {
+		x.Put(id, fmt.Sprintf("common w%d w%d x%d", id%10, id%7, id))
+	}
+	grown := len(x.arena)
+	for id := range int64(2500) {
+		x.Remove(id)
+	}
+	live := 0
+	for s := range x.ids {
+		live += int(x.cnt[s])
+	}
+	if len(x.arena) >= grown || len(x.arena)-x.holes != live {
+		t.Fatalf("arena %d (was %d), holes %d, live entries %d: not compacted", len(x.arena), grown, x.holes, live)
+	}
+	// Every remaining document still removes cleanly and is found.
+	got := x.Search("x2999 common", 1, nil)
+	if len(got) != 1 || got[0].ID != 2999 {
+		t.Fatalf("got %v, want 2999 first", got)
+	}
+	for id := int64(2500); id < 3000; id++ {
+		x.Remove(id)
+	}
+	if x.Len() != 0 || x.Terms() != 0 || x.TotalLen() != 0 {
+		t.Fatalf("emptied: Len %d Terms %d TotalLen %d", x.Len(), x.Terms(), x.TotalLen())
+	}
+}
+
+func TestRepeatedTokenCapped(t *testing.T) {
+	x := New(0, 0)
+	x.Put(1, strings.Repeat("a ", MaxTF+10))
+	x.Put(2, "b")
+	tm := x.terms[x.dict["a"]]
+	if tm.tfs[0] != MaxTF {
+		t.Fatalf("tf %d, want %d", tm.tfs[0], MaxTF)
+	}
+	if x.TotalLen() != MaxTF+11 {
+		t.Fatalf("TotalLen %d: the length counts every token", x.TotalLen())
+	}
+}

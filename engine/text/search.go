@@ -54,15 +54,16 @@ func (x *Index) Search(query string, k int, filter func(id int64) bool) []Hit {
 	avgdl := x.AvgLen()
 	k1, b := x.k1, x.b
 	for _, t := range qterms {
-		ps := x.terms[t].postings
-		idf := IDF(n, len(ps))
-		for _, p := range ps {
-			tf := float64(p.tf)
-			norm := k1 * (1 - b + b*float64(x.lens[p.slot])/avgdl)
-			if acc.score[p.slot] == 0 {
-				acc.touched = append(acc.touched, p.slot)
+		tm := &x.terms[t]
+		idf := IDF(n, len(tm.slots))
+		tfs := tm.tfs[:len(tm.slots)]
+		for i, slot := range tm.slots {
+			tf := float64(tfs[i])
+			norm := k1 * (1 - b + b*float64(x.lens[slot])/avgdl)
+			if acc.score[slot] == 0 {
+				acc.touched = append(acc.touched, slot)
 			}
-			acc.score[p.slot] += idf * tf * (k1 + 1) / (tf + norm)
+			acc.score[slot] += idf * tf * (k1 + 1) / (tf + norm)
 		}
 	}
 	hits := x.collect(acc, k, filter)
