@@ -7,7 +7,9 @@ import (
 	"hash/maphash"
 	"iter"
 	"maps"
+	"slices"
 	"strings"
+	"sync"
 )
 
 // viewShards splits a view's tenants so that a change copies one shard's
@@ -29,6 +31,30 @@ type View struct {
 	nodes   map[string]Node
 	quotas  map[string]Quota
 	tenants [viewShards]map[string]Tenant
+	byNode  *nodeIndex // built on first use
+}
+
+// nodeIndex is a view's tenants by primary node, built once per view.
+type nodeIndex struct {
+	once sync.Once
+	m    map[string][]string
+}
+
+// TenantsOn returns the names of the tenants whose primary is on node, sorted.
+// The first call on a view scans it once; the slice is shared: do not
+// modify it.
+func (v *View) TenantsOn(node string) []string {
+	v.byNode.once.Do(func() {
+		m := map[string][]string{}
+		for name, t := range v.Tenants() {
+			m[t.Node] = append(m[t.Node], name)
+		}
+		for _, names := range m {
+			slices.Sort(names)
+		}
+		v.byNode.m = m
+	})
+	return v.byNode.m[node]
 }
 
 func shardOf(name string) int {
@@ -92,7 +118,7 @@ func (v *View) Quotas() iter.Seq2[string, Quota] { return maps.All(v.quotas) }
 
 // emptyView returns a view with no records.
 func emptyView() *View {
-	v := &View{regions: map[string]Region{}, nodes: map[string]Node{}, quotas: map[string]Quota{}}
+	v := &View{regions: map[string]Region{}, nodes: map[string]Node{}, quotas: map[string]Quota{}, byNode: new(nodeIndex)}
 	for i := range v.tenants {
 		v.tenants[i] = map[string]Tenant{}
 	}
@@ -110,6 +136,7 @@ type viewBuilder struct {
 
 func newViewBuilder(old *View) *viewBuilder {
 	v := *old
+	v.byNode = new(nodeIndex)
 	return &viewBuilder{old: old, v: &v, copied: map[any]bool{}}
 }
 

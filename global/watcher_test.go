@@ -141,6 +141,16 @@ func testWatcherUpdates(t *testing.T, open func(testing.TB) Directory) {
 	if got := w.View().NumTenants(); got != 52 {
 		t.Fatalf("%d tenants in view, want 52", got)
 	}
+	view := w.View()
+	if on := view.TenantsOn("n1"); fmt.Sprint(on) != "[t1]" {
+		t.Fatalf("tenants on n1: %v", on)
+	}
+	if on := view.TenantsOn("n2"); len(on) != 50 || on[0] != "b0" || on[1] != "b1" || on[2] != "b10" {
+		t.Fatalf("tenants on n2: %d, first %v", len(on), on[:3])
+	}
+	if on := view.TenantsOn("n3"); len(on) != 0 {
+		t.Fatalf("tenants on n3: %v", on)
+	}
 	if err := s.RemoveTenant(ctx, "t1", v, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -150,6 +160,12 @@ func testWatcherUpdates(t *testing.T, open func(testing.TB) Directory) {
 		}
 		return nil
 	})
+	if on := w.View().TenantsOn("n1"); len(on) != 0 {
+		t.Fatalf("a later view still lists %v on n1", on)
+	}
+	if on := view.TenantsOn("n1"); fmt.Sprint(on) != "[t1]" {
+		t.Fatalf("the earlier view changed: %v on n1", on)
+	}
 }
 
 func testWatcherNotifications(t *testing.T, open func(testing.TB) Directory) {
