@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -142,6 +143,8 @@ func FuzzDecodeBlock(f *testing.F) {
 		{kind: opDel, coll: "c", id: 1},
 	}))
 	f.Fuzz(func(t *testing.T, p []byte) {
+		// Replay's path: ops applied as they decode, pointing into p.
+		_, _ = (&DB{st: newState()}).applyBody(slices.Clone(p), 3, true)
 		ops, err := decodeBlock(p, false)
 		if err != nil {
 			return
