@@ -135,7 +135,8 @@ func benchVectors(tb *table, c config, set string) error {
 	heap := heapInUse() - before
 	name := fmt.Sprintf("near %s %d×%d", set, c.n, c.dim)
 	tb.row(name, "build (M 16, ef_construction 200)", fmtDur(build), fmt.Sprintf("%.0f vectors/s", float64(c.n)/build.Seconds()))
-	tb.row(name, "heap after build", fmtMB(heap), fmt.Sprintf("%.0f B/vector; vectors alone %s", float64(heap)/float64(c.n), fmtMB(uint64(c.n*c.dim*4))))
+	tb.row(name, "heap after build", fmtMB(heap), fmt.Sprintf("%.0f B/vector; vectors alone %s; MemoryBytes says %s",
+		float64(heap)/float64(c.n), fmtMB(uint64(c.n*c.dim*4)), fmtMB(uint64(x.MemoryBytes()))))
 
 	lat, truth := measure(qs, func(q []float32) ([]hnsw.Hit, error) { return x.Search(q, hnsw.Query{K: 10, Exact: true}) })
 	tb.row(name, "exact k=10", lat.String(), "the answers recall is measured against")
@@ -253,6 +254,7 @@ func benchText(tb *table, c config) {
 	}
 	build := time.Since(start)
 	heap := heapInUse() - before
+	runtime.KeepAlive(docs) // counted in before; must not be freed before after
 	name := fmt.Sprintf("match %d docs × %d words", c.docs, c.words)
 	tb.row(name, "build", fmtDur(build), fmt.Sprintf("%d terms", x.Terms()))
 	tb.row(name, "heap after build", fmtMB(heap), fmt.Sprintf("%.0f B/document; MemoryBytes says %s", float64(heap)/float64(c.docs), fmtMB(uint64(x.MemoryBytes()))))

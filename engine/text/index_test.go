@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -292,5 +293,42 @@ func TestRepeatedTokenCapped(t *testing.T) {
 	}
 	if x.TotalLen() != MaxTF+11 {
 		t.Fatalf("TotalLen %d: the length counts every token", x.TotalLen())
+	}
+}
+
+// Searches may run side by side (the engine holds its read lock for them).
+func TestConcurrentSearches(t *testing.T) {
+	x := New(0, 0)
+	r := rand.New(rand.NewPCG(5, 6))
+	words := []string{"red", "green", "blue", "cyan", "pink", "gray"}
+	for id := range int64(2000) {
+		var sb strings.Builder
+		for range 1 + r.IntN(20) {
+			sb.WriteString(words[r.IntN(len(words))] + " ")
+		}
+		x.Put(id, sb.String())
+	}
+	queries := []string{"red", "green blue", "cyan pink gray", "red red"}
+	want := make([][]Hit, len(queries))
+	for i, q := range queries {
+		want[i] = x.Search(q, 10, func(id int64) bool { return id%2 == 0 })
+	}
+	var wg sync.WaitGroup
+	bad := make(chan string, 4)
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 200 {
+				k := (i + g) % len(queries)
+				if got := x.Search(queries[k], 10, func(id int64) bool { return id%2 == 0 }); !slices.Equal(got, want[k]) {
+					bad <- queries[k]
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(bad)
+	for q := range bad {
+		t.Fatalf("concurrent search for %q differs from the search run alone", q)
 	}
 }
