@@ -140,9 +140,12 @@ func (w *Watcher) OnTenantChange(fn func(TenantChange)) (unsubscribe func()) {
 func (w *Watcher) run() {
 	backoff := watcherRetryMin
 	for w.ctx.Err() == nil {
-		err := w.listAndWatch()
+		listed, err := w.listAndWatch()
 		if w.ctx.Err() != nil {
 			return
+		}
+		if listed {
+			backoff = watcherRetryMin // the directory answered: start over
 		}
 		if errors.Is(err, ErrCompacted) {
 			w.log.Info("directory watch compacted, listing again", "err", err)
@@ -160,11 +163,11 @@ func (w *Watcher) run() {
 }
 
 // listAndWatch lists the directory, publishes it, and applies the watch from
-// the list's revision until the watch fails.
-func (w *Watcher) listAndWatch() error {
+// the list's revision until the watch fails. listed says the list arrived.
+func (w *Watcher) listAndWatch() (listed bool, err error) {
 	kvs, rev, err := w.dir.List(w.ctx, "")
 	if err != nil {
-		return err
+		return false, err
 	}
 	v, bad := viewFromList(kvs, rev)
 	if len(bad) > 0 {
@@ -180,15 +183,15 @@ func (w *Watcher) listAndWatch() error {
 	w.publish(v, changes)
 	ch, err := w.dir.Watch(w.ctx, "", rev)
 	if err != nil {
-		return err
+		return true, err
 	}
 	for {
 		resp, ok := <-ch
 		if !ok {
-			return ErrClosed
+			return true, ErrClosed
 		}
 		if resp.Err != nil {
-			return resp.Err
+			return true, resp.Err
 		}
 		b := newViewBuilder(w.view.Load())
 		b.applyResponse(resp)
@@ -198,11 +201,11 @@ func (w *Watcher) listAndWatch() error {
 			case more, ok := <-ch:
 				if !ok {
 					w.publish(b.v, b.changes)
-					return ErrClosed
+					return true, ErrClosed
 				}
 				if more.Err != nil {
 					w.publish(b.v, b.changes)
-					return more.Err
+					return true, more.Err
 				}
 				b.applyResponse(more)
 				continue
