@@ -1,6 +1,7 @@
 // Command fenec is the operator's CLI: `fenec dev` runs a node and a
 // router together for trying fenec on one machine; `fenec backup` and
-// `fenec restore` copy every tenant's image off a node and back.
+// `fenec restore` copy every tenant's image off a node and back; `fenec
+// register` records a node with a router (what a deploy runs at start).
 package main
 
 import (
@@ -19,6 +20,7 @@ const usage = `usage:
   fenec dev [--data DIR] [--listen ADDR]
   fenec backup NODE_URL --tenants DIR --token T
   fenec restore NODE_URL --tenants DIR --token T
+  fenec register ROUTER_URL --name N --addr URL --admin-token T [--token T] [--region R] [--wait D]
 `
 
 func main() {
@@ -46,6 +48,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runBackup(ctx, args[1:], stdout, stderr)
 	case "restore":
 		err = runRestore(ctx, args[1:], stdout, stderr)
+	case "register":
+		err = runRegister(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

@@ -287,3 +287,38 @@ func TestDev(t *testing.T) {
 		}
 	}
 }
+
+func TestRegister(t *testing.T) {
+	data := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() { done <- dev(ctx, devConfig{Data: data, Listen: "127.0.0.1:0", Token: "rt"}, out, quietLog()) }()
+	var base string
+	eventually(t, "fenec dev prints its address", func() bool {
+		_, rest, ok := strings.Cut(out.String(), "router at ")
+		base, _, _ = strings.Cut(rest, " ")
+		return ok
+	})
+	other := startNode(t, t.TempDir())
+	code, stdout, errOut := cli(ctx, "register", base, "--name", "n2", "--addr", "http://"+other.Addr(),
+		"--admin-token", testAdminToken, "--token", "rt", "--region", "local")
+	if code != 0 || !strings.Contains(stdout, "node n2 recorded") {
+		t.Fatalf("register: exit %d: %s %s", code, stdout, errOut)
+	}
+	if body := must(t, 200)(call(t, "GET", base+"/_shard/nodes", "rt", "")); !strings.Contains(body, `"name":"n2"`) {
+		t.Fatalf("nodes: %s", body)
+	}
+	// A wrong admin token is refused by the router's check of the node,
+	// and register gives up once --wait passed.
+	code, _, errOut = cli(ctx, "register", base, "--name", "n3", "--addr", "http://"+other.Addr(),
+		"--admin-token", "wrong", "--token", "rt", "--region", "local", "--wait", "0s")
+	if code != 1 || !strings.Contains(errOut, "502") {
+		t.Fatalf("register with a wrong token: exit %d: %s", code, errOut)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"time"
+)
+
+// runRegister records a node with a router (PUT /_shard/nodes/<name>),
+// asking again until the router and the node answer or --wait passes: a
+// deploy starts it beside them.
+func runRegister(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("fenec register", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	name := fs.String("name", "", "the node's `NAME` ([a-z0-9_-]{1,64})")
+	addr := fs.String("addr", "", "the node's `URL` as the router reaches it")
+	region := fs.String("region", "", "the node's `REGION` (default: the router's)")
+	adminToken := fs.String("admin-token", os.Getenv("FENEC_ADMIN_TOKEN"), "the node's admin `TOKEN` (default $FENEC_ADMIN_TOKEN)")
+	token := fs.String("token", os.Getenv("FENEC_ROUTER_TOKEN"), "the router's `TOKEN` (default $FENEC_ROUTER_TOKEN)")
+	wait := fs.Duration("wait", time.Minute, "keep asking this long while the router or the node does not answer")
+	pos, err := parseMixed(fs, args)
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(pos) != 1:
+		return fmt.Errorf("%w: want one ROUTER_URL, got %d arguments", errUsage, len(pos))
+	case !tenantName.MatchString(*name):
+		return fmt.Errorf("%w: --name must be [a-z0-9_-]{1,64}", errUsage)
+	case *addr == "" || *adminToken == "":
+		return fmt.Errorf("%w: --addr and --admin-token are required", errUsage)
+	}
+	body, _ := json.Marshal(map[string]string{"addr": *addr, "token": *adminToken, "region": *region})
+	url := nodeURL(pos[0]) + "/_shard/nodes/" + *name
+	hc := &http.Client{Timeout: callTimeout}
+	defer hc.CloseIdleConnections()
+	deadline := time.Now().Add(*wait)
+	for {
+		err := putNode(ctx, hc, url, *token, body)
+		if err == nil {
+			fmt.Fprintf(stdout, "node %s recorded at %s\n", *name, *addr)
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "fenec register: %v; asking again\n", err)
+		select {
+		case <-time.After(time.Second):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func putNode(ctx context.Context, hc *http.Client, url, token string, body []byte) error {
+	req, err := http.NewRequestWithContext(ctx, "PUT", url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	res, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(res.Body, 4096))
+	if res.StatusCode != http.StatusCreated {
+		return fmt.Errorf("PUT %s: %s: %s", url, res.Status, bytes.TrimSpace(b))
+	}
+	return nil
+}
