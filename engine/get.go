@@ -199,7 +199,9 @@ func (r *runner) search(c *collection, s *fql.Get) ([]hit, error) {
 		lists = append(lists, l)
 	}
 	if s.Near != nil {
-		l, err := r.nearHits(c, s.Near, k, filter)
+		// A graph walk costs with its k: without a limit, near answers at
+		// most fql.MaxRows nearest rows.
+		l, err := r.nearHits(c, s.Near, min(k, fql.MaxRows), filter)
 		if err != nil {
 			return nil, err
 		}
