@@ -2,6 +2,7 @@ package global
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -236,6 +237,7 @@ type compactingDir struct {
 	Directory
 	once    sync.Once
 	release chan struct{}
+	err     error // what the first watch ends with (default ErrCompacted)
 }
 
 func (d *compactingDir) Watch(ctx context.Context, prefix string, after int64) (<-chan WatchResponse, error) {
@@ -249,7 +251,11 @@ func (d *compactingDir) Watch(ctx context.Context, prefix string, after int64) (
 		defer close(ch)
 		select {
 		case <-d.release:
-			ch <- WatchResponse{Err: fmt.Errorf("test: %w", ErrCompacted)}
+			err := d.err
+			if err == nil {
+				err = fmt.Errorf("test: %w", ErrCompacted)
+			}
+			ch <- WatchResponse{Err: err}
 		case <-ctx.Done():
 		}
 	}()
@@ -257,7 +263,16 @@ func (d *compactingDir) Watch(ctx context.Context, prefix string, after int64) (
 }
 
 func testWatcherRelist(t *testing.T, open func(testing.TB) Directory) {
-	d := &compactingDir{Directory: open(t), release: make(chan struct{})}
+	for _, err := range []error{nil, errors.New("test: member lost its leader")} {
+		t.Run(fmt.Sprint(err), func(t *testing.T) {
+			testWatcherRelistAfter(t, &compactingDir{Directory: open(t), release: make(chan struct{}), err: err})
+		})
+	}
+}
+
+// testWatcherRelistAfter checks that changes made while the watcher's first
+// watch stalls, and then fails with d.err, reach it by a relist.
+func testWatcherRelistAfter(t *testing.T, d *compactingDir) {
 	s := newTestStore(t, d)
 	v := placeT1(t, s)
 	ctx := testCtx(t)
