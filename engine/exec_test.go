@@ -182,6 +182,12 @@ func TestQueueClaim(t *testing.T) {
 	if got := res.WakeAt.UnixMilli(); got != t0+5000 && got != t0+5001 {
 		t.Fatalf("WakeAt = %d, want %d", got, t0+5000)
 	}
+	// A time that flips the comparison but not the whole clause wakes
+	// nothing.
+	res, _, err = db.Exec(t.Context(), Statement{Query: "set jobs {owner: 'y'} where owner = 'nobody' and until < now()"})
+	if err != nil || !res.Claim || !res.WakeAt.IsZero() {
+		t.Fatalf("claim that time cannot help: %+v %v", res, err)
+	}
 	clock.Add(5001)
 	res, _, err = db.Exec(t.Context(), Statement{Query: lease})
 	if err != nil || res.Affected != 1 || res.Claim {

@@ -307,7 +307,10 @@ func limitOf(l *int64) int64 {
 // wakeAt is the next moment (ms, 0 if none) a now()-based condition of
 // where, or a @ttl expiry in c, could change what a statement takes. It
 // looks at every row: for each comparison with now() on one side, the
-// time at which that side passes the other side's value for the row.
+// time at which that side passes the other side's value for the row, if
+// the whole clause takes the row at that time. (A comparison whose
+// now() side is not now() plus a constant gives a guess, checked the
+// same way.)
 func (r *runner) wakeAt(c *collection, where fql.Expr) int64 {
 	best := int64(0)
 	consider := func(t int64) {
@@ -357,9 +360,18 @@ func (r *runner) wakeAt(c *collection, where fql.Expr) int64 {
 			}
 			o, ok1 := asMillis(off)
 			v, ok2 := asMillis(val)
-			if ok1 && ok2 {
-				consider(v - o)
-				consider(v - o + 1)
+			if !ok1 || !ok2 {
+				continue
+			}
+			// The comparison flips at v-o or just after; the row counts
+			// only if the whole clause takes it then.
+			for _, t := range []int64{v - o, v - o + 1} {
+				if t > r.now && (best == 0 || t < best) {
+					at := &runner{st: r.st, params: r.params, now: t}
+					if ok, err := at.matches(c, d, where); err == nil && ok {
+						best = t
+					}
+				}
 			}
 		}
 		return true
