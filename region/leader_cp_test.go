@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -14,8 +16,9 @@ import (
 
 func TestStandbyCP(t *testing.T) {
 	a := startCPRouter(t, func(c *Config) { c.ID = "ra" })
+	audit := filepath.Join(t.TempDir(), "audit.log")
 	b := startCPRouter(t, func(c *Config) {
-		c.ID, c.Standby, c.DirectoryURLs = "rb", true, a.rt.DirectoryURLs()
+		c.ID, c.Standby, c.DirectoryURLs, c.Audit = "rb", true, a.rt.DirectoryURLs(), audit
 	})
 	n1 := startCPNode(t)
 	a.addNode(t, "n1", n1)
@@ -55,6 +58,13 @@ func TestStandbyCP(t *testing.T) {
 	}
 	if b.rt.Leading() || !a.rt.Leading() {
 		t.Fatalf("leading: a %v, b %v", a.rt.Leading(), b.rt.Leading())
+	}
+	raw, err := os.ReadFile(audit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Count(string(raw), `"status":409`); got != 5 || !strings.Contains(string(raw), `"what":"move"`) {
+		t.Fatalf("the standby's refusals in its audit log (%d):\n%s", got, raw)
 	}
 
 	// The old leader's fenced store, as it was before the promotion.

@@ -442,3 +442,35 @@ func TestUnbuiltAndUnknownRoutesCP(t *testing.T) {
 		t.Fatalf("POST nodes: %d", st)
 	}
 }
+
+func TestPlaceInRegionCP(t *testing.T) {
+	r := startCPRouter(t, func(c *Config) { c.Region = "eu" })
+	eu, us, spare := startCPNode(t), startCPNode(t), startCPNode(t)
+	for name, n := range map[string]*cpNode{"eu1": eu, "us1": us} {
+		region := strings.TrimSuffix(name, "1")
+		if st, b := r.shard(t, http.MethodPut, "nodes/"+name, map[string]any{"addr": n.addr, "token": cpAdminToken, "region": region}, nil); st != http.StatusCreated {
+			t.Fatalf("put %s: %d %s", name, st, b)
+		}
+	}
+	// A standby node in the router's region takes no placement of its own.
+	if st, b := r.shard(t, http.MethodPut, "nodes/eu2", map[string]any{"addr": spare.addr, "token": cpAdminToken, "standby": true}, nil); st != http.StatusCreated {
+		t.Fatalf("put eu2: %d %s", st, b)
+	}
+	for i := range 3 {
+		if got := r.place(t, fmt.Sprintf("e%d", i), ""); got != "eu1" {
+			t.Fatalf("placed in the router's region on %s", got)
+		}
+	}
+	var ans map[string]string
+	if st, b := r.shard(t, http.MethodPut, "tenants/u0", map[string]any{"region": "us"}, &ans); st != http.StatusCreated || ans["node"] != "us1" {
+		t.Fatalf("placed in us: %d %s", st, b)
+	}
+	if st, b := r.shard(t, http.MethodPut, "tenants/x0", map[string]any{"region": "ap"}, nil); st != http.StatusConflict {
+		t.Fatalf("a region with no node: %d %s", st, b)
+	}
+	var nodes []map[string]any
+	r.shard(t, http.MethodGet, "nodes", nil, &nodes)
+	if len(nodes) != 3 || nodes[1]["name"] != "eu2" || nodes[1]["standby"] != true || nodes[0]["standby"] != nil {
+		t.Fatalf("nodes %v", nodes)
+	}
+}
