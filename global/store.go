@@ -51,6 +51,17 @@ func (s *Store) Fenced(termRev int64) *Store {
 	return &c
 }
 
+// Fence reads the term and returns the Store fenced on it, with the term
+// read. A router that moves the term itself (Promote, AcceptHandoff) fences
+// again afterwards.
+func (s *Store) Fence(ctx context.Context) (*Store, Versioned[uint64], error) {
+	term, err := s.Term(ctx)
+	if err != nil {
+		return nil, Versioned[uint64]{}, fmt.Errorf("fence: %w", err)
+	}
+	return s.Fenced(term.Rev), term, nil
+}
+
 // get reads and decodes one record; ErrNotFound if absent.
 func get[T any](ctx context.Context, s *Store, key string) (Versioned[T], error) {
 	kv, err := s.dir.Get(ctx, key)

@@ -306,11 +306,10 @@ func testStoreFence(t *testing.T, s *Store) {
 	if err != nil || term != 1 {
 		t.Fatalf("promote: %d, %v", term, err)
 	}
-	read, err := s.Term(ctx)
-	if err != nil {
-		t.Fatal(err)
+	fenced, read, err := s.Fence(ctx)
+	if err != nil || read.Value != 1 {
+		t.Fatalf("fence: term %d, %v", read.Value, err)
 	}
-	fenced := s.Fenced(read.Rev)
 	v := placeT1(t, fenced)
 	if _, err := fenced.Failover(ctx, "t1", v, "n2", 1); err != nil {
 		t.Fatalf("fenced failover at the current term: %v", err)
@@ -327,6 +326,17 @@ func testStoreFence(t *testing.T, s *Store) {
 	}
 	if _, err := fenced.RaiseLeaseRecord(ctx, 9000); !errors.Is(err, ErrConflict) {
 		t.Fatalf("deposed router's lease record: err %v, want ErrConflict", err)
+	}
+	if rec, _ := s.LeaseRecord(ctx); rec.Value != 0 {
+		t.Fatalf("deposed router wrote the lease record: %d", rec.Value)
+	}
+	// Fenced again on the new term, it writes.
+	refenced, read, err := s.Fence(ctx)
+	if err != nil || read.Value != 2 {
+		t.Fatalf("fence again: term %d, %v", read.Value, err)
+	}
+	if _, err := refenced.Failover(ctx, "t1", cur, "n3", 2); err != nil {
+		t.Fatalf("failover fenced on the current term: %v", err)
 	}
 }
 
