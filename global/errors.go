@@ -28,9 +28,6 @@ var (
 	// ErrEmbedded is returned when an embedded etcd member cannot start or
 	// stopped with an error.
 	ErrEmbedded = errors.New("embedded etcd")
-)
-
-var (
 	// ErrHeld is returned when a tenant is held by another operation.
 	ErrHeld = errors.New("tenant held by another operation")
 	// ErrState is returned when a record is not in the state an operation
