@@ -185,7 +185,24 @@ func benchVectors(tb *table, c config, set string) error {
 	if y.Len() != x.Len() {
 		return fmt.Errorf("loaded %d vectors, built %d", y.Len(), x.Len())
 	}
-	runtime.KeepAlive(x)
+
+	// Remove a quarter, in random order: tombstones pass the purge
+	// fraction once, and that Remove repairs the graph.
+	r := rand.New(rand.NewPCG(7, 8))
+	order := r.Perm(c.n)[:c.n/4]
+	var slowest time.Duration
+	start = time.Now()
+	for _, id := range order {
+		t0 := time.Now()
+		x.Remove(int64(id))
+		slowest = max(slowest, time.Since(t0))
+	}
+	removes := time.Since(start)
+	tb.row(name, fmt.Sprintf("remove %d (purges included)", len(order)), fmtDur(removes), fmt.Sprintf("slowest Remove %s (the purge); %d tombstones left", fmtDur(slowest), x.Tombstones()))
+	_, truth = measure(qs, func(q []float32) ([]hnsw.Hit, error) { return x.Search(q, hnsw.Query{K: 10, Exact: true}) })
+	lat, hits := measure(qs, func(q []float32) ([]hnsw.Hit, error) { return x.Search(q, hnsw.Query{K: 10}) })
+	tb.row(name, "after removes: graph k=10 ef=64", lat.String(), fmt.Sprintf("recall@10 %.4f", recall(hits, truth)))
+	runtime.KeepAlive(y)
 	return nil
 }
 

@@ -199,6 +199,19 @@ func TestUpdateMovesTheVector(t *testing.T) {
 	}
 }
 
+func TestSameVectorAgainChangesNothing(t *testing.T) {
+	vs := randVecs(13, 100, 8)
+	x := build(t, Config{Dim: 8, Seed: 6}, vs)
+	for i, v := range vs {
+		if err := x.Add(int64(i), v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if x.Tombstones() != 0 || len(x.ids) != 100 {
+		t.Fatalf("re-adding the same vectors left %d tombstones, %d slots", x.Tombstones(), len(x.ids))
+	}
+}
+
 func TestRemoveNeverReturns(t *testing.T) {
 	vs := randVecs(4, 3000, 16)
 	x := build(t, Config{Dim: 16, Seed: 2}, vs)

@@ -205,13 +205,17 @@ func (x *Index) allocSlot(id int64, v []float32, lvl int) uint32 {
 
 // Add inserts v under id, or, for an id already present, replaces its
 // vector: the old node becomes a tombstone and the new vector is linked in
-// afresh. v is copied (and normalised for Cosine).
+// afresh (the same vector again changes nothing). v is copied (and
+// normalised for Cosine).
 func (x *Index) Add(id int64, v []float32) error {
 	c, err := x.prepare(v)
 	if err != nil {
 		return err
 	}
 	if old, ok := x.slotOf[id]; ok {
+		if slices.Equal(x.vec(old), c) {
+			return nil
+		}
 		x.retire(old)
 		x.maybePurge()
 	}

@@ -8,12 +8,15 @@ import "slices"
 // the paths that ran through a tombstone still run. The tombstones' slots
 // are then freed for reuse.
 func (x *Index) purge() {
+	vs := x.getVisited()
+	defer x.visited.Put(vs)
+	var cands []item
 	for s := range x.ids {
 		if x.state[s] != slotLive {
 			continue
 		}
 		for l := 0; l <= int(x.level[s]); l++ {
-			x.repair(uint32(s), l)
+			cands = x.repair(uint32(s), l, vs, cands[:0])
 		}
 	}
 	for s := range x.ids {
@@ -33,20 +36,20 @@ func (x *Index) purge() {
 	}
 }
 
-// repair rechooses slot s's list at level l if it names a tombstone.
-func (x *Index) repair(s uint32, l int) {
+// repair rechooses slot s's list at level l if it names a tombstone. It
+// uses vs to mark candidates and cands as scratch, which it returns.
+func (x *Index) repair(s uint32, l int, vs *visitSet, cands []item) []item {
 	cur := x.links(s, l)
 	if !slices.ContainsFunc(cur, func(n uint32) bool { return x.state[n] != slotLive }) {
-		return
+		return cands
 	}
-	seen := map[uint32]bool{s: true}
-	var cands []item
+	vs.reset(len(x.ids))
+	vs.seen(s)
 	sv := x.vec(s)
 	add := func(n uint32) {
-		if seen[n] || x.state[n] != slotLive {
+		if x.state[n] != slotLive || vs.seen(n) {
 			return
 		}
-		seen[n] = true
 		cands = append(cands, item{d: x.dist(sv, x.vec(n)), slot: n})
 	}
 	for _, n := range cur {
@@ -61,7 +64,11 @@ func (x *Index) repair(s uint32, l int) {
 		}
 	}
 	slices.SortFunc(cands, byDist)
-	x.setLinks(s, l, x.selectNeighbours(cands, x.maxLinks(l)))
+	// The heuristic compares each candidate with those kept; the nearest
+	// few are where it keeps its links, and bounding them bounds a purge.
+	m := x.maxLinks(l)
+	x.setLinks(s, l, x.selectNeighbours(cands[:min(len(cands), 2*m)], m))
+	return cands
 }
 
 // newEntry makes a live node of the highest level the entry point.
