@@ -3,6 +3,8 @@ package engine
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -269,4 +271,47 @@ func TestParamNumbers(t *testing.T) {
 		{q: "put a {}", want: `{"affected":1}`},
 		{q: "get a select id order id desc limit 1", want: `[{"id":9}]`},
 	})
+}
+
+// TestWakeAtIndexed: a claim's WakeAt found through a @sorted index equals
+// the one found by scanning, and is the earliest time a row is taken.
+func TestWakeAtIndexed(t *testing.T) {
+	clock := newFakeClock(t0)
+	db, _ := newTestDB(t, Options{NoSweep: true, Now: clock.Now})
+	mustExec(t, db, "create collection ix (owner text, until timestamp @sorted)")
+	mustExec(t, db, "create collection sc (owner text, until timestamp)")
+	rng := rand.New(rand.NewPCG(5, 6))
+	want := int64(0)
+	for i := range 300 {
+		until := t0 + 1000 + int64(rng.IntN(100_000))
+		owner := any(nil)
+		if i%3 != 0 {
+			owner = "busy"
+		} else if want == 0 || until+501 < want {
+			want = until + 501 // until <= now() - 500 first holds at until+500... plus the strict <
+		}
+		for _, c := range []string{"ix", "sc"} {
+			mustExec(t, db, "put "+c+" {owner: $1, until: $2}", owner, until)
+		}
+	}
+	for _, q := range []string{
+		"set %s {owner: 'z'} where owner is null and until < now() - 500",
+		"set %s {owner: 'z'} where now() - 500 > until and owner is null",
+	} {
+		var got []int64
+		for _, c := range []string{"ix", "sc"} {
+			res, _, err := db.Exec(t.Context(), Statement{Query: fmt.Sprintf(q, c)})
+			if err != nil || !res.Claim {
+				t.Fatalf("%s: %+v %v", q, res, err)
+			}
+			got = append(got, res.WakeAt.UnixMilli())
+		}
+		if got[0] != want || got[1] != want {
+			t.Fatalf("%s: WakeAt indexed %d, scanned %d, want %d", q, got[0], got[1], want)
+		}
+	}
+	clock.ms.Store(want)
+	if got := mustExec(t, db, "set ix {owner: 'z'} where owner is null and until < now() - 500"); !jsonEq(t, got, `{"affected":1}`) {
+		t.Fatalf("at WakeAt: %s", got)
+	}
 }

@@ -312,13 +312,16 @@ func limitOf(l *int64) int64 {
 // now() side is not now() plus a constant gives a guess, checked the
 // same way.)
 func (r *runner) wakeAt(c *collection, where fql.Expr) int64 {
-	best := int64(0)
-	consider := func(t int64) {
-		if t > r.now && (best == 0 || t < best) {
-			best = t
+	w := &waker{r: r, c: c, where: where}
+	for i := range c.sch.Fields {
+		if ttl := c.sch.Fields[i].TTLms; ttl > 0 && c.sorted[i] != nil {
+			c.sorted[i].scan(bound{key: r.now - ttl, set: true}, bound{}, false, func(k sortKey, _ int64) bool {
+				w.consider(k.i + ttl)
+				return false
+			})
 		}
 	}
-	var cmps []*fql.Binary
+	var scan []*fql.Binary
 	walkExpr(where, func(e fql.Expr) {
 		b, ok := e.(*fql.Binary)
 		if !ok {
@@ -326,57 +329,108 @@ func (r *runner) wakeAt(c *collection, where fql.Expr) int64 {
 		}
 		switch b.Op {
 		case fql.OpEq, fql.OpNe, fql.OpLt, fql.OpLe, fql.OpGt, fql.OpGe:
-			if usesNow(b.L) != usesNow(b.R) {
-				cmps = append(cmps, b)
+			if usesNow(b.L) != usesNow(b.R) && !w.indexed(b) {
+				scan = append(scan, b)
 			}
 		}
 	})
-	for i := range c.sch.Fields {
-		if ttl := c.sch.Fields[i].TTLms; ttl > 0 {
-			if s := c.sorted[i]; s != nil {
-				s.scan(bound{key: r.now - ttl, set: true}, bound{}, false, func(k sortKey, _ int64) bool {
-					consider(k.i + ttl)
-					return false
-				})
+	if len(scan) > 0 {
+		c.order.Ascend(func(d *doc) bool {
+			for _, b := range scan {
+				w.row(b, d)
 			}
-		}
+			return true
+		})
 	}
-	if len(cmps) == 0 {
-		return best
+	return w.best
+}
+
+// waker finds the earliest time a claim's clause takes a row.
+type waker struct {
+	r     *runner
+	c     *collection
+	where fql.Expr
+	best  int64 // ms; 0 while none is found
+}
+
+func (w *waker) consider(t int64) {
+	if t > w.r.now && (w.best == 0 || t < w.best) {
+		w.best = t
 	}
-	zero := &runner{st: r.st, params: r.params, now: 0}
-	c.order.Ascend(func(d *doc) bool {
-		env := &rowEnv{r: r, c: c, d: d}
-		zenv := &rowEnv{r: zero, c: c, d: d}
-		for _, b := range cmps {
-			timeSide, other := b.L, b.R
-			if usesNow(b.R) {
-				timeSide, other = b.R, b.L
-			}
-			off, err1 := fql.Eval(timeSide, zenv)
-			val, err2 := fql.Eval(other, env)
-			if err1 != nil || err2 != nil {
-				continue
-			}
-			o, ok1 := asMillis(off)
-			v, ok2 := asMillis(val)
-			if !ok1 || !ok2 {
-				continue
-			}
-			// The comparison flips at v-o or just after; the row counts
-			// only if the whole clause takes it then.
-			for _, t := range []int64{v - o, v - o + 1} {
-				if t > r.now && (best == 0 || t < best) {
-					at := &runner{st: r.st, params: r.params, now: t}
-					if ok, err := at.matches(c, d, where); err == nil && ok {
-						best = t
-					}
-				}
-			}
-		}
+}
+
+// sides splits a comparison into its now() side and the other.
+func sides(b *fql.Binary) (timeSide, other fql.Expr) {
+	if usesNow(b.R) {
+		return b.R, b.L
+	}
+	return b.L, b.R
+}
+
+// offset is the now() side's value at now = 0 (now() + c gives c).
+func (w *waker) offset(timeSide fql.Expr, d *doc) (int64, bool) {
+	zero := &runner{st: w.r.st, params: w.r.params, now: 0}
+	v, err := fql.Eval(timeSide, &rowEnv{r: zero, c: w.c, d: d})
+	if err != nil {
+		return 0, false
+	}
+	return asMillis(v)
+}
+
+// try counts time t if the clause takes d then; it says whether it did.
+func (w *waker) try(t int64, d *doc) bool {
+	if t <= w.r.now || (w.best != 0 && t >= w.best) {
+		return false
+	}
+	at := &runner{st: w.r.st, params: w.r.params, now: t}
+	if ok, err := at.matches(w.c, d, w.where); err == nil && ok {
+		w.best = t
 		return true
+	}
+	return false
+}
+
+// row tries the times at which comparison b flips for d: v-o or just
+// after, v the other side's value and o the now() side's offset.
+func (w *waker) row(b *fql.Binary, d *doc) {
+	timeSide, other := sides(b)
+	o, ok1 := w.offset(timeSide, d)
+	val, err := fql.Eval(other, &rowEnv{r: w.r, c: w.c, d: d})
+	v, ok2 := asMillis(val)
+	if !ok1 || !ok2 || err != nil {
+		return
+	}
+	if !w.try(v-o, d) {
+		w.try(v-o+1, d)
+	}
+}
+
+// indexed walks a @sorted field's index for a comparison of that field
+// with a now() side that reads no field: flip times come in key order, so
+// the first row the clause takes is the earliest. It says whether it
+// could (false: the caller scans).
+func (w *waker) indexed(b *fql.Binary) bool {
+	timeSide, other := sides(b)
+	fi, ok := fieldOf(w.c, other)
+	if !ok || fi < 0 || w.c.sorted[fi] == nil || !isConst(timeSide) {
+		return false
+	}
+	o, ok := w.offset(timeSide, nil)
+	if !ok {
+		return false
+	}
+	w.c.sorted[fi].scan(bound{key: w.r.now + o, set: true, inclusive: true}, bound{}, false, func(k sortKey, id int64) bool {
+		v, ok := asMillis(k.value())
+		if !ok {
+			return true
+		}
+		if w.best != 0 && v-o >= w.best {
+			return false
+		}
+		d := w.c.get(id)
+		return !(w.try(v-o, d) || w.try(v-o+1, d))
 	})
-	return best
+	return true
 }
 
 func asMillis(v any) (int64, bool) {
