@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"fmt"
 	"sync"
 
 	"github.com/google/btree"
@@ -350,6 +349,3 @@ func (h *hashIndex) count(k any) int {
 	}
 	return len(b.ids)
 }
-
-// describe is for error messages.
-func (c *collection) describe() string { return fmt.Sprintf("collection %s", c.sch.Name) }

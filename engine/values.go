@@ -147,16 +147,3 @@ func cmpFloat(a, b float64) int {
 	}
 	return 0
 }
-
-// orderCmp is the total order `order` sorts by: nulls (and missing) first,
-// then bools, numbers, text, and anything else by kind.
-func orderCmp(a, b any) int {
-	ra, rb := cmpRank(a), cmpRank(b)
-	if ra != rb {
-		return ra - rb
-	}
-	if ra == 4 || ra == 0 {
-		return 0
-	}
-	return cmpKeys(a, b)
-}
