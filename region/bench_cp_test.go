@@ -3,6 +3,7 @@ package region
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -77,4 +78,34 @@ func BenchmarkMoveCP(b *testing.B) {
 	}
 	b.ReportMetric(float64(bytes)/1e6, "image-MB")
 	b.ReportMetric(float64(firstQuery.Milliseconds())/float64(b.N), "first-query-ms")
+}
+
+// BenchmarkRouterCP is one small read through the whole router (request
+// id, placement lookup over the watcher's view, forwarding) against the
+// same read straight to the node, side by side in one run.
+func BenchmarkRouterCP(b *testing.B) {
+	r := startCPRouter(b, nil)
+	n1 := startCPNode(b)
+	r.addNode(b, "n1", n1)
+	r.place(b, "hot", "n1")
+	r.mustQuery(b, "hot", "create collection c (a int)")
+	r.mustQuery(b, "hot", "put c {a: 1}")
+	for _, c := range []struct{ name, base string }{{"direct", n1.srv.URL}, {"router", r.url}} {
+		b.Run(c.name, func(b *testing.B) {
+			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
+			defer client.CloseIdleConnections()
+			url := c.base + "/t/hot/c?a=eq.1"
+			for b.Loop() {
+				resp, err := client.Get(url)
+				if err != nil {
+					b.Fatal(err)
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					b.Fatalf("status %d", resp.StatusCode)
+				}
+			}
+		})
+	}
 }
