@@ -444,8 +444,6 @@ type blockOp struct {
 	field *fieldSpec
 }
 
-// writes is how many seq numbers the op takes.
-func (o *blockOp) writes() int { return 1 }
 
 // encodeBlock is a block's record payload.
 func encodeBlock(ops []blockOp) []byte {

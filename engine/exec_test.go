@@ -315,3 +315,63 @@ func TestWakeAtIndexed(t *testing.T) {
 		t.Fatalf("at WakeAt: %s", got)
 	}
 }
+
+// TestCreateIndexOnData builds indexes over rows already there; each is
+// one schema change, and the indexes survive a reopen.
+func TestCreateIndexOnData(t *testing.T) {
+	db, path := newTestDB(t, Options{NoSweep: true})
+	mustExec(t, db, "create collection a (n int, s text, u text, at timestamp)")
+	for i := range 20 {
+		mustExec(t, db, "put a {n: $1, s: $2, u: $3, at: $4}", i%7, fmt.Sprintf("s%d", i%3), fmt.Sprintf("u%d", i), t0+int64(i))
+	}
+	queries := []string{
+		"get a select id where n > 4 order n desc, id limit 4",
+		"get a select id where s = 's1' order id",
+		"get a where n = 3 count",
+		"get a select id where u in ('u3', 'u9')",
+	}
+	var want []string
+	for _, q := range queries {
+		want = append(want, mustExec(t, db, q))
+	}
+	seq := db.Seq()
+	for _, q := range []string{
+		"create index on a (n) @sorted",
+		"create index on a (s) @hash",
+		"create index on a (u) @unique",
+	} {
+		mustExec(t, db, q)
+	}
+	if db.Seq() != seq+3 {
+		t.Fatalf("seq %d, want %d", db.Seq(), seq+3)
+	}
+	check := func(what string) {
+		t.Helper()
+		for i, q := range queries {
+			if got := mustExec(t, db, q); got != want[i] {
+				t.Fatalf("%s: %s: %s, want %s", what, q, got, want[i])
+			}
+		}
+		if err := execErr(t, db, "insert a {u: 'u5'}"); !errors.Is(err, ErrTaken) {
+			t.Fatalf("%s: unique index not enforced: %v", what, err)
+		}
+	}
+	check("built")
+	db = reopen(t, db, path)
+	check("replayed")
+	if err := db.Compact(); err != nil {
+		t.Fatal(err)
+	}
+	db = reopen(t, db, path)
+	check("from the image")
+	if err := execErr(t, db, "create index on a (s) @unique"); !errors.Is(err, ErrTaken) {
+		t.Fatalf("unique over duplicates: %v", err)
+	}
+	if err := execErr(t, db, "create index on a (at) @ttl(1s)"); err != nil {
+		t.Fatalf("ttl index: %v", err)
+	}
+	// Every at is in 2023: a ttl of a second hides them all at once.
+	if got := mustExec(t, db, "get a count"); !jsonEq(t, got, `{"count":0}`) {
+		t.Fatalf("after @ttl: %s", got)
+	}
+}
