@@ -444,7 +444,6 @@ type blockOp struct {
 	field *fieldSpec
 }
 
-
 // encodeBlock is a block's record payload.
 func encodeBlock(ops []blockOp) []byte {
 	b := make([]byte, 0, 64*len(ops))
