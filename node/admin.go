@@ -59,13 +59,28 @@ func (c *call) adminTenant(name string, rest []string) {
 			c.adminChange("create", name, http.StatusCreated, func() error { return c.s.reg.create(name) })
 		} else {
 			c.adminChange("delete", name, http.StatusNoContent, func() error {
-				return c.s.reg.remove(name, ErrTenantGone, true)
+				return c.s.reg.remove(name, ErrTenantGone, c.s.reg.deleteFiles)
 			})
 		}
 	case len(rest) == 1 && (rest[0] == "freeze" || rest[0] == "thaw"):
 		c.route = "admin_" + rest[0]
 		if c.method(http.MethodPost) {
 			c.adminFreeze(name, rest[0] == "freeze")
+		}
+	case len(rest) == 1 && rest[0] == "promote":
+		c.route = "admin_promote"
+		if c.method(http.MethodPost) {
+			c.adminPromote(name)
+		}
+	case len(rest) == 1 && rest[0] == "follow":
+		c.route = "admin_follow"
+		if c.method(http.MethodPost) {
+			c.adminFollow(name)
+		}
+	case len(rest) == 1 && rest[0] == "replication":
+		c.route = "admin_replication"
+		if c.method(http.MethodGet) {
+			c.adminReplication(name)
 		}
 	case len(rest) == 1 && (rest[0] == "quota" || rest[0] == "usage"):
 		c.adminQuota(name, rest[0] == "usage")

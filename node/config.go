@@ -34,6 +34,14 @@ type Config struct {
 	// it (POST /_admin/lease). Without it the node takes no lease and
 	// answers grants 409.
 	Lease bool
+	// ReplicationToken is the bearer token of the per-tenant replication
+	// feeds this node serves, and the one it sends to the nodes it
+	// follows. Empty: no feeds are served.
+	ReplicationToken string
+	// ReplicaOf, if set, is a node (http://host:port) every tenant created
+	// here follows.
+	ReplicaOf string
+
 	// LeaseClock is the clock leases run on; nil means the boot clock
 	// (tests pass a manual one).
 	LeaseClock lease.Clock
@@ -94,6 +102,8 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.HTTPToken, "http-token", c.HTTPToken, "bearer token data requests need (open without it)")
 	fs.BoolVar(&c.Insecure, "insecure", c.Insecure, "allow a non-loopback address with no token")
 	fs.BoolVar(&c.Lease, "lease", c.Lease, "take writes only under a router's lease")
+	fs.StringVar(&c.ReplicationToken, "replication-token", c.ReplicationToken, "serve and follow per-tenant replication feeds with this token")
+	fs.StringVar(&c.ReplicaOf, "replica-of", c.ReplicaOf, "new tenant files on this node follow that node (http://host:port)")
 	fs.StringVar(&c.Sync, "sync", c.Sync, "always | off | <ms>: fsync before answering, never, or every <ms>")
 	fs.Func("idle-close", "close tenants untouched for S seconds (default 300)", secondsFlag(&c.IdleClose))
 	fs.Func("max-memory", "MiB the open tenants may hold together; closes idle ones LRU first (0: no bound)", func(s string) error {
@@ -158,6 +168,14 @@ func (c *Config) Validate() error {
 	}
 	if c.KeepAlive <= 0 || c.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("keep-alive and shutdown timeout: must be positive"))
+	}
+	if c.ReplicaOf != "" {
+		if err := checkFrom(c.ReplicaOf); err != nil {
+			errs = append(errs, fmt.Errorf("replica-of: %w", err))
+		}
+		if c.ReplicationToken == "" {
+			errs = append(errs, errors.New("replica-of: needs --replication-token"))
+		}
 	}
 	if c.AdminToken != "" && c.AdminToken == c.HTTPToken {
 		errs = append(errs, errors.New("admin-token: must differ from http-token"))

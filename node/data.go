@@ -4,10 +4,17 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"strings"
 )
 
 // ident is a collection or field name of the query language.
 var ident = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
+
+// userColl says whether a path segment names a collection REST may use:
+// the server's own ("_" first) and the node's routes are not.
+func userColl(s string) bool {
+	return ident.MatchString(s) && !strings.HasPrefix(s, "_")
+}
 
 // data serves /t/<tenant>/<rest...>. The tenant comes from the path
 // only.
@@ -27,7 +34,11 @@ func (c *call) data(name string, rest []string) {
 		c.fail(ErrNoRoute)
 		return
 	}
-	if !c.authorize(c.s.cfg.HTTPToken, name) {
+	want := c.s.cfg.HTTPToken
+	if c.route == "replication" {
+		want = c.s.cfg.ReplicationToken // the route is 404 without one
+	}
+	if !c.authorize(want, name) {
 		return
 	}
 	t, err := c.s.reg.acquire(c.r.Context(), name)
@@ -36,7 +47,7 @@ func (c *call) data(name string, rest []string) {
 		return
 	}
 	defer c.s.reg.release(t)
-	if c.route != "subscribe" { // streams have a quota of their own
+	if c.route != "subscribe" && c.route != "replication" { // streams have quotas of their own
 		leave, err := t.enter()
 		if err != nil {
 			c.fail(err)
@@ -73,10 +84,17 @@ func (c *call) dataRoute(rest []string) func() {
 				c.feed()
 			}
 		}
-	case len(rest) == 1 && ident.MatchString(rest[0]):
+	case len(rest) == 1 && rest[0] == "_replication" && c.s.cfg.ReplicationToken != "":
+		c.route = "replication"
+		return func() {
+			if c.method(http.MethodGet) {
+				c.replicationFeed()
+			}
+		}
+	case len(rest) == 1 && userColl(rest[0]):
 		c.route = "rest"
 		return func() { c.rest(rest[0]) }
-	case len(rest) == 2 && ident.MatchString(rest[0]) && rest[1] == "changes":
+	case len(rest) == 2 && userColl(rest[0]) && rest[1] == "changes":
 		c.route = "subscribe"
 		return func() {
 			if c.method(http.MethodGet) {

@@ -33,5 +33,6 @@ var (
 	ErrNoLease         = errors.New("this node holds no lease for the tenant")
 	ErrLeaseLapsed     = errors.New("the lease lapsed before the write was answered")
 	ErrRateLimited     = errors.New("tenant is over its write rate")
+	ErrPromoteRefused  = errors.New("promotion refused")
 	ErrTooManyRequests = errors.New("too many requests running on this tenant")
 )

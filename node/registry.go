@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -45,6 +46,11 @@ type registry struct {
 
 	mu   sync.Mutex // guards tenants, closed; broadcast by refsCond
 	cond *sync.Cond // signalled when a tenant's refs drop
+	// replToken is the replication token; replClient reads primaries'
+	// feeds; replicaOf, if set, is the node new tenants follow.
+	replToken  string
+	replClient *http.Client
+	replicaOf  string
 	// beforeOpen, if set, is called before a tenant's file is opened
 	// (tests use it to make one open slow).
 	beforeOpen atomic.Pointer[func(name string)]
@@ -67,6 +73,7 @@ func newRegistry(dir string, opts engine.Options, maxMemory int64, idleClose tim
 		kick: make(chan struct{}, 1), tenants: make(map[string]*tenant),
 	}
 	r.cond = sync.NewCond(&r.mu)
+	r.replClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4, IdleConnTimeout: time.Minute}}
 	r.wg.Go(r.janitor)
 	return r
 }
@@ -142,6 +149,9 @@ func (r *registry) open(t *tenant) {
 		r.log.Error("tenant's quota not read: it runs with none", "tenant", t.name, "err", err)
 	}
 	t.attach(db)
+	if st, err := r.loadFollow(t.name); err == nil && st != nil {
+		r.startFollower(t, st)
+	}
 	r.log.Debug("tenant opened", "tenant", t.name, "memory", t.mem.Load())
 	r.poke()
 }
@@ -156,7 +166,11 @@ func (r *registry) openFile(t *tenant) (*engine.DB, error) {
 		}
 		return nil, fmt.Errorf("open tenant: %w", err)
 	}
-	db, err := guarded(func() (*engine.DB, error) { return engine.Open(t.path, t.options()) })
+	st, err := r.loadFollow(t.name)
+	if err != nil {
+		return nil, err
+	}
+	db, err := guarded(func() (*engine.DB, error) { return engine.Open(t.path, t.options(st != nil)) })
 	if errors.Is(err, engine.ErrNotExist) {
 		return nil, ErrUnknownTenant
 	}
@@ -167,11 +181,21 @@ func (r *registry) openFile(t *tenant) (*engine.DB, error) {
 	return db, nil
 }
 
-// create makes a new empty tenant file and registers it open.
+// create makes a new empty tenant file and registers it open; under
+// --replica-of it follows that node.
 func (r *registry) create(name string) error {
-	return r.install(name, func(path string, t *tenant) (*engine.DB, error) {
-		return engine.Create(path, t.options())
+	err := r.install(name, func(path string, t *tenant) (*engine.DB, error) {
+		return engine.Create(path, t.options(r.replicaOf != ""))
 	})
+	if err != nil || r.replicaOf == "" {
+		return err
+	}
+	t, err := r.acquire(r.ctx, name)
+	if err != nil {
+		return err
+	}
+	defer r.release(t)
+	return r.follow(t, r.replicaOf)
 }
 
 // installImage installs an image read from src as a new tenant.
@@ -180,7 +204,7 @@ func (r *registry) installImage(name string, src io.Reader) error {
 		if err := engine.Install(path, src); err != nil {
 			return nil, err
 		}
-		return engine.Open(path, t.options())
+		return engine.Open(path, t.options(false))
 	})
 }
 
@@ -285,11 +309,12 @@ func (r *registry) poke() {
 	}
 }
 
-// remove ends the tenant named name for good: its streams and held
-// requests are told cause, it waits for its references (except those
-// the caller says it drops: a freeze), closes it and, if del, removes
-// its file. ErrUnknownTenant if there is no such tenant.
-func (r *registry) remove(name string, cause error, del bool) error {
+// remove closes the tenant named name for good: its streams and held
+// requests are told cause, it waits for its references (a freeze's is
+// dropped), closes it, and runs after (delete the file, or put another in
+// its place) while it still holds the name, so no request opens the file
+// meanwhile. ErrUnknownTenant if there is no such tenant file.
+func (r *registry) remove(name string, cause error, after func(path string) error) error {
 	if !validName(name) {
 		return ErrBadName
 	}
@@ -307,9 +332,12 @@ func (r *registry) remove(name string, cause error, del bool) error {
 			t.closing = true
 			r.tenants[name] = t
 			r.mu.Unlock()
-			err := r.removeClosed(name, del)
+			err := ErrUnknownTenant
+			if _, serr := os.Stat(t.path); serr == nil {
+				err = after(t.path)
+			}
 			t.openErr = ErrUnknownTenant
-			t.cancel(ErrTenantGone)
+			t.cancel(cause)
 			close(t.ready)
 			r.forget(t)
 			return err
@@ -329,31 +357,20 @@ func (r *registry) remove(name string, cause error, del bool) error {
 			r.cond.Wait()
 		}
 		r.mu.Unlock()
-		err := r.closeTenant(t, false)
-		if del {
-			if rerr := os.Remove(t.path); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
-				err = errors.Join(err, fmt.Errorf("remove tenant file: %w", rerr))
-			}
-			err = errors.Join(err, r.dropQuota(name))
-		}
+		err := errors.Join(r.closeTenant(t, false), after(t.path))
 		r.forget(t)
 		return err
 	}
 }
 
-// removeClosed removes the file of a tenant that is not open.
-func (r *registry) removeClosed(name string, del bool) error {
-	path := r.pathOf(name)
-	if _, err := os.Stat(path); err != nil {
-		return ErrUnknownTenant
+// deleteFiles removes a tenant's file and what the node keeps beside it.
+func (r *registry) deleteFiles(path string) error {
+	name := strings.TrimSuffix(filepath.Base(path), fileExt)
+	var errs []error
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		errs = append(errs, fmt.Errorf("remove tenant file: %w", err))
 	}
-	if !del {
-		return nil
-	}
-	if err := os.Remove(path); err != nil {
-		return fmt.Errorf("remove tenant file: %w", err)
-	}
-	return r.dropQuota(name)
+	return errors.Join(append(errs, r.dropQuota(name), r.dropFollow(name))...)
 }
 
 // closeTenant stops what t owns and closes its file; with checkpoint, it
@@ -511,6 +528,7 @@ func (r *registry) close() error {
 			for _, t := range waiting {
 				<-t.done
 			}
+			r.replClient.CloseIdleConnections()
 			return errors.Join(errs...)
 		}
 		next.closing = true

@@ -78,6 +78,7 @@ func New(cfg Config) (*Server, error) {
 	s.reg.onStatements = s.countStatements
 	s.reg.stopping = s.stopping
 	s.reg.leaseGate = nl.gate
+	s.reg.replToken, s.reg.replicaOf = cfg.ReplicationToken, cfg.ReplicaOf
 	return s, nil
 }
 
@@ -112,6 +113,9 @@ func (s *Server) Start() error {
 		}
 	})
 	s.log.Info("node serving", "addr", ln.Addr().String(), "dir", s.cfg.Dir)
+	if err := s.reg.startFollowers(); err != nil {
+		s.log.Error("start followers", "err", err)
+	}
 	return nil
 }
 

@@ -36,6 +36,7 @@ var statusTable = []statusRule{
 	{engine.ErrUnknownCollection, http.StatusNotFound, 0},
 	{ErrMethod, http.StatusMethodNotAllowed, 0},
 	{ErrTenantExists, http.StatusConflict, 0},
+	{ErrPromoteRefused, http.StatusConflict, 0},
 	{engine.ErrExist, http.StatusConflict, 0},
 	{engine.ErrTaken, http.StatusConflict, 0},
 	{engine.ErrCursorGone, http.StatusGone, 0},

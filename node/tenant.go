@@ -49,9 +49,10 @@ type tenant struct {
 	// leaseGate, set under --lease, is the lease's write check for this
 	// tenant: nil lets writes through.
 	leaseGate atomic.Pointer[func() error]
-	// role: a replica copy refuses writes (following another node comes
-	// with replication; a follower will hold a reference like a stream).
-	role atomic.Int32
+	// role: a replica copy refuses writes; its follower holds a
+	// reference, so it stays open.
+	role   atomic.Int32
+	follow atomic.Pointer[followState] // nil: a primary's file
 
 	writes inflight // Exec/Batch calls running: freeze waits for them
 
@@ -65,6 +66,10 @@ type tenant struct {
 	keys   map[string]chan struct{} // idempotency keys in flight; closed when done
 	claims []*claimWaiter           // Fenec-Wait holders, oldest first
 	idemOK bool                     // _idempotency is known to exist
+	// followCancel and followDone stop and await the follower.
+	followCancel context.CancelFunc
+	followDone   chan struct{}
+	lastHello    time.Time // when the followed node last said hello
 
 	stopWatch func()
 	wake      chan struct{} // cap 1: a write landed, held claims may run
@@ -93,11 +98,13 @@ func newTenant(reg *registry, name string) *tenant {
 	return t
 }
 
-// options are the engine options of this tenant's file.
-func (t *tenant) options() engine.Options {
+// options are the engine options of this tenant's file; a replica's
+// never sweeps (its primary's deletes arrive by replication).
+func (t *tenant) options(replica bool) engine.Options {
 	o := t.reg.engineOpts
 	o.Gate = t.gate
 	o.Quota = t.checkQuota
+	o.NoSweep = replica
 	return o
 }
 

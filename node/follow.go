@@ -1,0 +1,469 @@
+package node
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fenec-go/fenec/engine"
+)
+
+// followExt ends the file beside a replica's that says whom it follows.
+const followExt = ".follow"
+
+// errImageTaken ends a follower whose tenant is being replaced by an
+// image from its primary.
+var errImageTaken = errors.New("image taken from the primary")
+
+// followState is a replica file's role, kept beside it: the node it
+// follows and whether it has heard a hello from that node since it was
+// told to follow it (what lets it be promoted whatever history it holds).
+type followState struct {
+	From    string    `json:"from"`
+	Heard   bool      `json:"heard"`
+	HeardAt time.Time `json:"heard_at,omitzero"`
+}
+
+func (r *registry) followPath(name string) string {
+	return filepath.Join(r.dir, name+followExt)
+}
+
+// loadFollow reads a tenant's follow state; nil for a primary's file.
+func (r *registry) loadFollow(name string) (*followState, error) {
+	b, err := os.ReadFile(r.followPath(name))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read follow state: %w", err)
+	}
+	var st followState
+	if err := json.Unmarshal(b, &st); err != nil {
+		return nil, fmt.Errorf("read follow state of %s: %w", name, err)
+	}
+	return &st, nil
+}
+
+// storeFollow keeps st beside the tenant's file, written whole and
+// renamed into place.
+func (r *registry) storeFollow(name string, st followState) error {
+	b, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(r.dir, r.followPath(name), b)
+}
+
+// dropFollow makes a file a primary's again on disk.
+func (r *registry) dropFollow(name string) error {
+	if err := os.Remove(r.followPath(name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove follow state: %w", err)
+	}
+	return syncDir(r.dir)
+}
+
+// writeFileAtomic writes b to a temp file in dir, syncs it and renames it
+// to path, then syncs dir.
+func writeFileAtomic(dir, path string, b []byte) error {
+	tmp, err := os.CreateTemp(dir, filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
+	}
+	_, werr := tmp.Write(b)
+	serr := tmp.Sync()
+	cerr := tmp.Close()
+	if err := errors.Join(werr, serr, cerr); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
+	}
+	return syncDir(dir)
+}
+
+// syncDir makes a rename or remove in dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("sync dir: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync dir: %w", err)
+	}
+	return nil
+}
+
+// lineageID names a file's lineage: its first history.
+func lineageID(l []engine.LineageEntry) uint64 {
+	if len(l) == 0 {
+		return 0
+	}
+	return l[0].History
+}
+
+// onLineage says whether history h is on l.
+func onLineage(l []engine.LineageEntry, h uint64) bool {
+	for _, e := range l {
+		if e.History == h {
+			return true
+		}
+	}
+	return false
+}
+
+// startFollower has t follow st.From: a goroutine the tenant owns, holding
+// a reference so the replica stays open.
+func (r *registry) startFollower(t *tenant, st *followState) {
+	r.mu.Lock()
+	t.refs++
+	r.mu.Unlock()
+	ctx, cancel := context.WithCancel(t.ctx)
+	done := make(chan struct{})
+	t.mu.Lock()
+	t.followCancel, t.followDone = cancel, done
+	t.mu.Unlock()
+	t.follow.Store(st)
+	t.role.Store(int32(RoleReplica))
+	t.wg.Go(func() {
+		defer close(done)
+		defer r.release(t)
+		defer cancel()
+		t.runFollower(ctx, st.From)
+	})
+}
+
+// stopFollower ends t's follower, if it has one, and waits for it.
+func (t *tenant) stopFollower() {
+	t.mu.Lock()
+	cancel, done := t.followCancel, t.followDone
+	t.followCancel, t.followDone = nil, nil
+	t.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+}
+
+// runFollower follows the primary at from until ctx ends or an image
+// from it replaces the file, reconnecting with a back-off.
+func (t *tenant) runFollower(ctx context.Context, from string) {
+	wait := 50 * time.Millisecond
+	for ctx.Err() == nil {
+		err := t.followOnce(ctx, from)
+		if errors.Is(err, errImageTaken) {
+			return
+		}
+		if ctx.Err() == nil {
+			t.reg.log.Debug("following", "tenant", t.name, "from", from, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+		wait = min(wait*2, 2*time.Second)
+	}
+}
+
+// followOnce reads one feed from the primary, applying what it sends.
+func (t *tenant) followOnce(ctx context.Context, from string) error {
+	u := strings.TrimSuffix(from, "/") + "/t/" + t.name + "/_replication?since=" +
+		strconv.FormatUint(t.db.Seq(), 10) + "&history=" + strconv.FormatUint(t.db.History(), 10)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+t.reg.replToken)
+	res, err := t.reg.replClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("replication feed: status %d", res.StatusCode)
+	}
+	br := bufio.NewReaderSize(res.Body, 64<<10)
+	var image *os.File
+	defer func() {
+		if image != nil {
+			image.Close()
+			os.Remove(image.Name())
+		}
+	}()
+	for {
+		kind, payload, err := readFrame(br)
+		if err != nil {
+			return err
+		}
+		switch kind {
+		case frameHello:
+			if err := t.heard(); err != nil {
+				return err
+			}
+		case frameRecord:
+			if len(payload) < 16 {
+				return errors.New("replication record frame too short")
+			}
+			rec := engine.RawRecord{
+				First: binary.BigEndian.Uint64(payload[:8]),
+				Last:  binary.BigEndian.Uint64(payload[8:16]),
+				Bytes: payload[16:],
+			}
+			if err := t.db.ApplyRecord(rec); err != nil {
+				return fmt.Errorf("apply record %d..%d: %w", rec.First, rec.Last, err)
+			}
+		case frameImage:
+			if image == nil {
+				if image, err = os.CreateTemp(t.reg.dir, t.name+".image.*.part"); err != nil {
+					return fmt.Errorf("receive image: %w", err)
+				}
+			}
+			if _, err := image.Write(payload); err != nil {
+				return fmt.Errorf("receive image: %w", err)
+			}
+		case frameImageEnd:
+			if image == nil {
+				return errors.New("replication image end without an image")
+			}
+			return t.takeImage(image)
+		}
+	}
+}
+
+// heard records a hello from the followed node (once, durably, since the
+// node was told to follow it) and when it came.
+func (t *tenant) heard() error {
+	now := time.Now().UTC()
+	t.mu.Lock()
+	t.lastHello = now
+	t.mu.Unlock()
+	st := t.follow.Load()
+	if st == nil || st.Heard {
+		return nil
+	}
+	next := *st
+	next.Heard, next.HeardAt = true, now
+	if err := t.reg.storeFollow(t.name, next); err != nil {
+		return err
+	}
+	t.follow.Store(&next)
+	return nil
+}
+
+// takeImage installs a received image beside the file, then has the
+// registry put it in the file's place (closing the tenant, so on a
+// goroutine of the registry's) and open it again.
+func (t *tenant) takeImage(part *os.File) error {
+	if _, err := part.Seek(0, 0); err != nil {
+		return fmt.Errorf("install image: %w", err)
+	}
+	incoming := filepath.Join(t.reg.dir, t.name+".image.new")
+	os.Remove(incoming)
+	if err := engine.Install(incoming, part); err != nil {
+		return fmt.Errorf("install image: %w", err)
+	}
+	r := t.reg
+	r.wg.Go(func() {
+		err := r.remove(t.name, ErrTenantClosing, func(path string) error {
+			if err := os.Rename(incoming, path); err != nil {
+				return fmt.Errorf("replace tenant file: %w", err)
+			}
+			return syncDir(r.dir)
+		})
+		if err != nil {
+			r.log.Error("replica image not taken", "tenant", t.name, "err", err)
+			os.Remove(incoming)
+		}
+		r.reopen(t.name)
+	})
+	return errImageTaken
+}
+
+// reopen opens a tenant (a replica starts following as it opens).
+func (r *registry) reopen(name string) {
+	t, err := r.acquire(r.ctx, name)
+	if err != nil {
+		if !errors.Is(err, ErrShuttingDown) && !errors.Is(err, context.Canceled) {
+			r.log.Error("reopen tenant", "tenant", name, "err", err)
+		}
+		return
+	}
+	r.release(t)
+}
+
+// startFollowers opens every replica file in the directory, so each
+// follows its primary from the start.
+func (r *registry) startFollowers() error {
+	ents, err := os.ReadDir(r.dir)
+	if err != nil {
+		return fmt.Errorf("read tenant dir: %w", err)
+	}
+	for _, e := range ents {
+		if name, ok := strings.CutSuffix(e.Name(), followExt); ok && validName(name) {
+			r.reopen(name)
+		}
+	}
+	return nil
+}
+
+// follow makes an open tenant's file a replica following from.
+func (r *registry) follow(t *tenant, from string) error {
+	t.stopFollower()
+	st := &followState{From: from}
+	if err := r.storeFollow(t.name, *st); err != nil {
+		return err
+	}
+	r.startFollower(t, st)
+	return nil
+}
+
+// checkFrom checks a node URL to follow.
+func checkFrom(from string) error {
+	u, err := url.Parse(from)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+		return fmt.Errorf("%w: from must be http://host:port", ErrBadRequest)
+	}
+	return nil
+}
+
+// promoteBody is POST /_admin/tenants/<t>/promote.
+type promoteBody struct {
+	Lineage       uint64 `json:"lineage"`
+	ForkedHistory uint64 `json:"forked_history"`
+	Force         bool   `json:"force"`
+}
+
+// adminPromote makes a replica's file take writes: its history forks.
+// It refuses a copy of another lineage, and an old primary's copy that
+// has not heard from the node it follows since it was told to follow it,
+// unless forced.
+func (c *call) adminPromote(name string) {
+	var body promoteBody
+	if b, err := c.readBody(); err != nil {
+		c.fail(err)
+		return
+	} else if len(bytes.TrimSpace(b)) > 0 {
+		if err := json.Unmarshal(b, &body); err != nil {
+			c.fail(fmt.Errorf("%w: promote: %v", ErrBadRequest, err))
+			return
+		}
+	}
+	t, err := c.s.reg.acquire(c.r.Context(), name)
+	if err != nil {
+		c.fail(err)
+		return
+	}
+	defer c.s.reg.release(t)
+	st := t.follow.Load()
+	if st == nil {
+		writeJSON(c.w, http.StatusOK, map[string]any{"promoted": false, "seq": t.db.Seq(), "history": t.db.History()})
+		return
+	}
+	lineage := t.db.Lineage()
+	if !body.Force {
+		if why := promoteRefusal(body, st, lineage); why != "" {
+			c.failWith(fmt.Errorf("%w: %s", ErrPromoteRefused, why), map[string]any{"lineage": lineageID(lineage)})
+			c.s.auditf(c, "promote", name, why)
+			return
+		}
+	}
+	t.stopFollower()
+	if err := c.s.reg.dropFollow(name); err != nil {
+		c.fail(err)
+		return
+	}
+	t.follow.Store(nil)
+	h, err := t.db.Fork()
+	if err != nil {
+		c.fail(fmt.Errorf("promote: %w", err))
+		return
+	}
+	t.role.Store(int32(RolePrimary))
+	writeJSON(c.w, http.StatusOK, map[string]any{"promoted": true, "seq": t.db.Seq(), "history": h})
+	detail := ""
+	if body.Force {
+		detail = "forced"
+	}
+	c.s.auditf(c, "promote", name, detail)
+	c.log.Info("admin change", "what", "promote", "tenant", name, "forced", body.Force)
+}
+
+// promoteRefusal says why a copy may not be promoted ("" if it may).
+func promoteRefusal(b promoteBody, st *followState, lineage []engine.LineageEntry) string {
+	if b.Lineage != 0 && lineageID(lineage) != b.Lineage {
+		return "the copy is of another lineage"
+	}
+	if !st.Heard && b.ForkedHistory != 0 && !onLineage(lineage, b.ForkedHistory) {
+		return "the copy has not heard from the new primary since its last failover"
+	}
+	return ""
+}
+
+// adminFollow has a tenant's file follow another node's copy.
+func (c *call) adminFollow(name string) {
+	b, err := c.readBody()
+	if err != nil {
+		c.fail(err)
+		return
+	}
+	var body struct {
+		From string `json:"from"`
+	}
+	if err := json.Unmarshal(b, &body); err != nil {
+		c.fail(fmt.Errorf("%w: follow: %v", ErrBadRequest, err))
+		return
+	}
+	if err := checkFrom(body.From); err != nil {
+		c.fail(err)
+		return
+	}
+	t, err := c.s.reg.acquire(c.r.Context(), name)
+	if err != nil {
+		c.fail(err)
+		return
+	}
+	defer c.s.reg.release(t)
+	if err := c.s.reg.follow(t, body.From); err != nil {
+		c.fail(err)
+		return
+	}
+	writeJSON(c.w, http.StatusOK, map[string]any{"tenant": name, "from": body.From})
+	c.s.auditf(c, "follow", name, body.From)
+}
+
+// adminReplication reports a tenant's role and position.
+func (c *call) adminReplication(name string) {
+	t, err := c.s.reg.acquire(c.r.Context(), name)
+	if err != nil {
+		c.fail(err)
+		return
+	}
+	defer c.s.reg.release(t)
+	out := map[string]any{
+		"role": "primary", "seq": t.db.Seq(), "durable": t.db.Durable(), "history": t.db.History(),
+		"lineage": t.db.Lineage(),
+	}
+	if st := t.follow.Load(); st != nil {
+		t.mu.Lock()
+		last := t.lastHello
+		t.mu.Unlock()
+		out["role"], out["from"], out["heard"] = "replica", st.From, st.Heard
+		if !last.IsZero() {
+			out["last_hello"] = last
+		}
+	}
+	writeJSON(c.w, http.StatusOK, out)
+}

@@ -1,0 +1,148 @@
+package node
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+const replToken = "repl-secret"
+
+// count is a tenant's row count in c as the node answers it.
+func count(n *testNode, tenant string) string {
+	r := n.do("GET", "/t/"+tenant+"/c?count", "")
+	return strings.TrimSpace(string(r.Body))
+}
+
+// replication reads a tenant's replication status.
+func replication(t *testing.T, n *testNode, tenant string) map[string]any {
+	t.Helper()
+	r := n.admin("GET", "tenants/"+tenant+"/replication", "")
+	if r.Status != 200 {
+		t.Fatalf("replication status: %d %s", r.Status, r.Body)
+	}
+	return r.Obj(t)
+}
+
+func withRepl(c *Config) { c.ReplicationToken = replToken }
+
+func TestReplicationFollowAndPromote(t *testing.T) {
+	a := startNode(t, withRepl)
+	b := startNode(t, withRepl)
+	people(t, a)
+	b.mkTenant("a")
+	if r := b.admin("POST", "tenants/a/follow", `{"from":"`+a.url+`"}`); r.Status != 200 {
+		t.Fatalf("follow: %d %s", r.Status, r.Body)
+	}
+	eventually(t, 10*time.Second, "the copy took the primary's image", func() bool { return count(b, "a") == `{"count":3}` })
+	a.q("a", `put c {name: "dee", n: 4}`)
+	eventually(t, 10*time.Second, "the copy took a new record", func() bool { return count(b, "a") == `{"count":4}` })
+	// A replica refuses writes.
+	r := b.query("a", `put c {name: "no"}`)
+	wantJSONError(t, r, 503)
+	st := replication(t, b, "a")
+	ast := replication(t, a, "a")
+	if st["role"] != "replica" || st["heard"] != true || st["history"] != ast["history"] || st["seq"] != ast["seq"] {
+		t.Fatalf("replica status %v, primary %v", st, ast)
+	}
+	lineage := ast["lineage"].([]any)[0].(map[string]any)["history"].(json.Number).String()
+	// Another lineage is refused, whatever the copy heard.
+	r = b.admin("POST", "tenants/a/promote", `{"lineage": 12345}`)
+	wantJSONError(t, r, 409)
+	r = b.admin("POST", "tenants/a/promote", `{"lineage": `+lineage+`}`)
+	if r.Status != 200 {
+		t.Fatalf("promote: %d %s", r.Status, r.Body)
+	}
+	p := r.Obj(t)
+	if p["promoted"] != true || p["history"] == ast["history"] || p["seq"] != ast["seq"] {
+		t.Fatalf("promoted %v, primary was %v", p, ast)
+	}
+	b.q("a", `put c {name: "mine"}`)
+	if st := replication(t, b, "a"); st["role"] != "primary" {
+		t.Fatalf("after promotion %v", st)
+	}
+	// Promoting a primary changes nothing.
+	if p := b.admin("POST", "tenants/a/promote", "").Obj(t); p["promoted"] != false {
+		t.Fatalf("second promotion %v", p)
+	}
+}
+
+func TestReplicaResumesAfterRestart(t *testing.T) {
+	a := startNode(t, withRepl)
+	dir := t.TempDir()
+	b := startNode(t, func(c *Config) { withRepl(c); c.Dir = dir })
+	people(t, a)
+	b.mkTenant("a")
+	b.admin("POST", "tenants/a/follow", `{"from":"`+a.url+`"}`)
+	eventually(t, 10*time.Second, "the copy caught up", func() bool { return count(b, "a") == `{"count":3}` })
+	if err := b.s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	a.q("a", `put c [{name: "x1"}, {name: "x2"}]`)
+	b2 := startNode(t, func(c *Config) { withRepl(c); c.Dir = dir })
+	eventually(t, 10*time.Second, "the restarted copy follows again", func() bool { return count(b2, "a") == `{"count":5}` })
+	if st := replication(t, b2, "a"); st["role"] != "replica" || st["heard"] != true {
+		t.Fatalf("after restart %v", st)
+	}
+	// A subscription on the replica sees the primary's writes.
+	s := b2.subscribe("/t/a/c/changes")
+	s.mustNext(t, "seed")
+	a.q("a", `put c {name: "live"}`)
+	ch := s.mustNext(t, "change")
+	if ch["puts"].([]any)[0].(map[string]any)["name"] != "live" {
+		t.Fatalf("replica change %v", ch)
+	}
+}
+
+func TestPromoteRefusesUnheardOldPrimary(t *testing.T) {
+	b := startNode(t, withRepl)
+	people(t, b)
+	// b's copy is told to follow a node it never hears from.
+	if r := b.admin("POST", "tenants/a/follow", `{"from":"http://127.0.0.1:1"}`); r.Status != 200 {
+		t.Fatalf("follow: %d %s", r.Status, r.Body)
+	}
+	st := replication(t, b, "a")
+	lineage := st["lineage"].([]any)[0].(map[string]any)["history"].(json.Number).String()
+	r := b.admin("POST", "tenants/a/promote", `{"lineage": `+lineage+`, "forked_history": 999}`)
+	m := wantJSONError(t, r, 409)
+	if !strings.Contains(m["error"].(string), "not heard") {
+		t.Fatalf("refusal %s", r.Body)
+	}
+	// An operator who knows better forces it.
+	r = b.admin("POST", "tenants/a/promote", `{"lineage": `+lineage+`, "forked_history": 999, "force": true}`)
+	if r.Status != 200 || r.Obj(t)["promoted"] != true {
+		t.Fatalf("forced promotion: %d %s", r.Status, r.Body)
+	}
+	b.q("a", `put c {name: "after"}`)
+}
+
+func TestReplicationFeedAccess(t *testing.T) {
+	a := startNode(t, withRepl)
+	people(t, a)
+	wantJSONError(t, a.do("GET", "/t/a/_replication?since=0&history=0", ""), 401)
+	wantJSONError(t, a.do("GET", "/t/a/_replication?since=0&history=0", "", "Authorization", "Bearer "+adminToken), 401)
+	wantJSONError(t, a.do("GET", "/t/a/_replication?since=x&history=0", "", "Authorization", "Bearer "+replToken), 400)
+	plain := startNode(t, nil)
+	people(t, plain)
+	wantJSONError(t, plain.do("GET", "/t/a/_replication?since=0&history=0", "", "Authorization", "Bearer "+replToken), 404)
+	wantJSONError(t, a.admin("POST", "tenants/a/follow", `{"from":"ftp://x"}`), 400)
+	wantJSONError(t, a.admin("POST", "tenants/a/follow", `{"from":"http://h:1/path"}`), 400)
+}
+
+func TestReplicaOf(t *testing.T) {
+	a := startNode(t, withRepl)
+	people(t, a)
+	c := startNode(t, func(c *Config) { withRepl(c); c.ReplicaOf = a.url })
+	c.mkTenant("a")
+	eventually(t, 10*time.Second, "the new tenant follows its primary", func() bool { return count(c, "a") == `{"count":3}` })
+	seq := replication(t, a, "a")["seq"].(json.Number)
+	n, _ := strconv.Atoi(seq.String())
+	a.q("a", `del c where n = 1`)
+	eventually(t, 10*time.Second, "the delete arrives", func() bool {
+		st := replication(t, c, "a")
+		s, _ := strconv.Atoi(st["seq"].(json.Number).String())
+		return s > n && count(c, "a") == `{"count":2}`
+	})
+}
