@@ -2,6 +2,7 @@ package region
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -237,13 +238,11 @@ func TestPlaceOnLeastBytesCP(t *testing.T) {
 	}
 }
 
-func TestPlaceRecordFailsDeletesFileCP(t *testing.T) {
+func TestPlaceRecordedTenantRefusedCP(t *testing.T) {
 	r := startCPRouter(t, nil)
 	n1 := startCPNode(t)
 	r.addNode(t, "n1", n1)
-	// Another writer records the tenant between the router's check and its
-	// record: simulated by a file the node already has but the directory
-	// lacks, then a record made behind the router's back.
+	// Recorded behind the router's back: refused before any file is made.
 	s, err := r.rt.lead.changes(cpCtx(t))
 	if err != nil {
 		t.Fatal(err)
@@ -251,12 +250,46 @@ func TestPlaceRecordFailsDeletesFileCP(t *testing.T) {
 	if _, err := s.PlaceTenant(cpCtx(t), "taken", global.Tenant{Node: "n1", State: global.StateActive}, mustNodeRev(t, s, "n1")); err != nil {
 		t.Fatal(err)
 	}
-	// The directory has it: refused before any file is made.
 	if st, _ := r.shard(t, http.MethodPut, "tenants/taken", map[string]any{}, nil); st != http.StatusConflict {
 		t.Fatalf("place of a recorded tenant: %d", st)
 	}
 	if st, b := n1.admin(t, http.MethodGet, "/_admin/tenants", nil); st != http.StatusOK || strings.Contains(string(b), "taken") {
 		t.Fatalf("a file was made: %s", b)
+	}
+}
+
+// failingDirectory fails every transaction writing a key under prefix
+// (a directory that loses the placement's record).
+type failingDirectory struct {
+	global.Directory
+	prefix string
+}
+
+func (d *failingDirectory) Txn(ctx context.Context, conds []global.Cond, ops []global.Op) (int64, error) {
+	for _, op := range ops {
+		if strings.HasPrefix(op.Key, d.prefix) {
+			return 0, fmt.Errorf("lost the record: %w", global.ErrConflict)
+		}
+	}
+	return d.Directory.Txn(ctx, conds, ops)
+}
+
+func TestPlaceRecordFailsDeletesFileCP(t *testing.T) {
+	mem := global.NewMemory()
+	t.Cleanup(func() { mem.Close() })
+	r := startCPRouter(t, func(c *Config) { c.Directory = &failingDirectory{Directory: mem, prefix: global.TenantKey("lost")} })
+	n1 := startCPNode(t)
+	r.addNode(t, "n1", n1)
+	if st, b := r.shard(t, http.MethodPut, "tenants/lost", map[string]any{}, nil); st != http.StatusConflict {
+		t.Fatalf("place with the record failing: %d %s", st, b)
+	}
+	// The file made on the node first is deleted again.
+	if st, b := n1.admin(t, http.MethodGet, "/_admin/tenants", nil); st != http.StatusOK || strings.Contains(string(b), "lost") {
+		t.Fatalf("the unrecorded file stays: %s", b)
+	}
+	r.place(t, "kept", "")
+	if _, b := n1.admin(t, http.MethodGet, "/_admin/tenants", nil); !strings.Contains(string(b), "kept") {
+		t.Fatalf("a recorded tenant's file: %s", b)
 	}
 }
 
