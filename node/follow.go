@@ -276,7 +276,16 @@ func (t *tenant) takeImage(part *os.File) error {
 		return fmt.Errorf("install image: %w", err)
 	}
 	r := t.reg
-	r.wg.Go(func() {
+	r.mu.Lock()
+	if r.closed { // shutting down: the next start asks for the image again
+		r.mu.Unlock()
+		os.Remove(incoming)
+		return errImageTaken
+	}
+	r.wg.Add(1) // under r.mu, so never after close began to wait
+	r.mu.Unlock()
+	go func() {
+		defer r.wg.Done()
 		err := r.remove(t.name, ErrTenantClosing, func(path string) error {
 			if err := os.Rename(incoming, path); err != nil {
 				return fmt.Errorf("replace tenant file: %w", err)
@@ -288,7 +297,7 @@ func (t *tenant) takeImage(part *os.File) error {
 			os.Remove(incoming)
 		}
 		r.reopen(t.name)
-	})
+	}()
 	return errImageTaken
 }
 
@@ -428,6 +437,10 @@ func (c *call) adminFollow(name string) {
 	}
 	if err := checkFrom(body.From); err != nil {
 		c.fail(err)
+		return
+	}
+	if c.s.cfg.ReplicationToken == "" {
+		c.fail(fmt.Errorf("%w: this node has no --replication-token to follow with", ErrBadRequest))
 		return
 	}
 	t, err := c.s.reg.acquire(c.r.Context(), name)
