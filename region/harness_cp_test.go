@@ -65,6 +65,9 @@ type cpNode struct {
 	srv           *httptest.Server
 	addr          string // host:port
 	refuseInstall atomic.Bool
+	// holdInstall, when set, holds an image install until it is closed
+	// (a move caught copying).
+	holdInstall atomic.Pointer[chan struct{}]
 }
 
 func startCPNode(tb testing.TB) *cpNode {
@@ -81,7 +84,15 @@ func startCPNode(tb testing.TB) *cpNode {
 	}
 	n := &cpNode{s: s}
 	n.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if n.refuseInstall.Load() && r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, "/file") {
+		install := r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, "/file")
+		if hold := n.holdInstall.Load(); hold != nil && install {
+			select {
+			case <-*hold:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		if n.refuseInstall.Load() && install {
 			_, _ = io.Copy(io.Discard, r.Body)
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusInsufficientStorage)

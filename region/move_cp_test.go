@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -422,5 +423,64 @@ func TestRouterStoppedMidMoveCP(t *testing.T) {
 	}
 	if st, _, b := r.query(t, "mid", "get docs count"); st != http.StatusOK || !strings.Contains(string(b), `"count":3`) {
 		t.Fatalf("count through the router: %d %s", st, b)
+	}
+}
+
+func TestMovingTenantServedBySourceCP(t *testing.T) {
+	r := startCPRouter(t, nil)
+	n1, n2 := startCPNode(t), startCPNode(t)
+	r.addNode(t, "n1", n1)
+	r.addNode(t, "n2", n2)
+	r.place(t, "mvg", "n1")
+	r.mustQuery(t, "mvg", "create collection docs (title text)")
+	r.mustQuery(t, "mvg", "put docs {title: 'a'}")
+
+	hold := make(chan struct{})
+	n2.holdInstall.Store(&hold)
+	type result struct {
+		st   int
+		body []byte
+	}
+	done := make(chan result, 1)
+	go func() { // the move; it ends once the install is let go
+		req, _ := http.NewRequest(http.MethodPost, r.url+"/_shard/tenants/mvg/move", strings.NewReader(`{"to": "n2"}`))
+		req.Header.Set("Authorization", "Bearer "+cpRouterToken)
+		resp, err := cpClient.Do(req)
+		if err != nil {
+			done <- result{0, []byte(err.Error())}
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		done <- result{resp.StatusCode, b}
+	}()
+	cpEventually(t, func() error {
+		var list []tenantEntry
+		r.shard(t, http.MethodGet, "tenants", nil, &list)
+		if len(list) != 1 || list[0].State != "moving" || list[0].Target != "n2" || list[0].HeldBy != "move" {
+			return fmt.Errorf("listing %+v", list)
+		}
+		return nil
+	})
+	// While moving it is served by its source: reads answer, writes are
+	// refused with Retry-After (frozen), and a second operation is 409.
+	if b := r.mustQuery(t, "mvg", "get docs count"); !strings.Contains(string(b), `"count":1`) {
+		t.Fatalf("read while moving: %s", b)
+	}
+	st, h, b := r.data(t, http.MethodPost, "/t/mvg/docs", `{"title": "b"}`, nil)
+	if st != http.StatusServiceUnavailable || h.Get("Retry-After") == "" {
+		t.Fatalf("write while moving: %d %v %s", st, h, b)
+	}
+	var ans map[string]any
+	if st, b := r.shard(t, http.MethodPost, "tenants/mvg/move", map[string]any{"to": "n2"}, &ans); st != http.StatusConflict || ans["held_by"] != "move" {
+		t.Fatalf("second move: %d %s", st, b)
+	}
+	close(hold)
+	res := <-done
+	if res.st != http.StatusOK {
+		t.Fatalf("move: %d %s", res.st, res.body)
+	}
+	if st, _, b := r.data(t, http.MethodPost, "/t/mvg/docs", `{"title": "b"}`, nil); st != http.StatusCreated {
+		t.Fatalf("write after the move: %d %s", st, b)
 	}
 }
