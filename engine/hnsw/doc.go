@@ -5,26 +5,42 @@
 //
 // Scores: higher is better. Cosine scores the cosine similarity (vectors
 // are normalised as they are added), Dot the dot product, and L2 the
-// negative Euclidean distance.
+// negative Euclidean distance. Scores are computed in float64 from the
+// stored float32 vectors; ties are broken by id, ascending.
 //
 // Vectors are copied into one contiguous slice owned by the index. An
-// update (Add of an id already present) retires the old node as a
-// tombstone and inserts the new vector under a fresh node with links built
-// for it; Remove retires the node the same way. Tombstones are traversed by
-// searches but never returned, and once they pass a fraction of the graph
-// they are purged: every neighbour list that names one is rebuilt from the
-// live neighbours and their neighbours, and the slots are reused.
+// update (Add of an id already present with a different vector) retires
+// the old node as a tombstone and inserts the new vector as a fresh node
+// with links chosen for it, so nothing reaches the id by its old vector;
+// Remove retires the node the same way. Tombstones are traversed by
+// searches (they keep the graph navigable) but never returned, and once
+// they pass PurgeFraction of the graph the Remove or Add that crossed it
+// purges them all: every neighbour list naming one is chosen again from
+// the live neighbours and the tombstones' live neighbours, and the slots
+// are reused. A purge visits the whole graph within that one call: 1 to 3
+// seconds for 100 000 nodes of 128 dimensions (bench/search measures it).
+//
+// Searches with a filter plan by a sample: when few rows pass, or scoring
+// the rows that pass costs less than walking a graph mostly made of rows
+// that do not, they are scored exhaustively (an exact answer); otherwise
+// the walk collects only passing rows. Either way a search returns
+// min(K, rows passing) hits, falling back to an exhaustive scan when a walk
+// comes back short.
 //
 // WriteTo saves the graph as links — levels, neighbour lists, entry point,
 // tombstones and configuration — without the live vectors, which the engine
 // already keeps in its documents; Load restores it without rebuilding a
 // link, reading each live vector through a callback. Tombstones' vectors
 // are the exception: they belong to no document, so the graph carries them.
+// The saved form is versioned, length-prefixed and checksummed.
 //
 // It is not for storing documents, for choosing which field to index, or
 // for persistence of vectors; nor does it lock. Concurrency: Add and Remove
 // must not run concurrently with anything else on the same Index; Search,
-// Len, Has and WriteTo may run concurrently with each other. The engine
-// satisfies this by calling writes under its tenant write lock and reads
-// under the read lock. The index starts no goroutines.
+// Len, Has, MemoryBytes and WriteTo may run concurrently with each other.
+// The engine satisfies this by calling writes under its tenant write lock
+// and reads under the read lock. The index starts no goroutines.
+//
+// On amd64 with AVX2 and FMA the distance kernels run in assembly
+// (distance_amd64.s); elsewhere in Go.
 package hnsw

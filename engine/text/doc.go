@@ -3,8 +3,12 @@
 //
 // Each Index keeps its own statistics (document count, total and average
 // length, document frequency per term), so ranking inside a tenant depends
-// only on that tenant's documents. Postings are compact slices, one per
-// term, sorted by an internal document slot.
+// only on that tenant's documents. Postings are compact slices, one pair
+// per term (document slots as uint32, term frequencies as uint16, 6 bytes
+// a posting), sorted by slot; each document's distinct terms, which Remove
+// needs, lie in one shared arena. A query token repeated counts once; a
+// term repeated more than MaxTF times in one document counts MaxTF times.
+// Scores are float64; ties are broken by id, ascending.
 //
 // It is for ranking documents by a bag-of-words query. It is not for
 // phrase or proximity search, stemming, stop words, language detection, or
