@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 )
 
 func TestTokenize(t *testing.T) {
@@ -58,4 +60,28 @@ func TestTokenizeCutsLongTokens(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Every token is a non-empty run of lower-cased letters and digits of at
+// most MaxTokenBytes, and tokenizing the tokens again gives them back.
+func FuzzTokenize(f *testing.F) {
+	for _, s := range []string{"", "Hello, World!", "Grüße 東京タワー ٣٤", "ab\xffcd", strings.Repeat("É", 40), "cafe\u0301"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		toks := Tokenize(s)
+		for _, tok := range toks {
+			if tok == "" || len(tok) > MaxTokenBytes || !utf8.ValidString(tok) {
+				t.Fatalf("bad token %q from %q", tok, s)
+			}
+			for _, r := range tok {
+				if !unicode.IsLetter(r) && !unicode.IsDigit(r) || unicode.ToLower(r) != r {
+					t.Fatalf("token %q from %q holds %q", tok, s, r)
+				}
+			}
+		}
+		if again := Tokenize(strings.Join(toks, " ")); !slices.Equal(again, toks) {
+			t.Fatalf("tokens %q tokenize again to %q", toks, again)
+		}
+	})
 }
