@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/fenec-go/fenec/engine"
 )
@@ -152,6 +153,10 @@ func (c *call) runJob(j *job, body []byte) {
 	c.answer(j, out)
 }
 
+// replicaWait bounds how long a write under --sync always waits for its
+// replicas' streams to send it.
+const replicaWait = 5 * time.Second
+
 // outcome is what running a job came to.
 type outcome struct {
 	res    *engine.BatchResult
@@ -167,6 +172,9 @@ func (c *call) answer(j *job, o outcome) {
 		return
 	}
 	if o.res.Wrote {
+		if c.s.syncAlways && !c.t.waitSent(c.r.Context(), o.res.Seq, replicaWait) {
+			c.log.Warn("write answered before every replica stream was sent it", "tenant", c.t.name, "seq", o.res.Seq)
+		}
 		if !c.answeredUnderLease(o.res.Seq) {
 			return
 		}

@@ -124,11 +124,75 @@ func (c *call) sendImage(fw *frameWriter) {
 	}
 }
 
+// feed is one replication stream a primary sends: the seq it has sent
+// up to (guarded by tenant.mu).
+type feed struct{ sent uint64 }
+
+// addFeed registers a stream sending from since; the func drops it.
+func (t *tenant) addFeed(since uint64) (*feed, func()) {
+	f := &feed{sent: since}
+	t.mu.Lock()
+	t.feeds[f] = struct{}{}
+	t.mu.Unlock()
+	return f, func() {
+		t.mu.Lock()
+		delete(t.feeds, f)
+		t.notifySentLocked()
+		t.mu.Unlock()
+	}
+}
+
+// sentTo notes a stream has sent everything up to seq.
+func (t *tenant) sentTo(f *feed, seq uint64) {
+	t.mu.Lock()
+	if seq > f.sent {
+		f.sent = seq
+		t.notifySentLocked()
+	}
+	t.mu.Unlock()
+}
+
+func (t *tenant) notifySentLocked() {
+	close(t.sentCh)
+	t.sentCh = make(chan struct{})
+}
+
+// waitSent waits until every replication stream open has sent seq (a
+// write under --sync always is answered once its copies were sent it),
+// for at most d; it says whether they all had.
+func (t *tenant) waitSent(ctx context.Context, seq uint64, d time.Duration) bool {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for {
+		t.mu.Lock()
+		behind := false
+		for f := range t.feeds {
+			behind = behind || f.sent < seq
+		}
+		ch := t.sentCh
+		t.mu.Unlock()
+		if !behind {
+			return true
+		}
+		select {
+		case <-ch:
+		case <-timer.C:
+			return false
+		case <-ctx.Done():
+			return false
+		case <-t.ctx.Done():
+			return false
+		}
+	}
+}
+
 // sendRecords streams durable records after since until the copy goes,
 // the tenant ends or the node stops.
 func (c *call) sendRecords(fw *frameWriter, since uint64) error {
 	t, db := c.t, c.t.db
 	last := since
+	f, drop := t.addFeed(since)
+	defer drop()
 	sentForks := map[[32]byte]bool{} // forks sent at position last
 	keep := time.NewTicker(c.s.cfg.KeepAlive)
 	defer keep.Stop()
@@ -162,6 +226,7 @@ func (c *call) sendRecords(fw *frameWriter, since uint64) error {
 		if err := fw.flush(); err != nil {
 			return err
 		}
+		t.sentTo(f, last)
 		for db.Durable() <= last && len(db.Lineage()) == lineage {
 			select {
 			case <-changed:

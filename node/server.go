@@ -24,6 +24,9 @@ type Server struct {
 	audit   *auditLog
 	metrics *metrics
 	lease   *nodeLease
+	// syncAlways: writes are answered once synced and sent to the
+	// replicas following them.
+	syncAlways bool
 
 	// stopping is closed as Close begins: held requests answer, streams
 	// end, new requests are refused 503.
@@ -65,14 +68,15 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{
-		cfg:      cfg,
-		log:      log,
-		reg:      newRegistry(cfg.Dir, opts, cfg.MaxMemory, cfg.IdleClose, log),
-		guard:    newGuard(time.Now),
-		audit:    audit,
-		lease:    nl,
-		stopping: make(chan struct{}),
-		serveErr: make(chan error, 1),
+		cfg:        cfg,
+		log:        log,
+		reg:        newRegistry(cfg.Dir, opts, cfg.MaxMemory, cfg.IdleClose, log),
+		guard:      newGuard(time.Now),
+		audit:      audit,
+		lease:      nl,
+		syncAlways: mode == engine.SyncAlways,
+		stopping:   make(chan struct{}),
+		serveErr:   make(chan error, 1),
 	}
 	s.metrics = newMetrics(s.reg)
 	s.reg.onStatements = s.countStatements

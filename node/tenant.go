@@ -70,6 +70,11 @@ type tenant struct {
 	followCancel context.CancelFunc
 	followDone   chan struct{}
 	lastHello    time.Time // when the followed node last said hello
+	// feeds are the replication streams this primary sends, each with
+	// the seq it has sent up to; sentCh is closed and replaced as one
+	// moves on.
+	feeds  map[*feed]struct{}
+	sentCh chan struct{}
 
 	stopWatch func()
 	wake      chan struct{} // cap 1: a write landed, held claims may run
@@ -88,6 +93,8 @@ func newTenant(reg *registry, name string) *tenant {
 		seqCh:  make(chan struct{}),
 		subs:   make(map[*subscriber]struct{}),
 		keys:   make(map[string]chan struct{}),
+		feeds:  make(map[*feed]struct{}),
+		sentCh: make(chan struct{}),
 		wake:   make(chan struct{}, 1),
 	}
 	if reg.leaseGate != nil {
