@@ -14,7 +14,8 @@ type auditEntry struct {
 	Time      time.Time `json:"time"`
 	Router    string    `json:"router"`
 	Who       string    `json:"who"`  // the client's address
-	What      string    `json:"what"` // e.g. "place", "move", "delete_node", "promote"
+	What      string    `json:"what"` // e.g. "place", "move", "delete_node", "promote", "auth"
+	Path      string    `json:"path,omitempty"`
 	Tenant    string    `json:"tenant,omitempty"`
 	Node      string    `json:"node,omitempty"`
 	RequestID string    `json:"request_id,omitempty"`

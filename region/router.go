@@ -327,6 +327,11 @@ func (rt *Router) authorize(w http.ResponseWriter, r *http.Request) bool {
 	}
 	w.Header().Set("WWW-Authenticate", `Bearer realm="fenec-shard"`)
 	cpError(w, ErrUnauthorized)
+	e := rt.auditOf(r, "auth", "", "", ErrUnauthorized, http.StatusUnauthorized)
+	e.Path = r.URL.Path
+	if err := rt.audit.record(e); err != nil {
+		rt.log.Error("audit", "err", err)
+	}
 	return false
 }
 

@@ -27,7 +27,6 @@ type shardCall struct {
 // answer on every router; changes only on the leader.
 func (rt *Router) serveShard(w http.ResponseWriter, r *http.Request) {
 	if !rt.authorize(w, r) {
-		_ = rt.audit.record(rt.auditOf(r, "auth", "", "", ErrUnauthorized, http.StatusUnauthorized))
 		return
 	}
 	c := &shardCall{rt: rt, w: w, r: r}

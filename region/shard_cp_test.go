@@ -108,6 +108,9 @@ func TestShardNodesTokenCP(t *testing.T) {
 			t.Fatalf("no X-Request-Id on a 401")
 		}
 	}
+	if st, _, _ := cpDo(t, http.MethodGet, r.url+"/_metrics", "", nil, nil); st != http.StatusUnauthorized {
+		t.Fatalf("metrics without a token: %d", st)
+	}
 	// A node that does not answer the token given is not recorded: 502.
 	st, b := r.shard(t, http.MethodPut, "nodes/n1", map[string]any{"addr": n1.addr, "token": "not-its-token"}, nil)
 	if st != http.StatusBadGateway || !strings.Contains(string(b), "error") {
@@ -177,7 +180,7 @@ func TestShardNodesTokenCP(t *testing.T) {
 		}
 		got = append(got, fmt.Sprintf("%s:%d", e.What, e.Status))
 	}
-	want := "auth:401 auth:401 put_node:502 put_node:502 put_node:201 place:201 delete_node:409 delete_tenant:204 delete_node:204 delete_node:404"
+	want := "auth:401 auth:401 auth:401 put_node:502 put_node:502 put_node:201 place:201 delete_node:409 delete_tenant:204 delete_node:204 delete_node:404"
 	if strings.Join(got, " ") != want {
 		t.Fatalf("audit:\n got %s\nwant %s", strings.Join(got, " "), want)
 	}
