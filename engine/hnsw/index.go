@@ -291,7 +291,7 @@ func (x *Index) link(s uint32, lvl int) {
 		for _, n := range ns {
 			x.addLink(n, s, l)
 		}
-		eps = found
+		eps = append(eps[:0], found...) // found lives in vs, reused below
 	}
 	if lvl > x.top {
 		x.entry, x.top = s, lvl

@@ -191,14 +191,14 @@ func (x *Index) hits(q []float32, found []item) []Hit {
 }
 
 // searchLayer walks level l from eps and returns up to ef nearest slots
-// that accept takes. Every node is traversed (tombstones and rows accept
+// that accept takes, in vs's memory: valid until vs's next walk. Every node is traversed (tombstones and rows accept
 // refuses included) so they keep the graph navigable; the walk stops once
 // it holds ef accepted slots and no candidate left is nearer than the
 // farthest of them.
 func (x *Index) searchLayer(q []float32, eps []item, ef, l int, accept func(uint32) bool, vs *visitSet) []item {
 	vs.reset(len(x.ids))
-	var cand minHeap
-	var res maxHeap
+	cand, res := vs.cand[:0], vs.res[:0]
+	defer func() { vs.cand, vs.res = cand[:0], res[:0] }()
 	for _, ep := range eps {
 		if vs.seen(ep.slot) {
 			continue
@@ -230,10 +230,13 @@ func (x *Index) searchLayer(q []float32, eps []item, ef, l int, accept func(uint
 	return []item(res)
 }
 
-// visitSet marks slots seen by one walk; an epoch counter clears it.
+// visitSet is one walk's scratch: the marks of slots seen (an epoch
+// counter clears them) and the walk's two heaps, kept between walks.
 type visitSet struct {
 	marks []uint32
 	epoch uint32
+	cand  minHeap
+	res   maxHeap
 }
 
 func (x *Index) getVisited() *visitSet {
