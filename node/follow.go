@@ -178,8 +178,15 @@ func (t *tenant) runFollower(ctx context.Context, from string) {
 	}
 }
 
-// followOnce reads one feed from the primary, applying what it sends.
+// followOnce reads one feed from the primary, applying what it sends. A
+// feed silent for three keepalive periods (a primary cut off) is dropped
+// and asked again.
 func (t *tenant) followOnce(ctx context.Context, from string) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	silence := 3 * t.reg.keepAlive
+	watchdog := time.AfterFunc(silence, cancel)
+	defer watchdog.Stop()
 	u := strings.TrimSuffix(from, "/") + "/t/" + t.name + "/_replication?since=" +
 		strconv.FormatUint(t.db.Seq(), 10) + "&history=" + strconv.FormatUint(t.db.History(), 10)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
@@ -208,6 +215,7 @@ func (t *tenant) followOnce(ctx context.Context, from string) error {
 		if err != nil {
 			return err
 		}
+		watchdog.Reset(silence)
 		switch kind {
 		case frameHello:
 			if err := t.heard(); err != nil {

@@ -51,6 +51,7 @@ type registry struct {
 	replToken  string
 	replClient *http.Client
 	replicaOf  string
+	keepAlive  time.Duration // how often a quiet feed says it is there
 	// beforeOpen, if set, is called before a tenant's file is opened
 	// (tests use it to make one open slow).
 	beforeOpen atomic.Pointer[func(name string)]

@@ -2,8 +2,11 @@ package node
 
 import (
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -176,4 +179,24 @@ func TestSyncAlwaysWaitsForReplicaStreams(t *testing.T) {
 		tn.mu.Unlock()
 	}
 	eventually(t, 10*time.Second, "the copy has every write", func() bool { return count(b, "a") == `{"count":23}` })
+}
+
+func TestFollowerDropsASilentFeed(t *testing.T) {
+	// A "primary" that answers the feed's head and then says nothing.
+	hung := make(chan struct{})
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		w.WriteHeader(200)
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+		case <-hung:
+		}
+	}))
+	t.Cleanup(func() { close(hung); srv.Close() })
+	b := startNode(t, func(c *Config) { withRepl(c); c.KeepAlive = 20 * time.Millisecond })
+	people(t, b)
+	b.admin("POST", "tenants/a/follow", `{"from":"`+srv.URL+`"}`)
+	eventually(t, 10*time.Second, "the follower asked again after a silence", func() bool { return calls.Load() >= 2 })
 }

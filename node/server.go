@@ -83,6 +83,7 @@ func New(cfg Config) (*Server, error) {
 	s.reg.stopping = s.stopping
 	s.reg.leaseGate = nl.gate
 	s.reg.replToken, s.reg.replicaOf = cfg.ReplicationToken, cfg.ReplicaOf
+	s.reg.keepAlive = cfg.KeepAlive
 	return s, nil
 }
 
