@@ -1,21 +1,26 @@
 // Package node is fenec-node: one process serving a directory of tenant
 // files over HTTP. Every <tenant>.fenec file in the directory is one tenant,
 // served below /t/<tenant>/ (queries, blocks, REST reads and writes by
-// filter, subscriptions, the change feed) and driven by routers through
-// /_admin/ (create, delete, freeze, thaw, image out and in).
+// filter, subscriptions, the change feed, the replication feed) and driven
+// by routers through /_admin/ (create, delete, freeze, thaw, image out and
+// in, follow, promote, quotas, leases).
 //
 // The node opens a tenant on first use, closes it when idle or when the
 // open tenants pass the memory ceiling, and owns everything a request
 // needs around the engine: tokens, idempotency keys, held claims
-// (Fenec-Wait), read-your-writes waits (Fenec-After), metrics, the audit
-// log and graceful shutdown.
+// (Fenec-Wait), read-your-writes waits (Fenec-After), the write gate
+// (frozen, replica, lease) and quotas, metrics, the audit log and graceful
+// shutdown. A tenant file's role is its own: a replica's is kept beside it
+// (<tenant>.follow) with whether it has heard from the node it follows,
+// and its quota beside it too (<tenant>.quota).
 //
 // REST filters (?field=[not.]op.value) become a where clause whose values
 // are $n parameters, never statement text. A value is read as JSON when it
 // is a number, true, false, null or a "quoted string", and as text
 // otherwise: ?code=eq."42" compares with the text 42.
 //
-// It is not the database itself (package engine is) and not the router:
-// it never forwards a request to another node and never picks a tenant
-// from anything but the request path.
+// It is not the database itself (package engine is), not the lease
+// protocol (package lease judges grants; the node serves and asks it), and
+// not the router: it never forwards a request to another node and never
+// picks a tenant from anything but the request path.
 package node
