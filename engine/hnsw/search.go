@@ -38,7 +38,8 @@ const flatLimit = 2048
 // an approximation whose quality grows with Ef. It never returns fewer
 // than min(K, rows passing Filter) hits: a filter passing few rows (by an
 // estimate from a sample) is answered by scoring those rows, exactly, and
-// a graph walk that comes back short falls back to scoring every row. A q of the wrong length is an error.
+// a graph walk that comes back short falls back to scoring every row. A q
+// of the wrong length is ErrDimension; K <= 0 is ErrK.
 func (x *Index) Search(q []float32, opts Query) ([]Hit, error) {
 	qv, err := x.prepare(q)
 	if err != nil {
