@@ -384,20 +384,31 @@ func (c *call) adminPromote(name string) {
 		return
 	}
 	defer c.s.reg.release(t)
+	// Stop following at once (a connect to a lost primary is not waited
+	// out), so the file holds still while it is checked.
+	t.stopFollower()
 	st := t.follow.Load()
+	lineage := t.db.Lineage()
 	if st == nil {
+		// Already a primary's file (a promotion finished before): it is
+		// the tenant only if it is of the tenant's lineage.
+		if !body.Force && body.Lineage != 0 && lineageID(lineage) != body.Lineage {
+			why := "the file is of another lineage"
+			c.failWith(fmt.Errorf("%w: %s", ErrPromoteRefused, why), map[string]any{"lineage": lineageID(lineage)})
+			c.s.auditf(c, "promote", name, why)
+			return
+		}
 		writeJSON(c.w, http.StatusOK, map[string]any{"promoted": false, "seq": t.db.Seq(), "history": t.db.History()})
 		return
 	}
-	lineage := t.db.Lineage()
 	if !body.Force {
 		if why := promoteRefusal(body, st, lineage); why != "" {
+			c.s.reg.startFollower(t, st) // refused: it follows on as it did
 			c.failWith(fmt.Errorf("%w: %s", ErrPromoteRefused, why), map[string]any{"lineage": lineageID(lineage)})
 			c.s.auditf(c, "promote", name, why)
 			return
 		}
 	}
-	t.stopFollower()
 	if err := c.s.reg.dropFollow(name); err != nil {
 		c.fail(err)
 		return

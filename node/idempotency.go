@@ -176,6 +176,21 @@ func (t *tenant) keyStatement(k *keyed, status int, body []byte, rs []*engine.Re
 	}
 }
 
+// fixKeySeq corrects a stored key's seq when the block's differed from
+// the one counted before it landed (a statement that wrote less than its
+// kind says, such as a create that found its collection). The caller
+// still holds the key, so no replay reads it in between.
+func (t *tenant) fixKeySeq(ctx context.Context, key string, counted, seq uint64) {
+	_, err := t.batch(ctx, []engine.Statement{{
+		Query:  "set " + idemColl + " {seq: $1} where key = $2",
+		Params: []any{json.Number(strconv.FormatUint(seq, 10)), key},
+	}}, engine.BatchOptions{})
+	if err != nil {
+		t.reg.log.Warn("idempotency key kept with a seq off the block's", "tenant", t.name,
+			"counted", counted, "seq", seq, "err", err)
+	}
+}
+
 // asInt reads a JSON-ready number.
 func asInt(v any) int64 {
 	switch x := v.(type) {

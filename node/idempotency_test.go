@@ -140,3 +140,18 @@ func TestIdempotencyKeyExpires(t *testing.T) {
 		t.Fatalf("key not kept after its renewal: %d %s", r.Status, r.Body)
 	}
 }
+
+func TestIdempotencyKeySeqOfAnyBlock(t *testing.T) {
+	n := startNode(t, nil)
+	people(t, n)
+	// The create finds its collection and writes nothing.
+	body := `{"query":"create collection if not exists c (name text)"}` + "\n" + `{"query":"put c {name: \"b\"}"}`
+	first := n.do("POST", "/t/a/batch", body, "Idempotency-Key", "b1")
+	if first.Status != 200 {
+		t.Fatalf("batch: %d %s", first.Status, first.Body)
+	}
+	again := n.do("POST", "/t/a/batch", body, "Idempotency-Key", "b1")
+	if again.Header.Get("Idempotent-Replayed") != "true" || again.Header.Get("Fenec-Seq") != first.Header.Get("Fenec-Seq") {
+		t.Fatalf("replayed seq %q, first %q", again.Header.Get("Fenec-Seq"), first.Header.Get("Fenec-Seq"))
+	}
+}

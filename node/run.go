@@ -45,8 +45,7 @@ func (t *tenant) runJob(ctx context.Context, j *job, k *keyed, holding bool) out
 	}
 	if stored != nil {
 		if stored.Seq != res.Seq {
-			t.reg.log.Warn("idempotency key stored with another seq than the block's",
-				"tenant", t.name, "stored", stored.Seq, "seq", res.Seq)
+			t.fixKeySeq(ctx, k.key, stored.Seq, res.Seq)
 		}
 		return outcome{res: res, status: stored.Status, body: stored.Body}
 	}
