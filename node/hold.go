@@ -32,11 +32,10 @@ func (c *call) waitHeader() (time.Duration, bool) {
 type claimWaiter struct {
 	job     *job
 	key     *keyed
-	wakeAt  time.Time // next time-based chance; zero: none (guarded by tenant.mu)
-	ran     bool      // run at least once (guarded by tenant.mu)
-	running bool      // the runner is running it now (guarded by tenant.mu)
-	gaveUp  bool      // its request stopped waiting while it ran (guarded by tenant.mu)
-	done    bool      // answered or gone (guarded by tenant.mu)
+	ran     bool // run at least once (guarded by tenant.mu)
+	running bool // the runner is running it now (guarded by tenant.mu)
+	gaveUp  bool // its request stopped waiting while it ran (guarded by tenant.mu)
+	done    bool // answered or gone (guarded by tenant.mu)
 	result  chan outcome
 	last    outcome // the last outcome, what a timed-out waiter answers (guarded by tenant.mu)
 }
@@ -179,11 +178,10 @@ func (t *tenant) serveClaims() time.Time {
 			t.dropClaimLocked(w)
 			w.result <- o
 		} else {
-			w.wakeAt = wakeAt(o.res.Results)
 			// A wake time already past would only spin the runner: the
 			// run just now saw nothing to take at it.
-			if w.wakeAt.After(time.Now()) && (next.IsZero() || w.wakeAt.Before(next)) {
-				next = w.wakeAt
+			if at := wakeAt(o.res.Results); at.After(time.Now()) && (next.IsZero() || at.Before(next)) {
+				next = at
 			}
 		}
 		t.mu.Unlock()
