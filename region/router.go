@@ -59,6 +59,9 @@ type Router struct {
 	// opMu serialises the changes that must not interleave on the leader:
 	// a placement choosing a node against that node's removal.
 	opMu sync.Mutex
+	// repair has failed-over nodes' copies follow again, and owed copies
+	// made (repair.go).
+	repair repairer
 
 	closeOnce sync.Once
 	closeErr  error
@@ -154,6 +157,7 @@ func (rt *Router) start(ctx context.Context) error {
 	}
 	rt.metricsH = promhttp.HandlerFor(rt.reg, promhttp.HandlerOpts{Registry: rt.reg})
 	rt.unwatch = rt.watcher.OnTenantChange(cutOnFailover(rt.watcher, rt.fwd, rt.log))
+	rt.startRepair()
 	if !rt.cfg.Standby {
 		leading, err := rt.lead.claim(ctx)
 		if err != nil {

@@ -55,6 +55,9 @@ type Config struct {
 	NodeTimeout time.Duration
 	// MoveTimeout bounds a whole move, image copy included. Default 30 min.
 	MoveTimeout time.Duration
+	// Replicas gives each tenant a following copy on another node of its
+	// region. --replicas.
+	Replicas bool
 	// SizesParallel bounds how many nodes are asked their sizes at once.
 	// Default 8.
 	SizesParallel int
@@ -99,6 +102,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	})
 	fs.StringVar(&c.Region, "region", c.Region, "serve `REGION` (none: the global tier)")
 	fs.BoolVar(&c.Standby, "standby", c.Standby, "never claim the lead on its own; forward and wait for POST /_shard/promote")
+	fs.BoolVar(&c.Replicas, "replicas", c.Replicas, "give each tenant a replica on another node of its region")
 	c.Forward.AddFlags(fs)
 	fs.StringVar(&c.Audit, "audit", c.Audit, "append a JSON line for every change and refusal to `PATH`")
 }

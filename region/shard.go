@@ -62,6 +62,18 @@ func (rt *Router) serveShard(w http.ResponseWriter, r *http.Request) {
 		c.change("move", seg[1], "", func(s *global.Store) (int, any, error) { return c.moveTenant(s, seg[1]) })
 	case len(seg) == 1 && seg[0] == "promote":
 		c.only(http.MethodPost, c.promote)
+	case len(seg) == 3 && seg[0] == "nodes" && seg[2] == "failover":
+		if r.Method != http.MethodPost {
+			c.fail(ErrMethod)
+			return
+		}
+		c.change("failover", "", seg[1], func(s *global.Store) (int, any, error) { return c.postFailover(s, seg[1]) })
+	case len(seg) == 1 && seg[0] == "replicas":
+		if r.Method != http.MethodPost {
+			c.fail(ErrMethod)
+			return
+		}
+		c.change("replicas", "", "", c.postReplicas)
 	case notBuilt(seg):
 		c.fail(fmt.Errorf("/_shard/%s: %w", strings.Join(seg, "/"), ErrNotBuilt))
 	default:
@@ -72,10 +84,8 @@ func (rt *Router) serveShard(w http.ResponseWriter, r *http.Request) {
 // notBuilt reports the API's routes this router does not serve yet.
 func notBuilt(seg []string) bool {
 	switch seg[0] {
-	case "replicas", "query", "regions", "leases":
+	case "query", "regions", "leases":
 		return true
-	case "nodes":
-		return len(seg) == 3 && seg[2] == "failover"
 	case "tenants":
 		return len(seg) == 3 && seg[2] == "quota"
 	}

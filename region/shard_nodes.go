@@ -1,6 +1,7 @@
 package region
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -38,18 +39,25 @@ func (c *shardCall) putNode(s *global.Store, name string) (int, any, error) {
 		return 0, nil, err
 	}
 	var req struct {
-		Addr    string `json:"addr"`
-		Token   string `json:"token"`
-		Region  string `json:"region"`
-		Standby bool   `json:"standby"`
+		Addr    string          `json:"addr"`
+		Token   string          `json:"token"`
+		Region  string          `json:"region"`
+		Standby json.RawMessage `json:"standby"`
 	}
 	if err := c.decode(&req); err != nil {
 		return 0, nil, err
 	}
+	standby, standbyOf, err := parseStandby(req.Standby)
+	if err != nil {
+		return 0, nil, err
+	}
+	if standbyOf != "" && req.Addr == "" { // only naming n's standby (replica.go)
+		return c.putStandby(s, name, standbyOf)
+	}
 	if req.Region == "" {
 		req.Region = c.rt.cfg.Region
 	}
-	n := global.Node{Addr: req.Addr, Token: req.Token, Region: req.Region, Standby: req.Standby}
+	n := global.Node{Addr: req.Addr, Token: req.Token, Region: req.Region, Standby: standby}
 	if req.Addr == "" || req.Region == "" {
 		return 0, nil, fmt.Errorf("%w: a node needs an addr and a region", ErrBadRequest)
 	}
@@ -68,6 +76,9 @@ func (c *shardCall) putNode(s *global.Store, name string) (int, any, error) {
 		return 0, nil, fmt.Errorf("record node %s: %w", name, err)
 	}
 	c.settle(rev)
+	if standbyOf != "" {
+		return c.putStandby(s, name, standbyOf)
+	}
 	unreplicated := []string{}
 	if v := c.rt.watcher.View(); v != nil {
 		for t, rec := range v.Tenants() {

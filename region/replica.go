@@ -1,0 +1,453 @@
+package region
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/fenec-go/fenec/global"
+)
+
+// standbyPrefix keys, in the directory, the standby node that takes a
+// copy of every tenant of a node: standbys/<node> = "<standby>". The
+// directory's views ignore these keys; the router reads them when it
+// picks a copy's node.
+const standbyPrefix = "standbys/"
+
+// ErrNoReplica: the tenant has no copy to promote, or no node to take
+// one.
+var ErrNoReplica = errors.New("no replica")
+
+// replStatus is a node's GET /_admin/tenants/<t>/replication answer.
+type replStatus struct {
+	Role    string `json:"role"`
+	Seq     uint64 `json:"seq"`
+	History uint64 `json:"history"`
+	Lineage []struct {
+		History uint64 `json:"history"`
+		From    uint64 `json:"from"`
+	} `json:"lineage"`
+	From  string `json:"from"`
+	Heard bool   `json:"heard"`
+}
+
+// lineage is the file's first history (0 when it has none).
+func (s replStatus) lineage() uint64 {
+	if len(s.Lineage) == 0 {
+		return 0
+	}
+	return s.Lineage[0].History
+}
+
+// promoteAnswer is a node's answer to POST .../promote.
+type promoteAnswer struct {
+	Promoted bool   `json:"promoted"`
+	Seq      uint64 `json:"seq"`
+	History  uint64 `json:"history"`
+}
+
+// post sends one bounded admin request with a JSON body and decodes a
+// wanted answer into out. It returns the status.
+func (c *nodeClient) post(ctx context.Context, n global.Node, path string, body, out any, want ...int) (int, error) {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return 0, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	resp, err := c.call(ctx, n, http.MethodPost, path, bytes.NewReader(b))
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if !slices.Contains(want, resp.StatusCode) {
+		return resp.StatusCode, answerError(http.MethodPost, path, resp)
+	}
+	if out != nil {
+		if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(out); err != nil {
+			return resp.StatusCode, fmt.Errorf("%w: POST %s: decode answer: %w", ErrNodeCall, path, err)
+		}
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	return resp.StatusCode, nil
+}
+
+// replication reads a tenant's role and position on a node.
+func (c *nodeClient) replication(ctx context.Context, n global.Node, t string) (replStatus, error) {
+	var st replStatus
+	_, err := c.short(ctx, n, http.MethodGet, tenantPath(t)+"/replication", &st, http.StatusOK)
+	return st, err
+}
+
+// follow has the node's file of t follow the node at from.
+func (c *nodeClient) follow(ctx context.Context, n global.Node, t string, from global.Node) error {
+	_, err := c.post(ctx, n, tenantPath(t)+"/follow", map[string]string{"from": nodeURL(from.Addr)}, nil, http.StatusOK)
+	return err
+}
+
+// promote asks the node to promote its copy of t; a refusal (409) is
+// returned as an error naming the node's reason.
+func (c *nodeClient) promote(ctx context.Context, n global.Node, t string, rec global.Tenant, force bool) (promoteAnswer, error) {
+	var ans promoteAnswer
+	body := map[string]any{"lineage": rec.Lineage, "forked_history": rec.ForkedHistory, "force": force}
+	_, err := c.post(ctx, n, tenantPath(t)+"/promote", body, &ans, http.StatusOK)
+	return ans, err
+}
+
+// standbyOf is the standby recorded for node n ("" when none).
+func (rt *Router) standbyOf(ctx context.Context, n string) (string, error) {
+	kv, err := rt.dir.Get(ctx, standbyPrefix+n)
+	if isNotFound(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read standby of %s: %w", n, err)
+	}
+	var s string
+	if err := json.Unmarshal(kv.Value, &s); err != nil {
+		return "", fmt.Errorf("read standby of %s: %w", n, err)
+	}
+	return s, nil
+}
+
+// replicaTarget picks the node that takes a copy of a tenant whose
+// primary is on primary: the primary's standby if it has one; else, under
+// --replicas, the other node of its region (standbys left out) holding
+// the fewest copies of primary's tenants, then the fewest bytes. ""
+// when none is to be made.
+func (rt *Router) replicaTarget(ctx context.Context, s *global.Store, primary string) (string, error) {
+	sb, err := rt.standbyOf(ctx, primary)
+	if err != nil || sb != "" {
+		return sb, err
+	}
+	if !rt.cfg.Replicas {
+		return "", nil
+	}
+	nodes, _, err := s.ListNodes(ctx)
+	if err != nil {
+		return "", err
+	}
+	p, ok := nodes[primary]
+	if !ok {
+		return "", fmt.Errorf("%w: %s", ErrUnknownNode, primary)
+	}
+	tenants, _, err := s.ListTenants(ctx)
+	if err != nil {
+		return "", err
+	}
+	copies := map[string]int{}
+	for name, n := range nodes {
+		if name != primary && !n.Value.Standby && n.Value.Region == p.Value.Region {
+			copies[name] = 0
+		}
+	}
+	if len(copies) == 0 {
+		return "", nil
+	}
+	for _, t := range tenants {
+		if t.Value.Node == primary && t.Value.Replica != "" {
+			if _, ok := copies[t.Value.Replica]; ok {
+				copies[t.Value.Replica]++
+			}
+		}
+	}
+	fewest := slices.Min(slicesValues(copies))
+	tied := map[string]global.Node{}
+	for name, c := range copies {
+		if c == fewest {
+			tied[name] = nodes[name].Value
+		}
+	}
+	if len(tied) == 1 {
+		for name := range tied {
+			return name, nil
+		}
+	}
+	best, err := leastBytes(measureEach(ctx, rt.nodes, tied, rt.cfg.SizesParallel))
+	if err != nil { // none answered its sizes: fall back on the name
+		names := make([]string, 0, len(tied))
+		for name := range tied {
+			names = append(names, name)
+		}
+		return slices.Min(names), nil
+	}
+	return best, nil
+}
+
+func slicesValues(m map[string]int) []int {
+	out := make([]int, 0, len(m))
+	for _, v := range m {
+		out = append(out, v)
+	}
+	return out
+}
+
+// recordLineage reads the tenant's lineage off its primary and records it
+// when the directory has none yet.
+func (rt *Router) recordLineage(ctx context.Context, s *global.Store, name string) (global.Versioned[global.Tenant], error) {
+	at, err := s.GetTenant(ctx, name)
+	if err != nil || at.Value.Lineage != 0 {
+		return at, err
+	}
+	node, err := s.GetNode(ctx, at.Value.Node)
+	if err != nil {
+		return at, errNotFoundAs(err, ErrUnknownNode)
+	}
+	st, err := rt.nodes.replication(ctx, node.Value, name)
+	if err != nil {
+		return at, fmt.Errorf("read %s's lineage on %s: %w", name, at.Value.Node, err)
+	}
+	if st.lineage() == 0 {
+		return at, nil
+	}
+	return s.UpdateTenant(ctx, name, at, func(t *global.Tenant) error {
+		t.Lineage = st.lineage()
+		return nil
+	})
+}
+
+// addReplica gives tenant name a following copy on target: the copy's
+// node makes the file anew (a stale one deleted first) and follows the
+// primary, then the directory records the copy. A primary that does not
+// answer gets no copy.
+func (rt *Router) addReplica(ctx context.Context, s *global.Store, name, target string) error {
+	at, err := rt.recordLineage(ctx, s, name)
+	if err != nil {
+		return err
+	}
+	if at.Value.HeldBy != "" {
+		return &heldError{tenant: name, by: at.Value.HeldBy}
+	}
+	if at.Value.Node == target {
+		return fmt.Errorf("copy of %s on %s, its primary: %w", name, target, ErrSameNode)
+	}
+	primary, err := s.GetNode(ctx, at.Value.Node)
+	if err != nil {
+		return errNotFoundAs(err, ErrUnknownNode)
+	}
+	if err := rt.nodes.checkToken(ctx, primary.Value); err != nil {
+		return fmt.Errorf("primary %s of %s does not answer: %w", at.Value.Node, name, err)
+	}
+	dst, err := s.GetNode(ctx, target)
+	if err != nil {
+		return errNotFoundAs(err, ErrUnknownNode)
+	}
+	if _, err := rt.nodes.remove(ctx, dst.Value, name); err != nil {
+		return fmt.Errorf("delete a stale copy of %s on %s: %w", name, target, err)
+	}
+	if err := rt.nodes.create(ctx, dst.Value, name); err != nil {
+		return fmt.Errorf("create a copy of %s on %s: %w", name, target, err)
+	}
+	if err := rt.nodes.follow(ctx, dst.Value, name, primary.Value); err != nil {
+		return fmt.Errorf("copy of %s on %s: %w", name, target, err)
+	}
+	rec, err := s.UpdateTenant(ctx, name, at, func(t *global.Tenant) error {
+		t.Replica = target
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("record the copy of %s on %s: %w", name, target, err)
+	}
+	rt.settleTo(ctx, rec.Rev)
+	rt.log.Info("replica made", "tenant", name, "primary", at.Value.Node, "replica", target)
+	return nil
+}
+
+// afterPlace, once a tenant is placed, records its lineage and gives it
+// a copy if its node has a standby or the router runs --replicas. A copy
+// that cannot be made is left to the repair.
+func (rt *Router) afterPlace(ctx context.Context, s *global.Store, name string) {
+	at, err := rt.recordLineage(ctx, s, name)
+	if err != nil {
+		rt.log.Warn("lineage not recorded at placement", "tenant", name, "err", err)
+		return
+	}
+	target, err := rt.replicaTarget(ctx, s, at.Value.Node)
+	if err != nil || target == "" {
+		if err != nil {
+			rt.log.Warn("no copy chosen at placement", "tenant", name, "err", err)
+		}
+		return
+	}
+	if err := rt.addReplica(ctx, s, name, target); err != nil {
+		rt.log.Warn("copy not made at placement: the repair tries again", "tenant", name, "replica", target, "err", err)
+		rt.repair.later(name)
+	}
+}
+
+// afterMove has a moved tenant's copy follow the new primary; a copy on
+// the node it moved to was replaced by the move, so a new one is made.
+func (rt *Router) afterMove(ctx context.Context, s *global.Store, name string) {
+	at, err := s.GetTenant(ctx, name)
+	if err != nil || at.Value.Replica == "" {
+		return
+	}
+	if at.Value.Replica == at.Value.Node {
+		rec, err := s.UpdateTenant(ctx, name, at, func(t *global.Tenant) error {
+			t.Replica = ""
+			return nil
+		})
+		if err != nil {
+			rt.log.Warn("forget a copy a move replaced", "tenant", name, "err", err)
+			return
+		}
+		rt.settleTo(ctx, rec.Rev)
+		if target, err := rt.replicaTarget(ctx, s, at.Value.Node); err == nil && target != "" {
+			if err := rt.addReplica(ctx, s, name, target); err != nil {
+				rt.log.Warn("copy not made after a move", "tenant", name, "err", err)
+				rt.repair.later(name)
+			}
+		}
+		return
+	}
+	primary, perr := s.GetNode(ctx, at.Value.Node)
+	dst, derr := s.GetNode(ctx, at.Value.Replica)
+	if err := errors.Join(perr, derr); err != nil {
+		rt.log.Warn("copy not told to follow a moved tenant", "tenant", name, "err", err)
+		return
+	}
+	if err := rt.nodes.follow(ctx, dst.Value, name, primary.Value); err != nil {
+		rt.log.Warn("copy not told to follow a moved tenant", "tenant", name, "replica", at.Value.Replica, "err", err)
+	}
+}
+
+// putStandby records standby as node's standby: the standby node is marked
+// so (nothing is ever placed on it) and every tenant of node gets a
+// following copy on it now; those that could not are listed.
+func (c *shardCall) putStandby(s *global.Store, node, standby string) (int, any, error) {
+	ctx := c.r.Context()
+	if err := global.CheckName("node", standby); err != nil {
+		return 0, nil, err
+	}
+	if standby == node {
+		return 0, nil, fmt.Errorf("%w: a node cannot be its own standby", ErrBadRequest)
+	}
+	if _, err := s.GetNode(ctx, node); err != nil {
+		return 0, nil, errNotFoundAs(err, ErrUnknownNode)
+	}
+	sb, err := s.GetNode(ctx, standby)
+	if err != nil {
+		return 0, nil, errNotFoundAs(err, ErrUnknownNode)
+	}
+	tenants, _, err := s.ListTenants(ctx)
+	if err != nil {
+		return 0, nil, err
+	}
+	for t, rec := range tenants {
+		if rec.Value.Node == standby || rec.Value.Target == standby {
+			return 0, nil, fmt.Errorf("%w: %s holds tenant %s as its primary", ErrNodeInUse, standby, t)
+		}
+	}
+	if !sb.Value.Standby {
+		n := sb.Value
+		n.Standby = true
+		if _, err := s.Txn().PutNode(standby, sb.Rev, n).Commit(ctx); err != nil {
+			return 0, nil, fmt.Errorf("mark %s standby: %w", standby, err)
+		}
+	}
+	v, _ := json.Marshal(standby)
+	rev, err := c.rt.dir.Put(ctx, standbyPrefix+node, v)
+	if err != nil {
+		return 0, nil, fmt.Errorf("record the standby of %s: %w", node, err)
+	}
+	c.settle(rev)
+	replicated, failed := []string{}, []replicaFailure{}
+	names := make([]string, 0)
+	for t, rec := range tenants {
+		if rec.Value.Node == node && rec.Value.Replica != standby {
+			names = append(names, t)
+		}
+	}
+	slices.Sort(names)
+	for _, t := range names {
+		if err := c.rt.addReplica(ctx, s, t, standby); err != nil {
+			failed = append(failed, replicaFailure{Tenant: t, Why: err.Error()})
+			c.rt.repair.later(t)
+			continue
+		}
+		replicated = append(replicated, t)
+	}
+	c.rt.log.Info("standby recorded", "node", node, "standby", standby, "replicated", len(replicated), "failed", len(failed))
+	return http.StatusCreated, map[string]any{
+		"node": node, "standby": standby, "replicated": replicated, "unreplicated": failed,
+	}, nil
+}
+
+// replicaFailure is a tenant that got no copy, and why.
+type replicaFailure struct {
+	Tenant string `json:"tenant"`
+	Why    string `json:"why"`
+}
+
+// replicateAll gives every tenant without a copy one now, where a node
+// for it is to be had; it returns those given one and those that failed.
+func (rt *Router) replicateAll(ctx context.Context, s *global.Store) ([]string, []replicaFailure, error) {
+	tenants, _, err := s.ListTenants(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	names := make([]string, 0, len(tenants))
+	for t, rec := range tenants {
+		if rec.Value.Replica == "" && rec.Value.State == global.StateActive {
+			names = append(names, t)
+		}
+	}
+	slices.Sort(names)
+	replicated, failed := []string{}, []replicaFailure{}
+	for _, t := range names {
+		rec := tenants[t].Value
+		target, err := rt.replicaTarget(ctx, s, rec.Node)
+		if err == nil && target == "" {
+			continue // nothing to copy it onto: not asked for
+		}
+		if err == nil {
+			err = rt.addReplica(ctx, s, t, target)
+		}
+		if err != nil {
+			failed = append(failed, replicaFailure{Tenant: t, Why: err.Error()})
+			continue
+		}
+		replicated = append(replicated, t)
+	}
+	return replicated, failed, nil
+}
+
+// postReplicas serves POST /_shard/replicas: 200 when every unreplicated
+// tenant got its copy, 502 when one did not.
+func (c *shardCall) postReplicas(s *global.Store) (int, any, error) {
+	replicated, failed, err := c.rt.replicateAll(c.r.Context(), s)
+	if err != nil {
+		return 0, nil, err
+	}
+	for _, f := range failed {
+		c.rt.repair.later(f.Tenant)
+	}
+	code := http.StatusOK
+	if len(failed) > 0 {
+		code = http.StatusBadGateway
+	}
+	return code, map[string]any{"replicated": replicated, "failed": failed}, nil
+}
+
+// parseStandby reads a node request's "standby": true (the node itself is
+// a standby) or "<node>" (that node is this one's standby).
+func parseStandby(raw json.RawMessage) (self bool, of string, err error) {
+	s := strings.TrimSpace(string(raw))
+	switch {
+	case s == "" || s == "null" || s == "false":
+		return false, "", nil
+	case s == "true":
+		return true, "", nil
+	}
+	if err := json.Unmarshal(raw, &of); err != nil {
+		return false, "", fmt.Errorf("%w: standby: want true or a node's name", ErrBadRequest)
+	}
+	return false, of, nil
+}
+

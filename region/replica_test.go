@@ -1,0 +1,292 @@
+package region
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/fenec-go/fenec/node"
+)
+
+const cpReplToken = "replication-secret"
+
+// replNode is a fenec-node under --sync always with a replication token,
+// at one address across its restarts: the test stops it (it then answers
+// nothing but 502) and starts it again on the same directory.
+type replNode struct {
+	dir  string
+	srv  *httptest.Server
+	addr string
+	cur  atomic.Pointer[node.Server] // nil while down
+}
+
+func startReplNode(tb testing.TB) *replNode {
+	tb.Helper()
+	n := &replNode{dir: tb.TempDir()}
+	n.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s := n.cur.Load()
+		if s == nil {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		s.ServeHTTP(w, r)
+	}))
+	n.addr = strings.TrimPrefix(n.srv.URL, "http://")
+	n.up(tb)
+	tb.Cleanup(func() {
+		n.down(tb)
+		n.srv.Close()
+	})
+	return n
+}
+
+// up starts a node process on the directory.
+func (n *replNode) up(tb testing.TB) {
+	tb.Helper()
+	cfg := node.DefaultConfig()
+	cfg.Dir = n.dir
+	cfg.HTTP = "127.0.0.1:0"
+	cfg.AdminToken = cpAdminToken
+	cfg.ReplicationToken = cpReplToken
+	cfg.Sync = "always"
+	cfg.Logger = cpLogger()
+	s, err := node.New(cfg)
+	if err != nil {
+		tb.Fatalf("new node: %v", err)
+	}
+	if err := s.Start(); err != nil { // resumes the followers of its copies
+		tb.Fatalf("start node: %v", err)
+	}
+	n.cur.Store(s)
+}
+
+// down stops the node: it answers nothing from then on.
+func (n *replNode) down(tb testing.TB) {
+	tb.Helper()
+	s := n.cur.Swap(nil)
+	if s == nil {
+		return
+	}
+	n.srv.CloseClientConnections()
+	if err := s.Close(); err != nil {
+		tb.Errorf("close node: %v", err)
+	}
+}
+
+func (n *replNode) call(tb testing.TB, method, path, body string) (int, []byte) {
+	tb.Helper()
+	var b []byte
+	if body != "" {
+		b = []byte(body)
+	}
+	st, _, got := cpDo(tb, method, n.srv.URL+path, cpAdminToken, b, nil)
+	return st, got
+}
+
+// replication reads a tenant's role and position on the node.
+func (n *replNode) replication(tb testing.TB, t string) replStatus {
+	tb.Helper()
+	var st replStatus
+	code, b := n.call(tb, http.MethodGet, "/_admin/tenants/"+t+"/replication", "")
+	if code == http.StatusOK {
+		if err := json.Unmarshal(b, &st); err != nil {
+			tb.Fatalf("replication of %s: %v", t, err)
+		}
+	}
+	return st
+}
+
+func (r *cpRouter) addReplNode(tb testing.TB, name string, n *replNode, extra map[string]any) {
+	tb.Helper()
+	body := map[string]any{"addr": n.addr, "token": cpAdminToken, "region": "eu"}
+	for k, v := range extra {
+		body[k] = v
+	}
+	if st, b := r.shard(tb, http.MethodPut, "nodes/"+name, body, nil); st != http.StatusCreated {
+		tb.Fatalf("put node %s: %d %s", name, st, b)
+	}
+}
+
+// tenantsOf reads the router's placements by name.
+func (r *cpRouter) tenantsOf(tb testing.TB) map[string]tenantEntry {
+	tb.Helper()
+	var list []tenantEntry
+	if st, b := r.shard(tb, http.MethodGet, "tenants", nil, &list); st != http.StatusOK {
+		tb.Fatalf("list tenants: %d %s", st, b)
+	}
+	out := map[string]tenantEntry{}
+	for _, e := range list {
+		out[e.Name] = e
+	}
+	return out
+}
+
+// countVia reads tenant t's count of c through the router.
+func (r *cpRouter) countVia(tb testing.TB, t string) string {
+	tb.Helper()
+	_, _, b := r.data(tb, http.MethodGet, "/t/"+t+"/c?count", "", nil)
+	return strings.TrimSpace(string(b))
+}
+
+// caughtUp waits until the copy on n holds what the primary p holds.
+func caughtUp(tb testing.TB, t string, p, n *replNode) {
+	tb.Helper()
+	cpEventually(tb, func() error {
+		want, got := p.replication(tb, t), n.replication(tb, t)
+		if got.Role != "replica" || got.Seq != want.Seq || got.History != want.History {
+			return fmt.Errorf("copy of %s at %+v, primary at %+v", t, got, want)
+		}
+		return nil
+	})
+}
+
+// A standby takes a copy of each tenant placed on its node; the node
+// lost, a failover by hand promotes the copies with every acknowledged
+// write; the node back, its stale files follow the new primaries and
+// refuse writes.
+func TestStandbyFailoverAndRepairCP(t *testing.T) {
+	r := startCPRouter(t, nil)
+	a, b := startReplNode(t), startReplNode(t)
+	r.addReplNode(t, "a", a, nil)
+	r.addReplNode(t, "b", b, nil)
+	r.place(t, "early", "a") // before the standby: copied when it is named
+	var sb struct {
+		Replicated []string `json:"replicated"`
+	}
+	if st, body := r.shard(t, http.MethodPut, "nodes/a", map[string]any{"standby": "b"}, &sb); st != http.StatusCreated ||
+		!slices.Equal(sb.Replicated, []string{"early"}) {
+		t.Fatalf("standby: %d %s", st, body)
+	}
+	r.place(t, "late", "a")
+	for _, name := range []string{"early", "late"} {
+		if e := r.tenantsOf(t)[name]; e.Node != "a" || e.Replica != "b" {
+			t.Fatalf("%s placed %+v", name, e)
+		}
+	}
+	// Nothing is ever placed on a standby.
+	if st, body := r.shard(t, http.MethodPut, "tenants/free", map[string]any{}, nil); st != http.StatusCreated ||
+		r.tenantsOf(t)["free"].Node != "a" {
+		t.Fatalf("placement by the router: %d %s %+v", st, body, r.tenantsOf(t)["free"])
+	}
+	for _, name := range []string{"early", "late", "free"} {
+		r.mustQuery(t, name, "create collection c (n int)")
+	}
+	for i := range 20 {
+		r.mustQuery(t, "early", fmt.Sprintf(`put c {n: %d}`, i))
+		r.mustQuery(t, "late", fmt.Sprintf(`put c {n: %d}`, i))
+	}
+	caughtUp(t, "early", a, b)
+	caughtUp(t, "late", a, b)
+
+	a.down(t)
+	var res FailoverResult
+	if st, body := r.shard(t, http.MethodPost, "nodes/a/failover", map[string]any{}, &res); st != http.StatusOK {
+		t.Fatalf("failover: %d %s", st, body)
+	}
+	slices.Sort(res.Promoted)
+	if !slices.Equal(res.Promoted, []string{"early", "free", "late"}) || len(res.Failed) != 0 {
+		t.Fatalf("failover %+v", res)
+	}
+	for _, name := range []string{"early", "late"} {
+		if got := r.countVia(t, name); got != `{"count":20}` {
+			t.Fatalf("%s after failover: %s", name, got)
+		}
+		r.mustQuery(t, name, `put c {n: 100}`)
+		if e := r.tenantsOf(t)[name]; e.Node != "b" || e.Replica != "" {
+			t.Fatalf("%s after failover %+v", name, e)
+		}
+	}
+	// A second call has nothing left to do.
+	if st, body := r.shard(t, http.MethodPost, "nodes/a/failover", nil, &res); st != http.StatusOK || len(res.Promoted) != 0 {
+		t.Fatalf("second failover: %d %s", st, body)
+	}
+
+	a.up(t)
+	cpEventually(t, func() error {
+		for _, name := range []string{"early", "late"} {
+			if e := r.tenantsOf(t)[name]; e.Replica != "a" {
+				return fmt.Errorf("%s not copied back onto a: %+v", name, e)
+			}
+		}
+		return nil
+	})
+	caughtUp(t, "early", b, a)
+	caughtUp(t, "late", b, a)
+	st, body := a.call(t, http.MethodPost, "/t/early/query", `{"query": "put c {n: 7}"}`)
+	if st != http.StatusServiceUnavailable {
+		t.Fatalf("write on the old primary's copy: %d %s", st, body)
+	}
+}
+
+// A copy that is not its tenant (a file made again in its place) is not
+// promoted until an operator forces it.
+func TestFailoverRefusesOtherLineageCP(t *testing.T) {
+	r := startCPRouter(t, nil)
+	a, b := startReplNode(t), startReplNode(t)
+	r.addReplNode(t, "a", a, nil)
+	r.addReplNode(t, "b", b, nil)
+	r.addReplNode(t, "a", a, map[string]any{"standby": "b"})
+	r.place(t, "t1", "a")
+	r.mustQuery(t, "t1", "create collection c (n int)")
+	r.mustQuery(t, "t1", `put c {n: 1}`)
+	caughtUp(t, "t1", a, b)
+	// The copy is replaced by hand with a file of its own.
+	if st, body := b.call(t, http.MethodDelete, "/_admin/tenants/t1", ""); st != http.StatusNoContent {
+		t.Fatalf("delete copy: %d %s", st, body)
+	}
+	if st, body := b.call(t, http.MethodPut, "/_admin/tenants/t1", ""); st != http.StatusCreated {
+		t.Fatalf("create stranger: %d %s", st, body)
+	}
+	a.down(t)
+	var res FailoverResult
+	st, body := r.shard(t, http.MethodPost, "nodes/a/failover", nil, &res)
+	if st != http.StatusBadGateway || len(res.Failed) != 1 || !strings.Contains(res.Failed[0].Why, "lineage") {
+		t.Fatalf("failover of another lineage: %d %s", st, body)
+	}
+	if e := r.tenantsOf(t)["t1"]; e.Node != "a" || e.HeldBy != "" {
+		t.Fatalf("refused failover left %+v", e)
+	}
+	st, body = r.shard(t, http.MethodPost, "nodes/a/failover", map[string]any{"force": true}, &res)
+	if st != http.StatusOK || !slices.Equal(res.Promoted, []string{"t1"}) {
+		t.Fatalf("forced failover: %d %s", st, body)
+	}
+	// Forced, the stranger's file is the tenant now, whatever it holds.
+	r.mustQuery(t, "t1", "create collection c (n int)")
+	r.mustQuery(t, "t1", `put c {n: 2}`)
+}
+
+// --replicas spreads one node's copies over the others, and POST
+// /_shard/replicas gives a copy to a tenant that had none.
+func TestReplicasSpreadCP(t *testing.T) {
+	r := startCPRouter(t, func(c *Config) { c.Replicas = true })
+	a, b, c := startReplNode(t), startReplNode(t), startReplNode(t)
+	r.addReplNode(t, "a", a, nil)
+	r.place(t, "lonely", "a") // no other node yet: no copy
+	r.addReplNode(t, "b", b, nil)
+	r.addReplNode(t, "c", c, nil)
+	var rep struct {
+		Replicated []string         `json:"replicated"`
+		Failed     []replicaFailure `json:"failed"`
+	}
+	if st, body := r.shard(t, http.MethodPost, "replicas", nil, &rep); st != http.StatusOK || !slices.Equal(rep.Replicated, []string{"lonely"}) {
+		t.Fatalf("replicas: %d %s", st, body)
+	}
+	for i := range 4 {
+		r.place(t, fmt.Sprintf("t%d", i), "a")
+	}
+	on := map[string]int{}
+	for name, e := range r.tenantsOf(t) {
+		if e.Replica == "" || e.Replica == e.Node {
+			t.Fatalf("%s: %+v", name, e)
+		}
+		on[e.Replica]++
+	}
+	if on["b"] < 2 || on["c"] < 2 {
+		t.Fatalf("copies of a's tenants spread %v", on)
+	}
+}
