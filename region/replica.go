@@ -450,4 +450,3 @@ func parseStandby(raw json.RawMessage) (self bool, of string, err error) {
 	}
 	return false, of, nil
 }
-
