@@ -103,6 +103,9 @@ func writeError(w http.ResponseWriter, err error, fields map[string]any) int {
 		// Nothing ran: a router may send it again once its grant lands.
 		w.Header().Set("Fenec-Refused", "lease")
 	}
+	if errors.Is(err, ErrReplica) {
+		w.Header().Set("Fenec-Refused", "replica") // a copy: write to its primary
+	}
 	if retry > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(retry))
 	}

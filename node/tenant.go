@@ -133,7 +133,7 @@ func (t *tenant) gate() error {
 		return ErrFrozen
 	}
 	if Role(t.role.Load()) == RoleReplica {
-		return ErrReplica
+		return replicaRefusal{tenant: t.name} // role.go
 	}
 	if g := t.leaseGate.Load(); g != nil {
 		return (*g)()
