@@ -389,6 +389,61 @@ func moveBench(w io.Writer, cfg config, c *http.Client, router string, n1 *node.
 	fmt.Fprintf(w, "  move (client's wall) %d ms\n", moveWall.Milliseconds())
 	fmt.Fprintf(w, "  first near on target %.1f ms (its first request after the move), then %.1f ms; %s\n", ms(firstNear), ms(secondNear), same)
 	fmt.Fprintf(w, "  first near on source %.1f ms (open already)\n", ms(firstOnSource))
+	return moveParts(w, c, n2URL(router, c))
+}
+
+// n2URL finds the target node's address in the router's node list.
+func n2URL(router string, c *http.Client) string {
+	b, err := callBody(c, "GET", router+"/_shard/nodes", "", 200)
+	if err != nil {
+		return ""
+	}
+	var nodes []struct{ Name, Addr string }
+	if json.Unmarshal(b, &nodes) != nil {
+		return ""
+	}
+	for _, n := range nodes {
+		if n.Name == "n2" {
+			return n.Addr
+		}
+	}
+	return ""
+}
+
+// moveParts times a move's two halves alone on the target node: the
+// image read out whole, and the same image installed as a new tenant.
+func moveParts(w io.Writer, c *http.Client, node string) error {
+	if node == "" {
+		return errors.New("target node not found")
+	}
+	req, _ := http.NewRequest("GET", node+"/_admin/tenants/mv/file", nil)
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	start := time.Now()
+	res, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	img, err := io.ReadAll(res.Body)
+	res.Body.Close()
+	if err != nil || res.StatusCode != 200 {
+		return fmt.Errorf("image out: %d %v", res.StatusCode, err)
+	}
+	out := time.Since(start)
+	req, _ = http.NewRequest("PUT", node+"/_admin/tenants/mv-copy/file", bytes.NewReader(img))
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	start = time.Now()
+	res, err = c.Do(req)
+	if err != nil {
+		return err
+	}
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	if res.StatusCode != 201 {
+		return fmt.Errorf("image in: %d", res.StatusCode)
+	}
+	in := time.Since(start)
+	fmt.Fprintf(w, "  of which, alone on the target: image out %d ms, image in (installed as a new tenant) %d ms\n",
+		out.Milliseconds(), in.Milliseconds())
 	return nil
 }
 
