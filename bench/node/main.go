@@ -41,17 +41,18 @@ func (r result) perSec() float64 { return float64(r.ops) / r.elapsed.Seconds() }
 type opFunc func(ctx context.Context, c int, rng *rand.Rand) error
 
 func main() {
-	dur := flag.Duration("d", 2*time.Second, "time each measurement runs")
+	dur := flag.Duration("d", time.Second, "time each measurement runs")
+	rounds := flag.Int("rounds", 3, "measurements of each side, taken in turns; the median is reported")
 	docs := flag.Int("docs", 10000, "documents in the collection")
 	out := flag.String("o", "bench/node.txt", "file the table is written to")
 	flag.Parse()
-	if err := run(*dur, *docs, *out); err != nil {
+	if err := run(*dur, *rounds, *docs, *out); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(dur time.Duration, docs int, out string) error {
+func run(dur time.Duration, rounds, docs int, out string) error {
 	dir, err := os.MkdirTemp("", "fenec-bench-node-")
 	if err != nil {
 		return err
@@ -114,21 +115,26 @@ func run(dur time.Duration, docs int, out string) error {
 		{"small write", writeQ, func(rng *rand.Rand) []any { return []any{"w", rng.IntN(1000)} }},
 	}
 	var table bytes.Buffer
-	fmt.Fprintf(&table, "fenec node over HTTP vs the engine in-process (%s, %d CPUs, %d docs, %s per run, sync every 100 ms)\n",
-		runtime.GOOS+"/"+runtime.GOARCH, runtime.NumCPU(), docs, dur)
+	fmt.Fprintf(&table, "fenec node over HTTP vs the engine in-process (%s, %d CPUs, %d docs, sync every 100 ms)\n",
+		runtime.GOOS+"/"+runtime.GOARCH, runtime.NumCPU(), docs)
+	fmt.Fprintf(&table, "each cell: the median of %d runs of %s, engine and HTTP taken in turns\n", rounds, dur)
 	fmt.Fprintf(&table, "client and node share the machine; load average before the run: %s\n\n", loadAvg())
 	fmt.Fprintf(&table, "%-12s %7s | %12s %9s %9s | %12s %9s %9s | %9s %9s\n",
 		"op", "clients", "engine op/s", "p50", "p99", "http op/s", "p50", "p99", "op/s ratio", "p50 ratio")
 	for _, sc := range scenarios {
 		for _, clients := range []int{1, 16} {
-			in := measure(ctx, clients, dur, func(ctx context.Context, _ int, rng *rand.Rand) error {
-				_, _, err := db.Exec(ctx, engine.Statement{Query: sc.query, Params: sc.args(rng)})
-				return err
-			})
-			hp := measure(ctx, clients, dur, func(ctx context.Context, _ int, rng *rand.Rand) error {
-				_, err := post(ctx, client, base+"/t/bench/query", sc.query, sc.args(rng))
-				return err
-			})
+			var ins, hps []measured
+			for range rounds {
+				ins = append(ins, measure(ctx, clients, dur, func(ctx context.Context, _ int, rng *rand.Rand) error {
+					_, _, err := db.Exec(ctx, engine.Statement{Query: sc.query, Params: sc.args(rng)})
+					return err
+				}))
+				hps = append(hps, measure(ctx, clients, dur, func(ctx context.Context, _ int, rng *rand.Rand) error {
+					_, err := post(ctx, client, base+"/t/bench/query", sc.query, sc.args(rng))
+					return err
+				}))
+			}
+			in, hp := median(ins), median(hps)
 			if in.err != nil || hp.err != nil {
 				return fmt.Errorf("%s: %v %v", sc.name, in.err, hp.err)
 			}
@@ -161,6 +167,25 @@ func loadAvg() string {
 }
 
 func us(d time.Duration) string { return fmt.Sprintf("%.1fµs", float64(d)/float64(time.Microsecond)) }
+
+// median is the run with the median op/s (or the first error).
+func median(ms []measured) measured {
+	for _, m := range ms {
+		if m.err != nil {
+			return m
+		}
+	}
+	slices.SortFunc(ms, func(a, b measured) int {
+		switch {
+		case a.perSec() < b.perSec():
+			return -1
+		case a.perSec() > b.perSec():
+			return 1
+		}
+		return 0
+	})
+	return ms[len(ms)/2]
+}
 
 // measured is a run's result or its first error.
 type measured struct {
