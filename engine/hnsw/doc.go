@@ -13,12 +13,12 @@
 // the old node as a tombstone and inserts the new vector as a fresh node
 // with links chosen for it, so nothing reaches the id by its old vector;
 // Remove retires the node the same way. Tombstones are traversed by
-// searches (they keep the graph navigable) but never returned, and once
-// they pass PurgeFraction of the graph the Remove or Add that crossed it
-// purges them all: every neighbour list naming one is chosen again from
-// the live neighbours and the tombstones' live neighbours, and the slots
-// are reused. A purge visits the whole graph within that one call: 1 to 3
-// seconds for 100 000 nodes of 128 dimensions (bench/search measures it).
+// searches (they keep the graph navigable) but never returned. Once they
+// pass PurgeFraction of the graph a purge begins and runs a few nodes per
+// Add or Remove (purgeStepNodes), so no single write stalls on it: every
+// neighbour list naming a tombstone is chosen again from the live
+// neighbours and the tombstones' live neighbours, and when the walk is done
+// the tombstones' slots are reused. Purge finishes one at once.
 //
 // Searches with a filter plan by a sample: when few rows pass, or scoring
 // the rows that pass costs less than walking a graph mostly made of rows

@@ -283,6 +283,53 @@ func TestPurgeReusesSlots(t *testing.T) {
 	}
 }
 
+func TestPurgeRunsAcrossWrites(t *testing.T) {
+	vs := randVecs(14, 2500, 8)
+	x := build(t, Config{Dim: 8, Seed: 8}, vs[:2000])
+	for id := range int64(401) { // 401 of 2000 passes a fifth
+		x.Remove(id)
+	}
+	if !x.purging || x.Tombstones() != 401 {
+		t.Fatalf("purging %v with %d tombstones; want a purge begun, none freed yet", x.purging, x.Tombstones())
+	}
+	writes := 0
+	for i := 2000; x.purging; i++ {
+		for _, h := range search(t, x, vs[i-2000], Query{K: 10}) {
+			if h.ID < 401 {
+				t.Fatalf("removed id %d found mid-purge", h.ID)
+			}
+		}
+		if err := x.Add(int64(i), vs[i]); err != nil {
+			t.Fatal(err)
+		}
+		writes++
+	}
+	// Each write repairs purgeStepNodes live nodes: 1599 live nodes and
+	// the ones added on the way take 50 or 51 writes.
+	if writes < 1599/purgeStepNodes || writes > 1700/purgeStepNodes+1 {
+		t.Fatalf("purge took %d writes", writes)
+	}
+	if x.Tombstones() != 0 || len(x.free) != 401 {
+		t.Fatalf("after the purge: %d tombstones, %d free slots", x.Tombstones(), len(x.free))
+	}
+	if got := reachable(x); got != x.Len() {
+		t.Fatalf("%d of %d live nodes reachable", got, x.Len())
+	}
+	for id := int64(1000); id < 1100; id++ {
+		x.Remove(id)
+	}
+	x.Purge()
+	if x.Tombstones() != 0 || x.purging {
+		t.Fatalf("Purge left %d tombstones (purging %v)", x.Tombstones(), x.purging)
+	}
+	if got := reachable(x); got != x.Len() {
+		t.Fatalf("%d of %d live nodes reachable after Purge", got, x.Len())
+	}
+	if r := recallOf(t, x, randVecs(15, 50, 8), 10, 64); r < 0.95 {
+		t.Fatalf("recall@10 after purges = %.3f", r)
+	}
+}
+
 // filterOf passes the ids in set.
 func filterOf(set map[int64]bool) func(int64) bool {
 	return func(id int64) bool { return set[id] }

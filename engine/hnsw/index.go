@@ -19,7 +19,7 @@ const (
 const maxLevel = 31
 
 // PurgeFraction is the share of tombstones among a graph's nodes past which
-// a Remove or an update purges them all.
+// a purge starts; it then runs a few nodes per write until done.
 const PurgeFraction = 0.2
 
 // noEntry marks an empty graph.
@@ -49,6 +49,12 @@ type Index struct {
 	top   int    // level of entry
 	live  int
 	dead  int
+
+	// A purge under way (purge.go): the next slot to repair, and by slot
+	// whether it was a tombstone when the purge began.
+	purging bool
+	cursor  int
+	doomed  []bool
 
 	visited sync.Pool // *visitSet
 }
@@ -217,7 +223,6 @@ func (x *Index) Add(id int64, v []float32) error {
 			return nil
 		}
 		x.retire(old)
-		x.maybePurge()
 	}
 	lvl := x.drawLevel()
 	s := x.allocSlot(id, c, lvl)
@@ -225,6 +230,7 @@ func (x *Index) Add(id int64, v []float32) error {
 	x.state[s] = slotLive
 	x.slotOf[id] = s
 	x.live++
+	x.maybePurge()
 	return nil
 }
 
@@ -247,14 +253,18 @@ func (x *Index) retire(s uint32) {
 	x.dead++
 }
 
-// maybePurge purges tombstones once they pass PurgeFraction of the nodes.
+// maybePurge, after each write, empties a graph left with no live node,
+// moves a running purge on, or starts one once tombstones pass
+// PurgeFraction of the nodes.
 func (x *Index) maybePurge() {
-	if x.live == 0 {
+	switch {
+	case x.live == 0:
 		x.reset()
-		return
-	}
-	if float64(x.dead) > PurgeFraction*float64(x.live+x.dead) {
-		x.purge()
+	case x.purging:
+		x.purgeStep(purgeStepNodes)
+	case float64(x.dead) > PurgeFraction*float64(x.live+x.dead):
+		x.startPurge()
+		x.purgeStep(purgeStepNodes)
 	}
 }
 

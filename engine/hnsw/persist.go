@@ -357,7 +357,9 @@ func (x *Index) check(live, dead uint32) error {
 		if x.state[s] == slotFree {
 			continue
 		}
-		if int(x.level[s]) > x.top {
+		// A tombstone may stand above a new entry point chosen when the
+		// old one was purged; a live node never does.
+		if x.state[s] == slotLive && int(x.level[s]) > x.top {
 			return fmt.Errorf("%w: slot %d above the entry point", ErrCorrupt, s)
 		}
 		for l := 0; l <= int(x.level[s]); l++ {

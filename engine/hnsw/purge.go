@@ -1,26 +1,85 @@
 package hnsw
 
-import "slices"
+import (
+	"math"
+	"slices"
+)
 
-// purge takes every tombstone out of the graph. Each live node's list that
+// purgeStepNodes is how many live nodes each Add or Remove repairs while a
+// purge runs: a purge is spread over writes instead of stalling one.
+const purgeStepNodes = 32
+
+// A purge takes the tombstones out of the graph. It starts when tombstones
+// pass PurgeFraction of the nodes, dooming those present then, and walks
+// the slots in order a few nodes per write: each live node's list that
 // names a tombstone is chosen again, by the neighbour heuristic, from its
 // live neighbours and the live neighbours of the tombstones it named, so
-// the paths that ran through a tombstone still run. The tombstones' slots
-// are then freed for reuse.
-func (x *Index) purge() {
+// the paths that ran through a tombstone still run. New links only ever
+// name live nodes, so once the walk has passed every slot no live node
+// names a doomed one; the tombstones made since have their links to doomed
+// slots struck, and the doomed slots are freed for reuse.
+
+// Purge finishes any purge under way, or runs one now, so that no tombstone
+// is left. Writes purge on their own; Purge is for a caller that wants a
+// clean graph at once (say, before saving it).
+func (x *Index) Purge() {
+	if !x.purging && x.dead > 0 {
+		x.startPurge()
+	}
+	if x.purging {
+		x.purgeStep(math.MaxInt)
+	}
+}
+
+// startPurge dooms every tombstone present and starts the walk.
+func (x *Index) startPurge() {
+	x.purging, x.cursor, x.doomed = true, 0, make([]bool, len(x.ids))
+	for s, st := range x.state {
+		x.doomed[s] = st == slotDead
+	}
+}
+
+// isDoomed reports whether slot s is freed when the running purge ends.
+func (x *Index) isDoomed(s uint32) bool { return int(s) < len(x.doomed) && x.doomed[s] }
+
+// purgeStep repairs up to n more live nodes and ends the purge when the
+// walk has passed every slot.
+func (x *Index) purgeStep(n int) {
 	vs := x.getVisited()
 	defer x.visited.Put(vs)
 	var cands []item
-	for s := range x.ids {
+	for n > 0 && x.cursor < len(x.ids) {
+		s := uint32(x.cursor)
+		x.cursor++
 		if x.state[s] != slotLive {
 			continue
 		}
 		for l := 0; l <= int(x.level[s]); l++ {
-			cands = x.repair(uint32(s), l, vs, cands[:0])
+			cands = x.repair(s, l, vs, cands[:0])
+		}
+		n--
+	}
+	if x.cursor >= len(x.ids) {
+		x.endPurge()
+	}
+}
+
+// endPurge strikes doomed slots from the remaining tombstones' lists and
+// frees them.
+func (x *Index) endPurge() {
+	for s := range x.ids {
+		if x.state[s] != slotDead || x.isDoomed(uint32(s)) {
+			continue
+		}
+		for l := 0; l <= int(x.level[s]); l++ {
+			ns := x.links(uint32(s), l)
+			if slices.ContainsFunc(ns, x.isDoomed) {
+				x.setLinks(uint32(s), l, slices.DeleteFunc(slices.Clone(ns), x.isDoomed))
+			}
 		}
 	}
-	for s := range x.ids {
-		if x.state[s] != slotDead {
+	for s, d := range x.doomed {
+		if !d {
 			continue
 		}
 		x.state[s] = slotFree
@@ -29,9 +88,10 @@ func (x *Index) purge() {
 		x.up[s] = nil
 		x.l0[s*(x.m0+1)] = 0
 		x.free = append(x.free, uint32(s))
+		x.dead--
 	}
-	x.dead = 0
-	if x.entry != noEntry && x.state[x.entry] != slotLive {
+	x.purging, x.cursor, x.doomed = false, 0, nil
+	if x.entry != noEntry && x.state[x.entry] == slotFree {
 		x.newEntry()
 	}
 }
