@@ -122,6 +122,9 @@ func (m *moveRun) begin(ctx context.Context, at global.Versioned[global.Tenant],
 	if err != nil {
 		return fmt.Errorf("move %s: target %s: %w", m.name, to, errNotFoundAs(err, ErrUnknownNode))
 	}
+	if dst.Value.Standby { // only copies go to a standby (replica.go)
+		return fmt.Errorf("move %s to %s: %w", m.name, to, ErrStandbyNode)
+	}
 	m.src, m.dst = src.Value, dst.Value
 	moving, err := m.s.BeginMove(ctx, m.name, at, to)
 	if err != nil {

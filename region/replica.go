@@ -24,6 +24,9 @@ const standbyPrefix = "standbys/"
 // one.
 var ErrNoReplica = errors.New("no replica")
 
+// ErrStandbyNode: a move onto a standby, which holds only copies.
+var ErrStandbyNode = errors.New("node is a standby: it takes only copies")
+
 // replStatus is a node's GET /_admin/tenants/<t>/replication answer.
 type replStatus struct {
 	Role    string `json:"role"`
@@ -285,19 +288,21 @@ func (rt *Router) afterPlace(ctx context.Context, s *global.Store, name string) 
 // the node it moved to was replaced by the move, so a new one is made.
 func (rt *Router) afterMove(ctx context.Context, s *global.Store, name string) {
 	at, err := s.GetTenant(ctx, name)
-	if err != nil || at.Value.Replica == "" {
+	if err != nil {
 		return
 	}
-	if at.Value.Replica == at.Value.Node {
-		rec, err := s.UpdateTenant(ctx, name, at, func(t *global.Tenant) error {
-			t.Replica = ""
-			return nil
-		})
-		if err != nil {
-			rt.log.Warn("forget a copy a move replaced", "tenant", name, "err", err)
-			return
+	if at.Value.Replica == "" || at.Value.Replica == at.Value.Node {
+		if at.Value.Replica != "" {
+			rec, err := s.UpdateTenant(ctx, name, at, func(t *global.Tenant) error {
+				t.Replica = ""
+				return nil
+			})
+			if err != nil {
+				rt.log.Warn("forget a copy a move replaced", "tenant", name, "err", err)
+				return
+			}
+			rt.settleTo(ctx, rec.Rev)
 		}
-		rt.settleTo(ctx, rec.Rev)
 		if target, err := rt.replicaTarget(ctx, s, at.Value.Node); err == nil && target != "" {
 			if err := rt.addReplica(ctx, s, name, target); err != nil {
 				rt.log.Warn("copy not made after a move", "tenant", name, "err", err)

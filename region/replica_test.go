@@ -290,3 +290,98 @@ func TestReplicasSpreadCP(t *testing.T) {
 		t.Fatalf("copies of a's tenants spread %v", on)
 	}
 }
+
+// Copies go along with moves and deletes: after a move the copy follows
+// the new node (a copy on the node moved to is made again elsewhere), a
+// move onto a standby is refused, and a delete removes the copy too.
+func TestCopiesFollowMovesAndDeletesCP(t *testing.T) {
+	r := startCPRouter(t, func(c *Config) { c.Replicas = true })
+	nodes := map[string]*replNode{"a": startReplNode(t), "b": startReplNode(t), "c": startReplNode(t), "s": startReplNode(t)}
+	for _, name := range []string{"a", "b", "c", "s"} {
+		r.addReplNode(t, name, nodes[name], nil)
+	}
+	r.addReplNode(t, "c", nodes["c"], map[string]any{"standby": "s"})
+	r.place(t, "m", "a")
+	r.mustQuery(t, "m", "create collection c (n int)")
+	r.mustQuery(t, "m", `put c {n: 1}`)
+	first := r.tenantsOf(t)["m"].Replica
+	if first != "b" && first != "c" {
+		t.Fatalf("copy of m on %q", first)
+	}
+	caughtUp(t, "m", nodes["a"], nodes[first])
+	if st, body := r.shard(t, http.MethodPost, "tenants/m/move", map[string]any{"to": "s"}, nil); st != http.StatusConflict {
+		t.Fatalf("move onto a standby: %d %s", st, body)
+	}
+	// Moved onto its copy's node: the copy is made again on another node.
+	if st, body := r.shard(t, http.MethodPost, "tenants/m/move", map[string]any{"to": first}, nil); st != http.StatusOK {
+		t.Fatalf("move onto the copy's node: %d %s", st, body)
+	}
+	e := r.tenantsOf(t)["m"]
+	if e.Node != first || e.Replica == "" || e.Replica == first {
+		t.Fatalf("after the move %+v", e)
+	}
+	r.mustQuery(t, "m", `put c {n: 2}`)
+	caughtUp(t, "m", nodes[first], nodes[e.Replica])
+	// Moved elsewhere: the copy follows the new node.
+	to := map[string]string{"a": "b", "b": "a", "c": "a"}[e.Replica]
+	if to == first {
+		to = "c"
+	}
+	if st, body := r.shard(t, http.MethodPost, "tenants/m/move", map[string]any{"to": to}, nil); st != http.StatusOK {
+		t.Fatalf("move to %s: %d %s", to, st, body)
+	}
+	r.mustQuery(t, "m", `put c {n: 3}`)
+	e2 := r.tenantsOf(t)["m"]
+	if e2.Node != to || e2.Replica == "" {
+		t.Fatalf("after the second move %+v", e2)
+	}
+	caughtUp(t, "m", nodes[to], nodes[e2.Replica])
+	if st, body := r.shard(t, http.MethodDelete, "tenants/m", nil, nil); st != http.StatusNoContent {
+		t.Fatalf("delete: %d %s", st, body)
+	}
+	if st, body := nodes[e2.Replica].call(t, http.MethodGet, "/_admin/tenants/m/replication", ""); st != http.StatusNotFound {
+		t.Fatalf("copy after the delete: %d %s", st, body)
+	}
+}
+
+// A tenant held by another operation when its node is failed over is
+// failed over once that operation ends, onto the copy it had then.
+func TestHeldTenantFailedOverWhenReleasedCP(t *testing.T) {
+	r := startCPRouter(t, nil)
+	a, b := startReplNode(t), startReplNode(t)
+	r.addReplNode(t, "a", a, nil)
+	r.addReplNode(t, "b", b, nil)
+	r.addReplNode(t, "a", a, map[string]any{"standby": "b"})
+	r.place(t, "h", "a")
+	r.mustQuery(t, "h", "create collection c (n int)")
+	r.mustQuery(t, "h", `put c {n: 1}`)
+	caughtUp(t, "h", a, b)
+	s := r.rt.store
+	at, err := s.GetTenant(cpCtx(t), "h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := s.Hold(cpCtx(t), "h", at, "quota")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.down(t)
+	var res FailoverResult
+	st, body := r.shard(t, http.MethodPost, "nodes/a/failover", nil, &res)
+	if st != http.StatusBadGateway || len(res.Failed) != 1 || !strings.Contains(res.Failed[0].Why, "held by quota") {
+		t.Fatalf("failover of a held tenant: %d %s", st, body)
+	}
+	if e := r.tenantsOf(t)["h"]; e.Node != "a" {
+		t.Fatalf("held tenant moved at once: %+v", e)
+	}
+	if _, err := s.Release(cpCtx(t), "h", held, "quota"); err != nil {
+		t.Fatal(err)
+	}
+	cpEventually(t, func() error {
+		if e := r.tenantsOf(t)["h"]; e.Node != "b" {
+			return fmt.Errorf("after the release %+v", e)
+		}
+		return nil
+	})
+	r.mustQuery(t, "h", `put c {n: 2}`)
+}

@@ -89,6 +89,7 @@ var shardStatus = []struct {
 	{ErrTenantExists, http.StatusConflict},
 	{ErrNodeInUse, http.StatusConflict},
 	{ErrSameNode, http.StatusConflict},
+	{ErrStandbyNode, http.StatusConflict},
 	{global.ErrHeld, http.StatusConflict},
 	{global.ErrState, http.StatusConflict},
 	{global.ErrConflict, http.StatusConflict},
