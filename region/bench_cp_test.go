@@ -6,6 +6,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strconv"
 	"strings"
@@ -82,7 +83,8 @@ func BenchmarkMoveCP(b *testing.B) {
 
 // BenchmarkRouterCP is one small read through the whole router (request
 // id, placement lookup over the watcher's view, forwarding) against the
-// same read straight to the node, side by side in one run.
+// same read straight to the node and through the forwarder alone, side by
+// side in one run.
 func BenchmarkRouterCP(b *testing.B) {
 	r := startCPRouter(b, nil)
 	n1 := startCPNode(b)
@@ -90,7 +92,11 @@ func BenchmarkRouterCP(b *testing.B) {
 	r.place(b, "hot", "n1")
 	r.mustQuery(b, "hot", "create collection c (a int)")
 	r.mustQuery(b, "hot", "put c {a: 1}")
-	for _, c := range []struct{ name, base string }{{"direct", n1.srv.URL}, {"router", r.url}} {
+	// The forwarder alone, without the router's own layer around it
+	// (request id, routing by path).
+	fwdOnly := httptest.NewServer(r.rt.fwd)
+	b.Cleanup(fwdOnly.Close)
+	for _, c := range []struct{ name, base string }{{"direct", n1.srv.URL}, {"forwarder", fwdOnly.URL}, {"router", r.url}} {
 		b.Run(c.name, func(b *testing.B) {
 			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
 			defer client.CloseIdleConnections()
