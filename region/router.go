@@ -143,6 +143,28 @@ func (rt *Router) start(ctx context.Context) error {
 	if err := rt.openDirectory(ctx); err != nil {
 		return err
 	}
+	if err := rt.wire(); err != nil {
+		return err
+	}
+	rt.startRepair()
+	if !rt.cfg.Standby {
+		leading, err := rt.lead.claim(ctx)
+		if err != nil {
+			return err
+		}
+		if leading {
+			rt.recoverInBackground()
+		}
+	}
+	rt.serve()
+	return nil
+}
+
+// wire builds what runs over the open directory: the store, the watcher,
+// the lead, the forwarder over the watcher's placements, the metrics, and
+// the cut trigger.
+func (rt *Router) wire() error {
+	var err error
 	rt.store = global.NewStore(rt.dir)
 	rt.watcher = global.StartWatcher(rt.ctx, rt.dir, rt.log)
 	rt.nodes = newNodeClient(rt.cfg.NodeTimeout)
@@ -157,16 +179,12 @@ func (rt *Router) start(ctx context.Context) error {
 	}
 	rt.metricsH = promhttp.HandlerFor(rt.reg, promhttp.HandlerOpts{Registry: rt.reg})
 	rt.unwatch = rt.watcher.OnTenantChange(cutOnFailover(rt.watcher, rt.fwd, rt.log))
-	rt.startRepair()
-	if !rt.cfg.Standby {
-		leading, err := rt.lead.claim(ctx)
-		if err != nil {
-			return err
-		}
-		if leading {
-			rt.recoverInBackground()
-		}
-	}
+	return nil
+}
+
+// serve starts the HTTP server on the router's listener, on a goroutine
+// Close waits for.
+func (rt *Router) serve() {
 	rt.srv = &http.Server{
 		Handler:           rt,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -174,12 +192,11 @@ func (rt *Router) start(ctx context.Context) error {
 		ErrorLog:          slog.NewLogLogger(rt.log.Handler(), slog.LevelWarn),
 	}
 	rt.wg.Go(func() {
-		if err := rt.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := rt.srv.Serve(rt.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			rt.log.Error("serve", "err", err)
 		}
 	})
-	rt.log.Info("router serving", "addr", ln.Addr().String(), "standby", rt.cfg.Standby, "region", rt.cfg.Region)
-	return nil
+	rt.log.Info("router serving", "addr", rt.ln.Addr().String(), "standby", rt.cfg.Standby, "region", rt.cfg.Region)
 }
 
 // openDirectory opens the configured directory: the one given, an existing
