@@ -195,7 +195,7 @@ func (b *vectorBench) removes() error {
 	}
 	took := time.Since(start)
 	b.tb.row(b.name, fmt.Sprintf("remove %d (purges included)", len(order)), fmtDur(took),
-		fmt.Sprintf("slowest Remove %s (the purge); %d tombstones left", fmtDur(slowest), b.x.Tombstones()))
+		fmt.Sprintf("slowest Remove %s (purges run a few nodes per write); %d tombstones left", fmtDur(slowest), b.x.Tombstones()))
 	_, truth, err := b.run(hnsw.Query{K: 10, Exact: true})
 	if err != nil {
 		return err
