@@ -2,10 +2,13 @@ package tests
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fenec-go/fenec/tests/cluster"
 )
 
 // TestDeadNodeAnswered502 kills a node and checks the router answers its
@@ -93,4 +96,70 @@ func TestRouterRestartKeepsPlacements(t *testing.T) {
 	if !strings.Contains(string(nodes.Body), `"n1"`) || !strings.Contains(string(nodes.Body), `"n2"`) {
 		t.Fatalf("nodes after restart: %s", nodes.Body)
 	}
+}
+
+// TestCutNodeBoundedByUpstreamTimeout cuts a node off the network (nothing
+// closed, nothing answered): the router answers its tenant's requests 502
+// once --upstream-timeout (1 s here) has passed, instead of holding them,
+// and forwards again once the cut heals.
+func TestCutNodeBoundedByUpstreamTimeout(t *testing.T) {
+	r, n := oneNode(t, "--upstream-timeout", "1")
+	c := r.Client()
+	r.Place("a", n)
+	c.MustQuery("a", "create collection c (n int)")
+
+	n.Cut()
+	wantError(t, c.Query("a", "get c"), 502, "read to a cut node")
+	w := c.Do("POST", "/t/a/c", `{"n": 1}`)
+	m := wantError(t, w, 502, "write to a cut node")
+	if m["outcome"] != "unknown" {
+		t.Fatalf("write to a cut node: outcome %v", m["outcome"])
+	}
+	n.Heal()
+	cluster.Eventually(t, wait, func() error {
+		if r := c.Query("a", "get c count"); r.Status != 200 {
+			return fmt.Errorf("after the heal: %s", r)
+		}
+		return nil
+	})
+}
+
+// TestStandbyRouterForwards starts a second router on the first one's
+// directory, as a standby: it forwards every tenant from the same
+// placements, answers /_shard/ reads, and refuses changes (409) naming
+// the router that leads.
+func TestStandbyRouterForwards(t *testing.T) {
+	c := cluster.New(t)
+	r1 := c.StartRouter("r1", cluster.RouterOptions{})
+	n := c.StartNode("n1", cluster.NodeOptions{})
+	r1.Register(n)
+	r1.Place("a", n)
+	r1.Client().MustQuery("a", "create collection c (n int)")
+
+	r2 := c.StartRouter("r2", cluster.RouterOptions{Directory: r1.EtcdURL(), Args: []string{"--standby"}})
+	c2 := r2.Client()
+	cluster.Eventually(t, wait, func() error {
+		if r := c2.Query("a", "put c {n: 7}"); r.Status != 200 {
+			return fmt.Errorf("write through the standby: %s", r)
+		}
+		return nil
+	})
+	if got := r1.Client().MustQuery("a", "get c select n"); strings.TrimSpace(string(got.Body)) != `[{"n":7}]` {
+		t.Fatalf("the standby's write, read through the leader: %s", got.Body)
+	}
+	if got := c2.Do("GET", "/_shard/tenants", nil); got.Status != 200 || !strings.Contains(string(got.Body), `"name":"a"`) {
+		t.Fatalf("tenants on the standby: %s", got)
+	}
+	refused := wantError(t, c2.Do("PUT", "/_shard/tenants/b", map[string]any{"node": "n1"}), 409, "a change on the standby")
+	if !strings.Contains(fmt.Sprint(refused), "r1") {
+		t.Fatalf("the standby's refusal does not name the leader: %v", refused)
+	}
+	// A tenant the leader places later is forwarded by the standby too.
+	r1.Place("b", n)
+	cluster.Eventually(t, wait, func() error {
+		if r := c2.Query("b", "create collection c (n int)"); r.Status != 200 {
+			return fmt.Errorf("b through the standby: %s", r)
+		}
+		return nil
+	})
 }

@@ -106,12 +106,16 @@ type Router struct {
 	Name    string
 	DataDir string
 	port    int
+	etcdURL string // the embedded member's client URL ("" with Directory)
 }
 
 // RouterOptions adjusts a router.
 type RouterOptions struct {
 	// Args are extra flags (e.g. "--upstream-timeout", "5").
 	Args []string
+	// Directory, if set, is another router's EtcdURL: this router embeds
+	// no member and uses that one's directory (--directory).
+	Directory string
 }
 
 // StartRouter starts fenec-shard NAME with --token RouterToken and an
@@ -121,15 +125,18 @@ func (c *Cluster) StartRouter(name string, o RouterOptions) *Router {
 	c.tb.Helper()
 	ports := FreePorts(c.tb, 3)
 	r := &Router{Name: name, DataDir: c.dir + "/" + name, port: ports[0]}
-	args := append([]string{
-		"--listen", r.Addr(),
-		"--token", RouterToken,
-		"--id", name,
-		"--etcd-dir", r.DataDir,
-		"--etcd-name", name,
-		"--etcd-client-url", "http://127.0.0.1:" + strconv.Itoa(ports[1]),
-		"--etcd-peer-url", "http://127.0.0.1:" + strconv.Itoa(ports[2]),
-	}, o.Args...)
+	args := []string{"--listen", r.Addr(), "--token", RouterToken, "--id", name}
+	if o.Directory != "" {
+		args = append(args, "--directory", o.Directory)
+	} else {
+		r.etcdURL = "http://127.0.0.1:" + strconv.Itoa(ports[1])
+		args = append(args,
+			"--etcd-dir", r.DataDir,
+			"--etcd-name", name,
+			"--etcd-client-url", r.etcdURL,
+			"--etcd-peer-url", "http://127.0.0.1:"+strconv.Itoa(ports[2]))
+	}
+	args = append(args, o.Args...)
 	r.Proc = StartProc(c.tb, c.dir, name, Bins().Shard, args...)
 	WaitHealthy(c.tb, r.Proc, r.URL()+"/_health")
 	return r
@@ -137,6 +144,10 @@ func (c *Cluster) StartRouter(name string, o RouterOptions) *Router {
 
 // Addr is the router's host:port.
 func (r *Router) Addr() string { return "127.0.0.1:" + strconv.Itoa(r.port) }
+
+// EtcdURL is the client URL of the router's embedded etcd member, for
+// other routers' RouterOptions.Directory.
+func (r *Router) EtcdURL() string { return r.etcdURL }
 
 // URL is the router's base URL.
 func (r *Router) URL() string { return "http://" + r.Addr() }
@@ -164,8 +175,8 @@ func (r *Router) Register(n *Node) {
 	}
 }
 
-// Place creates tenant on node (PUT /_shard/tenants/<t>) and waits until
-// the router forwards to it.
+// Place creates tenant on node (PUT /_shard/tenants/<t>); the router
+// answers once its own view holds the placement.
 func (r *Router) Place(tenant string, n *Node) {
 	r.tb.Helper()
 	res := r.Client().Do("PUT", "/_shard/tenants/"+tenant, map[string]any{"node": n.Name})
