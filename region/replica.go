@@ -379,8 +379,12 @@ func (c *shardCall) putStandby(s *global.Store, node, standby string) (int, any,
 		replicated = append(replicated, t)
 	}
 	c.rt.log.Info("standby recorded", "node", node, "standby", standby, "replicated", len(replicated), "failed", len(failed))
+	unreplicated := make([]string, 0, len(failed))
+	for _, f := range failed {
+		unreplicated = append(unreplicated, f.Tenant)
+	}
 	return http.StatusCreated, map[string]any{
-		"node": node, "standby": standby, "replicated": replicated, "unreplicated": failed,
+		"node": node, "standby": standby, "replicated": replicated, "unreplicated": unreplicated, "failed": failed,
 	}, nil
 }
 
