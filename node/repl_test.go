@@ -149,3 +149,34 @@ func TestOldPrimaryPromotedOnceItHeard(t *testing.T) {
 	}
 	a2.q("a", `put c {name: "back on a"}`)
 }
+
+// Under --sync always, a stream that made a write wait out the bound is
+// not waited for again until it has caught up; then it is.
+func TestLaggingStreamNotWaitedForAgain(t *testing.T) {
+	n := startNode(t, func(c *Config) { withRepl(c); c.Sync = "always" })
+	people(t, n)
+	tn, err := n.s.reg.acquire(t.Context(), "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.s.reg.release(tn)
+	seq := tn.db.Seq()
+	f, drop := tn.addFeed(0) // a copy's stream that sends nothing
+	defer drop()
+	if tn.waitSent(t.Context(), seq, 10*time.Millisecond) {
+		t.Fatal("a write did not wait for a stream that has not sent it")
+	}
+	// Lagging: the next write is not held for it at all (the bound would
+	// fail the test if it were).
+	if !tn.waitSent(t.Context(), seq, 30*time.Second) {
+		t.Fatal("a write waited for a lagging stream")
+	}
+	tn.sentTo(f, seq-1, false) // progress, not caught up: still lagging
+	if !tn.waitSent(t.Context(), seq, 30*time.Second) {
+		t.Fatal("a write waited for a stream still lagging")
+	}
+	tn.sentTo(f, seq, true) // caught up: waited for again
+	if tn.waitSent(t.Context(), seq+1, 10*time.Millisecond) {
+		t.Fatal("a write did not wait for a stream that caught up")
+	}
+}

@@ -126,7 +126,13 @@ func (c *call) sendImage(fw *frameWriter) {
 
 // feed is one replication stream a primary sends: the seq it has sent
 // up to (guarded by tenant.mu).
-type feed struct{ sent uint64 }
+type feed struct {
+	sent uint64
+	// lagging: a write stopped waiting for this stream (waitSent's bound
+	// passed); no write waits for it again until it has sent everything
+	// the tenant holds.
+	lagging bool
+}
 
 // addFeed registers a stream sending from since; the func drops it.
 func (t *tenant) addFeed(since uint64) (*feed, func()) {
@@ -142,12 +148,16 @@ func (t *tenant) addFeed(since uint64) (*feed, func()) {
 	}
 }
 
-// sentTo notes a stream has sent everything up to seq.
-func (t *tenant) sentTo(f *feed, seq uint64) {
+// sentTo notes a stream has sent everything up to seq; caughtUp, that it
+// has sent all that was durable as it began reading.
+func (t *tenant) sentTo(f *feed, seq uint64, caughtUp bool) {
 	t.mu.Lock()
 	if seq > f.sent {
 		f.sent = seq
 		t.notifySentLocked()
+	}
+	if f.lagging && caughtUp {
+		f.lagging = false // waited for again
 	}
 	t.mu.Unlock()
 }
@@ -160,14 +170,22 @@ func (t *tenant) notifySentLocked() {
 // waitSent waits until every replication stream open has sent seq (a
 // write under --sync always is answered once its copies were sent it),
 // for at most d; it says whether they all had.
+//
+// The streams are woken first (seq is durable now, and they send only
+// what is durable), and a stream that made one write wait out the bound
+// is not waited for again until it has caught up (a laggard).
 func (t *tenant) waitSent(ctx context.Context, seq uint64, d time.Duration) bool {
 	timer := time.NewTimer(d)
 	defer timer.Stop()
+	t.mu.Lock()
+	close(t.seqCh) // waiters on seqCh all loop: a spare wake-up is harmless
+	t.seqCh = make(chan struct{})
+	t.mu.Unlock()
 	for {
 		t.mu.Lock()
 		behind := false
 		for f := range t.feeds {
-			behind = behind || f.sent < seq
+			behind = behind || (!f.lagging && f.sent < seq)
 		}
 		ch := t.sentCh
 		t.mu.Unlock()
@@ -177,6 +195,13 @@ func (t *tenant) waitSent(ctx context.Context, seq uint64, d time.Duration) bool
 		select {
 		case <-ch:
 		case <-timer.C:
+			t.mu.Lock()
+			for f := range t.feeds {
+				if f.sent < seq {
+					f.lagging = true
+				}
+			}
+			t.mu.Unlock()
 			return false
 		case <-ctx.Done():
 			return false
@@ -201,6 +226,7 @@ func (c *call) sendRecords(fw *frameWriter, since uint64) error {
 	for {
 		_, changed := t.seqNow()
 		lineage := len(db.Lineage())
+		durable := db.Durable()
 		err := db.ReadRecords(last, func(rec engine.RawRecord) error {
 			if rec.First > rec.Last { // a fork: sent once
 				sum := sha256.Sum256(rec.Bytes)
@@ -226,7 +252,7 @@ func (c *call) sendRecords(fw *frameWriter, since uint64) error {
 		if err := fw.flush(); err != nil {
 			return err
 		}
-		t.sentTo(f, last)
+		t.sentTo(f, last, last >= durable)
 		for db.Durable() <= last && len(db.Lineage()) == lineage {
 			select {
 			case <-changed:
