@@ -259,6 +259,14 @@ func (rt *Router) addReplica(ctx context.Context, s *global.Store, name, target 
 	}
 	rt.settleTo(ctx, rec.Rev)
 	rt.log.Info("replica made", "tenant", name, "primary", at.Value.Node, "replica", target)
+	if old := at.Value.Replica; old != "" && old != target {
+		// The copy it had before follows no more: delete it (best effort).
+		if n, err := s.GetNode(ctx, old); err == nil {
+			if _, err := rt.nodes.remove(ctx, n.Value, name); err != nil {
+				rt.log.Warn("former copy not deleted", "tenant", name, "node", old, "err", err)
+			}
+		}
+	}
 	return nil
 }
 

@@ -289,6 +289,18 @@ func TestReplicasSpreadCP(t *testing.T) {
 	if on["b"] < 2 || on["c"] < 2 {
 		t.Fatalf("copies of a's tenants spread %v", on)
 	}
+	// Named a's standby, c takes every copy; b's are deleted.
+	if st, body := r.shard(t, http.MethodPut, "nodes/a", map[string]any{"standby": "c"}, nil); st != http.StatusCreated {
+		t.Fatalf("standby: %d %s", st, body)
+	}
+	for name, e := range r.tenantsOf(t) {
+		if e.Replica != "c" {
+			t.Fatalf("%s after naming the standby: %+v", name, e)
+		}
+		if st, _ := b.call(t, http.MethodGet, "/_admin/tenants/"+name+"/replication", ""); st != http.StatusNotFound {
+			t.Fatalf("%s's former copy on b: %d", name, st)
+		}
+	}
 }
 
 // Copies go along with moves and deletes: after a move the copy follows
