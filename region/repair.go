@@ -223,7 +223,7 @@ func (rt *Router) copyOwed(ctx context.Context, s *global.Store, t string) error
 	if at.Value.Replica != "" {
 		return nil
 	}
-	target, err := rt.replicaTarget(ctx, s, at.Value.Node)
+	target, err := rt.pickReplica(ctx, s, at.Value.Node, true) // a copy was wanted
 	if err != nil || target == "" {
 		return err
 	}

@@ -125,11 +125,18 @@ func (rt *Router) standbyOf(ctx context.Context, n string) (string, error) {
 // the fewest copies of primary's tenants, then the fewest bytes. ""
 // when none is to be made.
 func (rt *Router) replicaTarget(ctx context.Context, s *global.Store, primary string) (string, error) {
+	return rt.pickReplica(ctx, s, primary, rt.cfg.Replicas)
+}
+
+// pickReplica is replicaTarget; spread picks a node of the region when
+// the primary has no standby (--replicas, or an operator's POST
+// /_shard/replicas).
+func (rt *Router) pickReplica(ctx context.Context, s *global.Store, primary string, spread bool) (string, error) {
 	sb, err := rt.standbyOf(ctx, primary)
 	if err != nil || sb != "" {
 		return sb, err
 	}
-	if !rt.cfg.Replicas {
+	if !spread {
 		return "", nil
 	}
 	nodes, _, err := s.ListNodes(ctx)
@@ -402,8 +409,9 @@ type replicaFailure struct {
 	Why    string `json:"why"`
 }
 
-// replicateAll gives every tenant without a copy one now, where a node
-// for it is to be had; it returns those given one and those that failed.
+// replicateAll gives every tenant without a copy one now: on its node's
+// standby, else on the other node of its region holding the fewest of its
+// node's copies. It returns those given one and those that failed.
 func (rt *Router) replicateAll(ctx context.Context, s *global.Store) ([]string, []replicaFailure, error) {
 	tenants, _, err := s.ListTenants(ctx)
 	if err != nil {
@@ -419,9 +427,9 @@ func (rt *Router) replicateAll(ctx context.Context, s *global.Store) ([]string, 
 	replicated, failed := []string{}, []replicaFailure{}
 	for _, t := range names {
 		rec := tenants[t].Value
-		target, err := rt.replicaTarget(ctx, s, rec.Node)
+		target, err := rt.pickReplica(ctx, s, rec.Node, true)
 		if err == nil && target == "" {
-			continue // nothing to copy it onto: not asked for
+			err = fmt.Errorf("%w: no other node in %s's region", ErrNoCandidate, rec.Node)
 		}
 		if err == nil {
 			err = rt.addReplica(ctx, s, t, target)

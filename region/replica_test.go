@@ -397,3 +397,38 @@ func TestHeldTenantFailedOverWhenReleasedCP(t *testing.T) {
 	})
 	r.mustQuery(t, "h", `put c {n: 2}`)
 }
+
+// POST /_shard/replicas gives every tenant without a copy one, but none
+// to a tenant whose primary does not answer (502, named), until it does.
+func TestReplicasOnRequestCP(t *testing.T) {
+	r := startCPRouter(t, nil)
+	a, b := startReplNode(t), startReplNode(t)
+	r.addReplNode(t, "a", a, nil)
+	r.addReplNode(t, "b", b, nil)
+	r.place(t, "t1", "a")
+	r.place(t, "t2", "b")
+	if e := r.tenantsOf(t)["t1"]; e.Replica != "" {
+		t.Fatalf("a copy without --replicas or a standby: %+v", e)
+	}
+	b.down(t)
+	var rep struct {
+		Replicated []string         `json:"replicated"`
+		Failed     []replicaFailure `json:"failed"`
+	}
+	st, body := r.shard(t, http.MethodPost, "replicas", nil, &rep)
+	if st != http.StatusBadGateway || !slices.Equal(rep.Replicated, []string{}) || len(rep.Failed) != 2 {
+		// t1's copy would go on b, which is down; t2's primary is b.
+		t.Fatalf("replicas with b down: %d %s", st, body)
+	}
+	b.up(t)
+	st, body = r.shard(t, http.MethodPost, "replicas", nil, &rep)
+	if st != http.StatusOK || !slices.Equal(rep.Replicated, []string{"t1", "t2"}) {
+		t.Fatalf("replicas: %d %s", st, body)
+	}
+	tn := r.tenantsOf(t)
+	if tn["t1"].Replica != "b" || tn["t2"].Replica != "a" {
+		t.Fatalf("copies %+v", tn)
+	}
+	r.mustQuery(t, "t2", "create collection c (n int)")
+	caughtUp(t, "t2", b, a)
+}
