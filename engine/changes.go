@@ -151,7 +151,8 @@ func (db *DB) ApplyRecord(rec RawRecord) error {
 	if dec.Kind == kindBlock {
 		// Apply first (with undo) so a record this file cannot take is
 		// refused before it is appended.
-		if t, err = db.applyBody(dec.Body, dec.N(), false); err != nil {
+		t = &txn{st: db.st}
+		if err = applyBody(t, dec.Body, dec.N(), false, new(blockOp)); err != nil {
 			return fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
 	}

@@ -489,25 +489,25 @@ func encodeBlock(ops []blockOp) []byte {
 // they point into it (replay, where this saves a copy of every document).
 func decodeBlock(p []byte, keep bool) ([]blockOp, error) {
 	var ops []blockOp
-	_, err := decodeOps(p, keep, func(o *blockOp) error {
+	_, err := decodeOps(p, keep, new(blockOp), func(o *blockOp) error {
 		ops = append(ops, *o)
 		return nil
 	})
 	return ops, err
 }
 
-// decodeOps calls fn with each op of a block payload in turn (the op is
-// reused: fn must copy what it keeps) and returns how many there were.
-func decodeOps(p []byte, keep bool, fn func(*blockOp) error) (int, error) {
+// decodeOps calls fn with each op of a block payload in turn, decoded
+// into o (reused: fn must copy what it keeps), and returns how many there
+// were.
+func decodeOps(p []byte, keep bool, o *blockOp, fn func(*blockOp) error) (int, error) {
 	d := &decoder{b: p}
 	if v := d.byte(); d.err == nil && v != 1 {
 		return 0, fmt.Errorf("block payload version %d", v)
 	}
 	n := 0
 	cur := ""
-	var o blockOp
 	for d.err == nil && len(d.b) > 0 {
-		o = blockOp{}
+		*o = blockOp{}
 		switch k := d.byte(); k {
 		case opUse:
 			cur = d.string()
@@ -526,22 +526,22 @@ func decodeOps(p []byte, keep bool, fn func(*blockOp) error) (int, error) {
 			if !keep {
 				raw = slices.Clone(raw)
 			}
-			o = blockOp{kind: opPut, coll: cur, id: id, nvals: nv, doc: &doc{id: id, raw: slices.Clip(raw)}}
+			*o = blockOp{kind: opPut, coll: cur, id: id, nvals: nv, doc: &doc{id: id, raw: slices.Clip(raw)}}
 		case opDel:
-			o = blockOp{kind: opDel, coll: cur, id: d.varint()}
+			*o = blockOp{kind: opDel, coll: cur, id: d.varint()}
 		case opCreate:
 			s, err := d.schema()
 			if err != nil {
 				d.fail(err)
 				continue
 			}
-			o = blockOp{kind: opCreate, coll: s.Name, sch: s}
+			*o = blockOp{kind: opCreate, coll: s.Name, sch: s}
 		case opDrop:
-			o = blockOp{kind: opDrop, coll: d.string()}
+			*o = blockOp{kind: opDrop, coll: d.string()}
 		case opIndex:
 			coll := d.string()
 			f := d.field()
-			o = blockOp{kind: opIndex, coll: coll, field: &f}
+			*o = blockOp{kind: opIndex, coll: coll, field: &f}
 		default:
 			d.fail(fmt.Errorf("unknown block op %d", k))
 			continue
@@ -550,7 +550,7 @@ func decodeOps(p []byte, keep bool, fn func(*blockOp) error) (int, error) {
 			break
 		}
 		n++
-		if err := fn(&o); err != nil {
+		if err := fn(o); err != nil {
 			return n, err
 		}
 	}

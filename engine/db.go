@@ -81,6 +81,10 @@ func Open(path string, opts Options) (*DB, error) {
 
 // replayer feeds the file's image and records into db.st.
 func (db *DB) replayer() store.Replayer {
+	var rp struct {
+		t  txn
+		op blockOp
+	}
 	return store.ReplayFuncs{
 		OnImage: func(_ uint64, r io.Reader) error {
 			st, err := readImage(r, db.logger)
@@ -94,27 +98,28 @@ func (db *DB) replayer() store.Replayer {
 			if rec.Kind != kindBlock {
 				return fmt.Errorf("unknown record kind %d", rec.Kind)
 			}
-			_, err := db.applyBody(rec.Body, rec.N(), true)
-			return err
+			// A replay keeps no undo and no ops (a failure fails the
+			// open), so one txn serves every record.
+			rp.t = txn{st: db.st, replay: true}
+			return applyBody(&rp.t, rec.Body, rec.N(), !rec.Borrowed, &rp.op)
 		},
 	}
 }
 
-// applyBody decodes a block and applies it, checking it holds exactly n
-// writes. With replay it keeps no undo and no ops, and the documents keep
-// pointing into body (the store gave it to us); a failure then fails the
-// open. Otherwise a failure undoes what the block did.
-func (db *DB) applyBody(body []byte, n uint64, replay bool) (*txn, error) {
-	t := &txn{st: db.st, replay: replay}
-	got, err := decodeOps(body, replay, func(o *blockOp) error { return t.apply(o) })
+// applyBody decodes a block into t, checking it holds exactly n writes; a
+// failure undoes what t kept (nothing in a replay). With keep the
+// documents point into body (it is theirs to keep); without, each copies
+// its bytes out of it. op is scratch for the decoder.
+func applyBody(t *txn, body []byte, n uint64, keep bool, op *blockOp) error {
+	got, err := decodeOps(body, keep, op, t.apply)
 	if err == nil && uint64(got) != n {
 		err = fmt.Errorf("block holds %d writes, record says %d", got, n)
 	}
 	if err != nil {
 		t.rollback()
-		return nil, fmt.Errorf("apply block: %w", err)
+		return fmt.Errorf("apply block: %w", err)
 	}
-	return t, nil
+	return nil
 }
 
 // storeErr maps the store's errors to the engine's.

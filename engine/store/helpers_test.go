@@ -18,6 +18,7 @@ type collected struct {
 	imageSeq uint64
 	image    []byte
 	recs     []Record
+	borrowed int // records given Borrowed
 }
 
 func (c *collected) Image(seq uint64, r io.Reader) error {
@@ -30,6 +31,11 @@ func (c *collected) Image(seq uint64, r io.Reader) error {
 }
 
 func (c *collected) Record(rec Record) error {
+	if rec.Borrowed {
+		// Replay lends the mapped file: keep a copy, as the engine does.
+		rec.Body, rec.Borrowed = bytes.Clone(rec.Body), false
+		c.borrowed++
+	}
 	c.recs = append(c.recs, rec)
 	return nil
 }

@@ -286,7 +286,14 @@ func replay(data []byte, s *scanned, h Replayer) error {
 		case rec.Kind == KindSpillDrop:
 			pieces = nil
 		case rec.Kind >= KindEngine:
-			rec.Body = joinPieces(pieces, rec.Body)
+			// The body stays in the mapped file, not copied: the engine
+			// copies the documents it keeps, and a copy of every body
+			// made here would be garbage on top of them while the file
+			// opens.
+			rec.Borrowed = true
+			if pieces != nil {
+				rec.Body, rec.Borrowed = joinPieces(pieces, rec.Body), false
+			}
 			pieces = nil
 			if err := h.Record(rec); err != nil {
 				return fmt.Errorf("record at seq %d: %w", rec.First, err)

@@ -95,10 +95,15 @@ type Record struct {
 	First, Last uint64
 	// Body is the record's payload after the kind and seqs: the engine's
 	// bytes. It belongs to the receiver (the store keeps no reference),
-	// except from Append, where it is the caller's own slice. For a block
-	// that was spilled, Body is the whole block as replay, ReadFrom and
-	// AppendRaw give it: its spills' pieces, then its own record's body.
+	// except from Append, where it is the caller's own slice, and when
+	// Borrowed is set. For a block that was spilled, Body is the whole
+	// block as replay, ReadFrom and AppendRaw give it: its spills' pieces,
+	// then its own record's body.
 	Body []byte
+	// Borrowed says Body lies in memory the store takes back once the
+	// call that gave it returns (replay reads records from the mapped
+	// file without copying them): the receiver copies what it keeps.
+	Borrowed bool
 	// Frame is the whole frame as it lies in the file (length and CRC
 	// included), set by ReadFrom and AppendRaw: what replication ships.
 	// Body is a sub-slice of it when it is set.
@@ -133,6 +138,8 @@ type Replayer interface {
 	Image(seq uint64, r io.Reader) error
 	// Record is called for each engine record (Kind >= KindEngine) after
 	// the image. Forks and images are the store's own and are not passed.
+	// rec.Body is Borrowed unless the block was spilled (then it is a
+	// copy joined from its pieces, the receiver's to keep).
 	Record(rec Record) error
 }
 
