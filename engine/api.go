@@ -90,7 +90,9 @@ type Result struct {
 	IDs []int64
 
 	// Write is true for statements that write (they may have written
-	// nothing, e.g. a set whose filter matched no row).
+	// nothing, e.g. a set whose filter matched no row), but not for a
+	// schema statement that found nothing to do (create if not exists on
+	// a collection that is there, drop if exists on one that is not).
 	Write bool
 	// Claim is true for a set or del statement that took nothing: what
 	// Fenec-Wait holds.

@@ -69,7 +69,7 @@ func (r *runner) runCreate(s *fql.CreateCollection) (*Result, error) {
 	}
 	if _, ok := r.st.colls[s.Name]; ok {
 		if s.IfNotExists {
-			return &Result{Kind: ResultMessage, Write: true, Message: "collection " + s.Name + " exists"}, nil
+			return &Result{Kind: ResultMessage, Message: "collection " + s.Name + " exists"}, nil // nothing written
 		}
 		return nil, fmt.Errorf("%w: collection %s exists", ErrInvalid, s.Name)
 	}
@@ -104,7 +104,7 @@ func (r *runner) runDrop(s *fql.DropCollection) (*Result, error) {
 	}
 	if _, ok := r.st.colls[s.Name]; !ok {
 		if s.IfExists {
-			return &Result{Kind: ResultMessage, Write: true, Message: "no collection " + s.Name}, nil
+			return &Result{Kind: ResultMessage, Message: "no collection " + s.Name}, nil // nothing written
 		}
 		return nil, fmt.Errorf("%w: %s", ErrUnknownCollection, s.Name)
 	}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -373,5 +374,40 @@ func TestCreateIndexOnData(t *testing.T) {
 	// Every at is in 2023: a ttl of a second hides them all at once.
 	if got := mustExec(t, db, "get a count"); !jsonEq(t, got, `{"count":0}`) {
 		t.Fatalf("after @ttl: %s", got)
+	}
+}
+
+// A schema statement that finds nothing to do (create if not exists on a
+// collection that is there, drop if exists on one that is not) writes
+// nothing and says so: Write false, the seq where it was.
+func TestSchemaNoOpsWriteNothing(t *testing.T) {
+	db, _ := newTestDB(t, Options{NoSweep: true})
+	mustExec(t, db, "create collection users (x int)")
+	ctx := context.Background()
+	for _, q := range []string{
+		"create collection if not exists users (x int)",
+		"drop collection if exists nobody",
+	} {
+		before := db.Seq()
+		res, seq, err := db.Exec(ctx, Statement{Query: q})
+		if err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		if res.Write || seq != before || db.Seq() != before {
+			t.Errorf("%s: Write %v, seq %d -> %d (answered %d), want no write", q, res.Write, before, db.Seq(), seq)
+		}
+	}
+	for _, q := range []string{
+		"create collection if not exists other (x int)",
+		"drop collection if exists other",
+	} {
+		before := db.Seq()
+		res, _, err := db.Exec(ctx, Statement{Query: q})
+		if err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		if !res.Write || db.Seq() != before+1 {
+			t.Errorf("%s: Write %v, seq %d -> %d, want one write", q, res.Write, before, db.Seq())
+		}
 	}
 }
