@@ -204,7 +204,11 @@ func (db *DB) parse(st Statement) (fql.Stmt, []any, error) {
 	if err != nil {
 		var pe *fql.Error
 		if errors.As(err, &pe) {
-			return nil, nil, &ParseError{Pos: pe.Pos, Msg: pe.Msg}
+			out := &ParseError{Pos: pe.Pos, Msg: pe.Msg}
+			if errors.Is(pe, fql.ErrTooMany) {
+				out.Err = ErrTooMany
+			}
+			return nil, nil, out
 		}
 		return nil, nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}

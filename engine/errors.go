@@ -27,9 +27,13 @@ var (
 type ParseError struct {
 	Pos int
 	Msg string
+	// Err is the sentinel the refusal is an instance of, if any: ErrTooMany
+	// for a limit, an offset or the two together past 10 000.
+	Err error
 }
 
 func (e *ParseError) Error() string { return fmt.Sprintf("parse error at %d: %s", e.Pos, e.Msg) }
+func (e *ParseError) Unwrap() error { return e.Err }
 
 // DamagedError is a record before the file's tail that fails its CRC or
 // framing: the file refuses to open.

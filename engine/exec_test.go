@@ -411,3 +411,21 @@ func TestSchemaNoOpsWriteNothing(t *testing.T) {
 		}
 	}
 }
+
+// A limit and offset past 10 000 is a parse error that is ErrTooMany (the
+// node answers it 400 like any parse error).
+func TestLimitPastMaxRowsIsTooMany(t *testing.T) {
+	db, _ := newTestDB(t, Options{NoSweep: true})
+	mustExec(t, db, "create collection users (x int)")
+	err := execErr(t, db, "get users limit 9000 offset 1001")
+	var pe *ParseError
+	if !errors.Is(err, ErrTooMany) || !errors.As(err, &pe) {
+		t.Fatalf("limit 9000 offset 1001: %v, want a ParseError that is ErrTooMany", err)
+	}
+	if err := execErr(t, db, "get users limit 9000 offset 1000"); err != nil {
+		t.Fatalf("limit 9000 offset 1000: %v", err)
+	}
+	if err := execErr(t, db, "get users limit"); errors.Is(err, ErrTooMany) {
+		t.Fatalf("a limit with no number: %v, not ErrTooMany", err)
+	}
+}

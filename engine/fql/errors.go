@@ -21,6 +21,9 @@ var (
 	ErrParam = errors.New("bad parameter")
 	// ErrRegex is a pattern for ~ that does not compile.
 	ErrRegex = errors.New("bad regular expression")
+	// ErrTooMany is a limit, an offset or the two together past MaxRows:
+	// a parse Error that wraps it.
+	ErrTooMany = errors.New("limit and offset past 10000")
 )
 
 // Error is a statement the parser refused: Pos is the byte offset in the
@@ -29,6 +32,10 @@ var (
 type Error struct {
 	Pos int
 	Msg string
+	// Err is the sentinel the refusal is an instance of, if any
+	// (ErrTooMany).
+	Err error
 }
 
 func (e *Error) Error() string { return fmt.Sprintf("parse error at %d: %s", e.Pos, e.Msg) }
+func (e *Error) Unwrap() error { return e.Err }

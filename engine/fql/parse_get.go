@@ -38,7 +38,7 @@ func (p *parser) get() Stmt {
 			g.Limit = p.limit()
 		case "offset":
 			p.advance()
-			g.Offset, _ = p.intIn("the row count after offset", 0, MaxRows)
+			g.Offset = p.rowCount("the row count after offset")
 		case "count":
 			p.advance()
 			g.Count = true
@@ -56,7 +56,7 @@ func (p *parser) get() Stmt {
 // checkGet refuses clause combinations that mean nothing.
 func (p *parser) checkGet(g *Get, seen map[string]int) {
 	if g.Limit != nil && *g.Limit+g.Offset > MaxRows {
-		p.fail(seen["offset"], "limit plus offset must be at most %d", MaxRows)
+		p.failRows(seen["offset"], "limit plus offset must be at most %d", MaxRows)
 	}
 	switch {
 	case g.Fuse != nil && (g.Match == nil || g.Near == nil):

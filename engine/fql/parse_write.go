@@ -153,7 +153,7 @@ func (p *parser) where() Expr {
 
 func (p *parser) limit() *int64 {
 	p.advance()
-	v, _ := p.intIn("the row count after limit", 0, MaxRows)
+	v := p.rowCount("the row count after limit")
 	return &v
 }
 

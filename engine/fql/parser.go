@@ -2,6 +2,7 @@ package fql
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -114,6 +115,21 @@ func (p *parser) peek() token {
 // fail stops parsing with an error at pos.
 func (p *parser) fail(pos int, format string, args ...any) {
 	panic(&Error{Pos: pos, Msg: fmt.Sprintf(format, args...)})
+}
+
+// rowCount consumes an integer literal counting rows (a limit or an
+// offset), refusing one past MaxRows with ErrTooMany.
+func (p *parser) rowCount(what string) int64 {
+	v, pos := p.intIn(what, 0, math.MaxInt64)
+	if v > MaxRows {
+		p.failRows(pos, "%s must be between 0 and %d, not %d", what, MaxRows, v)
+	}
+	return v
+}
+
+// failRows fails at pos with ErrTooMany.
+func (p *parser) failRows(pos int, format string, args ...any) {
+	panic(&Error{Pos: pos, Msg: fmt.Sprintf(format, args...), Err: ErrTooMany})
 }
 
 // expected fails at the current token: "expected WHAT, found TOKEN".

@@ -450,3 +450,27 @@ func TestParseTooLong(t *testing.T) {
 		t.Fatalf("text of exactly %d bytes refused: %v", MaxText, err)
 	}
 }
+
+// Row counts past MaxRows are refused as ErrTooMany (limit, offset, both
+// together, on a get or a write's limit); other number errors are not.
+func TestParseTooManyRows(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		many bool
+	}{
+		{"get t limit 10001", true},
+		{"get t offset 10001", true},
+		{"get t limit 6000 offset 4001", true},
+		{"del t where a = 1 limit 10001", true},
+		{"get t limit 6000 offset 4000", false},
+		{"get t limit -1", false},
+	} {
+		_, err := Parse(tc.in)
+		if got := errors.Is(err, ErrTooMany); got != tc.many {
+			t.Errorf("Parse(%q) = %v: ErrTooMany %v, want %v", tc.in, err, got, tc.many)
+		}
+		if !tc.many && strings.Contains(tc.in, "-1") && err == nil {
+			t.Errorf("Parse(%q) took a negative limit", tc.in)
+		}
+	}
+}
