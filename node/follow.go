@@ -202,6 +202,8 @@ func (t *tenant) followOnce(ctx context.Context, from string) error {
 	if res.StatusCode != http.StatusOK {
 		return fmt.Errorf("replication feed: status %d", res.StatusCode)
 	}
+	t.followLive.Store(true)
+	defer t.followLive.Store(false)
 	br := bufio.NewReaderSize(res.Body, 64<<10)
 	var image *os.File
 	defer func() {
@@ -385,7 +387,10 @@ func (c *call) adminPromote(name string) {
 	}
 	defer c.s.reg.release(t)
 	// Stop following at once (a connect to a lost primary is not waited
-	// out), so the file holds still while it is checked.
+	// out), so the file holds still while it is checked; an open feed is
+	// first given a moment to end on its own, so what a lost primary sent
+	// before it went is applied.
+	t.drainFollower(c.r.Context(), promoteDrain)
 	t.stopFollower()
 	st := t.follow.Load()
 	lineage := t.db.Lineage()
@@ -498,4 +503,29 @@ func (c *call) adminReplication(name string) {
 		}
 	}
 	writeJSON(c.w, http.StatusOK, out)
+}
+
+// promoteDrain bounds how long a promotion lets an open feed run on: a
+// primary that died has its stream end (after what it sent) well within
+// it; one cut off or still alive is stopped when it passes.
+const promoteDrain = 250 * time.Millisecond
+
+// drainFollower waits, at most d, until the follower's feed is not open.
+func (t *tenant) drainFollower(ctx context.Context, d time.Duration) {
+	if !t.followLive.Load() {
+		return
+	}
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for t.followLive.Load() {
+		select {
+		case <-deadline.C:
+			return
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
 }

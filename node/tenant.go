@@ -70,6 +70,9 @@ type tenant struct {
 	followCancel context.CancelFunc
 	followDone   chan struct{}
 	lastHello    time.Time // when the followed node last said hello
+	// followLive: the follower's feed is open (follow.go); a promotion
+	// lets it read what already arrived before it stops it.
+	followLive atomic.Bool
 	// feeds are the replication streams this primary sends, each with
 	// the seq it has sent up to; sentCh is closed and replaced as one
 	// moves on.
