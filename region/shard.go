@@ -74,6 +74,17 @@ func (rt *Router) serveShard(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		c.change("replicas", "", "", c.postReplicas)
+	case len(seg) == 1 && seg[0] == "query":
+		c.only(http.MethodPost, c.postQuery)
+	case len(seg) == 3 && seg[0] == "tenants" && seg[2] == "quota":
+		switch r.Method {
+		case http.MethodPut:
+			c.change("quota", seg[1], "", func(s *global.Store) (int, any, error) { return c.putQuota(s, seg[1]) })
+		case http.MethodGet:
+			c.getQuota(seg[1])
+		default:
+			c.fail(ErrMethod)
+		}
 	case notBuilt(seg):
 		c.fail(fmt.Errorf("/_shard/%s: %w", strings.Join(seg, "/"), ErrNotBuilt))
 	default:
@@ -84,10 +95,8 @@ func (rt *Router) serveShard(w http.ResponseWriter, r *http.Request) {
 // notBuilt reports the API's routes this router does not serve yet.
 func notBuilt(seg []string) bool {
 	switch seg[0] {
-	case "query", "regions", "leases":
+	case "regions", "leases":
 		return true
-	case "tenants":
-		return len(seg) == 3 && seg[2] == "quota"
 	}
 	return false
 }

@@ -467,7 +467,7 @@ func TestHeldTenantRefusedCP(t *testing.T) {
 func TestUnbuiltAndUnknownRoutesCP(t *testing.T) {
 	r := startCPRouter(t, nil)
 	for path, want := range map[string]int{
-		"query": http.StatusNotImplemented, "regions/eu/handoff": http.StatusNotImplemented,
+		"leases": http.StatusNotImplemented, "regions/eu/handoff": http.StatusNotImplemented,
 		"nope": http.StatusNotFound, "tenants/a/b/c": http.StatusNotFound,
 	} {
 		if st, b := r.shard(t, http.MethodPost, path, nil, nil); st != want || !strings.Contains(string(b), "error") {

@@ -1,0 +1,528 @@
+package region
+
+import (
+	"container/heap"
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// tenantField is the field each merged row carries naming its tenant (it
+// replaces a field of that name in the tenant's row); tenantsField lists
+// the tenants whose rows fell in a group.
+const (
+	tenantField  = "_tenant"
+	tenantsField = "_tenants"
+)
+
+// mergeRule is the request's "merge": exactly one of concat, order (with
+// an optional limit) or group (with its aggregates). The rule names the
+// fields of the answers' rows; the query itself is never read.
+type mergeRule struct {
+	Concat bool       `json:"concat,omitempty"`
+	Order  []orderKey `json:"order,omitempty"`
+	Limit  *int       `json:"limit,omitempty"`
+	Group  *[]string  `json:"group,omitempty"`
+	Sum    []string   `json:"sum,omitempty"`
+	Count  string     `json:"count,omitempty"`
+	Min    []string   `json:"min,omitempty"`
+	Max    []string   `json:"max,omitempty"`
+}
+
+// orderKey is one key of an order merge.
+type orderKey struct {
+	Field string `json:"field"`
+	Desc  bool   `json:"desc,omitempty"`
+}
+
+// check reports a rule that is not exactly one of the three, or names no
+// field where it must.
+func (m mergeRule) check() error {
+	kinds := 0
+	for _, on := range []bool{m.Concat, len(m.Order) > 0, m.Group != nil} {
+		if on {
+			kinds++
+		}
+	}
+	if kinds != 1 {
+		return fmt.Errorf("%w: merge is one of concat, order or group", ErrBadRequest)
+	}
+	if m.Limit != nil && (len(m.Order) == 0 || *m.Limit < 0 || *m.Limit > maxQueryRows) {
+		return fmt.Errorf("%w: limit goes with order, 0 to %d", ErrBadRequest, maxQueryRows)
+	}
+	if m.Group == nil && (m.Sum != nil || m.Count != "" || m.Min != nil || m.Max != nil) {
+		return fmt.Errorf("%w: sum, count, min and max go with group", ErrBadRequest)
+	}
+	for _, k := range m.Order {
+		if k.Field == "" {
+			return fmt.Errorf("%w: an order key names no field", ErrBadRequest)
+		}
+	}
+	if m.Group != nil {
+		return m.checkGroup()
+	}
+	return nil
+}
+
+// checkGroup refuses empty field names and a group key that would collide
+// with the names the answer's rows use.
+func (m mergeRule) checkGroup() error {
+	taken := map[string]bool{"sum": true, "min": true, "max": true, tenantsField: true}
+	if m.Count != "" {
+		taken[m.Count] = true
+	}
+	for _, lists := range [][]string{m.Sum, m.Min, m.Max} {
+		for _, f := range lists {
+			if f == "" {
+				return fmt.Errorf("%w: an aggregate names no field", ErrBadRequest)
+			}
+		}
+	}
+	for _, k := range *m.Group {
+		if k == "" || taken[k] {
+			return fmt.Errorf("%w: group key %q is empty or names an answer field (sum, min, max, %s, the count)", ErrBadRequest, k, tenantsField)
+		}
+		taken[k] = true
+	}
+	return nil
+}
+
+// fits reports rows that an order merge cannot take: not in its order.
+func (m mergeRule) fits(rows []map[string]any) error {
+	if len(m.Order) == 0 {
+		return nil
+	}
+	for i := 1; i < len(rows); i++ {
+		if m.compareRows(rows[i-1], rows[i]) > 0 {
+			return fmt.Errorf("%w: row %d", ErrOutOfOrder, i)
+		}
+	}
+	return nil
+}
+
+// merge merges the rows of the reads that succeeded, in their order.
+func (m mergeRule) merge(reads []tenantRead) ([]map[string]any, error) {
+	switch {
+	case m.Concat:
+		return mergeConcat(reads)
+	case len(m.Order) > 0:
+		return m.mergeOrder(reads)
+	default:
+		return m.mergeGroup(reads)
+	}
+}
+
+// withTenant is row with its tenant named.
+func withTenant(row map[string]any, tenant string) map[string]any {
+	row[tenantField] = tenant
+	return row
+}
+
+// tooMany is the refusal of an answer past the bound.
+func tooMany(n int) error {
+	return fmt.Errorf("%w: %w: %d rows, at most %d (narrow the query or give a limit)", ErrBadRequest, ErrTooManyRows, n, maxQueryRows)
+}
+
+// mergeConcat answers every tenant's rows, one tenant after another.
+func mergeConcat(reads []tenantRead) ([]map[string]any, error) {
+	total := 0
+	for _, r := range reads {
+		if r.err == nil {
+			total += len(r.rows)
+		}
+	}
+	if total > maxQueryRows {
+		return nil, tooMany(total)
+	}
+	out := make([]map[string]any, 0, total)
+	for _, r := range reads {
+		if r.err != nil {
+			continue
+		}
+		for _, row := range r.rows {
+			out = append(out, withTenant(row, r.name))
+		}
+	}
+	return out, nil
+}
+
+// cursor is one tenant's place in an order merge.
+type cursor struct {
+	tenant int // index in reads: ties go to the tenant named first
+	rows   []map[string]any
+	next   int
+}
+
+// cursorHeap is the order merge's heap of tenants with rows left.
+type cursorHeap struct {
+	m    *mergeRule
+	cs   []*cursor
+	name []string
+}
+
+func (h *cursorHeap) Len() int { return len(h.cs) }
+func (h *cursorHeap) Less(i, j int) bool {
+	a, b := h.cs[i], h.cs[j]
+	if c := h.m.compareRows(a.rows[a.next], b.rows[b.next]); c != 0 {
+		return c < 0
+	}
+	return a.tenant < b.tenant
+}
+func (h *cursorHeap) Swap(i, j int) { h.cs[i], h.cs[j] = h.cs[j], h.cs[i] }
+func (h *cursorHeap) Push(x any)    { h.cs = append(h.cs, x.(*cursor)) }
+func (h *cursorHeap) Pop() any {
+	c := h.cs[len(h.cs)-1]
+	h.cs = h.cs[:len(h.cs)-1]
+	return c
+}
+
+// mergeOrder answers the first rows of a k-way merge of the tenants' rows
+// (each already in the order), up to the limit; with no limit, all of
+// them, which must fit the bound.
+func (m mergeRule) mergeOrder(reads []tenantRead) ([]map[string]any, error) {
+	h := &cursorHeap{m: &m}
+	total := 0
+	for i, r := range reads {
+		h.name = append(h.name, r.name)
+		if r.err == nil && len(r.rows) > 0 {
+			h.cs = append(h.cs, &cursor{tenant: i, rows: r.rows})
+			total += len(r.rows)
+		}
+	}
+	limit := total
+	if m.Limit != nil {
+		limit = min(*m.Limit, total)
+	} else if total > maxQueryRows {
+		return nil, tooMany(total)
+	}
+	heap.Init(h)
+	out := make([]map[string]any, 0, limit)
+	for len(out) < limit {
+		c := h.cs[0]
+		out = append(out, withTenant(c.rows[c.next], h.name[c.tenant]))
+		c.next++
+		if c.next == len(c.rows) {
+			heap.Pop(h)
+		} else {
+			heap.Fix(h, 0)
+		}
+	}
+	return out, nil
+}
+
+// compareRows orders two rows by the rule's keys.
+func (m *mergeRule) compareRows(a, b map[string]any) int {
+	for _, k := range m.Order {
+		c := compareValues(a[k.Field], b[k.Field])
+		if k.Desc {
+			c = -c
+		}
+		if c != 0 {
+			return c
+		}
+	}
+	return 0
+}
+
+// valueRank orders values of different kinds as the engine does: null
+// (or missing), booleans, numbers, strings, then anything else.
+func valueRank(v any) int {
+	switch v.(type) {
+	case nil:
+		return 0
+	case bool:
+		return 1
+	case json.Number, float64, int64, int:
+		return 2
+	case string:
+		return 3
+	}
+	return 4
+}
+
+// compareValues orders two decoded JSON values: numbers as numbers,
+// strings as strings, false before true, null first; arrays and objects
+// by their JSON text.
+func compareValues(a, b any) int {
+	ra, rb := valueRank(a), valueRank(b)
+	if ra != rb {
+		return ra - rb
+	}
+	switch x := a.(type) {
+	case nil:
+		return 0
+	case bool:
+		y := b.(bool)
+		switch {
+		case x == y:
+			return 0
+		case !x:
+			return -1
+		}
+		return 1
+	case string:
+		return strings.Compare(x, b.(string))
+	}
+	if ra == 2 {
+		return compareNumbers(a, b)
+	}
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	return strings.Compare(string(ja), string(jb))
+}
+
+// number is a JSON number as an exact integer when it is one, else a float.
+type number struct {
+	isInt bool
+	i     int64
+	f     float64
+}
+
+func toNumber(v any) (number, bool) {
+	switch x := v.(type) {
+	case json.Number:
+		if i, err := strconv.ParseInt(string(x), 10, 64); err == nil {
+			return number{isInt: true, i: i}, true
+		}
+		f, err := strconv.ParseFloat(string(x), 64)
+		return number{f: f}, err == nil
+	case int64:
+		return number{isInt: true, i: x}, true
+	case int:
+		return number{isInt: true, i: int64(x)}, true
+	case float64:
+		return number{f: x}, true
+	}
+	return number{}, false
+}
+
+func (n number) float() float64 {
+	if n.isInt {
+		return float64(n.i)
+	}
+	return n.f
+}
+
+func compareNumbers(a, b any) int {
+	x, _ := toNumber(a)
+	y, _ := toNumber(b)
+	if x.isInt && y.isInt {
+		return cmpInt64(x.i, y.i)
+	}
+	fx, fy := x.float(), y.float()
+	switch {
+	case fx < fy:
+		return -1
+	case fx > fy:
+		return 1
+	}
+	return 0
+}
+
+func cmpInt64(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// groupKey is a canonical text of a group's key values: equal numbers
+// written differently (1, 1.0) are one group.
+func groupKey(vals []any) string {
+	var sb strings.Builder
+	for _, v := range vals {
+		switch x := v.(type) {
+		case nil:
+			sb.WriteString("z")
+		case bool:
+			sb.WriteString("b" + strconv.FormatBool(x))
+		case string:
+			sb.WriteString("s" + strconv.Quote(x))
+		default:
+			if n, ok := toNumber(v); ok {
+				sb.WriteString("n" + canonicalNumber(n))
+			} else {
+				j, _ := json.Marshal(v)
+				sb.WriteString("o" + string(j))
+			}
+		}
+		sb.WriteByte(',')
+	}
+	return sb.String()
+}
+
+func canonicalNumber(n number) string {
+	if n.isInt {
+		return strconv.FormatInt(n.i, 10)
+	}
+	if n.f == math.Trunc(n.f) && math.Abs(n.f) < 9.2e18 {
+		return strconv.FormatInt(int64(n.f), 10)
+	}
+	return strconv.FormatFloat(n.f, 'g', -1, 64)
+}
+
+// sum adds numbers, exact while they are integers that do not overflow.
+type sum struct {
+	seen  bool
+	isInt bool
+	i     int64
+	f     float64
+}
+
+func (s *sum) add(v any) {
+	n, ok := toNumber(v)
+	if !ok {
+		return
+	}
+	if !s.seen {
+		s.seen, s.isInt = true, true
+	}
+	if s.isInt && n.isInt {
+		r := s.i + n.i
+		if overflow := n.i > 0 && r < s.i || n.i < 0 && r > s.i; !overflow {
+			s.i = r
+			return
+		}
+	}
+	if s.isInt {
+		s.isInt, s.f = false, float64(s.i)
+	}
+	s.f += n.float()
+}
+
+// value is the sum for the answer: null when no number was seen.
+func (s *sum) value() any {
+	switch {
+	case !s.seen:
+		return nil
+	case s.isInt:
+		return s.i
+	}
+	return s.f
+}
+
+// group is one group's running aggregates.
+type group struct {
+	keys    []any
+	count   int64
+	sums    []sum
+	mins    []any
+	maxs    []any
+	tenants map[string]bool
+}
+
+// mergeGroup answers one row per distinct value of the group keys over
+// every tenant's rows: the keys, the count, and the sums, minimums and
+// maximums of the named fields (nulls and missing fields left out of
+// them), with the tenants whose rows fell in it; groups by their keys.
+func (m mergeRule) mergeGroup(reads []tenantRead) ([]map[string]any, error) {
+	keys := *m.Group
+	groups := map[string]*group{}
+	for _, r := range reads {
+		if r.err != nil {
+			continue
+		}
+		for _, row := range r.rows {
+			vals := make([]any, len(keys))
+			for i, k := range keys {
+				if k == tenantField {
+					vals[i] = r.name
+				} else {
+					vals[i] = row[k]
+				}
+			}
+			id := groupKey(vals)
+			g := groups[id]
+			if g == nil {
+				if len(groups) == maxQueryRows {
+					return nil, tooMany(maxQueryRows + 1)
+				}
+				g = &group{keys: vals, sums: make([]sum, len(m.Sum)), mins: make([]any, len(m.Min)),
+					maxs: make([]any, len(m.Max)), tenants: map[string]bool{}}
+				groups[id] = g
+			}
+			m.fold(g, row, r.name)
+		}
+	}
+	list := make([]*group, 0, len(groups))
+	for _, g := range groups {
+		list = append(list, g)
+	}
+	slices.SortFunc(list, func(a, b *group) int {
+		for i := range a.keys {
+			if c := compareValues(a.keys[i], b.keys[i]); c != 0 {
+				return c
+			}
+		}
+		return 0
+	})
+	out := make([]map[string]any, 0, len(list))
+	for _, g := range list {
+		out = append(out, m.groupRow(keys, g))
+	}
+	return out, nil
+}
+
+// fold adds one row to its group.
+func (m mergeRule) fold(g *group, row map[string]any, tenant string) {
+	g.count++
+	g.tenants[tenant] = true
+	for i, f := range m.Sum {
+		g.sums[i].add(row[f])
+	}
+	for i, f := range m.Min {
+		if v := row[f]; v != nil && (g.mins[i] == nil || compareValues(v, g.mins[i]) < 0) {
+			g.mins[i] = v
+		}
+	}
+	for i, f := range m.Max {
+		if v := row[f]; v != nil && (g.maxs[i] == nil || compareValues(v, g.maxs[i]) > 0) {
+			g.maxs[i] = v
+		}
+	}
+}
+
+// groupRow is a group as an answer row.
+func (m mergeRule) groupRow(keys []string, g *group) map[string]any {
+	row := make(map[string]any, len(keys)+5)
+	for i, k := range keys {
+		row[k] = g.keys[i]
+	}
+	if m.Count != "" {
+		row[m.Count] = g.count
+	}
+	if len(m.Sum) > 0 {
+		s := make(map[string]any, len(m.Sum))
+		for i, f := range m.Sum {
+			s[f] = g.sums[i].value()
+		}
+		row["sum"] = s
+	}
+	for _, agg := range []struct {
+		name   string
+		fields []string
+		vals   []any
+	}{{"min", m.Min, g.mins}, {"max", m.Max, g.maxs}} {
+		if len(agg.fields) == 0 {
+			continue
+		}
+		x := make(map[string]any, len(agg.fields))
+		for i, f := range agg.fields {
+			x[f] = agg.vals[i]
+		}
+		row[agg.name] = x
+	}
+	tenants := make([]string, 0, len(g.tenants))
+	for t := range g.tenants {
+		tenants = append(tenants, t)
+	}
+	slices.Sort(tenants)
+	row[tenantsField] = tenants
+	return row
+}

@@ -1,0 +1,127 @@
+package region
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/fenec-go/fenec/global"
+)
+
+// quotaAnswer is the answer of PUT /_shard/tenants/<t>/quota: the quota
+// stored, the nodes that took it, and those that did not, with why.
+type quotaAnswer struct {
+	Tenant string       `json:"tenant"`
+	Quota  global.Quota `json:"quota"`
+	Took   []string     `json:"took"`
+	Failed []nodeWhy    `json:"failed,omitempty"`
+}
+
+// nodeWhy is a node that did not take a quota, and why.
+type nodeWhy struct {
+	Node string `json:"node"`
+	Why  string `json:"why"`
+}
+
+// putQuota stores tenant name's quota in the directory, conditioned on the
+// tenant's record and the quota as they were read, then sends it to the
+// tenant's node and its copy. The directory is what counts: a node that
+// does not take it (down) is logged and named in the answer.
+func (c *shardCall) putQuota(s *global.Store, name string) (int, any, error) {
+	if err := global.CheckName("tenant", name); err != nil {
+		return 0, nil, err
+	}
+	var q global.Quota
+	if err := c.decode(&q); err != nil {
+		return 0, nil, err
+	}
+	if err := q.Validate(); err != nil {
+		return 0, nil, err
+	}
+	ctx := c.r.Context()
+	at, err := s.GetTenant(ctx, name)
+	if err != nil {
+		return 0, nil, errNotFoundAs(err, ErrUnknownTenant)
+	}
+	if at.Value.HeldBy != "" {
+		// A move or delete under way: the quota would reach only the
+		// node it is leaving.
+		return 0, nil, &heldError{tenant: name, by: at.Value.HeldBy}
+	}
+	old, err := s.GetQuota(ctx, name)
+	if err != nil && !isNotFound(err) {
+		return 0, nil, err
+	}
+	rev, err := s.Txn().RequireTenant(name, at.Rev).PutQuota(name, old.Rev, q).Commit(ctx)
+	if err != nil {
+		return 0, nil, fmt.Errorf("store quota of %s: %w", name, err)
+	}
+	c.settle(rev)
+	ans := quotaAnswer{Tenant: name, Quota: q, Took: []string{}}
+	for _, n := range []string{at.Value.Node, at.Value.Replica} {
+		if n == "" {
+			continue
+		}
+		if err := c.rt.sendQuota(ctx, s, n, name, q); err != nil {
+			c.rt.log.Warn("node did not take a quota", "tenant", name, "node", n, "err", err)
+			ans.Failed = append(ans.Failed, nodeWhy{Node: n, Why: err.Error()})
+			continue
+		}
+		ans.Took = append(ans.Took, n)
+	}
+	c.rt.log.Info("quota stored", "tenant", name, "took", ans.Took, "failed", len(ans.Failed))
+	return http.StatusOK, ans, nil
+}
+
+// sendQuota puts q as tenant's quota on node n.
+func (rt *Router) sendQuota(ctx context.Context, s *global.Store, n, tenant string, q global.Quota) error {
+	node, err := s.GetNode(ctx, n)
+	if err != nil {
+		return errNotFoundAs(err, ErrUnknownNode)
+	}
+	return rt.nodes.putQuota(ctx, node.Value, tenant, q)
+}
+
+// putQuota sends PUT /_admin/tenants/<t>/quota to the node.
+func (c *nodeClient) putQuota(ctx context.Context, n global.Node, t string, q global.Quota) error {
+	b, err := json.Marshal(q)
+	if err != nil {
+		return fmt.Errorf("encode quota: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	path := tenantPath(t) + "/quota"
+	resp, err := c.call(ctx, n, http.MethodPut, path, bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return answerError(http.MethodPut, path, resp)
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	return nil
+}
+
+// getQuota answers tenant name's quota as the router's copy of the
+// directory holds it (all zero, no limit, when none was set).
+func (c *shardCall) getQuota(name string) {
+	if err := global.CheckName("tenant", name); err != nil {
+		c.fail(err)
+		return
+	}
+	v, err := c.view()
+	if err != nil {
+		c.fail(err)
+		return
+	}
+	if _, ok := v.Tenant(name); !ok {
+		c.fail(fmt.Errorf("%w: %s", ErrUnknownTenant, name))
+		return
+	}
+	q, _ := v.Quota(name)
+	cpJSON(c.w, http.StatusOK, q)
+}
