@@ -32,37 +32,49 @@ type leadership struct {
 	fenced  *global.Store // guarded by mu: writes conditioned on the term key
 }
 
-// claim takes the lead at start: when no router leads, at the next term;
-// when this router led before it stopped, at the same term. When another
-// router holds the record, this one does not take it (a promotion is a
-// decision someone makes): it forwards and refuses changes naming that
-// router. It reports whether this router now leads.
+// claim takes the lead at start: when no router leads, at the next term,
+// by a transaction conditioned on the leader record being absent and the
+// term unchanged (of routers starting together, one wins); when this
+// router led before it stopped, at the same term. When another router
+// holds the record, this one does not take it (a promotion is a decision
+// someone makes): it forwards and refuses changes naming that router. It
+// reports whether this router now leads.
 func (l *leadership) claim(ctx context.Context) (bool, error) {
-	lead, err := l.store.Leader(ctx)
-	if err != nil {
-		return false, fmt.Errorf("read leader: %w", err)
-	}
-	cur, err := l.store.Term(ctx)
-	if err != nil {
-		return false, fmt.Errorf("read term: %w", err)
-	}
-	term := max(cur.Value, lead.Value.Term) + 1
-	switch {
-	case lead.Rev != 0 && lead.Value.Router == l.id:
-		term = lead.Value.Term
-	case lead.Rev != 0:
-		l.log.Warn("another router leads: not claiming the lead", "leader", lead.Value.Router, "term", lead.Value.Term)
-		return false, nil
-	}
-	if _, err := l.store.ClaimLeader(ctx, l.id, term); err != nil {
-		if errors.Is(err, global.ErrStaleTerm) {
-			l.log.Warn("lost the claim to the lead", "err", err)
+	for range claimRetries {
+		lead, err := l.store.Leader(ctx)
+		if err != nil {
+			return false, fmt.Errorf("read leader: %w", err)
+		}
+		cur, err := l.store.Term(ctx)
+		if err != nil {
+			return false, fmt.Errorf("read term: %w", err)
+		}
+		switch {
+		case lead.Rev != 0 && lead.Value.Router == l.id:
+			if _, err := l.store.ClaimLeader(ctx, l.id, lead.Value.Term); err != nil {
+				return false, fmt.Errorf("claim lead: %w", err)
+			}
+			return true, l.fence(ctx, lead.Value.Term)
+		case lead.Rev != 0:
+			l.log.Warn("another router leads: not claiming the lead", "leader", lead.Value.Router, "term", lead.Value.Term)
 			return false, nil
 		}
-		return false, fmt.Errorf("claim lead: %w", err)
+		term := cur.Value + 1
+		rec := global.Leader{Router: l.id, Term: term, Since: time.Now().UTC()}
+		_, err = l.store.Txn().PutLeader(0, rec).PutTerm(cur.Rev, term).Commit(ctx)
+		if errors.Is(err, global.ErrConflict) {
+			continue // another router claimed or the term moved: read again
+		}
+		if err != nil {
+			return false, fmt.Errorf("claim lead: %w", err)
+		}
+		return true, l.fence(ctx, term)
 	}
-	return true, l.fence(ctx, term)
+	return false, fmt.Errorf("claim lead: lost %d races: %w", claimRetries, global.ErrConflict)
 }
+
+// claimRetries bounds how often a claim reads again after losing a race.
+const claimRetries = 8
 
 // promote moves the directory's term on and takes the lead at it.
 func (l *leadership) promote(ctx context.Context) (uint64, error) {
