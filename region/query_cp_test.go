@@ -1,0 +1,231 @@
+package region
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// queryCluster is a router over two nodes with tenants a and c on n1 and
+// b on n2, each holding orders (status, total); d is placed with no
+// collection, so a read of orders fails there.
+func queryCluster(tb testing.TB) *cpRouter {
+	tb.Helper()
+	r := startCPRouter(tb, nil)
+	r.addNode(tb, "n1", startCPNode(tb))
+	r.addNode(tb, "n2", startCPNode(tb))
+	data := map[string][]string{
+		"a": {"{status: 'paid', total: 10}", "{status: 'open', total: 5}", "{status: 'paid', total: 30}"},
+		"b": {"{status: 'paid', total: 20}", "{status: 'open', total: 7}"},
+		"c": {"{status: 'paid', total: 15}", "{status: 'void', total: 1}"},
+	}
+	for _, t := range []string{"a", "b", "c", "d"} {
+		node := "n1"
+		if t == "b" {
+			node = "n2"
+		}
+		r.place(tb, t, node)
+		if t == "d" {
+			continue
+		}
+		r.mustQuery(tb, t, "create collection orders (status text, total int)")
+		for _, doc := range data[t] {
+			r.mustQuery(tb, t, "put orders "+doc)
+		}
+	}
+	return r
+}
+
+// queryAns is POST /_shard/query's answer as a test reads it.
+type queryAns struct {
+	Rows    []map[string]any `json:"rows"`
+	Tenants map[string]struct {
+		Seq   *uint64 `json:"seq"`
+		Rows  *int    `json:"rows"`
+		Error string  `json:"error"`
+	} `json:"tenants"`
+}
+
+// crossRead posts a cross-tenant read and returns its status and answer.
+func (r *cpRouter) crossRead(tb testing.TB, req map[string]any) (int, queryAns, []byte) {
+	tb.Helper()
+	var ans queryAns
+	st, b := r.shard(tb, http.MethodPost, "query", req, nil)
+	if st == http.StatusOK {
+		if err := json.Unmarshal(b, &ans); err != nil {
+			tb.Fatalf("decode %s: %v", b, err)
+		}
+	}
+	return st, ans, b
+}
+
+// rowsText is rows as compact JSON (fields sorted), for comparing.
+func rowsText(tb testing.TB, rows []map[string]any) string {
+	tb.Helper()
+	b, err := json.Marshal(rows)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestCrossTenantReadCP(t *testing.T) {
+	r := queryCluster(t)
+	tests := []struct {
+		name    string
+		tenants any
+		query   string
+		merge   map[string]any
+		want    string
+	}{
+		{"concat in the order named", []string{"b", "a", "c"}, "get orders select status, total order total", map[string]any{"concat": true},
+			`[{"_tenant":"b","status":"open","total":7},{"_tenant":"b","status":"paid","total":20},` +
+				`{"_tenant":"a","status":"open","total":5},{"_tenant":"a","status":"paid","total":10},{"_tenant":"a","status":"paid","total":30},` +
+				`{"_tenant":"c","status":"void","total":1},{"_tenant":"c","status":"paid","total":15}]`},
+		{"order desc limit", []string{"a", "b", "c"}, "get orders select status, total order total desc limit 4",
+			map[string]any{"order": []map[string]any{{"field": "total", "desc": true}}, "limit": 4},
+			`[{"_tenant":"a","status":"paid","total":30},{"_tenant":"b","status":"paid","total":20},` +
+				`{"_tenant":"c","status":"paid","total":15},{"_tenant":"a","status":"paid","total":10}]`},
+		{"group", []string{"a", "b", "c"}, "get orders select status, total",
+			map[string]any{"group": []string{"status"}, "sum": []string{"total"}, "count": "n", "min": []string{"total"}, "max": []string{"total"}},
+			`[{"_tenants":["a","b"],"max":{"total":7},"min":{"total":5},"n":2,"status":"open","sum":{"total":12}},` +
+				`{"_tenants":["a","b","c"],"max":{"total":30},"min":{"total":10},"n":4,"status":"paid","sum":{"total":75}},` +
+				`{"_tenants":["c"],"max":{"total":1},"min":{"total":1},"n":1,"status":"void","sum":{"total":1}}]`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			st, ans, b := r.crossRead(t, map[string]any{"tenants": tc.tenants, "query": tc.query, "merge": tc.merge})
+			if st != http.StatusOK {
+				t.Fatalf("%d %s", st, b)
+			}
+			// Rows come back with their fields; only status and total were
+			// selected, but a node may add its id: compare those fields.
+			if got := rowsText(t, keepFields(ans.Rows, "_tenant", "_tenants", "status", "total", "n", "sum", "min", "max")); got != tc.want {
+				t.Fatalf("rows\n got %s\nwant %s", got, tc.want)
+			}
+			for _, name := range []string{"a", "b", "c"} {
+				if e := ans.Tenants[name]; e.Error != "" || e.Seq == nil || *e.Seq == 0 {
+					t.Fatalf("%s listed as %+v", name, e)
+				}
+			}
+		})
+	}
+}
+
+// keepFields drops every field but those named from each row.
+func keepFields(rows []map[string]any, names ...string) []map[string]any {
+	for _, row := range rows {
+		for k := range row {
+			keep := false
+			for _, n := range names {
+				keep = keep || k == n
+			}
+			if !keep {
+				delete(row, k)
+			}
+		}
+	}
+	return rows
+}
+
+func TestCrossTenantReadFailuresListedCP(t *testing.T) {
+	r := queryCluster(t)
+	// d has no orders, ghost is not placed, and a count is not rows: each
+	// is listed with its error, the others answered.
+	st, ans, b := r.crossRead(t, map[string]any{"tenants": []string{"a", "d", "ghost"}, "query": "get orders order total",
+		"merge": map[string]any{"concat": true}})
+	if st != http.StatusOK {
+		t.Fatalf("%d %s", st, b)
+	}
+	if len(ans.Rows) != 3 || ans.Tenants["a"].Error != "" || ans.Tenants["a"].Seq == nil {
+		t.Fatalf("a: %s", b)
+	}
+	if e := ans.Tenants["d"].Error; e == "" || !strings.Contains(e, "404") {
+		t.Fatalf("d listed as %+v (%s)", ans.Tenants["d"], b)
+	}
+	if e := ans.Tenants["ghost"].Error; !strings.Contains(e, ErrUnknownTenant.Error()) {
+		t.Fatalf("ghost listed as %+v", ans.Tenants["ghost"])
+	}
+	st, ans, b = r.crossRead(t, map[string]any{"tenants": []string{"a", "b"}, "query": "get orders count",
+		"merge": map[string]any{"concat": true}})
+	if st != http.StatusOK || len(ans.Rows) != 0 || !strings.Contains(ans.Tenants["b"].Error, ErrNotRows.Error()) {
+		t.Fatalf("count: %d %s", st, b)
+	}
+	// The seq a tenant is listed with covers its writes.
+	_, seq, _ := r.query(t, "a", "put orders {status: 'late', total: 2}")
+	_, ans, b = r.crossRead(t, map[string]any{"tenants": []string{"a"}, "query": "get orders order total",
+		"merge": map[string]any{"concat": true}})
+	if got := ans.Tenants["a"].Seq; got == nil || fmt.Sprint(*got) != seq || len(ans.Rows) != 4 {
+		t.Fatalf("after a write at %s: %s", seq, b)
+	}
+}
+
+func TestCrossTenantReadAllAndBoundsCP(t *testing.T) {
+	r := queryCluster(t)
+	st, ans, b := r.crossRead(t, map[string]any{"tenants": "*", "query": "get orders select status, total order total",
+		"merge": map[string]any{"group": []string{"_tenant"}, "count": "n"}})
+	if st != http.StatusOK {
+		t.Fatalf("%d %s", st, b)
+	}
+	want := `[{"_tenant":"a","_tenants":["a"],"n":3},{"_tenant":"b","_tenants":["b"],"n":2},{"_tenant":"c","_tenants":["c"],"n":2}]`
+	if got := rowsText(t, ans.Rows); got != want || len(ans.Tenants) != 4 || ans.Tenants["d"].Error == "" {
+		t.Fatalf("every tenant:\n got %s\nwant %s\n%s", got, want, b)
+	}
+
+	// Past the bound of merged rows: refused whole, never cut.
+	var docs []string
+	for i := range maxQueryRows {
+		docs = append(docs, fmt.Sprintf(`{"status": "bulk", "total": %d}`, i))
+	}
+	if st, _, body := r.data(t, http.MethodPost, "/t/a/orders", "["+strings.Join(docs, ",")+"]", nil); st != http.StatusCreated {
+		t.Fatalf("bulk insert: %d %.200s", st, body)
+	}
+	st, _, b = r.crossRead(t, map[string]any{"tenants": []string{"a", "b"}, "query": "get orders order total",
+		"merge": map[string]any{"concat": true}})
+	if st != http.StatusBadRequest || !strings.Contains(string(b), ErrTooManyRows.Error()) {
+		t.Fatalf("past the bound: %d %.300s", st, b)
+	}
+	st, ans, b = r.crossRead(t, map[string]any{"tenants": []string{"a", "b"}, "query": "get orders order total limit 3",
+		"merge": map[string]any{"order": []map[string]any{{"field": "total"}}, "limit": 3}})
+	if st != http.StatusOK || len(ans.Rows) != 3 {
+		t.Fatalf("limited: %d %.300s", st, b)
+	}
+
+	// Requests the read refuses whole.
+	for _, req := range []map[string]any{
+		{"tenants": "all", "query": "get orders", "merge": map[string]any{"concat": true}},
+		{"tenants": []string{"a", "a"}, "query": "get orders", "merge": map[string]any{"concat": true}},
+		{"tenants": []string{"A"}, "query": "get orders", "merge": map[string]any{"concat": true}},
+		{"tenants": []string{"a"}, "query": "", "merge": map[string]any{"concat": true}},
+		{"tenants": []string{"a"}, "query": "get orders", "merge": map[string]any{}},
+		{"tenants": []string{"a"}, "query": "get orders", "merge": map[string]any{"concat": true}, "extra": 1},
+	} {
+		if st, _, b := r.crossRead(t, req); st != http.StatusBadRequest {
+			t.Fatalf("%v: %d %s", req, st, b)
+		}
+	}
+	if st, _ := r.shard(t, http.MethodGet, "query", nil, nil); st != http.StatusMethodNotAllowed {
+		t.Fatalf("GET query: %d", st)
+	}
+}
+
+func TestCrossTenantReadOnStandbyCP(t *testing.T) {
+	r := queryCluster(t)
+	sb := startCPRouter(t, func(c *Config) {
+		c.ID, c.Standby, c.DirectoryURLs = "rb", true, r.rt.DirectoryURLs()
+	})
+	req := map[string]any{"tenants": []string{"a", "b", "c"}, "query": "get orders select total",
+		"merge": map[string]any{"group": []string{}, "sum": []string{"total"}, "count": "n"}}
+	cpEventually(t, func() error {
+		st, ans, b := sb.crossRead(t, req)
+		if st != http.StatusOK || len(ans.Rows) != 1 {
+			return fmt.Errorf("%d %s", st, b)
+		}
+		if got := rowsText(t, ans.Rows); got != `[{"_tenants":["a","b","c"],"n":7,"sum":{"total":88}}]` {
+			return fmt.Errorf("rows %s", got)
+		}
+		return nil
+	})
+}
