@@ -6,19 +6,21 @@ package engine
 import (
 	"log/slog"
 	"time"
+
+	"github.com/fenec-go/fenec/engine/store"
 )
 
-// SyncMode says when appended records reach the disk.
-type SyncMode int
+// SyncMode says when appended records reach the disk: the store's modes.
+type SyncMode = store.SyncMode
 
 const (
 	// SyncEvery fsyncs at most every Options.SyncEvery (default 100 ms);
 	// a record is durable once the next tick has synced it.
-	SyncEvery SyncMode = iota
+	SyncEvery = store.SyncEvery
 	// SyncAlways fsyncs before a write returns.
-	SyncAlways
+	SyncAlways = store.SyncAlways
 	// SyncOff never fsyncs (the kernel writes back when it likes).
-	SyncOff
+	SyncOff = store.SyncOff
 )
 
 // Options configures one open tenant file.

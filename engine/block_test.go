@@ -1,10 +1,8 @@
 package engine
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -318,19 +316,7 @@ func TestSpilledBlock(t *testing.T) {
 	mustExec(t, db, "create collection big (s text)")
 
 	// A replica from an image taken before the big block.
-	var img bytes.Buffer
-	if _, err := db.WriteImage(&img); err != nil {
-		t.Fatal(err)
-	}
-	rpath := filepath.Join(t.TempDir(), "r.fenec")
-	if err := Install(rpath, &img); err != nil {
-		t.Fatal(err)
-	}
-	rep, err := Open(rpath, Options{NoSweep: true, Logger: discardLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rep.Close()
+	rep := newReplica(t, db)
 
 	docs := make([]any, 18)
 	for i := range docs {
@@ -371,7 +357,7 @@ func TestSpilledBlock(t *testing.T) {
 	if err := db.Sync(); err != nil {
 		t.Fatal(err)
 	}
-	err = db.ReadRecords(rep.Seq(), func(r RawRecord) error { return rep.ApplyRecord(r) })
+	err := db.ReadRecords(rep.Seq(), func(r RawRecord) error { return rep.ApplyRecord(r) })
 	if err != nil {
 		t.Fatal(err)
 	}

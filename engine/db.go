@@ -37,7 +37,7 @@ type DB struct {
 }
 
 func (o *Options) storeOptions() store.Options {
-	return store.Options{Sync: store.SyncMode(o.Sync), SyncEvery: o.SyncEvery, Logger: o.Logger}
+	return store.Options{Sync: o.Sync, SyncEvery: o.SyncEvery, Logger: o.Logger}
 }
 
 func newDB(opts Options) *DB {
@@ -122,20 +122,11 @@ func applyBody(t *txn, body []byte, n uint64, keep bool, op *blockOp) error {
 	return nil
 }
 
-// storeErr maps the store's errors to the engine's.
+// storeErr maps the store's errors to the engine's: the store's closed
+// log is the engine's closed tenant; the rest are the engine's already.
 func storeErr(err error) error {
-	var de *store.DamagedError
-	if errors.As(err, &de) {
-		return &DamagedError{Path: de.Path, Offset: de.Offset, Why: de.Why}
-	}
-	for _, m := range []struct{ from, to error }{
-		{store.ErrLocked, ErrLocked}, {store.ErrExist, ErrExist}, {store.ErrNotExist, ErrNotExist},
-		{store.ErrClosed, ErrClosed}, {store.ErrCursorGone, ErrCursorGone}, {store.ErrSeqGap, ErrSeqGap},
-		{store.ErrBadImage, ErrBadImage},
-	} {
-		if errors.Is(err, m.from) {
-			return fmt.Errorf("%w: %v", m.to, err)
-		}
+	if errors.Is(err, store.ErrClosed) {
+		return fmt.Errorf("%w: %v", ErrClosed, err)
 	}
 	return err
 }

@@ -3,13 +3,12 @@ package engine
 import (
 	"errors"
 	"fmt"
+
+	"github.com/fenec-go/fenec/engine/store"
 )
 
 // Sentinel errors; the node maps them to statuses in one table.
 var (
-	ErrLocked            = errors.New("tenant file is open in another process")
-	ErrNotExist          = errors.New("tenant file does not exist")
-	ErrExist             = errors.New("tenant file already exists")
 	ErrClosed            = errors.New("tenant is closed")
 	ErrUnknownCollection = errors.New("unknown collection")
 	ErrUnknownField      = errors.New("unknown field")
@@ -18,9 +17,17 @@ var (
 	ErrType              = errors.New("wrong type")                  // 400
 	ErrInvalid           = errors.New("invalid statement")           // 400
 	ErrTooMany           = errors.New("limit and offset past 10000") // 400
-	ErrCursorGone        = errors.New("changes before this cursor are no longer kept")
-	ErrSeqGap            = errors.New("record does not continue this file's seq")
-	ErrBadImage          = errors.New("image is damaged or cut short")
+)
+
+// The file's own errors are the store's: the engine returns them wrapped
+// as they come.
+var (
+	ErrLocked     = store.ErrLocked   // the file is open (flocked) elsewhere
+	ErrNotExist   = store.ErrNotExist // no tenant file at the path
+	ErrExist      = store.ErrExist    // a tenant file is already there
+	ErrCursorGone = store.ErrCursorGone
+	ErrSeqGap     = store.ErrSeqGap
+	ErrBadImage   = store.ErrBadImage
 )
 
 // ParseError is a statement the parser refused, with the byte offset.
@@ -36,16 +43,9 @@ func (e *ParseError) Error() string { return fmt.Sprintf("parse error at %d: %s"
 func (e *ParseError) Unwrap() error { return e.Err }
 
 // DamagedError is a record before the file's tail that fails its CRC or
-// framing: the file refuses to open.
-type DamagedError struct {
-	Path   string
-	Offset int64
-	Why    string
-}
-
-func (e *DamagedError) Error() string {
-	return fmt.Sprintf("tenant file %s is damaged at offset %d: %s", e.Path, e.Offset, e.Why)
-}
+// framing (or a header or image that cannot be read): the file refuses to
+// open, and the error names the offset.
+type DamagedError = store.DamagedError
 
 // GateError wraps what the write gate said.
 type GateError struct{ Err error }

@@ -304,26 +304,21 @@ func walkExpr(x fql.Expr, fn func(fql.Expr)) {
 	}
 }
 
-// isConst says whether x reads no field of a row.
-func isConst(x fql.Expr) bool {
-	c := true
+// holds says whether x has a node of type T anywhere in it.
+func holds[T fql.Expr](x fql.Expr) bool {
+	found := false
 	walkExpr(x, func(e fql.Expr) {
-		if _, ok := e.(*fql.Field); ok {
-			c = false
+		if _, ok := e.(T); ok {
+			found = true
 		}
 	})
-	return c
+	return found
 }
 
-func usesNow(x fql.Expr) bool {
-	n := false
-	walkExpr(x, func(e fql.Expr) {
-		if _, ok := e.(*fql.Now); ok {
-			n = true
-		}
-	})
-	return n
-}
+// isConst says whether x reads no field of a row.
+func isConst(x fql.Expr) bool { return !holds[*fql.Field](x) }
+
+func usesNow(x fql.Expr) bool { return holds[*fql.Now](x) }
 
 func checkRequire(req *int64, n int64) error {
 	if req != nil && *req != n {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -247,7 +248,7 @@ func (r *runner) matchHits(c *collection, m *fql.Match, k int, filter func(int64
 	}
 	qs, ok := q.(string)
 	if !ok {
-		return nil, fmt.Errorf("%w: match wants text, got %s", ErrType, typeName(q))
+		return nil, fmt.Errorf("%w: match wants text, got %s", ErrType, fql.TypeName(q))
 	}
 	return toHits(c, ti.x.Search(qs, k, filter)), nil
 }
@@ -275,7 +276,7 @@ func (r *runner) nearHits(c *collection, n *fql.Near, k int, filter func(int64) 
 	}
 	vec, ok := toVector(q)
 	if !ok {
-		return nil, fmt.Errorf("%w: near wants a vector, got %s", ErrType, typeName(q))
+		return nil, fmt.Errorf("%w: near wants a vector, got %s", ErrType, fql.TypeName(q))
 	}
 	i := c.sch.field(n.Field)
 	if len(vec) != c.sch.Fields[i].Type.dim {
@@ -313,7 +314,7 @@ func fuse(lists [][]hit, k int) []hit {
 			}
 			return 1
 		}
-		return cmpInt(a.d.id, b.d.id)
+		return cmp.Compare(a.d.id, b.d.id)
 	})
 	return out
 }
@@ -333,7 +334,7 @@ func sortHits(c *collection, hits []hit, order []fql.OrderKey) {
 				return x
 			}
 		}
-		return cmpInt(a.d.id, b.d.id)
+		return cmp.Compare(a.d.id, b.d.id)
 	})
 }
 

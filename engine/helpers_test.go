@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -78,4 +79,24 @@ func eventually(tb testing.TB, timeout time.Duration, fn func() bool) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// newReplica installs an image of prim as a new file and opens it, closed
+// at the end of the test: a replica about to follow prim's records.
+func newReplica(tb testing.TB, prim *DB) *DB {
+	tb.Helper()
+	var img bytes.Buffer
+	if _, err := prim.WriteImage(&img); err != nil {
+		tb.Fatalf("image: %v", err)
+	}
+	rpath := filepath.Join(tb.TempDir(), "replica.fenec")
+	if err := Install(rpath, &img); err != nil {
+		tb.Fatalf("install: %v", err)
+	}
+	rep, err := Open(rpath, Options{NoSweep: true, Logger: discardLogger()})
+	if err != nil {
+		tb.Fatalf("open replica: %v", err)
+	}
+	tb.Cleanup(func() { rep.Close() })
+	return rep
 }

@@ -172,19 +172,7 @@ func TestImageRoundTrip(t *testing.T) {
 func TestReplicaFollows(t *testing.T) {
 	prim, _ := newTestDB(t, Options{NoSweep: true})
 	populate(t, prim, 50)
-	var img bytes.Buffer
-	if _, err := prim.WriteImage(&img); err != nil {
-		t.Fatal(err)
-	}
-	rpath := filepath.Join(t.TempDir(), "replica.fenec")
-	if err := Install(rpath, &img); err != nil {
-		t.Fatal(err)
-	}
-	rep, err := Open(rpath, Options{NoSweep: true, Logger: discardLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rep.Close()
+	rep := newReplica(t, prim)
 	var watched []uint64
 	rep.Watch(func(c Change) { watched = append(watched, c.Seq) })
 	from := prim.Seq()

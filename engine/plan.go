@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -498,7 +499,7 @@ func sortDocs(c *collection, docs []*doc, order []fql.OrderKey) {
 				return x
 			}
 		}
-		return cmpInt(a.d.id, b.d.id)
+		return cmp.Compare(a.d.id, b.d.id)
 	})
 	for i := range ks {
 		docs[i] = ks[i].d

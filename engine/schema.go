@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/fenec-go/fenec/engine/fql"
 )
 
 // typeKind is the kind of a field's declared type.
@@ -175,7 +177,7 @@ func (f *fieldSpec) checkValue(v any) (any, error) {
 		return nil, nil
 	}
 	bad := func() (any, error) {
-		return nil, fmt.Errorf("%w: field %s wants %s, got %s", ErrType, f.Name, f.Type, typeName(v))
+		return nil, fmt.Errorf("%w: field %s wants %s, got %s", ErrType, f.Name, f.Type, fql.TypeName(v))
 	}
 	switch f.Type.kind {
 	case tBool:
@@ -227,7 +229,7 @@ func (f *fieldSpec) checkValue(v any) (any, error) {
 func (f *fieldSpec) checkList(v any) (any, error) {
 	l, ok := v.([]any)
 	if !ok {
-		return nil, fmt.Errorf("%w: field %s wants %s, got %s", ErrType, f.Name, f.Type, typeName(v))
+		return nil, fmt.Errorf("%w: field %s wants %s, got %s", ErrType, f.Name, f.Type, fql.TypeName(v))
 	}
 	out := make([]any, len(l))
 	for i, e := range l {
@@ -256,7 +258,7 @@ func (f *fieldSpec) checkList(v any) (any, error) {
 			}
 		}
 		if !ok {
-			return nil, fmt.Errorf("%w: field %s wants %s, element %d is %s", ErrType, f.Name, f.Type, i, typeName(e))
+			return nil, fmt.Errorf("%w: field %s wants %s, element %d is %s", ErrType, f.Name, f.Type, i, fql.TypeName(e))
 		}
 	}
 	return out, nil
@@ -312,26 +314,4 @@ func jsonValue(v any, depth int) bool {
 		return true
 	}
 	return false
-}
-
-func typeName(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case bool:
-		return "bool"
-	case int64:
-		return "int"
-	case float64:
-		return "float"
-	case string:
-		return "text"
-	case []float32:
-		return "vector"
-	case []any:
-		return "list"
-	case map[string]any:
-		return "object"
-	}
-	return fmt.Sprintf("%T", v)
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"encoding/json"
 	"math"
 	"strings"
@@ -85,16 +86,16 @@ func cmpKeys(a, b any) int {
 	case int64:
 		switch y := b.(type) {
 		case int64:
-			return cmpInt(x, y)
+			return cmp.Compare(x, y)
 		case float64:
-			return cmpFloat(float64(x), y)
+			return cmp.Compare(float64(x), y)
 		}
 	case float64:
 		switch y := b.(type) {
 		case float64:
-			return cmpFloat(x, y)
+			return cmp.Compare(x, y)
 		case int64:
-			return cmpFloat(x, float64(y))
+			return cmp.Compare(x, float64(y))
 		}
 	case string:
 		if y, ok := b.(string); ok {
@@ -126,24 +127,4 @@ func cmpRank(v any) int {
 		return 3
 	}
 	return 4
-}
-
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

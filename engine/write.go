@@ -55,13 +55,13 @@ func objects(v any) ([]map[string]any, error) {
 		for i, e := range x {
 			m, ok := e.(map[string]any)
 			if !ok {
-				return nil, fmt.Errorf("%w: element %d is %s, not an object", ErrType, i, typeName(e))
+				return nil, fmt.Errorf("%w: element %d is %s, not an object", ErrType, i, fql.TypeName(e))
 			}
 			out[i] = m
 		}
 		return out, nil
 	}
-	return nil, fmt.Errorf("%w: documents must be an object or a list of objects, got %s", ErrType, typeName(v))
+	return nil, fmt.Errorf("%w: documents must be an object or a list of objects, got %s", ErrType, fql.TypeName(v))
 }
 
 // newDoc is a document being written: its values decoded, checked
@@ -81,7 +81,7 @@ func (r *runner) makeDoc(c *collection, o map[string]any) (*newDoc, bool, error)
 			key, ok := keyFor(tInt, v)
 			id, _ := key.(int64)
 			if !ok || id < 1 {
-				return nil, false, fmt.Errorf("%w: id must be a positive int, got %s", ErrType, typeName(v))
+				return nil, false, fmt.Errorf("%w: id must be a positive int, got %s", ErrType, fql.TypeName(v))
 			}
 			d.id, given = id, true
 			continue

@@ -106,7 +106,7 @@ func evalUnary(e *Unary, env Env) (any, error) {
 	case float64:
 		return -x, nil
 	}
-	return nil, fmt.Errorf("-%s: %w", typeName(x), ErrType)
+	return nil, fmt.Errorf("-%s: %w", TypeName(x), ErrType)
 }
 
 func evalBinary(e *Binary, env Env) (any, error) {
@@ -200,7 +200,7 @@ func evalIn(e *In, env Env) (any, error) {
 	case []any, []float32:
 		return Has(set, x), nil
 	}
-	return nil, fmt.Errorf("in %s: %w", typeName(set), ErrType)
+	return nil, fmt.Errorf("in %s: %w", TypeName(set), ErrType)
 }
 
 func evalRegex(e *Regex, env Env) (any, error) {
@@ -219,7 +219,7 @@ func evalRegex(e *Regex, env Env) (any, error) {
 	case string:
 		pat = p
 	default:
-		return nil, fmt.Errorf("~ %s: %w", typeName(pv), ErrType)
+		return nil, fmt.Errorf("~ %s: %w", TypeName(pv), ErrType)
 	}
 	s, ok := x.(string)
 	if !ok {
@@ -273,7 +273,7 @@ func Arith(op BinaryOp, l, r any) (any, error) {
 			}
 		}
 	}
-	return nil, fmt.Errorf("%s %s %s: %w", typeName(l), op, typeName(r), ErrType)
+	return nil, fmt.Errorf("%s %s %s: %w", TypeName(l), op, TypeName(r), ErrType)
 }
 
 func intArith(op BinaryOp, a, b int64) (any, error) {
@@ -343,8 +343,9 @@ func toFloat(v any) (float64, bool) {
 	return 0, false
 }
 
-// typeName names a value's type for an error message.
-func typeName(v any) string {
+// TypeName names a value's type for an error message, as the query
+// language spells types (a map is json).
+func TypeName(v any) string {
 	switch v.(type) {
 	case nil:
 		return "null"

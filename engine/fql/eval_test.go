@@ -1,6 +1,7 @@
 package fql
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -274,7 +275,7 @@ func TestSortCompare(t *testing.T) {
 	for i := range order {
 		for j := range order {
 			got := SortCompare(order[i], order[j])
-			want := cmpInt(int64(i), int64(j))
+			want := cmp.Compare(int64(i), int64(j))
 			if got != want {
 				t.Errorf("SortCompare(%#v, %#v) = %d, want %d", order[i], order[j], got, want)
 			}

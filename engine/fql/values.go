@@ -1,6 +1,7 @@
 package fql
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -25,7 +26,7 @@ func Compare(a, b any) (c int, ok bool) {
 	case int64:
 		switch y := b.(type) {
 		case int64:
-			return cmpInt(x, y), true
+			return cmp.Compare(x, y), true
 		case float64:
 			if math.IsNaN(y) {
 				return 0, false
@@ -43,7 +44,7 @@ func Compare(a, b any) (c int, ok bool) {
 			if math.IsNaN(y) {
 				return 0, false
 			}
-			return cmpFloat(x, y), true
+			return cmp.Compare(x, y), true
 		}
 	case string:
 		if y, ok := b.(string); ok {
@@ -55,26 +56,6 @@ func Compare(a, b any) (c int, ok bool) {
 		}
 	}
 	return 0, false
-}
-
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func cmpBool(a, b bool) int {
@@ -97,10 +78,10 @@ func cmpIntFloat(i int64, f float64) int {
 		return 1
 	}
 	t := math.Trunc(f)
-	if c := cmpInt(i, int64(t)); c != 0 {
+	if c := cmp.Compare(i, int64(t)); c != 0 {
 		return c
 	}
-	return cmpFloat(t, f) // i == trunc(f): the fraction decides
+	return cmp.Compare(t, f) // i == trunc(f): the fraction decides
 }
 
 // Equal reports whether a = b holds: false when either is nil; numbers
@@ -187,7 +168,7 @@ func vectorEqualsList(v []float32, l []any) bool {
 func SortCompare(a, b any) int {
 	ra, rb := sortRank(a), sortRank(b)
 	if ra != rb {
-		return cmpInt(int64(ra), int64(rb))
+		return cmp.Compare(int64(ra), int64(rb))
 	}
 	switch ra {
 	case rankNull:
@@ -267,7 +248,7 @@ func cmpLists(a, b any) int {
 			return c
 		}
 	}
-	return cmpInt(int64(na), int64(nb))
+	return cmp.Compare(int64(na), int64(nb))
 }
 
 func cmpObjects(a, b map[string]any) int {
@@ -280,7 +261,7 @@ func cmpObjects(a, b map[string]any) int {
 			return c
 		}
 	}
-	return cmpInt(int64(len(ka)), int64(len(kb)))
+	return cmp.Compare(int64(len(ka)), int64(len(kb)))
 }
 
 func sortedKeys(m map[string]any) []string {

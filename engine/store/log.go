@@ -103,12 +103,18 @@ func newHistory() uint64 {
 	}
 }
 
-func create(path string, opts Options) (*Log, error) {
+// prepare checks opts, fills in defaults and makes path absolute: what
+// create and open start with.
+func prepare(path string, opts Options) (Options, string, error) {
 	if err := opts.validate(); err != nil {
-		return nil, err
+		return opts, "", err
 	}
-	opts = opts.withDefaults()
 	abs, err := absPath(path)
+	return opts.withDefaults(), abs, err
+}
+
+func create(path string, opts Options) (*Log, error) {
+	opts, abs, err := prepare(path, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -169,11 +175,7 @@ func createFile(path string) (*os.File, Record, error) {
 }
 
 func open(path string, opts Options, h Replayer) (*Log, error) {
-	if err := opts.validate(); err != nil {
-		return nil, err
-	}
-	opts = opts.withDefaults()
-	abs, err := absPath(path)
+	opts, abs, err := prepare(path, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -40,8 +40,8 @@ const (
 	KindEngine Kind = 16
 )
 
-// SyncMode says when appended records reach the disk. The order matches
-// engine.SyncMode so the engine can convert with a plain cast.
+// SyncMode says when appended records reach the disk (engine.SyncMode is
+// this type).
 type SyncMode int
 
 const (
