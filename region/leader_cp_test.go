@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/fenec-go/fenec/global"
@@ -258,4 +259,82 @@ func nodeIDsColl(tb testing.TB, n *cpNode, t, coll string) []int64 {
 		ids[i] = r.ID
 	}
 	return ids
+}
+
+func TestClaimRaceOneLeaderCP(t *testing.T) {
+	m := cpMember(t)
+	for round := range 3 {
+		prefix := fmt.Sprintf("/race%d/", round)
+		routers := make([]*Router, 4)
+		errs := make([]error, len(routers))
+		var wg sync.WaitGroup
+		for i := range routers {
+			cfg := DefaultConfig()
+			cfg.Listen, cfg.Token, cfg.Logger = "127.0.0.1:0", cpRouterToken, cpLogger()
+			cfg.ID, cfg.DirectoryURLs, cfg.Prefix = fmt.Sprintf("r%d", i), m.ClientURLs(), prefix
+			rt, err := NewRouter(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			routers[i] = rt
+			t.Cleanup(func() { _ = rt.Close() })
+			wg.Go(func() { errs[i] = rt.Start(context.Background()) })
+		}
+		wg.Wait()
+		leaders := 0
+		for i, rt := range routers {
+			if errs[i] != nil {
+				t.Fatalf("router %d: %v", i, errs[i])
+			}
+			if rt.Leading() {
+				leaders++
+			}
+		}
+		if leaders != 1 {
+			t.Fatalf("round %d: %d routers lead", round, leaders)
+		}
+	}
+}
+
+// interleaving runs a hook once, just before the first read of key.
+type interleaving struct {
+	global.Directory
+	key  string
+	once sync.Once
+	hook func()
+}
+
+func (d *interleaving) Get(ctx context.Context, key string) (global.KV, error) {
+	if key == d.key {
+		d.once.Do(d.hook)
+	}
+	return d.Directory.Get(ctx, key)
+}
+
+// TestClaimLosesToAClaimBetweenItsReadsCP plays the interleaving where
+// another router claims the lead after this one read no leader and before
+// it read the term: this one must not lead.
+func TestClaimLosesToAClaimBetweenItsReadsCP(t *testing.T) {
+	mem := global.NewMemory()
+	t.Cleanup(func() { mem.Close() })
+	other := &leadership{id: "ra", store: global.NewStore(mem), log: cpLogger()}
+	d := &interleaving{Directory: mem, key: global.KeyTerm, hook: func() {
+		if ok, err := other.claim(cpCtx(t)); !ok || err != nil {
+			t.Errorf("the other claim: %v %v", ok, err)
+		}
+	}}
+	l := &leadership{id: "rb", store: global.NewStore(d), log: cpLogger()}
+	ok, err := l.claim(cpCtx(t))
+	if err != nil || ok {
+		t.Fatalf("claim between reads: leads %v, err %v", ok, err)
+	}
+	lead, err := global.NewStore(mem).Leader(cpCtx(t))
+	if err != nil || lead.Value.Router != "ra" || lead.Value.Term != 1 {
+		t.Fatalf("leader %+v %v", lead.Value, err)
+	}
+	// The router that led claims again at its own term when it restarts.
+	again := &leadership{id: "ra", store: global.NewStore(mem), log: cpLogger()}
+	if ok, err := again.claim(cpCtx(t)); !ok || err != nil || again.term != 1 {
+		t.Fatalf("restarted leader: %v %v term %d", ok, err, again.term)
+	}
 }
