@@ -30,9 +30,6 @@ func main() {
 	os.Exit(code)
 }
 
-// errUsage is a mistake in the command line: exit status 2.
-var errUsage = errors.New("usage")
-
 // run runs one subcommand and returns the exit code: 0 done, 2 a bad
 // command line, 1 anything else.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
