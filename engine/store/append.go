@@ -72,7 +72,12 @@ func (l *Log) dropSpills() error {
 		return nil
 	}
 	if _, err := l.writeParts(Record{Kind: KindSpillDrop, First: seq + 1, Last: seq}); err != nil {
-		return fmt.Errorf("drop spills: %w", err)
+		// The refused block's spills are in the file with no marker after
+		// them: the next record would land them as its own. Take nothing
+		// more (reopening cuts them off as an unfinished block).
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return fmt.Errorf("drop spills: %w", l.failLocked(err))
 	}
 	return nil
 }
@@ -110,7 +115,7 @@ func (l *Log) writeLocked(frame [][]byte, rec Record) (int64, error) {
 	}
 	ref, off := l.file, l.size // only a writer swaps the file, and we are the writer
 	l.mu.Unlock()
-	size, err := pwritev(ref.f, frame, off)
+	size, err := l.writev(ref.f, frame, off)
 	if err != nil {
 		if terr := ref.f.Truncate(off); terr != nil {
 			l.mu.Lock()

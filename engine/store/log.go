@@ -24,6 +24,10 @@ type logState struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	// writev writes a frame's pieces at an offset: pwritev, which tests
+	// swap for one that fails.
+	writev func(f *os.File, bufs [][]byte, off int64) (int64, error)
+
 	// wmu serialises the writers: appends, forks, checkpoints and Close.
 	// It is taken before mu.
 	wmu sync.Mutex
@@ -309,6 +313,7 @@ func replay(data []byte, s *scanned, h Replayer) error {
 // init fills in an opened Log and starts its sync goroutine.
 func (l *Log) init(path string, opts Options, unregister func(), f *os.File, s *scanned) {
 	l.path, l.opts, l.log, l.unregister = path, opts, opts.Logger, unregister
+	l.writev = pwritev
 	l.file = newFileRef(f)
 	l.size = s.end
 	l.base, l.seq = s.base, s.seq

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"os"
+	"syscall"
 	"testing"
 )
 
@@ -207,5 +208,31 @@ func TestReplicaTakesSpilledBlocks(t *testing.T) {
 	}
 	mustClose(t, replica)
 	_, c := mustOpen(t, rpath, testOptions())
+	sameRecords(t, c.recs, want)
+}
+
+// A drop marker that cannot be written stops the Log: otherwise the next
+// block would land the refused block's spills as its own pieces. Reopened,
+// the file cuts the spills off as an unfinished block.
+func TestFailedSpillDropStopsTheLog(t *testing.T) {
+	path := tenantPath(t)
+	l := mustCreate(t, path, testOptions())
+	want := appendN(t, l, 2, 1, 10)
+	if _, err := l.Spill([]byte("refused block's piece")); err != nil {
+		t.Fatal(err)
+	}
+	// The disk is full for a moment: the write fails, cutting back works.
+	l.writev = func(*os.File, [][]byte, int64) (int64, error) { return 0, syscall.ENOSPC }
+	if err := l.DropSpills(); err == nil {
+		t.Fatal("drop spills succeeded on a full disk")
+	}
+	l.writev = pwritev
+	if rec, err := l.Append(KindEngine, 1, []byte("next block")); !errors.Is(err, ErrFailed) {
+		t.Fatalf("append after a failed drop: %v (landed %q), want ErrFailed", err, rec.Body)
+	}
+	if err := l.Close(); !errors.Is(err, ErrFailed) {
+		t.Fatalf("close of a stopped log: %v, want ErrFailed", err)
+	}
+	_, c := mustOpen(t, path, testOptions())
 	sameRecords(t, c.recs, want)
 }
