@@ -54,7 +54,7 @@ func (l *leadership) claim(ctx context.Context) (bool, error) {
 			if _, err := l.store.ClaimLeader(ctx, l.id, lead.Value.Term); err != nil {
 				return false, fmt.Errorf("claim lead: %w", err)
 			}
-			return true, l.fence(ctx, lead.Value.Term)
+			return l.fenceClaimed(ctx, lead.Value.Term)
 		case lead.Rev != 0:
 			l.log.Warn("another router leads: not claiming the lead", "leader", lead.Value.Router, "term", lead.Value.Term)
 			return false, nil
@@ -68,9 +68,20 @@ func (l *leadership) claim(ctx context.Context) (bool, error) {
 		if err != nil {
 			return false, fmt.Errorf("claim lead: %w", err)
 		}
-		return true, l.fence(ctx, term)
+		return l.fenceClaimed(ctx, term)
 	}
 	return false, fmt.Errorf("claim lead: lost %d races: %w", claimRetries, global.ErrConflict)
+}
+
+// fenceClaimed fences on a term just claimed; a promotion of another
+// router in between leaves this one following, not failing.
+func (l *leadership) fenceClaimed(ctx context.Context, term uint64) (bool, error) {
+	err := l.fence(ctx, term)
+	if errors.Is(err, ErrNotLeader) {
+		l.log.Warn("the lead moved on as it was claimed", "err", err)
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // claimRetries bounds how often a claim reads again after losing a race.
