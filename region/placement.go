@@ -59,22 +59,6 @@ func cutOnFailover(w *global.Watcher, f *Forwarder, log *slog.Logger) func(globa
 	}
 }
 
-// candidates are the nodes a tenant may be placed on in region (every
-// region when empty): recorded, not standby.
-func candidates(v *global.View, region string) map[string]global.Node {
-	out := map[string]global.Node{}
-	if v == nil {
-		return out
-	}
-	for name, n := range v.Nodes() {
-		if n.Standby || (region != "" && n.Region != region) {
-			continue
-		}
-		out[name] = n
-	}
-	return out
-}
-
 // nodeBytes is one node's bytes on disk per tenant and in all, or why they
 // could not be read.
 type nodeBytes struct {
