@@ -2,9 +2,11 @@ package tests
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -124,4 +126,39 @@ func fenec(t *testing.T, args ...string) string {
 		t.Fatalf("fenec %v: %v\n%s%s", args, err, out.String(), errb.String())
 	}
 	return out.String()
+}
+
+// TestFenecDev runs `fenec dev` as an operator would: it serves a router
+// with its node already recorded, a tenant can be placed and used at
+// once, and SIGTERM stops it cleanly (exit 0) keeping the data for the
+// next start.
+func TestFenecDev(t *testing.T) {
+	c := cluster.New(t)
+	addr := "127.0.0.1:" + strconv.Itoa(cluster.FreePorts(t, 1)[0])
+	p := cluster.StartProc(t, c.Dir(), "dev", cluster.Bins().Fenec, "dev", "--data", filepath.Join(c.Dir(), "data"), "--listen", addr)
+	cluster.WaitHealthy(t, p, "http://"+addr+"/_health")
+	cl := cluster.NewClient(t, "http://"+addr, "")
+	cluster.Eventually(t, wait, func() error {
+		if r := cl.Do("GET", "/_shard/nodes", nil); !strings.Contains(string(r.Body), `"name":"local"`) {
+			return fmt.Errorf("node not recorded yet: %s", r)
+		}
+		return nil
+	})
+	wantStatus(t, cl.Do("PUT", "/_shard/tenants/demo", nil), 201, "place")
+	cl.MustQuery("demo", "create collection notes (body text @text)")
+	wantStatus(t, cl.Do("POST", "/t/demo/notes", `{"body": "hello from fenec"}`), 201, "insert")
+	p.Stop()
+	if !strings.Contains(p.Log(), "curl ") {
+		t.Fatalf("fenec dev printed no example:\n%s", p.Log())
+	}
+	p.Restart()
+	cluster.WaitHealthy(t, p, "http://"+addr+"/_health")
+	cluster.Eventually(t, wait, func() error {
+		r := cl.Query("demo", "get notes select id match body 'hello'")
+		if r.Status != 200 || !strings.Contains(string(r.Body), `"id":1`) {
+			return fmt.Errorf("after a restart: %s", r)
+		}
+		return nil
+	})
+	p.Stop()
 }
