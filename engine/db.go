@@ -262,10 +262,23 @@ func (db *DB) batch(ctx context.Context, stmts []fql.Stmt, params [][]any, opts 
 	}
 	now := db.nowMs()
 	t := &txn{st: db.st, now: now}
+	unlocked := false
+	unlock := func() { unlocked = true; db.mu.Unlock() }
+	defer func() {
+		// Still locked here means a panic (a statement, the gate, the
+		// quota hook, Extra or a watcher): undo what did not land and
+		// give the lock back, so the tenant is not wedged for good.
+		if !unlocked {
+			if !t.landed {
+				t.rollback()
+			}
+			db.mu.Unlock()
+		}
+	}()
 	results := make([]*Result, 0, len(stmts))
 	fail := func(at int, err error) (*BatchResult, error) {
 		t.rollback()
-		db.mu.Unlock()
+		unlock()
 		return nil, &BatchError{At: at, Completed: at, Err: err}
 	}
 	for i, stmt := range stmts {
@@ -291,7 +304,7 @@ func (db *DB) batch(ctx context.Context, stmts []fql.Stmt, params [][]any, opts 
 		}
 	}
 	seq, wrote, err := db.landLocked(t)
-	db.mu.Unlock()
+	unlock()
 	if err != nil {
 		return nil, err
 	}
@@ -347,6 +360,7 @@ func (db *DB) landLocked(t *txn) (uint64, bool, error) {
 	if err != nil {
 		return refuse(fmt.Errorf("append block: %w", storeErr(err)))
 	}
+	t.landed = true
 	db.notifyLocked(rec.Last, t.ops)
 	return rec.Last, true, nil
 }

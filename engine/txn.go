@@ -29,6 +29,7 @@ type txn struct {
 	// addRows is the net rows the block adds to non-server collections.
 	addRows int64
 	replay  bool // applying records: no undo kept
+	landed  bool // its record is in the file: never undone
 }
 
 // keeping says whether the block keeps undo steps and ops: not while
