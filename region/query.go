@@ -1,5 +1,42 @@
 package region
 
+// The cross-tenant operator read, POST /_shard/query (router token, on any
+// router: it changes nothing).
+//
+// The router runs the request's query, unread, on each named tenant (or
+// every tenant of its copy of the directory, by name, for "*") as POST
+// /t/<t>/query through its own forwarder, queryParallel at a time, and
+// merges the answers by the rule the request states; the rule names
+// fields of the rows and is all the router knows of them:
+//
+//   - {"concat": true}: every tenant's rows, one tenant after another in
+//     the order named.
+//   - {"order": [{"field", "desc"}], "limit": N}: the first N rows of a
+//     k-way merge. Each tenant's query must already order its rows by the
+//     same keys (and should carry the same limit): a tenant whose rows are
+//     not in that order is listed as failed rather than merged wrongly.
+//     Values compare as the engine's do: null (or missing) first, then
+//     false, true, numbers as numbers, strings as strings, then anything
+//     else by its JSON text; desc reverses the whole order. Ties go to the
+//     tenant named first.
+//   - {"group": [keys], "sum": [...], "count": "n", "min": [...], "max":
+//     [...]}: one row per distinct value of the keys over every tenant's
+//     rows (the key "_tenant" groups by tenant), holding the keys, the
+//     count under its name, "sum", "min" and "max" as objects by field
+//     (nulls and missing fields left out; a sum of no number is null), and
+//     "_tenants", the tenants whose rows fell in it; groups by their keys.
+//     An average is sum over count.
+//
+// Every merged row but a group's carries "_tenant" (replacing a field of
+// that name). The answer lists every tenant: {"seq": S, "rows": N}, where
+// the read saw every write up to S (the router asks the node the tenant's
+// change number and sends the read with Fenec-After at it), or {"error"}.
+// Each tenant's answer is its own, of no one moment. Bounds: a tenant's
+// answer body of maxTenantAnswer bytes (past it, that tenant's error), a
+// merged answer of maxQueryRows rows (past it, 400 for the whole read,
+// never a silent cut). The read carries no data token: a node run with
+// --http-token refuses it, and the tenant is listed with that refusal.
+
 import (
 	"bytes"
 	"context"
@@ -39,6 +76,7 @@ type queryRequest struct {
 type tenantRead struct {
 	name string
 	rows []map[string]any
+	keys [][]orderVal // each row's order keys (an order merge only)
 	seq  uint64
 	err  error
 }
@@ -114,7 +152,7 @@ func (c *shardCall) postQuery() {
 func answerQuery(rule mergeRule, reads []tenantRead) (queryAnswer, error) {
 	for i := range reads {
 		if reads[i].err == nil {
-			reads[i].err = rule.fits(reads[i].rows)
+			reads[i].err = rule.fits(&reads[i])
 		}
 	}
 	rows, err := rule.merge(reads)

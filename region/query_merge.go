@@ -91,12 +91,21 @@ func (m mergeRule) checkGroup() error {
 }
 
 // fits reports rows that an order merge cannot take: not in its order.
-func (m mergeRule) fits(rows []map[string]any) error {
+// For an order merge it makes each row's keys ready to compare, once.
+func (m mergeRule) fits(r *tenantRead) error {
 	if len(m.Order) == 0 {
 		return nil
 	}
-	for i := 1; i < len(rows); i++ {
-		if m.compareRows(rows[i-1], rows[i]) > 0 {
+	r.keys = make([][]orderVal, len(r.rows))
+	flat := make([]orderVal, len(r.rows)*len(m.Order))
+	for i, row := range r.rows {
+		k := flat[i*len(m.Order) : (i+1)*len(m.Order)]
+		for j, o := range m.Order {
+			k[j] = orderValOf(row[o.Field])
+		}
+		r.keys[i] = k
+		if i > 0 && m.compareKeys(r.keys[i-1], k) > 0 {
+			r.keys = nil
 			return fmt.Errorf("%w: row %d", ErrOutOfOrder, i)
 		}
 	}
@@ -153,6 +162,7 @@ func mergeConcat(reads []tenantRead) ([]map[string]any, error) {
 type cursor struct {
 	tenant int // index in reads: ties go to the tenant named first
 	rows   []map[string]any
+	keys   [][]orderVal // each row's keys, from fits
 	next   int
 }
 
@@ -166,7 +176,7 @@ type cursorHeap struct {
 func (h *cursorHeap) Len() int { return len(h.cs) }
 func (h *cursorHeap) Less(i, j int) bool {
 	a, b := h.cs[i], h.cs[j]
-	if c := h.m.compareRows(a.rows[a.next], b.rows[b.next]); c != 0 {
+	if c := h.m.compareKeys(a.keys[a.next], b.keys[b.next]); c != 0 {
 		return c < 0
 	}
 	return a.tenant < b.tenant
@@ -188,7 +198,7 @@ func (m mergeRule) mergeOrder(reads []tenantRead) ([]map[string]any, error) {
 	for i, r := range reads {
 		h.name = append(h.name, r.name)
 		if r.err == nil && len(r.rows) > 0 {
-			h.cs = append(h.cs, &cursor{tenant: i, rows: r.rows})
+			h.cs = append(h.cs, &cursor{tenant: i, rows: r.rows, keys: r.keys})
 			total += len(r.rows)
 		}
 	}
@@ -213,10 +223,10 @@ func (m mergeRule) mergeOrder(reads []tenantRead) ([]map[string]any, error) {
 	return out, nil
 }
 
-// compareRows orders two rows by the rule's keys.
-func (m *mergeRule) compareRows(a, b map[string]any) int {
-	for _, k := range m.Order {
-		c := compareValues(a[k.Field], b[k.Field])
+// compareKeys orders two rows' keys by the rule's order.
+func (m *mergeRule) compareKeys(a, b []orderVal) int {
+	for i, k := range m.Order {
+		c := a[i].compare(b[i])
 		if k.Desc {
 			c = -c
 		}
@@ -227,52 +237,66 @@ func (m *mergeRule) compareRows(a, b map[string]any) int {
 	return 0
 }
 
-// valueRank orders values of different kinds as the engine does: null
-// (or missing), booleans, numbers, strings, then anything else.
-func valueRank(v any) int {
-	switch v.(type) {
-	case nil:
-		return 0
-	case bool:
-		return 1
-	case json.Number, float64, int64, int:
-		return 2
-	case string:
-		return 3
-	}
-	return 4
+// Ranks of values of different kinds, ordered as the engine orders them:
+// null (or missing), booleans, numbers, strings, then anything else.
+const (
+	rankNull int8 = iota
+	rankBool
+	rankNumber
+	rankString
+	rankOther
+)
+
+// orderVal is a decoded JSON value made ready to compare: its rank and
+// its boolean, number, string or (arrays, objects) JSON text.
+type orderVal struct {
+	rank int8
+	b    bool
+	num  number
+	text string
 }
 
-// compareValues orders two decoded JSON values: numbers as numbers,
-// strings as strings, false before true, null first; arrays and objects
-// by their JSON text.
-func compareValues(a, b any) int {
-	ra, rb := valueRank(a), valueRank(b)
-	if ra != rb {
-		return ra - rb
-	}
-	switch x := a.(type) {
+func orderValOf(v any) orderVal {
+	switch x := v.(type) {
 	case nil:
-		return 0
+		return orderVal{rank: rankNull}
 	case bool:
-		y := b.(bool)
+		return orderVal{rank: rankBool, b: x}
+	case string:
+		return orderVal{rank: rankString, text: x}
+	}
+	if n, ok := toNumber(v); ok {
+		return orderVal{rank: rankNumber, num: n}
+	}
+	j, _ := json.Marshal(v)
+	return orderVal{rank: rankOther, text: string(j)}
+}
+
+// compare orders a before b (<0), with it (0) or after (>0): numbers as
+// numbers, strings as strings, false before true.
+func (a orderVal) compare(b orderVal) int {
+	if a.rank != b.rank {
+		return int(a.rank) - int(b.rank)
+	}
+	switch a.rank {
+	case rankBool:
 		switch {
-		case x == y:
+		case a.b == b.b:
 			return 0
-		case !x:
+		case !a.b:
 			return -1
 		}
 		return 1
-	case string:
-		return strings.Compare(x, b.(string))
+	case rankNumber:
+		return compareNumbers(a.num, b.num)
+	case rankString, rankOther:
+		return strings.Compare(a.text, b.text)
 	}
-	if ra == 2 {
-		return compareNumbers(a, b)
-	}
-	ja, _ := json.Marshal(a)
-	jb, _ := json.Marshal(b)
-	return strings.Compare(string(ja), string(jb))
+	return 0
 }
+
+// compareValues orders two decoded JSON values as orderVal.compare does.
+func compareValues(a, b any) int { return orderValOf(a).compare(orderValOf(b)) }
 
 // number is a JSON number as an exact integer when it is one, else a float.
 type number struct {
@@ -284,8 +308,10 @@ type number struct {
 func toNumber(v any) (number, bool) {
 	switch x := v.(type) {
 	case json.Number:
-		if i, err := strconv.ParseInt(string(x), 10, 64); err == nil {
-			return number{isInt: true, i: i}, true
+		if !strings.ContainsAny(string(x), ".eE") {
+			if i, err := strconv.ParseInt(string(x), 10, 64); err == nil {
+				return number{isInt: true, i: i}, true
+			}
 		}
 		f, err := strconv.ParseFloat(string(x), 64)
 		return number{f: f}, err == nil
@@ -306,9 +332,7 @@ func (n number) float() float64 {
 	return n.f
 }
 
-func compareNumbers(a, b any) int {
-	x, _ := toNumber(a)
-	y, _ := toNumber(b)
+func compareNumbers(x, y number) int {
 	if x.isInt && y.isInt {
 		return cmpInt64(x.i, y.i)
 	}
