@@ -12,11 +12,11 @@ var (
 	ErrClosed            = errors.New("tenant is closed")
 	ErrUnknownCollection = errors.New("unknown collection")
 	ErrUnknownField      = errors.New("unknown field")
-	ErrTaken             = errors.New("id or unique value taken")    // 409
-	ErrRequire           = errors.New("require not met")             // 412
-	ErrType              = errors.New("wrong type")                  // 400
-	ErrInvalid           = errors.New("invalid statement")           // 400
-	ErrTooMany           = errors.New("limit and offset past 10000") // 400
+	ErrTaken             = errors.New("id or unique value taken") // 409
+	ErrRequire           = errors.New("require not met")          // 412
+	ErrType              = errors.New("wrong type")               // 400
+	ErrInvalid           = errors.New("invalid statement")        // 400
+	ErrTooMany           = errors.New("more than 10000 rows")     // 400: a limit, offset or near without a limit past it
 )
 
 // The file's own errors are the store's: the engine returns them wrapped

@@ -200,11 +200,19 @@ func (r *runner) search(c *collection, s *fql.Get) ([]hit, error) {
 		lists = append(lists, l)
 	}
 	if s.Near != nil {
-		// A graph walk costs with its k: without a limit, near answers at
-		// most fql.MaxRows nearest rows.
-		l, err := r.nearHits(c, s.Near, min(k, fql.MaxRows), filter)
+		// A graph walk costs with its k, so near answers at most
+		// fql.MaxRows rows. Fused, those are its candidates; alone and
+		// with no limit, finding more is refused rather than cut.
+		nk := min(k, fql.MaxRows)
+		if s.Fuse == nil {
+			nk = min(k, fql.MaxRows+1)
+		}
+		l, err := r.nearHits(c, s.Near, nk, filter)
 		if err != nil {
 			return nil, err
+		}
+		if len(l) > fql.MaxRows {
+			return nil, fmt.Errorf("%w: near finds more than %d rows: give a limit", ErrTooMany, fql.MaxRows)
 		}
 		lists = append(lists, l)
 	}

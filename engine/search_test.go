@@ -3,6 +3,8 @@ package engine
 import (
 	"errors"
 	"testing"
+
+	"github.com/fenec-go/fenec/engine/fql"
 )
 
 func TestSearch(t *testing.T) {
@@ -96,4 +98,31 @@ func scoreOf(t *testing.T, db *DB, id int64) string {
 	}
 	t.Fatalf("id %d not found", id)
 	return ""
+}
+
+// near with no limit answers at most 10 000 rows: finding more is refused
+// (ErrTooMany), never cut short; a where narrowing it below that answers
+// whole, as does a limit.
+func TestNearPastMaxRowsIsRefused(t *testing.T) {
+	db, _ := newTestDB(t, Options{NoSweep: true})
+	mustExec(t, db, "create collection d (kind int, v vector<2> @hnsw(l2, m=4, ef_construction=8))")
+	docs := make([]any, fql.MaxRows+1)
+	for i := range docs {
+		docs[i] = map[string]any{"kind": int64(i % 2), "v": []any{float64(i % 97), float64(i % 89)}}
+	}
+	if _, _, err := db.Exec(t.Context(), Statement{Query: "put d $1", Params: []any{docs}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"get d near v [1, 1] exact", "get d near v [1, 1] exact count"} {
+		if err := execErr(t, db, q); !errors.Is(err, ErrTooMany) {
+			t.Errorf("%s on %d rows: %v, want ErrTooMany", q, len(docs), err)
+		}
+	}
+	if got := mustExec(t, db, "get d near v [1, 1] exact where kind = 1 count"); !jsonEq(t, got, `{"count":5000}`) {
+		t.Errorf("near where kind = 1 count: %s", got)
+	}
+	res, _, err := db.Exec(t.Context(), Statement{Query: "get d near v [1, 1] exact limit 10000"})
+	if err != nil || len(res.Rows) != fql.MaxRows {
+		t.Errorf("near limit 10000: %v, %d rows", err, len(res.Rows))
+	}
 }

@@ -291,7 +291,9 @@ type Match struct {
 // Near is near FIELD EXPR [ef N] [exact]: vector search on an @hnsw field.
 // Vector is a *ListLit of numbers or a *Param. Ef overrides the index's
 // ef_search (0: the index's own); Exact compares with every row instead of
-// walking the graph. Rows come nearest first, each with _score.
+// walking the graph. Rows come nearest first, each with _score. With no
+// limit (and no fuse) near answers at most MaxRows rows: the engine
+// refuses one that finds more rather than cut it.
 type Near struct {
 	At     int
 	Field  string
