@@ -193,3 +193,27 @@ func TestRangeBounds(t *testing.T) {
 		}
 	}
 }
+
+// Numbers past 2^53, where an int and the float nearest it differ: an
+// index on a float field bounded by an int (and an int field by a float)
+// answers as the scan does, which compares them exactly.
+func TestIndexedEqualsScanPastFloatPrecision(t *testing.T) {
+	db, _ := newTestDB(t, Options{NoSweep: true})
+	mustExec(t, db, "create collection ix (f float @sorted, h float @hash, n int @sorted, m int @hash)")
+	mustExec(t, db, "create collection sc (f float, h float, n int, m int)")
+	const row = "{f: 9007199254740992.0, h: 9007199254740992.0, n: 9007199254740993, m: 9007199254740993}"
+	mustExec(t, db, "put ix "+row)
+	mustExec(t, db, "put sc "+row)
+	for _, w := range []string{
+		"f >= 9007199254740993", "f > 9007199254740992", "f < 9007199254740993", "f <= 9007199254740991",
+		"f = 9007199254740993", "h = 9007199254740993", "h = 9007199254740992", "h != 9007199254740993",
+		"n <= 9007199254740992.0", "n > 9007199254740992.0", "n = 9007199254740992.0", "m = 9007199254740992.0",
+		"f >= 9223372036854775807", "h = 9223372036854775807", "f > -9223372036854775808",
+	} {
+		a := mustExec(t, db, "get ix where "+w+" count")
+		b := mustExec(t, db, "get sc where "+w+" count")
+		if a != b {
+			t.Errorf("where %s: indexed %s, scanned %s", w, a, b)
+		}
+	}
+}

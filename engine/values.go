@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"math"
 	"strings"
+
+	"github.com/fenec-go/fenec/engine/fql"
 )
 
 // normalizeParam turns a JSON-decoded parameter into a runtime value:
@@ -62,7 +64,12 @@ func keyFor(k typeKind, v any) (any, bool) {
 	case tFloat:
 		switch x := v.(type) {
 		case int64:
-			return float64(x), true
+			// Only a float that is exactly x equals it.
+			f := float64(x)
+			if f >= 1<<63 || int64(f) != x {
+				return nil, false
+			}
+			return f, true
 		case float64:
 			return x, true
 		}
@@ -88,14 +95,14 @@ func cmpKeys(a, b any) int {
 		case int64:
 			return cmp.Compare(x, y)
 		case float64:
-			return cmp.Compare(float64(x), y)
+			return exactNumCmp(x, y)
 		}
 	case float64:
 		switch y := b.(type) {
 		case float64:
 			return cmp.Compare(x, y)
 		case int64:
-			return cmp.Compare(x, float64(y))
+			return exactNumCmp(x, y)
 		}
 	case string:
 		if y, ok := b.(string); ok {
@@ -113,6 +120,14 @@ func cmpKeys(a, b any) int {
 		}
 	}
 	return cmpRank(a) - cmpRank(b)
+}
+
+// exactNumCmp orders an int64 and a float64 (either way round) as the
+// query language does, exactly: an int past 2^53 is not rounded to the
+// float nearest it, so an index and a scan agree. Keys are never NaN.
+func exactNumCmp(a, b any) int {
+	c, _ := fql.Compare(a, b)
+	return c
 }
 
 func cmpRank(v any) int {
