@@ -62,6 +62,10 @@ type Router struct {
 	// repair has failed-over nodes' copies follow again, and owed copies
 	// made (repair.go).
 	repair repairer
+	// leasing grants nodes their leases while this router leads
+	// (--auto-failover) and asks refused writes again (leasing.go).
+	leasing      *leasing
+	leaseUnwatch func()
 
 	closeOnce sync.Once
 	closeErr  error
@@ -179,7 +183,7 @@ func (rt *Router) wire() error {
 	}
 	rt.metricsH = promhttp.HandlerFor(rt.reg, promhttp.HandlerOpts{Registry: rt.reg})
 	rt.unwatch = rt.watcher.OnTenantChange(cutOnFailover(rt.watcher, rt.fwd, rt.log))
-	return nil
+	return rt.wireLeasing()
 }
 
 // serve starts the HTTP server on the router's listener, on a goroutine
@@ -280,6 +284,9 @@ func (rt *Router) Close() error {
 		if rt.unwatch != nil {
 			rt.unwatch()
 		}
+		if rt.leaseUnwatch != nil {
+			rt.leaseUnwatch()
+		}
 		if rt.fwd != nil {
 			errs = append(errs, rt.fwd.Close())
 		}
@@ -319,6 +326,10 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case strings.HasPrefix(p, "/t/"):
 		rt.fwd.ServeHTTP(rw, r)
+	case p == "/_shard/leases" && rt.leasing != nil && rt.leasing.own > 0:
+		if rt.authorize(rw, r) {
+			rt.leasing.serveLeases(rw, r)
+		}
 	case strings.HasPrefix(p, "/_shard/"):
 		rt.serveShard(rw, r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id)))
 	case p == "/_metrics":

@@ -58,6 +58,11 @@ type Config struct {
 	// Replicas gives each tenant a following copy on another node of its
 	// region. --replicas.
 	Replicas bool
+	// AutoFailover, when positive, leases each node recorded as taking
+	// leases the tenants placed there for this long while this router
+	// leads, and fails over a node whose lease lapsed. --auto-failover
+	// (seconds).
+	AutoFailover time.Duration
 	// SizesParallel bounds how many nodes are asked their sizes at once.
 	// Default 8.
 	SizesParallel int
@@ -103,6 +108,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Region, "region", c.Region, "serve `REGION` (none: the global tier)")
 	fs.BoolVar(&c.Standby, "standby", c.Standby, "never claim the lead on its own; forward and wait for POST /_shard/promote")
 	fs.BoolVar(&c.Replicas, "replicas", c.Replicas, "give each tenant a replica on another node of its region")
+	fs.Var((*seconds)(&c.AutoFailover), "auto-failover", "lease each node for `S` seconds; fail over lost ones (0: never)")
 	c.Forward.AddFlags(fs)
 	fs.StringVar(&c.Audit, "audit", c.Audit, "append a JSON line for every change and refusal to `PATH`")
 }
@@ -139,6 +145,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: move timeout %v below the node timeout %v", ErrBadConfig, c.MoveTimeout, c.NodeTimeout)
 	case c.SizesParallel <= 0:
 		return fmt.Errorf("%w: sizes parallelism must be positive", ErrBadConfig)
+	case c.AutoFailover < 0 || (c.AutoFailover > 0 && c.AutoFailover < 30*time.Millisecond):
+		return fmt.Errorf("%w: --auto-failover %v: at least 0.03 s, or 0", ErrBadConfig, c.AutoFailover)
 	}
 	return nil
 }

@@ -1,0 +1,102 @@
+package region
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/fenec-go/fenec/global"
+	"github.com/fenec-go/fenec/lease"
+)
+
+// maxGrantAnswer bounds a node's answer to a grant.
+const maxGrantAnswer = 64 << 10
+
+// leaseTransport carries grants to nodes over HTTP: POST /_admin/lease
+// with the node's admin token, the address and token read from the
+// router's copy of the directory at each call. Every call, name
+// resolution and connecting included, is bounded by its ctx: the dialer
+// resolves within the ctx, so a node whose name a resolver is slow to
+// refuse holds up only its own grant.
+type leaseTransport struct {
+	nodes func(name string) (global.Node, bool)
+	hc    *http.Client
+	tr    *http.Transport
+}
+
+func newLeaseTransport(nodes func(name string) (global.Node, bool)) *leaseTransport {
+	d := &net.Dialer{KeepAlive: 15 * time.Second}
+	tr := &http.Transport{
+		Proxy:               nil,
+		DialContext:         d.DialContext,
+		MaxIdleConnsPerHost: 2,
+		IdleConnTimeout:     30 * time.Second,
+		DisableCompression:  true,
+	}
+	return &leaseTransport{nodes: nodes, hc: &http.Client{Transport: tr}, tr: tr}
+}
+
+// Send posts g to node and returns its answer, or the refusal it stands
+// for (lease.DecodeReply).
+func (t *leaseTransport) Send(ctx context.Context, node string, g lease.Grant) (lease.Answer, error) {
+	n, ok := t.nodes(node)
+	if !ok {
+		return lease.Answer{}, fmt.Errorf("grant to %s: %w", node, ErrUnknownNode)
+	}
+	body, err := json.Marshal(g)
+	if err != nil {
+		return lease.Answer{}, fmt.Errorf("grant to %s: %w", node, err)
+	}
+	status, ans, err := t.do(ctx, n, http.MethodPost, bytes.NewReader(body))
+	if err != nil {
+		return lease.Answer{}, fmt.Errorf("grant to %s: %w", node, err)
+	}
+	return lease.DecodeReply(status, ans)
+}
+
+// probe asks node whether it takes leases (GET /_admin/lease): true on
+// 200, false on the 409 of a node started without --lease; an error when
+// it did not say.
+func (t *leaseTransport) probe(ctx context.Context, n global.Node) (bool, error) {
+	status, body, err := t.do(ctx, n, http.MethodGet, nil)
+	if err != nil {
+		return false, err
+	}
+	switch status {
+	case http.StatusOK:
+		return true, nil
+	case http.StatusConflict:
+		return false, nil
+	}
+	return false, fmt.Errorf("%w: GET /_admin/lease: %d %.200s", ErrNodeCall, status, body)
+}
+
+// do makes one call and reads its answer whole.
+func (t *leaseTransport) do(ctx context.Context, n global.Node, method string, body io.Reader) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, nodeURL(n.Addr)+"/_admin/lease", body)
+	if err != nil {
+		return 0, nil, fmt.Errorf("%w: %w", ErrNodeCall, err)
+	}
+	req.Header.Set("Authorization", "Bearer "+n.Token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := t.hc.Do(req)
+	if err != nil {
+		return 0, nil, fmt.Errorf("%w: %w", ErrNodeCall, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxGrantAnswer))
+	if err != nil {
+		return 0, nil, fmt.Errorf("%w: read answer: %w", ErrNodeCall, err)
+	}
+	return resp.StatusCode, b, nil
+}
+
+// close drops idle connections.
+func (t *leaseTransport) close() { t.tr.CloseIdleConnections() }

@@ -1,0 +1,431 @@
+package region
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fenec-go/fenec/global"
+	"github.com/fenec-go/fenec/lease"
+	"github.com/fenec-go/fenec/node"
+)
+
+// leaseNode is a fenec-node under --lease (or not) whose /_admin/lease can
+// be cut off from the router alone: grants then hang until the router
+// gives up on them, while data requests, the router's and the test's own,
+// still reach it.
+type leaseNode struct {
+	s    *node.Server
+	srv  *httptest.Server
+	addr string
+	cut  atomic.Bool
+	stop chan struct{} // closed at cleanup: cut calls end
+}
+
+func startLeaseNode(tb testing.TB, takesLease bool) *leaseNode {
+	tb.Helper()
+	cfg := node.DefaultConfig()
+	cfg.Dir = tb.TempDir()
+	cfg.HTTP = "127.0.0.1:0"
+	cfg.AdminToken = cpAdminToken
+	cfg.ReplicationToken = cpReplToken
+	cfg.Sync = "always"
+	cfg.Lease = takesLease
+	cfg.Logger = cpLogger()
+	s, err := node.New(cfg)
+	if err != nil {
+		tb.Fatalf("new node: %v", err)
+	}
+	if err := s.Start(); err != nil {
+		tb.Fatalf("start node: %v", err)
+	}
+	n := &leaseNode{s: s, stop: make(chan struct{})}
+	n.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.cut.Load() && r.URL.Path == "/_admin/lease" {
+			// Read whole, so the server notices the caller hang up.
+			_, _ = io.Copy(io.Discard, r.Body)
+			select {
+			case <-r.Context().Done():
+			case <-n.stop:
+			}
+			return
+		}
+		s.ServeHTTP(w, r)
+	}))
+	n.addr = strings.TrimPrefix(n.srv.URL, "http://")
+	tb.Cleanup(func() {
+		close(n.stop)
+		n.srv.CloseClientConnections()
+		if err := s.Close(); err != nil {
+			tb.Errorf("close node: %v", err)
+		}
+		n.srv.Close()
+	})
+	return n
+}
+
+// write puts one row straight to the node (not through the router).
+func (n *leaseNode) write(tb testing.TB, tenant string, v int) (int, http.Header) {
+	tb.Helper()
+	body := fmt.Sprintf(`{"query": "put c {n: %d}"}`, v)
+	st, h, _ := cpDo(tb, http.MethodPost, n.srv.URL+"/t/"+tenant+"/query", "", []byte(body), nil)
+	return st, h
+}
+
+const testLease = 600 * time.Millisecond
+
+func startLeasingRouter(tb testing.TB) *cpRouter {
+	tb.Helper()
+	return startCPRouter(tb, func(c *Config) { c.AutoFailover = testLease })
+}
+
+// addLeaseNode records n and waits until the router found it takes leases
+// (or, for a node that takes none, that it never records it so).
+func (r *cpRouter) addLeaseNode(tb testing.TB, name string, n *leaseNode, extra map[string]any) {
+	tb.Helper()
+	body := map[string]any{"addr": n.addr, "token": cpAdminToken, "region": "eu"}
+	for k, v := range extra {
+		body[k] = v
+	}
+	if st, b := r.shard(tb, http.MethodPut, "nodes/"+name, body, nil); st != http.StatusCreated {
+		tb.Fatalf("put node %s: %d %s", name, st, b)
+	}
+}
+
+// waitLeased waits until node is recorded lease:true and has run a lease
+// from this router's grants.
+func (r *cpRouter) waitLeased(tb testing.TB, name string) {
+	tb.Helper()
+	cpEventually(tb, func() error {
+		for _, st := range r.leases(tb).Nodes {
+			if st.Node == name && st.Ran && st.LeftMS > 0 {
+				return nil
+			}
+		}
+		return fmt.Errorf("%s not leased yet: %+v", name, r.leases(tb))
+	})
+}
+
+type leasesAnswer struct {
+	Leasing bool               `json:"leasing"`
+	Term    uint64             `json:"term"`
+	LeaseMS int64              `json:"lease_ms"`
+	Nodes   []lease.NodeStatus `json:"nodes"`
+}
+
+func (r *cpRouter) leases(tb testing.TB) leasesAnswer {
+	tb.Helper()
+	var a leasesAnswer
+	if st, b := r.shard(tb, http.MethodGet, "leases", nil, &a); st != http.StatusOK {
+		tb.Fatalf("leases: %d %s", st, b)
+	}
+	return a
+}
+
+// A node cut off from the router while its own clients reach it stops
+// taking their writes before its tenant is promoted on its copy; the copy
+// takes writes through the router at once; the failover is counted.
+func TestAutoFailoverOfCutNodeCP(t *testing.T) {
+	r := startLeasingRouter(t)
+	a, b := startLeaseNode(t, true), startLeaseNode(t, true)
+	r.addLeaseNode(t, "a", a, nil)
+	r.addLeaseNode(t, "b", b, nil)
+	r.waitLeased(t, "a")
+	r.waitLeased(t, "b")
+	if st, body := r.shard(t, http.MethodPut, "nodes/a", map[string]any{"standby": "b"}, nil); st != http.StatusCreated {
+		t.Fatalf("standby: %d %s", st, body)
+	}
+	// Placed and written at once: the create's grant, or the forwarder's
+	// retry, lets the first write in.
+	r.place(t, "t1", "a")
+	r.mustQuery(t, "t1", "create collection c (n int)")
+	for i := range 10 {
+		r.mustQuery(t, "t1", fmt.Sprintf("put c {n: %d}", i))
+	}
+	if st, _ := a.write(t, "t1", 100); st != http.StatusOK {
+		t.Fatalf("direct write under the lease: %d", st)
+	}
+	rec, err := r.rt.store.LeaseRecord(cpCtx(t))
+	if err != nil || rec.Value != testLease.Milliseconds() {
+		t.Fatalf("lease record %v %v", rec.Value, err)
+	}
+
+	// Cut: a's own client keeps writing straight to it. A write it
+	// acknowledges after the router's copy shows t1 on b would make two
+	// primaries.
+	a.cut.Store(true)
+	var lateAcks atomic.Int32
+	refused := make(chan http.Header, 1)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := 0; ; i++ {
+			st, h := a.write(t, "t1", 1000+i)
+			onB := false
+			if rec, ok := r.rt.watcher.View().Tenant("t1"); ok && rec.Node == "b" {
+				onB = true
+			}
+			if st == http.StatusOK && onB {
+				lateAcks.Add(1)
+			}
+			if st == http.StatusServiceUnavailable {
+				refused <- h
+				return
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	})
+	var h http.Header
+	select {
+	case h = <-refused:
+	case <-time.After(cpWait):
+		t.Fatal("the cut node kept taking writes")
+	}
+	wg.Wait()
+	if h.Get("Fenec-Refused") != "lease" || h.Get("Retry-After") == "" {
+		t.Fatalf("refusal headers %v", h)
+	}
+	cpEventually(t, func() error {
+		if e := r.tenantsOf(t)["t1"]; e.Node != "b" {
+			return fmt.Errorf("t1 still on %s", e.Node)
+		}
+		return nil
+	})
+	if n := lateAcks.Load(); n > 0 {
+		t.Fatalf("the cut node acknowledged %d writes after its tenant was promoted", n)
+	}
+	r.mustQuery(t, "t1", "put c {n: 5000}")
+	if st, _ := a.write(t, "t1", 6000); st != http.StatusServiceUnavailable {
+		t.Fatalf("old primary took a write after the failover: %d", st)
+	}
+	if got := counterValue(t, r.rt.leasing.failovers.WithLabelValues(AutoFailoverDone)); got < 1 {
+		t.Fatalf("auto failovers done: %v", got)
+	}
+	var failedOver bool
+	for _, st := range r.leases(t).Nodes {
+		if st.Node == "a" {
+			failedOver = st.FailedOver
+		}
+	}
+	if !failedOver {
+		t.Fatalf("leases: a not failed over: %+v", r.leases(t))
+	}
+	// Healed, a is leased again with nothing on its list.
+	a.cut.Store(false)
+	cpEventually(t, func() error {
+		st := a.leaseStatus(t)
+		if st.LeftMS <= 0 || len(st.Tenants) != 0 {
+			return fmt.Errorf("a's lease after the heal: %+v", st)
+		}
+		return nil
+	})
+}
+
+func (n *leaseNode) leaseStatus(tb testing.TB) lease.Status {
+	tb.Helper()
+	st, _, body := cpDo(tb, http.MethodGet, n.srv.URL+"/_admin/lease", cpAdminToken, nil, nil)
+	var s lease.Status
+	if st != http.StatusOK || json.Unmarshal(body, &s) != nil {
+		tb.Fatalf("lease status: %d %s", st, body)
+	}
+	return s
+}
+
+// A node started without --lease is leased by no router and never failed
+// over automatically, while a leased node lost beside it is.
+func TestNodeWithoutLeaseNeverFailedOverCP(t *testing.T) {
+	r := startLeasingRouter(t)
+	free, a, b := startLeaseNode(t, false), startLeaseNode(t, true), startLeaseNode(t, true)
+	r.addLeaseNode(t, "free", free, nil)
+	r.addLeaseNode(t, "a", a, nil)
+	r.addLeaseNode(t, "b", b, nil)
+	r.waitLeased(t, "a")
+	r.waitLeased(t, "b")
+	for _, n := range []string{"free", "a"} {
+		if st, body := r.shard(t, http.MethodPut, "nodes/"+n, map[string]any{"standby": "b"}, nil); st != http.StatusCreated {
+			t.Fatalf("standby of %s: %d %s", n, st, body)
+		}
+	}
+	r.place(t, "tf", "free")
+	r.place(t, "ta", "a")
+	r.mustQuery(t, "tf", "create collection c (n int)")
+	r.mustQuery(t, "ta", "create collection c (n int)")
+	free.cut.Store(true)
+	a.cut.Store(true)
+	free.srv.CloseClientConnections()
+	cpEventually(t, func() error {
+		if e := r.tenantsOf(t)["ta"]; e.Node != "b" {
+			return fmt.Errorf("ta still on %s", e.Node)
+		}
+		return nil
+	})
+	if e := r.tenantsOf(t)["tf"]; e.Node != "free" {
+		t.Fatalf("a node without --lease was failed over: %+v", e)
+	}
+	for _, st := range r.leases(t).Nodes {
+		if st.Node == "free" {
+			t.Fatalf("a node without --lease is leased: %+v", st)
+		}
+	}
+	var nodes []nodeEntry
+	r.shard(t, http.MethodGet, "nodes", nil, &nodes)
+	for _, n := range nodes {
+		if want := n.Name != "free"; n.Lease != want {
+			t.Fatalf("node %s recorded lease:%v", n.Name, n.Lease)
+		}
+	}
+}
+
+// A node that took a higher term than the router's fences it: the router
+// stops leasing and taking changes.
+func TestDeposedRouterStopsCP(t *testing.T) {
+	r := startLeasingRouter(t)
+	a := startLeaseNode(t, true)
+	r.addLeaseNode(t, "a", a, nil)
+	r.waitLeased(t, "a")
+	term := r.leases(t).Term
+	list := []string{}
+	g, _ := json.Marshal(lease.Grant{Term: term + 5, Router: "other", N: 1, MS: 1000, Tenants: list, List: lease.ListID(list)})
+	if st, _, body := cpDo(t, http.MethodPost, a.srv.URL+"/_admin/lease", cpAdminToken, g, nil); st != http.StatusOK {
+		t.Fatalf("higher grant: %d %s", st, body)
+	}
+	cpEventually(t, func() error {
+		if r.rt.Leading() || r.leases(t).Leasing {
+			return fmt.Errorf("still leading %v / leasing %v", r.rt.Leading(), r.leases(t).Leasing)
+		}
+		return nil
+	})
+	if st, _ := r.shard(t, http.MethodPut, "tenants/x", map[string]any{"node": "a"}, nil); st != http.StatusConflict {
+		t.Fatalf("a deposed router took a change: %d", st)
+	}
+}
+
+// A tenant held by another operation when its node lapses is named by no
+// grant of its node meanwhile, and is failed over once released.
+func TestHeldTenantOffTheListCP(t *testing.T) {
+	r := startLeasingRouter(t)
+	a, b := startLeaseNode(t, true), startLeaseNode(t, true)
+	r.addLeaseNode(t, "a", a, nil)
+	r.addLeaseNode(t, "b", b, nil)
+	r.waitLeased(t, "a")
+	r.waitLeased(t, "b")
+	if st, body := r.shard(t, http.MethodPut, "nodes/a", map[string]any{"standby": "b"}, nil); st != http.StatusCreated {
+		t.Fatalf("standby: %d %s", st, body)
+	}
+	r.place(t, "h", "a")
+	r.place(t, "f", "a")
+	r.mustQuery(t, "h", "create collection c (n int)")
+	ctx := cpCtx(t)
+	cur, err := r.rt.store.GetTenant(ctx, "h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := r.rt.lead.changes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := s.Hold(ctx, "h", cur, "quota")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.cut.Store(true)
+	cpEventually(t, func() error {
+		if e := r.tenantsOf(t)["f"]; e.Node != "b" {
+			return fmt.Errorf("f still on %s", e.Node)
+		}
+		return nil
+	})
+	if e := r.tenantsOf(t)["h"]; e.Node != "a" {
+		t.Fatalf("held tenant failed over while held: %+v", e)
+	}
+	// Healed while h is still held: a's grants name neither tenant.
+	a.cut.Store(false)
+	cpEventually(t, func() error {
+		st := a.leaseStatus(t)
+		if st.LeftMS <= 0 {
+			return fmt.Errorf("a not leased again: %+v", st)
+		}
+		if len(st.Tenants) != 0 {
+			return fmt.Errorf("a's lease names %v", st.Tenants)
+		}
+		return nil
+	})
+	if _, err := s.Release(ctx, "h", held, "quota"); err != nil {
+		t.Fatal(err)
+	}
+	cpEventually(t, func() error {
+		if e := r.tenantsOf(t)["h"]; e.Node != "b" {
+			return fmt.Errorf("h still on %s", e.Node)
+		}
+		return nil
+	})
+	r.mustQuery(t, "h", "put c {n: 1}")
+	if st, _ := a.write(t, "h", 2); st != http.StatusServiceUnavailable {
+		t.Fatalf("old node took a write for h: %d", st)
+	}
+}
+
+// The transport bounds a grant, name resolution included, by its ctx, and
+// turns refusals back into the lease package's errors.
+func TestLeaseTransport(t *testing.T) {
+	a := startLeaseNode(t, true)
+	free := startLeaseNode(t, false)
+	nodes := map[string]global.Node{
+		"a":    {Addr: a.addr, Token: cpAdminToken, Region: "eu"},
+		"free": {Addr: free.addr, Token: cpAdminToken, Region: "eu"},
+		"gone": {Addr: "unresolvable.invalid:1", Token: cpAdminToken, Region: "eu"},
+	}
+	tr := newLeaseTransport(func(n string) (global.Node, bool) { v, ok := nodes[n]; return v, ok })
+	t.Cleanup(tr.close)
+	ctx := cpCtx(t)
+	list := []string{"x"}
+	ans, err := tr.Send(ctx, "a", lease.Grant{Term: 1, Router: "r", N: 1, MS: 1000, Tenants: list, List: lease.ListID(list)})
+	if err != nil || !ans.Took {
+		t.Fatalf("grant: %+v %v", ans, err)
+	}
+	if _, err := tr.Send(ctx, "free", lease.Grant{Term: 1, Router: "r", N: 1, MS: 1000, Tenants: list, List: lease.ListID(list)}); !errors.Is(err, lease.ErrTakesNoLease) {
+		t.Fatalf("node without --lease: %v", err)
+	}
+	if takes, err := tr.probe(ctx, nodes["free"]); takes || err != nil {
+		t.Fatalf("probe of a node without --lease: %v %v", takes, err)
+	}
+	if takes, err := tr.probe(ctx, nodes["a"]); !takes || err != nil {
+		t.Fatalf("probe of a leased node: %v %v", takes, err)
+	}
+	if _, err := tr.Send(ctx, "nobody", lease.Grant{}); !errors.Is(err, ErrUnknownNode) {
+		t.Fatalf("unknown node: %v", err)
+	}
+	a.cut.Store(true)
+	sctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if _, err := tr.Send(sctx, "a", lease.Grant{Term: 1, Router: "r", N: 2, Ack: 1, MS: 1000, List: lease.ListID(list)}); err == nil {
+		t.Fatal("a cut grant answered")
+	}
+	if _, err := tr.Send(sctx, "gone", lease.Grant{Term: 1, Router: "r", N: 1, MS: 1000, Tenants: list, List: lease.ListID(list)}); err == nil {
+		t.Fatal("an unresolvable node answered")
+	}
+}
+
+func TestGainedAndLists(t *testing.T) {
+	for _, c := range []struct {
+		old, list []string
+		want      bool
+	}{
+		{nil, nil, false},
+		{nil, []string{"a"}, true},
+		{[]string{"a", "b"}, []string{"a"}, false},
+		{[]string{"a"}, []string{"a", "c"}, true},
+	} {
+		if got := gained(c.old, c.list); got != c.want {
+			t.Errorf("gained(%v, %v) = %v, want %v", c.old, c.list, got, c.want)
+		}
+	}
+}
