@@ -8,12 +8,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/fenec-go/fenec/engine"
@@ -25,6 +27,9 @@ const followExt = ".follow"
 // errImageTaken ends a follower whose tenant is being replaced by an
 // image from its primary.
 var errImageTaken = errors.New("image taken from the primary")
+
+// errFeedEnded closes a follower's ack stream as it stops reading.
+var errFeedEnded = errors.New("replication feed ended")
 
 // followState is a replica file's role, kept beside it: the node it
 // follows and whether it has heard a hello from that node since it was
@@ -178,22 +183,40 @@ func (t *tenant) runFollower(ctx context.Context, from string) {
 	}
 }
 
-// followOnce reads one feed from the primary, applying what it sends. A
+// followOnce reads one feed from the primary, applying what it sends,
+// and acknowledges what its own file holds durably on the same request:
+// its body streams acks while the answer streams records. Records are
+// synced once per batch (what arrived together), then acknowledged. A
 // feed silent for three keepalive periods (a primary cut off) is dropped
 // and asked again.
 func (t *tenant) followOnce(ctx context.Context, from string) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// What the file holds is durable before the primary is told where it
+	// stands: the position asked from is the first ack.
+	if err := t.db.Sync(); err != nil {
+		return fmt.Errorf("sync before following: %w", err)
+	}
+	since := t.db.Seq()
 	silence := 3 * t.reg.keepAlive
 	watchdog := time.AfterFunc(silence, cancel)
 	defer watchdog.Stop()
 	u := strings.TrimSuffix(from, "/") + "/t/" + t.name + "/_replication?since=" +
-		strconv.FormatUint(t.db.Seq(), 10) + "&history=" + strconv.FormatUint(t.db.History(), 10)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+		strconv.FormatUint(since, 10) + "&history=" + strconv.FormatUint(t.db.History(), 10)
+	ackR, ackW := io.Pipe()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, ackR)
 	if err != nil {
 		return err
 	}
+	req.ContentLength = -1 // streamed, chunked
 	req.Header.Set("Authorization", "Bearer "+t.reg.replToken)
+	req.Header.Set("Content-Type", "application/octet-stream")
+	ack := newAcker(ackW, since)
+	var wg sync.WaitGroup
+	wg.Go(func() { ack.run(ctx) })
+	defer wg.Wait()
+	defer ackW.CloseWithError(errFeedEnded) // ends an ack write held up
+	defer cancel()
 	res, err := t.reg.replClient.Do(req)
 	if err != nil {
 		return err
@@ -212,6 +235,7 @@ func (t *tenant) followOnce(ctx context.Context, from string) error {
 			os.Remove(image.Name())
 		}
 	}()
+	unsynced := false // records applied since the last sync
 	for {
 		kind, payload, err := readFrame(br)
 		if err != nil {
@@ -235,6 +259,7 @@ func (t *tenant) followOnce(ctx context.Context, from string) error {
 			if err := t.db.ApplyRecord(rec); err != nil {
 				return fmt.Errorf("apply record %d..%d: %w", rec.First, rec.Last, err)
 			}
+			unsynced = true
 		case frameImage:
 			if image == nil {
 				if image, err = os.CreateTemp(t.reg.dir, t.name+".image.*.part"); err != nil {
@@ -250,6 +275,75 @@ func (t *tenant) followOnce(ctx context.Context, from string) error {
 			}
 			return t.takeImage(image)
 		}
+		// The batch ends where nothing more has arrived: one sync for it,
+		// then its ack. A keepalive is answered with the ack again, so
+		// the primary knows the copy still listens.
+		if unsynced && br.Buffered() == 0 {
+			seq := t.db.Seq()
+			if err := t.db.Sync(); err != nil {
+				return fmt.Errorf("sync replicated records: %w", err)
+			}
+			unsynced = false
+			ack.offer(seq, false)
+		} else if kind == frameKeep {
+			ack.offer(0, true)
+		}
+	}
+}
+
+// acker sends a follower's acks on the feed's request body: the newest
+// durable seq offered, skipping any a slow connection overtook.
+type acker struct {
+	w     *io.PipeWriter
+	wake  chan struct{} // cap 1
+	mu    sync.Mutex
+	want  uint64 // guarded by mu: the newest seq to acknowledge
+	again bool   // guarded by mu: send it even if sent already
+}
+
+func newAcker(w *io.PipeWriter, first uint64) *acker {
+	a := &acker{w: w, wake: make(chan struct{}, 1), want: first, again: true}
+	a.wake <- struct{}{}
+	return a
+}
+
+// offer has seq acknowledged soon; again, the newest ack sent again.
+func (a *acker) offer(seq uint64, again bool) {
+	a.mu.Lock()
+	a.want = max(a.want, seq)
+	a.again = a.again || again
+	a.mu.Unlock()
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run writes acks until ctx ends or the body is closed.
+func (a *acker) run(ctx context.Context) {
+	var sent uint64
+	for {
+		select {
+		case <-ctx.Done():
+			a.w.CloseWithError(ctx.Err())
+			return
+		case <-a.wake:
+		}
+		a.mu.Lock()
+		seq, again := a.want, a.again
+		a.again = false
+		a.mu.Unlock()
+		if seq <= sent && !again {
+			continue
+		}
+		var buf [13]byte
+		buf[0] = frameAck
+		binary.BigEndian.PutUint32(buf[1:5], 8)
+		binary.BigEndian.PutUint64(buf[5:], seq)
+		if _, err := a.w.Write(buf[:]); err != nil {
+			return
+		}
+		sent = seq
 	}
 }
 

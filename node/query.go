@@ -154,7 +154,7 @@ func (c *call) runJob(j *job, body []byte) {
 }
 
 // replicaWait bounds how long a write under --sync always waits for its
-// replicas' streams to send it.
+// replicas to acknowledge it durable in their own files.
 const replicaWait = 5 * time.Second
 
 // outcome is what running a job came to.
@@ -172,8 +172,8 @@ func (c *call) answer(j *job, o outcome) {
 		return
 	}
 	if o.res.Wrote {
-		if c.s.syncAlways && !c.t.waitSent(c.r.Context(), o.res.Seq, replicaWait) {
-			c.log.Warn("write answered before every replica stream was sent it", "tenant", c.t.name, "seq", o.res.Seq)
+		if c.s.syncAlways && !c.t.waitAcked(c.r.Context(), o.res.Seq, replicaWait) {
+			c.log.Warn("write answered before every replica acknowledged it durable", "tenant", c.t.name, "seq", o.res.Seq)
 		}
 		if !c.answeredUnderLease(o.res.Seq) {
 			return

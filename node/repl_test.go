@@ -150,8 +150,9 @@ func TestOldPrimaryPromotedOnceItHeard(t *testing.T) {
 	a2.q("a", `put c {name: "back on a"}`)
 }
 
-// Under --sync always, a stream that made a write wait out the bound is
-// not waited for again until it has caught up; then it is.
+// Under --sync always, a copy that made a write wait out the bound is
+// not waited for again until it has caught up; then it is. A copy behind
+// as it connects is not waited for until it has caught up either.
 func TestLaggingStreamNotWaitedForAgain(t *testing.T) {
 	n := startNode(t, func(c *Config) { withRepl(c); c.Sync = "always" })
 	people(t, n)
@@ -161,22 +162,29 @@ func TestLaggingStreamNotWaitedForAgain(t *testing.T) {
 	}
 	defer n.s.reg.release(tn)
 	seq := tn.db.Seq()
-	f, drop := tn.addFeed(0) // a copy's stream that sends nothing
+	f, drop := tn.addFeed(seq) // a copy caught up that acknowledges nothing more
 	defer drop()
-	if tn.waitSent(t.Context(), seq, 10*time.Millisecond) {
-		t.Fatal("a write did not wait for a stream that has not sent it")
+	if tn.waitAcked(t.Context(), seq+1, 10*time.Millisecond) {
+		t.Fatal("a write did not wait for a copy that has not acknowledged it")
 	}
 	// Lagging: the next write is not held for it at all (the bound would
 	// fail the test if it were).
-	if !tn.waitSent(t.Context(), seq, 30*time.Second) {
-		t.Fatal("a write waited for a lagging stream")
+	if !tn.waitAcked(t.Context(), seq+1, 30*time.Second) {
+		t.Fatal("a write waited for a lagging copy")
 	}
-	tn.sentTo(f, seq-1, false) // progress, not caught up: still lagging
-	if !tn.waitSent(t.Context(), seq, 30*time.Second) {
-		t.Fatal("a write waited for a stream still lagging")
+	tn.ackedTo(f, seq, false) // no progress to what was durable: still lagging
+	if !tn.waitAcked(t.Context(), seq+1, 30*time.Second) {
+		t.Fatal("a write waited for a copy still lagging")
 	}
-	tn.sentTo(f, seq, true) // caught up: waited for again
-	if tn.waitSent(t.Context(), seq+1, 10*time.Millisecond) {
-		t.Fatal("a write did not wait for a stream that caught up")
+	tn.ackedTo(f, seq+1, true) // caught up: waited for again
+	if tn.waitAcked(t.Context(), seq+2, 10*time.Millisecond) {
+		t.Fatal("a write did not wait for a copy that caught up")
+	}
+
+	_, drop2 := tn.addFeed(seq - 1) // connects behind
+	defer drop2()
+	tn.ackedTo(f, seq+2, true)
+	if !tn.waitAcked(t.Context(), seq+2, 30*time.Second) {
+		t.Fatal("a write waited for a copy that connected behind")
 	}
 }

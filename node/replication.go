@@ -11,6 +11,8 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fenec-go/fenec/engine"
@@ -18,15 +20,24 @@ import (
 
 // The replication feed (GET /t/<t>/_replication?since=S&history=H) is a
 // stream of frames: a kind byte, a big-endian uint32 length, the payload.
+// It is full duplex: while the answer streams records, the request's body
+// streams the copy's acks in the same frames.
 const (
 	frameHello    = 'h' // JSON replHello: who the primary is now
 	frameRecord   = 'r' // uint64 first, uint64 last, then a raw record
 	frameImage    = 'i' // a piece of a whole image
 	frameImageEnd = 'e' // the image is whole: install it, then ask again
 	frameKeep     = 'k' // nothing new
-	maxFrame      = 256 << 20
-	imageChunk    = 1 << 20
+	// The copy streams acks the other way, in the request's body: one
+	// kind of frame, the highest seq its own file holds durably.
+	frameAck   = 'a' // uint64 seq
+	maxFrame   = 256 << 20
+	imageChunk = 1 << 20
 )
+
+// errCopySilent ends a feed whose copy sent no ack (it answers every
+// keepalive with one) for three keepalive periods: cut off or gone.
+var errCopySilent = errors.New("the copy sent no ack for three keepalive periods")
 
 // replHello opens every feed.
 type replHello struct {
@@ -92,9 +103,14 @@ func (c *call) replicationFeed() {
 		c.fail(fmt.Errorf("%w: since and history must be numbers", ErrBadRequest))
 		return
 	}
+	rc := http.NewResponseController(c.w)
+	if err := rc.EnableFullDuplex(); err != nil {
+		c.fail(fmt.Errorf("replication feed: %w", err))
+		return
+	}
 	c.w.Header().Set("Content-Type", "application/octet-stream")
 	c.w.WriteHeader(http.StatusOK)
-	fw := &frameWriter{bw: bufio.NewWriterSize(c.w, 64<<10), rc: http.NewResponseController(c.w)}
+	fw := &frameWriter{bw: bufio.NewWriterSize(c.w, 64<<10), rc: rc}
 	db := c.t.db
 	hello, _ := json.Marshal(replHello{History: db.History(), Seq: db.Seq(), Lineage: db.Lineage()})
 	if fw.frame(frameHello, hello) != nil {
@@ -124,37 +140,44 @@ func (c *call) sendImage(fw *frameWriter) {
 	}
 }
 
-// feed is one replication stream a primary sends: the seq it has sent
-// up to (guarded by tenant.mu).
+// feed is one replication stream a primary sends: the seq its copy has
+// acknowledged as durable in its own file (guarded by tenant.mu).
 type feed struct {
-	sent uint64
-	// lagging: a write stopped waiting for this stream (waitSent's bound
-	// passed); no write waits for it again until it has sent everything
-	// the tenant holds.
+	acked uint64
+	// heardAt is when the copy last sent an ack (unix nanoseconds): one
+	// silent for three keepalive periods has gone, and its feed ends.
+	heardAt atomic.Int64
+	// lagging: a write stopped waiting for this copy (waitAcked's bound
+	// passed); no write waits for it again until it has acknowledged
+	// everything the tenant held durably as the ack came.
 	lagging bool
 }
 
-// addFeed registers a stream sending from since; the func drops it.
+// addFeed registers a stream whose copy holds since durably (a follower
+// syncs its file before it asks); the func drops it. A copy that is
+// behind as it connects is lagging: no write waits for it until it has
+// caught up.
 func (t *tenant) addFeed(since uint64) (*feed, func()) {
-	f := &feed{sent: since}
+	f := &feed{acked: since, lagging: since < t.db.Durable()}
 	t.mu.Lock()
 	t.feeds[f] = struct{}{}
 	t.mu.Unlock()
 	return f, func() {
 		t.mu.Lock()
 		delete(t.feeds, f)
-		t.notifySentLocked()
+		t.notifyAckedLocked()
 		t.mu.Unlock()
 	}
 }
 
-// sentTo notes a stream has sent everything up to seq; caughtUp, that it
-// has sent all that was durable as it began reading.
-func (t *tenant) sentTo(f *feed, seq uint64, caughtUp bool) {
+// ackedTo notes a stream's copy holds everything up to seq durably;
+// caughtUp, that this is all the tenant held durably as the ack came (a
+// lagging copy is waited for again).
+func (t *tenant) ackedTo(f *feed, seq uint64, caughtUp bool) {
 	t.mu.Lock()
-	if seq > f.sent {
-		f.sent = seq
-		t.notifySentLocked()
+	if seq > f.acked {
+		f.acked = seq
+		t.notifyAckedLocked()
 	}
 	if f.lagging && caughtUp {
 		f.lagging = false // waited for again
@@ -162,19 +185,20 @@ func (t *tenant) sentTo(f *feed, seq uint64, caughtUp bool) {
 	t.mu.Unlock()
 }
 
-func (t *tenant) notifySentLocked() {
+func (t *tenant) notifyAckedLocked() {
 	close(t.sentCh)
 	t.sentCh = make(chan struct{})
 }
 
-// waitSent waits until every replication stream open has sent seq (a
-// write under --sync always is answered once its copies were sent it),
-// for at most d; it says whether they all had.
+// waitAcked waits until the copy behind every replication stream open
+// has acknowledged seq as durable in its own file (a write under --sync
+// always is answered once its copies hold it), for at most d; it says
+// whether they all had.
 //
-// The streams are woken first (seq is durable now, and they send only
-// what is durable), and a stream that made one write wait out the bound
-// is not waited for again until it has caught up (a laggard).
-func (t *tenant) waitSent(ctx context.Context, seq uint64, d time.Duration) bool {
+// The streams are woken first (seq is durable here now, and they send
+// only what is durable), and a copy that made one write wait out the
+// bound is not waited for again until it has caught up (a laggard).
+func (t *tenant) waitAcked(ctx context.Context, seq uint64, d time.Duration) bool {
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	t.mu.Lock()
@@ -185,7 +209,7 @@ func (t *tenant) waitSent(ctx context.Context, seq uint64, d time.Duration) bool
 		t.mu.Lock()
 		behind := false
 		for f := range t.feeds {
-			behind = behind || (!f.lagging && f.sent < seq)
+			behind = behind || (!f.lagging && f.acked < seq)
 		}
 		ch := t.sentCh
 		t.mu.Unlock()
@@ -197,7 +221,7 @@ func (t *tenant) waitSent(ctx context.Context, seq uint64, d time.Duration) bool
 		case <-timer.C:
 			t.mu.Lock()
 			for f := range t.feeds {
-				if f.sent < seq {
+				if f.acked < seq {
 					f.lagging = true
 				}
 			}
@@ -211,13 +235,51 @@ func (t *tenant) waitSent(ctx context.Context, seq uint64, d time.Duration) bool
 	}
 }
 
+// readAcks reads the copy's acknowledgements from the feed's request
+// body (ack frames, each the highest seq its file holds durably) until
+// the body ends or fails.
+func (t *tenant) readAcks(body io.Reader, f *feed) error {
+	br := bufio.NewReaderSize(body, 512)
+	for {
+		kind, payload, err := readFrame(br)
+		if err != nil {
+			return err
+		}
+		if kind != frameAck || len(payload) != 8 {
+			return fmt.Errorf("replication ack frame %q of %d bytes", kind, len(payload))
+		}
+		f.heardAt.Store(time.Now().UnixNano())
+		seq := binary.BigEndian.Uint64(payload)
+		t.ackedTo(f, seq, seq >= t.db.Durable())
+	}
+}
+
 // sendRecords streams durable records after since until the copy goes,
-// the tenant ends or the node stops.
+// the tenant ends or the node stops, and reads the copy's acks beside it.
 func (c *call) sendRecords(fw *frameWriter, since uint64) error {
 	t, db := c.t, c.t.db
 	last := since
 	f, drop := t.addFeed(since)
 	defer drop()
+	f.heardAt.Store(time.Now().UnixNano())
+	ctx, cancel := context.WithCancelCause(c.r.Context())
+	var acks sync.WaitGroup
+	acks.Go(func() {
+		err := t.readAcks(c.r.Body, f)
+		if err == nil || errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF // a copy that stops acking has gone
+		}
+		cancel(fmt.Errorf("replication acks: %w", err))
+	})
+	defer func() {
+		cancel(nil)
+		// The ack reader is blocked in a read of the connection: a
+		// deadline passed ends it.
+		if err := fw.rc.SetReadDeadline(time.Now()); err != nil {
+			c.log.Debug("replication acks not stopped by a deadline", "tenant", t.name, "err", err)
+		}
+		acks.Wait()
+	}()
 	sentForks := map[[32]byte]bool{} // forks sent at position last
 	keep := time.NewTicker(c.s.cfg.KeepAlive)
 	defer keep.Stop()
@@ -226,7 +288,6 @@ func (c *call) sendRecords(fw *frameWriter, since uint64) error {
 	for {
 		_, changed := t.seqNow()
 		lineage := len(db.Lineage())
-		durable := db.Durable()
 		err := db.ReadRecords(last, func(rec engine.RawRecord) error {
 			if rec.First > rec.Last { // a fork: sent once
 				sum := sha256.Sum256(rec.Bytes)
@@ -252,7 +313,6 @@ func (c *call) sendRecords(fw *frameWriter, since uint64) error {
 		if err := fw.flush(); err != nil {
 			return err
 		}
-		t.sentTo(f, last, last >= durable)
 		for db.Durable() <= last && len(db.Lineage()) == lineage {
 			select {
 			case <-changed:
@@ -262,11 +322,14 @@ func (c *call) sendRecords(fw *frameWriter, since uint64) error {
 					continue
 				}
 			case <-keep.C:
+				if time.Since(time.Unix(0, f.heardAt.Load())) > 3*c.s.cfg.KeepAlive {
+					return errCopySilent
+				}
 				if fw.frame(frameKeep) != nil || fw.flush() != nil {
 					return io.ErrClosedPipe
 				}
-			case <-c.r.Context().Done():
-				return c.r.Context().Err()
+			case <-ctx.Done():
+				return context.Cause(ctx)
 			case <-t.ctx.Done():
 				return context.Cause(t.ctx)
 			case <-c.s.stopping:

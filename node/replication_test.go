@@ -150,37 +150,6 @@ func TestReplicaOf(t *testing.T) {
 	})
 }
 
-func TestSyncAlwaysWaitsForReplicaStreams(t *testing.T) {
-	a := startNode(t, func(c *Config) { withRepl(c); c.Sync = "always" })
-	b := startNode(t, withRepl)
-	people(t, a)
-	b.mkTenant("a")
-	b.admin("POST", "tenants/a/follow", `{"from":"`+a.url+`"}`)
-	eventually(t, 10*time.Second, "the copy caught up", func() bool { return count(b, "a") == `{"count":3}` })
-	tn, err := a.s.reg.acquire(t.Context(), "a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.s.reg.release(tn)
-	eventually(t, 10*time.Second, "the copy's stream is open", func() bool {
-		tn.mu.Lock()
-		defer tn.mu.Unlock()
-		return len(tn.feeds) == 1
-	})
-	for i := range 20 {
-		r := a.q("a", "put c {name: $1}", "s"+strconv.Itoa(i))
-		seq, _ := strconv.ParseUint(r.Header.Get("Fenec-Seq"), 10, 64)
-		tn.mu.Lock()
-		for f := range tn.feeds {
-			if f.sent < seq {
-				t.Errorf("write %d answered before its stream sent it (sent %d)", seq, f.sent)
-			}
-		}
-		tn.mu.Unlock()
-	}
-	eventually(t, 10*time.Second, "the copy has every write", func() bool { return count(b, "a") == `{"count":23}` })
-}
-
 func TestFollowerDropsASilentFeed(t *testing.T) {
 	// A "primary" that answers the feed's head and then says nothing.
 	hung := make(chan struct{})

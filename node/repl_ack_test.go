@@ -1,0 +1,151 @@
+package node
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fenec-go/fenec/tests/proxy"
+)
+
+// holdTenant acquires a tenant on n for the test's length.
+func holdTenant(tb testing.TB, n *testNode, name string) *tenant {
+	tb.Helper()
+	tn, err := n.s.reg.acquire(context.Background(), name)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { n.s.reg.release(tn) })
+	return tn
+}
+
+// feedsWaitedFor counts the primary's replication streams open and those
+// of them a write would wait for (not lagging).
+func feedsWaitedFor(tn *tenant) (open, waited int) {
+	tn.mu.Lock()
+	defer tn.mu.Unlock()
+	for f := range tn.feeds {
+		open++
+		if !f.lagging {
+			waited++
+		}
+	}
+	return open, waited
+}
+
+// answeredSeq is the seq a write was answered with.
+func answeredSeq(tb testing.TB, r *resp) uint64 {
+	tb.Helper()
+	seq, err := strconv.ParseUint(r.Header.Get("Fenec-Seq"), 10, 64)
+	if err != nil {
+		tb.Fatalf("write answered without Fenec-Seq: %d %s", r.Status, r.Body)
+	}
+	return seq
+}
+
+// warnCounter counts log records whose message holds a phrase.
+type warnCounter struct {
+	phrase string
+	n      *atomic.Int64
+}
+
+func (w warnCounter) Enabled(context.Context, slog.Level) bool { return true }
+func (w warnCounter) Handle(_ context.Context, r slog.Record) error {
+	if strings.Contains(r.Message, w.phrase) {
+		w.n.Add(1)
+	}
+	return nil
+}
+func (w warnCounter) WithAttrs([]slog.Attr) slog.Handler { return w }
+func (w warnCounter) WithGroup(string) slog.Handler      { return w }
+
+// Under --sync always a write is answered only once the copy's own file
+// holds it durably. The copy syncs on its own only once a minute, so
+// what it holds durably at each answer is what it synced to acknowledge.
+func TestSyncAlwaysAnswersOnceTheCopyHoldsIt(t *testing.T) {
+	a := startNode(t, func(c *Config) { withRepl(c); c.Sync = "always" })
+	b := startNode(t, func(c *Config) { withRepl(c); c.Sync = "60000" })
+	people(t, a)
+	b.mkTenant("a")
+	b.admin("POST", "tenants/a/follow", `{"from":"`+a.url+`"}`)
+	eventually(t, 10*time.Second, "the copy caught up", func() bool { return count(b, "a") == `{"count":3}` })
+	ta, tb := holdTenant(t, a, "a"), holdTenant(t, b, "a")
+	eventually(t, 10*time.Second, "the copy's stream is open and waited for", func() bool {
+		open, waited := feedsWaitedFor(ta)
+		return open == 1 && waited == 1
+	})
+	for i := range 20 {
+		seq := answeredSeq(t, a.q("a", "put c {name: $1}", "s"+strconv.Itoa(i)))
+		if d := tb.db.Durable(); d < seq {
+			t.Fatalf("write %d answered while the copy's file held %d durably", seq, d)
+		}
+	}
+	// A /batch and a REST write are held the same way.
+	seq := answeredSeq(t, a.do("POST", "/t/a/batch", `{"query": "put c {name: \"batch\"}"}`+"\n"))
+	if d := tb.db.Durable(); d < seq {
+		t.Fatalf("batch %d answered while the copy's file held %d durably", seq, d)
+	}
+	seq = answeredSeq(t, a.do("POST", "/t/a/c", `{"name": "rest"}`))
+	if d := tb.db.Durable(); d < seq {
+		t.Fatalf("REST write %d answered while the copy's file held %d durably", seq, d)
+	}
+	if got := count(b, "a"); got != `{"count":25}` {
+		t.Fatalf("copy after the writes: %s", got)
+	}
+}
+
+// A copy cut off the network holds up one write for at most the bound;
+// later writes do not wait for it until it has caught up again, and then
+// they do.
+func TestCutCopyHoldsUpOneWrite(t *testing.T) {
+	var warned atomic.Int64
+	a := startNode(t, func(c *Config) {
+		withRepl(c)
+		c.Sync = "always"
+		c.Logger = slog.New(warnCounter{phrase: "before every replica acknowledged", n: &warned})
+	})
+	b := startNode(t, func(c *Config) { withRepl(c); c.Sync = "60000" })
+	p := proxy.New(t, strings.TrimPrefix(a.url, "http://"))
+	people(t, a)
+	b.mkTenant("a")
+	b.admin("POST", "tenants/a/follow", `{"from":"http://`+p.Addr()+`"}`)
+	eventually(t, 10*time.Second, "the copy caught up", func() bool { return count(b, "a") == `{"count":3}` })
+	ta, tb := holdTenant(t, a, "a"), holdTenant(t, b, "a")
+	eventually(t, 10*time.Second, "the copy's stream is open and waited for", func() bool {
+		open, waited := feedsWaitedFor(ta)
+		return open == 1 && waited == 1
+	})
+
+	p.Cut()
+	w1 := answeredSeq(t, a.q("a", `put c {name: "cut 1"}`))
+	if warned.Load() != 1 {
+		t.Fatalf("a write the cut copy never acknowledged: %d warnings", warned.Load())
+	}
+	if d := tb.db.Durable(); d >= w1 {
+		t.Fatalf("the cut copy holds %d, the write was %d", d, w1)
+	}
+	if _, waited := feedsWaitedFor(ta); waited != 0 {
+		t.Fatal("the cut copy is still waited for")
+	}
+	w2 := answeredSeq(t, a.q("a", `put c {name: "cut 2"}`))
+	if warned.Load() != 1 {
+		t.Fatalf("a second write waited out the bound for a lagging copy (%d warnings)", warned.Load())
+	}
+
+	p.Heal()
+	eventually(t, 20*time.Second, "the copy caught up and is waited for again", func() bool {
+		open, waited := feedsWaitedFor(ta)
+		return tb.db.Durable() >= w2 && open == 1 && waited == 1
+	})
+	w3 := answeredSeq(t, a.q("a", `put c {name: "healed"}`))
+	if d := tb.db.Durable(); d < w3 {
+		t.Fatalf("write %d answered while the healed copy held %d durably", w3, d)
+	}
+	if warned.Load() != 1 {
+		t.Fatalf("a write after the heal was not acknowledged (%d warnings)", warned.Load())
+	}
+}
