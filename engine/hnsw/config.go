@@ -43,21 +43,30 @@ type Config struct {
 	// Metric compares vectors; the zero value is Cosine.
 	Metric Metric
 	// M is the number of links a node keeps per level above 0 (2·M at
-	// level 0). Default 16.
+	// level 0). Default 32 (see the package doc for why).
 	M int
 	// EfConstruction is the candidate list length while inserting.
-	// Default 200.
+	// Default 100.
 	EfConstruction int
 	// EfSearch is the candidate list length while searching when a Query
-	// names none. Default 64.
+	// names none. Default 256.
 	EfSearch int
 	// Seed seeds the level draw, so the same inserts give the same graph.
 	Seed int64
 }
 
+// Defaults, chosen so that a search for 10 at default settings finds at
+// least 95% of the exact answer on 20 000 random 128-d vectors (the
+// package doc says what they cost).
+const (
+	DefaultM              = 32
+	DefaultEfConstruction = 100
+	DefaultEfSearch       = 256
+)
+
 // DefaultConfig returns the defaults for vectors of length dim.
 func DefaultConfig(dim int) Config {
-	return Config{Dim: dim, Metric: Cosine, M: 16, EfConstruction: 200, EfSearch: 64}
+	return Config{Dim: dim, Metric: Cosine, M: DefaultM, EfConstruction: DefaultEfConstruction, EfSearch: DefaultEfSearch}
 }
 
 // withDefaults fills zero fields.

@@ -35,7 +35,7 @@ func TestConfigValidate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := x.Config(), (Config{Dim: 4, M: 16, EfConstruction: 200, EfSearch: 64}); got != want {
+	if got, want := x.Config(), (Config{Dim: 4, M: 32, EfConstruction: 100, EfSearch: 256}); got != want {
 		t.Fatalf("Config() = %+v, want %+v", got, want)
 	}
 }
@@ -362,31 +362,40 @@ func TestFilteredMatchesExact(t *testing.T) {
 }
 
 // A filter passing too many rows to score them all walks the graph; it
-// still answers K rows, all passing, close to the exact answer.
+// still answers K rows, all passing, close to the exact answer. The walk
+// runs at ef 64, where a filter passing half the rows or more is walked
+// (fewPass's bound is ef·M0/2 distances).
 func TestFilteredGraphWalk(t *testing.T) {
 	x, _ := recallFixture(t)
 	qs := clustered(100, 10, 30, recallDim, 100, 0.5)
-	for _, mod := range []int64{2, 3} {
-		filter := func(id int64) bool { return id%mod == 0 }
-		if x.fewPass(filter, 64) {
-			t.Fatalf("1/%d of %d rows judged few enough to score all", mod, x.Len())
+	const ef = 64
+	for _, f := range []struct {
+		name string
+		keep func(id int64) bool
+	}{
+		{"1/2", func(id int64) bool { return id%2 == 0 }},
+		{"3/4", func(id int64) bool { return id%4 != 0 }},
+	} {
+		filter := f.keep
+		if x.fewPass(filter, ef) {
+			t.Fatalf("%s of %d rows judged few enough to score all", f.name, x.Len())
 		}
 		found := 0
 		for _, q := range qs {
 			want := search(t, x, q, Query{K: 10, Exact: true, Filter: filter})
-			got := search(t, x, q, Query{K: 10, Filter: filter})
+			got := search(t, x, q, Query{K: 10, Ef: ef, Filter: filter})
 			if len(got) != 10 {
-				t.Fatalf("1/%d: %d hits, want 10", mod, len(got))
+				t.Fatalf("%s: %d hits, want 10", f.name, len(got))
 			}
 			for _, h := range got {
 				if !filter(h.ID) {
-					t.Fatalf("1/%d: id %d does not pass", mod, h.ID)
+					t.Fatalf("%s: id %d does not pass", f.name, h.ID)
 				}
 			}
 			found += overlap(got, want)
 		}
 		if r := float64(found) / float64(10*len(qs)); r < 0.95 {
-			t.Fatalf("1/%d: filtered recall@10 = %.3f, want >= 0.95", mod, r)
+			t.Fatalf("%s: filtered recall@10 = %.3f, want >= 0.95", f.name, r)
 		}
 	}
 }

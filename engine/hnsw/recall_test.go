@@ -43,23 +43,31 @@ func TestRecallAt10Clustered(t *testing.T) {
 	}
 }
 
-// Uniform random vectors in 128 dimensions are the hardest case there is:
-// every point is nearly as far from a query as its nearest neighbour, so
-// graph search needs a wide candidate list. The default ef=64 is logged
-// (bench/search measures it at full size), and a wide one is held to the
-// bar on 5 000 vectors.
+// The requirement: recall@10 of a search at default settings, against the
+// exact answer, is at least 0.95 on 20 000 random 128-d vectors, values
+// uniform in [-1, 1]. That is the hardest case there is (every point is
+// nearly as far from a query as its nearest neighbour), and it is what the
+// defaults are chosen for (doc.go). Cosine, the default metric, and L2 are
+// held to it; Dot, the inner product of vectors as given, is no distance
+// and is not.
 func TestRecallAt10Uniform(t *testing.T) {
-	cfg := DefaultConfig(recallDim)
-	cfg.Seed = 7
-	x := build(t, cfg, randVecs(1, 5000, recallDim))
-	qs := randVecs(2, 100, recallDim)
-	r64 := recallOf(t, x, qs, 10, 64)
-	r400 := recallOf(t, x, qs, 10, 400)
-	t.Logf("uniform, 5 000 vectors: recall@10 = %.4f at ef=64, %.4f at ef=400", r64, r400)
-	if r400 < 0.95 {
-		t.Fatalf("recall@10 at ef=400 = %.4f, want >= 0.95", r400)
-	}
-	if got := reachable(x); got != x.Len() {
-		t.Fatalf("%d of %d nodes reachable from the entry point", got, x.Len())
+	for _, metric := range []Metric{Cosine, L2} {
+		t.Run(metric.String(), func(t *testing.T) {
+			t.Parallel()
+			cfg := DefaultConfig(recallDim)
+			cfg.Metric = metric
+			cfg.Seed = 7
+			x := build(t, cfg, randVecs(1, recallN, recallDim))
+			qs := randVecs(2, recallQ, recallDim)
+			r := recallOf(t, x, qs, 10, 0)
+			t.Logf("uniform %s: recall@10 = %.4f at ef=%d (M %d, ef_construction %d) over %d queries, %d vectors",
+				metric, r, cfg.EfSearch, cfg.M, cfg.EfConstruction, len(qs), recallN)
+			if r < 0.95 {
+				t.Fatalf("recall@10 = %.4f at default settings, want >= 0.95", r)
+			}
+			if got := reachable(x); got != x.Len() {
+				t.Fatalf("%d of %d nodes reachable from the entry point", got, x.Len())
+			}
+		})
 	}
 }
