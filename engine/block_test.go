@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -398,5 +399,43 @@ func TestPanicInBlockUndoesItAndUnlocks(t *testing.T) {
 	mustExec(t, db, "put c {n: 3}")
 	if got := mustExec(t, db, "get c count"); !jsonEq(t, got, `{"count":2}`) {
 		t.Fatalf("after the panic: %s", got)
+	}
+}
+
+// The same holds for a sweep whose gate panics: its deletes are undone and
+// the lock is given back.
+func TestPanicInSweepUndoesItAndUnlocks(t *testing.T) {
+	clock := newFakeClock(t0)
+	var broken atomic.Bool
+	db, _ := newTestDB(t, Options{NoSweep: true, Now: clock.Now, Gate: func() error {
+		if broken.Load() {
+			panic("gate broke")
+		}
+		return nil
+	}})
+	mustExec(t, db, "create collection k (at timestamp @ttl(1s))")
+	mustExec(t, db, "put k {at: now()}")
+	clock.Add(5_000)
+	broken.Store(true)
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("the gate's panic did not reach the caller")
+			}
+		}()
+		db.Sweep(t.Context())
+	}()
+	if !db.mu.TryLock() {
+		db.mu.Unlock() // free the wedged lock so the cleanup's Close can run
+		t.Fatal("the write lock is still held after the panic")
+	}
+	n := db.st.colls["k"].len()
+	db.mu.Unlock()
+	if n != 1 {
+		t.Fatalf("the panicked sweep's delete is still in memory: %d rows", n)
+	}
+	broken.Store(false)
+	if n, err := db.Sweep(t.Context()); err != nil || n != 1 {
+		t.Fatalf("sweep after the panic: %d, %v", n, err)
 	}
 }

@@ -262,23 +262,12 @@ func (db *DB) batch(ctx context.Context, stmts []fql.Stmt, params [][]any, opts 
 	}
 	now := db.nowMs()
 	t := &txn{st: db.st, now: now}
-	unlocked := false
-	unlock := func() { unlocked = true; db.mu.Unlock() }
-	defer func() {
-		// Still locked here means a panic (a statement, the gate, the
-		// quota hook, Extra or a watcher): undo what did not land and
-		// give the lock back, so the tenant is not wedged for good.
-		if !unlocked {
-			if !t.landed {
-				t.rollback()
-			}
-			db.mu.Unlock()
-		}
-	}()
+	bl := &blockLock{db: db, t: t}
+	defer bl.release()
 	results := make([]*Result, 0, len(stmts))
 	fail := func(at int, err error) (*BatchResult, error) {
 		t.rollback()
-		unlock()
+		bl.unlock()
 		return nil, &BatchError{At: at, Completed: at, Err: err}
 	}
 	for i, stmt := range stmts {
@@ -304,7 +293,7 @@ func (db *DB) batch(ctx context.Context, stmts []fql.Stmt, params [][]any, opts 
 		}
 	}
 	seq, wrote, err := db.landLocked(t)
-	unlock()
+	bl.unlock()
 	if err != nil {
 		return nil, err
 	}
@@ -314,6 +303,32 @@ func (db *DB) batch(ctx context.Context, stmts []fql.Stmt, params [][]any, opts 
 		}
 	}
 	return &BatchResult{Results: results, Seq: seq, Wrote: wrote}, nil
+}
+
+// blockLock is the write lock held by a block being run (batch, Sweep).
+type blockLock struct {
+	db       *DB
+	t        *txn
+	unlocked bool
+}
+
+// unlock gives the lock back once the block is done with it.
+func (l *blockLock) unlock() {
+	l.unlocked = true
+	l.db.mu.Unlock()
+}
+
+// release, deferred by whoever took the lock, acts only after a panic (a
+// statement, the gate, the quota hook, Extra or a watcher): it undoes what
+// did not land and gives the lock back, so the tenant is not wedged.
+func (l *blockLock) release() {
+	if l.unlocked {
+		return
+	}
+	if !l.t.landed {
+		l.t.rollback()
+	}
+	l.db.mu.Unlock()
 }
 
 // landLocked asks the gate and the quota, appends the block and tells the

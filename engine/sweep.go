@@ -43,6 +43,8 @@ func (db *DB) Sweep(ctx context.Context) (int, error) {
 	}
 	now := db.nowMs()
 	t := &txn{st: db.st, now: now}
+	bl := &blockLock{db: db, t: t}
+	defer bl.release()
 	n := 0
 	for _, c := range db.st.colls {
 		for i := range c.sch.Fields {
@@ -64,7 +66,7 @@ func (db *DB) Sweep(ctx context.Context) (int, error) {
 		}
 	}
 	seq, wrote, err := db.landLocked(t)
-	db.mu.Unlock()
+	bl.unlock()
 	if err != nil {
 		return 0, err
 	}
