@@ -1,0 +1,328 @@
+package tests
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/fenec-go/fenec/tests/cluster"
+)
+
+// leaseSecs is the routers' lease in these tests: short, so a lapse and a
+// failover take a couple of seconds.
+const leaseSecs = "1"
+
+// leasedPair starts a router leasing for leaseSecs and two --lease nodes
+// under --sync always, n2 the standby of n1 (and n1 of n2), both recorded
+// as taking leases. Extra node flags go to both.
+func leasedPair(t *testing.T) (*cluster.Cluster, *cluster.Router, *cluster.Node, *cluster.Node) {
+	t.Helper()
+	c := cluster.New(t)
+	r := c.StartRouter("router", cluster.RouterOptions{Args: []string{"--auto-failover", leaseSecs, "--upstream-timeout", "5"}})
+	args := []string{"--lease", "--sync", "always", "--replication-token", replToken}
+	n1 := c.StartNode("n1", cluster.NodeOptions{Args: args})
+	n2 := c.StartNode("n2", cluster.NodeOptions{Args: args})
+	r.Register(n1)
+	r.Register(n2)
+	wantStatus(t, r.Client().Do("PUT", "/_shard/nodes/n1", map[string]any{"standby": "n2"}), 201, "name n2 n1's standby")
+	waitLeased(t, r, "n1", "n2")
+	return c, r, n1, n2
+}
+
+// waitLeased waits until the router records every named node as taking
+// leases and each runs one.
+func waitLeased(t *testing.T, r *cluster.Router, nodes ...string) {
+	t.Helper()
+	cluster.Eventually(t, wait, func() error {
+		var a struct {
+			Nodes []struct {
+				Node   string `json:"node"`
+				Ran    bool   `json:"ran"`
+				LeftMS int64  `json:"left_ms"`
+			} `json:"nodes"`
+		}
+		res := r.Client().Do("GET", "/_shard/leases", nil)
+		if res.Status != 200 || json.Unmarshal(res.Body, &a) != nil {
+			return fmt.Errorf("leases: %s", res)
+		}
+		running := map[string]bool{}
+		for _, n := range a.Nodes {
+			running[n.Node] = n.Ran && n.LeftMS > 0
+		}
+		for _, n := range nodes {
+			if !running[n] {
+				return fmt.Errorf("%s not leased yet: %s", n, res.Body)
+			}
+		}
+		return nil
+	})
+}
+
+// waitOn waits until the router places tenant on node.
+func waitOn(t *testing.T, r *cluster.Router, tenant, node string) {
+	t.Helper()
+	cluster.Eventually(t, wait, func() error {
+		if got := placement(t, r.Client(), tenant)["node"]; got != node {
+			return fmt.Errorf("%s on %v, want %s", tenant, got, node)
+		}
+		return nil
+	})
+}
+
+// kvTenant places tenant on n with a kv collection holding keys.
+func kvTenant(t *testing.T, r *cluster.Router, tenant string, n *cluster.Node, keys int) {
+	t.Helper()
+	r.Place(tenant, n)
+	c := r.Client()
+	c.MustQuery(tenant, "create collection kv (k text @unique, v int)")
+	for k := range keys {
+		c.MustQuery(tenant, "put kv {k: $1, v: 0}", "k"+strconv.Itoa(k))
+	}
+}
+
+// A node cut off from the router while its own client still reaches it
+// stops taking that client's writes before its tenant's copy is promoted:
+// no direct write that began after the promoted copy acknowledged one is
+// acknowledged. The old node refuses with Fenec-Refused: lease after.
+func TestLeaseCutNodeStopsBeforePromotion(t *testing.T) {
+	_, r, n1, n2 := leasedPair(t)
+	kvTenant(t, r, "cut", n1, 1)
+	caughtUp(t, "cut", n1, n2)
+	direct := NewDirect(t, n1)
+	via := r.Client()
+	start := time.Now()
+	since := func() int64 { return int64(time.Since(start)) }
+
+	n1.Cut()
+	var firstNew atomic.Int64 // when a write through the router first came back 200 from n2
+	firstNew.Store(math.MaxInt64)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := 1; ctx.Err() == nil; i++ {
+			res := via.DoCtx(ctx, "PATCH", "/t/cut/kv?k=eq.k0", fmt.Sprintf(`{"v": %d}`, -i), "Idempotency-Key", "via-"+strconv.Itoa(i))
+			if res.Status == 200 {
+				if placement(t, via, "cut")["node"] == "n2" {
+					firstNew.CompareAndSwap(math.MaxInt64, since())
+					return
+				}
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	})
+	var late []string
+	refusedAt := int64(0)
+	for i := 1; ctx.Err() == nil; i++ {
+		began := since()
+		res := direct.DoCtx(ctx, "PATCH", "/t/cut/kv?k=eq.k0", fmt.Sprintf(`{"v": %d}`, i))
+		if res.Status == 200 && began > firstNew.Load() {
+			late = append(late, fmt.Sprintf("write %d began %v after n2 took one", i, time.Duration(began-firstNew.Load())))
+		}
+		if res.Status == 503 {
+			if res.Header.Get("Fenec-Refused") != "lease" || res.Header.Get("Retry-After") == "" {
+				t.Fatalf("refusal headers %v", res.Header)
+			}
+			if refusedAt == 0 {
+				refusedAt = since()
+			}
+		}
+		if firstNew.Load() != math.MaxInt64 && refusedAt != 0 {
+			break
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	wg.Wait()
+	if len(late) > 0 {
+		t.Fatalf("two primaries: the cut node acknowledged %d writes after its copy took one: %v", len(late), late)
+	}
+	if refusedAt == 0 || refusedAt > firstNew.Load() {
+		t.Fatalf("the cut node refused first at %v, the copy took a write at %v", time.Duration(refusedAt), time.Duration(firstNew.Load()))
+	}
+	waitOn(t, r, "cut", "n2")
+	res := direct.Do("PATCH", "/t/cut/kv?k=eq.k0", `{"v": 1}`)
+	wantError(t, res, 503, "write on the cut node after its failover")
+}
+
+// A --sync always node killed under writers through the router: the
+// writers write again on the promoted copy and no acknowledged write is
+// lost; every key's history is linearizable. A node started without
+// --lease, killed beside it, is never failed over.
+func TestLeaseKilledNodeWritersGoOn(t *testing.T) {
+	c, r, n1, _ := leasedPair(t)
+	free := c.StartNode("free", cluster.NodeOptions{Args: []string{"--sync", "always", "--replication-token", replToken}})
+	r.Register(free)
+	wantStatus(t, r.Client().Do("PUT", "/_shard/nodes/free", map[string]any{"standby": "n2"}), 201, "name n2 free's standby")
+	const keys = 3
+	kvTenant(t, r, "kill", n1, keys)
+	kvTenant(t, r, "still", free, 1)
+
+	hs := make([]*history, keys)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	for k := range keys {
+		hs[k] = &history{start: time.Now()}
+		for w := range 2 {
+			cl := cluster.NewClient(t, r.URL(), cluster.RouterToken)
+			wg.Go(func() { keyClient(ctx, t, cl, "kill", "k"+strconv.Itoa(k), k*10+w, hs[k]) })
+		}
+	}
+	atLeast := func(n int) {
+		t.Helper()
+		cluster.Eventually(t, wait, func() error {
+			for k, h := range hs {
+				if got := h.len(); got < n {
+					return fmt.Errorf("key %d: %d operations, want %d", k, got, n)
+				}
+			}
+			return nil
+		})
+	}
+	atLeast(30)
+	n1.Kill()
+	free.Kill()
+	waitOn(t, r, "kill", "n2")
+	before := hs[0].len()
+	atLeast(before + 30)
+	cancel()
+	wg.Wait()
+	// A last read of every key: an acknowledged write lost shows here.
+	for k, h := range hs {
+		rctx, rcancel := context.WithTimeout(context.Background(), wait)
+		keyClientOnce(rctx, t, r.Client(), "kill", "k"+strconv.Itoa(k), 999, h)
+		rcancel()
+	}
+	for k, h := range hs {
+		res, info := porcupine.CheckOperationsVerbose(registerModel, h.ops, 30*time.Second)
+		if res != porcupine.Ok {
+			path := c.Dir() + "/lease-history-" + strconv.Itoa(k) + ".html"
+			_ = porcupine.VisualizePath(registerModel, info, path)
+			t.Fatalf("key k%d: history of %d operations is %v (see %s)", k, len(h.ops), res, path)
+		}
+	}
+	if got := placement(t, r.Client(), "still")["node"]; got != "free" {
+		t.Fatalf("a node without --lease was failed over: still on %v", got)
+	}
+	for _, row := range r.Client().Do("GET", "/_shard/nodes", nil).Rows(t) {
+		if row["name"] == "free" && row["lease"] == true {
+			t.Fatalf("a node without --lease recorded as taking one: %v", row)
+		}
+	}
+}
+
+// keyClientOnce reads key once, recording the read in h.
+func keyClientOnce(ctx context.Context, t *testing.T, c *cluster.Client, tenant, key string, id int, h *history) {
+	t.Helper()
+	op := porcupine.Operation{ClientId: id, Input: regInput{}, Call: h.now()}
+	for ctx.Err() == nil {
+		res := c.DoCtx(ctx, "GET", "/t/"+tenant+"/kv?k=eq."+key+"&select=v", nil)
+		if res.Status != 200 {
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		var rows []struct{ V int64 }
+		if err := json.Unmarshal(res.Body, &rows); err != nil || len(rows) != 1 {
+			t.Fatalf("last read of %s: %s", key, res)
+		}
+		op.Output, op.Return = rows[0].V, h.now()
+		h.add(op)
+		return
+	}
+	t.Fatalf("last read of %s: %v", key, ctx.Err())
+}
+
+// keyClient reads and writes one key of tenant through the router until
+// ctx ends. Writes carry an Idempotency-Key and are sent again until
+// answered 200 (a 500 of unknown outcome too), so each has one outcome.
+func keyClient(ctx context.Context, t *testing.T, c *cluster.Client, tenant, key string, id int, h *history) {
+	for i := 0; ctx.Err() == nil; i++ {
+		in := regInput{write: i%2 == 0, v: int64(id*1_000_000 + i + 1)}
+		op := porcupine.Operation{ClientId: id, Input: in, Call: h.now()}
+		for {
+			var res *cluster.Resp
+			if in.write {
+				res = c.DoCtx(ctx, "PATCH", "/t/"+tenant+"/kv?k=eq."+key, fmt.Sprintf(`{"v": %d}`, in.v),
+					"Idempotency-Key", key+"-"+strconv.Itoa(id)+"-"+strconv.Itoa(i))
+			} else {
+				res = c.DoCtx(ctx, "GET", "/t/"+tenant+"/kv?k=eq."+key+"&select=v", nil)
+			}
+			if ctx.Err() != nil {
+				if in.write {
+					op.Return = math.MaxInt64
+					h.add(op)
+				}
+				return
+			}
+			if res.Status != 200 {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			if in.write {
+				op.Output = int64(0)
+			} else {
+				var rows []struct{ V int64 }
+				if err := json.Unmarshal(res.Body, &rows); err != nil || len(rows) != 1 {
+					t.Errorf("client %d read: %s", id, res)
+					return
+				}
+				op.Output = rows[0].V
+			}
+			op.Return = h.now()
+			h.add(op)
+			break
+		}
+	}
+}
+
+// A node stopped (SIGSTOP) past its lease and continued after its
+// tenant was promoted takes no write for it, even from grants waiting in
+// its socket.
+func TestLeasePausedNodeTakesNoWrite(t *testing.T) {
+	_, r, n1, n2 := leasedPair(t)
+	kvTenant(t, r, "paused", n1, 1)
+	caughtUp(t, "paused", n1, n2)
+	direct := NewDirect(t, n1)
+	n1.Pause()
+	waitOn(t, r, "paused", "n2")
+	wantStatus(t, r.Client().Do("PATCH", "/t/paused/kv?k=eq.k0", `{"v": 7}`), 200, "write on the new primary")
+	n1.Continue()
+	for i := range 20 {
+		res := direct.Do("PATCH", "/t/paused/kv?k=eq.k0", fmt.Sprintf(`{"v": %d}`, 100+i))
+		if res.Status == 200 {
+			t.Fatalf("the continued node took write %d for a tenant promoted elsewhere", i)
+		}
+	}
+	// It is leased again, naming none of its old tenants.
+	cluster.Eventually(t, wait, func() error {
+		res := n1.Admin().Do("GET", "/_admin/lease", nil)
+		var st struct {
+			Tenants []string `json:"tenants"`
+			LeftMS  int64    `json:"left_ms"`
+		}
+		if res.Status != 200 || json.Unmarshal(res.Body, &st) != nil || st.LeftMS <= 0 {
+			return fmt.Errorf("n1's lease: %s", res)
+		}
+		if len(st.Tenants) != 0 {
+			return fmt.Errorf("n1's lease names %v", st.Tenants)
+		}
+		return nil
+	})
+	res := direct.Do("PATCH", "/t/paused/kv?k=eq.k0", `{"v": 1}`)
+	if res.Status == 200 {
+		t.Fatal("the continued node took a write once leased again")
+	}
+	got := r.Client().Do("GET", "/t/paused/kv?k=eq.k0&select=v", nil)
+	wantStatus(t, got, 200, "read on the new primary")
+	if string(got.Body) != `[{"v":7}]`+"\n" && string(got.Body) != `[{"v":7}]` {
+		t.Fatalf("new primary holds %s", got.Body)
+	}
+}
