@@ -52,3 +52,10 @@ shard-bench:
 	  if [ "$$(id -u)" = 0 ]; then apt-get update && apt-get install -y nginx; \
 	  else sudo apt-get update && sudo apt-get install -y nginx; fi; }
 	$(GO) run ./bench/shard -out bench/shard.txt
+
+# A copy's cost under --sync always (acknowledged writes with and without
+# one), replica lag, and a failover by hand of 20 tenants through a router;
+# writes bench/repl.txt.
+.PHONY: repl-bench
+repl-bench:
+	$(GO) run ./bench/repl -out bench/repl.txt

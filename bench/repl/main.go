@@ -1,0 +1,418 @@
+// Command repl measures what a copy costs and what it buys, with nodes and
+// a router in this process on loopback:
+//
+//   - write acknowledgement time under --sync always, one keep-alive
+//     client: a tenant with one copy (answered once the copy acknowledged
+//     the write durable in its own file) against a tenant with none, on the
+//     same node and disk, in alternating turns;
+//   - replica lag: from a write sent until the copy's file holds it
+//     durably (the copy's replication status polled over HTTP, so a poll's
+//     round trip is in it);
+//   - a failover by hand of a lost node's tenants (20 by default) through
+//     a region.Router over an embedded etcd: the whole POST
+//     /_shard/nodes/<n>/failover, and for each tenant the time from the
+//     failover's start until a write through the router succeeds.
+//
+// It prints a table and writes it to -out.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/fenec-go/fenec/global"
+	"github.com/fenec-go/fenec/node"
+	"github.com/fenec-go/fenec/region"
+)
+
+const (
+	adminToken  = "bench-admin-token"
+	replToken   = "bench-repl-token"
+	routerToken = "bench-router-token"
+)
+
+type config struct {
+	warmup, writes, lagWrites, tenants int
+	out                                string
+}
+
+func main() {
+	var cfg config
+	flag.IntVar(&cfg.warmup, "warmup", 200, "writes of warm-up per tenant")
+	flag.IntVar(&cfg.writes, "n", 2000, "measured writes per tenant (with a copy, without)")
+	flag.IntVar(&cfg.lagWrites, "lag", 500, "writes whose replica lag is measured")
+	flag.IntVar(&cfg.tenants, "tenants", 20, "tenants failed over by hand")
+	flag.StringVar(&cfg.out, "out", "bench/repl.txt", "file the table is written to")
+	flag.Parse()
+	if err := run(cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "repl bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(cfg config) error {
+	dir, err := os.MkdirTemp("", "fenec-repl-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}}
+	defer c.CloseIdleConnections()
+
+	var out bytes.Buffer
+	host, _ := os.Hostname()
+	fmt.Fprintf(&out, "fenec replication bench, %s, %s/%s, %d CPUs, %s\n", time.Now().UTC().Format(time.DateOnly),
+		runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), host)
+	fmt.Fprintf(&out, "nodes and router in one process on loopback; files under %s\n\n", os.TempDir())
+	if err := ackAndLag(&out, c, cfg, filepath.Join(dir, "ack"), log); err != nil {
+		return err
+	}
+	if err := failover(&out, c, cfg, filepath.Join(dir, "failover"), log); err != nil {
+		return err
+	}
+	os.Stdout.Write(out.Bytes())
+	return os.WriteFile(cfg.out, out.Bytes(), 0o644)
+}
+
+// ackAndLag measures write acknowledgement with and without a copy, and
+// the copy's lag.
+func ackAndLag(w io.Writer, c *http.Client, cfg config, dir string, log *slog.Logger) error {
+	p, err := startNode(filepath.Join(dir, "primary"), "always", log)
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	cp, err := startNode(filepath.Join(dir, "copy"), "100", log)
+	if err != nil {
+		return err
+	}
+	defer cp.Close()
+	pu, cu := "http://"+p.Addr(), "http://"+cp.Addr()
+	for _, t := range []string{"solo", "pair"} {
+		if err := mkTenant(c, pu, t); err != nil {
+			return err
+		}
+	}
+	if err := call(c, "PUT", cu+"/_admin/tenants/pair", "", 201, adminToken, nil); err != nil {
+		return err
+	}
+	if err := call(c, "POST", cu+"/_admin/tenants/pair/follow", `{"from":"`+pu+`"}`, 200, adminToken, nil); err != nil {
+		return err
+	}
+	if err := waitCaughtUp(c, pu, cu, "pair"); err != nil {
+		return err
+	}
+
+	write := func(base, t string, i int) (time.Duration, error) {
+		start := time.Now()
+		err := call(c, "POST", base+"/t/"+t+"/c", fmt.Sprintf(`{"n":%d}`, i), 201, "", nil)
+		return time.Since(start), err
+	}
+	for i := range cfg.warmup {
+		for _, t := range []string{"solo", "pair"} {
+			if _, err := write(pu, t, i); err != nil {
+				return err
+			}
+		}
+	}
+	lat := map[string][]time.Duration{}
+	for done := 0; done < cfg.writes; {
+		step := min(200, cfg.writes-done)
+		for _, t := range []string{"solo", "pair"} {
+			for i := range step {
+				d, err := write(pu, t, cfg.warmup+done+i)
+				if err != nil {
+					return err
+				}
+				lat[t] = append(lat[t], d)
+			}
+		}
+		done += step
+	}
+
+	// Lag: a write sent, the copy's durable seq polled until it holds it.
+	var lag, answered []time.Duration
+	for i := range cfg.lagWrites {
+		seq, err := status(c, pu, "pair")
+		if err != nil {
+			return err
+		}
+		want := seq.Seq + 1
+		start := time.Now()
+		type result struct {
+			d   time.Duration
+			err error
+		}
+		done := make(chan result, 1)
+		go func() { d, err := write(pu, "pair", -i); done <- result{d, err} }()
+		for {
+			st, err := status(c, cu, "pair")
+			if err != nil {
+				return err
+			}
+			if st.Durable >= want {
+				break
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+		lag = append(lag, time.Since(start))
+		r := <-done
+		if r.err != nil {
+			return r.err
+		}
+		answered = append(answered, r.d)
+	}
+
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "write acknowledged, --sync always (REST insert, %d each)\tp50 µs\tp99 µs\t\n", cfg.writes)
+	solo, pair := lat["solo"], lat["pair"]
+	fmt.Fprintf(tw, "no copy\t%s\t%s\t\n", us(pct(solo, 50)), us(pct(solo, 99)))
+	fmt.Fprintf(tw, "one copy, acknowledged durable\t%s\t%s\t\n", us(pct(pair, 50)), us(pct(pair, 99)))
+	fmt.Fprintf(tw, "ratio one copy / none\t%.2f\t%.2f\t\n",
+		float64(pct(pair, 50))/float64(pct(solo, 50)), float64(pct(pair, 99))/float64(pct(solo, 99)))
+	fmt.Fprintf(tw, "replica lag: sent until in the copy's file (%d writes)\t%s\t%s\t\n", cfg.lagWrites, us(pct(lag, 50)), us(pct(lag, 99)))
+	fmt.Fprintf(tw, "  the same writes, answered (the poller beside them)\t%s\t%s\t\n", us(pct(answered, 50)), us(pct(answered, 99)))
+	fmt.Fprintln(tw, "\t\t\t")
+	return tw.Flush()
+}
+
+// failover places tenants on node a (standby b), loses a, and fails it
+// over by hand through the router.
+func failover(w io.Writer, c *http.Client, cfg config, dir string, log *slog.Logger) error {
+	a, err := startNode(filepath.Join(dir, "a"), "always", log)
+	if err != nil {
+		return err
+	}
+	aUp := true
+	defer func() {
+		if aUp {
+			a.Close()
+		}
+	}()
+	b, err := startNode(filepath.Join(dir, "b"), "always", log)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	rt, err := startRouter(filepath.Join(dir, "etcd"), log)
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	ru := "http://" + rt.Addr()
+	shard := func(method, path, body string, want int, out any) error {
+		return call(c, method, ru+"/_shard/"+path, body, want, routerToken, out)
+	}
+	for _, n := range []struct{ name, addr, extra string }{
+		{"a", a.Addr(), ""}, {"b", b.Addr(), ""}, {"a", a.Addr(), `,"standby":"b"`},
+	} {
+		body := fmt.Sprintf(`{"addr":%q,"token":%q,"region":"eu"%s}`, n.addr, adminToken, n.extra)
+		if err := shard("PUT", "nodes/"+n.name, body, 201, nil); err != nil {
+			return err
+		}
+	}
+	names := make([]string, cfg.tenants)
+	for i := range names {
+		names[i] = fmt.Sprintf("t%02d", i)
+		if err := shard("PUT", "tenants/"+names[i], `{"node":"a"}`, 201, nil); err != nil {
+			return err
+		}
+		if err := call(c, "POST", ru+"/t/"+names[i]+"/query", `{"query":"create collection c (n int)"}`, 200, "", nil); err != nil {
+			return err
+		}
+		if err := call(c, "POST", ru+"/t/"+names[i]+"/c", `[{"n":1},{"n":2},{"n":3}]`, 201, "", nil); err != nil {
+			return err
+		}
+	}
+	for _, t := range names {
+		if err := waitCaughtUp(c, "http://"+a.Addr(), "http://"+b.Addr(), t); err != nil {
+			return err
+		}
+	}
+
+	aUp = false
+	if err := a.Close(); err != nil {
+		return fmt.Errorf("stop node a: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	start := time.Now()
+	firstWrite := make([]time.Duration, len(names))
+	var wg sync.WaitGroup
+	for i, t := range names {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				if call(c, "POST", ru+"/t/"+t+"/c", `{"n":4}`, 201, "", nil) == nil {
+					firstWrite[i] = time.Since(start)
+					return
+				}
+				time.Sleep(time.Millisecond)
+			}
+		})
+	}
+	var res region.FailoverResult
+	ferr := shard("POST", "nodes/a/failover", "", 200, &res)
+	total := time.Since(start)
+	wg.Wait()
+	if ferr != nil {
+		return ferr
+	}
+	if len(res.Promoted) != len(names) {
+		return fmt.Errorf("failover promoted %d of %d: %+v", len(res.Promoted), len(names), res.Failed)
+	}
+	for i, t := range names {
+		if firstWrite[i] == 0 {
+			return fmt.Errorf("tenant %s took no write after the failover", t)
+		}
+		var cnt struct{ Count int }
+		if err := call(c, "GET", ru+"/t/"+t+"/c?count", "", 200, "", &cnt); err != nil {
+			return err
+		}
+		if cnt.Count != 4 {
+			return fmt.Errorf("tenant %s holds %d rows after the failover, want 4", t, cnt.Count)
+		}
+	}
+
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "failover by hand of node a, %d tenants (copies on its standby, --sync always)\tms\t\n", len(names))
+	fmt.Fprintf(tw, "POST /_shard/nodes/a/failover, whole\t%.1f\t\n", ms(total))
+	fmt.Fprintf(tw, "per tenant (whole / %d)\t%.1f\t\n", len(names), ms(total)/float64(len(names)))
+	fmt.Fprintf(tw, "failover start until a tenant's write through the router succeeds, p50\t%.1f\t\n", ms(pct(firstWrite, 50)))
+	fmt.Fprintf(tw, "  the same, last tenant\t%.1f\t\n", ms(slices.Max(firstWrite)))
+	fmt.Fprintln(tw, "every tenant read back through the router with all 4 rows (3 before, 1 after)\t\t")
+	return tw.Flush()
+}
+
+func startNode(dir, syncMode string, log *slog.Logger) (*node.Server, error) {
+	cfg := node.DefaultConfig()
+	cfg.Dir = dir
+	cfg.HTTP = "127.0.0.1:0"
+	cfg.AdminToken = adminToken
+	cfg.ReplicationToken = replToken
+	cfg.Sync = syncMode
+	cfg.Logger = log
+	s, err := node.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Start(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func startRouter(dir string, log *slog.Logger) (*region.Router, error) {
+	cfg := region.DefaultConfig()
+	cfg.Listen = "127.0.0.1:0"
+	cfg.Token = routerToken
+	cfg.Etcd = global.DefaultEmbedConfig(dir)
+	cfg.Etcd.ClientURL = "http://127.0.0.1:0"
+	cfg.Etcd.PeerURL = "http://127.0.0.1:0"
+	cfg.Logger = log
+	rt, err := region.NewRouter(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := rt.Start(context.Background()); err != nil {
+		rt.Close()
+		return nil, err
+	}
+	return rt, nil
+}
+
+// mkTenant creates tenant t on a node with a collection c (n int).
+func mkTenant(c *http.Client, base, t string) error {
+	if err := call(c, "PUT", base+"/_admin/tenants/"+t, "", 201, adminToken, nil); err != nil {
+		return err
+	}
+	return call(c, "POST", base+"/t/"+t+"/query", `{"query":"create collection c (n int)"}`, 200, "", nil)
+}
+
+// replStatus is a tenant's replication status on a node.
+type replStatus struct {
+	Role    string `json:"role"`
+	Seq     uint64 `json:"seq"`
+	Durable uint64 `json:"durable"`
+	History uint64 `json:"history"`
+}
+
+func status(c *http.Client, base, t string) (replStatus, error) {
+	var st replStatus
+	err := call(c, "GET", base+"/_admin/tenants/"+t+"/replication", "", 200, adminToken, &st)
+	return st, err
+}
+
+// waitCaughtUp waits until the copy of t on cp holds what p holds.
+func waitCaughtUp(c *http.Client, p, cp, t string) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		want, err1 := status(c, p, t)
+		got, err2 := status(c, cp, t)
+		if err := errors.Join(err1, err2); err == nil && got.Role == "replica" &&
+			got.Durable == want.Seq && got.History == want.History {
+			return nil
+		} else if time.Now().After(deadline) {
+			return fmt.Errorf("copy of %s at %+v, primary at %+v (%v)", t, got, want, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// call sends one request, wants the status and decodes a JSON answer into
+// out (when not nil).
+func call(c *http.Client, method, url, body string, want int, token string, out any) error {
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	res, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		return err
+	}
+	if res.StatusCode != want {
+		return fmt.Errorf("%s %s: %d %s", method, url, res.StatusCode, bytes.TrimSpace(b))
+	}
+	if out != nil {
+		return json.Unmarshal(b, out)
+	}
+	return nil
+}
+
+// pct is the p-th percentile of ds (sorted in place).
+func pct(ds []time.Duration, p int) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	slices.Sort(ds)
+	return ds[min(len(ds)-1, len(ds)*p/100)]
+}
+
+func us(d time.Duration) string { return fmt.Sprintf("%d", d.Microseconds()) }
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
