@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -298,4 +300,42 @@ func BenchmarkCrossTenantReadCP(b *testing.B) {
 			r.mustQuery(b, "t0", "get orders order total desc limit 20")
 		}
 	})
+}
+
+func TestCrossTenantReadPassesRequestIDCP(t *testing.T) {
+	r := startCPRouter(t, nil)
+	n := startCPNode(t)
+	// A front that notes the X-Request-Id and Fenec-After of each read.
+	var mu sync.Mutex
+	seen := map[string][2]string{}
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if strings.HasSuffix(req.URL.Path, "/query") {
+			mu.Lock()
+			seen[req.URL.Path] = [2]string{req.Header.Get("X-Request-Id"), req.Header.Get("Fenec-After")}
+			mu.Unlock()
+		}
+		n.s.ServeHTTP(w, req)
+	}))
+	t.Cleanup(front.Close)
+	if st, b := r.shard(t, http.MethodPut, "nodes/n1", map[string]any{"addr": strings.TrimPrefix(front.URL, "http://"), "token": cpAdminToken, "region": "eu"}, nil); st != http.StatusCreated {
+		t.Fatalf("put node: %d %s", st, b)
+	}
+	for _, tn := range []string{"a", "b"} {
+		r.place(t, tn, "n1")
+		r.mustQuery(t, tn, "create collection c (x int)")
+	}
+	_, seq, _ := r.query(t, "b", "put c {x: 1}")
+	body, _ := json.Marshal(map[string]any{"tenants": []string{"a", "b"}, "query": "get c", "merge": map[string]any{"concat": true}})
+	st, h, b := cpDo(t, http.MethodPost, r.url+"/_shard/query", cpRouterToken, body, map[string]string{"X-Request-Id": "op-read-1"})
+	if st != http.StatusOK || h.Get("X-Request-Id") != "op-read-1" {
+		t.Fatalf("%d %v %s", st, h, b)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if got := seen["/t/b/query"]; got != [2]string{"op-read-1", seq} {
+		t.Fatalf("b's read carried %v, want id op-read-1 after %s", got, seq)
+	}
+	if got := seen["/t/a/query"]; got[0] != "op-read-1" {
+		t.Fatalf("a's read carried %v", got)
+	}
 }
