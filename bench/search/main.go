@@ -2,7 +2,7 @@
 // (engine/hnsw) and the BM25 index (engine/text). It prints a table and
 // writes it to bench/search.txt.
 //
-//	go run ./bench/search            # full run: 100 000 × 128, 100 000 documents
+//	go run ./bench/search            # full run: 20 000 and 100 000 × 128, 100 000 documents
 //	go run ./bench/search -n 20000 -docs 20000 -q 200
 package main
 
@@ -11,12 +11,14 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 )
 
 type config struct {
-	n, dim, queries  int
+	sizes            string
+	dim, queries     int
 	data             string
 	docs, words, voc int
 	out              string
@@ -24,7 +26,7 @@ type config struct {
 
 func main() {
 	var c config
-	flag.IntVar(&c.n, "n", 100000, "vectors in the graph")
+	flag.StringVar(&c.sizes, "n", "20000,100000", "vectors in the graph: one size or several, comma-separated")
 	flag.IntVar(&c.dim, "dim", 128, "vector dimension")
 	flag.IntVar(&c.queries, "q", 1000, "queries per measurement")
 	flag.StringVar(&c.data, "data", "clustered,uniform", "vector sets to run: clustered (100 centres, σ 0.5) and/or uniform")
@@ -42,12 +44,18 @@ func main() {
 func run(c config) error {
 	var tb table
 	tb.note("fenec search bench, %s, GOMAXPROCS %d, %s/%s", time.Now().UTC().Format(time.RFC3339), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH)
-	for _, set := range strings.Split(c.data, ",") {
-		if set == "" {
-			continue
+	for _, size := range strings.Split(c.sizes, ",") {
+		n, err := strconv.Atoi(size)
+		if err != nil || n < 1 {
+			return fmt.Errorf("-n: bad size %q", size)
 		}
-		if err := benchVectors(&tb, c, set); err != nil {
-			return err
+		for _, set := range strings.Split(c.data, ",") {
+			if set == "" {
+				continue
+			}
+			if err := benchVectors(&tb, c, set, n); err != nil {
+				return err
+			}
 		}
 	}
 	benchText(&tb, c)
