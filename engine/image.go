@@ -238,6 +238,9 @@ func (ir *imageReader) readColl(st *state) error {
 	if err != nil {
 		return err
 	}
+	// Ids come ascending, none past the collection's counter: a doc past
+	// it would be overwritten by the next id handed out.
+	prev, last := int64(0), st.counters[sch.Name]
 	for range docs {
 		raw, err := ir.item()
 		if err != nil {
@@ -252,6 +255,10 @@ func (ir *imageReader) readColl(st *state) error {
 		if nv != len(sch.Fields) {
 			return fmt.Errorf("image doc %d of %s: %d values for %d fields", id, sch.Name, nv, len(sch.Fields))
 		}
+		if id <= prev || id > last {
+			return fmt.Errorf("image doc %d of %s: not after %d and within the last id given, %d", id, sch.Name, prev, last)
+		}
+		prev = id
 		vals, rest, ok := rawSpan(d.b, nv)
 		if !ok || len(rest) != 0 {
 			return fmt.Errorf("image doc %d of %s: %w", id, sch.Name, errShort)

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/fenec-go/fenec/engine/store"
 )
 
 // populate builds a small database touching every kind of value and index.
@@ -314,6 +316,38 @@ func TestGraphRebuiltWhenDamaged(t *testing.T) {
 	for cut := 0; cut < full.Len(); cut += 1 + full.Len()/97 {
 		if _, err := readImage(bytes.NewReader(full.Bytes()[:cut]), discardLogger()); err == nil {
 			t.Fatalf("a state cut at %d of %d was read", cut, full.Len())
+		}
+	}
+}
+
+// An image whose documents do not fit its id counters (an id past its
+// collection's counter, or ids out of order) is refused by Install: opened,
+// the next id handed out would overwrite a document.
+func TestInstallRefusesIdsPastTheirCounter(t *testing.T) {
+	db, _ := newTestDB(t, Options{NoSweep: true})
+	mustExec(t, db, "create collection c (x int)")
+	mustExec(t, db, "put c [{x: 1}, {x: 2}, {x: 3}]")
+	for name, spoil := range map[string]func(*snapshot){
+		"counter behind": func(s *snapshot) { s.counters["c"] = 2 },
+		"ids out of order": func(s *snapshot) {
+			d := s.colls[0].docs
+			d[0], d[1] = d[1], d[0]
+		},
+	} {
+		db.mu.RLock()
+		pos := db.log.Position()
+		snap, err := db.snapshotLocked()
+		db.mu.RUnlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+		spoil(snap)
+		var img bytes.Buffer
+		if _, err := store.WriteImage(&img, pos, snap.write); err != nil {
+			t.Fatal(err)
+		}
+		if err := Install(filepath.Join(t.TempDir(), "bad.fenec"), &img); !errors.Is(err, ErrBadImage) {
+			t.Errorf("%s: install %v, want ErrBadImage", name, err)
 		}
 	}
 }
