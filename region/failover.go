@@ -111,6 +111,7 @@ func (rt *Router) failoverTenant(ctx context.Context, s *global.Store, name stri
 		release()
 		return fmt.Errorf("promote %s on %s: %w", name, rec.Replica, err)
 	}
+	rt.carryQuota(ctx, s, copyNode.Value, rec.Replica, name)
 	// Release and point at the copy with nothing of this router's in
 	// between; the Failover is conditioned on the release's revision.
 	rt.opMu.Lock()

@@ -179,6 +179,7 @@ func (m *moveRun) copy(ctx context.Context) (int64, error) {
 // whose outcome is unknown (its answer lost) is read back: a record on the
 // target means it landed.
 func (m *moveRun) flip(ctx context.Context) error {
+	m.rt.carryQuota(ctx, m.s, m.dst, m.at.Value.Target, m.name)
 	done, err := m.s.FinishMove(ctx, m.name, m.at)
 	if err == nil {
 		m.at = done

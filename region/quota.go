@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -83,6 +84,24 @@ func (rt *Router) sendQuota(ctx context.Context, s *global.Store, n, tenant stri
 		return errNotFoundAs(err, ErrUnknownNode)
 	}
 	return rt.nodes.putQuota(ctx, node.Value, tenant, q)
+}
+
+// carryQuota sends tenant's quota, if the directory holds one, to node n:
+// a move's target before the flip, a new copy as it is made, a copy as it
+// is promoted. A node that does not take it is logged, not fatal: the
+// tenant is served as before, and the quota is sent again at its next
+// move, copy or promotion.
+func (rt *Router) carryQuota(ctx context.Context, s *global.Store, n global.Node, nodeName, tenant string) {
+	q, err := s.GetQuota(ctx, tenant)
+	if errors.Is(err, global.ErrNotFound) {
+		return
+	}
+	if err == nil {
+		err = rt.nodes.putQuota(ctx, n, tenant, q.Value)
+	}
+	if err != nil {
+		rt.log.Warn("quota not carried to a node", "tenant", tenant, "node", nodeName, "err", err)
+	}
 }
 
 // putQuota sends PUT /_admin/tenants/<t>/quota to the node.

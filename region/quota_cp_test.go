@@ -160,3 +160,53 @@ func TestQuotaRefusalsCP(t *testing.T) {
 		t.Fatalf("held refusal %v", held)
 	}
 }
+
+// A quota follows its tenant: a move's target holds it before the flip, a
+// copy made after it was set gets it, and the copy promoted by a failover
+// enforces it.
+func TestQuotaCarriedCP(t *testing.T) {
+	r := startCPRouter(t, nil)
+	a, b, c := startReplNode(t), startReplNode(t), startReplNode(t)
+	r.addReplNode(t, "a", a, nil)
+	r.addReplNode(t, "b", b, nil)
+	r.addReplNode(t, "c", c, nil)
+	r.place(t, "q", "a")
+	want := global.Quota{Rows: 1}
+	if st, body := r.shard(t, http.MethodPut, "tenants/q/quota", want, nil); st != http.StatusOK {
+		t.Fatalf("put quota: %d %s", st, body)
+	}
+	if st, body := r.shard(t, http.MethodPost, "tenants/q/move", map[string]string{"to": "b"}, nil); st != http.StatusOK {
+		t.Fatalf("move: %d %s", st, body)
+	}
+	if got := nodeQuota(t, b, "q"); got != want {
+		t.Fatalf("move target holds %+v, want %+v", got, want)
+	}
+	if st, body := r.shard(t, http.MethodPost, "replicas", nil, nil); st != http.StatusOK {
+		t.Fatalf("replicas: %d %s", st, body)
+	}
+	e := r.tenantsOf(t)["q"]
+	if e.Replica == "" {
+		t.Fatalf("no copy made: %+v", e)
+	}
+	copyNode := map[string]*replNode{"a": a, "c": c}[e.Replica]
+	if got := nodeQuota(t, copyNode, "q"); got != want {
+		t.Fatalf("copy on %s holds %+v, want %+v", e.Replica, got, want)
+	}
+	r.mustQuery(t, "q", "create collection k (a int)")
+	r.mustQuery(t, "q", "put k {a: 1}")
+	// The copy has taken its primary's file before the primary goes.
+	primarySeq := b.replication(t, "q").Seq
+	cpEventually(t, func() error {
+		if got := copyNode.replication(t, "q").Seq; got != primarySeq {
+			return fmt.Errorf("copy at seq %d, primary at %d", got, primarySeq)
+		}
+		return nil
+	})
+	b.down(t)
+	if st, body := r.shard(t, http.MethodPost, "nodes/b/failover", map[string]any{}, nil); st != http.StatusOK {
+		t.Fatalf("failover: %d %s", st, body)
+	}
+	if st, _, body := r.query(t, "q", "put k {a: 2}"); st != http.StatusInsufficientStorage {
+		t.Fatalf("past the rows quota on the promoted copy: %d %s", st, body)
+	}
+}

@@ -257,6 +257,7 @@ func (rt *Router) addReplica(ctx context.Context, s *global.Store, name, target 
 	if err := rt.nodes.follow(ctx, dst.Value, name, primary.Value); err != nil {
 		return fmt.Errorf("copy of %s on %s: %w", name, target, err)
 	}
+	rt.carryQuota(ctx, s, dst.Value, target, name)
 	rec, err := s.UpdateTenant(ctx, name, at, func(t *global.Tenant) error {
 		t.Replica = target
 		return nil
