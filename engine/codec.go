@@ -486,7 +486,7 @@ func encodeBlock(ops []blockOp) []byte {
 
 // decodeBlock reads a block payload back into operations. Documents copy
 // their bytes out of p, unless keep says p is the caller's to keep: then
-// they point into it (replay, where this saves a copy of every document).
+// they point into it (a change cursor's records, read for the call).
 func decodeBlock(p []byte, keep bool) ([]blockOp, error) {
 	var ops []blockOp
 	_, err := decodeOps(p, keep, new(blockOp), func(o *blockOp) error {

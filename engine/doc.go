@@ -19,8 +19,11 @@
 //     lock against the live state, remembering an undo step for every
 //     change; it is encoded as one binary record, asked of the gate and
 //     the quota with its exact framed length, appended, and only then
-//     shown to watchers. Any failure undoes it all: memory and file are as
-//     they were.
+//     shown to watchers. Any failure undoes it all, a panic in a hook
+//     too (the lock is given back): memory and file are as they were.
+//   - Opening replays the file's last image and the records after it,
+//     read from the mapped file: each document copies its own bytes, so
+//     a deleted one gives its memory back.
 //   - seq moves by one per document written or deleted and per schema
 //     change; a block is numbered by its last.
 //   - An image (checkpoint, compact, WriteImage) streams the schemas, the
