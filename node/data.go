@@ -80,7 +80,7 @@ func (c *call) dataRoute(rest []string) func() {
 	case len(rest) == 1 && rest[0] == "_changes":
 		c.route = "changes"
 		return func() {
-			if c.method(http.MethodGet) {
+			if c.method(http.MethodGet, http.MethodHead) {
 				c.feed()
 			}
 		}

@@ -15,7 +15,7 @@ import (
 // rest serves /t/<t>/<coll>: POST inserts, GET reads by filter, PATCH
 // updates by filter, DELETE deletes by filter.
 func (c *call) rest(coll string) {
-	if !c.method(http.MethodGet, http.MethodPost, http.MethodPatch, http.MethodDelete) {
+	if !c.method(http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPatch, http.MethodDelete) {
 		return
 	}
 	q, err := c.queryValues()
@@ -24,7 +24,7 @@ func (c *call) rest(coll string) {
 		return
 	}
 	switch c.r.Method {
-	case http.MethodGet:
+	case http.MethodGet, http.MethodHead: // net/http sends no body to a HEAD
 		c.restGet(coll, q)
 	case http.MethodPost:
 		c.restInsert(coll)

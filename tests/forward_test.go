@@ -71,6 +71,10 @@ func TestForwardEveryRoute(t *testing.T) {
 	for _, p := range []string{"/t/a/c", "/t/a/_changes"} {
 		via, direct := c.Do("HEAD", p, nil), d.Do("HEAD", p, nil)
 		same(t, "HEAD "+p, via, direct)
+		wantStatus(t, via, 200, "HEAD "+p)
+		if via.Header.Get("Content-Type") != "application/json" && p == "/t/a/c" {
+			t.Fatalf("HEAD %s: content type %q", p, via.Header.Get("Content-Type"))
+		}
 		if len(via.Body) != 0 {
 			t.Fatalf("HEAD %s: a body came back: %q", p, via.Body)
 		}
