@@ -147,3 +147,42 @@ func TestLeaseLapsedBeforeAnswer(t *testing.T) {
 		t.Fatal("replayed without a lease")
 	}
 }
+
+// A /batch is one block: refused whole while the node holds no lease for
+// its tenant (503, nothing landed), and, landed under the lease but
+// answered after it lapsed, answered 500 outcome unknown naming the
+// block's seq and history.
+func TestLeaseBatch(t *testing.T) {
+	clock := &jumpClock{now: time.Hour}
+	n := startNode(t, func(c *Config) { c.Lease = true; c.LeaseClock = clock })
+	n.mkTenant("a")
+	n.mkTenant("b")
+	list := []string{"a"}
+	n.grant(lease.Grant{Term: 1, Router: "r", N: 1, MS: 3000, Tenants: list, List: lease.ListID(list)})
+	n.grant(lease.Grant{Term: 1, Router: "r", N: 2, Ack: 1, MS: 3000, List: lease.ListID(list)})
+	n.q("a", "create collection c (name text)")
+	batch := `{"query":"put c {name: \"one\"}"}` + "\n" + `{"query":"put c {name: \"two\"}"}` + "\n"
+
+	// b is not on the lease's list: refused unrun.
+	r := n.do("POST", "/t/b/batch", `{"query":"create collection c (name text)"}`+"\n")
+	wantJSONError(t, r, 503)
+	if r.Header.Get("Fenec-Refused") != "lease" {
+		t.Fatalf("batch on a tenant the lease does not name: %v", r.Header)
+	}
+
+	before := n.seq("a")
+	clock.arm(10 * time.Second)
+	r = n.do("POST", "/t/a/batch", batch)
+	m := wantJSONError(t, r, 500)
+	if m["outcome"] != "unknown" || m["seq"] == nil || m["history"] == nil {
+		t.Fatalf("batch answered after the lapse: %s", r.Body)
+	}
+	if m["seq"].(json.Number).String() == before {
+		t.Fatalf("the batch did not land: seq %s", before)
+	}
+	// Lapsed now: the next batch lands nothing.
+	wantJSONError(t, n.do("POST", "/t/a/batch", batch), 503)
+	if got := strings.TrimSpace(string(n.do("GET", "/t/a/c?count", "").Body)); got != `{"count":2}` {
+		t.Fatalf("rows after the batches: %s", got)
+	}
+}
