@@ -168,7 +168,7 @@ func (l *leasing) step(ctx context.Context) {
 			return
 		}
 	}
-	l.sync(ctx)
+	l.sync()
 }
 
 // start begins leasing at term: a Leaser named for this router, the term
@@ -264,7 +264,7 @@ func (l *leasing) listsLocked(v *global.View) map[string][]string {
 // forgot or no longer leases, and probes nodes not yet known to take
 // leases. A node failed over is given its list back only once its
 // failover ended.
-func (l *leasing) sync(ctx context.Context) {
+func (l *leasing) sync() {
 	v := l.rt.watcher.View()
 	l.mu.Lock()
 	lsr := l.leaser
@@ -309,7 +309,7 @@ func (l *leasing) sync(ctx context.Context) {
 	for _, node := range grant {
 		lsr.GrantNow(node)
 	}
-	l.probeNodes(ctx, v)
+	l.probeNodes(v)
 }
 
 // gained reports whether list names a tenant old does not.
@@ -369,7 +369,7 @@ func (l *leasing) failover(ctx context.Context, node string) {
 	l.settled[node] = true
 	delete(l.lists, node) // set again, whatever it held
 	l.mu.Unlock()
-	l.sync(ctx)
+	l.sync()
 	l.mu.Lock()
 	lsr := l.leaser
 	l.mu.Unlock()
@@ -388,7 +388,7 @@ func (l *leasing) failover(ctx context.Context, node string) {
 // probeNodes asks nodes recorded without lease:true whether they take
 // leases, each once per address, and records lease:true for those that
 // do. Only the leader writes the record.
-func (l *leasing) probeNodes(ctx context.Context, v *global.View) {
+func (l *leasing) probeNodes(v *global.View) {
 	now := time.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -401,7 +401,10 @@ func (l *leasing) probeNodes(ctx context.Context, v *global.View) {
 			continue
 		}
 		l.probes[name] = probe{addr: n.Addr, running: true}
-		l.rt.wg.Go(func() { l.probeNode(ctx, name, n) })
+		// The router's context, not the caller's: a forwarded request
+		// that synced the lists may end before the probe does.
+		rctx := l.rt.ctx
+		l.rt.wg.Go(func() { l.probeNode(rctx, name, n) })
 	}
 }
 
@@ -499,7 +502,7 @@ func (l *leasing) GrantNow(ctx context.Context, node string) error {
 	}
 	// The list first: the forwarder may have seen the tenant there in the
 	// view before this router's leasing did.
-	l.sync(ctx)
+	l.sync()
 	next := l.answers.next(node)
 	lsr.GrantNow(node)
 	select {
