@@ -10,20 +10,20 @@ var (
 	// ErrBadTarget: the request target is not below /t/<tenant>/.
 	ErrBadTarget = errors.New("request target is not /t/<tenant>/...")
 	// ErrUnknownTenant: no placement names the tenant.
-	ErrUnknownTenant = errors.New("unknown tenant")
+	ErrUnknownTenant = errors.New("unknown tenant: no placement names it; create it with PUT /_shard/tenants/<name>")
 	// ErrNotReady: the router's placements have not arrived yet.
-	ErrNotReady = errors.New("placements have not arrived yet")
+	ErrNotReady = errors.New("placements have not arrived yet; retry in a moment")
 	// ErrBodyTooLarge: the request body passes the router's bound.
-	ErrBodyTooLarge = errors.New("request body too large")
+	ErrBodyTooLarge = errors.New("request body too large; send it in smaller batches")
 	// ErrBodyRead: the client's body could not be read whole.
 	ErrBodyRead = errors.New("read request body")
 	// ErrUnreachable: the node refused the connection or could not be reached.
-	ErrUnreachable = errors.New("node unreachable")
+	ErrUnreachable = errors.New("node unreachable; retry, and if the node is gone, fail it over with POST /_shard/nodes/<node>/failover")
 	// ErrMayHaveRun: a write was sent whole and its connection ended before
 	// an answer; the node may have run it.
-	ErrMayHaveRun = errors.New("node connection ended after the request was sent; it may have run")
+	ErrMayHaveRun = errors.New("node connection ended after the request was sent; it may have run: read it back before sending it again, and send writes with an Idempotency-Key to make a retry safe")
 	// ErrUpstreamTimeout: the node did not answer within --upstream-timeout.
-	ErrUpstreamTimeout = errors.New("node did not answer within the upstream timeout")
+	ErrUpstreamTimeout = errors.New("node did not answer within the upstream timeout; a write may have run: read it back before sending it again")
 	// ErrBadAnswer: the node's answer was not HTTP the router can pass on.
 	ErrBadAnswer = errors.New("node sent an answer that could not be read")
 	// ErrNotSent: the request could not be sent whole, even on a fresh connection.
