@@ -44,6 +44,12 @@ func main() {
 func run(c config) error {
 	var tb table
 	tb.note("fenec search bench, %s, GOMAXPROCS %d, %s/%s", time.Now().UTC().Format(time.RFC3339), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH)
+	if la, err := os.ReadFile("/proc/loadavg"); err == nil {
+		// A shared machine's load loosens every latency in the table.
+		if f := strings.Fields(string(la)); len(f) >= 3 {
+			tb.note("load average at the start: %s", strings.Join(f[:3], " "))
+		}
+	}
 	for _, size := range strings.Split(c.sizes, ",") {
 		n, err := strconv.Atoi(size)
 		if err != nil || n < 1 {
