@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -101,14 +102,26 @@ func FuzzExec(f *testing.F) {
 	mustExec(f, db, "put a [{s: 'x', n: 1, t: 'hello world', v: [1, 0, 0]}, {s: 'y', n: 2, v: [0, 1, 0]}]")
 	mustExec(f, db, "put b [{aid: 1, x: 0.5}, {aid: 2}]")
 	f.Fuzz(func(t *testing.T, q string) {
-		seq, size := db.Seq(), db.FileBytes()
+		before := stateOf(t, db, collsOf(db)...)
 		res, _, err := db.Exec(context.Background(), Statement{Query: q, Params: []any{int64(1), "x"}})
 		if err != nil {
-			if db.Seq() != seq || db.FileBytes() != size {
-				t.Fatalf("%q failed (%v) but changed the file", q, err)
+			if after := stateOf(t, db, collsOf(db)...); after != before {
+				t.Fatalf("%q failed (%v) but changed the tenant: %+v vs %+v", q, err, after, before)
 			}
 			return
 		}
 		_ = res.JSON()
 	})
+}
+
+// collsOf names db's collections, in order.
+func collsOf(db *DB) []string {
+	db.mu.RLock()
+	defer db.mu.RUnlock()
+	names := make([]string, 0, len(db.st.colls))
+	for n := range db.st.colls {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
 }
