@@ -28,9 +28,15 @@ fuzz:
 	  done; \
 	done
 
+# The engine against SQLite, the search indexes, and the node over HTTP
+# against the engine in process; each prints its table and saves it under
+# bench/. The router, replication and leases have targets of their own:
+# shard-bench, repl-bench, lease-bench.
 bench:
 	@mkdir -p bench
 	cd bench/sqlite && $(GO) run . | tee ../engine.txt
+	$(GO) run ./bench/search -out bench/search.txt
+	$(GO) run ./bench/node -o bench/node.txt
 
 clean:
 	rm -rf $(BIN)
