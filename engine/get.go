@@ -185,7 +185,9 @@ func (r *runner) search(c *collection, s *fql.Get) ([]hit, error) {
 		return ok
 	}
 	k := c.len()
-	if s.Limit != nil && s.Fuse == nil {
+	if s.Limit != nil && s.Fuse == nil && !s.Count {
+		// Only the first limit+offset are answered; a count is of every
+		// row that matches, before limit and offset.
 		k = int(*s.Limit + s.Offset)
 	}
 	if k <= 0 {

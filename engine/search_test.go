@@ -126,3 +126,22 @@ func TestNearPastMaxRowsIsRefused(t *testing.T) {
 		t.Errorf("near limit 10000: %v, %d rows", err, len(res.Rows))
 	}
 }
+
+// A count answers how many rows match before limit and offset, for match
+// and near as for a plain get.
+func TestSearchCountIgnoresLimit(t *testing.T) {
+	db, _ := newTestDB(t, Options{NoSweep: true})
+	mustExec(t, db, "create collection d (body text @text, v vector<2> @hnsw(l2))")
+	mustExec(t, db, `put d [{body: "quick fox", v: [0, 0]}, {body: "lazy fox", v: [1, 0]}, {body: "fox fox", v: [0, 1]}, {body: "dog"}]`)
+	for q, want := range map[string]string{
+		"get d limit 1 count":                           `{"count":4}`,
+		"get d match body 'fox' limit 1 count":          `{"count":3}`,
+		"get d match body 'fox' limit 1 offset 1 count": `{"count":3}`,
+		"get d near v [0, 0] limit 1 count":             `{"count":3}`,
+		"get d near v [0, 0] exact limit 2 count":       `{"count":3}`,
+	} {
+		if got := mustExec(t, db, q); !jsonEq(t, got, want) {
+			t.Errorf("%s: %s, want %s", q, got, want)
+		}
+	}
+}
