@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -427,5 +428,51 @@ func TestGainedAndLists(t *testing.T) {
 		if got := gained(c.old, c.list); got != c.want {
 			t.Errorf("gained(%v, %v) = %v, want %v", c.old, c.list, got, c.want)
 		}
+	}
+}
+
+// A standby promoted starts leasing at the new term and counts every node
+// as granted then, failing none over for it; the router it was promoted
+// over, fenced by the nodes, stops leasing and taking changes.
+func TestPromotedStandbyLeasesCP(t *testing.T) {
+	a := startCPRouter(t, func(c *Config) { c.ID = "ra"; c.AutoFailover = testLease })
+	b := startCPRouter(t, func(c *Config) {
+		c.ID, c.Standby, c.DirectoryURLs, c.AutoFailover = "rb", true, a.rt.DirectoryURLs(), testLease
+	})
+	n1, n2 := startLeaseNode(t, true), startLeaseNode(t, true)
+	a.addLeaseNode(t, "n1", n1, nil)
+	a.addLeaseNode(t, "n2", n2, nil)
+	a.waitLeased(t, "n1")
+	a.waitLeased(t, "n2")
+	a.place(t, "p", "n1")
+	a.mustQuery(t, "p", "create collection c (n int)")
+	if l := b.leases(t); l.Leasing || len(l.Nodes) != 0 {
+		t.Fatalf("a standby leases: %+v", l)
+	}
+	var prom struct {
+		Leader string `json:"leader"`
+		Term   uint64 `json:"term"`
+	}
+	if st, body := b.shard(t, http.MethodPost, "promote", nil, &prom); st != http.StatusOK {
+		t.Fatalf("promote: %d %s", st, body)
+	}
+	b.waitLeased(t, "n1")
+	b.waitLeased(t, "n2")
+	if l := b.leases(t); l.Term != prom.Term {
+		t.Fatalf("promoted router leases at term %d, promoted to %d", l.Term, prom.Term)
+	}
+	cpEventually(t, func() error {
+		if a.rt.Leading() || a.leases(t).Leasing {
+			return fmt.Errorf("the old router still leads (%v) or leases (%v)", a.rt.Leading(), a.leases(t).Leasing)
+		}
+		return nil
+	})
+	// The tenant stayed, and writes through the new leader.
+	if e := b.tenantsOf(t)["p"]; e.Node != "n1" {
+		t.Fatalf("p moved at the promotion: %+v", e)
+	}
+	b.mustQuery(t, "p", "put c {n: 1}")
+	if st := n1.leaseStatus(t); st.Term != prom.Term || !slices.Equal(st.Tenants, []string{"p"}) {
+		t.Fatalf("n1's lease after the promotion: %+v", st)
 	}
 }
