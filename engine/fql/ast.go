@@ -102,9 +102,9 @@ const (
 const (
 	DefaultK1             = 1.2
 	DefaultB              = 0.75
-	DefaultM              = 16
-	DefaultEfConstruction = 200
-	DefaultEfSearch       = 64
+	DefaultM              = 32
+	DefaultEfConstruction = 100
+	DefaultEfSearch       = 256
 	DefaultFuseK          = 60
 )
 
