@@ -155,6 +155,10 @@ func TestAutoFailoverOfCutNodeCP(t *testing.T) {
 	if st, _ := a.write(t, "t1", 100); st != http.StatusOK {
 		t.Fatalf("direct write under the lease: %d", st)
 	}
+	if _, _, m := cpDo(t, http.MethodGet, r.url+"/_metrics", cpRouterToken, nil, nil); !strings.Contains(string(m), `fenec_router_lease_age_seconds{node="a"}`) ||
+		!strings.Contains(string(m), `fenec_router_auto_failovers_total{outcome="done"} 0`) {
+		t.Fatalf("lease series missing from /_metrics")
+	}
 	rec, err := r.rt.store.LeaseRecord(cpCtx(t))
 	if err != nil || rec.Value != testLease.Milliseconds() {
 		t.Fatalf("lease record %v %v", rec.Value, err)
