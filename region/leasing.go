@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -56,6 +57,12 @@ type leasing struct {
 	settled map[string]bool     // guarded by mu: nodes whose last failover ended (lists go back)
 	held    map[string]heldWait // guarded by mu: tenants waiting, off their node's list, for a held failover
 	probes  map[string]probe    // guarded by mu: what a node's lease probe said
+	// lastRev and lastFO are the view's revision and the nodes' failed-over
+	// marks the lists were last set from; dirty asks for them to be set
+	// again all the same. Guarded by mu.
+	lastRev int64
+	lastFO  map[string]bool
+	dirty   bool
 }
 
 // heldWait is a tenant held by another operation when its node was failed
@@ -201,6 +208,7 @@ func (l *leasing) start(ctx context.Context, term uint64) error {
 	l.mu.Lock()
 	l.lists = map[string][]string{}
 	l.settled = map[string]bool{}
+	l.dirty = true
 	for node, list := range l.listsLocked(l.rt.watcher.View()) {
 		lsr.SetTenants(node, list)
 		l.lists[node] = list
@@ -223,6 +231,7 @@ func (l *leasing) stop() {
 	lsr := l.leaser
 	l.leaser, l.term = nil, 0
 	l.lists = map[string][]string{}
+	l.dirty = true
 	l.mu.Unlock()
 	if lsr != nil {
 		_ = lsr.Close()
@@ -280,6 +289,12 @@ func (l *leasing) sync() {
 		}
 	}
 	l.dropHeldLocked(v)
+	if v.Rev == l.lastRev && maps.Equal(failedOver, l.lastFO) && len(l.held) == 0 && !l.dirty {
+		l.mu.Unlock()
+		l.probeNodes(v)
+		return
+	}
+	l.lastRev, l.lastFO, l.dirty = v.Rev, failedOver, false
 	want := l.listsLocked(v)
 	var grant, gone []string
 	for node, list := range want {
@@ -368,6 +383,7 @@ func (l *leasing) failover(ctx context.Context, node string) {
 	delete(l.failing, node)
 	l.settled[node] = true
 	delete(l.lists, node) // set again, whatever it held
+	l.dirty = true
 	l.mu.Unlock()
 	l.sync()
 	l.mu.Lock()
