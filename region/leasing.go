@@ -26,8 +26,12 @@ const (
 )
 
 // probeRetry is how long a node whose lease probe went unanswered waits
-// before it is asked again.
-const probeRetry = 2 * time.Second
+// before it is asked again; noLeaseReprobe, one that said it takes none
+// (it may be restarted with --lease at the same address).
+const (
+	probeRetry     = 2 * time.Second
+	noLeaseReprobe = 30 * time.Second
+)
 
 // leasing is the router's side of --auto-failover: while this router
 // leads, a lease.Leaser grants every node recorded with lease:true the
@@ -76,7 +80,8 @@ type heldWait struct {
 // probe is what asking a node at addr whether it takes leases found.
 type probe struct {
 	addr    string
-	decided bool      // the node said (takes none, or its record was set)
+	decided bool      // its record was set lease:true
+	none    bool      // the node said it takes no lease
 	retryAt time.Time // not decided: ask again then
 	running bool
 }
@@ -416,7 +421,7 @@ func (l *leasing) probeNodes(v *global.View) {
 		if ok && p.addr == n.Addr && (p.decided || p.running || now.Before(p.retryAt)) {
 			continue
 		}
-		l.probes[name] = probe{addr: n.Addr, running: true}
+		l.probes[name] = probe{addr: n.Addr, running: true, none: ok && p.addr == n.Addr && p.none}
 		// The router's context, not the caller's: a forwarded request
 		// that synced the lists may end before the probe does.
 		rctx := l.rt.ctx
@@ -432,14 +437,18 @@ func (l *leasing) probeNode(ctx context.Context, name string, n global.Node) {
 	if err == nil && takes {
 		err = l.recordTakesLease(pctx, name, n.Addr)
 	}
-	p := probe{addr: n.Addr, decided: err == nil}
-	if err != nil {
+	p := probe{addr: n.Addr, decided: err == nil && takes, none: err == nil && !takes}
+	switch {
+	case err != nil:
 		p.retryAt = time.Now().Add(probeRetry)
 		l.log.Debug("lease probe", "node", name, "err", err)
-	} else if !takes {
-		l.log.Info("node takes no lease: it is never failed over automatically", "node", name)
+	case !takes:
+		p.retryAt = time.Now().Add(noLeaseReprobe)
 	}
 	l.mu.Lock()
+	if p.none && !l.probes[name].none {
+		l.log.Info("node takes no lease: it is never failed over automatically", "node", name)
+	}
 	l.probes[name] = p
 	l.mu.Unlock()
 	l.changed(global.TenantChange{})
