@@ -326,7 +326,7 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case strings.HasPrefix(p, "/t/"):
 		rt.fwd.ServeHTTP(rw, r)
-	case p == "/_shard/leases" && rt.leasing != nil && rt.leasing.own > 0:
+	case p == "/_shard/leases" && rt.leasing != nil: // {"leasing": false} without --auto-failover
 		if rt.authorize(rw, r) {
 			rt.leasing.serveLeases(rw, r)
 		}

@@ -95,7 +95,7 @@ func (rt *Router) serveShard(w http.ResponseWriter, r *http.Request) {
 // notBuilt reports the API's routes this router does not serve yet.
 func notBuilt(seg []string) bool {
 	switch seg[0] {
-	case "regions", "leases":
+	case "regions":
 		return true
 	}
 	return false

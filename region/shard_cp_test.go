@@ -467,12 +467,20 @@ func TestHeldTenantRefusedCP(t *testing.T) {
 func TestUnbuiltAndUnknownRoutesCP(t *testing.T) {
 	r := startCPRouter(t, nil)
 	for path, want := range map[string]int{
-		"leases": http.StatusNotImplemented, "regions/eu/handoff": http.StatusNotImplemented,
+		"leases": http.StatusMethodNotAllowed, "regions/eu/handoff": http.StatusNotImplemented,
 		"nope": http.StatusNotFound, "tenants/a/b/c": http.StatusNotFound,
 	} {
 		if st, b := r.shard(t, http.MethodPost, path, nil, nil); st != want || !strings.Contains(string(b), "error") {
 			t.Fatalf("POST %s: %d %s, want %d", path, st, b, want)
 		}
+	}
+	// Without --auto-failover the router says it leases nothing.
+	var ls struct {
+		Leasing bool  `json:"leasing"`
+		Nodes   []any `json:"nodes"`
+	}
+	if st, b := r.shard(t, http.MethodGet, "leases", nil, &ls); st != http.StatusOK || ls.Leasing || ls.Nodes == nil {
+		t.Fatalf("GET leases without leasing: %d %s", st, b)
 	}
 	if st, _ := r.shard(t, http.MethodPost, "nodes", nil, nil); st != http.StatusMethodNotAllowed {
 		t.Fatalf("POST nodes: %d", st)
