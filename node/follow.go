@@ -235,7 +235,7 @@ func (t *tenant) followOnce(ctx context.Context, from string) error {
 			os.Remove(image.Name())
 		}
 	}()
-	unsynced := false // records applied since the last sync
+	unsynced := 0 // records applied since the last sync
 	for {
 		kind, payload, err := readFrame(br)
 		if err != nil {
@@ -259,7 +259,7 @@ func (t *tenant) followOnce(ctx context.Context, from string) error {
 			if err := t.db.ApplyRecord(rec); err != nil {
 				return fmt.Errorf("apply record %d..%d: %w", rec.First, rec.Last, err)
 			}
-			unsynced = true
+			unsynced++
 		case frameImage:
 			if image == nil {
 				if image, err = os.CreateTemp(t.reg.dir, t.name+".image.*.part"); err != nil {
@@ -278,18 +278,22 @@ func (t *tenant) followOnce(ctx context.Context, from string) error {
 		// The batch ends where nothing more has arrived: one sync for it,
 		// then its ack. A keepalive is answered with the ack again, so
 		// the primary knows the copy still listens.
-		if unsynced && br.Buffered() == 0 {
+		if unsynced > 0 && (br.Buffered() == 0 || unsynced >= maxAckBatch) {
 			seq := t.db.Seq()
 			if err := t.db.Sync(); err != nil {
 				return fmt.Errorf("sync replicated records: %w", err)
 			}
-			unsynced = false
+			unsynced = 0
 			ack.offer(seq, false)
 		} else if kind == frameKeep {
 			ack.offer(0, true)
 		}
 	}
 }
+
+// maxAckBatch bounds the records a follower applies between two syncs
+// (and acks) while more keep arriving.
+const maxAckBatch = 512
 
 // acker sends a follower's acks on the feed's request body: the newest
 // durable seq offered, skipping any a slow connection overtook.

@@ -149,3 +149,48 @@ func TestCutCopyHoldsUpOneWrite(t *testing.T) {
 		t.Fatalf("a write after the heal was not acknowledged (%d warnings)", warned.Load())
 	}
 }
+
+// A primary ends the feed of a copy that sends no ack (it answers every
+// keepalive with one) for three keepalive periods.
+func TestPrimaryDropsASilentCopy(t *testing.T) {
+	a := startNode(t, func(c *Config) { withRepl(c); c.KeepAlive = 20 * time.Millisecond })
+	b := startNode(t, withRepl)
+	p := proxy.New(t, strings.TrimPrefix(a.url, "http://"))
+	people(t, a)
+	b.mkTenant("a")
+	b.admin("POST", "tenants/a/follow", `{"from":"http://`+p.Addr()+`"}`)
+	eventually(t, 10*time.Second, "the copy caught up", func() bool { return count(b, "a") == `{"count":3}` })
+	ta := holdTenant(t, a, "a")
+	// Keepalives come and go with their acks: the feed stays open past
+	// three keepalive periods.
+	eventually(t, 10*time.Second, "the copy's stream is open", func() bool {
+		open, _ := feedsWaitedFor(ta)
+		return open == 1
+	})
+	f := oneFeed(ta)
+	first := f.heardAt.Load()
+	eventually(t, 10*time.Second, "acks to keepalives over five periods", func() bool {
+		return f.heardAt.Load() > first+int64(100*time.Millisecond)
+	})
+	if oneFeed(ta) != f {
+		t.Fatal("a copy answering keepalives had its feed ended")
+	}
+	p.Cut()
+	eventually(t, 10*time.Second, "the silent copy's feed ended", func() bool {
+		open, _ := feedsWaitedFor(ta)
+		return open == 0
+	})
+	p.Heal()
+	a.q("a", `put c {name: "after"}`)
+	eventually(t, 10*time.Second, "the copy follows again", func() bool { return count(b, "a") == `{"count":4}` })
+}
+
+// oneFeed is a tenant's only replication stream.
+func oneFeed(tn *tenant) *feed {
+	tn.mu.Lock()
+	defer tn.mu.Unlock()
+	for f := range tn.feeds {
+		return f
+	}
+	return &feed{}
+}

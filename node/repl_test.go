@@ -151,8 +151,8 @@ func TestOldPrimaryPromotedOnceItHeard(t *testing.T) {
 }
 
 // Under --sync always, a copy that made a write wait out the bound is
-// not waited for again until it has caught up; then it is. A copy behind
-// as it connects is not waited for until it has caught up either.
+// not waited for again until it has acknowledged all its stream had sent
+// when it last stood at the end of what was durable; then it is.
 func TestLaggingStreamNotWaitedForAgain(t *testing.T) {
 	n := startNode(t, func(c *Config) { withRepl(c); c.Sync = "always" })
 	people(t, n)
@@ -172,19 +172,17 @@ func TestLaggingStreamNotWaitedForAgain(t *testing.T) {
 	if !tn.waitAcked(t.Context(), seq+1, 30*time.Second) {
 		t.Fatal("a write waited for a lagging copy")
 	}
-	tn.ackedTo(f, seq, false) // no progress to what was durable: still lagging
-	if !tn.waitAcked(t.Context(), seq+1, 30*time.Second) {
+	tn.ackedTo(f, seq+1) // its stream has not yet sent all: still lagging
+	if !tn.waitAcked(t.Context(), seq+2, 30*time.Second) {
 		t.Fatal("a write waited for a copy still lagging")
 	}
-	tn.ackedTo(f, seq+1, true) // caught up: waited for again
-	if tn.waitAcked(t.Context(), seq+2, 10*time.Millisecond) {
-		t.Fatal("a write did not wait for a copy that caught up")
+	tn.sentAllTo(f, seq+3)
+	tn.ackedTo(f, seq+2) // short of what was sent: still lagging
+	if !tn.waitAcked(t.Context(), seq+3, 30*time.Second) {
+		t.Fatal("a write waited for a copy still lagging")
 	}
-
-	_, drop2 := tn.addFeed(seq - 1) // connects behind
-	defer drop2()
-	tn.ackedTo(f, seq+2, true)
-	if !tn.waitAcked(t.Context(), seq+2, 30*time.Second) {
-		t.Fatal("a write waited for a copy that connected behind")
+	tn.ackedTo(f, seq+3) // caught up: waited for again
+	if tn.waitAcked(t.Context(), seq+4, 10*time.Millisecond) {
+		t.Fatal("a write did not wait for a copy that caught up")
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
 	"sync"
@@ -108,6 +109,9 @@ func (c *call) replicationFeed() {
 		c.fail(fmt.Errorf("replication feed: %w", err))
 		return
 	}
+	// However the feed ends, the copy's unread acks are not read after
+	// it: the server would otherwise wait on them to reuse the connection.
+	defer rc.SetReadDeadline(time.Now())
 	c.w.Header().Set("Content-Type", "application/octet-stream")
 	c.w.WriteHeader(http.StatusOK)
 	fw := &frameWriter{bw: bufio.NewWriterSize(c.w, 64<<10), rc: rc}
@@ -135,15 +139,28 @@ func (c *call) sendImage(fw *frameWriter) {
 		c.log.Error("replication image", "tenant", c.t.name, "err", err)
 		return
 	}
-	if fw.frame(frameImageEnd) == nil {
-		fw.flush()
+	if fw.frame(frameImageEnd) != nil || fw.flush() != nil {
+		return
 	}
+	// The copy hangs up once it has the image. Waiting for that (read its
+	// acks to the end, bounded) before the handler returns has the image
+	// reach it at once: a handler ending with the request's body unread
+	// has the server hold what it sent for a while.
+	fw.rc.SetReadDeadline(time.Now().Add(imageHangUp))
+	io.Copy(io.Discard, io.LimitReader(c.r.Body, 1<<20))
 }
+
+// imageHangUp bounds how long a feed that sent an image waits for the
+// copy to hang up.
+const imageHangUp = 2 * time.Second
 
 // feed is one replication stream a primary sends: the seq its copy has
 // acknowledged as durable in its own file (guarded by tenant.mu).
 type feed struct {
 	acked uint64
+	// sentAll is where the stream last stood having sent all the tenant
+	// held durably: a lagging copy that acknowledges it has caught up.
+	sentAll uint64
 	// heardAt is when the copy last sent an ack (unix nanoseconds): one
 	// silent for three keepalive periods has gone, and its feed ends.
 	heardAt atomic.Int64
@@ -154,11 +171,10 @@ type feed struct {
 }
 
 // addFeed registers a stream whose copy holds since durably (a follower
-// syncs its file before it asks); the func drops it. A copy that is
-// behind as it connects is lagging: no write waits for it until it has
-// caught up.
+// syncs its file before it asks); the func drops it. Writes wait for a
+// copy from the moment it connects.
 func (t *tenant) addFeed(since uint64) (*feed, func()) {
-	f := &feed{acked: since, lagging: since < t.db.Durable()}
+	f := &feed{acked: since, sentAll: math.MaxUint64} // not yet sent all
 	t.mu.Lock()
 	t.feeds[f] = struct{}{}
 	t.mu.Unlock()
@@ -170,18 +186,27 @@ func (t *tenant) addFeed(since uint64) (*feed, func()) {
 	}
 }
 
-// ackedTo notes a stream's copy holds everything up to seq durably;
-// caughtUp, that this is all the tenant held durably as the ack came (a
-// lagging copy is waited for again).
-func (t *tenant) ackedTo(f *feed, seq uint64, caughtUp bool) {
+// ackedTo notes a stream's copy holds everything up to seq durably. A
+// lagging copy acknowledging all its stream had sent when the stream last
+// stood at the end of what was durable has caught up: it is waited for
+// again.
+func (t *tenant) ackedTo(f *feed, seq uint64) {
 	t.mu.Lock()
 	if seq > f.acked {
 		f.acked = seq
 		t.notifyAckedLocked()
 	}
-	if f.lagging && caughtUp {
+	if f.lagging && seq >= f.sentAll {
 		f.lagging = false // waited for again
 	}
+	t.mu.Unlock()
+}
+
+// sentAllTo notes a stream has sent everything the tenant held durably,
+// up to seq.
+func (t *tenant) sentAllTo(f *feed, seq uint64) {
+	t.mu.Lock()
+	f.sentAll = seq
 	t.mu.Unlock()
 }
 
@@ -249,8 +274,7 @@ func (t *tenant) readAcks(body io.Reader, f *feed) error {
 			return fmt.Errorf("replication ack frame %q of %d bytes", kind, len(payload))
 		}
 		f.heardAt.Store(time.Now().UnixNano())
-		seq := binary.BigEndian.Uint64(payload)
-		t.ackedTo(f, seq, seq >= t.db.Durable())
+		t.ackedTo(f, binary.BigEndian.Uint64(payload))
 	}
 }
 
@@ -288,6 +312,7 @@ func (c *call) sendRecords(fw *frameWriter, since uint64) error {
 	for {
 		_, changed := t.seqNow()
 		lineage := len(db.Lineage())
+		durable := db.Durable()
 		err := db.ReadRecords(last, func(rec engine.RawRecord) error {
 			if rec.First > rec.Last { // a fork: sent once
 				sum := sha256.Sum256(rec.Bytes)
@@ -312,6 +337,9 @@ func (c *call) sendRecords(fw *frameWriter, since uint64) error {
 		}
 		if err := fw.flush(); err != nil {
 			return err
+		}
+		if last >= durable {
+			t.sentAllTo(f, last)
 		}
 		for db.Durable() <= last && len(db.Lineage()) == lineage {
 			select {
