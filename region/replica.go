@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/fenec-go/fenec/global"
 )
@@ -222,6 +223,33 @@ func (rt *Router) recordLineage(ctx context.Context, s *global.Store, name strin
 	})
 }
 
+// copyCatchUp bounds how long a new copy has to take its primary's image.
+const copyCatchUp = 15 * time.Second
+
+// awaitCopy waits until the copy of tenant on n holds its primary's
+// lineage, i.e. has taken the primary's image. Until then the copy is not
+// the tenant (a failover would refuse it, or promote an empty file), and a
+// primary under --sync always would answer writes its copy has not got:
+// so a copy is recorded only once it has caught up.
+func (rt *Router) awaitCopy(ctx context.Context, n global.Node, tenant string, lineage uint64) error {
+	if lineage == 0 {
+		return nil // a primary of no history yet: nothing to take
+	}
+	ctx, cancel := context.WithTimeout(ctx, copyCatchUp)
+	defer cancel()
+	for pause := 5 * time.Millisecond; ; pause = min(2*pause, 200*time.Millisecond) {
+		st, err := rt.nodes.replication(ctx, n, tenant)
+		if err == nil && st.lineage() == lineage {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: it has not taken its primary's image (last: %v)", ErrCopyBehind, err)
+		case <-time.After(pause):
+		}
+	}
+}
+
 // addReplica gives tenant name a following copy on target: the copy's
 // node makes the file anew (a stale one deleted first) and follows the
 // primary, then the directory records the copy. A primary that does not
@@ -255,6 +283,9 @@ func (rt *Router) addReplica(ctx context.Context, s *global.Store, name, target 
 		return fmt.Errorf("create a copy of %s on %s: %w", name, target, err)
 	}
 	if err := rt.nodes.follow(ctx, dst.Value, name, primary.Value); err != nil {
+		return fmt.Errorf("copy of %s on %s: %w", name, target, err)
+	}
+	if err := rt.awaitCopy(ctx, dst.Value, name, at.Value.Lineage); err != nil {
 		return fmt.Errorf("copy of %s on %s: %w", name, target, err)
 	}
 	rt.carryQuota(ctx, s, dst.Value, target, name)

@@ -38,6 +38,8 @@ var (
 	ErrNodeCall = errors.New("node admin call")
 	// ErrNoCandidate: no node of the region can take a tenant.
 	ErrNoCandidate = errors.New("no node to place the tenant on")
+	// ErrCopyBehind: a new copy did not take its primary's image in time.
+	ErrCopyBehind = errors.New("copy did not catch up with its primary")
 	// ErrSameNode: a move onto the node already serving the tenant.
 	ErrSameNode = errors.New("tenant is already on that node")
 	// ErrInsecure: a non-loopback listener with no token and no --insecure.
@@ -89,6 +91,7 @@ var shardStatus = []struct {
 	{ErrTenantExists, http.StatusConflict},
 	{ErrNodeInUse, http.StatusConflict},
 	{ErrSameNode, http.StatusConflict},
+	{ErrCopyBehind, http.StatusBadGateway},
 	{ErrStandbyNode, http.StatusConflict},
 	{global.ErrHeld, http.StatusConflict},
 	{global.ErrState, http.StatusConflict},
