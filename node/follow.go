@@ -242,6 +242,7 @@ func (t *tenant) followOnce(ctx context.Context, from string) error {
 			return err
 		}
 		watchdog.Reset(silence)
+		t.followFrame.Store(time.Now().UnixNano())
 		switch kind {
 		case frameHello:
 			if err := t.heard(); err != nil {
@@ -605,10 +606,17 @@ func (c *call) adminReplication(name string) {
 
 // promoteDrain bounds how long a promotion lets an open feed run on: a
 // primary that died has its stream end (after what it sent) well within
-// it; one cut off or still alive is stopped when it passes.
-const promoteDrain = 250 * time.Millisecond
+// it; one cut off or still alive is stopped when it passes, or as soon as
+// its feed has brought nothing for promoteQuiet. Under --sync always what
+// the primary answered is already in this file (the copy acknowledged
+// it), so the drain only saves what a primary sent and had not answered.
+const (
+	promoteDrain = 250 * time.Millisecond
+	promoteQuiet = 20 * time.Millisecond
+)
 
-// drainFollower waits, at most d, until the follower's feed is not open.
+// drainFollower waits until the follower's feed is not open, has been
+// quiet for promoteQuiet, or d has passed.
 func (t *tenant) drainFollower(ctx context.Context, d time.Duration) {
 	if !t.followLive.Load() {
 		return
@@ -618,6 +626,9 @@ func (t *tenant) drainFollower(ctx context.Context, d time.Duration) {
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	for t.followLive.Load() {
+		if quiet := time.Since(time.Unix(0, t.followFrame.Load())); quiet >= promoteQuiet {
+			return
+		}
 		select {
 		case <-deadline.C:
 			return

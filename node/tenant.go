@@ -73,6 +73,8 @@ type tenant struct {
 	// followLive: the follower's feed is open (follow.go); a promotion
 	// lets it read what already arrived before it stops it.
 	followLive atomic.Bool
+	// followFrame: when the follower's feed last brought a frame (unix ns).
+	followFrame atomic.Int64
 	// feeds are the replication streams this primary sends, each with
 	// the seq it has sent up to; sentCh is closed and replaced as one
 	// moves on.
