@@ -97,9 +97,13 @@ func (rt *Router) failoverTenant(ctx context.Context, s *global.Store, name stri
 	release := func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rt.cfg.NodeTimeout)
 		defer cancel()
-		if _, err := s.Release(rctx, name, held, holdFailover); err != nil {
+		rel, err := s.Release(rctx, name, held, holdFailover)
+		if err != nil {
 			rt.log.Error("release a tenant after a failed promotion", "tenant", name, "err", err)
+			return
 		}
+		rt.settleTo(rctx, rel.Rev) // this router's answers show the release
+
 	}
 	copyNode, err := s.GetNode(ctx, rec.Replica)
 	if err != nil {
