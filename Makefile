@@ -51,13 +51,15 @@ e2e:
 	$(GO) test -count=1 -timeout 10m ./tests/...
 
 # Router cost against the node and nginx, and a 100 000 × 128 move; writes
-# bench/shard.txt. Installs Debian's nginx first when it is missing.
+# bench/shard.txt, then the replication and lease benches. Installs Debian's
+# nginx first when it is missing.
 .PHONY: shard-bench
 shard-bench:
 	@command -v nginx >/dev/null || { \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update && apt-get install -y nginx; \
 	  else sudo apt-get update && sudo apt-get install -y nginx; fi; }
 	$(GO) run ./bench/shard -out bench/shard.txt
+	$(MAKE) repl-bench lease-bench
 
 # A copy's cost under --sync always (acknowledged writes with and without
 # one), replica lag, and a failover by hand of 20 tenants through a router;
