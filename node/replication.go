@@ -116,12 +116,14 @@ func (c *call) replicationFeed() {
 	c.w.WriteHeader(http.StatusOK)
 	fw := &frameWriter{bw: bufio.NewWriterSize(c.w, 64<<10), rc: rc}
 	db := c.t.db
-	hello, _ := json.Marshal(replHello{History: db.History(), Seq: db.Seq(), Lineage: db.Lineage()})
-	if fw.frame(frameHello, hello) != nil {
+	if !db.Holds(hist, since) {
+		// No hello before the image: a copy that has not taken it is not
+		// yet this tenant, and must not count as having heard from it.
+		c.sendImage(fw)
 		return
 	}
-	if !db.Holds(hist, since) {
-		c.sendImage(fw)
+	hello, _ := json.Marshal(replHello{History: db.History(), Seq: db.Seq(), Lineage: db.Lineage()})
+	if fw.frame(frameHello, hello) != nil {
 		return
 	}
 	if err := c.sendRecords(fw, since); err != nil {

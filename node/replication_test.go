@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bufio"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -168,4 +169,39 @@ func TestFollowerDropsASilentFeed(t *testing.T) {
 	people(t, b)
 	b.admin("POST", "tenants/a/follow", `{"from":"`+srv.URL+`"}`)
 	eventually(t, 10*time.Second, "the follower asked again after a silence", func() bool { return calls.Load() >= 2 })
+}
+
+// A copy off the lineage is sent the image before any hello: a file that
+// has not taken its primary's image has not heard from it.
+func TestFeedOffTheLineageStartsWithTheImage(t *testing.T) {
+	a := startNode(t, withRepl)
+	people(t, a)
+	first := func(query string) byte {
+		t.Helper()
+		req, err := http.NewRequest("GET", a.url+"/t/a/_replication?"+query, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+replToken)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		if res.StatusCode != 200 {
+			t.Fatalf("feed: %d", res.StatusCode)
+		}
+		kind, _, err := readFrame(bufio.NewReader(res.Body))
+		if err != nil {
+			t.Fatalf("first frame: %v", err)
+		}
+		return kind
+	}
+	if k := first("since=0&history=12345"); k != frameImage {
+		t.Fatalf("off the lineage the feed began with frame %q, want the image", k)
+	}
+	h := replication(t, a, "a")["history"].(json.Number).String()
+	if k := first("since=0&history=" + h); k != frameHello {
+		t.Fatalf("on the lineage the feed began with frame %q, want a hello", k)
+	}
 }
