@@ -18,7 +18,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -34,7 +33,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/fenec-go/fenec/global"
+	"github.com/fenec-go/fenec/bench/internal/benchkit"
 	"github.com/fenec-go/fenec/node"
 	"github.com/fenec-go/fenec/region"
 )
@@ -195,41 +194,15 @@ func startCluster(l time.Duration, tenants int) (*cluster, error) {
 func tenantName(i int) string { return "t" + strconv.Itoa(i) }
 
 func startNode(dir string, log *slog.Logger) (*node.Server, error) {
-	cfg := node.DefaultConfig()
-	cfg.Dir = dir
-	cfg.HTTP = "127.0.0.1:0"
-	cfg.AdminToken = adminToken
-	cfg.ReplicationToken = replToken
-	cfg.Lease = true
-	cfg.Sync = "always"
-	cfg.Logger = log
-	s, err := node.New(cfg)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.Start(); err != nil {
-		s.Close()
-		return nil, err
-	}
-	return s, nil
+	return benchkit.StartNode(dir, adminToken, log, func(c *node.Config) {
+		c.ReplicationToken = replToken
+		c.Lease = true
+		c.Sync = "always"
+	})
 }
 
 func startRouter(dir string, l time.Duration, log *slog.Logger) (*region.Router, error) {
-	cfg := region.DefaultConfig()
-	cfg.Listen = "127.0.0.1:0"
-	cfg.Etcd = global.DefaultEmbedConfig(dir)
-	cfg.Etcd.ClientURL = "http://127.0.0.1:0"
-	cfg.Etcd.PeerURL = "http://127.0.0.1:0"
-	cfg.AutoFailover = l
-	cfg.Logger = log
-	rt, err := region.NewRouter(cfg)
-	if err != nil {
-		return nil, err
-	}
-	if err := rt.Start(context.Background()); err != nil {
-		return nil, err
-	}
-	return rt, nil
+	return benchkit.StartRouter(dir, log, func(c *region.Config) { c.AutoFailover = l })
 }
 
 // call sends one request to the router and wants the status.

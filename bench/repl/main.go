@@ -35,7 +35,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/fenec-go/fenec/global"
+	"github.com/fenec-go/fenec/bench/internal/benchkit"
 	"github.com/fenec-go/fenec/node"
 	"github.com/fenec-go/fenec/region"
 )
@@ -300,41 +300,14 @@ func failover(w io.Writer, c *http.Client, cfg config, dir string, log *slog.Log
 }
 
 func startNode(dir, syncMode string, log *slog.Logger) (*node.Server, error) {
-	cfg := node.DefaultConfig()
-	cfg.Dir = dir
-	cfg.HTTP = "127.0.0.1:0"
-	cfg.AdminToken = adminToken
-	cfg.ReplicationToken = replToken
-	cfg.Sync = syncMode
-	cfg.Logger = log
-	s, err := node.New(cfg)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.Start(); err != nil {
-		s.Close()
-		return nil, err
-	}
-	return s, nil
+	return benchkit.StartNode(dir, adminToken, log, func(c *node.Config) {
+		c.ReplicationToken = replToken
+		c.Sync = syncMode
+	})
 }
 
 func startRouter(dir string, log *slog.Logger) (*region.Router, error) {
-	cfg := region.DefaultConfig()
-	cfg.Listen = "127.0.0.1:0"
-	cfg.Token = routerToken
-	cfg.Etcd = global.DefaultEmbedConfig(dir)
-	cfg.Etcd.ClientURL = "http://127.0.0.1:0"
-	cfg.Etcd.PeerURL = "http://127.0.0.1:0"
-	cfg.Logger = log
-	rt, err := region.NewRouter(cfg)
-	if err != nil {
-		return nil, err
-	}
-	if err := rt.Start(context.Background()); err != nil {
-		rt.Close()
-		return nil, err
-	}
-	return rt, nil
+	return benchkit.StartRouter(dir, log, func(c *region.Config) { c.Token = routerToken })
 }
 
 // mkTenant creates tenant t on a node with a collection c (n int).

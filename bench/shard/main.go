@@ -11,7 +11,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -29,7 +28,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/fenec-go/fenec/global"
+	"github.com/fenec-go/fenec/bench/internal/benchkit"
 	"github.com/fenec-go/fenec/node"
 	"github.com/fenec-go/fenec/region"
 )
@@ -131,37 +130,11 @@ func run(cfg config) error {
 }
 
 func startNode(dir string, log *slog.Logger) (*node.Server, error) {
-	cfg := node.DefaultConfig()
-	cfg.Dir = dir
-	cfg.HTTP = "127.0.0.1:0"
-	cfg.AdminToken = adminToken
-	cfg.Logger = log
-	s, err := node.New(cfg)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.Start(); err != nil {
-		s.Close()
-		return nil, err
-	}
-	return s, nil
+	return benchkit.StartNode(dir, adminToken, log, nil)
 }
 
 func startRouter(dir string, log *slog.Logger) (*region.Router, error) {
-	cfg := region.DefaultConfig()
-	cfg.Listen = "127.0.0.1:0"
-	cfg.Etcd = global.DefaultEmbedConfig(dir)
-	cfg.Etcd.ClientURL = "http://127.0.0.1:0"
-	cfg.Etcd.PeerURL = "http://127.0.0.1:0"
-	cfg.Logger = log
-	rt, err := region.NewRouter(cfg)
-	if err != nil {
-		return nil, err
-	}
-	if err := rt.Start(context.Background()); err != nil {
-		return nil, err
-	}
-	return rt, nil
+	return benchkit.StartRouter(dir, log, nil)
 }
 
 // call sends one request and wants the status.
