@@ -461,19 +461,20 @@ func (l *leasing) recordTakesLease(ctx context.Context, name, addr string) error
 	if err != nil {
 		return err
 	}
-	cur, err := s.GetNode(ctx, name)
-	if err != nil {
-		return err
+	mark := func(n *global.Node) bool {
+		if n.Addr != addr || n.Lease {
+			return false
+		}
+		n.Lease = true
+		return true
 	}
-	if cur.Value.Addr != addr || cur.Value.Lease {
-		return nil
-	}
-	rec := cur.Value
-	rec.Lease = true
-	rev, err := s.Txn().PutNode(name, cur.Rev, rec).Commit(ctx)
+	rev, err := updateNode(ctx, s, name, mark)
 	if err != nil {
 		l.rt.lead.lost(ctx, err)
 		return fmt.Errorf("record %s takes leases: %w", name, err)
+	}
+	if rev == 0 {
+		return nil
 	}
 	l.rt.settleTo(ctx, rev)
 	l.log.Info("node takes leases", "node", name)

@@ -480,3 +480,37 @@ func TestPromotedStandbyLeasesCP(t *testing.T) {
 		t.Fatalf("n1's lease after the promotion: %+v", st)
 	}
 }
+
+// Recording a leased node again at the address it already has (an operator
+// re-running its registration) keeps it leased: the router probes each
+// address once, so a dropped lease:true would stop its grants and with
+// them every write on the node. Naming its standby meanwhile, while the
+// router writes the node's record too, is not refused as a conflict.
+func TestNodeRecordedAgainStaysLeasedCP(t *testing.T) {
+	r := startLeasingRouter(t)
+	a, b := startLeaseNode(t, true), startLeaseNode(t, true)
+	r.addLeaseNode(t, "a", a, nil)
+	r.addLeaseNode(t, "b", b, nil)
+	if st, body := r.shard(t, http.MethodPut, "nodes/a", map[string]any{"standby": "b"}, nil); st != http.StatusCreated {
+		t.Fatalf("name b a's standby: %d %s", st, body)
+	}
+	r.waitLeased(t, "a")
+	r.waitLeased(t, "b")
+	r.addLeaseNode(t, "a", a, nil)
+	v := r.rt.watcher.View()
+	if n, ok := v.Node("a"); !ok || !n.Lease {
+		t.Fatalf("a recorded again: %+v, want lease:true", n)
+	}
+	if n, _ := v.Node("b"); !n.Standby || !n.Lease {
+		t.Fatalf("b: %+v, want standby and lease", n)
+	}
+	r.place(t, "t", "a")
+	r.mustQuery(t, "t", "create collection c (n int)")
+	// Past two leases: a lease granted before the record was written again
+	// has lapsed by now unless a was granted more.
+	time.Sleep(2 * testLease)
+	r.waitLeased(t, "a")
+	if st, _ := a.write(t, "t", 1); st != http.StatusOK {
+		t.Fatalf("write on a after it was recorded again: %d", st)
+	}
+}

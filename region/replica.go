@@ -397,9 +397,14 @@ func (c *shardCall) putStandby(s *global.Store, node, standby string) (int, any,
 		}
 	}
 	if !sb.Value.Standby {
-		n := sb.Value
-		n.Standby = true
-		if _, err := s.Txn().PutNode(standby, sb.Rev, n).Commit(ctx); err != nil {
+		mark := func(n *global.Node) bool {
+			if n.Standby {
+				return false
+			}
+			n.Standby = true
+			return true
+		}
+		if _, err := updateNode(ctx, s, standby, mark); err != nil {
 			return 0, nil, fmt.Errorf("mark %s standby: %w", standby, err)
 		}
 	}

@@ -1,7 +1,9 @@
 package region
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -67,11 +69,7 @@ func (c *shardCall) putNode(s *global.Store, name string) (int, any, error) {
 	if err := c.rt.nodes.checkToken(c.r.Context(), n); err != nil {
 		return 0, nil, fmt.Errorf("node %s at %s: %w", name, n.Addr, err)
 	}
-	cur, err := s.GetNode(c.r.Context(), name)
-	if err != nil && !isNotFound(err) {
-		return 0, nil, err
-	}
-	rev, err := s.Txn().PutNode(name, cur.Rev, n).Commit(c.r.Context())
+	rev, err := recordNode(c.r.Context(), s, name, n)
 	if err != nil {
 		return 0, nil, fmt.Errorf("record node %s: %w", name, err)
 	}
@@ -124,4 +122,63 @@ func (c *shardCall) deleteNode(s *global.Store, name string) (int, any, error) {
 	c.settle(rev)
 	c.rt.log.Info("node forgotten", "node", name)
 	return http.StatusNoContent, nil, nil
+}
+
+// nodeRetries bounds how often updateNode reads a node's record again after
+// another change to it won the race.
+const nodeRetries = 8
+
+// updateNode changes one field of node name's record: change edits the
+// record read and says whether anything changed. Another writer may change
+// other fields of the same record meanwhile (the leasing router marks
+// lease:true, an operator names a standby), so a lost race reads the record
+// again and reapplies change rather than refusing the caller. It answers
+// the revision written, or 0 when change left the record as it was.
+func updateNode(ctx context.Context, s *global.Store, name string, change func(*global.Node) bool) (int64, error) {
+	var err error
+	for range nodeRetries {
+		var cur global.Versioned[global.Node]
+		if cur, err = s.GetNode(ctx, name); err != nil {
+			return 0, err
+		}
+		rec := cur.Value
+		if !change(&rec) {
+			return 0, nil
+		}
+		var rev int64
+		if rev, err = s.Txn().PutNode(name, cur.Rev, rec).Commit(ctx); err == nil {
+			return rev, nil
+		}
+		if !errors.Is(err, global.ErrConflict) {
+			return 0, err
+		}
+	}
+	return 0, err
+}
+
+// recordNode writes n as node name's record. A node recorded again at the
+// address it already had keeps lease:true: the leasing router probes each
+// address once, so dropping the mark would stop its leases (and with them
+// the node's writes) for good. A race lost to another change of the record
+// is retried.
+func recordNode(ctx context.Context, s *global.Store, name string, n global.Node) (int64, error) {
+	var err error
+	for range nodeRetries {
+		cur, gerr := s.GetNode(ctx, name)
+		if gerr != nil && !isNotFound(gerr) {
+			return 0, gerr
+		}
+		rec := n
+		if gerr == nil && cur.Value.Addr == n.Addr && cur.Value.Lease {
+			rec.Lease = true
+		}
+		var rev int64
+		if rev, err = s.Txn().PutNode(name, cur.Rev, rec).Commit(ctx); err == nil {
+			return rev, nil
+		}
+		if !errors.Is(err, global.ErrConflict) {
+			return 0, err
+		}
+	}
+	return 0, err
 }
