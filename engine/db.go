@@ -480,6 +480,15 @@ func (db *DB) Seq() uint64 { return db.log.Seq() }
 // Durable is the highest seq known to be on disk.
 func (db *DB) Durable() uint64 { return db.log.Durable() }
 
+// WaitDurable waits until seq is on disk (under SyncAlways it leads the
+// sync itself): a read of a write not yet durable waits for it to be.
+func (db *DB) WaitDurable(ctx context.Context, seq uint64) error {
+	if db.log.Durable() >= seq {
+		return nil
+	}
+	return storeErr(db.log.WaitDurable(ctx, seq))
+}
+
 // Sync forces everything landed to disk now.
 func (db *DB) Sync() error { return storeErr(db.log.Sync()) }
 

@@ -14,6 +14,12 @@
 // (<tenant>.follow) with whether it has heard from the node it follows,
 // and its quota beside it too (<tenant>.quota).
 //
+// Under --sync always a write is answered once its file and every copy
+// following it hold it durably, and nothing read shows a write before that:
+// a query, REST read, change feed or subscription event that saw it waits
+// as the write does. Without that, a value could be read, then lost with
+// the node and its copy promoted, and read as never written.
+//
 // REST filters (?field=[not.]op.value) become a where clause whose values
 // are $n parameters, never statement text. A value is read as JSON when it
 // is a number, true, false, null or a "quoted string", and as text

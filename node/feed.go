@@ -81,6 +81,7 @@ func (c *call) feed() {
 		}
 		next = ch.Seq
 	}
+	c.settledFor(next)
 	h := c.w.Header()
 	h.Set("Content-Type", "application/x-ndjson")
 	h.Set("Fenec-Next", strconv.FormatUint(next, 10))

@@ -179,6 +179,8 @@ func (c *call) answer(j *job, o outcome) {
 			return
 		}
 		c.w.Header().Set("Fenec-Seq", strconv.FormatUint(o.res.Seq, 10))
+	} else {
+		c.settledFor(o.res.Seq)
 	}
 	writeRaw(c.w, o.status, o.body)
 }

@@ -194,3 +194,45 @@ func oneFeed(tn *tenant) *feed {
 	}
 	return &feed{}
 }
+
+// Under --sync always a read shows no write before the copies a write
+// waits for hold it: a write the copy never got (lost if this node dies
+// and the copy is promoted) is not seen and then unseen. A read, a REST
+// read and a change feed that do show it come only once the copy holds it
+// or the write stopped waiting for it.
+func TestReadShowsNoWriteTheCopyLacks(t *testing.T) {
+	a := startNode(t, func(c *Config) { withRepl(c); c.Sync = "always" })
+	b := startNode(t, func(c *Config) { withRepl(c); c.Sync = "60000" })
+	p := proxy.New(t, strings.TrimPrefix(a.url, "http://"))
+	people(t, a)
+	b.mkTenant("a")
+	b.admin("POST", "tenants/a/follow", `{"from":"http://`+p.Addr()+`"}`)
+	eventually(t, 10*time.Second, "the copy caught up", func() bool { return count(b, "a") == `{"count":3}` })
+	ta, tb := holdTenant(t, a, "a"), holdTenant(t, b, "a")
+	eventually(t, 10*time.Second, "the copy's stream is open and waited for", func() bool {
+		open, waited := feedsWaitedFor(ta)
+		return open == 1 && waited == 1
+	})
+	before := ta.db.Seq()
+	p.Cut()
+	wrote := make(chan *resp, 1)
+	go func() { wrote <- a.q("a", `put c {name: "unheld"}`) }()
+	eventually(t, 10*time.Second, "the write landed on the primary", func() bool { return ta.db.Seq() > before })
+	// shown says whether the copy held what a read showed, or the write
+	// had stopped waiting for it, as the read was answered.
+	shown := func(what string, r *resp) {
+		t.Helper()
+		if r.Status != 200 || !strings.Contains(string(r.Body), "unheld") {
+			t.Fatalf("%s: %d %s, want the write", what, r.Status, r.Body)
+		}
+		if _, waited := feedsWaitedFor(ta); waited != 0 && tb.db.Durable() <= before {
+			t.Fatalf("%s showed a write the copy does not hold while writes still wait for it", what)
+		}
+	}
+	shown("query", a.q("a", `get c where name = "unheld"`))
+	shown("REST read", a.do("GET", "/t/a/c?name=eq.unheld", ""))
+	shown("change feed", a.do("GET", "/t/a/_changes?since="+strconv.FormatUint(before, 10), ""))
+	if w := <-wrote; w.Status != 200 {
+		t.Fatalf("the write: %d %s", w.Status, w.Body)
+	}
+}

@@ -262,6 +262,40 @@ func (t *tenant) waitAcked(ctx context.Context, seq uint64, d time.Duration) boo
 	}
 }
 
+// settledFor holds a read's answer, under --sync always, until what it
+// saw (everything up to seq) is durable here and acknowledged by every
+// copy a write would wait for. Without it a read could show a write that
+// a crash then loses with the unsynced tail, or that the copy promoted
+// after this node dies never got: a value seen and then unseen. A read
+// waits no longer than a write would, and a lagging copy holds up no
+// read, as it holds up no write.
+func (c *call) settledFor(seq uint64) {
+	if !c.s.syncAlways || seq == 0 {
+		return
+	}
+	ctx := c.r.Context()
+	if err := c.t.db.WaitDurable(ctx, seq); err != nil {
+		return // the read answers as it would have; the write it saw fails
+	}
+	if c.t.copiesHold(seq) {
+		return
+	}
+	c.t.waitAcked(ctx, seq, replicaWait)
+}
+
+// copiesHold says whether every copy a write would wait for has
+// acknowledged seq.
+func (t *tenant) copiesHold(seq uint64) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for f := range t.feeds {
+		if !f.lagging && f.acked < seq {
+			return false
+		}
+	}
+	return true
+}
+
 // readAcks reads the copy's acknowledgements from the feed's request
 // body (ack frames, each the highest seq its file holds durably) until
 // the body ends or fails.

@@ -46,11 +46,12 @@ func (c *call) restGet(coll string, q map[string][]string) {
 	}
 	st := engine.Statement{Query: text, Params: params}
 	c.s.countStatements([]engine.Statement{st})
-	res, _, err := c.t.db.Exec(c.r.Context(), st)
+	res, seq, err := c.t.db.Exec(c.r.Context(), st)
 	if err != nil {
 		c.fail(err)
 		return
 	}
+	c.settledFor(seq)
 	writeRaw(c.w, http.StatusOK, res.JSON())
 }
 

@@ -321,6 +321,7 @@ func withID(d engine.DocChange) engine.Row {
 
 // send writes one event and flushes it.
 func (st *sse) send(event string, seq uint64, data []byte) error {
+	st.c.settledFor(seq) // no event shows a write a crash or failover may lose
 	var b bytes.Buffer
 	b.WriteString("event: ")
 	b.WriteString(event)

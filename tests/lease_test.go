@@ -214,12 +214,7 @@ func TestLeaseKilledNodeWritersGoOn(t *testing.T) {
 		rcancel()
 	}
 	for k, h := range hs {
-		res, info := porcupine.CheckOperationsVerbose(registerModel, h.ops, 30*time.Second)
-		if res != porcupine.Ok {
-			path := c.Dir() + "/lease-history-" + strconv.Itoa(k) + ".html"
-			_ = porcupine.VisualizePath(registerModel, info, path)
-			t.Fatalf("key k%d: history of %d operations is %v (see %s)", k, len(h.ops), res, path)
-		}
+		checkLinearizable(t, "key k"+strconv.Itoa(k), h.ops)
 	}
 	if got := placement(t, r.Client(), "still")["node"]; got != "free" {
 		t.Fatalf("a node without --lease was failed over: still on %v", got)

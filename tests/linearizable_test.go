@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -147,10 +149,34 @@ func TestLinearizableThroughMoves(t *testing.T) {
 	h.mu.Lock()
 	ops := h.ops
 	h.mu.Unlock()
-	if !porcupine.CheckOperations(registerModel, ops) {
-		t.Fatalf("%d operations through two moves are not linearizable", len(ops))
-	}
+	checkLinearizable(t, "the register through two moves", ops)
 	t.Logf("%d operations through two moves, linearizable", len(ops))
+}
+
+// checkLinearizable fails t when ops are not a linearizable history of the
+// register, logging every operation by when it was called (ms since the
+// history began; a write cut short by the test's end never returned) so a
+// failure on a machine nobody can reach still says what happened.
+func checkLinearizable(t *testing.T, what string, ops []porcupine.Operation) {
+	t.Helper()
+	res := porcupine.CheckOperationsTimeout(registerModel, ops, 30*time.Second)
+	if res == porcupine.Ok {
+		t.Logf("%s: %d operations, linearizable", what, len(ops))
+		return
+	}
+	sorted := slices.Clone(ops)
+	slices.SortFunc(sorted, func(a, b porcupine.Operation) int { return int(a.Call - b.Call) })
+	var b strings.Builder
+	ms := func(ns int64) string { return strconv.FormatFloat(float64(ns)/1e6, 'f', 1, 64) }
+	for _, op := range sorted {
+		ret := "never"
+		if op.Return != math.MaxInt64 {
+			ret = ms(op.Return)
+		}
+		fmt.Fprintf(&b, "\n  client %3d  %9s .. %9s  %s", op.ClientId, ms(op.Call), ret,
+			registerModel.DescribeOperation(op.Input, op.Output))
+	}
+	t.Fatalf("%s: %d operations are %v:%s", what, len(ops), res, b.String())
 }
 
 // TestRegisterModel checks the model itself: a read of a value older than
