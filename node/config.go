@@ -41,6 +41,9 @@ type Config struct {
 	// ReplicaOf, if set, is a node (http://host:port) every tenant created
 	// here follows.
 	ReplicaOf string
+	// Resolver is the DNS server (host:port) the names of nodes this node
+	// follows are looked up at; empty: the system's way. --resolver.
+	Resolver string
 
 	// LeaseClock is the clock leases run on; nil means the boot clock
 	// (tests pass a manual one).
@@ -104,6 +107,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.Lease, "lease", c.Lease, "take writes only under a router's lease")
 	fs.StringVar(&c.ReplicationToken, "replication-token", c.ReplicationToken, "serve and follow per-tenant replication feeds with this token")
 	fs.StringVar(&c.ReplicaOf, "replica-of", c.ReplicaOf, "new tenant files on this node follow that node (http://host:port)")
+	fs.StringVar(&c.Resolver, "resolver", c.Resolver, "look the names of nodes followed up at the DNS server `HOST:PORT` (default: the system's way)")
 	fs.StringVar(&c.Sync, "sync", c.Sync, "always | off | <ms>: fsync before answering, never, or every <ms>")
 	fs.Func("idle-close", "close tenants untouched for S seconds (default 300)", secondsFlag(&c.IdleClose))
 	fs.Func("max-memory", "MiB the open tenants may hold together; closes idle ones LRU first (0: no bound)", func(s string) error {
@@ -168,6 +172,11 @@ func (c *Config) Validate() error {
 	}
 	if c.KeepAlive <= 0 || c.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("keep-alive and shutdown timeout: must be positive"))
+	}
+	if c.Resolver != "" {
+		if _, _, err := net.SplitHostPort(c.Resolver); err != nil {
+			errs = append(errs, fmt.Errorf("resolver %q: must be host:port: %v", c.Resolver, err))
+		}
 	}
 	if c.ReplicaOf != "" {
 		if err := checkFrom(c.ReplicaOf); err != nil {

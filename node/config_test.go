@@ -55,6 +55,8 @@ func TestConfigValidate(t *testing.T) {
 		{"ipv6 loopback", func(c *Config) { c.HTTP = "[::1]:80" }, ""},
 		{"bad addr", func(c *Config) { c.HTTP = "nope" }, "http"},
 		{"streams", func(c *Config) { c.MaxStreams = 0 }, "max-streams"},
+		{"resolver without port", func(c *Config) { c.Resolver = "10.0.0.2" }, "resolver"},
+		{"resolver", func(c *Config) { c.Resolver = "10.0.0.2:53" }, ""},
 		{"ttl", func(c *Config) { c.IdempotencyTTL = 0 }, "idempotency-ttl"},
 		{"same tokens", func(c *Config) { c.AdminToken, c.HTTPToken = "t", "t" }, "differ"},
 		{"body", func(c *Config) { c.MaxBody = 0 }, "max-body"},

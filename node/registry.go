@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/fenec-go/fenec/engine"
+	"github.com/fenec-go/fenec/internal/netx"
 )
 
 // fileExt ends every tenant file's name.
@@ -66,7 +67,7 @@ type registry struct {
 	closed  bool
 }
 
-func newRegistry(dir string, opts engine.Options, maxMemory int64, idleClose time.Duration, log *slog.Logger) *registry {
+func newRegistry(dir string, opts engine.Options, maxMemory int64, idleClose time.Duration, resolver string, log *slog.Logger) *registry {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &registry{
 		dir: dir, engineOpts: opts, maxMemory: maxMemory, idleClose: idleClose,
@@ -74,7 +75,10 @@ func newRegistry(dir string, opts engine.Options, maxMemory int64, idleClose tim
 		kick: make(chan struct{}, 1), tenants: make(map[string]*tenant),
 	}
 	r.cond = sync.NewCond(&r.mu)
-	r.replClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4, IdleConnTimeout: time.Minute}}
+	r.replClient = &http.Client{Transport: &http.Transport{
+		DialContext:         netx.Dialer(resolver, 30*time.Second).DialContext,
+		MaxIdleConnsPerHost: 4, IdleConnTimeout: time.Minute,
+	}}
 	r.wg.Go(r.janitor)
 	return r
 }

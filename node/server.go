@@ -70,7 +70,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		cfg:        cfg,
 		log:        log,
-		reg:        newRegistry(cfg.Dir, opts, cfg.MaxMemory, cfg.IdleClose, log),
+		reg:        newRegistry(cfg.Dir, opts, cfg.MaxMemory, cfg.IdleClose, cfg.Resolver, log),
 		guard:      newGuard(time.Now),
 		audit:      audit,
 		lease:      nl,

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fenec-go/fenec/internal/netx"
 )
 
 // Target is where a tenant is served: the node's name and address.
@@ -81,8 +83,7 @@ func newForwarder(cfg ForwardConfig, place Placements, reg prometheus.Registerer
 		return nil, err
 	}
 	if dial == nil {
-		d := &net.Dialer{KeepAlive: 30 * time.Second}
-		dial = d.DialContext
+		dial = netx.Dialer(cfg.Resolver, 30*time.Second).DialContext
 	}
 	if now == nil {
 		now = time.Now

@@ -3,6 +3,7 @@ package region
 import (
 	"flag"
 	"fmt"
+	"net"
 	"strconv"
 	"time"
 )
@@ -24,6 +25,10 @@ type ForwardConfig struct {
 	MaxBodyBytes int64
 	// MaxIdlePerNode bounds the idle connections kept per node. Default 128.
 	MaxIdlePerNode int
+	// Resolver is the DNS server (host:port) node names are looked up
+	// with, by every connection the router makes to a node (forwarding,
+	// grants, admin calls); empty: the system's way. --resolver.
+	Resolver string
 }
 
 // DefaultForwardConfig returns the defaults API.md names.
@@ -53,11 +58,18 @@ func (c ForwardConfig) Validate() error {
 	case c.MaxIdlePerNode < 0:
 		return fmt.Errorf("%w: max idle connections per node must not be negative", ErrBadConfig)
 	}
+	if c.Resolver != "" {
+		if _, _, err := net.SplitHostPort(c.Resolver); err != nil {
+			return fmt.Errorf("%w: resolver %q must be host:port: %v", ErrBadConfig, c.Resolver, err)
+		}
+	}
 	return nil
 }
 
-// AddFlags registers --upstream-timeout and --idle-timeout (seconds).
+// AddFlags registers --upstream-timeout and --idle-timeout (seconds), and
+// --resolver.
 func (c *ForwardConfig) AddFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.Resolver, "resolver", c.Resolver, "look node names up at the DNS server `HOST:PORT` (default: the system's way)")
 	fs.Var((*seconds)(&c.UpstreamTimeout), "upstream-timeout", "bound on a forwarded request, in seconds")
 	fs.Var((*seconds)(&c.IdleTimeout), "idle-timeout", "drop a pooled node connection idle this many seconds")
 }

@@ -85,6 +85,7 @@ func TestForwardConfig(t *testing.T) {
 		func(c *ForwardConfig) { c.DialTimeout = 2 * c.UpstreamTimeout },
 		func(c *ForwardConfig) { c.MaxBodyBytes = 0 },
 		func(c *ForwardConfig) { c.MaxIdlePerNode = -1 },
+		func(c *ForwardConfig) { c.Resolver = "10.0.0.2" }, // no port
 	}
 	for i, mut := range bad {
 		c := DefaultForwardConfig()

@@ -6,11 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"time"
 
 	"github.com/fenec-go/fenec/global"
+	"github.com/fenec-go/fenec/internal/netx"
 	"github.com/fenec-go/fenec/lease"
 )
 
@@ -29,8 +29,8 @@ type leaseTransport struct {
 	tr    *http.Transport
 }
 
-func newLeaseTransport(nodes func(name string) (global.Node, bool)) *leaseTransport {
-	d := &net.Dialer{KeepAlive: 15 * time.Second}
+func newLeaseTransport(nodes func(name string) (global.Node, bool), resolver string) *leaseTransport {
+	d := netx.Dialer(resolver, 15*time.Second)
 	tr := &http.Transport{
 		Proxy:               nil,
 		DialContext:         d.DialContext,

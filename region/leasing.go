@@ -110,7 +110,7 @@ func newLeasing(rt *Router, own time.Duration) *leasing {
 			return global.Node{}, false
 		}
 		return v.Node(name)
-	})
+	}, rt.cfg.Forward.Resolver)
 	for _, o := range []string{AutoFailoverDone, AutoFailoverPartial, AutoFailoverFailed} {
 		l.failovers.WithLabelValues(o)
 	}

@@ -388,7 +388,7 @@ func TestLeaseTransport(t *testing.T) {
 		"free": {Addr: free.addr, Token: cpAdminToken, Region: "eu"},
 		"gone": {Addr: "unresolvable.invalid:1", Token: cpAdminToken, Region: "eu"},
 	}
-	tr := newLeaseTransport(func(n string) (global.Node, bool) { v, ok := nodes[n]; return v, ok })
+	tr := newLeaseTransport(func(n string) (global.Node, bool) { v, ok := nodes[n]; return v, ok }, "")
 	t.Cleanup(tr.close)
 	ctx := cpCtx(t)
 	list := []string{"x"}

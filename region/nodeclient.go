@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fenec-go/fenec/global"
+	"github.com/fenec-go/fenec/internal/netx"
 )
 
 // nodeClient drives nodes' /_admin/ routes with their admin tokens. Short
@@ -21,9 +22,10 @@ type nodeClient struct {
 	timeout time.Duration
 }
 
-func newNodeClient(timeout time.Duration) *nodeClient {
+func newNodeClient(timeout time.Duration, resolver string) *nodeClient {
 	tr := &http.Transport{
 		Proxy:               nil,
+		DialContext:         netx.Dialer(resolver, 30*time.Second).DialContext,
 		MaxIdleConnsPerHost: 8,
 		IdleConnTimeout:     30 * time.Second,
 		DisableCompression:  true,

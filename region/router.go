@@ -171,7 +171,7 @@ func (rt *Router) wire() error {
 	var err error
 	rt.store = global.NewStore(rt.dir)
 	rt.watcher = global.StartWatcher(rt.ctx, rt.dir, rt.log)
-	rt.nodes = newNodeClient(rt.cfg.NodeTimeout)
+	rt.nodes = newNodeClient(rt.cfg.NodeTimeout, rt.cfg.Forward.Resolver)
 	rt.lead = &leadership{id: rt.id, store: rt.store, watcher: rt.watcher, log: rt.log}
 	rt.reg = prometheus.NewRegistry()
 	rt.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

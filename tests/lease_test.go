@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"net"
+	"net/netip"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -14,6 +16,7 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/fenec-go/fenec/tests/cluster"
+	"github.com/fenec-go/fenec/tests/dnsstub"
 )
 
 // leaseSecs is the routers' lease in these tests: short, so a lapse and a
@@ -332,4 +335,93 @@ func TestLeasePausedNodeTakesNoWrite(t *testing.T) {
 	if string(got.Body) != `[{"v":7}]`+"\n" && string(got.Body) != `[{"v":7}]` {
 		t.Fatalf("new primary holds %s", got.Body)
 	}
+}
+
+// A node recorded by a name its resolver stops answering (its machine
+// gone, the DNS server slow to refuse) holds up only its own renewal and
+// failover: the router, looking names up at a DNS server that never
+// answers for it, fails it over onto its copy, while every write to a
+// healthy node's tenant goes on being taken and the healthy node is
+// never failed over.
+func TestLeaseSilentNameDelaysNoOther(t *testing.T) {
+	c := cluster.New(t)
+	dns := dnsstub.New(t)
+	r := c.StartRouter("router", cluster.RouterOptions{Args: []string{
+		"--auto-failover", leaseSecs, "--upstream-timeout", "5", "--resolver", dns.Addr()}})
+	// The nodes look n3's name up at the same server: n2 follows n3 by it.
+	args := []string{"--lease", "--sync", "always", "--replication-token", replToken, "--resolver", dns.Addr()}
+	n1 := c.StartNode("n1", cluster.NodeOptions{Args: args})
+	n2 := c.StartNode("n2", cluster.NodeOptions{Args: args})
+	n3 := c.StartNode("n3", cluster.NodeOptions{Args: args})
+	r.Register(n1)
+	r.Register(n2)
+	const name = "n3.fenec.test"
+	dns.Set(name, netip.MustParseAddr("127.0.0.1"))
+	_, port, err := net.SplitHostPort(n3.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, r.Client().Do("PUT", "/_shard/nodes/n3", map[string]any{
+		"addr": "http://" + name + ":" + port, "token": cluster.AdminToken, "region": "local", "standby": "n2",
+	}), 201, "record n3 by name")
+	wantStatus(t, r.Client().Do("PUT", "/_shard/nodes/n1", map[string]any{"standby": "n2"}), 201, "name n2 n1's standby")
+	waitLeased(t, r, "n1", "n2", "n3")
+	kvTenant(t, r, "steady", n1, 1)
+	kvTenant(t, r, "lost", n3, 1)
+	caughtUp(t, "lost", n3, n2)
+
+	// One writer on the healthy node's tenant, through the router, for the
+	// whole test: every write must be taken.
+	ctx, cancel := context.WithCancel(context.Background())
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		refused  []string
+		wrote    int
+		longest  time.Duration
+		lastDone = time.Now()
+	)
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	cl := cluster.NewClient(t, r.URL(), cluster.RouterToken)
+	wg.Go(func() {
+		for i := 0; ctx.Err() == nil; i++ {
+			res := cl.DoCtx(ctx, "PATCH", "/t/steady/kv?k=eq.k0", fmt.Sprintf(`{"v": %d}`, i))
+			if ctx.Err() != nil {
+				return
+			}
+			mu.Lock()
+			if res.Status == 200 {
+				wrote++
+				longest = max(longest, time.Since(lastDone))
+				lastDone = time.Now()
+			} else {
+				refused = append(refused, res.String())
+			}
+			mu.Unlock()
+			time.Sleep(5 * time.Millisecond)
+		}
+	})
+
+	dns.Silence(name)
+	n3.Kill()
+	waitOn(t, r, "lost", "n2")
+	wantStatus(t, r.Client().Do("PATCH", "/t/lost/kv?k=eq.k0", `{"v": 1}`), 200, "write to the failed-over tenant on its copy")
+	// Two more leases of the healthy node's writes after the failover.
+	time.Sleep(2 * time.Second)
+	cancel()
+	wg.Wait()
+	if len(refused) > 0 {
+		t.Fatalf("%d writes to the healthy node's tenant refused while n3's name hung, first: %s", len(refused), refused[0])
+	}
+	if wrote == 0 {
+		t.Fatal("no write to the healthy node's tenant was taken")
+	}
+	if dns.Dropped() == 0 {
+		t.Fatal("nobody looked n3's name up once it went silent: the test showed nothing")
+	}
+	if got := placement(t, r.Client(), "steady")["node"]; got != "n1" {
+		t.Fatalf("the healthy node's tenant was failed over: on %v", got)
+	}
+	t.Logf("%d writes to the healthy node's tenant, the longest gap between two %v; %d lookups of n3 left unanswered",
+		wrote, longest, dns.Dropped())
 }
