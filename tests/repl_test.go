@@ -3,6 +3,7 @@ package tests
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -191,4 +192,108 @@ func TestRestoreInPlaceThenFailover(t *testing.T) {
 		}
 		c.MustQuery(tn, "put c {who: 'on n2'}")
 	}
+}
+
+// failover fails node over through the router (force as given) and
+// answers what it promoted and what it refused, by tenant.
+func failover(t *testing.T, c *cluster.Client, node string, force bool) (int, []string, map[string]string) {
+	t.Helper()
+	var body any
+	if force {
+		body = map[string]any{"force": true}
+	}
+	res := c.Do("POST", "/_shard/nodes/"+node+"/failover", body)
+	var out struct {
+		Promoted []string `json:"promoted"`
+		Failed   []struct {
+			Tenant string `json:"tenant"`
+			Why    string `json:"why"`
+		} `json:"failed"`
+	}
+	if err := json.Unmarshal(res.Body, &out); err != nil {
+		t.Fatalf("failover of %s: %s", node, res)
+	}
+	failed := map[string]string{}
+	for _, f := range out.Failed {
+		failed[f.Tenant] = f.Why
+	}
+	slices.Sort(out.Promoted)
+	return res.Status, out.Promoted, failed
+}
+
+// Promotion's refusals, with real processes and files on disk: a copy
+// whose file was put in its place by hand (another tenant's) is refused
+// until the failover is forced; a promoted copy stays its tenant's
+// primary across a kill and restart of its node; an old primary's copy
+// that never heard from the new primary is not promoted, since it would
+// take back every write after the failover.
+func TestPromotionRefusalsWithRealFiles(t *testing.T) {
+	r, n1, n2 := replPair(t)
+	c := r.Client()
+	for _, tn := range []string{"lin", "kept"} {
+		r.Place(tn, n1)
+		c.MustQuery(tn, "create collection c (who text)")
+		c.MustQuery(tn, "put c {who: $1}", tn)
+		caughtUp(t, tn, n1, n2)
+	}
+
+	// n2's copy of lin is replaced by hand, while n2 is down, with its
+	// copy of kept: the same bytes, another lineage.
+	n2.Kill()
+	foreign, err := os.ReadFile(filepath.Join(n2.DataDir, "kept.fenec"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(n2.DataDir, "lin.fenec"), foreign, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n1.Kill() // the primary is gone before the copy comes back to learn better
+	n2.Restart()
+	st, promoted, failed := failover(t, c, "n1", false)
+	if st != 502 || !slices.Equal(promoted, []string{"kept"}) || !strings.Contains(failed["lin"], "lineage") {
+		t.Fatalf("failover over a file put in place by hand: %d promoted %v refused %v", st, promoted, failed)
+	}
+	if p := placement(t, c, "lin"); p["node"] != "n1" {
+		t.Fatalf("a refused promotion moved lin: %v", p)
+	}
+	st, promoted, failed = failover(t, c, "n1", true)
+	if st != 200 || !slices.Equal(promoted, []string{"lin"}) || len(failed) != 0 {
+		t.Fatalf("forced failover: %d promoted %v refused %v", st, promoted, failed)
+	}
+	// Forced, the file put in place is lin now, whatever it holds.
+	if got := c.MustQuery("lin", "get c select who").Rows(t); len(got) != 1 || got[0]["who"] != "kept" {
+		t.Fatalf("lin after the forced failover: %v", got)
+	}
+
+	// The promotion outlives a kill of the promoted node.
+	wantStatus(t, c.Do("POST", "/t/kept/c", `{"who": "after"}`), 201, "write on the promoted copy")
+	n2.Kill()
+	n2.Restart()
+	if role, _, _ := replState(t, n2, "kept"); role != "primary" {
+		t.Fatalf("kept on n2 after a restart: %q", role)
+	}
+	cluster.Eventually(t, wait, func() error {
+		if res := c.Do("POST", "/t/kept/c", `{"who": "after restart"}`); res.Status != 201 {
+			return fmt.Errorf("write after the restart: %s", res)
+		}
+		return nil
+	})
+	if got := c.MustQuery("kept", "get c select who").Rows(t); len(got) != 3 {
+		t.Fatalf("kept after n2's restart: %v", got)
+	}
+
+	// n2 dies before n1 comes back: n1's file of kept is the old
+	// primary's, which never heard from n2 and lacks the writes n2 took
+	// after the failover. n2's failover does not promote it: kept waits
+	// for n2, where its rows are.
+	n2.Kill()
+	n1.Restart()
+	st, promoted, failed = failover(t, c, "n2", false)
+	if st != 502 || slices.Contains(promoted, "kept") || failed["kept"] == "" {
+		t.Fatalf("failover onto the old primary's file: %d promoted %v refused %v", st, promoted, failed)
+	}
+	if p := placement(t, c, "kept"); p["node"] != "n2" {
+		t.Fatalf("kept left n2 for the old primary's file: %v", p)
+	}
+	t.Logf("refused: %s", failed["kept"])
 }
