@@ -63,6 +63,33 @@ func (w warnCounter) Handle(_ context.Context, r slog.Record) error {
 func (w warnCounter) WithAttrs([]slog.Attr) slog.Handler { return w }
 func (w warnCounter) WithGroup(string) slog.Handler      { return w }
 
+// copyThroughProxy starts a --sync always primary a (more set by cfg, if
+// any) holding tenant a, and a copy b syncing only once a minute that
+// follows it through a cuttable proxy p; it returns once b caught up and
+// a's stream to it is open and waited for, with both tenants held.
+func copyThroughProxy(t *testing.T, cfg func(*Config)) (a, b *testNode, p *proxy.Proxy, ta, tb *tenant) {
+	t.Helper()
+	a = startNode(t, func(c *Config) {
+		withRepl(c)
+		c.Sync = "always"
+		if cfg != nil {
+			cfg(c)
+		}
+	})
+	b = startNode(t, func(c *Config) { withRepl(c); c.Sync = "60000" })
+	p = proxy.New(t, strings.TrimPrefix(a.url, "http://"))
+	people(t, a)
+	b.mkTenant("a")
+	b.admin("POST", "tenants/a/follow", `{"from":"http://`+p.Addr()+`"}`)
+	eventually(t, 10*time.Second, "the copy caught up", func() bool { return count(b, "a") == `{"count":3}` })
+	ta, tb = holdTenant(t, a, "a"), holdTenant(t, b, "a")
+	eventually(t, 10*time.Second, "the copy's stream is open and waited for", func() bool {
+		open, waited := feedsWaitedFor(ta)
+		return open == 1 && waited == 1
+	})
+	return a, b, p, ta, tb
+}
+
 // Under --sync always a write is answered only once the copy's own file
 // holds it durably. The copy syncs on its own only once a minute, so
 // what it holds durably at each answer is what it synced to acknowledge.
@@ -103,21 +130,8 @@ func TestSyncAlwaysAnswersOnceTheCopyHoldsIt(t *testing.T) {
 // they do.
 func TestCutCopyHoldsUpOneWrite(t *testing.T) {
 	var warned atomic.Int64
-	a := startNode(t, func(c *Config) {
-		withRepl(c)
-		c.Sync = "always"
+	a, _, p, ta, tb := copyThroughProxy(t, func(c *Config) {
 		c.Logger = slog.New(warnCounter{phrase: "before every replica acknowledged", n: &warned})
-	})
-	b := startNode(t, func(c *Config) { withRepl(c); c.Sync = "60000" })
-	p := proxy.New(t, strings.TrimPrefix(a.url, "http://"))
-	people(t, a)
-	b.mkTenant("a")
-	b.admin("POST", "tenants/a/follow", `{"from":"http://`+p.Addr()+`"}`)
-	eventually(t, 10*time.Second, "the copy caught up", func() bool { return count(b, "a") == `{"count":3}` })
-	ta, tb := holdTenant(t, a, "a"), holdTenant(t, b, "a")
-	eventually(t, 10*time.Second, "the copy's stream is open and waited for", func() bool {
-		open, waited := feedsWaitedFor(ta)
-		return open == 1 && waited == 1
 	})
 
 	p.Cut()
@@ -201,18 +215,7 @@ func oneFeed(tn *tenant) *feed {
 // read and a change feed that do show it come only once the copy holds it
 // or the write stopped waiting for it.
 func TestReadShowsNoWriteTheCopyLacks(t *testing.T) {
-	a := startNode(t, func(c *Config) { withRepl(c); c.Sync = "always" })
-	b := startNode(t, func(c *Config) { withRepl(c); c.Sync = "60000" })
-	p := proxy.New(t, strings.TrimPrefix(a.url, "http://"))
-	people(t, a)
-	b.mkTenant("a")
-	b.admin("POST", "tenants/a/follow", `{"from":"http://`+p.Addr()+`"}`)
-	eventually(t, 10*time.Second, "the copy caught up", func() bool { return count(b, "a") == `{"count":3}` })
-	ta, tb := holdTenant(t, a, "a"), holdTenant(t, b, "a")
-	eventually(t, 10*time.Second, "the copy's stream is open and waited for", func() bool {
-		open, waited := feedsWaitedFor(ta)
-		return open == 1 && waited == 1
-	})
+	a, _, p, ta, tb := copyThroughProxy(t, nil)
 	before := ta.db.Seq()
 	p.Cut()
 	wrote := make(chan *resp, 1)
