@@ -121,6 +121,10 @@ func shardErrorBody(err error) map[string]any {
 	if errors.As(err, &nl) {
 		body["leader"] = nl.leader
 		body["term"] = nl.term
+	} else if errors.Is(err, global.ErrConflict) {
+		// Lost a race with another change to the same records: the request
+		// is judged again against what landed when it is sent again.
+		body["error"] = err.Error() + ": another change to the directory landed first; look again (GET) and send the request again if it still applies"
 	}
 	var he *heldError
 	if errors.As(err, &he) {
