@@ -5,6 +5,9 @@
 //     client: a tenant with one copy (answered once the copy acknowledged
 //     the write durable in its own file) against a tenant with none, on the
 //     same node and disk, in alternating turns;
+//   - reads under --sync always, with a copy and without, alone and with
+//     a writer beside them (a read shows no write before the copy holds it,
+//     so with a copy it may wait for the copy's ack);
 //   - replica lag: from a write sent until the copy's file holds it
 //     durably (the copy's replication status polled over HTTP, so a poll's
 //     round trip is in it);
@@ -179,6 +182,21 @@ func ackAndLag(w io.Writer, c *http.Client, cfg config, dir string, log *slog.Lo
 		answered = append(answered, r.d)
 	}
 
+	// Reads: a read shows no write before the copy holds it, so a read
+	// beside a steady writer may wait for the copy's ack.
+	reads := map[string][]time.Duration{}
+	for _, t := range []string{"solo", "pair"} {
+		idle, err := timedReads(c, pu, t, cfg.writes, false)
+		if err != nil {
+			return err
+		}
+		busy, err := timedReads(c, pu, t, cfg.writes, true)
+		if err != nil {
+			return err
+		}
+		reads[t+" idle"], reads[t+" busy"] = idle, busy
+	}
+
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "write acknowledged, --sync always (REST insert, %d each)\tp50 µs\tp99 µs\t\n", cfg.writes)
 	solo, pair := lat["solo"], lat["pair"]
@@ -189,7 +207,58 @@ func ackAndLag(w io.Writer, c *http.Client, cfg config, dir string, log *slog.Lo
 	fmt.Fprintf(tw, "replica lag: sent until in the copy's file (%d writes)\t%s\t%s\t\n", cfg.lagWrites, us(pct(lag, 50)), us(pct(lag, 99)))
 	fmt.Fprintf(tw, "  the same writes, answered (the poller beside them)\t%s\t%s\t\n", us(pct(answered, 50)), us(pct(answered, 99)))
 	fmt.Fprintln(tw, "\t\t\t")
+	fmt.Fprintf(tw, "read by id, --sync always (%d each)\tp50 µs\tp99 µs\t\n", cfg.writes)
+	for _, row := range []struct{ key, what string }{
+		{"solo idle", "no copy, nothing else running"},
+		{"pair idle", "one copy, nothing else running"},
+		{"solo busy", "no copy, one writer beside"},
+		{"pair busy", "one copy, one writer beside (a read waits for the copy's ack)"},
+	} {
+		d := reads[row.key]
+		fmt.Fprintf(tw, "%s\t%s\t%s\t\n", row.what, us(pct(d, 50)), us(pct(d, 99)))
+	}
+	fmt.Fprintf(tw, "ratio one copy / none, writer beside\t%.2f\t%.2f\t\n",
+		float64(pct(reads["pair busy"], 50))/float64(pct(reads["solo busy"], 50)),
+		float64(pct(reads["pair busy"], 99))/float64(pct(reads["solo busy"], 99)))
+	fmt.Fprintln(tw, "\t\t\t")
 	return tw.Flush()
+}
+
+// timedReads times n reads of tenant t (a REST read by id), with a
+// writer inserting into t beside them when busy.
+func timedReads(c *http.Client, base, t string, n int, busy bool) ([]time.Duration, error) {
+	stop := make(chan struct{})
+	var (
+		wg   sync.WaitGroup
+		werr error
+	)
+	if busy {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if err := call(c, "POST", base+"/t/"+t+"/c", fmt.Sprintf(`{"n":%d}`, -1_000_000-i), 201, "", nil); err != nil {
+					werr = err
+					return
+				}
+			}
+		})
+	}
+	ds := make([]time.Duration, 0, n)
+	var rerr error
+	for range n {
+		start := time.Now()
+		if rerr = call(c, "GET", base+"/t/"+t+"/c?id=eq.1", "", 200, "", nil); rerr != nil {
+			break
+		}
+		ds = append(ds, time.Since(start))
+	}
+	close(stop)
+	wg.Wait()
+	return ds, errors.Join(rerr, werr)
 }
 
 // failover places tenants on node a (standby b), loses a, and fails it
