@@ -216,26 +216,39 @@ func oneFeed(tn *tenant) *feed {
 // or the write stopped waiting for it.
 func TestReadShowsNoWriteTheCopyLacks(t *testing.T) {
 	a, _, p, ta, tb := copyThroughProxy(t, nil)
-	before := ta.db.Seq()
-	p.Cut()
-	wrote := make(chan *resp, 1)
-	go func() { wrote <- a.q("a", `put c {name: "unheld"}`) }()
-	eventually(t, 10*time.Second, "the write landed on the primary", func() bool { return ta.db.Seq() > before })
-	// shown says whether the copy held what a read showed, or the write
-	// had stopped waiting for it, as the read was answered.
-	shown := func(what string, r *resp) {
-		t.Helper()
-		if r.Status != 200 || !strings.Contains(string(r.Body), "unheld") {
-			t.Fatalf("%s: %d %s, want the write", what, r.Status, r.Body)
+	for i, read := range []struct {
+		what string
+		do   func(name string, before uint64) *resp
+	}{
+		{"query", func(name string, _ uint64) *resp { return a.q("a", `get c where name = $1`, name) }},
+		{"REST read", func(name string, _ uint64) *resp { return a.do("GET", "/t/a/c?name=eq."+name, "") }},
+		{"change feed", func(_ string, before uint64) *resp {
+			return a.do("GET", "/t/a/_changes?since="+strconv.FormatUint(before, 10), "")
+		}},
+	} {
+		// Each read kind against its own write, the copy waited for.
+		eventually(t, 20*time.Second, "the copy holds everything and is waited for", func() bool {
+			_, waited := feedsWaitedFor(ta)
+			return waited == 1 && tb.db.Durable() == ta.db.Seq()
+		})
+		name := "unheld" + strconv.Itoa(i)
+		before := ta.db.Seq()
+		p.Cut()
+		wrote := make(chan *resp, 1)
+		go func() { wrote <- a.q("a", `put c {name: $1}`, name) }()
+		eventually(t, 10*time.Second, "the write landed on the primary", func() bool { return ta.db.Seq() > before })
+		r := read.do(name, before)
+		if r.Status != 200 || !strings.Contains(string(r.Body), name) {
+			t.Fatalf("%s: %d %s, want the write", read.what, r.Status, r.Body)
 		}
+		// Answered showing the write: the copy held it, or the write had
+		// stopped waiting for the copy.
 		if _, waited := feedsWaitedFor(ta); waited != 0 && tb.db.Durable() <= before {
-			t.Fatalf("%s showed a write the copy does not hold while writes still wait for it", what)
+			t.Fatalf("%s showed a write the copy does not hold while writes still wait for it", read.what)
 		}
-	}
-	shown("query", a.q("a", `get c where name = "unheld"`))
-	shown("REST read", a.do("GET", "/t/a/c?name=eq.unheld", ""))
-	shown("change feed", a.do("GET", "/t/a/_changes?since="+strconv.FormatUint(before, 10), ""))
-	if w := <-wrote; w.Status != 200 {
-		t.Fatalf("the write: %d %s", w.Status, w.Body)
+		if w := <-wrote; w.Status != 200 {
+			t.Fatalf("the write: %d %s", w.Status, w.Body)
+		}
+		p.Heal()
 	}
 }
