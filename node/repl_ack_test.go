@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -212,14 +213,24 @@ func oneFeed(tn *tenant) *feed {
 // Under --sync always a read shows no write before the copies a write
 // waits for hold it: a write the copy never got (lost if this node dies
 // and the copy is promoted) is not seen and then unseen. A read, a REST
-// read and a change feed that do show it come only once the copy holds it
-// or the write stopped waiting for it.
+// read, a change feed and a subscription's event that do show it come only
+// once the copy holds it or the write stopped waiting for it.
 func TestReadShowsNoWriteTheCopyLacks(t *testing.T) {
 	a, _, p, ta, tb := copyThroughProxy(t, nil)
+	sub := a.subscribe("/t/a/c/changes")
+	t.Cleanup(func() { sub.res.Body.Close() })
+	sub.mustNext(t, "seed")
 	for i, read := range []struct {
 		what string
 		do   func(name string, before uint64) *resp
 	}{
+		// First, before later writes send the subscription more events.
+		{"subscription event", func(string, uint64) *resp {
+			ev := sub.mustNext(t, "change")
+			sub.res.Body.Close()
+			b, _ := json.Marshal(ev)
+			return &resp{Status: 200, Body: b}
+		}},
 		{"query", func(name string, _ uint64) *resp { return a.q("a", `get c where name = $1`, name) }},
 		{"REST read", func(name string, _ uint64) *resp { return a.do("GET", "/t/a/c?name=eq."+name, "") }},
 		{"change feed", func(_ string, before uint64) *resp {
