@@ -18,7 +18,12 @@
 // following it hold it durably, and nothing read shows a write before that:
 // a query, REST read, change feed or subscription event that saw it waits
 // as the write does. Without that, a value could be read, then lost with
-// the node and its copy promoted, and read as never written.
+// the node and its copy promoted, and read as never written. A copy that
+// makes a write wait out its bound (5 s) is not waited for again until it
+// has caught up; the writes answered meanwhile are counted
+// (fenec_node_writes_unreplicated_total) and the primary's replication
+// status lists each copy streaming from it with lagging true, since a
+// failover onto that copy now may lack them.
 //
 // REST filters (?field=[not.]op.value) become a where clause whose values
 // are $n parameters, never statement text. A value is read as JSON when it

@@ -592,6 +592,7 @@ func (c *call) adminReplication(name string) {
 		"role": "primary", "seq": t.db.Seq(), "durable": t.db.Durable(), "history": t.db.History(),
 		"lineage": t.db.Lineage(),
 	}
+	out["copies"] = t.copies()
 	if st := t.follow.Load(); st != nil {
 		t.mu.Lock()
 		last := t.lastHello

@@ -1,11 +1,11 @@
 package node
 
 import (
+	"net/http"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"net/http"
 )
 
 // metrics are the node's Prometheus series, on a registry of its own. No
@@ -18,6 +18,10 @@ type metrics struct {
 	conns      prometheus.Gauge
 	held       prometheus.Gauge
 	streams    prometheus.Gauge
+	// unreplicated counts writes answered under --sync always before a
+	// copy streaming from their tenant acknowledged them: a failover onto
+	// it may lack them.
+	unreplicated prometheus.Counter
 }
 
 // newMetrics registers the series; the tenant gauges read the registry
@@ -50,8 +54,12 @@ func newMetrics(reg *registry) *metrics {
 			Name: "fenec_node_streams",
 			Help: "Subscriptions and change feeds open.",
 		}),
+		unreplicated: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fenec_node_writes_unreplicated_total",
+			Help: "Writes under --sync always answered before a copy streaming from the tenant acknowledged them (it lagged and was not waited for): a failover onto it may lack them.",
+		}),
 	}
-	m.reg.MustRegister(m.statements, m.errors, m.duration, m.conns, m.held, m.streams,
+	m.reg.MustRegister(m.statements, m.errors, m.duration, m.conns, m.held, m.streams, m.unreplicated,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "fenec_node_tenants_on_disk",
 			Help: "Tenant files in the node's directory.",

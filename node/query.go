@@ -172,8 +172,13 @@ func (c *call) answer(j *job, o outcome) {
 		return
 	}
 	if o.res.Wrote {
-		if c.s.syncAlways && !c.t.waitAcked(c.r.Context(), o.res.Seq, replicaWait) {
-			c.log.Warn("write answered before every replica acknowledged it durable", "tenant", c.t.name, "seq", o.res.Seq)
+		if c.s.syncAlways {
+			if !c.t.waitAcked(c.r.Context(), o.res.Seq, replicaWait) {
+				c.log.Warn("write answered before every replica acknowledged it durable", "tenant", c.t.name, "seq", o.res.Seq)
+			}
+			if !c.t.everyCopyHolds(o.res.Seq) { // a lagging copy's too
+				c.s.metrics.unreplicated.Inc()
+			}
 		}
 		if !c.answeredUnderLease(o.res.Seq) {
 			return

@@ -146,9 +146,29 @@ func TestCutCopyHoldsUpOneWrite(t *testing.T) {
 	if _, waited := feedsWaitedFor(ta); waited != 0 {
 		t.Fatal("the cut copy is still waited for")
 	}
+	// The primary says so: in its replication status and its metrics.
+	copiesLag := func() []any { return replication(t, a, "a")["copies"].([]any) }
+	if cs := copiesLag(); len(cs) != 1 || cs[0].(map[string]any)["lagging"] != true {
+		t.Fatalf("copies after the cut write: %v", cs)
+	}
+	unreplicated := func() string {
+		m := string(a.do("GET", "/_metrics", "", "Authorization", "Bearer "+adminToken).Body)
+		for _, line := range strings.Split(m, "\n") {
+			if strings.HasPrefix(line, "fenec_node_writes_unreplicated_total ") {
+				return strings.TrimPrefix(line, "fenec_node_writes_unreplicated_total ")
+			}
+		}
+		return "missing"
+	}
+	if got := unreplicated(); got != "1" {
+		t.Fatalf("fenec_node_writes_unreplicated_total after the cut write: %s", got)
+	}
 	w2 := answeredSeq(t, a.q("a", `put c {name: "cut 2"}`))
 	if warned.Load() != 1 {
 		t.Fatalf("a second write waited out the bound for a lagging copy (%d warnings)", warned.Load())
+	}
+	if got := unreplicated(); got != "2" {
+		t.Fatalf("fenec_node_writes_unreplicated_total after the second cut write: %s", got)
 	}
 
 	p.Heal()
@@ -156,12 +176,18 @@ func TestCutCopyHoldsUpOneWrite(t *testing.T) {
 		open, waited := feedsWaitedFor(ta)
 		return tb.db.Durable() >= w2 && open == 1 && waited == 1
 	})
+	if cs := copiesLag(); len(cs) != 1 || cs[0].(map[string]any)["lagging"] != false {
+		t.Fatalf("copies after the heal: %v", cs)
+	}
 	w3 := answeredSeq(t, a.q("a", `put c {name: "healed"}`))
 	if d := tb.db.Durable(); d < w3 {
 		t.Fatalf("write %d answered while the healed copy held %d durably", w3, d)
 	}
 	if warned.Load() != 1 {
 		t.Fatalf("a write after the heal was not acknowledged (%d warnings)", warned.Load())
+	}
+	if got := unreplicated(); got != "2" {
+		t.Fatalf("fenec_node_writes_unreplicated_total after the heal: %s", got)
 	}
 }
 

@@ -2,6 +2,7 @@ package node
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -11,6 +12,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -281,6 +283,42 @@ func (c *call) settledFor(seq uint64) {
 		return
 	}
 	c.t.waitAcked(ctx, seq, replicaWait)
+}
+
+// copyStatus is one replication stream open from this file, as the
+// replication status lists it.
+type copyStatus struct {
+	// Acked is the highest seq the copy acknowledged durable.
+	Acked uint64 `json:"acked"`
+	// Lagging: writes stopped waiting for this copy and will again once
+	// it has caught up; a failover onto it now may lack writes answered
+	// meanwhile.
+	Lagging bool `json:"lagging"`
+}
+
+// copies lists the streams open from this file, least acknowledged first.
+func (t *tenant) copies() []copyStatus {
+	t.mu.Lock()
+	out := make([]copyStatus, 0, len(t.feeds))
+	for f := range t.feeds {
+		out = append(out, copyStatus{Acked: f.acked, Lagging: f.lagging})
+	}
+	t.mu.Unlock()
+	slices.SortFunc(out, func(a, b copyStatus) int { return cmp.Compare(a.Acked, b.Acked) })
+	return out
+}
+
+// everyCopyHolds says whether every copy streaming from this file, lagging
+// or not, has acknowledged seq.
+func (t *tenant) everyCopyHolds(seq uint64) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for f := range t.feeds {
+		if f.acked < seq {
+			return false
+		}
+	}
+	return true
 }
 
 // copiesHold says whether every copy a write would wait for has
