@@ -236,10 +236,7 @@ func (t *tenant) waitAcked(ctx context.Context, seq uint64, d time.Duration) boo
 	t.mu.Unlock()
 	for {
 		t.mu.Lock()
-		behind := false
-		for f := range t.feeds {
-			behind = behind || (!f.lagging && f.acked < seq)
-		}
+		behind := !t.holdLocked(seq, false)
 		ch := t.sentCh
 		t.mu.Unlock()
 		if !behind {
@@ -313,12 +310,7 @@ func (t *tenant) copies() []copyStatus {
 func (t *tenant) everyCopyHolds(seq uint64) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for f := range t.feeds {
-		if f.acked < seq {
-			return false
-		}
-	}
-	return true
+	return t.holdLocked(seq, true)
 }
 
 // copiesHold says whether every copy a write would wait for has
@@ -326,8 +318,14 @@ func (t *tenant) everyCopyHolds(seq uint64) bool {
 func (t *tenant) copiesHold(seq uint64) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	return t.holdLocked(seq, false)
+}
+
+// holdLocked says whether the copies streaming from this file have
+// acknowledged seq: every one with lagging, else those a write waits for.
+func (t *tenant) holdLocked(seq uint64, lagging bool) bool {
 	for f := range t.feeds {
-		if !f.lagging && f.acked < seq {
+		if (lagging || !f.lagging) && f.acked < seq {
 			return false
 		}
 	}
