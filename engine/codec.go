@@ -559,3 +559,67 @@ func decodeOps(p []byte, keep bool, o *blockOp, fn func(*blockOp) error) (int, e
 	}
 	return n, nil
 }
+
+// conforms checks that raw holds one value per field of s, each of the
+// field's declared type (or null), so a record that decodes but does not
+// fit its collection is refused before any index sees it. Replay and
+// replication call it: the engine wrote what they read, but a file or a
+// stream can be damaged in ways its checksum does not catch.
+func conforms(s *schema, raw []byte) error {
+	b := raw
+	for i := range s.Fields {
+		f := &s.Fields[i]
+		k := skipValue(b, 0)
+		if k < 0 {
+			return fmt.Errorf("%w: value of field %s does not decode", ErrInvalid, f.Name)
+		}
+		if !tagFits(f.Type, b[:k]) {
+			return fmt.Errorf("%w: field %s wants %s, the record holds value tag %d", ErrInvalid, f.Name, f.Type, b[0])
+		}
+		b = b[k:]
+	}
+	if len(b) != 0 {
+		return fmt.Errorf("%w: %d bytes after the last field", ErrInvalid, len(b))
+	}
+	return nil
+}
+
+// tagFits says whether the encoded value v (one whole value) may be
+// stored in a field of type t.
+func tagFits(t fieldType, v []byte) bool {
+	tag := v[0]
+	if tag == vNull {
+		return true
+	}
+	switch t.kind {
+	case tBool:
+		return tag == vFalse || tag == vTrue
+	case tInt, tTimestamp:
+		return tag == vInt
+	case tFloat:
+		return tag == vFloat
+	case tText:
+		return tag == vString
+	case tJSON:
+		return true
+	case tVector:
+		n, k := binary.Uvarint(v[1:])
+		return tag == vVector && k > 0 && n == uint64(t.dim)
+	case tListText, tListInt, tListFloat:
+		if tag != vList {
+			return false
+		}
+		want := map[typeKind]byte{tListText: vString, tListInt: vInt, tListFloat: vFloat}[t.kind]
+		n, k := binary.Uvarint(v[1:])
+		off := 1 + k
+		for range n {
+			e := skipValue(v[off:], 1)
+			if e < 0 || v[off] != want {
+				return false
+			}
+			off += e
+		}
+		return true
+	}
+	return false
+}

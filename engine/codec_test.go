@@ -2,6 +2,7 @@ package engine
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"reflect"
@@ -133,6 +134,51 @@ func BenchmarkBlockEncoding(b *testing.B) {
 			}
 		}
 	})
+}
+
+// A block that decodes but puts a value of another type than its field's
+// (a vector into an indexed text field, text into an int, a vector of the
+// wrong length, a list of the wrong element type) is refused whole, before
+// any index sees the value: replaying it must not panic or store it.
+func TestReplayRefusesValueOfAnotherType(t *testing.T) {
+	s, err := newSchema("c", []fieldSpec{
+		{Name: "a", Type: fieldType{kind: tText}, Unique: true},
+		{Name: "n", Type: fieldType{kind: tInt}, Sorted: true},
+		{Name: "v", Type: fieldType{kind: tVector, dim: 2}},
+		{Name: "l", Type: fieldType{kind: tListInt}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := []any{"x", int64(5), []float32{1, 2}, []any{int64(1)}}
+	for name, vals := range map[string][]any{
+		"vector in text":    {[]float32{1}, int64(5), nil, nil},
+		"text in int":       {"x", "5", nil, nil},
+		"float in int":      {"x", 5.5, nil, nil},
+		"vector of 3 for 2": {"x", int64(5), []float32{1, 2, 3}, nil},
+		"text in list int":  {"x", int64(5), nil, []any{"1"}},
+		"map in text":       {map[string]any{"k": "v"}, int64(5), nil, nil},
+	} {
+		for _, replay := range []bool{true, false} {
+			p := encodeBlock([]blockOp{
+				{kind: opCreate, coll: "c", sch: s},
+				{kind: opPut, coll: "c", id: 1, nvals: 4, doc: &doc{id: 1, raw: encodeVals(good)}},
+				{kind: opPut, coll: "c", id: 2, nvals: 4, doc: &doc{id: 2, raw: encodeVals(vals)}},
+			})
+			tx := &txn{st: newState(), replay: replay}
+			if err := applyBody(tx, p, 3, replay, new(blockOp)); !errors.Is(err, ErrInvalid) {
+				t.Errorf("%s (replay %v): applied with %v, want ErrInvalid", name, replay, err)
+			}
+		}
+	}
+	// The good document alone applies.
+	p := encodeBlock([]blockOp{
+		{kind: opCreate, coll: "c", sch: s},
+		{kind: opPut, coll: "c", id: 1, nvals: 4, doc: &doc{id: 1, raw: encodeVals(good)}},
+	})
+	if err := applyBody(&txn{st: newState()}, p, 2, false, new(blockOp)); err != nil {
+		t.Fatalf("the good block: %v", err)
+	}
 }
 
 // FuzzDecodeBlock feeds arbitrary payloads to the block decoder and

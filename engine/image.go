@@ -263,6 +263,9 @@ func (ir *imageReader) readColl(st *state) error {
 		if !ok || len(rest) != 0 {
 			return fmt.Errorf("image doc %d of %s: %w", id, sch.Name, errShort)
 		}
+		if err := conforms(sch, vals); err != nil {
+			return fmt.Errorf("image doc %d of %s: %w", id, sch.Name, err)
+		}
 		c.set(&doc{id: id, raw: slices.Clone(vals)}, nil)
 		if !serverColl(sch.Name) {
 			st.rows++

@@ -333,6 +333,10 @@ func TestInstallRefusesIdsPastTheirCounter(t *testing.T) {
 			d := s.colls[0].docs
 			d[0], d[1] = d[1], d[0]
 		},
+		"value of another type": func(s *snapshot) {
+			d := s.colls[0].docs
+			d[1] = &doc{id: d[1].id, raw: encodeVals([]any{"two"})}
+		},
 	} {
 		db.mu.RLock()
 		pos := db.log.Position()
@@ -350,4 +354,27 @@ func TestInstallRefusesIdsPastTheirCounter(t *testing.T) {
 			t.Errorf("%s: install %v, want ErrBadImage", name, err)
 		}
 	}
+}
+
+// FuzzReadImage feeds arbitrary state payloads to the image reader: an
+// image is refused with an error, never a panic, whatever its bytes.
+func FuzzReadImage(f *testing.F) {
+	db, _ := newTestDB(f, Options{NoSweep: true})
+	mustExec(f, db, "create collection c (a text @unique @text, n int @sorted, l [int], v vector<2> @hnsw(l2))")
+	mustExec(f, db, `put c [{a: "one two", n: 1, l: [1, 2], v: [0.5, 1]}, {a: "two", n: 2, v: [1, 0]}]`)
+	mustExec(f, db, "create collection d (t timestamp @ttl(30m), j json)")
+	db.mu.RLock()
+	snap, err := db.snapshotLocked()
+	db.mu.RUnlock()
+	if err != nil {
+		f.Fatal(err)
+	}
+	var seed bytes.Buffer
+	if err := snap.write(&seed); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(seed.Bytes())
+	f.Fuzz(func(t *testing.T, p []byte) {
+		_, _ = readImage(bytes.NewReader(p), discardLogger())
+	})
 }

@@ -113,6 +113,9 @@ func (s *schema) index() error {
 // checkAnnotations refuses annotations that do not fit the field's type.
 func checkAnnotations(f *fieldSpec) error {
 	k := f.Type.kind
+	if k < tBool || k > tListFloat {
+		return fmt.Errorf("%w: field %s has no known type (kind %d)", ErrInvalid, f.Name, k)
+	}
 	if (f.Hash || f.Unique) && !hashableKind(k) {
 		return fmt.Errorf("%w: @hash/@unique on %s field %s", ErrInvalid, f.Type, f.Name)
 	}

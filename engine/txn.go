@@ -254,6 +254,9 @@ func (t *txn) apply(o *blockOp) error {
 		if o.nvals != len(c.sch.Fields) {
 			return fmt.Errorf("put into %s: %d values for %d fields", o.coll, o.nvals, len(c.sch.Fields))
 		}
+		if err := conforms(c.sch, o.doc.raw); err != nil {
+			return fmt.Errorf("put into %s id %d: %w", o.coll, o.id, err)
+		}
 		t.put(c, o.doc, nil)
 	case opDel:
 		c := t.st.colls[o.coll]

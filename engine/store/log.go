@@ -95,13 +95,19 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
+// maxHistory bounds history ids to 53 bits, so one goes through JSON as a
+// number any client reads exactly (a float64 holds integers to 2^53).
+// Files written before the bound keep their ids and are read as before.
+const maxHistory = 1<<53 - 1
+
+// newHistory draws a random non-zero history id of at most 53 bits.
 func newHistory() uint64 {
 	var b [8]byte
 	for {
 		if _, err := rand.Read(b[:]); err != nil {
 			panic(fmt.Sprintf("store: random history: %v", err)) // crypto/rand does not fail on Linux
 		}
-		if h := binary.LittleEndian.Uint64(b[:]); h != 0 {
+		if h := binary.LittleEndian.Uint64(b[:]) & maxHistory; h != 0 {
 			return h
 		}
 	}

@@ -210,3 +210,21 @@ func TestUnknownSyncModeRefused(t *testing.T) {
 		t.Fatal("created a log with an unknown sync mode")
 	}
 }
+
+// History ids fit 53 bits, so JSON carries them exactly to any client,
+// and they still vary: a thousand draws give a thousand ids.
+func TestHistoryIdsFitAFloat(t *testing.T) {
+	seen := make(map[uint64]bool)
+	high := false
+	for range 1000 {
+		h := newHistory()
+		if h == 0 || h > maxHistory || uint64(float64(h)) != h {
+			t.Fatalf("history %d does not go through a float64 exactly", h)
+		}
+		high = high || h > 1<<52
+		seen[h] = true
+	}
+	if len(seen) != 1000 || !high {
+		t.Fatalf("%d distinct ids of 1000, any above 2^52: %v", len(seen), high)
+	}
+}
