@@ -31,9 +31,34 @@ type Grant struct {
 	// Tenants is the tenant list; nil when unchanged since the list the
 	// node holds (an empty, non-nil list names no tenant).
 	Tenants []string `json:"tenants"`
+	// InStep names the tenants of the list whose copy the directory
+	// counts on holding every write the node answers: under --sync always
+	// a write on one is answered only once a copy holds it, or once a
+	// later list no longer names it here (the directory then records the
+	// copy behind, and no failover promotes it unforced). Sent with
+	// Tenants only.
+	InStep []string `json:"in_step,omitempty"`
+	// Behind names the tenants of the list whose copy the directory
+	// records as behind: the node says when one has caught up. Sent with
+	// Tenants only.
+	Behind []string `json:"behind,omitempty"`
 	// List is the id of the list the grant stands for (see ListID).
 	List string `json:"list"`
 }
+
+// List is what a grant's list names: the tenants, and of them those whose
+// copy is in step and those whose copy is behind.
+type List struct {
+	Tenants []string
+	InStep  []string
+	Behind  []string
+}
+
+// ID is the list's id.
+func (l List) ID() string { return listID(l.Tenants, l.InStep, l.Behind) }
+
+// Equal says whether two lists name the same tenants alike.
+func (l List) Equal(o List) bool { return l.ID() == o.ID() }
 
 // Answer is the node's 200 answer to a grant.
 type Answer struct {
@@ -50,6 +75,13 @@ type Answer struct {
 	// LeftMS is what is left of the node's lease, in milliseconds (0: it
 	// holds none).
 	LeftMS int64 `json:"left_ms"`
+	// Behind asks the router to record the copy of each tenant named
+	// behind: a write on it (at the seq given) waited out its bound for
+	// a copy and is held until the list no longer has the tenant in step.
+	Behind map[string]uint64 `json:"behind,omitempty"`
+	// Caught names tenants the list has behind whose copy holds again
+	// everything the node has durable, and is waited for again.
+	Caught []string `json:"caught,omitempty"`
 }
 
 // Validate checks a grant's shape: a router, a number from 1, an ack below
@@ -67,22 +99,36 @@ func (g Grant) Validate() error {
 		return fmt.Errorf("%w: lease of %d ms", ErrBadGrant, g.MS)
 	case g.List == "":
 		return fmt.Errorf("%w: no list id", ErrBadGrant)
-	case g.Tenants != nil && ListID(g.Tenants) != g.List:
+	case g.Tenants != nil && listID(g.Tenants, g.InStep, g.Behind) != g.List:
 		return fmt.Errorf("%w: list id %s is not its list's", ErrBadGrant, g.List)
+	case g.Tenants == nil && (g.InStep != nil || g.Behind != nil):
+		return fmt.Errorf("%w: copies' steps sent without the tenant list", ErrBadGrant)
 	}
 	return nil
 }
 
 // ListID is the id of a tenant list: a digest of its sorted, distinct names,
 // so two lists have one id exactly when they name the same tenants.
-func ListID(tenants []string) string {
-	names := slices.Clone(tenants)
-	slices.Sort(names)
-	names = slices.Compact(names)
+func ListID(tenants []string) string { return listID(tenants, nil, nil) }
+
+// listID digests a list with its copies' steps: the tenants' names as
+// ListID has them, then, only when not empty, the in-step and the behind
+// names each after a marker no name holds.
+func listID(tenants, inStep, behind []string) string {
 	var b strings.Builder
-	for _, n := range names {
-		b.WriteString(n)
-		b.WriteByte('\n') // each name ends, so no two lists join alike
+	for i, part := range [][]string{tenants, inStep, behind} {
+		if i > 0 {
+			if len(part) == 0 {
+				continue
+			}
+			b.WriteString([]string{"", "\x00in_step\n", "\x00behind\n"}[i])
+		}
+		names := slices.Clone(part)
+		slices.Sort(names)
+		for _, n := range slices.Compact(names) {
+			b.WriteString(n)
+			b.WriteByte('\n') // each name ends, so no two lists join alike
+		}
 	}
 	sum := sha256.Sum256([]byte(b.String()))
 	return hex.EncodeToString(sum[:8])

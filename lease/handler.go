@@ -17,10 +17,15 @@ const maxGrantBytes = 8 << 20
 // "this node takes no lease". OnTaken, if set, is called after each grant
 // the node took, with the lease's status (the node uses it to see which of
 // its primaries' files the lease no longer names).
+//
+// Report, if set, is asked after each grant answered 200 for the copies the
+// node wants recorded behind (tenant: the seq a write waits at) and those
+// it says caught up; they go in the answer.
 type Handler struct {
 	Lease   *NodeLease
 	Clock   Clock
 	OnTaken func(Status)
+	Report  func() (behind map[string]uint64, caught []string)
 }
 
 // ServeHTTP answers a grant or a status request.
@@ -62,6 +67,9 @@ func (h *Handler) grant(w http.ResponseWriter, r *http.Request) {
 	}
 	if a.Took && h.OnTaken != nil {
 		h.OnTaken(h.Lease.Status(h.Clock.Now()))
+	}
+	if h.Report != nil {
+		a.Behind, a.Caught = h.Report()
 	}
 	writeJSON(w, http.StatusOK, a)
 }

@@ -51,6 +51,12 @@ type LeaserConfig struct {
 	// Close waits for Failover and Deposed calls to return, so neither may
 	// call Close itself: signal the Leaser's owner instead.
 	Deposed func(ctx context.Context, node string, highest uint64)
+	// Reports, if set, is called (on a goroutine of its own, one per node
+	// at a time) with what a node's answer asks recorded: copies behind
+	// (tenant: seq) and copies caught up. The node repeats them in every
+	// answer until its list shows them, so a call that fails is made again
+	// with a later answer.
+	Reports func(ctx context.Context, node string, behind map[string]uint64, caught []string)
 	// Clock is the router's monotonic clock; nil: NewMonoClock().
 	Clock Clock
 	// Logger; nil: slog.Default().
@@ -105,7 +111,7 @@ type Leaser struct {
 	closed  bool                // guarded by mu
 	plan    recordPlan          // guarded by mu
 	nodes   map[string]*nodeRun // guarded by mu
-	pending map[string][]string // guarded by mu: lists set before Start
+	pending map[string]List     // guarded by mu: lists set before Start
 }
 
 // nodeRun is one node's leasing goroutine and its state.
@@ -113,6 +119,7 @@ type nodeRun struct {
 	tracker    *Tracker // guarded by Leaser.mu
 	failedOver bool     // guarded by Leaser.mu: Failover called since the last answer
 	deposed    bool     // guarded by Leaser.mu: Deposed called
+	reporting  bool     // guarded by Leaser.mu: a Reports call runs
 	wake       chan struct{}
 	cancel     context.CancelFunc
 	done       chan struct{}
@@ -128,7 +135,7 @@ func NewLeaser(cfg LeaserConfig) (*Leaser, error) {
 		clock:   cfg.Clock,
 		log:     cfg.Logger,
 		nodes:   map[string]*nodeRun{},
-		pending: map[string][]string{},
+		pending: map[string]List{},
 	}
 	if l.clock == nil {
 		l.clock = NewMonoClock()
@@ -266,23 +273,29 @@ func (l *Leaser) setPlan(p recordPlan) {
 // starting its leasing, counted as granted now) if it is new. The list goes
 // with the node's next grant; call GrantNow to send it at once.
 func (l *Leaser) SetTenants(node string, tenants []string) {
+	l.SetList(node, List{Tenants: tenants})
+}
+
+// SetList is SetTenants with the copies' steps.
+func (l *Leaser) SetList(node string, list List) {
+	list = List{Tenants: slices.Clone(list.Tenants), InStep: slices.Clone(list.InStep), Behind: slices.Clone(list.Behind)}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch {
 	case l.closed:
 	case !l.started || l.ctx == nil:
-		l.pending[node] = slices.Clone(tenants)
+		l.pending[node] = list
 	case l.nodes[node] != nil:
-		l.nodes[node].tracker.SetTenants(tenants)
+		l.nodes[node].tracker.SetList(list)
 	default:
-		l.addLocked(node, tenants)
+		l.addLocked(node, list)
 	}
 }
 
 // addLocked starts leasing node.
-func (l *Leaser) addLocked(node string, tenants []string) {
+func (l *Leaser) addLocked(node string, list List) {
 	t := NewTracker(node, l.cfg.Router, l.cfg.Term, l.plan.leases, l.clock.Now())
-	t.SetTenants(tenants)
+	t.SetList(list)
 	ctx, cancel := context.WithCancel(l.ctx)
 	nr := &nodeRun{tracker: t, wake: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
 	l.nodes[node] = nr
@@ -399,6 +412,7 @@ func (l *Leaser) grant(ctx context.Context, node string, nr *nodeRun) (again boo
 	case err == nil && back-sent <= bound:
 		t.Answered(back, g, a)
 		nr.failedOver = false
+		l.reportLocked(node, nr, a)
 	case err == nil:
 		t.GaveUp(g) // came back, but after the router stopped waiting
 	case errors.Is(err, ErrNeedsList), errors.Is(err, ErrTakesNoLease), errors.Is(err, ErrLowerTerm):
@@ -411,6 +425,24 @@ func (l *Leaser) grant(ctx context.Context, node string, nr *nodeRun) (again boo
 	}
 	l.judgeLocked(ctx, node, nr, back)
 	return t.NeedsGrantNow()
+}
+
+// reportLocked hands what an answer asks recorded to Reports, unless a
+// call for the node still runs (the node asks again in its next answer).
+func (l *Leaser) reportLocked(node string, nr *nodeRun, a Answer) {
+	if l.cfg.Reports == nil || nr.reporting || (len(a.Behind) == 0 && len(a.Caught) == 0) {
+		return
+	}
+	nr.reporting = true
+	ctx := l.ctx
+	l.wg.Go(func() {
+		defer func() {
+			l.mu.Lock()
+			nr.reporting = false
+			l.mu.Unlock()
+		}()
+		l.cfg.Reports(ctx, node, a.Behind, a.Caught)
+	})
 }
 
 // refusedLocked logs a refusal and reports a fenced router.

@@ -619,3 +619,107 @@ func TestLeaserStartWithoutRecord(t *testing.T) {
 		}
 	})
 }
+
+// reportingNet is a fakeNet whose node n1, while its list has tenant t's
+// copy in step, asks in every answer that it be recorded behind at seq 7.
+type reportingNet struct {
+	*fakeNet
+	asking bool // guarded by fakeNet.mu
+}
+
+func (r *reportingNet) Send(ctx context.Context, node string, g Grant) (Answer, error) {
+	a, err := r.fakeNet.Send(ctx, node, g)
+	r.mu.Lock()
+	asking, l := r.asking, r.lease[node]
+	r.mu.Unlock()
+	if inStep, _ := l.Step("t"); err == nil && asking && inStep {
+		a.Behind = map[string]uint64{"t": 7}
+	}
+	return a, err
+}
+
+// A list's copies' steps go to the node with it (a change of step alone
+// is a new list), and what an answer asks recorded reaches Reports, one
+// call at a time, until the list shows it.
+func TestLeaserCopiesStepsAndReports(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clock := NewMonoClock()
+		net := &reportingNet{fakeNet: newFakeNet(clock, "n1")}
+		var l *Leaser
+		var mu sync.Mutex
+		var calls []map[string]uint64
+		l, err := NewLeaser(LeaserConfig{
+			Router: "r", Term: 1, Lease: 3 * time.Second, Transport: net,
+			Failover: func(context.Context, string) {}, Clock: clock,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Reports: func(_ context.Context, node string, behind map[string]uint64, caught []string) {
+				mu.Lock()
+				calls = append(calls, behind)
+				mu.Unlock()
+				time.Sleep(2 * time.Second) // the directory's write, slow: answers meanwhile call nothing
+				l.SetList(node, List{Tenants: []string{"t"}, Behind: []string{"t"}})
+				l.GrantNow(node)
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		l.SetList("n1", List{Tenants: []string{"t"}, InStep: []string{"t"}})
+		if err := l.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		node := net.lease["n1"]
+		if in, behind := node.Step("t"); !in || behind {
+			t.Fatalf("first list: in step %v, behind %v", in, behind)
+		}
+		net.mu.Lock()
+		net.asking = true
+		net.mu.Unlock()
+		time.Sleep(5 * time.Second) // answers at 1 s, 2 s, 3 s, 4 s ask
+		synctest.Wait()
+		if in, behind := node.Step("t"); in || !behind {
+			t.Fatalf("after the report: in step %v, behind %v", in, behind)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(calls) != 1 || calls[0]["t"] != 7 {
+			t.Fatalf("Reports called %v, want once with t at 7", calls)
+		}
+		carried := 0
+		for _, x := range net.sent("n1") {
+			if x.g.Tenants != nil && slices.Equal(x.g.Behind, []string{"t"}) && len(x.g.InStep) == 0 && x.a.Took {
+				carried++
+			}
+		}
+		if carried != 1 {
+			t.Fatalf("%d grants took the list with t behind, want 1", carried)
+		}
+	})
+}
+
+// A list id covers the copies' steps; ListID is a list with none.
+func TestListIDCoversSteps(t *testing.T) {
+	plain := List{Tenants: []string{"b", "a"}}
+	if plain.ID() != ListID([]string{"a", "b"}) {
+		t.Fatal("a list with no steps is not ListID's")
+	}
+	in := List{Tenants: []string{"a", "b"}, InStep: []string{"a"}}
+	behind := List{Tenants: []string{"a", "b"}, Behind: []string{"a"}}
+	if in.ID() == plain.ID() || behind.ID() == plain.ID() || in.ID() == behind.ID() {
+		t.Fatal("steps do not change the id")
+	}
+	g := Grant{Router: "r", N: 2, Ack: 1, MS: 1000, Tenants: in.Tenants, InStep: in.InStep, List: in.ID()}
+	if err := g.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	g.List = plain.ID()
+	if err := g.Validate(); !errors.Is(err, ErrBadGrant) {
+		t.Fatalf("a grant whose id leaves out its steps: %v", err)
+	}
+	g = Grant{Router: "r", N: 2, Ack: 1, MS: 1000, InStep: []string{"a"}, List: in.ID()}
+	if err := g.Validate(); !errors.Is(err, ErrBadGrant) {
+		t.Fatalf("steps without a list: %v", err)
+	}
+}

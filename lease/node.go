@@ -51,6 +51,8 @@ type NodeLease struct {
 	end     time.Duration  // guarded by mu: until here (exclusive)
 	ms      int64          // guarded by mu: lease length of the last grant taken
 	tenants []string       // guarded by mu: sorted list the lease names
+	inStep  []string       // guarded by mu: sorted, of tenants: copy in step
+	behind  []string       // guarded by mu: sorted, of tenants: copy behind
 	listID  string         // guarded by mu: id of tenants ("" before any)
 	ranBy   string         // guarded by mu: router whose grant last ran a lease
 }
@@ -130,6 +132,8 @@ func (l *NodeLease) newerLocked(g Grant) bool {
 func (l *NodeLease) takeLocked(now time.Duration, g Grant) {
 	if g.Tenants != nil {
 		l.tenants = slices.Compact(slices.Sorted(slices.Values(g.Tenants)))
+		l.inStep = slices.Compact(slices.Sorted(slices.Values(g.InStep)))
+		l.behind = slices.Compact(slices.Sorted(slices.Values(g.Behind)))
 		l.listID = g.List
 	}
 	l.from = grantID{router: g.Router, term: g.Term, ack: g.Ack, n: g.N}
@@ -198,6 +202,25 @@ func (l *NodeLease) Writable(now time.Duration, tenant string) (ok bool, retryAf
 	return false, retry
 }
 
+// Step says how the list the node holds has tenant's copy: in step (a
+// write on it waits for a copy, however long, until a later list says
+// otherwise) or behind (the directory records the copy behind). Neither:
+// the directory counts on no copy of it.
+func (l *NodeLease) Step(tenant string) (inStep, behind bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, inStep = slices.BinarySearch(l.inStep, tenant)
+	_, behind = slices.BinarySearch(l.behind, tenant)
+	return inStep, behind
+}
+
+// BehindList is the tenants the list the node holds has a copy behind of.
+func (l *NodeLease) BehindList() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.behind)
+}
+
 // Status is the node's lease as GET /_admin/lease shows it.
 type Status struct {
 	Term    uint64   `json:"term"`    // highest term taken
@@ -207,6 +230,8 @@ type Status struct {
 	LeftMS  int64    `json:"left_ms"` // what is left of the lease
 	Ran     bool     `json:"ran"`     // that router's grant has run a lease
 	List    string   `json:"list"`    // id of the list
+	InStep  []string `json:"in_step"` // of the list: copy in step
+	Behind  []string `json:"behind"`  // of the list: copy behind
 }
 
 // Status reports the lease at now.
@@ -218,9 +243,13 @@ func (l *NodeLease) Status(now time.Duration) Status {
 		Tenants: slices.Clone(l.tenants),
 		LeftMS:  l.leftLocked(now).Milliseconds(),
 		List:    l.listID,
+		InStep:  slices.Clone(l.inStep),
+		Behind:  slices.Clone(l.behind),
 	}
-	if s.Tenants == nil {
-		s.Tenants = []string{}
+	for _, p := range []*[]string{&s.Tenants, &s.InStep, &s.Behind} {
+		if *p == nil {
+			*p = []string{}
+		}
 	}
 	if l.hasFrom {
 		s.N, s.Router = l.from.n, l.from.router

@@ -2,6 +2,7 @@ package lease
 
 import (
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 )
@@ -73,7 +74,7 @@ func runSteps(t testing.TB, l *NodeLease, steps []step) {
 			t.Fatalf("step %d (%s): Handle: %v", i, s.comment, err)
 		}
 		want := Answer{Took: s.took, Ran: s.ran, N: s.grant.N, Term: a.Term, LeftMS: s.left.Milliseconds()}
-		if a != want {
+		if !reflect.DeepEqual(a, want) {
 			t.Fatalf("step %d (%s): got %+v, want %+v", i, s.comment, a, want)
 		}
 	}

@@ -57,7 +57,9 @@ type Tracker struct {
 	answeredAny bool          // an answer came back
 
 	list     []string // tenants the node should hold
-	listID   string   // id of list
+	inStep   []string // of list: the copy is in step
+	behind   []string // of list: the copy is behind
+	listID   string   // id of list with its copies' steps
 	nodeList string   // id of the list the node is known to hold
 	sendList bool     // the node asked for the list
 
@@ -93,11 +95,21 @@ func (t *Tracker) SetLeases(ls Leases) { t.leases = ls }
 // Leases are the lease lengths in use.
 func (t *Tracker) Leases() Leases { return t.leases }
 
-// SetTenants sets the list the node should hold; the next grant carries it
-// when it differs from the list the node holds.
-func (t *Tracker) SetTenants(tenants []string) {
-	t.list = slices.Compact(slices.Sorted(slices.Values(tenants)))
-	t.listID = ListID(t.list)
+// SetTenants sets the list the node should hold, with no copy in step or
+// behind; the next grant carries it when it differs from the list the
+// node holds.
+func (t *Tracker) SetTenants(tenants []string) { t.SetList(List{Tenants: tenants}) }
+
+// SetList sets the list the node should hold with its copies' steps.
+func (t *Tracker) SetList(l List) {
+	sorted := func(names []string) []string {
+		return slices.Compact(slices.Sorted(slices.Values(names)))
+	}
+	t.list, t.inStep, t.behind = sorted(l.Tenants), sorted(l.InStep), sorted(l.Behind)
+	if t.list == nil {
+		t.list = []string{}
+	}
+	t.listID = listID(t.list, t.inStep, t.behind)
 }
 
 // Tenants is the list the node should hold.
@@ -117,6 +129,7 @@ func (t *Tracker) Next(now time.Duration) Grant {
 	}
 	if t.sendList || t.nodeList != t.listID {
 		g.Tenants = append([]string{}, t.list...) // never nil: nil means "unchanged"
+		g.InStep, g.Behind = slices.Clone(t.inStep), slices.Clone(t.behind)
 	}
 	t.next++
 	t.outstanding++

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 )
@@ -77,7 +78,7 @@ func TestReplyRoundTrip(t *testing.T) {
 		}
 	}
 	a, err := DecodeReply(http.StatusOK, []byte(`{"took":false,"ran":true,"n":3,"term":1,"left_ms":5}`))
-	if err != nil || a != (Answer{Ran: true, N: 3, Term: 1, LeftMS: 5}) {
+	if err != nil || !reflect.DeepEqual(a, Answer{Ran: true, N: 3, Term: 1, LeftMS: 5}) {
 		t.Fatalf("200: %+v %v", a, err)
 	}
 	if _, err := DecodeReply(http.StatusBadGateway, []byte("x")); err == nil {
