@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -39,9 +40,10 @@ type Grant struct {
 	// Tenants only.
 	InStep []string `json:"in_step,omitempty"`
 	// Behind names the tenants of the list whose copy the directory
-	// records as behind: the node says when one has caught up. Sent with
-	// Tenants only.
-	Behind []string `json:"behind,omitempty"`
+	// records as behind, each with the seq the node asked it at: a write
+	// waiting since an ask at that seq or before is answered; the node
+	// says when a copy has caught up. Sent with Tenants only.
+	Behind map[string]uint64 `json:"behind,omitempty"`
 	// List is the id of the list the grant stands for (see ListID).
 	List string `json:"list"`
 }
@@ -51,7 +53,7 @@ type Grant struct {
 type List struct {
 	Tenants []string
 	InStep  []string
-	Behind  []string
+	Behind  map[string]uint64
 }
 
 // ID is the list's id.
@@ -114,9 +116,13 @@ func ListID(tenants []string) string { return listID(tenants, nil, nil) }
 // listID digests a list with its copies' steps: the tenants' names as
 // ListID has them, then, only when not empty, the in-step and the behind
 // names each after a marker no name holds.
-func listID(tenants, inStep, behind []string) string {
+func listID(tenants, inStep []string, behind map[string]uint64) string {
 	var b strings.Builder
-	for i, part := range [][]string{tenants, inStep, behind} {
+	var marked []string
+	for t, seq := range behind {
+		marked = append(marked, t+"@"+strconv.FormatUint(seq, 10))
+	}
+	for i, part := range [][]string{tenants, inStep, marked} {
 		if i > 0 {
 			if len(part) == 0 {
 				continue

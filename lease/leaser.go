@@ -278,7 +278,7 @@ func (l *Leaser) SetTenants(node string, tenants []string) {
 
 // SetList is SetTenants with the copies' steps.
 func (l *Leaser) SetList(node string, list List) {
-	list = List{Tenants: slices.Clone(list.Tenants), InStep: slices.Clone(list.InStep), Behind: slices.Clone(list.Behind)}
+	list = List{Tenants: slices.Clone(list.Tenants), InStep: slices.Clone(list.InStep), Behind: maps.Clone(list.Behind)}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch {

@@ -632,7 +632,7 @@ func (r *reportingNet) Send(ctx context.Context, node string, g Grant) (Answer, 
 	r.mu.Lock()
 	asking, l := r.asking, r.lease[node]
 	r.mu.Unlock()
-	if inStep, _ := l.Step("t"); err == nil && asking && inStep {
+	if inStep, _, _ := l.Step("t"); err == nil && asking && inStep {
 		a.Behind = map[string]uint64{"t": 7}
 	}
 	return a, err
@@ -657,7 +657,7 @@ func TestLeaserCopiesStepsAndReports(t *testing.T) {
 				calls = append(calls, behind)
 				mu.Unlock()
 				time.Sleep(2 * time.Second) // the directory's write, slow: answers meanwhile call nothing
-				l.SetList(node, List{Tenants: []string{"t"}, Behind: []string{"t"}})
+				l.SetList(node, List{Tenants: []string{"t"}, Behind: behind})
 				l.GrantNow(node)
 			},
 		})
@@ -671,7 +671,7 @@ func TestLeaserCopiesStepsAndReports(t *testing.T) {
 		}
 		synctest.Wait()
 		node := net.lease["n1"]
-		if in, behind := node.Step("t"); !in || behind {
+		if in, behind, _ := node.Step("t"); !in || behind {
 			t.Fatalf("first list: in step %v, behind %v", in, behind)
 		}
 		net.mu.Lock()
@@ -679,7 +679,7 @@ func TestLeaserCopiesStepsAndReports(t *testing.T) {
 		net.mu.Unlock()
 		time.Sleep(5 * time.Second) // answers at 1 s, 2 s, 3 s, 4 s ask
 		synctest.Wait()
-		if in, behind := node.Step("t"); in || !behind {
+		if in, behind, at := node.Step("t"); in || !behind || at != 7 {
 			t.Fatalf("after the report: in step %v, behind %v", in, behind)
 		}
 		mu.Lock()
@@ -689,7 +689,7 @@ func TestLeaserCopiesStepsAndReports(t *testing.T) {
 		}
 		carried := 0
 		for _, x := range net.sent("n1") {
-			if x.g.Tenants != nil && slices.Equal(x.g.Behind, []string{"t"}) && len(x.g.InStep) == 0 && x.a.Took {
+			if x.g.Tenants != nil && x.g.Behind["t"] == 7 && len(x.g.InStep) == 0 && x.a.Took {
 				carried++
 			}
 		}
@@ -706,8 +706,9 @@ func TestListIDCoversSteps(t *testing.T) {
 		t.Fatal("a list with no steps is not ListID's")
 	}
 	in := List{Tenants: []string{"a", "b"}, InStep: []string{"a"}}
-	behind := List{Tenants: []string{"a", "b"}, Behind: []string{"a"}}
-	if in.ID() == plain.ID() || behind.ID() == plain.ID() || in.ID() == behind.ID() {
+	behind := List{Tenants: []string{"a", "b"}, Behind: map[string]uint64{"a": 3}}
+	later := List{Tenants: []string{"a", "b"}, Behind: map[string]uint64{"a": 4}}
+	if in.ID() == plain.ID() || behind.ID() == plain.ID() || in.ID() == behind.ID() || later.ID() == behind.ID() {
 		t.Fatal("steps do not change the id")
 	}
 	g := Grant{Router: "r", N: 2, Ack: 1, MS: 1000, Tenants: in.Tenants, InStep: in.InStep, List: in.ID()}

@@ -2,6 +2,7 @@ package lease
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -41,20 +42,20 @@ type NodeLease struct {
 	persist func(term uint64) error // writes the highest term durably
 
 	mu      sync.Mutex
-	highest uint64         // guarded by mu: highest term taken
-	answers [kept]answered // guarded by mu: ring of the last answers
-	next    int            // guarded by mu: ring slot the next answer goes to
-	from    grantID        // guarded by mu: grant taken whole last
-	hasFrom bool           // guarded by mu: from is set
-	leased  bool           // guarded by mu: a lease was run (start, end valid)
-	start   time.Duration  // guarded by mu: lease runs from here
-	end     time.Duration  // guarded by mu: until here (exclusive)
-	ms      int64          // guarded by mu: lease length of the last grant taken
-	tenants []string       // guarded by mu: sorted list the lease names
-	inStep  []string       // guarded by mu: sorted, of tenants: copy in step
-	behind  []string       // guarded by mu: sorted, of tenants: copy behind
-	listID  string         // guarded by mu: id of tenants ("" before any)
-	ranBy   string         // guarded by mu: router whose grant last ran a lease
+	highest uint64            // guarded by mu: highest term taken
+	answers [kept]answered    // guarded by mu: ring of the last answers
+	next    int               // guarded by mu: ring slot the next answer goes to
+	from    grantID           // guarded by mu: grant taken whole last
+	hasFrom bool              // guarded by mu: from is set
+	leased  bool              // guarded by mu: a lease was run (start, end valid)
+	start   time.Duration     // guarded by mu: lease runs from here
+	end     time.Duration     // guarded by mu: until here (exclusive)
+	ms      int64             // guarded by mu: lease length of the last grant taken
+	tenants []string          // guarded by mu: sorted list the lease names
+	inStep  []string          // guarded by mu: sorted, of tenants: copy in step
+	behind  map[string]uint64 // guarded by mu: of tenants: copy behind, asked at
+	listID  string            // guarded by mu: id of tenants ("" before any)
+	ranBy   string            // guarded by mu: router whose grant last ran a lease
 }
 
 // NewNodeLease returns a node's lease state holding no lease, having taken
@@ -133,7 +134,7 @@ func (l *NodeLease) takeLocked(now time.Duration, g Grant) {
 	if g.Tenants != nil {
 		l.tenants = slices.Compact(slices.Sorted(slices.Values(g.Tenants)))
 		l.inStep = slices.Compact(slices.Sorted(slices.Values(g.InStep)))
-		l.behind = slices.Compact(slices.Sorted(slices.Values(g.Behind)))
+		l.behind = maps.Clone(g.Behind)
 		l.listID = g.List
 	}
 	l.from = grantID{router: g.Router, term: g.Term, ack: g.Ack, n: g.N}
@@ -204,34 +205,34 @@ func (l *NodeLease) Writable(now time.Duration, tenant string) (ok bool, retryAf
 
 // Step says how the list the node holds has tenant's copy: in step (a
 // write on it waits for a copy, however long, until a later list says
-// otherwise) or behind (the directory records the copy behind). Neither:
-// the directory counts on no copy of it.
-func (l *NodeLease) Step(tenant string) (inStep, behind bool) {
+// otherwise) or behind (the directory records the copy behind, asked at
+// seq at). Neither: the directory counts on no copy of it.
+func (l *NodeLease) Step(tenant string) (inStep, behind bool, at uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	_, inStep = slices.BinarySearch(l.inStep, tenant)
-	_, behind = slices.BinarySearch(l.behind, tenant)
-	return inStep, behind
+	at, behind = l.behind[tenant]
+	return inStep, behind, at
 }
 
 // BehindList is the tenants the list the node holds has a copy behind of.
 func (l *NodeLease) BehindList() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return slices.Clone(l.behind)
+	return slices.Sorted(maps.Keys(l.behind))
 }
 
 // Status is the node's lease as GET /_admin/lease shows it.
 type Status struct {
-	Term    uint64   `json:"term"`    // highest term taken
-	N       uint64   `json:"n"`       // number of the grant taken last
-	Router  string   `json:"router"`  // router of that grant
-	Tenants []string `json:"tenants"` // the list the lease names
-	LeftMS  int64    `json:"left_ms"` // what is left of the lease
-	Ran     bool     `json:"ran"`     // that router's grant has run a lease
-	List    string   `json:"list"`    // id of the list
-	InStep  []string `json:"in_step"` // of the list: copy in step
-	Behind  []string `json:"behind"`  // of the list: copy behind
+	Term    uint64            `json:"term"`    // highest term taken
+	N       uint64            `json:"n"`       // number of the grant taken last
+	Router  string            `json:"router"`  // router of that grant
+	Tenants []string          `json:"tenants"` // the list the lease names
+	LeftMS  int64             `json:"left_ms"` // what is left of the lease
+	Ran     bool              `json:"ran"`     // that router's grant has run a lease
+	List    string            `json:"list"`    // id of the list
+	InStep  []string          `json:"in_step"` // of the list: copy in step
+	Behind  map[string]uint64 `json:"behind"`  // of the list: copy behind, asked at
 }
 
 // Status reports the lease at now.
@@ -244,12 +245,15 @@ func (l *NodeLease) Status(now time.Duration) Status {
 		LeftMS:  l.leftLocked(now).Milliseconds(),
 		List:    l.listID,
 		InStep:  slices.Clone(l.inStep),
-		Behind:  slices.Clone(l.behind),
+		Behind:  maps.Clone(l.behind),
 	}
-	for _, p := range []*[]string{&s.Tenants, &s.InStep, &s.Behind} {
+	for _, p := range []*[]string{&s.Tenants, &s.InStep} {
 		if *p == nil {
 			*p = []string{}
 		}
+	}
+	if s.Behind == nil {
+		s.Behind = map[string]uint64{}
 	}
 	if l.hasFrom {
 		s.N, s.Router = l.from.n, l.from.router

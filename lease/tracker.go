@@ -2,6 +2,7 @@ package lease
 
 import (
 	"errors"
+	"maps"
 	"slices"
 	"time"
 )
@@ -56,12 +57,12 @@ type Tracker struct {
 	leftMS      int64         // left_ms of the last answer
 	answeredAny bool          // an answer came back
 
-	list     []string // tenants the node should hold
-	inStep   []string // of list: the copy is in step
-	behind   []string // of list: the copy is behind
-	listID   string   // id of list with its copies' steps
-	nodeList string   // id of the list the node is known to hold
-	sendList bool     // the node asked for the list
+	list     []string          // tenants the node should hold
+	inStep   []string          // of list: the copy is in step
+	behind   map[string]uint64 // of list: the copy is behind, asked at
+	listID   string            // id of list with its copies' steps
+	nodeList string            // id of the list the node is known to hold
+	sendList bool              // the node asked for the list
 
 	needNow bool   // send a grant at once
 	noLease bool   // the node takes no lease
@@ -105,7 +106,7 @@ func (t *Tracker) SetList(l List) {
 	sorted := func(names []string) []string {
 		return slices.Compact(slices.Sorted(slices.Values(names)))
 	}
-	t.list, t.inStep, t.behind = sorted(l.Tenants), sorted(l.InStep), sorted(l.Behind)
+	t.list, t.inStep, t.behind = sorted(l.Tenants), sorted(l.InStep), maps.Clone(l.Behind)
 	if t.list == nil {
 		t.list = []string{}
 	}
@@ -129,7 +130,7 @@ func (t *Tracker) Next(now time.Duration) Grant {
 	}
 	if t.sendList || t.nodeList != t.listID {
 		g.Tenants = append([]string{}, t.list...) // never nil: nil means "unchanged"
-		g.InStep, g.Behind = slices.Clone(t.inStep), slices.Clone(t.behind)
+		g.InStep, g.Behind = slices.Clone(t.inStep), maps.Clone(t.behind)
 	}
 	t.next++
 	t.outstanding++
