@@ -123,6 +123,13 @@ type Tenant struct {
 	HeldBy string `json:"held_by,omitempty"`
 	// Target is a move's destination while State is moving.
 	Target string `json:"target,omitempty"`
+	// ReplicaBehind, when not 0, records that the replica may lack writes
+	// the primary answered: under --sync always the primary asked (at
+	// this seq) for it to be recorded so before answering them, its copy
+	// having acknowledged nothing for the bound. No failover promotes the
+	// replica unforced until the primary says it caught up. A failover or
+	// a move clears it.
+	ReplicaBehind uint64 `json:"replica_behind,omitempty"`
 }
 
 // Validate checks the record.

@@ -55,6 +55,7 @@ func (s *Store) Failover(ctx context.Context, name string, at Versioned[Tenant],
 		}
 		t.FailedFrom, t.Node = t.Node, to
 		t.ForkedHistory = forked
+		t.ReplicaBehind = 0
 		if t.Replica == to {
 			t.Replica = ""
 		}
@@ -87,6 +88,7 @@ func (s *Store) FinishMove(ctx context.Context, name string, at Versioned[Tenant
 			return fmt.Errorf("finish move of %s (%s, held by %q): %w", name, t.State, t.HeldBy, ErrState)
 		}
 		t.Node, t.Target, t.State, t.HeldBy, t.FailedFrom = t.Target, "", StateActive, "", ""
+		t.ReplicaBehind = 0
 		if t.Replica == t.Node {
 			t.Replica = ""
 		}

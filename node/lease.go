@@ -22,6 +22,7 @@ type nodeLease struct {
 	lease   *lease.NodeLease
 	clock   lease.Clock
 	handler *lease.Handler
+	steps   *steps // copies in step (instep.go)
 }
 
 // newNodeLease loads the highest term taken from the directory and starts
@@ -31,7 +32,7 @@ func newNodeLease(cfg Config) (*nodeLease, error) {
 	if clock == nil {
 		clock = lease.BootClock{}
 	}
-	nl := &nodeLease{clock: clock, handler: &lease.Handler{Clock: clock}}
+	nl := &nodeLease{clock: clock, handler: &lease.Handler{Clock: clock}, steps: newSteps()}
 	if !cfg.Lease {
 		return nl, nil
 	}
@@ -42,6 +43,8 @@ func newNodeLease(cfg Config) (*nodeLease, error) {
 	}
 	nl.lease = lease.NewNodeLease(highest, tf.Store)
 	nl.handler.Lease = nl.lease
+	nl.handler.OnTaken = nl.steps.taken
+	nl.handler.Report = func() (map[string]uint64, []string) { return nl.steps.report(nl.lease) }
 	return nl, nil
 }
 

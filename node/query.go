@@ -173,9 +173,11 @@ func (c *call) answer(j *job, o outcome) {
 	}
 	if o.res.Wrote {
 		if c.s.syncAlways {
+			start := time.Now()
 			if !c.t.waitAcked(c.r.Context(), o.res.Seq, replicaWait) {
 				c.log.Warn("write answered before every replica acknowledged it durable", "tenant", c.t.name, "seq", o.res.Seq)
 			}
+			c.waitInStep(o.res.Seq, start)
 			if !c.t.everyCopyHolds(o.res.Seq) { // a lagging copy's too
 				c.s.metrics.unreplicated.Inc()
 			}

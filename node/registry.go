@@ -83,6 +83,26 @@ func newRegistry(dir string, opts engine.Options, maxMemory int64, idleClose tim
 	return r
 }
 
+// peek returns tenant name if it is open and not closing, without holding
+// it (nil otherwise): for a look at its state that needs no file.
+func (r *registry) peek(name string) *tenant {
+	r.mu.Lock()
+	t := r.tenants[name]
+	r.mu.Unlock()
+	if t == nil {
+		return nil
+	}
+	select {
+	case <-t.ready:
+	default:
+		return nil
+	}
+	if t.db == nil {
+		return nil
+	}
+	return t
+}
+
 // pathOf is the file of a (valid) tenant name.
 func (r *registry) pathOf(name string) string {
 	return filepath.Join(r.dir, name+fileExt)

@@ -69,6 +69,12 @@ func (w warnCounter) WithGroup(string) slog.Handler      { return w }
 // follows it through a cuttable proxy p; it returns once b caught up and
 // a's stream to it is open and waited for, with both tenants held.
 func copyThroughProxy(t *testing.T, cfg func(*Config)) (a, b *testNode, p *proxy.Proxy, ta, tb *tenant) {
+	return copyThroughProxyAfter(t, cfg, nil)
+}
+
+// copyThroughProxyAfter is copyThroughProxy calling before, if set, with
+// the primary before its tenant is made.
+func copyThroughProxyAfter(t *testing.T, cfg func(*Config), before func(a *testNode)) (a, b *testNode, p *proxy.Proxy, ta, tb *tenant) {
 	t.Helper()
 	a = startNode(t, func(c *Config) {
 		withRepl(c)
@@ -77,6 +83,9 @@ func copyThroughProxy(t *testing.T, cfg func(*Config)) (a, b *testNode, p *proxy
 			cfg(c)
 		}
 	})
+	if before != nil {
+		before(a)
+	}
 	b = startNode(t, func(c *Config) { withRepl(c); c.Sync = "60000" })
 	p = proxy.New(t, strings.TrimPrefix(a.url, "http://"))
 	people(t, a)

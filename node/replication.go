@@ -174,11 +174,14 @@ type feed struct {
 	lagging bool
 }
 
+// noneSent is a feed's sentAll before its stream first caught up.
+const noneSent = math.MaxUint64
+
 // addFeed registers a stream whose copy holds since durably (a follower
 // syncs its file before it asks); the func drops it. Writes wait for a
 // copy from the moment it connects.
 func (t *tenant) addFeed(since uint64) (*feed, func()) {
-	f := &feed{acked: since, sentAll: math.MaxUint64} // not yet sent all
+	f := &feed{acked: since, sentAll: noneSent}
 	t.mu.Lock()
 	t.feeds[f] = struct{}{}
 	t.mu.Unlock()
@@ -276,10 +279,11 @@ func (c *call) settledFor(seq uint64) {
 	if err := c.t.db.WaitDurable(ctx, seq); err != nil {
 		return // the read answers as it would have; the write it saw fails
 	}
-	if c.t.copiesHold(seq) {
-		return
+	start := time.Now()
+	if !c.t.copiesHold(seq) {
+		c.t.waitAcked(ctx, seq, replicaWait)
 	}
-	c.t.waitAcked(ctx, seq, replicaWait)
+	c.waitInStep(seq, start)
 }
 
 // copyStatus is one replication stream open from this file, as the

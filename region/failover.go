@@ -87,6 +87,11 @@ func (rt *Router) failoverTenant(ctx context.Context, s *global.Store, name stri
 	if rec.Replica == "" {
 		return fmt.Errorf("%s: %w to promote", name, ErrNoReplica)
 	}
+	if rec.ReplicaBehind > 0 && !force {
+		return fmt.Errorf("%s: %w: its copy on %s fell behind and %s answered writes without it from seq %d on; "+
+			"bring %s back (its file holds them), or fail over with {\"force\": true} to promote the copy without them",
+			name, ErrReplicaBehind, rec.Replica, rec.Node, rec.ReplicaBehind, rec.Node)
+	}
 	held := at
 	if rec.HeldBy != holdFailover {
 		var err error

@@ -54,13 +54,13 @@ type leasing struct {
 	failovers *prometheus.CounterVec
 
 	mu      sync.Mutex
-	leaser  *lease.Leaser       // guarded by mu: nil when not leasing
-	term    uint64              // guarded by mu: the term leaser grants at
-	lists   map[string][]string // guarded by mu: the list each leased node was last set
-	failing map[string]bool     // guarded by mu: nodes whose failover runs now
-	settled map[string]bool     // guarded by mu: nodes whose last failover ended (lists go back)
-	held    map[string]heldWait // guarded by mu: tenants waiting, off their node's list, for a held failover
-	probes  map[string]probe    // guarded by mu: what a node's lease probe said
+	leaser  *lease.Leaser         // guarded by mu: nil when not leasing
+	term    uint64                // guarded by mu: the term leaser grants at
+	lists   map[string]lease.List // guarded by mu: the list each leased node was last set
+	failing map[string]bool       // guarded by mu: nodes whose failover runs now
+	settled map[string]bool       // guarded by mu: nodes whose last failover ended (lists go back)
+	held    map[string]heldWait   // guarded by mu: tenants waiting, off their node's list, for a held failover
+	probes  map[string]probe      // guarded by mu: what a node's lease probe said
 	// lastRev and lastFO are the view's revision and the nodes' failed-over
 	// marks the lists were last set from; dirty asks for them to be set
 	// again all the same. Guarded by mu.
@@ -98,7 +98,7 @@ func newLeasing(rt *Router, own time.Duration) *leasing {
 			Name: "fenec_router_auto_failovers_total",
 			Help: "Nodes this router failed over on a lapsed lease, by outcome.",
 		}, []string{"outcome"}),
-		lists:   map[string][]string{},
+		lists:   map[string]lease.List{},
 		failing: map[string]bool{},
 		settled: map[string]bool{},
 		held:    map[string]heldWait{},
@@ -198,6 +198,7 @@ func (l *leasing) start(ctx context.Context, term uint64) error {
 		Transport: &notifyingTransport{tr: l.tr, n: l.answers},
 		Record:    global.LeaseRecordStore{S: s},
 		Failover:  l.failover,
+		Reports:   l.reports,
 		Deposed: func(_ context.Context, node string, highest uint64) {
 			l.log.Warn("a node took a higher term: this router stops leasing and taking changes", "node", node, "highest", highest, "term", term)
 			select {
@@ -211,11 +212,11 @@ func (l *leasing) start(ctx context.Context, term uint64) error {
 		return err
 	}
 	l.mu.Lock()
-	l.lists = map[string][]string{}
+	l.lists = map[string]lease.List{}
 	l.settled = map[string]bool{}
 	l.dirty = true
 	for node, list := range l.listsLocked(l.rt.watcher.View()) {
-		lsr.SetTenants(node, list)
+		lsr.SetList(node, list)
 		l.lists[node] = list
 	}
 	l.mu.Unlock()
@@ -235,7 +236,7 @@ func (l *leasing) stop() {
 	l.mu.Lock()
 	lsr := l.leaser
 	l.leaser, l.term = nil, 0
-	l.lists = map[string][]string{}
+	l.lists = map[string]lease.List{}
 	l.dirty = true
 	l.mu.Unlock()
 	if lsr != nil {
@@ -246,29 +247,43 @@ func (l *leasing) stop() {
 
 // listsLocked is the list each leased node should hold as v has it: the
 // tenants placed there, less those a failover holds and those waiting for
-// a held failover. Only nodes recorded with lease:true are leased.
-func (l *leasing) listsLocked(v *global.View) map[string][]string {
-	out := map[string][]string{}
+// a held failover, with the copies the directory counts on (in step: a
+// replica not recorded behind) and those recorded behind. Only nodes
+// recorded with lease:true are leased.
+func (l *leasing) listsLocked(v *global.View) map[string]lease.List {
+	out := map[string]lease.List{}
 	if v == nil {
 		return out
 	}
 	for name, n := range v.Nodes() {
 		if n.Lease {
-			out[name] = []string{}
+			out[name] = lease.List{Tenants: []string{}}
 		}
 	}
 	now := time.Now()
 	for name, rec := range v.Tenants() {
-		if _, leased := out[rec.Node]; !leased || rec.HeldBy == holdFailover {
+		list, leased := out[rec.Node]
+		if !leased || rec.HeldBy == holdFailover {
 			continue
 		}
 		if w, ok := l.held[name]; ok && w.node == rec.Node && now.Before(w.until) {
 			continue
 		}
-		out[rec.Node] = append(out[rec.Node], name)
+		list.Tenants = append(list.Tenants, name)
+		switch {
+		case rec.ReplicaBehind > 0:
+			if list.Behind == nil {
+				list.Behind = map[string]uint64{}
+			}
+			list.Behind[name] = rec.ReplicaBehind
+		case rec.Replica != "":
+			list.InStep = append(list.InStep, name)
+		}
+		out[rec.Node] = list
 	}
 	for _, list := range out {
-		slices.Sort(list)
+		slices.Sort(list.Tenants)
+		slices.Sort(list.InStep)
 	}
 	return out
 }
@@ -307,12 +322,14 @@ func (l *leasing) sync() {
 			continue
 		}
 		old, known := l.lists[node]
-		if known && slices.Equal(old, list) {
+		if known && old.Equal(list) {
 			continue
 		}
-		lsr.SetTenants(node, list)
+		lsr.SetList(node, list)
 		l.lists[node] = list
-		if gained(old, list) {
+		if gained(old.Tenants, list.Tenants) || !maps.Equal(old.Behind, list.Behind) {
+			// A tenant gained, or a copy recorded behind: the node's
+			// held writes wait on this list.
 			grant = append(grant, node)
 		}
 	}
@@ -403,6 +420,72 @@ func (l *leasing) failover(ctx context.Context, node string) {
 				lsr.GrantNow(rec.Node)
 			}
 		}
+	}
+}
+
+// reports is the Leaser's Reports callback: node asked for the copies of
+// tenants it holds to be recorded behind (at the seq given) or no longer
+// behind. Each record changes only while the tenant is still on node; the
+// lists then change with the directory, and node is granted its list at
+// once: the writes it holds wait on it.
+func (l *leasing) reports(ctx context.Context, node string, behind map[string]uint64, caught []string) {
+	s, err := l.rt.lead.changes(ctx)
+	if err != nil {
+		return // not leading: the node asks the next leader
+	}
+	var rev int64
+	change := func(name string, fn func(t *global.Tenant) bool) {
+		at, err := s.GetTenant(ctx, name)
+		if err != nil || at.Value.Node != node || !fn(&at.Value) {
+			if err != nil && !isNotFound(err) {
+				l.log.Warn("copy's step not recorded", "tenant", name, "node", node, "err", err)
+			}
+			return
+		}
+		done, err := s.UpdateTenant(ctx, name, at, func(t *global.Tenant) error {
+			fn(t)
+			return nil
+		})
+		if err != nil {
+			l.log.Warn("copy's step not recorded: the node asks again", "tenant", name, "node", node, "err", err)
+			return
+		}
+		rev = max(rev, done.Rev)
+	}
+	for _, name := range slices.Sorted(maps.Keys(behind)) {
+		seq := behind[name]
+		change(name, func(t *global.Tenant) bool {
+			if t.ReplicaBehind >= seq {
+				return false
+			}
+			l.log.Warn("replica recorded behind: no failover promotes it unforced until it caught up",
+				"tenant", name, "node", node, "replica", t.Replica, "seq", seq)
+			t.ReplicaBehind = seq
+			return true
+		})
+	}
+	for _, name := range caught {
+		change(name, func(t *global.Tenant) bool {
+			if t.ReplicaBehind == 0 {
+				return false
+			}
+			l.log.Info("replica caught up: in step again", "tenant", name, "node", node, "replica", t.Replica)
+			t.ReplicaBehind = 0
+			return true
+		})
+	}
+	if rev > 0 {
+		l.rt.settleTo(ctx, rev)
+	}
+	l.mu.Lock()
+	l.dirty = true
+	l.mu.Unlock()
+	l.sync()
+	l.mu.Lock()
+	lsr := l.leaser
+	l.mu.Unlock()
+	if lsr != nil {
+		lsr.GrantNow(node)
 	}
 }
 

@@ -25,6 +25,10 @@ const standbyPrefix = "standbys/"
 // one.
 var ErrNoReplica = errors.New("no replica")
 
+// ErrReplicaBehind is a failover refused because the directory records
+// the tenant's replica behind: promoting it would lose answered writes.
+var ErrReplicaBehind = errors.New("replica recorded behind")
+
 // ErrStandbyNode: a move onto a standby, which holds only copies.
 var ErrStandbyNode = errors.New("node is a standby: it takes only copies")
 

@@ -20,7 +20,10 @@ type tenantEntry struct {
 	Replica string `json:"replica,omitempty"`
 	Target  string `json:"target,omitempty"`
 	HeldBy  string `json:"held_by,omitempty"`
-	Bytes   *int64 `json:"bytes,omitempty"`
+	// ReplicaBehind: the replica may lack answered writes from this seq
+	// on (see global.Tenant); a failover will not promote it unforced.
+	ReplicaBehind uint64 `json:"replica_behind,omitempty"`
+	Bytes         *int64 `json:"bytes,omitempty"`
 }
 
 // listTenants answers every placement, by name; ?bytes adds each tenant's
@@ -35,7 +38,7 @@ func (c *shardCall) listTenants() {
 	used := map[string]global.Node{}
 	for name, t := range v.Tenants() {
 		out = append(out, tenantEntry{Name: name, Node: t.Node, State: string(t.State),
-			Replica: t.Replica, Target: t.Target, HeldBy: t.HeldBy})
+			Replica: t.Replica, Target: t.Target, HeldBy: t.HeldBy, ReplicaBehind: t.ReplicaBehind})
 		if n, ok := v.Node(t.Node); ok {
 			used[t.Node] = n
 		}
