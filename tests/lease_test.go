@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -426,4 +427,70 @@ func TestLeaseSilentNameDelaysNoOther(t *testing.T) {
 	}
 	t.Logf("%d writes to the healthy node's tenant, the longest gap between two %v; %d lookups of n3 left unanswered",
 		wrote, longest, dns.Dropped())
+}
+
+// A copy that stops acknowledging (its node paused) loses none of the
+// writes its primary answers without it: before answering them the
+// primary has the leasing router record the copy behind, and when the
+// primary is then killed its tenant is not failed over onto that copy —
+// the failover says why and what to do. The primary back, every answered
+// write is there, and the tenant takes writes again.
+func TestLeaseCopyBehindNotPromoted(t *testing.T) {
+	c := cluster.New(t)
+	r := c.StartRouter("router", cluster.RouterOptions{Args: []string{"--auto-failover", leaseSecs, "--upstream-timeout", "30"}})
+	args := []string{"--lease", "--sync", "always", "--replication-token", replToken}
+	n1 := c.StartNode("n1", cluster.NodeOptions{Args: args})
+	n2 := c.StartNode("n2", cluster.NodeOptions{Args: args})
+	r.Register(n1)
+	r.Register(n2)
+	wantStatus(t, r.Client().Do("PUT", "/_shard/nodes/n1", map[string]any{"standby": "n2"}), 201, "name n2 n1's standby")
+	waitLeased(t, r, "n1", "n2")
+	kvTenant(t, r, "lag", n1, 1)
+	caughtUp(t, "lag", n1, n2)
+	via := r.Client()
+	if p := placement(t, via, "lag"); p["replica"] != "n2" || p["replica_behind"] != nil {
+		t.Fatalf("placement before: %v", p)
+	}
+
+	n2.Pause() // acknowledges nothing from here
+	began := time.Now()
+	wantStatus(t, via.Do("PATCH", "/t/lag/kv?k=eq.k0", `{"v": 1}`), 200, "the write the paused copy never acknowledged")
+	held := time.Since(began)
+	p := placement(t, via, "lag")
+	if b, _ := p["replica_behind"].(float64); b <= 0 {
+		t.Fatalf("write answered after %v, the replica not recorded behind: %v", held, p)
+	}
+	wantStatus(t, via.Do("PATCH", "/t/lag/kv?k=eq.k0", `{"v": 2}`), 200, "a second write, the copy recorded behind")
+	t.Logf("the first write was held %v; the replica recorded behind at seq %v", held, p["replica_behind"])
+
+	n1.Kill()
+	n2.Continue()
+	// The router fails n1 over on its lapsed lease, and refuses to promote
+	// the copy; asked by hand, it says why.
+	cluster.Eventually(t, wait, func() error {
+		res := via.Do("POST", "/_shard/nodes/n1/failover", map[string]any{})
+		if res.Status != 502 || !strings.Contains(string(res.Body), "recorded behind") || !strings.Contains(string(res.Body), "force") {
+			return fmt.Errorf("failover by hand: %s", res)
+		}
+		return nil
+	})
+	time.Sleep(3 * time.Second) // more than a lapse: the leasing router tried too
+	if p := placement(t, via, "lag"); p["node"] != "n1" {
+		t.Fatalf("the tenant was failed over onto the copy that lacks its writes: %v", p)
+	}
+
+	n1.Restart()
+	cluster.Eventually(t, wait, func() error {
+		res := via.Do("GET", "/t/lag/kv?k=eq.k0&select=v", nil)
+		if res.Status != 200 || !strings.Contains(string(res.Body), `"v":2`) {
+			return fmt.Errorf("read after n1 came back: %s", res)
+		}
+		return nil
+	})
+	cluster.Eventually(t, wait, func() error {
+		if res := via.Do("PATCH", "/t/lag/kv?k=eq.k0", `{"v": 3}`); res.Status != 200 {
+			return fmt.Errorf("write after n1 came back: %s", res)
+		}
+		return nil
+	})
 }
