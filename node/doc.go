@@ -25,6 +25,13 @@
 // status lists each copy streaming from it with lagging true, since a
 // failover onto that copy now may lack them.
 //
+// Under --lease that is not the node's call alone: a tenant whose copy
+// the leasing router's list has in step (the directory counts on it) is
+// answered only once a copy holds the write, connected or not, or once
+// the router has recorded the copy behind at the node's ask (instep.go);
+// no failover then promotes that copy unforced, until the node says it
+// caught up.
+//
 // REST filters (?field=[not.]op.value) become a where clause whose values
 // are $n parameters, never statement text. A value is read as JSON when it
 // is a number, true, false, null or a "quoted string", and as text

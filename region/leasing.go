@@ -423,12 +423,18 @@ func (l *leasing) failover(ctx context.Context, node string) {
 	}
 }
 
+// reportWait bounds recording one answer's reports; the node asks again
+// in its next answer.
+const reportWait = 10 * time.Second
+
 // reports is the Leaser's Reports callback: node asked for the copies of
 // tenants it holds to be recorded behind (at the seq given) or no longer
 // behind. Each record changes only while the tenant is still on node; the
 // lists then change with the directory, and node is granted its list at
 // once: the writes it holds wait on it.
 func (l *leasing) reports(ctx context.Context, node string, behind map[string]uint64, caught []string) {
+	ctx, cancel := context.WithTimeout(ctx, reportWait)
+	defer cancel()
 	s, err := l.rt.lead.changes(ctx)
 	if err != nil {
 		return // not leading: the node asks the next leader
