@@ -174,15 +174,18 @@ func (c *call) answer(j *job, o outcome) {
 	if o.res.Wrote {
 		if c.s.syncAlways {
 			start := time.Now()
-			if !c.t.waitAcked(c.r.Context(), o.res.Seq, replicaWait) {
+			acked := c.t.waitAcked(c.r.Context(), o.res.Seq, replicaWait)
+			c.waitInStep(o.res.Seq, start)
+			if !c.answeredUnderLease(o.res.Seq) {
+				return
+			}
+			if !acked {
 				c.log.Warn("write answered before every replica acknowledged it durable", "tenant", c.t.name, "seq", o.res.Seq)
 			}
-			c.waitInStep(o.res.Seq, start)
 			if !c.t.everyCopyHolds(o.res.Seq) { // a lagging copy's too
 				c.s.metrics.unreplicated.Inc()
 			}
-		}
-		if !c.answeredUnderLease(o.res.Seq) {
+		} else if !c.answeredUnderLease(o.res.Seq) {
 			return
 		}
 		c.w.Header().Set("Fenec-Seq", strconv.FormatUint(o.res.Seq, 10))

@@ -233,6 +233,14 @@ func (t *tenant) notifyAckedLocked() {
 func (t *tenant) waitAcked(ctx context.Context, seq uint64, d time.Duration) bool {
 	timer := time.NewTimer(d)
 	defer timer.Stop()
+	// Under a lease the wait also ends once the lease lapsed: the write's
+	// outcome is then unknown whatever the copies do.
+	var lapse <-chan time.Time
+	if t.leaseGate.Load() != nil {
+		tick := time.NewTicker(stepPoll)
+		defer tick.Stop()
+		lapse = tick.C
+	}
 	t.mu.Lock()
 	close(t.seqCh) // waiters on seqCh all loop: a spare wake-up is harmless
 	t.seqCh = make(chan struct{})
@@ -256,6 +264,10 @@ func (t *tenant) waitAcked(ctx context.Context, seq uint64, d time.Duration) boo
 			}
 			t.mu.Unlock()
 			return false
+		case <-lapse:
+			if t.leaseCheck() != nil {
+				return false
+			}
 		case <-ctx.Done():
 			return false
 		case <-t.ctx.Done():
