@@ -7,7 +7,8 @@
 // refused its own clients' writes for every tenant, and until every
 // tenant took a write through the router again on its copy; the requests
 // the router cut out, by outcome; acknowledged writes lost (through the
-// router; and n1's own clients', which a failover may lose by design); and
+// router; and n1's own clients', which n1 answers only once its copy
+// holds them or the directory records the copy behind); and
 // moments with two primaries (a write n1 acknowledged to its own client
 // that began after the copy had acknowledged one). It prints a table and
 // writes it to -out.
@@ -75,7 +76,7 @@ func run(cfg config) error {
 	var out bytes.Buffer
 	fmt.Fprintf(&out, "fenec lease bench, %s, GOMAXPROCS %d\n", time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.GOMAXPROCS(0))
 	fmt.Fprintf(&out, "router leasing two --lease nodes (--sync always, n2 n1's standby), %d tenants on n1, each written through the router by a keyed writer and straight to n1 by a client of its own; n1 cut off from the router at 0\n", cfg.tenants)
-	fmt.Fprintln(&out, "n1 lease lapsed: n1 (asked directly) held no lease, so its write gate refused every write; n1 refused own: every tenant's own client had a 503 from n1 (a client blocked in a write waiting for its replica stream sees it late)")
+	fmt.Fprintln(&out, "n1 lease lapsed: n1 (asked directly) held no lease, so its write gate refused every write; n1 refused own: every tenant's own client had a 503 from n1 (a write waiting for its copy ends when the lease lapses)")
 	fmt.Fprintln(&out, "resumed: every tenant took a write through the router again (on n2); own 500 unknown: n1's own writes that landed under the lease and were answered after it lapsed")
 	fmt.Fprintln(&out)
 	tw := tabwriter.NewWriter(&out, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -97,7 +98,7 @@ func run(cfg config) error {
 	}
 	fmt.Fprintln(&out)
 	fmt.Fprintln(&out, "cut: requests the router had out to n1 that it ended at the failover: sent on to the new primary, or answered 502 (a write that may have run)")
-	fmt.Fprintln(&out, "acked lost (n1's own, after cut): writes n1 acknowledged to its own clients after the cut, under its lease, that its copy never received (the replication stream was cut too); a failover loses these by design")
+	fmt.Fprintln(&out, "acked lost (n1's own, after cut): writes n1 acknowledged to its own clients after the cut, under its lease, that its copy never received (the replication stream was cut too): n1 holds each until its copy has it or the router records the copy behind, neither of which can happen here, so it answers them 500 unknown once its lease lapses")
 	fmt.Fprintln(&out, "(before cut): the same for writes begun before the cut")
 	os.Stdout.Write(out.Bytes())
 	if cfg.out != "" {
