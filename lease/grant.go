@@ -39,6 +39,10 @@ type Grant struct {
 	// copy behind, and no failover promotes it unforced). Sent with
 	// Tenants only.
 	InStep []string `json:"in_step,omitempty"`
+	// Replicas names, for each tenant of the list with a replica, the
+	// replica's node: only a copy following under that name (its feed's
+	// copy=) counts as holding a write. Sent with Tenants only.
+	Replicas map[string]string `json:"replicas,omitempty"`
 	// Behind names the tenants of the list whose copy the directory
 	// records as behind, each with the seq the node asked it at: a write
 	// waiting since an ask at that seq or before is answered; the node
@@ -51,13 +55,14 @@ type Grant struct {
 // List is what a grant's list names: the tenants, and of them those whose
 // copy is in step and those whose copy is behind.
 type List struct {
-	Tenants []string
-	InStep  []string
-	Behind  map[string]uint64
+	Tenants  []string
+	InStep   []string
+	Behind   map[string]uint64
+	Replicas map[string]string
 }
 
 // ID is the list's id.
-func (l List) ID() string { return listID(l.Tenants, l.InStep, l.Behind) }
+func (l List) ID() string { return listID(l.Tenants, l.InStep, l.Behind, l.Replicas) }
 
 // Equal says whether two lists name the same tenants alike.
 func (l List) Equal(o List) bool { return l.ID() == o.ID() }
@@ -101,9 +106,9 @@ func (g Grant) Validate() error {
 		return fmt.Errorf("%w: lease of %d ms", ErrBadGrant, g.MS)
 	case g.List == "":
 		return fmt.Errorf("%w: no list id", ErrBadGrant)
-	case g.Tenants != nil && listID(g.Tenants, g.InStep, g.Behind) != g.List:
+	case g.Tenants != nil && listID(g.Tenants, g.InStep, g.Behind, g.Replicas) != g.List:
 		return fmt.Errorf("%w: list id %s is not its list's", ErrBadGrant, g.List)
-	case g.Tenants == nil && (g.InStep != nil || g.Behind != nil):
+	case g.Tenants == nil && (g.InStep != nil || g.Behind != nil || g.Replicas != nil):
 		return fmt.Errorf("%w: copies' steps sent without the tenant list", ErrBadGrant)
 	}
 	return nil
@@ -111,23 +116,27 @@ func (g Grant) Validate() error {
 
 // ListID is the id of a tenant list: a digest of its sorted, distinct names,
 // so two lists have one id exactly when they name the same tenants.
-func ListID(tenants []string) string { return listID(tenants, nil, nil) }
+func ListID(tenants []string) string { return listID(tenants, nil, nil, nil) }
 
 // listID digests a list with its copies' steps: the tenants' names as
-// ListID has them, then, only when not empty, the in-step and the behind
-// names each after a marker no name holds.
-func listID(tenants, inStep []string, behind map[string]uint64) string {
+// ListID has them, then, only when not empty, the in-step names, the
+// behind ones with their seqs and the replicas' names, each part after a
+// marker no name holds.
+func listID(tenants, inStep []string, behind map[string]uint64, replicas map[string]string) string {
 	var b strings.Builder
-	var marked []string
+	var marked, named []string
 	for t, seq := range behind {
 		marked = append(marked, t+"@"+strconv.FormatUint(seq, 10))
 	}
-	for i, part := range [][]string{tenants, inStep, marked} {
+	for t, r := range replicas {
+		named = append(named, t+"="+r)
+	}
+	for i, part := range [][]string{tenants, inStep, marked, named} {
 		if i > 0 {
 			if len(part) == 0 {
 				continue
 			}
-			b.WriteString([]string{"", "\x00in_step\n", "\x00behind\n"}[i])
+			b.WriteString([]string{"", "\x00in_step\n", "\x00behind\n", "\x00replicas\n"}[i])
 		}
 		names := slices.Clone(part)
 		slices.Sort(names)

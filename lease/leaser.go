@@ -278,7 +278,8 @@ func (l *Leaser) SetTenants(node string, tenants []string) {
 
 // SetList is SetTenants with the copies' steps.
 func (l *Leaser) SetList(node string, list List) {
-	list = List{Tenants: slices.Clone(list.Tenants), InStep: slices.Clone(list.InStep), Behind: maps.Clone(list.Behind)}
+	list = List{Tenants: slices.Clone(list.Tenants), InStep: slices.Clone(list.InStep),
+		Behind: maps.Clone(list.Behind), Replicas: maps.Clone(list.Replicas)}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch {

@@ -632,7 +632,7 @@ func (r *reportingNet) Send(ctx context.Context, node string, g Grant) (Answer, 
 	r.mu.Lock()
 	asking, l := r.asking, r.lease[node]
 	r.mu.Unlock()
-	if inStep, _, _ := l.Step("t"); err == nil && asking && inStep {
+	if l.Step("t").InStep && err == nil && asking {
 		a.Behind = map[string]uint64{"t": 7}
 	}
 	return a, err
@@ -671,16 +671,16 @@ func TestLeaserCopiesStepsAndReports(t *testing.T) {
 		}
 		synctest.Wait()
 		node := net.lease["n1"]
-		if in, behind, _ := node.Step("t"); !in || behind {
-			t.Fatalf("first list: in step %v, behind %v", in, behind)
+		if st := node.Step("t"); !st.InStep || st.Behind {
+			t.Fatalf("first list: %+v", st)
 		}
 		net.mu.Lock()
 		net.asking = true
 		net.mu.Unlock()
 		time.Sleep(5 * time.Second) // answers at 1 s, 2 s, 3 s, 4 s ask
 		synctest.Wait()
-		if in, behind, at := node.Step("t"); in || !behind || at != 7 {
-			t.Fatalf("after the report: in step %v, behind %v", in, behind)
+		if st := node.Step("t"); st.InStep || !st.Behind || st.At != 7 {
+			t.Fatalf("after the report: %+v", st)
 		}
 		mu.Lock()
 		defer mu.Unlock()
@@ -708,7 +708,10 @@ func TestListIDCoversSteps(t *testing.T) {
 	in := List{Tenants: []string{"a", "b"}, InStep: []string{"a"}}
 	behind := List{Tenants: []string{"a", "b"}, Behind: map[string]uint64{"a": 3}}
 	later := List{Tenants: []string{"a", "b"}, Behind: map[string]uint64{"a": 4}}
-	if in.ID() == plain.ID() || behind.ID() == plain.ID() || in.ID() == behind.ID() || later.ID() == behind.ID() {
+	named := List{Tenants: []string{"a", "b"}, InStep: []string{"a"}, Replicas: map[string]string{"a": "n2"}}
+	other := List{Tenants: []string{"a", "b"}, InStep: []string{"a"}, Replicas: map[string]string{"a": "n3"}}
+	if in.ID() == plain.ID() || behind.ID() == plain.ID() || in.ID() == behind.ID() || later.ID() == behind.ID() ||
+		named.ID() == in.ID() || named.ID() == other.ID() {
 		t.Fatal("steps do not change the id")
 	}
 	g := Grant{Router: "r", N: 2, Ack: 1, MS: 1000, Tenants: in.Tenants, InStep: in.InStep, List: in.ID()}

@@ -54,6 +54,7 @@ type NodeLease struct {
 	tenants []string          // guarded by mu: sorted list the lease names
 	inStep  []string          // guarded by mu: sorted, of tenants: copy in step
 	behind  map[string]uint64 // guarded by mu: of tenants: copy behind, asked at
+	replica map[string]string // guarded by mu: of tenants: the replica's node
 	listID  string            // guarded by mu: id of tenants ("" before any)
 	ranBy   string            // guarded by mu: router whose grant last ran a lease
 }
@@ -135,6 +136,7 @@ func (l *NodeLease) takeLocked(now time.Duration, g Grant) {
 		l.tenants = slices.Compact(slices.Sorted(slices.Values(g.Tenants)))
 		l.inStep = slices.Compact(slices.Sorted(slices.Values(g.InStep)))
 		l.behind = maps.Clone(g.Behind)
+		l.replica = maps.Clone(g.Replicas)
 		l.listID = g.List
 	}
 	l.from = grantID{router: g.Router, term: g.Term, ack: g.Ack, n: g.N}
@@ -203,16 +205,28 @@ func (l *NodeLease) Writable(now time.Duration, tenant string) (ok bool, retryAf
 	return false, retry
 }
 
-// Step says how the list the node holds has tenant's copy: in step (a
-// write on it waits for a copy, however long, until a later list says
-// otherwise) or behind (the directory records the copy behind, asked at
-// seq at). Neither: the directory counts on no copy of it.
-func (l *NodeLease) Step(tenant string) (inStep, behind bool, at uint64) {
+// CopyStep is how the list a node holds has one tenant's copy.
+type CopyStep struct {
+	// InStep: a write on the tenant waits for its replica, however long,
+	// until a later list says otherwise.
+	InStep bool
+	// Behind: the directory records the replica behind, asked at At.
+	Behind bool
+	At     uint64
+	// Replica is the replica's node ("": any copy counts).
+	Replica string
+}
+
+// Step says how the list the node holds has tenant's copy. Neither in
+// step nor behind: the directory counts on no copy of it.
+func (l *NodeLease) Step(tenant string) CopyStep {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	_, inStep = slices.BinarySearch(l.inStep, tenant)
-	at, behind = l.behind[tenant]
-	return inStep, behind, at
+	var s CopyStep
+	_, s.InStep = slices.BinarySearch(l.inStep, tenant)
+	s.At, s.Behind = l.behind[tenant]
+	s.Replica = l.replica[tenant]
+	return s
 }
 
 // BehindList is the tenants the list the node holds has a copy behind of.
@@ -233,6 +247,8 @@ type Status struct {
 	List    string            `json:"list"`    // id of the list
 	InStep  []string          `json:"in_step"` // of the list: copy in step
 	Behind  map[string]uint64 `json:"behind"`  // of the list: copy behind, asked at
+	// Replicas: of the list, each tenant's replica node.
+	Replicas map[string]string `json:"replicas"`
 }
 
 // Status reports the lease at now.
@@ -240,12 +256,13 @@ func (l *NodeLease) Status(now time.Duration) Status {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := Status{
-		Term:    l.highest,
-		Tenants: slices.Clone(l.tenants),
-		LeftMS:  l.leftLocked(now).Milliseconds(),
-		List:    l.listID,
-		InStep:  slices.Clone(l.inStep),
-		Behind:  maps.Clone(l.behind),
+		Term:     l.highest,
+		Tenants:  slices.Clone(l.tenants),
+		LeftMS:   l.leftLocked(now).Milliseconds(),
+		List:     l.listID,
+		InStep:   slices.Clone(l.inStep),
+		Behind:   maps.Clone(l.behind),
+		Replicas: maps.Clone(l.replica),
 	}
 	for _, p := range []*[]string{&s.Tenants, &s.InStep} {
 		if *p == nil {
@@ -254,6 +271,9 @@ func (l *NodeLease) Status(now time.Duration) Status {
 	}
 	if s.Behind == nil {
 		s.Behind = map[string]uint64{}
+	}
+	if s.Replicas == nil {
+		s.Replicas = map[string]string{}
 	}
 	if l.hasFrom {
 		s.N, s.Router = l.from.n, l.from.router

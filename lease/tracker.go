@@ -60,6 +60,7 @@ type Tracker struct {
 	list     []string          // tenants the node should hold
 	inStep   []string          // of list: the copy is in step
 	behind   map[string]uint64 // of list: the copy is behind, asked at
+	replicas map[string]string // of list: each tenant's replica node
 	listID   string            // id of list with its copies' steps
 	nodeList string            // id of the list the node is known to hold
 	sendList bool              // the node asked for the list
@@ -107,10 +108,11 @@ func (t *Tracker) SetList(l List) {
 		return slices.Compact(slices.Sorted(slices.Values(names)))
 	}
 	t.list, t.inStep, t.behind = sorted(l.Tenants), sorted(l.InStep), maps.Clone(l.Behind)
+	t.replicas = maps.Clone(l.Replicas)
 	if t.list == nil {
 		t.list = []string{}
 	}
-	t.listID = listID(t.list, t.inStep, t.behind)
+	t.listID = listID(t.list, t.inStep, t.behind, t.replicas)
 }
 
 // Tenants is the list the node should hold.
@@ -130,7 +132,7 @@ func (t *Tracker) Next(now time.Duration) Grant {
 	}
 	if t.sendList || t.nodeList != t.listID {
 		g.Tenants = append([]string{}, t.list...) // never nil: nil means "unchanged"
-		g.InStep, g.Behind = slices.Clone(t.inStep), maps.Clone(t.behind)
+		g.InStep, g.Behind, g.Replicas = slices.Clone(t.inStep), maps.Clone(t.behind), maps.Clone(t.replicas)
 	}
 	t.next++
 	t.outstanding++

@@ -35,7 +35,11 @@ var errFeedEnded = errors.New("replication feed ended")
 // follows and whether it has heard a hello from that node since it was
 // told to follow it (what lets it be promoted whatever history it holds).
 type followState struct {
-	From    string    `json:"from"`
+	From string `json:"from"`
+	// As is the name this copy follows under (its node's name in the
+	// directory), sent with every feed request: a primary counts only the
+	// copy its lease list names as holding a write. Empty: unnamed.
+	As      string    `json:"as,omitempty"`
 	Heard   bool      `json:"heard"`
 	HeardAt time.Time `json:"heard_at,omitzero"`
 }
@@ -203,6 +207,9 @@ func (t *tenant) followOnce(ctx context.Context, from string) error {
 	defer watchdog.Stop()
 	u := strings.TrimSuffix(from, "/") + "/t/" + t.name + "/_replication?since=" +
 		strconv.FormatUint(since, 10) + "&history=" + strconv.FormatUint(t.db.History(), 10)
+	if st := t.follow.Load(); st != nil && st.As != "" {
+		u += "&copy=" + url.QueryEscape(st.As)
+	}
 	ackR, ackW := io.Pipe()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, ackR)
 	if err != nil {
@@ -438,9 +445,9 @@ func (r *registry) startFollowers() error {
 }
 
 // follow makes an open tenant's file a replica following from.
-func (r *registry) follow(t *tenant, from string) error {
+func (r *registry) follow(t *tenant, from, as string) error {
 	t.stopFollower()
-	st := &followState{From: from}
+	st := &followState{From: from, As: as}
 	if err := r.storeFollow(t.name, *st); err != nil {
 		return err
 	}
@@ -553,6 +560,7 @@ func (c *call) adminFollow(name string) {
 	}
 	var body struct {
 		From string `json:"from"`
+		As   string `json:"as"`
 	}
 	if err := json.Unmarshal(b, &body); err != nil {
 		c.fail(fmt.Errorf("%w: follow: %v", ErrBadRequest, err))
@@ -560,6 +568,10 @@ func (c *call) adminFollow(name string) {
 	}
 	if err := checkFrom(body.From); err != nil {
 		c.fail(err)
+		return
+	}
+	if body.As != "" && !validName(body.As) {
+		c.fail(fmt.Errorf("%w: follow: as %q is not a node name", ErrBadRequest, body.As))
 		return
 	}
 	if c.s.cfg.ReplicationToken == "" {
@@ -572,7 +584,7 @@ func (c *call) adminFollow(name string) {
 		return
 	}
 	defer c.s.reg.release(t)
-	if err := c.s.reg.follow(t, body.From); err != nil {
+	if err := c.s.reg.follow(t, body.From, body.As); err != nil {
 		c.fail(err)
 		return
 	}

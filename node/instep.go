@@ -34,9 +34,10 @@ type steps struct {
 	claimed map[string]bool
 	// changed is closed and replaced whenever a list is taken.
 	changed chan struct{}
-	// caughtUp says whether tenant's copy holds everything the tenant has
-	// durable and is waited for (the server sets it).
-	caughtUp func(tenant string) bool
+	// caughtUp says whether tenant's copy following as replica ("": any)
+	// holds everything the tenant has durable and is waited for (the
+	// server sets it).
+	caughtUp func(tenant, replica string) bool
 }
 
 func newSteps() *steps {
@@ -73,7 +74,7 @@ func (s *steps) report(l *lease.NodeLease) (map[string]uint64, []string) {
 	behindList := l.BehindList()
 	var caught []string
 	for _, t := range behindList {
-		if s.caughtUp != nil && s.caughtUp(t) {
+		if s.caughtUp != nil && s.caughtUp(t, l.Step(t).Replica) {
 			caught = append(caught, t)
 		}
 	}
@@ -93,14 +94,14 @@ func (s *steps) report(l *lease.NodeLease) (map[string]uint64, []string) {
 }
 
 // required says whether a write on tenant must wait for a copy however
-// long (until the list releases it), and returns the channel a list taken
-// closes.
-func (s *steps) required(l *lease.NodeLease, tenant string) (bool, <-chan struct{}) {
-	inStep, _, _ := l.Step(tenant)
+// long (until the list releases it), and which (the replica's node, ""
+// for any), and returns the channel a list taken closes.
+func (s *steps) required(l *lease.NodeLease, tenant string) (bool, string, <-chan struct{}) {
+	st := l.Step(tenant)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	_, asking := s.asking[tenant]
-	return inStep || asking || s.claimed[tenant], s.changed
+	return st.InStep || asking || s.claimed[tenant], st.Replica, s.changed
 }
 
 // ask asks for tenant's copy to be recorded behind, at seq, unless an ask
@@ -132,14 +133,14 @@ func (c *call) waitInStep(seq uint64, start time.Time) bool {
 	defer tick.Stop()
 	asked := false
 	for {
+		need, replica, changed := nl.steps.required(nl.lease, t.name)
 		t.mu.Lock()
-		held := t.anyCopyHoldsLocked(seq)
+		held := t.copyHoldsLocked(seq, replica)
 		acked := t.sentCh
 		t.mu.Unlock()
 		if held {
 			return true
 		}
-		need, changed := nl.steps.required(nl.lease, t.name)
 		if !need {
 			return false
 		}
@@ -164,24 +165,26 @@ func (c *call) waitInStep(seq uint64, start time.Time) bool {
 	}
 }
 
-// anyCopyHoldsLocked says whether some copy streaming from this file,
-// lagging or not, has acknowledged seq. Called with t.mu held.
-func (t *tenant) anyCopyHoldsLocked(seq uint64) bool {
+// copyHoldsLocked says whether a copy streaming from this file under the
+// name replica (any copy for ""), lagging or not, has acknowledged seq.
+// Called with t.mu held.
+func (t *tenant) copyHoldsLocked(seq uint64, replica string) bool {
 	for f := range t.feeds {
-		if f.acked >= seq {
+		if (replica == "" || f.copy == replica) && f.acked >= seq {
 			return true
 		}
 	}
 	return false
 }
 
-// copyCaughtUp says whether a copy streaming from this file holds all the
-// file had durable when its stream last caught up, and is waited for.
-func (t *tenant) copyCaughtUp() bool {
+// copyCaughtUp says whether a copy streaming from this file under the name
+// replica (any for "") holds all the file had durable when its stream
+// last caught up, and is waited for.
+func (t *tenant) copyCaughtUp(replica string) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for f := range t.feeds {
-		if !f.lagging && f.sentAll != noneSent && f.acked >= f.sentAll {
+		if (replica == "" || f.copy == replica) && !f.lagging && f.sentAll != noneSent && f.acked >= f.sentAll {
 			return true
 		}
 	}

@@ -22,7 +22,7 @@ func (g *leaseGrants) send(list *lease.List, id string) lease.Answer {
 	g.k++
 	gr := lease.Grant{Term: 1, Router: "r", N: g.k, Ack: g.k - 1, MS: 60000, List: id}
 	if list != nil {
-		gr.Tenants, gr.InStep, gr.Behind = list.Tenants, list.InStep, list.Behind
+		gr.Tenants, gr.InStep, gr.Behind, gr.Replicas = list.Tenants, list.InStep, list.Behind, list.Replicas
 		if gr.Tenants == nil {
 			gr.Tenants = []string{}
 		}
@@ -144,4 +144,52 @@ func TestInStepCopyHoldsWritesUntilRecordedBehind(t *testing.T) {
 		t.Fatal("the healed copy's ack did not answer the held write")
 	}
 	_ = ta
+}
+
+// Only the copy the list names counts as holding a write: a read replica
+// followed by hand, holding every write, does not stand in for the
+// directory's replica when that one is cut off.
+func TestInStepCountsOnlyTheNamedReplica(t *testing.T) {
+	var g *leaseGrants
+	plain := lease.List{Tenants: []string{"a"}}
+	a, b, p, ta, _ := copyThroughProxyAfter(t, func(c *Config) { c.Lease = true }, func(a *testNode) {
+		g = &leaseGrants{t: t, n: a}
+		g.send(&plain, "")
+		g.send(nil, plain.ID())
+	})
+	// b follows again under its directory name; c follows unnamed.
+	b.admin("POST", "tenants/a/follow", `{"from":"http://`+p.Addr()+`","as":"n2"}`)
+	c := startNode(t, func(c *Config) { withRepl(c); c.Sync = "60000" })
+	c.mkTenant("a")
+	c.admin("POST", "tenants/a/follow", `{"from":"`+a.url+`"}`)
+	eventually(t, 10*time.Second, "both copies stream and are waited for", func() bool {
+		open, waited := feedsWaitedFor(ta)
+		return open == 2 && waited == 2
+	})
+	named := lease.List{Tenants: []string{"a"}, InStep: []string{"a"}, Replicas: map[string]string{"a": "n2"}}
+	g.send(&named, "")
+	answeredSeq(t, a.q("a", `put c {name: "both"}`))
+
+	p.Cut()
+	write := pending(func() *resp { return a.q("a", `put c {name: "only c"}`) })
+	eventually(t, 3*replicaWait, "the node asks for n2 to be recorded behind", func() bool {
+		return g.send(nil, named.ID()).Behind["a"] > 0
+	})
+	select {
+	case r := <-write:
+		t.Fatalf("answered while only the unnamed copy held it: %d %s", r.Status, r.Body)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if got := count(c, "a"); got != `{"count":5}` {
+		t.Fatalf("the unnamed copy holds %s", got)
+	}
+	p.Heal()
+	select {
+	case r := <-write:
+		if r.Status != 200 {
+			t.Fatalf("answered once n2 holds it: %d %s", r.Status, r.Body)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("n2 back, the write is still held")
+	}
 }

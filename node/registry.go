@@ -220,7 +220,7 @@ func (r *registry) create(name string) error {
 		return err
 	}
 	defer r.release(t)
-	return r.follow(t, r.replicaOf)
+	return r.follow(t, r.replicaOf, "")
 }
 
 // installImage installs an image read from src as a new tenant.

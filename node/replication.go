@@ -102,6 +102,7 @@ func (c *call) replicationFeed() {
 	}
 	since, err1 := strconv.ParseUint(q.Get("since"), 10, 64)
 	hist, err2 := strconv.ParseUint(q.Get("history"), 10, 64)
+	copyName := q.Get("copy") // the name the copy follows under, if any
 	if err1 != nil || err2 != nil {
 		c.fail(fmt.Errorf("%w: since and history must be numbers", ErrBadRequest))
 		return
@@ -128,7 +129,7 @@ func (c *call) replicationFeed() {
 	if fw.frame(frameHello, hello) != nil {
 		return
 	}
-	if err := c.sendRecords(fw, since); err != nil {
+	if err := c.sendRecords(fw, since, copyName); err != nil {
 		if errors.Is(err, engine.ErrCursorGone) {
 			c.sendImage(fw)
 			return
@@ -161,6 +162,8 @@ const imageHangUp = 2 * time.Second
 // feed is one replication stream a primary sends: the seq its copy has
 // acknowledged as durable in its own file (guarded by tenant.mu).
 type feed struct {
+	// copy is the name the copy follows under ("": unnamed).
+	copy  string
 	acked uint64
 	// sentAll is where the stream last stood having sent all the tenant
 	// held durably: a lagging copy that acknowledges it has caught up.
@@ -180,8 +183,8 @@ const noneSent = math.MaxUint64
 // addFeed registers a stream whose copy holds since durably (a follower
 // syncs its file before it asks); the func drops it. Writes wait for a
 // copy from the moment it connects.
-func (t *tenant) addFeed(since uint64) (*feed, func()) {
-	f := &feed{acked: since, sentAll: noneSent}
+func (t *tenant) addFeed(since uint64, copyName string) (*feed, func()) {
+	f := &feed{acked: since, sentAll: noneSent, copy: copyName}
 	t.mu.Lock()
 	t.feeds[f] = struct{}{}
 	t.mu.Unlock()
@@ -368,10 +371,10 @@ func (t *tenant) readAcks(body io.Reader, f *feed) error {
 
 // sendRecords streams durable records after since until the copy goes,
 // the tenant ends or the node stops, and reads the copy's acks beside it.
-func (c *call) sendRecords(fw *frameWriter, since uint64) error {
+func (c *call) sendRecords(fw *frameWriter, since uint64, copyName string) error {
 	t, db := c.t, c.t.db
 	last := since
-	f, drop := t.addFeed(since)
+	f, drop := t.addFeed(since, copyName)
 	defer drop()
 	f.heardAt.Store(time.Now().UnixNano())
 	ctx, cancel := context.WithCancelCause(c.r.Context())

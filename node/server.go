@@ -82,9 +82,9 @@ func New(cfg Config) (*Server, error) {
 	s.reg.onStatements = s.countStatements
 	s.reg.stopping = s.stopping
 	s.reg.leaseGate = nl.gate
-	nl.steps.caughtUp = func(name string) bool {
+	nl.steps.caughtUp = func(name, replica string) bool {
 		t := s.reg.peek(name)
-		return t != nil && t.copyCaughtUp()
+		return t != nil && t.copyCaughtUp(replica)
 	}
 	s.reg.replToken, s.reg.replicaOf = cfg.ReplicationToken, cfg.ReplicaOf
 	s.reg.keepAlive = cfg.KeepAlive

@@ -270,6 +270,12 @@ func (l *leasing) listsLocked(v *global.View) map[string]lease.List {
 			continue
 		}
 		list.Tenants = append(list.Tenants, name)
+		if rec.Replica != "" {
+			if list.Replicas == nil {
+				list.Replicas = map[string]string{}
+			}
+			list.Replicas[name] = rec.Replica
+		}
 		switch {
 		case rec.ReplicaBehind > 0:
 			if list.Behind == nil {

@@ -160,7 +160,7 @@ func (rt *Router) rejoin(ctx context.Context, s *global.Store, n string, node gl
 			all = false
 			continue
 		}
-		if err := rt.nodes.follow(ctx, node, name, primary.Value); err != nil {
+		if err := rt.nodes.follow(ctx, node, n, name, primary.Value); err != nil {
 			rt.log.Warn("stale copy not told to follow", "tenant", name, "node", n, "primary", rec.Node, "err", err)
 			all = false
 			continue

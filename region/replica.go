@@ -93,9 +93,11 @@ func (c *nodeClient) replication(ctx context.Context, n global.Node, t string) (
 	return st, err
 }
 
-// follow has the node's file of t follow the node at from.
-func (c *nodeClient) follow(ctx context.Context, n global.Node, t string, from global.Node) error {
-	_, err := c.post(ctx, n, tenantPath(t)+"/follow", map[string]string{"from": nodeURL(from.Addr)}, nil, http.StatusOK)
+// follow has the node's file of t follow the node at from, as the node
+// named as (the name its primary's lease list gives the replica).
+func (c *nodeClient) follow(ctx context.Context, n global.Node, as, t string, from global.Node) error {
+	body := map[string]string{"from": nodeURL(from.Addr), "as": as}
+	_, err := c.post(ctx, n, tenantPath(t)+"/follow", body, nil, http.StatusOK)
 	return err
 }
 
@@ -286,7 +288,7 @@ func (rt *Router) addReplica(ctx context.Context, s *global.Store, name, target 
 	if err := rt.nodes.create(ctx, dst.Value, name); err != nil {
 		return fmt.Errorf("create a copy of %s on %s: %w", name, target, err)
 	}
-	if err := rt.nodes.follow(ctx, dst.Value, name, primary.Value); err != nil {
+	if err := rt.nodes.follow(ctx, dst.Value, target, name, primary.Value); err != nil {
 		return fmt.Errorf("copy of %s on %s: %w", name, target, err)
 	}
 	if err := rt.awaitCopy(ctx, dst.Value, name, at.Value.Lineage); err != nil {
@@ -368,7 +370,7 @@ func (rt *Router) afterMove(ctx context.Context, s *global.Store, name string) {
 		rt.log.Warn("copy not told to follow a moved tenant", "tenant", name, "err", err)
 		return
 	}
-	if err := rt.nodes.follow(ctx, dst.Value, name, primary.Value); err != nil {
+	if err := rt.nodes.follow(ctx, dst.Value, at.Value.Replica, name, primary.Value); err != nil {
 		rt.log.Warn("copy not told to follow a moved tenant", "tenant", name, "replica", at.Value.Replica, "err", err)
 	}
 }
