@@ -150,13 +150,22 @@ func (rt *Router) start(ctx context.Context) error {
 	if err := rt.wire(); err != nil {
 		return err
 	}
-	rt.startRepair()
+	if rt.mirroring() {
+		rt.repair.init() // nothing repairs here: the global tier does
+		m := newMirror(rt)
+		if err := m.register(rt.reg); err != nil {
+			return err
+		}
+		rt.wg.Go(func() { m.run(rt.ctx) })
+	} else {
+		rt.startRepair()
+	}
 	if !rt.cfg.Standby {
 		leading, err := rt.lead.claim(ctx)
 		if err != nil {
 			return err
 		}
-		if leading {
+		if leading && !rt.mirroring() {
 			rt.recoverInBackground()
 		}
 	}

@@ -44,6 +44,11 @@ type Config struct {
 	// a named node or region go to that region's nodes. Empty: the global
 	// tier, every region's nodes. --region.
 	Region string
+	// GlobalURLs, set on a region's leading router (with Region), are the
+	// global directory's etcd client URLs: the router mirrors the region's
+	// records from it into its own directory, which the region's routers
+	// forward from, and takes no change itself. --global.
+	GlobalURLs []string
 	// Standby never claims the lead on its own: it forwards, answers
 	// /_shard/ reads, and leads only once promoted. --standby.
 	Standby bool
@@ -106,6 +111,15 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 		return nil
 	})
 	fs.StringVar(&c.Region, "region", c.Region, "serve `REGION` (none: the global tier)")
+	fs.Func("global", "(a region's leading router) mirror the region from the global directory at `URLS` (comma-separated etcd client URLs)", func(v string) error {
+		c.GlobalURLs = nil
+		for _, u := range strings.Split(v, ",") {
+			if u = strings.TrimSpace(u); u != "" {
+				c.GlobalURLs = append(c.GlobalURLs, u)
+			}
+		}
+		return nil
+	})
 	fs.BoolVar(&c.Standby, "standby", c.Standby, "never claim the lead on its own; forward and wait for POST /_shard/promote")
 	fs.BoolVar(&c.Replicas, "replicas", c.Replicas, "give each tenant a replica on another node of its region")
 	fs.Var((*seconds)(&c.AutoFailover), "auto-failover", "lease each node for `S` seconds; fail over lost ones (0: never)")
@@ -145,6 +159,11 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: move timeout %v below the node timeout %v", ErrBadConfig, c.MoveTimeout, c.NodeTimeout)
 	case c.SizesParallel <= 0:
 		return fmt.Errorf("%w: sizes parallelism must be positive", ErrBadConfig)
+	case len(c.GlobalURLs) > 0 && c.Region == "":
+		return fmt.Errorf("%w: --global mirrors one region: name it with --region", ErrBadConfig)
+	case len(c.GlobalURLs) > 0 && (c.AutoFailover > 0 || c.Replicas):
+		return fmt.Errorf("%w: a router mirroring its region (--global) leases no node and places no replica: "+
+			"the global tier's leading router does (handing a region's leasing to its own directory is not built)", ErrBadConfig)
 	case c.AutoFailover < 0 || (c.AutoFailover > 0 && c.AutoFailover < 30*time.Millisecond):
 		return fmt.Errorf("%w: --auto-failover %v: at least 0.03 s, or 0", ErrBadConfig, c.AutoFailover)
 	}

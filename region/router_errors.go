@@ -80,6 +80,7 @@ var shardStatus = []struct {
 }{
 	{ErrUnauthorized, http.StatusUnauthorized},
 	{ErrNotLeader, http.StatusConflict},
+	{ErrMirrored, http.StatusConflict},
 	{ErrBadRequest, http.StatusBadRequest},
 	{global.ErrInvalidName, http.StatusBadRequest},
 	{global.ErrInvalidRecord, http.StatusBadRequest},

@@ -115,6 +115,9 @@ func (c *shardCall) only(m string, fn func()) {
 func (c *shardCall) change(what, tenant, node string, fn func(*global.Store) (int, any, error)) {
 	c.what = what
 	s, err := c.rt.lead.changes(c.r.Context())
+	if c.rt.mirroring() {
+		s, err = nil, c.rt.refuseMirrored()
+	}
 	code, body := 0, any(nil)
 	if err == nil {
 		code, body, err = fn(s)
@@ -205,7 +208,9 @@ func (c *shardCall) promote() {
 		c.fail(err)
 	} else {
 		cpJSON(c.w, code, map[string]any{"leader": c.rt.id, "term": term})
-		c.rt.recoverInBackground()
+		if !c.rt.mirroring() {
+			c.rt.recoverInBackground()
+		}
 	}
 	if aerr := c.rt.audit.record(c.rt.auditOf(c.r, "promote", "", "", err, code)); aerr != nil {
 		c.rt.log.Error("audit", "err", aerr)

@@ -40,6 +40,14 @@ func TestConfigValidateCP(t *testing.T) {
 		{"move below node timeout", func(c *Config) { c.MoveTimeout = time.Second }, ErrBadConfig},
 		{"no node timeout", func(c *Config) { c.NodeTimeout = 0 }, ErrBadConfig},
 		{"forward checked", func(c *Config) { c.Forward.UpstreamTimeout = 0 }, ErrBadConfig},
+		{"global mirrors a region", func(c *Config) { c.Region = "eu"; c.GlobalURLs = []string{"http://g:2379"} }, nil},
+		{"global without a region", func(c *Config) { c.GlobalURLs = []string{"http://g:2379"} }, ErrBadConfig},
+		{"global and leasing", func(c *Config) {
+			c.Region, c.GlobalURLs, c.AutoFailover = "eu", []string{"http://g:2379"}, time.Second
+		}, ErrBadConfig},
+		{"global and replicas", func(c *Config) {
+			c.Region, c.GlobalURLs, c.Replicas = "eu", []string{"http://g:2379"}, true
+		}, ErrBadConfig},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -64,7 +72,7 @@ func TestConfigFlagsCP(t *testing.T) {
 		"--etcd-dir", "/tmp/x", "--etcd-name", "m1", "--etcd-client-url", "http://127.0.0.1:1",
 		"--etcd-peer-url", "http://127.0.0.1:2", "--etcd-initial-cluster", "m1=http://127.0.0.1:2",
 		"--etcd-cluster-state", "existing", "--etcd-force-new-cluster",
-		"--directory", "http://a:1, http://b:2", "--region", "eu", "--standby",
+		"--directory", "http://a:1, http://b:2", "--region", "eu", "--global", "http://g:1,http://h:2", "--standby",
 		"--upstream-timeout", "4", "--idle-timeout", "2.5", "--audit", "/tmp/a.log", "--insecure"})
 	if err != nil {
 		t.Fatal(err)
@@ -75,6 +83,9 @@ func TestConfigFlagsCP(t *testing.T) {
 	want := "127.0.0.1:9000 tk r1 /tmp/x m1 http://127.0.0.1:1 http://127.0.0.1:2 existing true [http://a:1 http://b:2] eu true 4s 2.5s /tmp/a.log true"
 	if got != want {
 		t.Fatalf("flags:\n got %s\nwant %s", got, want)
+	}
+	if fmt.Sprint(c.GlobalURLs) != "[http://g:1 http://h:2]" {
+		t.Fatalf("global %v", c.GlobalURLs)
 	}
 	if c.Etcd.InitialCluster != "m1=http://127.0.0.1:2" {
 		t.Fatalf("initial cluster %q", c.Etcd.InitialCluster)

@@ -1,0 +1,126 @@
+package global
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"testing"
+)
+
+// The mirror copies exactly one region's records — its region record, its
+// nodes, the tenants on them and their quotas — and follows the global
+// directory as it changes: a tenant failed over or moved out of the
+// region leaves the copy, its quota with it; a node of another region is
+// never copied; the region directory's own meta records are never
+// touched. A fenced copy whose term moved on writes nothing.
+func TestMirrorCopiesOneRegion(t *testing.T) {
+	ctx := testCtx(t)
+	g, r := NewStore(NewMemory()), NewStore(NewMemory())
+	must := func(_ int64, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(g.Txn().
+		PutRegion(0, Region{Name: "eu", Leaser: LeaserGlobal}).
+		PutRegion(0, Region{Name: "us", Leaser: LeaserGlobal}).
+		PutNode("e1", 0, Node{Addr: "http://e1", Region: "eu"}).
+		PutNode("e2", 0, Node{Addr: "http://e2", Region: "eu"}).
+		PutNode("u1", 0, Node{Addr: "http://u1", Region: "us"}).
+		PutTenant("a", 0, Tenant{Node: "e1", State: StateActive, Replica: "e2"}).
+		PutTenant("b", 0, Tenant{Node: "u1", State: StateActive}).
+		PutQuota("a", 0, Quota{Rows: 10}).
+		PutQuota("b", 0, Quota{Rows: 20}).
+		PutLeaseRecord(0, 2000).
+		Commit(ctx))
+	must(r.Txn().PutTerm(0, 7).Commit(ctx))
+	m := Mirror{From: g.Directory(), Region: "eu"}
+	keys := func() []string {
+		t.Helper()
+		kvs, _, err := r.Directory().List(ctx, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, kv := range kvs {
+			out = append(out, kv.Key)
+		}
+		return out
+	}
+	sync := func() MirrorResult {
+		t.Helper()
+		fenced, _, err := r.Fence(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := m.Sync(ctx, fenced)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if res := sync(); res.Put != 6 || res.Deleted != 0 {
+		t.Fatalf("first sync: %+v", res)
+	}
+	want := []string{"meta/lease_record_ms", "meta/term", "nodes/e1", "nodes/e2", "quotas/a", "regions/eu", "tenants/a"}
+	if got := keys(); !slices.Equal(got, want) {
+		t.Fatalf("region directory holds %v, want %v", got, want)
+	}
+	if res := sync(); res.Put != 0 || res.Deleted != 0 {
+		t.Fatalf("a sync with nothing changed wrote %+v", res)
+	}
+	// a fails over onto e2 (still eu), then moves to u1; c is placed on e2.
+	a, err := g.GetTenant(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err = g.Failover(ctx, "a", a, "e2", 42)
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(g.Txn().PutTenant("c", 0, Tenant{Node: "e2", State: StateActive}).Commit(ctx))
+	if res := sync(); res.Put != 2 || res.Deleted != 0 {
+		t.Fatalf("after a failover and a new tenant: %+v", res)
+	}
+	got, err := r.GetTenant(ctx, "a")
+	if err != nil || got.Value.Node != "e2" || got.Value.FailedFrom != "e1" || got.Value.ForkedHistory != 42 {
+		t.Fatalf("a in the region directory: %+v %v", got, err)
+	}
+	a.Value.Node = "u1"
+	must(g.Txn().PutTenant("a", a.Rev, a.Value).Commit(ctx))
+	if res := sync(); res.Deleted != 2 {
+		t.Fatalf("a moved out of the region: %+v", res)
+	}
+	if got := keys(); !slices.Equal(got, []string{"meta/lease_record_ms", "meta/term", "nodes/e1", "nodes/e2", "regions/eu", "tenants/c"}) {
+		t.Fatalf("after the move out: %v", got)
+	}
+	// Many changes at once go in batches.
+	tx := g.Txn()
+	for i := range 2*mirrorBatch + 7 {
+		tx = tx.PutTenant(fmt.Sprintf("t%03d", i), 0, Tenant{Node: "e1", State: StateActive})
+	}
+	must(tx.Commit(ctx))
+	if res := sync(); res.Put != 2*mirrorBatch+7 {
+		t.Fatalf("batched: %+v", res)
+	}
+	// A copy fenced on a term that moved on writes nothing.
+	fenced, _, err := r.Fence(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	term, _ := r.Term(ctx)
+	must(r.Txn().PutTerm(term.Rev, 8).Commit(ctx))
+	must(g.Txn().PutTenant("d", 0, Tenant{Node: "e1", State: StateActive}).Commit(ctx))
+	if _, err := m.Sync(ctx, fenced); !errors.Is(err, ErrConflict) {
+		t.Fatalf("a deposed copy's sync: %v", err)
+	}
+	if _, err := r.GetTenant(ctx, "d"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a deposed copy wrote d: %v", err)
+	}
+	tenants, _, _ := r.ListTenants(ctx)
+	if n := len(tenants); n != 2*mirrorBatch+7+1 {
+		t.Fatalf("%d tenants in the region directory: %v", n, slices.Sorted(maps.Keys(tenants))[:3])
+	}
+}
