@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/fenec-go/fenec/global"
@@ -85,11 +86,56 @@ func (rt *Router) serveShard(w http.ResponseWriter, r *http.Request) {
 		default:
 			c.fail(ErrMethod)
 		}
+	case len(seg) == 1 && seg[0] == "regions":
+		c.only(http.MethodGet, c.listRegions)
 	case notBuilt(seg):
-		c.fail(fmt.Errorf("/_shard/%s: %w", strings.Join(seg, "/"), ErrNotBuilt))
+		c.fail(fmt.Errorf("/_shard/%s: %w: handing a region's leasing to its own directory is not built; "+
+			"the global tier's leading router leases every node (GET /_shard/regions says so)", strings.Join(seg, "/"), ErrNotBuilt))
 	default:
 		c.fail(ErrNoRoute)
 	}
+}
+
+// regionEntry is a region as GET /_shard/regions lists it.
+type regionEntry struct {
+	Name string `json:"name"`
+	// Leaser is who leases its nodes: "global" (the only leaser built).
+	Leaser string `json:"leaser"`
+	Nodes  int    `json:"nodes"`
+	// Mirrored: this router serves the region from its own copy (--global).
+	Mirrored bool `json:"mirrored,omitempty"`
+}
+
+// listRegions answers every region the directory names (by a region
+// record or a node recorded in it) and who leases it.
+func (c *shardCall) listRegions() {
+	v, err := c.view()
+	if err != nil {
+		c.fail(err)
+		return
+	}
+	byName := map[string]*regionEntry{}
+	entry := func(name string) *regionEntry {
+		if byName[name] == nil {
+			byName[name] = &regionEntry{Name: name, Leaser: global.LeaserGlobal,
+				Mirrored: c.rt.mirroring() && name == c.rt.cfg.Region}
+		}
+		return byName[name]
+	}
+	for name, r := range v.Regions() {
+		if r.Leaser != "" {
+			entry(name).Leaser = r.Leaser
+		}
+	}
+	for _, n := range v.Nodes() {
+		entry(n.Region).Nodes++
+	}
+	out := []regionEntry{}
+	for _, e := range byName {
+		out = append(out, *e)
+	}
+	slices.SortFunc(out, func(a, b regionEntry) int { return cmpString(a.Name, b.Name) })
+	cpJSON(c.w, http.StatusOK, out)
 }
 
 // notBuilt reports the API's routes this router does not serve yet.

@@ -45,6 +45,25 @@ func TestRegionForwardsFromItsCopy(t *testing.T) {
 			t.Fatalf("another region's tenant through %s: %s", r.Name, res)
 		}
 	}
+	for _, r := range []*cluster.Router{g, local} {
+		var regions []struct {
+			Name     string `json:"name"`
+			Leaser   string `json:"leaser"`
+			Nodes    int    `json:"nodes"`
+			Mirrored bool   `json:"mirrored"`
+		}
+		res := r.Client().Do("GET", "/_shard/regions", nil)
+		if res.Status != 200 || json.Unmarshal(res.Body, &regions) != nil {
+			t.Fatalf("regions through %s: %s", r.Name, res)
+		}
+		want := fmt.Sprintf("[{far global 1 false} {local global 1 %v}]", r == local)
+		if r == local {
+			want = "[{local global 1 true}]" // the copy holds its own region only
+		}
+		if got := fmt.Sprint(regions); got != want {
+			t.Fatalf("regions through %s: %s, want %s", r.Name, got, want)
+		}
+	}
 	res := local.Client().Do("PUT", "/_shard/tenants/x", map[string]any{"node": "n1"})
 	if res.Status != 409 || !strings.Contains(string(res.Body), "global tier") {
 		t.Fatalf("a change on the mirroring router: %s", res)
