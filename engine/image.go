@@ -30,6 +30,10 @@ const imageMagic = "FNI1"
 // maxImageItem bounds one length-prefixed item of an image.
 const maxImageItem = 1 << 30
 
+// itemTrust is the longest item length the image reader allocates for
+// before reading its bytes.
+const itemTrust = 1 << 20
+
 // snapshot is a still copy of the state an image writes: schemas copied,
 // documents by pointer (a stored doc never changes), graphs serialised.
 type snapshot struct {
@@ -167,6 +171,18 @@ func (ir *imageReader) item() ([]byte, error) {
 	}
 	if n > maxImageItem {
 		return nil, fmt.Errorf("image item of %d bytes", n)
+	}
+	if n > itemTrust && uint64(cap(ir.buf)) < n {
+		// A length past itemTrust is believed only as its bytes arrive: a
+		// damaged or cut-short image cannot make the reader allocate what
+		// it does not hold.
+		b := bytes.NewBuffer(ir.buf[:0])
+		got, err := b.ReadFrom(io.LimitReader(ir.br, int64(n)))
+		if err != nil || uint64(got) != n {
+			return nil, fmt.Errorf("%w: an item of %d bytes ends after %d (%v)", errShort, n, got, err)
+		}
+		ir.buf = b.Bytes()
+		return ir.buf, nil
 	}
 	if uint64(cap(ir.buf)) < n {
 		ir.buf = make([]byte, n)

@@ -1,13 +1,16 @@
 package engine
 
 import (
+	"bufio"
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -377,4 +380,24 @@ func FuzzReadImage(f *testing.F) {
 	f.Fuzz(func(t *testing.T, p []byte) {
 		_, _ = readImage(bytes.NewReader(p), discardLogger())
 	})
+}
+
+// An image item claiming more bytes than follow is refused as cut short,
+// whatever it claims, without allocating what it claims.
+func TestImageItemLengthBelievedAsItArrives(t *testing.T) {
+	for _, claim := range []uint64{10, itemTrust + 1, maxImageItem} {
+		p := binary.AppendUvarint(nil, claim)
+		p = append(p, "only these bytes"...)
+		ir := &imageReader{br: bufio.NewReader(bytes.NewReader(p))}
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		_, err := ir.item()
+		runtime.ReadMemStats(&after)
+		if claim > 16 && !errors.Is(err, errShort) {
+			t.Fatalf("claim %d: %v", claim, err)
+		}
+		if grew := after.TotalAlloc - before.TotalAlloc; claim > itemTrust && grew > 4*itemTrust {
+			t.Fatalf("claim %d allocated %d bytes for 16 that came", claim, grew)
+		}
+	}
 }

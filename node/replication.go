@@ -2,6 +2,7 @@ package node
 
 import (
 	"bufio"
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/sha256"
@@ -468,9 +469,26 @@ func readFrame(br *bufio.Reader) (byte, []byte, error) {
 	if n > maxFrame {
 		return 0, nil, fmt.Errorf("replication frame of %d bytes", n)
 	}
+	if n > frameTrust {
+		// Believed only as its bytes arrive: a stream cut short (or a
+		// peer's bad length) allocates no more than came.
+		var b bytes.Buffer
+		got, err := b.ReadFrom(io.LimitReader(br, int64(n)))
+		if err == nil && got != int64(n) {
+			err = io.ErrUnexpectedEOF
+		}
+		if err != nil {
+			return 0, nil, err
+		}
+		return hdr[0], b.Bytes(), nil
+	}
 	buf := make([]byte, n)
 	if _, err := io.ReadFull(br, buf); err != nil {
 		return 0, nil, err
 	}
 	return hdr[0], buf, nil
 }
+
+// frameTrust is the longest frame length readFrame allocates for before
+// its bytes arrive.
+const frameTrust = 1 << 20
