@@ -411,12 +411,8 @@ func (l *leasing) failover(ctx context.Context, node string) {
 	delete(l.failing, node)
 	l.settled[node] = true
 	delete(l.lists, node) // set again, whatever it held
-	l.dirty = true
 	l.mu.Unlock()
-	l.sync()
-	l.mu.Lock()
-	lsr := l.leaser
-	l.mu.Unlock()
+	lsr := l.resync()
 	if lsr == nil {
 		return
 	}
@@ -489,16 +485,21 @@ func (l *leasing) reports(ctx context.Context, node string, behind map[string]ui
 	if rev > 0 {
 		l.rt.settleTo(ctx, rev)
 	}
+	if lsr := l.resync(); lsr != nil {
+		lsr.GrantNow(node)
+	}
+}
+
+// resync sets every list again from the directory and returns the
+// running Leaser (nil when not leasing).
+func (l *leasing) resync() *lease.Leaser {
 	l.mu.Lock()
 	l.dirty = true
 	l.mu.Unlock()
 	l.sync()
 	l.mu.Lock()
-	lsr := l.leaser
-	l.mu.Unlock()
-	if lsr != nil {
-		lsr.GrantNow(node)
-	}
+	defer l.mu.Unlock()
+	return l.leaser
 }
 
 // probeNodes asks nodes recorded without lease:true whether they take

@@ -101,30 +101,27 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.Insecure, "insecure", c.Insecure, "allow a non-loopback address with no token")
 	fs.StringVar(&c.ID, "id", c.ID, "this router's `NAME` in the leader record (default: host name and port)")
 	c.Etcd.AddFlags(fs)
-	fs.Func("directory", "use the existing etcd cluster at `URLS` (comma-separated) instead of embedding one", func(v string) error {
-		c.DirectoryURLs = nil
-		for _, u := range strings.Split(v, ",") {
-			if u = strings.TrimSpace(u); u != "" {
-				c.DirectoryURLs = append(c.DirectoryURLs, u)
-			}
-		}
-		return nil
-	})
+	fs.Func("directory", "use the existing etcd cluster at `URLS` (comma-separated) instead of embedding one", urlList(&c.DirectoryURLs))
 	fs.StringVar(&c.Region, "region", c.Region, "serve `REGION` (none: the global tier)")
-	fs.Func("global", "(a region's leading router) mirror the region from the global directory at `URLS` (comma-separated etcd client URLs)", func(v string) error {
-		c.GlobalURLs = nil
-		for _, u := range strings.Split(v, ",") {
-			if u = strings.TrimSpace(u); u != "" {
-				c.GlobalURLs = append(c.GlobalURLs, u)
-			}
-		}
-		return nil
-	})
+	fs.Func("global", "(a region's leading router) mirror the region from the global directory at `URLS` (comma-separated etcd client URLs)", urlList(&c.GlobalURLs))
 	fs.BoolVar(&c.Standby, "standby", c.Standby, "never claim the lead on its own; forward and wait for POST /_shard/promote")
 	fs.BoolVar(&c.Replicas, "replicas", c.Replicas, "give each tenant a replica on another node of its region")
 	fs.Var((*seconds)(&c.AutoFailover), "auto-failover", "lease each node for `S` seconds; fail over lost ones (0: never)")
 	c.Forward.AddFlags(fs)
 	fs.StringVar(&c.Audit, "audit", c.Audit, "append a JSON line for every change and refusal to `PATH`")
+}
+
+// urlList parses a comma-separated list of URLs into *dst.
+func urlList(dst *[]string) func(string) error {
+	return func(v string) error {
+		*dst = nil
+		for _, u := range strings.Split(v, ",") {
+			if u = strings.TrimSpace(u); u != "" {
+				*dst = append(*dst, u)
+			}
+		}
+		return nil
+	}
 }
 
 // Validate checks every field and how they fit together.

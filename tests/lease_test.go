@@ -29,8 +29,23 @@ const leaseSecs = "1"
 // as taking leases. Extra node flags go to both.
 func leasedPair(t *testing.T) (*cluster.Cluster, *cluster.Router, *cluster.Node, *cluster.Node) {
 	t.Helper()
+	return leasedPairWaiting(t, "5")
+}
+
+// leasedPairWaiting is leasedPair with the router's --upstream-timeout.
+func leasedPairWaiting(t *testing.T, upstream string) (*cluster.Cluster, *cluster.Router, *cluster.Node, *cluster.Node) {
+	t.Helper()
 	c := cluster.New(t)
-	r := c.StartRouter("router", cluster.RouterOptions{Args: []string{"--auto-failover", leaseSecs, "--upstream-timeout", "5"}})
+	r := c.StartRouter("router", cluster.RouterOptions{Args: []string{"--auto-failover", leaseSecs, "--upstream-timeout", upstream}})
+	n1, n2 := standbyPair(t, c, r)
+	return c, r, n1, n2
+}
+
+// standbyPair starts two --lease nodes under --sync always, records them
+// with r, which leases them, names n2 n1's standby, and waits until both
+// run leases.
+func standbyPair(t *testing.T, c *cluster.Cluster, r *cluster.Router) (*cluster.Node, *cluster.Node) {
+	t.Helper()
 	args := []string{"--lease", "--sync", "always", "--replication-token", replToken}
 	n1 := c.StartNode("n1", cluster.NodeOptions{Args: args})
 	n2 := c.StartNode("n2", cluster.NodeOptions{Args: args})
@@ -38,7 +53,7 @@ func leasedPair(t *testing.T) (*cluster.Cluster, *cluster.Router, *cluster.Node,
 	r.Register(n2)
 	wantStatus(t, r.Client().Do("PUT", "/_shard/nodes/n1", map[string]any{"standby": "n2"}), 201, "name n2 n1's standby")
 	waitLeased(t, r, "n1", "n2")
-	return c, r, n1, n2
+	return n1, n2
 }
 
 // waitLeased waits until the router records every named node as taking
@@ -436,15 +451,7 @@ func TestLeaseSilentNameDelaysNoOther(t *testing.T) {
 // the failover says why and what to do. The primary back, every answered
 // write is there, and the tenant takes writes again.
 func TestLeaseCopyBehindNotPromoted(t *testing.T) {
-	c := cluster.New(t)
-	r := c.StartRouter("router", cluster.RouterOptions{Args: []string{"--auto-failover", leaseSecs, "--upstream-timeout", "30"}})
-	args := []string{"--lease", "--sync", "always", "--replication-token", replToken}
-	n1 := c.StartNode("n1", cluster.NodeOptions{Args: args})
-	n2 := c.StartNode("n2", cluster.NodeOptions{Args: args})
-	r.Register(n1)
-	r.Register(n2)
-	wantStatus(t, r.Client().Do("PUT", "/_shard/nodes/n1", map[string]any{"standby": "n2"}), 201, "name n2 n1's standby")
-	waitLeased(t, r, "n1", "n2")
+	_, r, n1, n2 := leasedPairWaiting(t, "30") // a held write outlasts the usual 5 s
 	kvTenant(t, r, "lag", n1, 1)
 	caughtUp(t, "lag", n1, n2)
 	via := r.Client()
