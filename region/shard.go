@@ -160,9 +160,12 @@ func (c *shardCall) only(m string, fn func()) {
 // and records it (or its refusal) in the audit log.
 func (c *shardCall) change(what, tenant, node string, fn func(*global.Store) (int, any, error)) {
 	c.what = what
-	s, err := c.rt.lead.changes(c.r.Context())
+	var s *global.Store
+	var err error
 	if c.rt.mirroring() {
-		s, err = nil, c.rt.refuseMirrored()
+		err = c.rt.refuseMirrored() // refused before the lead is looked at
+	} else {
+		s, err = c.rt.lead.changes(c.r.Context())
 	}
 	code, body := 0, any(nil)
 	if err == nil {
