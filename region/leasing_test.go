@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/fenec-go/fenec/global"
+	"github.com/fenec-go/fenec/internal/testkit"
 	"github.com/fenec-go/fenec/lease"
 	"github.com/fenec-go/fenec/node"
 )
@@ -211,7 +212,7 @@ func TestAutoFailoverOfCutNodeCP(t *testing.T) {
 	if st, _ := a.write(t, "t1", 6000); st != http.StatusServiceUnavailable {
 		t.Fatalf("old primary took a write after the failover: %d", st)
 	}
-	if got := counterValue(t, r.rt.leasing.failovers.WithLabelValues(AutoFailoverDone)); got < 1 {
+	if got := testkit.CounterValue(t, r.rt.leasing.failovers.WithLabelValues(AutoFailoverDone)); got < 1 {
 		t.Fatalf("auto failovers done: %v", got)
 	}
 	var failedOver bool

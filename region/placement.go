@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/fenec-go/fenec/global"
+	"github.com/fenec-go/fenec/region/forward"
 )
 
 // viewPlacements is the forwarder's Placements over the router's Watcher:
@@ -20,12 +21,12 @@ import (
 type viewPlacements struct{ w *global.Watcher }
 
 // Lookup implements Placements.
-func (p viewPlacements) Lookup(tenant string) (Target, bool) {
+func (p viewPlacements) Lookup(tenant string) (forward.Target, bool) {
 	t, n, ok := p.w.Lookup(tenant)
 	if !ok {
-		return Target{}, false
+		return forward.Target{}, false
 	}
-	return Target{Node: t.Node, Addr: n.Addr}, true
+	return forward.Target{Node: t.Node, Addr: n.Addr}, true
 }
 
 // Ready implements Placements: the directory's first list has arrived.
@@ -42,20 +43,20 @@ func (p viewPlacements) Ready() bool {
 // has out to a node as soon as the directory shows a tenant failed over off
 // it. Every router runs it, leading or not; a move or a placement cuts
 // nothing.
-func cutOnFailover(w *global.Watcher, f *Forwarder, log *slog.Logger) func(global.TenantChange) {
+func cutOnFailover(w *global.Watcher, f *forward.Forwarder, log *slog.Logger) func(global.TenantChange) {
 	return func(c global.TenantChange) {
 		from, ok := c.FailedOver()
 		if !ok || c.New == nil {
 			return
 		}
-		tg := Target{Node: c.New.Node}
+		tg := forward.Target{Node: c.New.Node}
 		if v := w.View(); v != nil {
 			if n, ok := v.Node(c.New.Node); ok {
 				tg.Addr = n.Addr
 			}
 		}
 		log.Info("cut requests to a failed-over node", "node", from, "tenant", c.Name, "to", tg.Node)
-		f.Cut(from, map[string]Target{c.Name: tg})
+		f.Cut(from, map[string]forward.Target{c.Name: tg})
 	}
 }
 

@@ -51,6 +51,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/fenec-go/fenec/global"
+	"github.com/fenec-go/fenec/region/forward"
 )
 
 // Bounds of a cross-tenant read (POST /_shard/query).
@@ -277,7 +278,7 @@ func (c *shardCall) forwardRead(ctx context.Context, name string, body []byte, a
 	case ans.over:
 		return nil, fmt.Errorf("%w (%d bytes)", ErrAnswerTooLarge, maxTenantAnswer)
 	case aborted:
-		return nil, fmt.Errorf("%w: answer cut short", ErrBadAnswer)
+		return nil, fmt.Errorf("%w: answer cut short", forward.ErrBadAnswer)
 	case ans.code != http.StatusOK:
 		return nil, fmt.Errorf("answered %d: %s", ans.code, answerMessage(ans.body.Bytes()))
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/fenec-go/fenec/global"
+	"github.com/fenec-go/fenec/region/forward"
 )
 
 // startTimeout bounds the router's start: the directory coming up, the
@@ -44,7 +45,7 @@ type Router struct {
 	store    *global.Store        // unfenced reads
 	watcher  *global.Watcher      // the in-memory copy
 	unwatch  func()               // the cut trigger's subscription
-	fwd      *Forwarder           // /t/
+	fwd      *forward.Forwarder   // /t/
 	reg      *prometheus.Registry // every series of this router
 	metrics  *controlMetrics
 	nodes    *nodeClient
@@ -184,7 +185,7 @@ func (rt *Router) wire() error {
 	rt.lead = &leadership{id: rt.id, store: rt.store, watcher: rt.watcher, log: rt.log}
 	rt.reg = prometheus.NewRegistry()
 	rt.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	if rt.fwd, err = NewForwarder(rt.cfg.Forward, viewPlacements{rt.watcher}, rt.reg, rt.log); err != nil {
+	if rt.fwd, err = forward.New(rt.cfg.Forward, viewPlacements{rt.watcher}, rt.reg, rt.log); err != nil {
 		return err
 	}
 	if rt.metrics, err = newControlMetrics(rt.reg, rt.watcher); err != nil {
@@ -326,7 +327,7 @@ type requestIDKey struct{}
 // ServeHTTP routes the router's paths; every answer carries X-Request-Id.
 func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	id := r.Header.Get("X-Request-Id")
-	if !saneRequestID(id) {
+	if !forward.SaneRequestID(id) {
 		id = makeRequestID()
 		r.Header.Set("X-Request-Id", id)
 	}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/fenec-go/fenec/global"
+	"github.com/fenec-go/fenec/internal/flagx"
+	"github.com/fenec-go/fenec/region/forward"
 )
 
 // Config is one router's configuration (API.md §2). Build it with
@@ -54,7 +56,7 @@ type Config struct {
 	Standby bool
 
 	// Forward bounds the forwarding path (--upstream-timeout, --idle-timeout).
-	Forward ForwardConfig
+	Forward forward.Config
 	// NodeTimeout bounds one admin call to a node (a token check, sizes,
 	// create, delete, freeze, thaw). Default 10 s.
 	NodeTimeout time.Duration
@@ -87,7 +89,7 @@ func DefaultConfig() Config {
 		Listen:        "127.0.0.1:7700",
 		Etcd:          global.DefaultEmbedConfig("data/shard"),
 		Prefix:        global.DefaultPrefix,
-		Forward:       DefaultForwardConfig(),
+		Forward:       forward.DefaultConfig(),
 		NodeTimeout:   10 * time.Second,
 		MoveTimeout:   30 * time.Minute,
 		SizesParallel: 8,
@@ -106,7 +108,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.Func("global", "(a region's leading router) mirror the region from the global directory at `URLS` (comma-separated etcd client URLs)", urlList(&c.GlobalURLs))
 	fs.BoolVar(&c.Standby, "standby", c.Standby, "never claim the lead on its own; forward and wait for POST /_shard/promote")
 	fs.BoolVar(&c.Replicas, "replicas", c.Replicas, "give each tenant a replica on another node of its region")
-	fs.Var((*seconds)(&c.AutoFailover), "auto-failover", "lease each node for `S` seconds; fail over lost ones (0: never)")
+	fs.Var((*flagx.Seconds)(&c.AutoFailover), "auto-failover", "lease each node for `S` seconds; fail over lost ones (0: never)")
 	c.Forward.AddFlags(fs)
 	fs.StringVar(&c.Audit, "audit", c.Audit, "append a JSON line for every change and refusal to `PATH`")
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/fenec-go/fenec/global"
+	"github.com/fenec-go/fenec/region/forward"
 )
 
 // Sentinel errors of the router's control plane (/_shard/, moves, the
@@ -44,6 +45,17 @@ var (
 	ErrSameNode = errors.New("tenant is already on that node")
 	// ErrInsecure: a non-loopback listener with no token and no --insecure.
 	ErrInsecure = errors.New("non-loopback listener with no token (use --token or --insecure)")
+)
+
+// Sentinels of the forwarding path the control plane answers with too:
+// the same values, so errors.Is holds across the two tiers.
+var (
+	// ErrUnknownTenant: no placement names the tenant.
+	ErrUnknownTenant = forward.ErrUnknownTenant
+	// ErrNotReady: the router's placements have not arrived yet.
+	ErrNotReady = forward.ErrNotReady
+	// ErrBadConfig: a configuration value is out of range.
+	ErrBadConfig = forward.ErrBadConfig
 )
 
 // heldError says which operation holds a tenant; it is global.ErrHeld.

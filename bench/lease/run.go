@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fenec-go/fenec/region"
+	"github.com/fenec-go/fenec/region/forward"
 )
 
 // ack is one write acknowledged to its client.
@@ -94,8 +94,8 @@ func oneRun(cfg config, l time.Duration) (result, error) {
 	}
 	res := result{
 		lapsed:    <-lapsed,
-		cutResent: after[region.CutResent] - before[region.CutResent],
-		cut502:    after[region.CutFailed502] - before[region.CutFailed502],
+		cutResent: after[forward.CutResent] - before[forward.CutResent],
+		cut502:    after[forward.CutFailed502] - before[forward.CutFailed502],
 	}
 	for i, tr := range runs {
 		t := tenantName(i)

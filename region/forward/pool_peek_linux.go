@@ -1,6 +1,6 @@
 //go:build linux
 
-package region
+package forward
 
 import (
 	"unsafe"

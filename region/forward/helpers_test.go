@@ -1,4 +1,4 @@
-package region
+package forward
 
 import (
 	"bufio"
@@ -14,7 +14,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
+
+	"github.com/fenec-go/fenec/internal/testkit"
 )
 
 // fakePlacements is a Placements a test sets by hand.
@@ -59,7 +60,7 @@ func (p *fakePlacements) setReady(r bool) {
 
 // fwdOpts changes a test forwarder's configuration or hooks.
 type fwdOpts struct {
-	cfg  func(*ForwardConfig)
+	cfg  func(*Config)
 	dial dialFunc
 	now  func() time.Time
 }
@@ -74,7 +75,7 @@ type testRouter struct {
 
 func newRouter(tb testing.TB, place Placements, o fwdOpts) *testRouter {
 	tb.Helper()
-	cfg := DefaultForwardConfig()
+	cfg := DefaultConfig()
 	if o.cfg != nil {
 		o.cfg(&cfg)
 	}
@@ -94,15 +95,15 @@ func newRouter(tb testing.TB, place Placements, o fwdOpts) *testRouter {
 }
 
 func (tr *testRouter) cuts(tb testing.TB, outcome string) float64 {
-	return counterValue(tb, tr.f.metrics.cuts.WithLabelValues(outcome))
+	return testkit.CounterValue(tb, tr.f.metrics.cuts.WithLabelValues(outcome))
 }
 
 func (tr *testRouter) requests(tb testing.TB, rt, code string) float64 {
-	return counterValue(tb, tr.f.metrics.requests.WithLabelValues(rt, code))
+	return testkit.CounterValue(tb, tr.f.metrics.requests.WithLabelValues(rt, code))
 }
 
 func (tr *testRouter) upstreamErrors(tb testing.TB, node string) float64 {
-	return counterValue(tb, tr.f.metrics.upstream.WithLabelValues(node))
+	return testkit.CounterValue(tb, tr.f.metrics.upstream.WithLabelValues(node))
 }
 
 // client returns a keep-alive client that the test cleans up.
@@ -384,15 +385,6 @@ func newReq(tb testing.TB, ctx context.Context, method, url string, body []byte,
 		req.Header.Set(k, v)
 	}
 	return req
-}
-
-func counterValue(tb testing.TB, c prometheus.Counter) float64 {
-	tb.Helper()
-	var m dto.Metric
-	if err := c.Write(&m); err != nil {
-		tb.Fatal(err)
-	}
-	return m.GetCounter().GetValue()
 }
 
 // newRecorderRaw is an httptest node that runs h without reading the body

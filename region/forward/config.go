@@ -1,15 +1,16 @@
-package region
+package forward
 
 import (
 	"flag"
 	"fmt"
 	"net"
-	"strconv"
 	"time"
+
+	"github.com/fenec-go/fenec/internal/flagx"
 )
 
-// ForwardConfig bounds the forwarding path.
-type ForwardConfig struct {
+// Config bounds the forwarding path.
+type Config struct {
 	// UpstreamTimeout bounds a whole forwarded request, from its arrival
 	// to the end of its answer (a subscription's stream once begun is not
 	// bounded). --upstream-timeout, default 60 s.
@@ -31,9 +32,9 @@ type ForwardConfig struct {
 	Resolver string
 }
 
-// DefaultForwardConfig returns the defaults API.md names.
-func DefaultForwardConfig() ForwardConfig {
-	return ForwardConfig{
+// DefaultConfig returns the defaults API.md names.
+func DefaultConfig() Config {
+	return Config{
 		UpstreamTimeout: 60 * time.Second,
 		IdleTimeout:     50 * time.Second,
 		DialTimeout:     time.Second,
@@ -43,7 +44,7 @@ func DefaultForwardConfig() ForwardConfig {
 }
 
 // Validate checks each field and how they fit together.
-func (c ForwardConfig) Validate() error {
+func (c Config) Validate() error {
 	switch {
 	case c.UpstreamTimeout <= 0:
 		return fmt.Errorf("%w: upstream timeout must be positive", ErrBadConfig)
@@ -68,27 +69,8 @@ func (c ForwardConfig) Validate() error {
 
 // AddFlags registers --upstream-timeout and --idle-timeout (seconds), and
 // --resolver.
-func (c *ForwardConfig) AddFlags(fs *flag.FlagSet) {
+func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Resolver, "resolver", c.Resolver, "look node names up at the DNS server `HOST:PORT` (default: the system's way)")
-	fs.Var((*seconds)(&c.UpstreamTimeout), "upstream-timeout", "bound on a forwarded request, in seconds")
-	fs.Var((*seconds)(&c.IdleTimeout), "idle-timeout", "drop a pooled node connection idle this many seconds")
-}
-
-// seconds is a duration flag given in (possibly fractional) seconds.
-type seconds time.Duration
-
-func (s *seconds) String() string {
-	if s == nil {
-		return "0"
-	}
-	return strconv.FormatFloat(time.Duration(*s).Seconds(), 'f', -1, 64)
-}
-
-func (s *seconds) Set(v string) error {
-	f, err := strconv.ParseFloat(v, 64)
-	if err != nil || f < 0 {
-		return fmt.Errorf("%w: %q is not a number of seconds", ErrBadConfig, v)
-	}
-	*s = seconds(f * float64(time.Second))
-	return nil
+	fs.Var((*flagx.Seconds)(&c.UpstreamTimeout), "upstream-timeout", "bound on a forwarded request, in seconds")
+	fs.Var((*flagx.Seconds)(&c.IdleTimeout), "idle-timeout", "drop a pooled node connection idle this many seconds")
 }

@@ -1,4 +1,4 @@
-package region
+package forward
 
 import (
 	"bytes"
@@ -102,7 +102,7 @@ func TestLeaseRefusalNonLeadingBoundedByLease(t *testing.T) {
 func TestLeaseRefusalNonLeadingStopsWhenClientLeaves(t *testing.T) {
 	node, tries := refusingNode(t, func(int64) bool { return true })
 	place := newPlacements(map[string]Target{"acme": {Node: "n2", Addr: node.addr()}})
-	r := newRouter(t, place, fwdOpts{cfg: func(c *ForwardConfig) { c.UpstreamTimeout = time.Hour }})
+	r := newRouter(t, place, fwdOpts{cfg: func(c *Config) { c.UpstreamTimeout = time.Hour }})
 	r.f.SetLeaseRetry(&fakeLease{lease: 2 * time.Hour})
 	ended := make(chan struct{})
 	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {

@@ -1,4 +1,4 @@
-package region
+package forward
 
 import (
 	"bufio"
@@ -57,8 +57,8 @@ func routeOf(rest string) route {
 	return routeOther
 }
 
-// saneRequestID accepts a client's X-Request-Id of 1–128 visible ASCII bytes.
-func saneRequestID(s string) bool {
+// SaneRequestID accepts a client's X-Request-Id of 1–128 visible ASCII bytes.
+func SaneRequestID(s string) bool {
 	if len(s) == 0 || len(s) > 128 {
 		return false
 	}

@@ -1,9 +1,9 @@
-package region
+package forward
 
 import "errors"
 
-// Sentinel errors of the router. The forwarding path maps them to statuses
-// in one table (forwardStatus in forward_errors.go).
+// Sentinel errors of the forwarding path. They map to statuses in one
+// table (forwardStatus in status.go).
 var (
 	// ErrBadTenant: the target's tenant segment is not [a-z0-9_-]{1,64}.
 	ErrBadTenant = errors.New("tenant name must be [a-z0-9_-]{1,64}")
@@ -30,6 +30,7 @@ var (
 	ErrNotSent = errors.New("request could not be sent to the node")
 	// ErrClosed: the forwarder has been closed.
 	ErrClosed = errors.New("forwarder is closed")
-	// ErrBadConfig: a configuration value is out of range.
+	// ErrBadConfig: a configuration value is out of range. The router's
+	// own configuration refuses with it too (region.ErrBadConfig is it).
 	ErrBadConfig = errors.New("bad router configuration")
 )

@@ -1,4 +1,4 @@
-package region
+package forward
 
 import (
 	"bytes"
@@ -39,7 +39,7 @@ const maxAttempts = 8
 // Forwarder is the http.Handler for /t/<tenant>/...: it sends each request
 // to the tenant's node byte for byte and passes the answer back.
 //
-// Wiring, for the control plane: NewForwarder over its Placements and the
+// Wiring, for the control plane: New over its Placements and the
 // router's registry; mount it on "/t/"; SetLeaseRetry once leasing runs;
 // call Cut(node, {tenant: new target}) as soon as the directory shows
 // tenants failed over off node (on every router, leading or not; never for
@@ -47,7 +47,7 @@ const maxAttempts = 8
 // (a middleware's or the client's) is passed on; otherwise one is made
 // for the node.
 type Forwarder struct {
-	cfg     ForwardConfig
+	cfg     Config
 	place   Placements
 	log     *slog.Logger
 	metrics *forwardMetrics
@@ -63,15 +63,15 @@ type Forwarder struct {
 	closeOnce sync.Once
 }
 
-// NewForwarder returns a forwarder over place, registering its metrics with
+// New returns a forwarder over place, registering its metrics with
 // reg (nil: not registered) and logging to log (nil: discarded). Close it.
-func NewForwarder(cfg ForwardConfig, place Placements, reg prometheus.Registerer, log *slog.Logger) (*Forwarder, error) {
+func New(cfg Config, place Placements, reg prometheus.Registerer, log *slog.Logger) (*Forwarder, error) {
 	return newForwarder(cfg, place, reg, log, nil, nil)
 }
 
 // newForwarder lets tests hold a dial open or move the clock (nil: the
 // real ones).
-func newForwarder(cfg ForwardConfig, place Placements, reg prometheus.Registerer, log *slog.Logger, dial dialFunc, now func() time.Time) (*Forwarder, error) {
+func newForwarder(cfg Config, place Placements, reg prometheus.Registerer, log *slog.Logger, dial dialFunc, now func() time.Time) (*Forwarder, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -257,7 +257,7 @@ func (x *exchange) classify() {
 		}
 	}
 	x.requestID = nil
-	if v := h["X-Request-Id"]; len(v) == 1 && saneRequestID(v[0]) {
+	if v := h["X-Request-Id"]; len(v) == 1 && SaneRequestID(v[0]) {
 		return
 	}
 	x.requestID = newRequestID(&x.idBuf)

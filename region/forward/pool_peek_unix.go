@@ -1,6 +1,6 @@
 //go:build unix
 
-package region
+package forward
 
 import (
 	"net"

@@ -1,4 +1,4 @@
-package region
+package forward
 
 import (
 	"fmt"
@@ -92,7 +92,7 @@ func (d *discardWriter) WriteHeader(int)             {}
 func BenchmarkForwardHandler(b *testing.B) {
 	node := benchNode(b)
 	place := newPlacements(map[string]Target{"acme": {Node: "n1", Addr: node.URL}})
-	f, err := NewForwarder(DefaultForwardConfig(), place, nil, nil)
+	f, err := New(DefaultConfig(), place, nil, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package region
+package forward
 
 import (
 	"errors"
@@ -59,8 +59,8 @@ func TestHeaderRules(t *testing.T) {
 		}
 	}
 	for id, want := range map[string]bool{"abc-1.2": true, "": false, "has space": false, "é": false} {
-		if got := saneRequestID(id); got != want {
-			t.Errorf("saneRequestID(%q) = %v", id, got)
+		if got := SaneRequestID(id); got != want {
+			t.Errorf("SaneRequestID(%q) = %v", id, got)
 		}
 	}
 	for s, want := range map[string]int64{"0": 0, "5000": 5000, "-1": -1, "1e3": -1, "": -1} {
@@ -75,26 +75,26 @@ func TestHeaderRules(t *testing.T) {
 }
 
 func TestForwardConfig(t *testing.T) {
-	if err := DefaultForwardConfig().Validate(); err != nil {
+	if err := DefaultConfig().Validate(); err != nil {
 		t.Fatal(err)
 	}
-	bad := []func(*ForwardConfig){
-		func(c *ForwardConfig) { c.UpstreamTimeout = 0 },
-		func(c *ForwardConfig) { c.IdleTimeout = -1 },
-		func(c *ForwardConfig) { c.DialTimeout = 0 },
-		func(c *ForwardConfig) { c.DialTimeout = 2 * c.UpstreamTimeout },
-		func(c *ForwardConfig) { c.MaxBodyBytes = 0 },
-		func(c *ForwardConfig) { c.MaxIdlePerNode = -1 },
-		func(c *ForwardConfig) { c.Resolver = "10.0.0.2" }, // no port
+	bad := []func(*Config){
+		func(c *Config) { c.UpstreamTimeout = 0 },
+		func(c *Config) { c.IdleTimeout = -1 },
+		func(c *Config) { c.DialTimeout = 0 },
+		func(c *Config) { c.DialTimeout = 2 * c.UpstreamTimeout },
+		func(c *Config) { c.MaxBodyBytes = 0 },
+		func(c *Config) { c.MaxIdlePerNode = -1 },
+		func(c *Config) { c.Resolver = "10.0.0.2" }, // no port
 	}
 	for i, mut := range bad {
-		c := DefaultForwardConfig()
+		c := DefaultConfig()
 		mut(&c)
 		if err := c.Validate(); !errors.Is(err, ErrBadConfig) {
 			t.Errorf("case %d: %v", i, err)
 		}
 	}
-	c := DefaultForwardConfig()
+	c := DefaultConfig()
 	fs := flag.NewFlagSet("x", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	c.AddFlags(fs)

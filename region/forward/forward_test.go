@@ -1,4 +1,4 @@
-package region
+package forward
 
 import (
 	"bufio"
@@ -210,7 +210,7 @@ func TestRouterOwnStatuses(t *testing.T) {
 func TestBodyTooLarge(t *testing.T) {
 	node := newRecorder(t, nil)
 	place := newPlacements(map[string]Target{"acme": {Node: "n1", Addr: node.addr()}})
-	r := newRouter(t, place, fwdOpts{cfg: func(c *ForwardConfig) { c.MaxBodyBytes = 100 }})
+	r := newRouter(t, place, fwdOpts{cfg: func(c *Config) { c.MaxBodyBytes = 100 }})
 	resp, _ := do(t, client(t), "POST", r.url+"/t/acme/query", make([]byte, 101), nil)
 	if resp.StatusCode != 413 {
 		t.Fatalf("status %d, want 413", resp.StatusCode)
@@ -469,7 +469,7 @@ func TestDeadNodeFast502(t *testing.T) {
 		"dead": {Node: "n1", Addr: refused},
 		"lost": {Node: "n2", Addr: "blackhole:1"},
 	})
-	r := newRouter(t, place, fwdOpts{dial: hang, cfg: func(c *ForwardConfig) { c.DialTimeout = 200 * time.Millisecond }})
+	r := newRouter(t, place, fwdOpts{dial: hang, cfg: func(c *Config) { c.DialTimeout = 200 * time.Millisecond }})
 	c := client(t)
 	for _, tenant := range []string{"dead", "lost"} {
 		start := time.Now()
@@ -499,7 +499,7 @@ func TestUpstreamTimeout(t *testing.T) {
 	})
 	t.Cleanup(func() { close(release) })
 	place := newPlacements(map[string]Target{"acme": {Node: "n1", Addr: node.addr()}})
-	r := newRouter(t, place, fwdOpts{cfg: func(c *ForwardConfig) {
+	r := newRouter(t, place, fwdOpts{cfg: func(c *Config) {
 		c.UpstreamTimeout = 300 * time.Millisecond
 		c.DialTimeout = 100 * time.Millisecond
 	}})

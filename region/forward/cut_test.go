@@ -1,4 +1,4 @@
-package region
+package forward
 
 import (
 	"bufio"
@@ -152,7 +152,7 @@ func TestCutWhileConnecting(t *testing.T) {
 		var d net.Dialer
 		return d.DialContext(ctx, network, addr)
 	}
-	fx := newCutFixture(t, nil, fwdOpts{dial: hang, cfg: func(c *ForwardConfig) { c.DialTimeout = 50 * time.Second }})
+	fx := newCutFixture(t, nil, fwdOpts{dial: hang, cfg: func(c *Config) { c.DialTimeout = 50 * time.Second }})
 	fx.place.set("acme", Target{Node: "a", Addr: "lost:1"})
 	a := goDo(fx.c, newReq(t, context.Background(), "POST", fx.r.url+"/t/acme/query", []byte(`{}`), nil))
 	waitPhase(t, fx.r.f, "a", "acme", phaseConnecting)

@@ -1,6 +1,6 @@
 //go:build unix && !linux
 
-package region
+package forward
 
 import "golang.org/x/sys/unix"
 
