@@ -6,34 +6,15 @@ package region
 // The router runs the request's query, unread, on each named tenant (or
 // every tenant of its copy of the directory, by name, for "*") as POST
 // /t/<t>/query through its own forwarder, queryParallel at a time, and
-// merges the answers by the rule the request states; the rule names
-// fields of the rows and is all the router knows of them:
+// merges the answers by the rule the request states (package
+// region/merge, which says the rules).
 //
-//   - {"concat": true}: every tenant's rows, one tenant after another in
-//     the order named.
-//   - {"order": [{"field", "desc"}], "limit": N}: the first N rows of a
-//     k-way merge. Each tenant's query must already order its rows by the
-//     same keys (and should carry the same limit): a tenant whose rows are
-//     not in that order is listed as failed rather than merged wrongly.
-//     Values compare as the engine's do: null (or missing) first, then
-//     false, true, numbers as numbers, strings as strings, then anything
-//     else by its JSON text; desc reverses the whole order. Ties go to the
-//     tenant named first.
-//   - {"group": [keys], "sum": [...], "count": "n", "min": [...], "max":
-//     [...]}: one row per distinct value of the keys over every tenant's
-//     rows (the key "_tenant" groups by tenant), holding the keys, the
-//     count under its name, "sum", "min" and "max" as objects by field
-//     (nulls and missing fields left out; a sum of no number is null), and
-//     "_tenants", the tenants whose rows fell in it; groups by their keys.
-//     An average is sum over count.
-//
-// Every merged row but a group's carries "_tenant" (replacing a field of
-// that name). The answer lists every tenant: {"seq": S, "rows": N}, where
+// The answer lists every tenant: {"seq": S, "rows": N}, where
 // the read saw every write up to S (the router asks the node the tenant's
 // change number and sends the read with Fenec-After at it), or {"error"}.
 // Each tenant's answer is its own, of no one moment. Bounds: a tenant's
 // answer body of maxTenantAnswer bytes (past it, that tenant's error), a
-// merged answer of maxQueryRows rows (past it, 400 for the whole read,
+// merged answer of merge.MaxRows rows (past it, 400 for the whole read,
 // never a silent cut). The read carries no data token: a node run with
 // --http-token refuses it, and the tenant is listed with that refusal.
 
@@ -52,15 +33,13 @@ import (
 
 	"github.com/fenec-go/fenec/global"
 	"github.com/fenec-go/fenec/region/forward"
+	"github.com/fenec-go/fenec/region/merge"
 )
 
 // Bounds of a cross-tenant read (POST /_shard/query).
 const (
 	// queryParallel is how many tenants are read at once.
 	queryParallel = 16
-	// maxQueryRows bounds the rows of a merged answer: past it the read is
-	// refused, never cut short.
-	maxQueryRows = 10000
 	// maxTenantAnswer bounds one tenant's answer body.
 	maxTenantAnswer = 8 << 20
 )
@@ -70,29 +49,7 @@ type queryRequest struct {
 	Tenants json.RawMessage `json:"tenants"` // ["a", ...] or "*"
 	Query   string          `json:"query"`
 	Params  json.RawMessage `json:"params,omitempty"`
-	Merge   mergeRule       `json:"merge"`
-}
-
-// tenantRead is what one tenant's read came to.
-type tenantRead struct {
-	name string
-	rows []map[string]any
-	keys [][]orderVal // each row's order keys (an order merge only)
-	seq  uint64
-	err  error
-}
-
-// tenantOutcome is a tenant's entry under "tenants" in the answer.
-type tenantOutcome struct {
-	Seq   *uint64 `json:"seq,omitempty"`
-	Rows  *int    `json:"rows,omitempty"`
-	Error string  `json:"error,omitempty"`
-}
-
-// queryAnswer is the answer of POST /_shard/query.
-type queryAnswer struct {
-	Rows    []map[string]any         `json:"rows"`
-	Tenants map[string]tenantOutcome `json:"tenants"`
+	Merge   merge.Rule      `json:"merge"`
 }
 
 // postQuery runs one read on each named tenant (or every tenant of the
@@ -104,7 +61,7 @@ func (c *shardCall) postQuery() {
 		c.fail(err)
 		return
 	}
-	if err := req.Merge.check(); err != nil {
+	if err := req.Merge.Check(); err != nil {
 		c.fail(err)
 		return
 	}
@@ -131,45 +88,20 @@ func (c *shardCall) postQuery() {
 		return
 	}
 	reads := c.readTenants(v, names, body)
-	ans, err := answerQuery(req.Merge, reads)
+	ans, err := merge.Answer(req.Merge, reads)
 	if err != nil {
 		c.fail(err)
 		return
 	}
 	failed := 0
 	for _, r := range reads {
-		if r.err != nil {
+		if r.Err != nil {
 			failed++
 		}
 	}
 	c.rt.log.Info("cross-tenant read", "tenants", len(names), "failed", failed, "rows", len(ans.Rows),
 		"request_id", c.r.Header.Get("X-Request-Id"))
 	cpJSON(c.w, http.StatusOK, ans)
-}
-
-// answerQuery merges the reads that succeeded and lists every tenant with
-// its seq or its error. A tenant whose rows do not fit the rule (out of
-// its order) is listed as failed.
-func answerQuery(rule mergeRule, reads []tenantRead) (queryAnswer, error) {
-	for i := range reads {
-		if reads[i].err == nil {
-			reads[i].err = rule.fits(&reads[i])
-		}
-	}
-	rows, err := rule.merge(reads)
-	if err != nil {
-		return queryAnswer{}, err
-	}
-	ans := queryAnswer{Rows: rows, Tenants: make(map[string]tenantOutcome, len(reads))}
-	for _, r := range reads {
-		if r.err != nil {
-			ans.Tenants[r.name] = tenantOutcome{Error: r.err.Error()}
-			continue
-		}
-		seq, n := r.seq, len(r.rows)
-		ans.Tenants[r.name] = tenantOutcome{Seq: &seq, Rows: &n}
-	}
-	return ans, nil
 }
 
 // queryTenants reads the request's tenants: a list of distinct valid
@@ -206,8 +138,8 @@ func queryTenants(v *global.View, raw json.RawMessage) ([]string, error) {
 
 // readTenants reads every tenant, queryParallel at a time; each read's
 // error is its own and stops no other.
-func (c *shardCall) readTenants(v *global.View, names []string, body []byte) []tenantRead {
-	out := make([]tenantRead, len(names))
+func (c *shardCall) readTenants(v *global.View, names []string, body []byte) []merge.Read {
+	out := make([]merge.Read, len(names))
 	var g errgroup.Group
 	g.SetLimit(queryParallel)
 	for i, name := range names {
@@ -223,37 +155,37 @@ func (c *shardCall) readTenants(v *global.View, names []string, body []byte) []t
 // readTenant asks the tenant's node its change number, then sends the read
 // through the router's forwarder with Fenec-After at that number, so the
 // read saw at least every write up to the seq it is listed with.
-func (c *shardCall) readTenant(ctx context.Context, v *global.View, name string, body []byte) tenantRead {
-	tr := tenantRead{name: name}
+func (c *shardCall) readTenant(ctx context.Context, v *global.View, name string, body []byte) merge.Read {
+	tr := merge.Read{Tenant: name}
 	t, ok := v.Tenant(name)
 	if !ok {
-		tr.err = ErrUnknownTenant
+		tr.Err = ErrUnknownTenant
 		return tr
 	}
 	n, ok := v.Node(t.Node)
 	if !ok {
-		tr.err = fmt.Errorf("%w: %s", ErrUnknownNode, t.Node)
+		tr.Err = fmt.Errorf("%w: %s", ErrUnknownNode, t.Node)
 		return tr
 	}
 	var rep struct {
 		Seq uint64 `json:"seq"`
 	}
 	if _, err := c.rt.nodes.short(ctx, n, http.MethodGet, tenantPath(name)+"/replication", &rep, http.StatusOK); err != nil {
-		tr.err = fmt.Errorf("read seq: %w", err)
+		tr.Err = fmt.Errorf("read seq: %w", err)
 		return tr
 	}
-	tr.seq = rep.Seq
+	tr.Seq = rep.Seq
 	ans, err := c.forwardRead(ctx, name, body, rep.Seq)
 	if err != nil {
-		tr.err = err
+		tr.Err = err
 		return tr
 	}
 	if s := ans.header.Get("Fenec-Seq"); s != "" {
-		if later, err := strconv.ParseUint(s, 10, 64); err == nil && later > tr.seq {
-			tr.seq = later
+		if later, err := strconv.ParseUint(s, 10, 64); err == nil && later > tr.Seq {
+			tr.Seq = later
 		}
 	}
-	tr.rows, tr.err = decodeRows(ans.body.Bytes())
+	tr.Rows, tr.Err = merge.DecodeRows(ans.body.Bytes())
 	return tr
 }
 
@@ -313,28 +245,6 @@ func answerMessage(b []byte) string {
 		s = s[:200] + "..."
 	}
 	return s
-}
-
-// decodeRows reads an answer that must be a JSON array of objects;
-// numbers stay as written (json.Number).
-func decodeRows(b []byte) ([]map[string]any, error) {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var raw []json.RawMessage
-	if err := dec.Decode(&raw); err != nil || raw == nil {
-		return nil, ErrNotRows
-	}
-	rows := make([]map[string]any, 0, len(raw))
-	for _, r := range raw {
-		d := json.NewDecoder(bytes.NewReader(r))
-		d.UseNumber()
-		var row map[string]any
-		if err := d.Decode(&row); err != nil || row == nil {
-			return nil, ErrNotRows
-		}
-		rows = append(rows, row)
-	}
-	return rows, nil
 }
 
 // captured is an http.ResponseWriter that keeps a bounded answer.

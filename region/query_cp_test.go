@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/fenec-go/fenec/region/merge"
 )
 
 // queryCluster is a router over two nodes with tenants a and c on n1 and
@@ -152,7 +154,7 @@ func TestCrossTenantReadFailuresListedCP(t *testing.T) {
 	}
 	st, ans, b = r.crossRead(t, map[string]any{"tenants": []string{"a", "b"}, "query": "get orders count",
 		"merge": map[string]any{"concat": true}})
-	if st != http.StatusOK || len(ans.Rows) != 0 || !strings.Contains(ans.Tenants["b"].Error, ErrNotRows.Error()) {
+	if st != http.StatusOK || len(ans.Rows) != 0 || !strings.Contains(ans.Tenants["b"].Error, merge.ErrNotRows.Error()) {
 		t.Fatalf("count: %d %s", st, b)
 	}
 	// The seq a tenant is listed with covers its writes.
@@ -178,7 +180,7 @@ func TestCrossTenantReadAllAndBoundsCP(t *testing.T) {
 
 	// Past the bound of merged rows: refused whole, never cut.
 	var docs []string
-	for i := range maxQueryRows {
+	for i := range merge.MaxRows {
 		docs = append(docs, fmt.Sprintf(`{"status": "bulk", "total": %d}`, i))
 	}
 	if st, _, body := r.data(t, http.MethodPost, "/t/a/orders", "["+strings.Join(docs, ",")+"]", nil); st != http.StatusCreated {
@@ -186,7 +188,7 @@ func TestCrossTenantReadAllAndBoundsCP(t *testing.T) {
 	}
 	st, _, b = r.crossRead(t, map[string]any{"tenants": []string{"a", "b"}, "query": "get orders order total",
 		"merge": map[string]any{"concat": true}})
-	if st != http.StatusBadRequest || !strings.Contains(string(b), ErrTooManyRows.Error()) {
+	if st != http.StatusBadRequest || !strings.Contains(string(b), merge.ErrTooManyRows.Error()) {
 		t.Fatalf("past the bound: %d %.300s", st, b)
 	}
 	st, ans, b = r.crossRead(t, map[string]any{"tenants": []string{"a", "b"}, "query": "get orders order total limit 3",

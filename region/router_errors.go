@@ -7,6 +7,7 @@ import (
 
 	"github.com/fenec-go/fenec/global"
 	"github.com/fenec-go/fenec/region/forward"
+	"github.com/fenec-go/fenec/region/merge"
 )
 
 // Sentinel errors of the router's control plane (/_shard/, moves, the
@@ -45,6 +46,9 @@ var (
 	ErrSameNode = errors.New("tenant is already on that node")
 	// ErrInsecure: a non-loopback listener with no token and no --insecure.
 	ErrInsecure = errors.New("non-loopback listener with no token (use --token or --insecure)")
+	// ErrAnswerTooLarge: a tenant's answer to a cross-tenant read passed
+	// maxTenantAnswer; that tenant is listed with it.
+	ErrAnswerTooLarge = errors.New("tenant's answer larger than the bound")
 )
 
 // Sentinels of the forwarding path the control plane answers with too:
@@ -94,6 +98,8 @@ var shardStatus = []struct {
 	{ErrNotLeader, http.StatusConflict},
 	{ErrMirrored, http.StatusConflict},
 	{ErrBadRequest, http.StatusBadRequest},
+	{merge.ErrBadRule, http.StatusBadRequest},
+	{merge.ErrTooManyRows, http.StatusBadRequest},
 	{global.ErrInvalidName, http.StatusBadRequest},
 	{global.ErrInvalidRecord, http.StatusBadRequest},
 	{ErrNoRoute, http.StatusNotFound},

@@ -1,4 +1,4 @@
-package region
+package merge
 
 import (
 	"container/heap"
@@ -18,29 +18,29 @@ const (
 	tenantsField = "_tenants"
 )
 
-// mergeRule is the request's "merge": exactly one of concat, order (with
+// Rule is the request's "merge": exactly one of concat, order (with
 // an optional limit) or group (with its aggregates). The rule names the
 // fields of the answers' rows; the query itself is never read.
-type mergeRule struct {
-	Concat bool       `json:"concat,omitempty"`
-	Order  []orderKey `json:"order,omitempty"`
-	Limit  *int       `json:"limit,omitempty"`
-	Group  *[]string  `json:"group,omitempty"`
-	Sum    []string   `json:"sum,omitempty"`
-	Count  string     `json:"count,omitempty"`
-	Min    []string   `json:"min,omitempty"`
-	Max    []string   `json:"max,omitempty"`
+type Rule struct {
+	Concat bool      `json:"concat,omitempty"`
+	Order  []Key     `json:"order,omitempty"`
+	Limit  *int      `json:"limit,omitempty"`
+	Group  *[]string `json:"group,omitempty"`
+	Sum    []string  `json:"sum,omitempty"`
+	Count  string    `json:"count,omitempty"`
+	Min    []string  `json:"min,omitempty"`
+	Max    []string  `json:"max,omitempty"`
 }
 
-// orderKey is one key of an order merge.
-type orderKey struct {
+// Key is one key of an order merge.
+type Key struct {
 	Field string `json:"field"`
 	Desc  bool   `json:"desc,omitempty"`
 }
 
-// check reports a rule that is not exactly one of the three, or names no
+// Check reports a rule that is not exactly one of the three, or names no
 // field where it must.
-func (m mergeRule) check() error {
+func (m Rule) Check() error {
 	kinds := 0
 	for _, on := range []bool{m.Concat, len(m.Order) > 0, m.Group != nil} {
 		if on {
@@ -48,17 +48,17 @@ func (m mergeRule) check() error {
 		}
 	}
 	if kinds != 1 {
-		return fmt.Errorf("%w: merge is one of concat, order or group", ErrBadRequest)
+		return fmt.Errorf("%w: merge is one of concat, order or group", ErrBadRule)
 	}
-	if m.Limit != nil && (len(m.Order) == 0 || *m.Limit < 0 || *m.Limit > maxQueryRows) {
-		return fmt.Errorf("%w: limit goes with order, 0 to %d", ErrBadRequest, maxQueryRows)
+	if m.Limit != nil && (len(m.Order) == 0 || *m.Limit < 0 || *m.Limit > MaxRows) {
+		return fmt.Errorf("%w: limit goes with order, 0 to %d", ErrBadRule, MaxRows)
 	}
 	if m.Group == nil && (m.Sum != nil || m.Count != "" || m.Min != nil || m.Max != nil) {
-		return fmt.Errorf("%w: sum, count, min and max go with group", ErrBadRequest)
+		return fmt.Errorf("%w: sum, count, min and max go with group", ErrBadRule)
 	}
 	for _, k := range m.Order {
 		if k.Field == "" {
-			return fmt.Errorf("%w: an order key names no field", ErrBadRequest)
+			return fmt.Errorf("%w: an order key names no field", ErrBadRule)
 		}
 	}
 	if m.Group != nil {
@@ -69,7 +69,7 @@ func (m mergeRule) check() error {
 
 // checkGroup refuses empty field names and a group key that would collide
 // with the names the answer's rows use.
-func (m mergeRule) checkGroup() error {
+func (m Rule) checkGroup() error {
 	taken := map[string]bool{"sum": true, "min": true, "max": true, tenantsField: true}
 	if m.Count != "" {
 		taken[m.Count] = true
@@ -77,13 +77,13 @@ func (m mergeRule) checkGroup() error {
 	for _, lists := range [][]string{m.Sum, m.Min, m.Max} {
 		for _, f := range lists {
 			if f == "" {
-				return fmt.Errorf("%w: an aggregate names no field", ErrBadRequest)
+				return fmt.Errorf("%w: an aggregate names no field", ErrBadRule)
 			}
 		}
 	}
 	for _, k := range *m.Group {
 		if k == "" || taken[k] {
-			return fmt.Errorf("%w: group key %q is empty or names an answer field (sum, min, max, %s, the count)", ErrBadRequest, k, tenantsField)
+			return fmt.Errorf("%w: group key %q is empty or names an answer field (sum, min, max, %s, the count)", ErrBadRule, k, tenantsField)
 		}
 		taken[k] = true
 	}
@@ -92,13 +92,13 @@ func (m mergeRule) checkGroup() error {
 
 // fits reports rows that an order merge cannot take: not in its order.
 // For an order merge it makes each row's keys ready to compare, once.
-func (m mergeRule) fits(r *tenantRead) error {
+func (m Rule) fits(r *Read) error {
 	if len(m.Order) == 0 {
 		return nil
 	}
-	r.keys = make([][]orderVal, len(r.rows))
-	flat := make([]orderVal, len(r.rows)*len(m.Order))
-	for i, row := range r.rows {
+	r.keys = make([][]orderVal, len(r.Rows))
+	flat := make([]orderVal, len(r.Rows)*len(m.Order))
+	for i, row := range r.Rows {
 		k := flat[i*len(m.Order) : (i+1)*len(m.Order)]
 		for j, o := range m.Order {
 			k[j] = orderValOf(row[o.Field])
@@ -113,7 +113,7 @@ func (m mergeRule) fits(r *tenantRead) error {
 }
 
 // merge merges the rows of the reads that succeeded, in their order.
-func (m mergeRule) merge(reads []tenantRead) ([]map[string]any, error) {
+func (m Rule) merge(reads []Read) ([]map[string]any, error) {
 	switch {
 	case m.Concat:
 		return mergeConcat(reads)
@@ -132,27 +132,27 @@ func withTenant(row map[string]any, tenant string) map[string]any {
 
 // tooMany is the refusal of an answer past the bound.
 func tooMany(n int) error {
-	return fmt.Errorf("%w: %w: %d rows, at most %d (narrow the query or give a limit)", ErrBadRequest, ErrTooManyRows, n, maxQueryRows)
+	return fmt.Errorf("%w: %d rows, at most %d (narrow the query or give a limit)", ErrTooManyRows, n, MaxRows)
 }
 
 // mergeConcat answers every tenant's rows, one tenant after another.
-func mergeConcat(reads []tenantRead) ([]map[string]any, error) {
+func mergeConcat(reads []Read) ([]map[string]any, error) {
 	total := 0
 	for _, r := range reads {
-		if r.err == nil {
-			total += len(r.rows)
+		if r.Err == nil {
+			total += len(r.Rows)
 		}
 	}
-	if total > maxQueryRows {
+	if total > MaxRows {
 		return nil, tooMany(total)
 	}
 	out := make([]map[string]any, 0, total)
 	for _, r := range reads {
-		if r.err != nil {
+		if r.Err != nil {
 			continue
 		}
-		for _, row := range r.rows {
-			out = append(out, withTenant(row, r.name))
+		for _, row := range r.Rows {
+			out = append(out, withTenant(row, r.Tenant))
 		}
 	}
 	return out, nil
@@ -168,7 +168,7 @@ type cursor struct {
 
 // cursorHeap is the order merge's heap of tenants with rows left.
 type cursorHeap struct {
-	m    *mergeRule
+	m    *Rule
 	cs   []*cursor
 	name []string
 }
@@ -192,20 +192,20 @@ func (h *cursorHeap) Pop() any {
 // mergeOrder answers the first rows of a k-way merge of the tenants' rows
 // (each already in the order), up to the limit; with no limit, all of
 // them, which must fit the bound.
-func (m mergeRule) mergeOrder(reads []tenantRead) ([]map[string]any, error) {
+func (m Rule) mergeOrder(reads []Read) ([]map[string]any, error) {
 	h := &cursorHeap{m: &m}
 	total := 0
 	for i, r := range reads {
-		h.name = append(h.name, r.name)
-		if r.err == nil && len(r.rows) > 0 {
-			h.cs = append(h.cs, &cursor{tenant: i, rows: r.rows, keys: r.keys})
-			total += len(r.rows)
+		h.name = append(h.name, r.Tenant)
+		if r.Err == nil && len(r.Rows) > 0 {
+			h.cs = append(h.cs, &cursor{tenant: i, rows: r.Rows, keys: r.keys})
+			total += len(r.Rows)
 		}
 	}
 	limit := total
 	if m.Limit != nil {
 		limit = min(*m.Limit, total)
-	} else if total > maxQueryRows {
+	} else if total > MaxRows {
 		return nil, tooMany(total)
 	}
 	heap.Init(h)
@@ -224,7 +224,7 @@ func (m mergeRule) mergeOrder(reads []tenantRead) ([]map[string]any, error) {
 }
 
 // compareKeys orders two rows' keys by the rule's order.
-func (m *mergeRule) compareKeys(a, b []orderVal) int {
+func (m *Rule) compareKeys(a, b []orderVal) int {
 	for i, k := range m.Order {
 		c := a[i].compare(b[i])
 		if k.Desc {
@@ -445,18 +445,18 @@ type group struct {
 // every tenant's rows: the keys, the count, and the sums, minimums and
 // maximums of the named fields (nulls and missing fields left out of
 // them), with the tenants whose rows fell in it; groups by their keys.
-func (m mergeRule) mergeGroup(reads []tenantRead) ([]map[string]any, error) {
+func (m Rule) mergeGroup(reads []Read) ([]map[string]any, error) {
 	keys := *m.Group
 	groups := map[string]*group{}
 	for _, r := range reads {
-		if r.err != nil {
+		if r.Err != nil {
 			continue
 		}
-		for _, row := range r.rows {
+		for _, row := range r.Rows {
 			vals := make([]any, len(keys))
 			for i, k := range keys {
 				if k == tenantField {
-					vals[i] = r.name
+					vals[i] = r.Tenant
 				} else {
 					vals[i] = row[k]
 				}
@@ -464,14 +464,14 @@ func (m mergeRule) mergeGroup(reads []tenantRead) ([]map[string]any, error) {
 			id := groupKey(vals)
 			g := groups[id]
 			if g == nil {
-				if len(groups) == maxQueryRows {
-					return nil, tooMany(maxQueryRows + 1)
+				if len(groups) == MaxRows {
+					return nil, tooMany(MaxRows + 1)
 				}
 				g = &group{keys: vals, sums: make([]sum, len(m.Sum)), mins: make([]any, len(m.Min)),
 					maxs: make([]any, len(m.Max)), tenants: map[string]bool{}}
 				groups[id] = g
 			}
-			m.fold(g, row, r.name)
+			m.fold(g, row, r.Tenant)
 		}
 	}
 	list := make([]*group, 0, len(groups))
@@ -494,7 +494,7 @@ func (m mergeRule) mergeGroup(reads []tenantRead) ([]map[string]any, error) {
 }
 
 // fold adds one row to its group.
-func (m mergeRule) fold(g *group, row map[string]any, tenant string) {
+func (m Rule) fold(g *group, row map[string]any, tenant string) {
 	g.count++
 	g.tenants[tenant] = true
 	for i, f := range m.Sum {
@@ -513,7 +513,7 @@ func (m mergeRule) fold(g *group, row map[string]any, tenant string) {
 }
 
 // groupRow is a group as an answer row.
-func (m mergeRule) groupRow(keys []string, g *group) map[string]any {
+func (m Rule) groupRow(keys []string, g *group) map[string]any {
 	row := make(map[string]any, len(keys)+5)
 	for i, k := range keys {
 		row[k] = g.keys[i]
