@@ -1,9 +1,72 @@
 // Package region is the router, fenec-shard: the control plane over a
-// directory (package global) — /_shard/, leases, failover, moves, replica
-// repair, the mirror, the cross-tenant read — around the data plane in
-// region/forward, which sends each request below /t/<tenant>/ to its node.
+// directory (package global) around the data plane in region/forward.
 //
-// It is not the forwarding path (region/forward) nor the cross-tenant
-// merge's rules: it feeds the one placements and cuts, and runs the other
-// on the rows it reads.
+// It is not the forwarding path: what happens to a request below
+// /t/<tenant>/ is region/forward's, which this package feeds with
+// placements (placement.go) and tells of failovers (Cut). Nor is it the
+// cross-tenant merge: region/merge's rules run on the rows query.go reads.
+// It talks to nodes only over HTTP, and to the directory only through
+// package global.
+//
+// # Where each thing lives
+//
+// The router and its wiring:
+//   - router.go: Router — Start (the directory, the watcher, the
+//     forwarder, the lead, leasing, the mirror or the repair loop, then
+//     serving), Close, ServeHTTP (/t/ to the forwarder, /_shard/,
+//     /_metrics, /_health), the router token.
+//   - router_config.go: Config, DefaultConfig, AddFlags, Validate.
+//   - router_errors.go: the control plane's sentinels and its one table
+//     from error to status (shardStatus).
+//   - control_metrics.go, audit.go: the control plane's series; the audit
+//     log of every change and refusal.
+//   - placement.go: the forwarder's Placements over the watcher, the
+//     watcher callback that cuts requests out to a failed-over node, and
+//     measuring nodes for a placement (least bytes on disk).
+//   - nodeclient.go: the one client of nodes' /_admin/ routes.
+//
+// /_shard/, route by route:
+//   - shard.go: serveShard — the token, reads on every router, changes
+//     only on the leader (fenced on its term), audit, settling the view.
+//   - shard_nodes.go, shard_tenants.go: nodes and tenants (record,
+//     forget, place, delete).
+//   - move.go: a tenant's move (freeze, image, flip, delete source), and
+//     recovering moves left unfinished by a router that stopped.
+//   - quota.go: quotas, stored in the directory and sent to the nodes.
+//   - replica.go: copies (placing one, standby nodes, POST
+//     /_shard/replicas); repair.go: the loop that has failed-over nodes'
+//     stale copies follow again and retries copies owed.
+//   - failover.go: FailoverNode, by hand or on a lease.
+//   - query.go: the cross-tenant read (POST /_shard/query): reads each
+//     tenant through the forwarder, merges with region/merge.
+//
+// Who leads, and leases:
+//   - leader.go: leadership — claiming the lead, the fenced Store every
+//     change goes through, stepping down when the view shows a later term.
+//   - leasing.go, leasetransport.go: --auto-failover — a lease.Leaser
+//     while this router leads, the nodes' lists from the view, failing a
+//     lapsed node over, GET /_shard/leases; the forwarder's LeaseRetry;
+//     grants over HTTP.
+//   - mirror.go: a region's leading router copying its region's records
+//     from the global directory (--global), and refusing changes there.
+//
+// # Locks, in order
+//
+// A lock to the left may be held while one to its right is taken, never
+// the other way round; every other lock is a leaf, under which nothing
+// else is locked:
+//
+//	Router.opMu → repairer.mu
+//	leasing.mu → lease.Leaser's own (SetList, RemoveNode)
+//
+// opMu serialises the changes that must not interleave on the leader (a
+// placement choosing a node against that node's removal, a move's start,
+// a failover's release and flip), and is held across their directory
+// calls. leasing.mu is never held across a failover, a grant or the
+// directory: it is released before FailoverNode, which takes opMu.
+// leadership.mu, mirror.mu, auditLog.mu and answerNotifier.mu guard their
+// own fields and call nothing that locks. No router lock is held while
+// the forwarder is called, and the forwarder holds none of its own while
+// it calls back (LeaseRetry, Placements); inside region/forward the order
+// is pool.mu → flight.mu.
 package region
