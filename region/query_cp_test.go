@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -340,4 +341,76 @@ func TestCrossTenantReadPassesRequestIDCP(t *testing.T) {
 	if got := seen["/t/a/query"]; got[0] != "op-read-1" {
 		t.Fatalf("a's read carried %v", got)
 	}
+}
+
+// TestCrossTenantOrderIsTheEnginesCP: an order merge over rows the
+// nodes' engines ordered — lists, int and float numbers, text beyond
+// ASCII, nulls and missing fields, in one json field — refuses no tenant
+// and gives the order the engine gives the same rows in one tenant.
+func TestCrossTenantOrderIsTheEnginesCP(t *testing.T) {
+	r := startCPRouter(t, nil)
+	r.addNode(t, "n1", startCPNode(t))
+	r.addNode(t, "n2", startCPNode(t))
+	rows := map[string][]string{
+		"a": {`{"v": [2]}`, `{"v": [10]}`, `{"v": 10}`, `{"v": "é"}`, `{"v": null}`, `{"v": [1, "x"]}`, `{"v": 2.5}`, `{"v": {"k": 1}}`, `{"v": [10, null]}`},
+		"b": {`{"v": [2, 1]}`, `{"v": 3}`, `{"v": "z"}`, `{"v": "Ω"}`, `{"v": false}`, `{"v": []}`, `{"v": 1.5}`, `{}`, `{"v": 9007199254740993}`},
+	}
+	for _, desc := range []bool{false, true} {
+		name := fmt.Sprintf("desc=%v", desc)
+		t.Run(name, func(t *testing.T) {
+			all := map[bool]string{false: "asc", true: "desc"}[desc]
+			tenants := map[string][]string{"a" + all: rows["a"], "b" + all: rows["b"], all: append(slices.Clone(rows["a"]), rows["b"]...)}
+			for tn, docs := range tenants {
+				r.place(t, tn, map[bool]string{true: "n1", false: "n2"}[tn[0] == 'a'])
+				r.mustQuery(t, tn, "create collection c (v json)")
+				if st, _, b := r.data(t, http.MethodPost, "/t/"+tn+"/c", "["+strings.Join(docs, ",")+"]", nil); st != http.StatusCreated {
+					t.Fatalf("insert into %s: %d %s", tn, st, b)
+				}
+			}
+			q := "get c select v order v"
+			if desc {
+				q += " desc"
+			}
+			var want []string
+			b := r.mustQuery(t, all, q)
+			var one []map[string]any
+			if err := json.Unmarshal(b, &one); err != nil {
+				t.Fatalf("%s: %s", err, b)
+			}
+			for _, row := range one {
+				want = append(want, fieldText(t, row, "v"))
+			}
+			st, ans, b := r.crossRead(t, map[string]any{"tenants": []string{"a" + all, "b" + all}, "query": q,
+				"merge": map[string]any{"order": []map[string]any{{"field": "v", "desc": desc}}}})
+			if st != http.StatusOK {
+				t.Fatalf("%d %s", st, b)
+			}
+			for tn, e := range ans.Tenants {
+				if e.Error != "" {
+					t.Fatalf("%s refused: %s", tn, e.Error)
+				}
+			}
+			var got []string
+			for _, row := range ans.Rows {
+				got = append(got, fieldText(t, row, "v"))
+			}
+			if g, w := strings.Join(got, " "), strings.Join(want, " "); g != w {
+				t.Fatalf("merged\n got %s\nwant %s (the engine's, in one tenant)", g, w)
+			}
+		})
+	}
+}
+
+// fieldText is a row's field as JSON, "-" when the row lacks it.
+func fieldText(tb testing.TB, row map[string]any, f string) string {
+	tb.Helper()
+	v, ok := row[f]
+	if !ok {
+		return "-"
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return string(b)
 }

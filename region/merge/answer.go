@@ -3,21 +3,25 @@ package merge
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+
+	"github.com/fenec-go/fenec/engine/fql"
 )
 
 // MaxRows bounds the rows of a merged answer: past it the read is refused
 // (ErrTooManyRows), never cut short.
 const MaxRows = 10000
 
-// Read is what one tenant's read came to: its rows, decoded by DecodeRows,
-// and the seq the read saw every write up to; or the error it failed with.
+// Read is what one tenant's read came to: its rows, decoded by DecodeRows
+// (their values are the engine's), and the seq the read saw every write
+// up to; or the error it failed with.
 type Read struct {
 	Tenant string
 	Rows   []map[string]any
 	Seq    uint64
 	Err    error
 
-	keys [][]orderVal // each row's order keys (an order merge only)
+	keys [][]any // each row's order keys (an order merge only)
 }
 
 // Outcome is a tenant's entry under "tenants" in the answer.
@@ -59,8 +63,11 @@ func Answer(rule Rule, reads []Read) (Result, error) {
 	return ans, nil
 }
 
-// DecodeRows reads an answer that must be a JSON array of objects;
-// numbers stay as written (json.Number).
+// DecodeRows reads an answer that must be a JSON array of objects, into
+// the values the engine holds (fql.Normalize): a number that is an int64
+// is one, any other a float64, as the node's engine had them, so that the
+// merge compares what the engine compared. A value the engine cannot hold
+// (a number past a float64's range) is ErrNotRows.
 func DecodeRows(b []byte) ([]map[string]any, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
@@ -75,6 +82,13 @@ func DecodeRows(b []byte) ([]map[string]any, error) {
 		var row map[string]any
 		if err := d.Decode(&row); err != nil || row == nil {
 			return nil, ErrNotRows
+		}
+		for k, v := range row {
+			n, err := fql.Normalize(v)
+			if err != nil {
+				return nil, fmt.Errorf("%w: field %s: %v", ErrNotRows, k, err)
+			}
+			row[k] = n
 		}
 		rows = append(rows, row)
 	}

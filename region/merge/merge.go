@@ -2,12 +2,10 @@ package merge
 
 import (
 	"container/heap"
-	"encoding/json"
 	"fmt"
-	"math"
 	"slices"
-	"strconv"
-	"strings"
+
+	"github.com/fenec-go/fenec/engine/fql"
 )
 
 // tenantField is the field each merged row carries naming its tenant (it
@@ -96,12 +94,12 @@ func (m Rule) fits(r *Read) error {
 	if len(m.Order) == 0 {
 		return nil
 	}
-	r.keys = make([][]orderVal, len(r.Rows))
-	flat := make([]orderVal, len(r.Rows)*len(m.Order))
+	r.keys = make([][]any, len(r.Rows))
+	flat := make([]any, len(r.Rows)*len(m.Order))
 	for i, row := range r.Rows {
 		k := flat[i*len(m.Order) : (i+1)*len(m.Order)]
 		for j, o := range m.Order {
-			k[j] = orderValOf(row[o.Field])
+			k[j] = row[o.Field]
 		}
 		r.keys[i] = k
 		if i > 0 && m.compareKeys(r.keys[i-1], k) > 0 {
@@ -162,7 +160,7 @@ func mergeConcat(reads []Read) ([]map[string]any, error) {
 type cursor struct {
 	tenant int // index in reads: ties go to the tenant named first
 	rows   []map[string]any
-	keys   [][]orderVal // each row's keys, from fits
+	keys   [][]any // each row's keys, from fits
 	next   int
 }
 
@@ -223,10 +221,11 @@ func (m Rule) mergeOrder(reads []Read) ([]map[string]any, error) {
 	return out, nil
 }
 
-// compareKeys orders two rows' keys by the rule's order.
-func (m *Rule) compareKeys(a, b []orderVal) int {
+// compareKeys orders two rows' keys by the rule's order, each key by the
+// engine's order (fql.SortCompare).
+func (m *Rule) compareKeys(a, b []any) int {
 	for i, k := range m.Order {
-		c := a[i].compare(b[i])
+		c := fql.SortCompare(a[i], b[i])
 		if k.Desc {
 			c = -c
 		}
@@ -235,200 +234,6 @@ func (m *Rule) compareKeys(a, b []orderVal) int {
 		}
 	}
 	return 0
-}
-
-// Ranks of values of different kinds, ordered as the engine orders them:
-// null (or missing), booleans, numbers, strings, then anything else.
-const (
-	rankNull int8 = iota
-	rankBool
-	rankNumber
-	rankString
-	rankOther
-)
-
-// orderVal is a decoded JSON value made ready to compare: its rank and
-// its boolean, number, string or (arrays, objects) JSON text.
-type orderVal struct {
-	rank int8
-	b    bool
-	num  number
-	text string
-}
-
-func orderValOf(v any) orderVal {
-	switch x := v.(type) {
-	case nil:
-		return orderVal{rank: rankNull}
-	case bool:
-		return orderVal{rank: rankBool, b: x}
-	case string:
-		return orderVal{rank: rankString, text: x}
-	}
-	if n, ok := toNumber(v); ok {
-		return orderVal{rank: rankNumber, num: n}
-	}
-	j, _ := json.Marshal(v)
-	return orderVal{rank: rankOther, text: string(j)}
-}
-
-// compare orders a before b (<0), with it (0) or after (>0): numbers as
-// numbers, strings as strings, false before true.
-func (a orderVal) compare(b orderVal) int {
-	if a.rank != b.rank {
-		return int(a.rank) - int(b.rank)
-	}
-	switch a.rank {
-	case rankBool:
-		switch {
-		case a.b == b.b:
-			return 0
-		case !a.b:
-			return -1
-		}
-		return 1
-	case rankNumber:
-		return compareNumbers(a.num, b.num)
-	case rankString, rankOther:
-		return strings.Compare(a.text, b.text)
-	}
-	return 0
-}
-
-// compareValues orders two decoded JSON values as orderVal.compare does.
-func compareValues(a, b any) int { return orderValOf(a).compare(orderValOf(b)) }
-
-// number is a JSON number as an exact integer when it is one, else a float.
-type number struct {
-	isInt bool
-	i     int64
-	f     float64
-}
-
-func toNumber(v any) (number, bool) {
-	switch x := v.(type) {
-	case json.Number:
-		if !strings.ContainsAny(string(x), ".eE") {
-			if i, err := strconv.ParseInt(string(x), 10, 64); err == nil {
-				return number{isInt: true, i: i}, true
-			}
-		}
-		f, err := strconv.ParseFloat(string(x), 64)
-		return number{f: f}, err == nil
-	case int64:
-		return number{isInt: true, i: x}, true
-	case int:
-		return number{isInt: true, i: int64(x)}, true
-	case float64:
-		return number{f: x}, true
-	}
-	return number{}, false
-}
-
-func (n number) float() float64 {
-	if n.isInt {
-		return float64(n.i)
-	}
-	return n.f
-}
-
-func compareNumbers(x, y number) int {
-	if x.isInt && y.isInt {
-		return cmpInt64(x.i, y.i)
-	}
-	fx, fy := x.float(), y.float()
-	switch {
-	case fx < fy:
-		return -1
-	case fx > fy:
-		return 1
-	}
-	return 0
-}
-
-func cmpInt64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-// groupKey is a canonical text of a group's key values: equal numbers
-// written differently (1, 1.0) are one group.
-func groupKey(vals []any) string {
-	var sb strings.Builder
-	for _, v := range vals {
-		switch x := v.(type) {
-		case nil:
-			sb.WriteString("z")
-		case bool:
-			sb.WriteString("b" + strconv.FormatBool(x))
-		case string:
-			sb.WriteString("s" + strconv.Quote(x))
-		default:
-			if n, ok := toNumber(v); ok {
-				sb.WriteString("n" + canonicalNumber(n))
-			} else {
-				j, _ := json.Marshal(v)
-				sb.WriteString("o" + string(j))
-			}
-		}
-		sb.WriteByte(',')
-	}
-	return sb.String()
-}
-
-func canonicalNumber(n number) string {
-	if n.isInt {
-		return strconv.FormatInt(n.i, 10)
-	}
-	if n.f == math.Trunc(n.f) && math.Abs(n.f) < 9.2e18 {
-		return strconv.FormatInt(int64(n.f), 10)
-	}
-	return strconv.FormatFloat(n.f, 'g', -1, 64)
-}
-
-// sum adds numbers, exact while they are integers that do not overflow.
-type sum struct {
-	seen  bool
-	isInt bool
-	i     int64
-	f     float64
-}
-
-func (s *sum) add(v any) {
-	n, ok := toNumber(v)
-	if !ok {
-		return
-	}
-	if !s.seen {
-		s.seen, s.isInt = true, true
-	}
-	if s.isInt && n.isInt {
-		r := s.i + n.i
-		if overflow := n.i > 0 && r < s.i || n.i < 0 && r > s.i; !overflow {
-			s.i = r
-			return
-		}
-	}
-	if s.isInt {
-		s.isInt, s.f = false, float64(s.i)
-	}
-	s.f += n.float()
-}
-
-// value is the sum for the answer: null when no number was seen.
-func (s *sum) value() any {
-	switch {
-	case !s.seen:
-		return nil
-	case s.isInt:
-		return s.i
-	}
-	return s.f
 }
 
 // group is one group's running aggregates.
@@ -480,7 +285,7 @@ func (m Rule) mergeGroup(reads []Read) ([]map[string]any, error) {
 	}
 	slices.SortFunc(list, func(a, b *group) int {
 		for i := range a.keys {
-			if c := compareValues(a.keys[i], b.keys[i]); c != 0 {
+			if c := fql.SortCompare(a.keys[i], b.keys[i]); c != 0 {
 				return c
 			}
 		}
@@ -501,12 +306,12 @@ func (m Rule) fold(g *group, row map[string]any, tenant string) {
 		g.sums[i].add(row[f])
 	}
 	for i, f := range m.Min {
-		if v := row[f]; v != nil && (g.mins[i] == nil || compareValues(v, g.mins[i]) < 0) {
+		if v := row[f]; v != nil && (g.mins[i] == nil || fql.SortCompare(v, g.mins[i]) < 0) {
 			g.mins[i] = v
 		}
 	}
 	for i, f := range m.Max {
-		if v := row[f]; v != nil && (g.maxs[i] == nil || compareValues(v, g.maxs[i]) > 0) {
+		if v := row[f]; v != nil && (g.maxs[i] == nil || fql.SortCompare(v, g.maxs[i]) > 0) {
 			g.maxs[i] = v
 		}
 	}

@@ -4,9 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/fenec-go/fenec/engine/fql"
 )
 
 // rowsOf decodes a JSON array of rows as a node's answer would be.
@@ -175,8 +178,13 @@ func TestMergeRuleCheck(t *testing.T) {
 	}
 }
 
+// TestCompareValues: values as DecodeRows gives them compare by the
+// engine's order.
 func TestCompareValues(t *testing.T) {
 	n := func(s string) any { return json.Number(s) }
+	compareValues := func(a, b any) int {
+		return fql.SortCompare(norm(t, a), norm(t, b))
+	}
 	tests := []struct {
 		a, b any
 		want int
@@ -203,6 +211,16 @@ func TestCompareValues(t *testing.T) {
 	}
 }
 
+// norm is v as DecodeRows would give it.
+func norm(tb testing.TB, v any) any {
+	tb.Helper()
+	n, err := fql.Normalize(v)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return n
+}
+
 func sign(x int) int {
 	switch {
 	case x < 0:
@@ -214,29 +232,41 @@ func sign(x int) int {
 }
 
 func TestGroupKeyAndSum(t *testing.T) {
-	if groupKey([]any{json.Number("1"), "x"}) != groupKey([]any{json.Number("1.0"), "x"}) {
+	key := func(vals ...any) string {
+		for i := range vals {
+			vals[i] = norm(t, vals[i])
+		}
+		return groupKey(vals)
+	}
+	if key(json.Number("1"), "x") != key(json.Number("1.0"), "x") {
 		t.Fatal("1 and 1.0 are two groups")
 	}
-	if groupKey([]any{"1"}) == groupKey([]any{json.Number("1")}) || groupKey([]any{nil}) == groupKey([]any{"z"}) {
+	if key(json.Number("9223372036854775807")) == key(json.Number("9223372036854775808")) {
+		t.Fatal("the largest int64 and 2^63 share a group")
+	}
+	if key([]any{json.Number("1"), map[string]any{"b": nil, "a": "x"}}) != key([]any{json.Number("1.0"), map[string]any{"a": "x", "b": nil}}) {
+		t.Fatal("equal lists are two groups")
+	}
+	if key("1") == key(json.Number("1")) || key(nil) == key("z") || key([]any{"a", "b"}) == key([]any{"a"}, "b") {
 		t.Fatal("values of different kinds share a group")
 	}
 	var s sum
 	for _, v := range []any{json.Number(strconv.FormatInt(math.MaxInt64, 10)), nil, "x", json.Number("1")} {
-		s.add(v)
+		s.add(norm(t, v))
 	}
 	if f, ok := s.value().(float64); !ok || f != float64(math.MaxInt64)+1 {
 		t.Fatalf("overflowing sum %v", s.value())
 	}
 	var exact sum
-	exact.add(json.Number("9007199254740993"))
-	exact.add(json.Number("-1"))
+	exact.add(norm(t, json.Number("9007199254740993")))
+	exact.add(norm(t, json.Number("-1")))
 	if exact.value() != int64(9007199254740992) {
 		t.Fatalf("integer sum %v", exact.value())
 	}
 }
 
 func TestDecodeRowsRefusesOtherAnswers(t *testing.T) {
-	for _, body := range []string{`{"count": 3}`, `{"affected": 1}`, `[1, 2]`, `[{"a": 1}, null]`, `null`, `not json`} {
+	for _, body := range []string{`{"count": 3}`, `{"affected": 1}`, `[1, 2]`, `[{"a": 1}, null]`, `null`, `not json`, `[{"a": 1e400}]`} {
 		if _, err := DecodeRows([]byte(body)); !errors.Is(err, ErrNotRows) {
 			t.Fatalf("%s: %v", body, err)
 		}
@@ -282,4 +312,76 @@ func BenchmarkMerge(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestMergeOrderIsTheEngines: the merge orders values as the engine's
+// order does (lists element by element and shorter first, numbers int
+// and float together exactly, text by its UTF-8 bytes, null or missing
+// first), so rows each tenant's node ordered are never refused as out of
+// order, and groups, minimums and maximums agree with it too.
+func TestMergeOrderIsTheEngines(t *testing.T) {
+	// Each tenant's rows as its node writes them, in the engine's order.
+	a := `[{"v":null},{"v":1},{"v":2.0},{"v":2.5},{"v":"Z"},{"v":"é"},{"v":[2]},{"v":[10]},{"v":[10,null]}]`
+	b := `[{"w":0},{"v":false},{"v":2},{"v":9007199254740993},{"v":"a"},{"v":"Ω"},{"v":[]},{"v":[2,"x"]},{"v":{"a":[1]}}]`
+	reversed := func(s string) string {
+		rows := rowsOf(t, s)
+		slices.Reverse(rows)
+		return encodeRows(t, rows)
+	}
+	for _, tc := range []struct {
+		name, rule, a, b, want string
+	}{
+		{"asc", `{"order": [{"field": "v"}]}`, a, b,
+			`a:null b:- b:false a:1 a:2 b:2 a:2.5 b:9007199254740993 a:"Z" b:"a" a:"é" b:"Ω" ` +
+				`b:[] a:[2] b:[2,"x"] a:[10] a:[10,null] b:{"a":[1]}`},
+		{"desc", `{"order": [{"field": "v", "desc": true}]}`, reversed(a), reversed(b),
+			`b:{"a":[1]} a:[10,null] a:[10] b:[2,"x"] a:[2] b:[] b:"Ω" a:"é" b:"a" a:"Z" ` +
+				`b:9007199254740993 a:2.5 a:2 b:2 a:1 b:false a:null b:-`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reads := []Read{{Tenant: "a", Rows: rowsOf(t, tc.a)}, {Tenant: "b", Rows: rowsOf(t, tc.b)}}
+			ans, err := Answer(ruleOf(t, tc.rule), reads)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, name := range []string{"a", "b"} {
+				if e := ans.Tenants[name].Error; e != "" {
+					t.Fatalf("%s refused: %s", name, e)
+				}
+			}
+			var got []string
+			for _, row := range ans.Rows {
+				v := "-"
+				if x, ok := row["v"]; ok {
+					j, err := json.Marshal(x)
+					if err != nil {
+						t.Fatal(err)
+					}
+					v = string(j)
+				}
+				got = append(got, row["_tenant"].(string)+":"+v)
+			}
+			if g := strings.Join(got, " "); g != tc.want {
+				t.Fatalf("merged\n got %s\nwant %s", g, tc.want)
+			}
+		})
+	}
+	t.Run("group", func(t *testing.T) {
+		reads := []Read{
+			{Tenant: "a", Rows: rowsOf(t, `[{"g":[10],"v":[2]},{"g":[2.0],"v":[10]},{"g":null,"v":"é"}]`)},
+			{Tenant: "b", Rows: rowsOf(t, `[{"g":[2],"v":[1,"x"]},{"v":"Ω"},{"g":"Ω","v":1.5},{"g":"é","v":2}]`)},
+		}
+		ans, err := Answer(ruleOf(t, `{"group": ["g"], "count": "n", "min": ["v"], "max": ["v"]}`), reads)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := `[{"_tenants":["a","b"],"g":null,"max":{"v":"Ω"},"min":{"v":"é"},"n":2},` +
+			`{"_tenants":["b"],"g":"é","max":{"v":2},"min":{"v":2},"n":1},` +
+			`{"_tenants":["b"],"g":"Ω","max":{"v":1.5},"min":{"v":1.5},"n":1},` +
+			`{"_tenants":["a","b"],"g":[2],"max":{"v":[10]},"min":{"v":[1,"x"]},"n":2},` +
+			`{"_tenants":["a"],"g":[10],"max":{"v":[2]},"min":{"v":[2]},"n":1}]`
+		if got := encodeRows(t, ans.Rows); got != want {
+			t.Fatalf("groups\n got %s\nwant %s", got, want)
+		}
+	})
 }
