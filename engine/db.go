@@ -189,9 +189,10 @@ func (c *stmtCache) parse(q string) (fql.Stmt, error) {
 	return stmt, nil
 }
 
-// parse parses one statement and checks its parameters.
-func (db *DB) parse(st Statement) (fql.Stmt, []any, error) {
-	stmt, err := db.stmts.parse(st.Query)
+// parseText parses one statement's text through the cache; a refusal is
+// a *ParseError.
+func (db *DB) parseText(q string) (fql.Stmt, error) {
+	stmt, err := db.stmts.parse(q)
 	if err != nil {
 		var pe *fql.Error
 		if errors.As(err, &pe) {
@@ -199,18 +200,75 @@ func (db *DB) parse(st Statement) (fql.Stmt, []any, error) {
 			if errors.Is(pe, fql.ErrTooMany) {
 				out.Err = ErrTooMany
 			}
-			return nil, nil, out
+			return nil, out
 		}
-		return nil, nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	return stmt, nil
+}
+
+// parse parses one statement and checks its parameters.
+func (db *DB) parse(st Statement) (fql.Stmt, []any, error) {
+	stmt, err := db.parseText(st.Query)
+	if err != nil {
+		return nil, nil, err
 	}
 	if n := fql.Params(stmt); n > len(st.Params) {
-		return nil, nil, fmt.Errorf("%w: the statement uses $%d, %d given", ErrInvalid, n, len(st.Params))
+		return nil, nil, fmt.Errorf("%w: the statement uses $%d, %d given", ErrParams, n, len(st.Params))
 	}
 	params, err := fql.NormalizeParams(st.Params)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+		return nil, nil, fmt.Errorf("%w: %v", ErrParams, err)
 	}
 	return stmt, params, nil
+}
+
+// StatementKind is what a statement does, as its parse says.
+type StatementKind struct {
+	// Verb is the statement's leading keywords: "get", "put", "insert",
+	// "set", "del", "create collection", "drop collection" or "create
+	// index".
+	Verb string
+	// ReadOnly: the statement only reads (a get); it lands nothing.
+	ReadOnly bool
+}
+
+// Kind parses query and says what it does; text that does not parse is
+// its *ParseError. The parse is kept in the tenant's statement cache, so
+// running the same text next parses nothing again.
+func (db *DB) Kind(query string) (StatementKind, error) {
+	stmt, err := db.parseText(query)
+	if err != nil {
+		return StatementKind{}, err
+	}
+	return StatementKind{Verb: stmt.Verb(), ReadOnly: stmt.ReadOnly()}, nil
+}
+
+// Read runs st if it only reads, under the read lock, and answers it with
+// the seq it saw; any other statement is refused with ErrNotRead before
+// anything runs. The text is parsed once: the statement checked is the
+// statement run.
+func (db *DB) Read(ctx context.Context, st Statement) (*Result, uint64, error) {
+	stmt, params, err := db.parse(st)
+	if err != nil {
+		return nil, db.Seq(), err
+	}
+	if !stmt.ReadOnly() {
+		return nil, db.Seq(), fmt.Errorf("%w: %s writes", ErrNotRead, stmt.Verb())
+	}
+	return db.read(stmt, params)
+}
+
+// read runs a statement that only reads under the read lock.
+func (db *DB) read(stmt fql.Stmt, params []any) (*Result, uint64, error) {
+	db.mu.RLock()
+	defer db.mu.RUnlock()
+	if db.closed {
+		return nil, 0, ErrClosed
+	}
+	r := &runner{st: db.st, params: params, now: db.nowMs()}
+	res, err := r.run(stmt)
+	return res, db.log.Seq(), err
 }
 
 // Exec runs one statement as one block.
@@ -220,14 +278,7 @@ func (db *DB) Exec(ctx context.Context, st Statement) (*Result, uint64, error) {
 		return nil, db.Seq(), err
 	}
 	if !isWrite(stmt) {
-		db.mu.RLock()
-		defer db.mu.RUnlock()
-		if db.closed {
-			return nil, 0, ErrClosed
-		}
-		r := &runner{st: db.st, params: params, now: db.nowMs()}
-		res, err := r.run(stmt)
-		return res, db.log.Seq(), err
+		return db.read(stmt, params)
 	}
 	br, err := db.batch(ctx, []fql.Stmt{stmt}, [][]any{params}, BatchOptions{})
 	if err != nil {

@@ -17,6 +17,11 @@ var (
 	ErrType              = errors.New("wrong type")               // 400
 	ErrInvalid           = errors.New("invalid statement")        // 400
 	ErrTooMany           = errors.New("more than 10000 rows")     // 400: a limit, offset or near without a limit past it
+	ErrNotRead           = errors.New("statement is not a read")  // 400: DB.Read refused a statement that writes
+	// ErrParams is an ErrInvalid of the parameters alone: fewer than the
+	// statement names, or a value of no JSON type. Like a parse error it
+	// depends on the request, never on the tenant's rows or schema.
+	ErrParams = fmt.Errorf("%w (parameters)", ErrInvalid)
 )
 
 // The file's own errors are the store's: the engine returns them wrapped

@@ -39,11 +39,9 @@ func (r *runner) run(stmt fql.Stmt) (*Result, error) {
 	return nil, fmt.Errorf("%w: statement %T", ErrInvalid, stmt)
 }
 
-// isWrite says whether a statement needs the write lock.
-func isWrite(stmt fql.Stmt) bool {
-	_, read := stmt.(*fql.Get)
-	return !read
-}
+// isWrite says whether a statement needs the write lock: whatever does
+// not only read.
+func isWrite(stmt fql.Stmt) bool { return !stmt.ReadOnly() }
 
 func (r *runner) coll(name string) (*collection, error) {
 	c := r.st.colls[name]

@@ -29,6 +29,15 @@ type Node interface {
 // *Put, *Insert, *Set, *Del or *Get.
 type Stmt interface {
 	Node
+	// ReadOnly reports whether the statement only reads: running it
+	// changes no row, collection or index and lands nothing in the file.
+	// Of today's statements only get does; every statement says, so one
+	// added later is never taken for a read by default.
+	ReadOnly() bool
+	// Verb is the statement's leading keywords, lower case: "get", "put",
+	// "insert", "set", "del", "create collection", "drop collection" or
+	// "create index".
+	Verb() string
 	stmtNode()
 }
 
@@ -526,6 +535,24 @@ func (n *Binary) Pos() int           { return n.At }
 func (n *Regex) Pos() int            { return n.At }
 func (n *In) Pos() int               { return n.At }
 func (n *IsNull) Pos() int           { return n.At }
+
+func (*CreateCollection) ReadOnly() bool { return false }
+func (*DropCollection) ReadOnly() bool   { return false }
+func (*CreateIndex) ReadOnly() bool      { return false }
+func (*Put) ReadOnly() bool              { return false }
+func (*Insert) ReadOnly() bool           { return false }
+func (*Set) ReadOnly() bool              { return false }
+func (*Del) ReadOnly() bool              { return false }
+func (*Get) ReadOnly() bool              { return true }
+
+func (*CreateCollection) Verb() string { return "create collection" }
+func (*DropCollection) Verb() string   { return "drop collection" }
+func (*CreateIndex) Verb() string      { return "create index" }
+func (*Put) Verb() string              { return "put" }
+func (*Insert) Verb() string           { return "insert" }
+func (*Set) Verb() string              { return "set" }
+func (*Del) Verb() string              { return "del" }
+func (*Get) Verb() string              { return "get" }
 
 func (*CreateCollection) stmtNode() {}
 func (*DropCollection) stmtNode()   {}
