@@ -77,6 +77,11 @@ func (c *call) adminTenant(name string, rest []string) {
 		if c.method(http.MethodPost) {
 			c.adminFollow(name)
 		}
+	case len(rest) == 1 && rest[0] == "read":
+		c.route = "admin_read"
+		if c.method(http.MethodPost) {
+			c.adminRead(name)
+		}
 	case len(rest) == 1 && rest[0] == "replication":
 		c.route = "admin_replication"
 		if c.method(http.MethodGet) {

@@ -208,22 +208,20 @@ func (c *call) failJob(j *job, err error) {
 	c.fail(err)
 }
 
-// countStatements counts statements by their kind.
-func (s *Server) countStatements(sts []engine.Statement) {
-	for _, st := range sts {
-		s.metrics.statements.WithLabelValues(statementKind(st.Query)).Inc()
+// countStatements counts statements by what their parse says they do.
+func (s *Server) countStatements(kinds []engine.StatementKind) {
+	for _, k := range kinds {
+		s.metrics.statements.WithLabelValues(kindLabel(k)).Inc()
 	}
 }
 
-// statementKind is the first word of a statement, folded into a few
-// kinds.
-func statementKind(q string) string {
-	q = strings.TrimSpace(q)
-	word, _, _ := strings.Cut(q, " ")
-	switch w := strings.ToLower(word); w {
+// kindLabel folds a statement's kind into the metric's few labels; one
+// that did not parse is "other".
+func kindLabel(k engine.StatementKind) string {
+	switch k.Verb {
 	case "get", "put", "insert", "set", "del":
-		return w
-	case "create", "drop":
+		return k.Verb
+	case "create collection", "drop collection", "create index":
 		return "ddl"
 	}
 	return "other"

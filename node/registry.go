@@ -60,8 +60,9 @@ type registry struct {
 	leaseGate func(tenant string) func() error
 	// stopping is closed as the node begins to shut down: waits end.
 	stopping <-chan struct{}
-	// onStatements counts statements for metrics (nil: not counted).
-	onStatements func([]engine.Statement)
+	// onStatements counts statements by kind for metrics (nil: not
+	// counted).
+	onStatements func([]engine.StatementKind)
 	// tenants holds every tenant opening, open or closing.
 	tenants map[string]*tenant
 	closed  bool
@@ -528,9 +529,9 @@ func (r *registry) memory() int64 {
 	return n
 }
 
-// countStatements counts a block's statements.
-func (r *registry) countStatements(sts []engine.Statement) {
+// countStatements counts a block's statements by their kinds.
+func (r *registry) countStatements(kinds []engine.StatementKind) {
 	if r.onStatements != nil {
-		r.onStatements(sts)
+		r.onStatements(kinds)
 	}
 }

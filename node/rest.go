@@ -45,8 +45,8 @@ func (c *call) restGet(coll string, q map[string][]string) {
 		return
 	}
 	st := engine.Statement{Query: text, Params: params}
-	c.s.countStatements([]engine.Statement{st})
-	res, seq, err := c.t.db.Exec(c.r.Context(), st)
+	c.s.countStatements([]engine.StatementKind{{Verb: "get", ReadOnly: true}})
+	res, seq, err := c.t.db.Read(c.r.Context(), st)
 	if err != nil {
 		c.fail(err)
 		return

@@ -26,10 +26,12 @@ func (t *tenant) runJob(ctx context.Context, j *job, k *keyed, holding bool) out
 			return []engine.Statement{st}
 		}
 	}
-	t.reg.countStatements(j.sts)
-	if k == nil && len(j.sts) == 1 && statementKind(j.sts[0].Query) == "get" {
-		// A lone read needs no block: Exec runs it under the read lock.
-		res, seq, err := t.db.Exec(ctx, j.sts[0])
+	kinds := t.kinds(j.sts)
+	t.reg.countStatements(kinds)
+	if k == nil && len(j.sts) == 1 && kinds[0].ReadOnly {
+		// A lone read needs no block: Read runs it under the read lock,
+		// and would refuse it were it anything but a read.
+		res, seq, err := t.db.Read(ctx, j.sts[0])
 		if err != nil {
 			return outcome{err: err}
 		}
@@ -51,6 +53,17 @@ func (t *tenant) runJob(ctx context.Context, j *job, k *keyed, holding bool) out
 	}
 	status, body := j.render(res.Results)
 	return outcome{res: res, status: status, body: body}
+}
+
+// kinds says what each statement does, as the engine's parse of it says
+// (the parse is kept, so running them parses nothing again); one that
+// does not parse has no kind, and fails as it runs.
+func (t *tenant) kinds(sts []engine.Statement) []engine.StatementKind {
+	out := make([]engine.StatementKind, len(sts))
+	for i, st := range sts {
+		out[i], _ = t.db.Kind(st.Query)
+	}
+	return out
 }
 
 // batch runs a block counted as a write in flight (what a freeze waits

@@ -26,6 +26,7 @@ var statusTable = []statusRule{
 	{ErrBadPath, http.StatusBadRequest, 0},
 	{engine.ErrType, http.StatusBadRequest, 0},
 	{engine.ErrInvalid, http.StatusBadRequest, 0},
+	{engine.ErrNotRead, http.StatusBadRequest, 0},
 	{engine.ErrTooMany, http.StatusBadRequest, 0},
 	{engine.ErrUnknownField, http.StatusBadRequest, 0},
 	{engine.ErrBadImage, http.StatusBadRequest, 0},
