@@ -15,7 +15,7 @@ func (c *call) admin(rest []string) {
 		c.fail(ErrNoRoute)
 		return
 	}
-	if !c.authorize(c.s.cfg.AdminToken, "") {
+	if !c.authorize(surfaceAdmin, c.s.cfg.AdminToken, "") {
 		return
 	}
 	switch {

@@ -11,8 +11,9 @@ import (
 // auditEntry is one line of the audit log.
 type auditEntry struct {
 	Time      time.Time `json:"time"`
-	Who       string    `json:"who"`  // client address
-	What      string    `json:"what"` // refusal or change: "unauthorized", "create", ...
+	Who       string    `json:"who"`           // client address
+	Via       string    `json:"via,omitempty"` // the router's, for a request it forwarded
+	What      string    `json:"what"`          // refusal or change: "unauthorized", "create", ...
 	Tenant    string    `json:"tenant,omitempty"`
 	RequestID string    `json:"request_id,omitempty"`
 	Status    int       `json:"status"`

@@ -2,15 +2,19 @@ package node
 
 import (
 	"crypto/subtle"
+	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/fenec-go/fenec/internal/forwarded"
 )
 
 // Bad-token back-off: after badTokenLimit refusals within badTokenWindow
-// from one client address, that address is answered 429 for
+// from one client on one surface, that client is answered 429 there for
 // badTokenPenalty, whatever token it sends.
 const (
 	badTokenLimit   = 5
@@ -18,42 +22,137 @@ const (
 	badTokenPenalty = time.Minute
 )
 
-// guard checks bearer tokens and keeps the per-address back-off.
-type guard struct {
-	now func() time.Time
+// A holder of the admin token — an address that presented it, or a
+// router's proof of it, within holderFor — is never refused unheard on the
+// admin surface: its right token is taken even while its address is held
+// off. So a router's grants and admin calls are never refused for strikes
+// others made from its address. At most maxHolders are remembered.
+const (
+	holderFor  = 24 * time.Hour
+	maxHolders = 256
+)
 
-	mu sync.Mutex // guards addrs
-	// addrs is the recent refusals per client address.
-	addrs map[string]*strikes
+// surface is what a token opens. Strikes on one surface never hold a
+// client off another: bad data tokens never block the admin surface.
+type surface uint8
+
+const (
+	surfaceData        surface = iota // the data token (--http-token)
+	surfaceReplication                // the replication token
+	surfaceAdmin                      // the admin token, and routers' proofs of it
+)
+
+// strikeKey is whose strikes on which surface.
+type strikeKey struct {
+	surface surface
+	client  string
 }
 
-// strikes is one address's recent bad tokens.
+// guard checks bearer tokens and keeps the back-off per client and
+// surface. The client of a request is its remote address, or, beside a
+// router's proof (package forwarded), the client the router names: behind
+// a router every client has the router's address.
+type guard struct {
+	now   func() time.Time
+	proof string // forwarded.Proof of the admin token; "" takes no proof
+
+	mu sync.Mutex // guards strikes, holders
+	// strikes is the recent refusals per client and surface.
+	strikes map[strikeKey]*strikes
+	// holders is when each address last presented the admin token (or a
+	// proof of it).
+	holders map[string]time.Time
+}
+
+// strikes is one client's recent bad tokens on one surface.
 type strikes struct {
 	times   []time.Time // refusals within the window, oldest first
 	blocked time.Time   // refused outright until then
 }
 
-func newGuard(now func() time.Time) *guard {
-	return &guard{now: now, addrs: make(map[string]*strikes)}
+func newGuard(now func() time.Time, adminToken string) *guard {
+	return &guard{
+		now: now, proof: forwarded.Proof(adminToken),
+		strikes: make(map[strikeKey]*strikes), holders: make(map[string]time.Time),
+	}
 }
 
-// check answers nil when the request carries want, ErrBackoff when its
-// address is blocked, and ErrUnauthorized otherwise (counting a strike).
-func (g *guard) check(r *http.Request, want string) error {
-	addr := clientAddr(r)
+// backoffError is ErrBackoff with the time left.
+type backoffError struct{ left time.Duration }
+
+func (e backoffError) Error() string {
+	return fmt.Sprintf("%s: send again after Retry-After", ErrBackoff)
+}
+func (e backoffError) Unwrap() error             { return ErrBackoff }
+func (e backoffError) RetryAfter() time.Duration { return e.left }
+
+// check answers nil when the request carries want, a backoffError when
+// its client is held off on surface s, ErrBadProof for a router's proof
+// that does not match, and ErrUnauthorized otherwise (counting a strike).
+func (g *guard) check(r *http.Request, s surface, want string) error {
 	now := g.now()
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	s := g.addrs[addr]
-	if s != nil && now.Before(s.blocked) {
-		return ErrBackoff
+	client, err := g.clientLocked(r, now)
+	if err != nil {
+		return err
+	}
+	return g.checkLocked(r, strikeKey{s, client}, want, now)
+}
+
+// clientLocked is the client a request's strikes count against: the one a
+// router names beside a proof that matches, else the remote address. A
+// proof that does not match is a strike on the remote address's admin
+// surface (it is a guess at the admin token's hash).
+func (g *guard) clientLocked(r *http.Request, now time.Time) (string, error) {
+	remote := clientKey(clientAddr(r))
+	got := r.Header.Get(forwarded.HeaderProof)
+	if got == "" {
+		return remote, nil
+	}
+	k := strikeKey{surfaceAdmin, remote}
+	if s := g.strikes[k]; s != nil && now.Before(s.blocked) && !g.holdsLocked(remote, now) {
+		return "", backoffError{s.blocked.Sub(now)}
+	}
+	if g.proof == "" || subtle.ConstantTimeCompare([]byte(got), []byte(g.proof)) != 1 {
+		g.strikeLocked(k, now)
+		return "", ErrBadProof
+	}
+	g.holdLocked(remote, now)
+	ip, err := netip.ParseAddr(r.Header.Get(forwarded.HeaderClient))
+	if err != nil {
+		return "unnamed client of " + remote, nil
+	}
+	return clientKey(ip.String()), nil
+}
+
+// checkLocked checks want against the request's bearer token for key.
+func (g *guard) checkLocked(r *http.Request, key strikeKey, want string, now time.Time) error {
+	s := g.strikes[key]
+	blocked := s != nil && now.Before(s.blocked)
+	if blocked && !(key.surface == surfaceAdmin && g.holdsLocked(key.client, now)) {
+		return backoffError{s.blocked.Sub(now)}
 	}
 	if tokenMatches(r, want) {
+		if key.surface == surfaceAdmin {
+			g.holdLocked(key.client, now)
+		}
 		return nil
 	}
+	g.strikeLocked(key, now)
+	if blocked { // a holder's wrong token while its address is held off
+		return backoffError{g.strikes[key].blocked.Sub(now)}
+	}
+	return ErrUnauthorized
+}
+
+// strikeLocked counts one bad token for key, and holds key off for the
+// penalty once it has badTokenLimit within the window.
+func (g *guard) strikeLocked(key strikeKey, now time.Time) {
+	s := g.strikes[key]
 	if s == nil {
 		s = &strikes{}
-		g.addrs[addr] = s
+		g.strikes[key] = s
 	}
 	s.times = append(dropBefore(s.times, now.Add(-badTokenWindow)), now)
 	if len(s.times) >= badTokenLimit {
@@ -61,21 +160,57 @@ func (g *guard) check(r *http.Request, want string) error {
 		s.times = nil
 	}
 	g.sweepLocked(now)
-	return ErrUnauthorized
 }
 
-// sweepLocked forgets addresses with nothing recent, so the map stays
-// bounded by the addresses seen in the last window.
+// holdsLocked says whether addr presented the admin token lately.
+func (g *guard) holdsLocked(addr string, now time.Time) bool {
+	at, ok := g.holders[addr]
+	return ok && now.Sub(at) < holderFor
+}
+
+// holdLocked records that addr presented the admin token now, forgetting
+// the longest silent holder when the set is full.
+func (g *guard) holdLocked(addr string, now time.Time) {
+	if _, ok := g.holders[addr]; !ok && len(g.holders) >= maxHolders {
+		var oldest string
+		for a, at := range g.holders {
+			if oldest == "" || at.Before(g.holders[oldest]) {
+				oldest = a
+			}
+		}
+		delete(g.holders, oldest)
+	}
+	g.holders[addr] = now
+}
+
+// sweepLocked forgets clients with nothing recent, so the map stays
+// bounded by the clients seen in the last window.
 func (g *guard) sweepLocked(now time.Time) {
-	if len(g.addrs) < 1024 {
+	if len(g.strikes) < 1024 {
 		return
 	}
-	for a, s := range g.addrs {
+	for k, s := range g.strikes {
 		s.times = dropBefore(s.times, now.Add(-badTokenWindow))
 		if len(s.times) == 0 && !now.Before(s.blocked) {
-			delete(g.addrs, a)
+			delete(g.strikes, k)
 		}
 	}
+}
+
+// who names a request's client for the audit log: the client a router
+// named beside a proof that matches (via the router's address), else the
+// remote address. It counts nothing.
+func (g *guard) who(r *http.Request) (client, via string) {
+	remote := clientAddr(r)
+	got := r.Header.Get(forwarded.HeaderProof)
+	if got == "" || g.proof == "" || subtle.ConstantTimeCompare([]byte(got), []byte(g.proof)) != 1 {
+		return remote, ""
+	}
+	ip, err := netip.ParseAddr(r.Header.Get(forwarded.HeaderClient))
+	if err != nil {
+		return "unnamed client", remote
+	}
+	return ip.String(), remote
 }
 
 // dropBefore keeps the times at or after cut.
@@ -103,4 +238,19 @@ func clientAddr(r *http.Request) string {
 		return r.RemoteAddr
 	}
 	return host
+}
+
+// clientKey is what strikes are counted against for an address: an IPv6
+// address by its /64, which one client holds whole, so that it cannot step
+// out of its back-off by taking another address of its own.
+func clientKey(addr string) string {
+	ip, err := netip.ParseAddr(addr)
+	if err != nil || !ip.Is6() || ip.Is4In6() {
+		return addr
+	}
+	p, err := ip.Prefix(64)
+	if err != nil {
+		return addr
+	}
+	return p.String()
 }

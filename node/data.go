@@ -34,11 +34,11 @@ func (c *call) data(name string, rest []string) {
 		c.fail(ErrNoRoute)
 		return
 	}
-	want := c.s.cfg.HTTPToken
+	want, surf := c.s.cfg.HTTPToken, surfaceData
 	if c.route == "replication" {
-		want = c.s.cfg.ReplicationToken // the route is 404 without one
+		want, surf = c.s.cfg.ReplicationToken, surfaceReplication // the route is 404 without one
 	}
-	if !c.authorize(want, name) {
+	if !c.authorize(surf, want, name) {
 		return
 	}
 	t, err := c.s.reg.acquire(c.r.Context(), name)

@@ -164,14 +164,14 @@ func (c *call) method(want ...string) bool {
 	return false
 }
 
-// authorize checks the request's token against want (no check when want
-// is empty); refusals are answered, counted toward the back-off and
-// audited.
-func (c *call) authorize(want, tenant string) bool {
+// authorize checks the request's token against want, the token of
+// surface s (no check when want is empty); refusals are answered, counted
+// toward the client's back-off on that surface and audited.
+func (c *call) authorize(s surface, want, tenant string) bool {
 	if want == "" {
 		return true
 	}
-	err := c.s.guard.check(c.r, want)
+	err := c.s.guard.check(c.r, s, want)
 	if err == nil {
 		return true
 	}
@@ -182,8 +182,9 @@ func (c *call) authorize(want, tenant string) bool {
 
 // auditf records one audit line about c.
 func (s *Server) auditf(c *call, what, tenant, detail string) {
+	who, via := s.guard.who(c.r)
 	err := s.audit.record(auditEntry{
-		Time: time.Now().UTC(), Who: clientAddr(c.r), What: what, Tenant: tenant,
+		Time: time.Now().UTC(), Who: who, Via: via, What: what, Tenant: tenant,
 		RequestID: c.id, Status: c.w.status, Detail: detail,
 	})
 	if err != nil {
@@ -225,11 +226,11 @@ func (c *call) health() {
 // serveMetrics answers Prometheus text; it needs the admin token if one
 // is set, else the data token if one is set.
 func (c *call) serveMetrics() {
-	want := c.s.cfg.AdminToken
+	want, surf := c.s.cfg.AdminToken, surfaceAdmin
 	if want == "" {
-		want = c.s.cfg.HTTPToken
+		want, surf = c.s.cfg.HTTPToken, surfaceData
 	}
-	if !c.method(http.MethodGet) || !c.authorize(want, "") {
+	if !c.method(http.MethodGet) || !c.authorize(surf, want, "") {
 		return
 	}
 	c.s.metrics.handler().ServeHTTP(c.w, c.r)

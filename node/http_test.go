@@ -3,12 +3,14 @@ package node
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -138,14 +140,20 @@ func TestTokensAndBackoff(t *testing.T) {
 	wantJSONError(t, n.do("GET", "/t/a/c", "", "Authorization", "Bearer "+adminToken), 401)
 	// A right token reaches the tenant (unknown: 404).
 	wantJSONError(t, n.do("GET", "/t/a/c", "", "Authorization", "Bearer data-secret"), 404)
-	// Two more bad tokens make five in the minute: the address is blocked,
-	// even with the right token.
+	// Three more bad data tokens make five on the data surface in the
+	// minute (the data token sent to /_admin/ is the admin surface's): the
+	// address is held off the data routes, even with the right token.
+	wantJSONError(t, n.do("GET", "/t/a/c", "", "Authorization", "Bearer wrong"), 401)
 	wantJSONError(t, n.do("GET", "/t/a/c", "", "Authorization", "Bearer wrong"), 401)
 	wantJSONError(t, n.do("GET", "/t/a/c", "", "Authorization", "Bearer wrong"), 401)
 	r = n.do("GET", "/t/a/c", "", "Authorization", "Bearer data-secret")
 	wantJSONError(t, r, 429)
-	if r.Header.Get("Retry-After") == "" {
-		t.Fatal("429 without Retry-After")
+	if ra, _ := strconv.Atoi(r.Header.Get("Retry-After")); ra < 1 || ra > 60 {
+		t.Fatalf("429 with Retry-After %q", r.Header.Get("Retry-After"))
+	}
+	// The admin surface is not held off for data strikes.
+	if r := n.admin("GET", "stats", ""); r.Status != 200 {
+		t.Fatalf("admin while the data routes are held off: %d %s", r.Status, r.Body)
 	}
 	if r := n.do("GET", "/_health", ""); r.Status != 200 {
 		t.Fatalf("health while blocked: %d", r.Status)
@@ -156,11 +164,11 @@ func TestTokensAndBackoff(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	if len(lines) != 6 {
-		t.Fatalf("audit has %d lines, want 6:\n%s", len(lines), b)
+	if len(lines) != 7 {
+		t.Fatalf("audit has %d lines, want 7:\n%s", len(lines), b)
 	}
 	var last auditEntry
-	if err := json.Unmarshal([]byte(lines[5]), &last); err != nil {
+	if err := json.Unmarshal([]byte(lines[6]), &last); err != nil {
 		t.Fatal(err)
 	}
 	if last.Status != 429 || last.Who != "127.0.0.1" || last.Tenant != "a" || last.RequestID == "" {
@@ -170,34 +178,34 @@ func TestTokensAndBackoff(t *testing.T) {
 
 func TestBackoffWindow(t *testing.T) {
 	now := time_(0)
-	g := newGuard(now.get)
+	g := newGuard(now.get, "")
 	req, _ := http.NewRequest("GET", "/", nil)
 	req.RemoteAddr = "10.0.0.1:5"
 	req.Header.Set("Authorization", "Bearer bad")
 	for i := 0; i < 4; i++ {
-		if err := g.check(req, "good"); err != ErrUnauthorized {
+		if err := g.check(req, surfaceData, "good"); err != ErrUnauthorized {
 			t.Fatalf("strike %d: %v", i, err)
 		}
 		now.add(20) // seconds: the first strikes leave the window
 	}
-	if err := g.check(req, "good"); err != ErrUnauthorized {
+	if err := g.check(req, surfaceData, "good"); err != ErrUnauthorized {
 		t.Fatalf("fifth strike spread over 100 s: %v", err)
 	}
 	for i := 0; i < 3; i++ {
-		g.check(req, "good")
+		g.check(req, surfaceData, "good")
 	}
-	if err := g.check(req, "good"); err != ErrBackoff {
+	if err := g.check(req, surfaceData, "good"); !errors.Is(err, ErrBackoff) {
 		t.Fatalf("five in a minute: %v, want ErrBackoff", err)
 	}
 	other := req.Clone(req.Context())
 	other.RemoteAddr = "10.0.0.2:5"
 	other.Header.Set("Authorization", "Bearer good")
-	if err := g.check(other, "good"); err != nil {
+	if err := g.check(other, surfaceData, "good"); err != nil {
 		t.Fatalf("another address: %v", err)
 	}
 	now.add(61)
 	req.Header.Set("Authorization", "Bearer good")
-	if err := g.check(req, "good"); err != nil {
+	if err := g.check(req, surfaceData, "good"); err != nil {
 		t.Fatalf("after the penalty: %v", err)
 	}
 }

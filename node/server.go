@@ -71,7 +71,7 @@ func New(cfg Config) (*Server, error) {
 		cfg:        cfg,
 		log:        log,
 		reg:        newRegistry(cfg.Dir, opts, cfg.MaxMemory, cfg.IdleClose, cfg.Resolver, log),
-		guard:      newGuard(time.Now),
+		guard:      newGuard(time.Now, cfg.AdminToken),
 		audit:      audit,
 		lease:      nl,
 		syncAlways: mode == engine.SyncAlways,

@@ -31,6 +31,7 @@ var statusTable = []statusRule{
 	{engine.ErrUnknownField, http.StatusBadRequest, 0},
 	{engine.ErrBadImage, http.StatusBadRequest, 0},
 	{ErrUnauthorized, http.StatusUnauthorized, 0},
+	{ErrBadProof, http.StatusUnauthorized, 0},
 	{ErrNoRoute, http.StatusNotFound, 0},
 	{ErrUnknownTenant, http.StatusNotFound, 0},
 	{engine.ErrNotExist, http.StatusNotFound, 0},
