@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -29,7 +30,19 @@ type Client struct {
 // NewClient returns a client of base ("http://host:port"); token may be "".
 func NewClient(tb testing.TB, base, token string) *Client {
 	tb.Helper()
-	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
+	return NewClientFrom(tb, base, token, "")
+}
+
+// NewClientFrom is NewClient whose connections leave from the local
+// address ip (another loopback address, such as 127.0.0.2, makes a
+// client a server tells apart from the others); "" is the system's choice.
+func NewClientFrom(tb testing.TB, base, token, ip string) *Client {
+	tb.Helper()
+	d := &net.Dialer{}
+	if ip != "" {
+		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(ip)}
+	}
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16, DialContext: d.DialContext}}
 	tb.Cleanup(hc.CloseIdleConnections)
 	return &Client{tb: tb, base: base, token: token, hc: hc}
 }

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -34,4 +35,33 @@ func allStopped(pid int) bool {
 		}
 	}
 	return true
+}
+
+// Memory is the running process's resident set now and its peak so far
+// (VmRSS and VmHWM of /proc/<pid>/status), in bytes.
+func (p *Proc) Memory() (rss, peak int64, err error) {
+	cmd, _ := p.current()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/status")
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		key, val, ok := strings.Cut(line, ":")
+		if !ok || key != "VmRSS" && key != "VmHWM" {
+			continue
+		}
+		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(val), " kB"), 10, 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("%s %q: %w", key, val, err)
+		}
+		if key == "VmRSS" {
+			rss = kb << 10
+		} else {
+			peak = kb << 10
+		}
+	}
+	if rss == 0 || peak == 0 {
+		return 0, 0, fmt.Errorf("%s: %w", p.name, ErrNoMemory)
+	}
+	return rss, peak, nil
 }
