@@ -1,12 +1,14 @@
 package region
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -170,4 +172,45 @@ func (c *nodeClient) imageIn(ctx context.Context, n global.Node, t string, r io.
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 	return nil
+}
+
+// read runs one statement on the tenant through the node's admin read
+// route, which runs it only if it reads, and returns the answer body (at
+// most limit bytes, else ErrAnswerTooLarge) and the seq the read saw. A
+// refusal of the statement itself is a *statementError.
+func (c *nodeClient) read(ctx context.Context, n global.Node, t string, body []byte, limit int64) ([]byte, uint64, error) {
+	path := tenantPath(t) + "/read"
+	resp, err := c.call(ctx, n, http.MethodPost, path, bytes.NewReader(body))
+	if err != nil {
+		return nil, 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		var e struct {
+			Error            string `json:"error"`
+			StatementRefused bool   `json:"statement_refused"`
+			Verb             string `json:"verb"`
+		}
+		if resp.StatusCode == http.StatusBadRequest && json.Unmarshal(b, &e) == nil && e.StatementRefused {
+			return nil, 0, &statementError{msg: e.Error, verb: e.Verb}
+		}
+		resp.Body = io.NopCloser(bytes.NewReader(b))
+		return nil, 0, answerError(http.MethodPost, path, resp)
+	}
+	if resp.ContentLength > limit {
+		return nil, 0, fmt.Errorf("%w (%d bytes)", ErrAnswerTooLarge, limit)
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	switch {
+	case err != nil:
+		return nil, 0, fmt.Errorf("%w: %s %s: read answer: %w", ErrNodeCall, http.MethodPost, path, err)
+	case int64(len(b)) > limit:
+		return nil, 0, fmt.Errorf("%w (%d bytes)", ErrAnswerTooLarge, limit)
+	}
+	seq, err := strconv.ParseUint(resp.Header.Get("Fenec-Seq"), 10, 64)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%w: %s %s: answer names no Fenec-Seq", ErrNodeCall, http.MethodPost, path)
+	}
+	return b, seq, nil
 }

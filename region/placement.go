@@ -26,7 +26,7 @@ func (p viewPlacements) Lookup(tenant string) (forward.Target, bool) {
 	if !ok {
 		return forward.Target{}, false
 	}
-	return forward.Target{Node: t.Node, Addr: n.Addr}, true
+	return forward.Target{Node: t.Node, Addr: n.Addr, Token: n.Token}, true
 }
 
 // Ready implements Placements: the directory's first list has arrived.
@@ -52,7 +52,7 @@ func cutOnFailover(w *global.Watcher, f *forward.Forwarder, log *slog.Logger) fu
 		tg := forward.Target{Node: c.New.Node}
 		if v := w.View(); v != nil {
 			if n, ok := v.Node(c.New.Node); ok {
-				tg.Addr = n.Addr
+				tg.Addr, tg.Token = n.Addr, n.Token
 			}
 		}
 		log.Info("cut requests to a failed-over node", "node", from, "tenant", c.Name, "to", tg.Node)

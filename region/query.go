@@ -4,35 +4,36 @@ package region
 // router: it changes nothing).
 //
 // The router runs the request's query, unread, on each named tenant (or
-// every tenant of its copy of the directory, by name, for "*") as POST
-// /t/<t>/query through its own forwarder, queryParallel at a time, and
-// merges the answers by the rule the request states (package
-// region/merge, which says the rules).
+// every tenant of its copy of the directory, by name, for "*"),
+// queryParallel at a time, and merges the answers by the rule the request
+// states (package region/merge, which says the rules).
 //
-// The answer lists every tenant: {"seq": S, "rows": N}, where
-// the read saw every write up to S (the router asks the node the tenant's
-// change number and sends the read with Fenec-After at it), or {"error"}.
-// Each tenant's answer is its own, of no one moment. Bounds: a tenant's
-// answer body of maxTenantAnswer bytes (past it, that tenant's error), a
-// merged answer of merge.MaxRows rows (past it, 400 for the whole read,
-// never a silent cut). The read carries no data token: a node run with
-// --http-token refuses it, and the tenant is listed with that refusal.
+// The answer lists every tenant: {"seq": S, "rows": N}, where S is the
+// tenant's seq the read saw, or {"error"}. Each tenant's answer is its
+// own, of no one moment. Bounds: a tenant's answer body of maxTenantAnswer
+// bytes (past it, that tenant's error), a merged answer of merge.MaxRows
+// rows (past it, 400 for the whole read, never a silent cut).
+//
+// Each tenant is read through its node's admin read route (POST
+// /_admin/tenants/<t>/read, with the node's admin token, which the router
+// holds): the read needs no data token, counts toward no client's
+// back-off, and runs only if it reads. The router never parses the query;
+// the node refuses one that would write before anything runs, and that
+// refusal — or any of the statement itself, the same on every tenant — is
+// the whole read's: 400, no tenant read.
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 
 	"golang.org/x/sync/errgroup"
 
 	"github.com/fenec-go/fenec/global"
-	"github.com/fenec-go/fenec/region/forward"
 	"github.com/fenec-go/fenec/region/merge"
 )
 
@@ -53,8 +54,8 @@ type queryRequest struct {
 }
 
 // postQuery runs one read on each named tenant (or every tenant of the
-// directory) through the router's own forwarding, and merges the answers
-// by the request's rule. Any router answers it: it changes nothing.
+// directory) on its node, and merges the answers by the request's rule.
+// Any router answers it: it changes nothing.
 func (c *shardCall) postQuery() {
 	var req queryRequest
 	if err := c.decode(&req); err != nil {
@@ -88,6 +89,13 @@ func (c *shardCall) postQuery() {
 		return
 	}
 	reads := c.readTenants(v, names, body)
+	for _, r := range reads {
+		var se *statementError
+		if errors.As(r.Err, &se) {
+			c.fail(se.whole())
+			return
+		}
+	}
 	ans, err := merge.Answer(req.Merge, reads)
 	if err != nil {
 		c.fail(err)
@@ -152,9 +160,9 @@ func (c *shardCall) readTenants(v *global.View, names []string, body []byte) []m
 	return out
 }
 
-// readTenant asks the tenant's node its change number, then sends the read
-// through the router's forwarder with Fenec-After at that number, so the
-// read saw at least every write up to the seq it is listed with.
+// readTenant reads the tenant on its node through the node's admin read
+// route, bounded by the upstream timeout; the node answers the seq its
+// read saw.
 func (c *shardCall) readTenant(ctx context.Context, v *global.View, name string, body []byte) merge.Read {
 	tr := merge.Read{Tenant: name}
 	t, ok := v.Tenant(name)
@@ -167,116 +175,33 @@ func (c *shardCall) readTenant(ctx context.Context, v *global.View, name string,
 		tr.Err = fmt.Errorf("%w: %s", ErrUnknownNode, t.Node)
 		return tr
 	}
-	var rep struct {
-		Seq uint64 `json:"seq"`
-	}
-	if _, err := c.rt.nodes.short(ctx, n, http.MethodGet, tenantPath(name)+"/replication", &rep, http.StatusOK); err != nil {
-		tr.Err = fmt.Errorf("read seq: %w", err)
-		return tr
-	}
-	tr.Seq = rep.Seq
-	ans, err := c.forwardRead(ctx, name, body, rep.Seq)
+	ctx, cancel := context.WithTimeout(ctx, c.rt.cfg.Forward.UpstreamTimeout)
+	defer cancel()
+	b, seq, err := c.rt.nodes.read(ctx, n, name, body, maxTenantAnswer)
 	if err != nil {
 		tr.Err = err
 		return tr
 	}
-	if s := ans.header.Get("Fenec-Seq"); s != "" {
-		if later, err := strconv.ParseUint(s, 10, 64); err == nil && later > tr.Seq {
-			tr.Seq = later
-		}
-	}
-	tr.Rows, tr.Err = merge.DecodeRows(ans.body.Bytes())
+	tr.Seq = seq
+	tr.Rows, tr.Err = merge.DecodeRows(b)
 	return tr
 }
 
-// forwardRead sends POST /t/<name>/query through the router's forwarder,
-// with the router's X-Request-Id, and returns a 200 answer whole; any
-// other status is an error carrying the node's (or the router's) own.
-func (c *shardCall) forwardRead(ctx context.Context, name string, body []byte, after uint64) (*captured, error) {
-	path := "/t/" + name + "/query"
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+c.r.Host+path, bytes.NewReader(body))
-	if err != nil {
-		return nil, fmt.Errorf("build read: %w", err)
-	}
-	req.RequestURI = path
-	req.Host = c.r.Host
-	req.RemoteAddr = c.r.RemoteAddr
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Request-Id", c.r.Header.Get("X-Request-Id"))
-	req.Header.Set("Fenec-After", strconv.FormatUint(after, 10))
-	ans := &captured{header: http.Header{}, limit: maxTenantAnswer}
-	aborted := serveCaptured(c.rt.fwd, ans, req)
-	switch {
-	case ans.over:
-		return nil, fmt.Errorf("%w (%d bytes)", ErrAnswerTooLarge, maxTenantAnswer)
-	case aborted:
-		return nil, fmt.Errorf("%w: answer cut short", forward.ErrBadAnswer)
-	case ans.code != http.StatusOK:
-		return nil, fmt.Errorf("answered %d: %s", ans.code, answerMessage(ans.body.Bytes()))
-	}
-	return ans, nil
+// statementError is a node's refusal of the cross-tenant read's statement
+// itself — it writes, does not parse, or its parameters do not fit —
+// which is the same on every tenant: the whole read is answered 400.
+type statementError struct {
+	msg  string // the node's message
+	verb string // the statement's verb when it writes ("" otherwise)
 }
 
-// serveCaptured runs h on req into w; aborted is true when h ended the
-// answer mid-way (http.ErrAbortHandler), which is recovered here.
-func serveCaptured(h http.Handler, w *captured, req *http.Request) (aborted bool) {
-	defer func() {
-		if p := recover(); p != nil {
-			if p != http.ErrAbortHandler {
-				panic(p)
-			}
-			aborted = true
-		}
-	}()
-	h.ServeHTTP(w, req)
-	return false
+func (e *statementError) Error() string { return e.msg }
+
+// whole is the refusal of the whole cross-tenant read, saying what to do.
+func (e *statementError) whole() error {
+	if e.verb != "" {
+		return fmt.Errorf("%w: POST /_shard/query runs reads only, and this query is a %s, which writes: "+
+			"nothing ran on any tenant; send a write to each tenant itself with POST /t/{tenant}/query", ErrBadRequest, e.verb)
+	}
+	return fmt.Errorf("%w: the query was refused, so no tenant was read: %s", ErrBadRequest, e.msg)
 }
-
-// answerMessage is an error answer's "error", else its text (shortened).
-func answerMessage(b []byte) string {
-	var e struct {
-		Error string `json:"error"`
-	}
-	if json.Unmarshal(b, &e) == nil && e.Error != "" {
-		return e.Error
-	}
-	s := strings.TrimSpace(string(b))
-	if len(s) > 200 {
-		s = s[:200] + "..."
-	}
-	return s
-}
-
-// captured is an http.ResponseWriter that keeps a bounded answer.
-type captured struct {
-	header http.Header
-	code   int
-	body   bytes.Buffer
-	limit  int
-	over   bool // the answer passed limit; what followed was refused
-}
-
-func (w *captured) Header() http.Header { return w.header }
-
-func (w *captured) WriteHeader(code int) {
-	if w.code == 0 {
-		w.code = code
-	}
-	if n, err := strconv.ParseInt(w.header.Get("Content-Length"), 10, 64); err == nil && n > int64(w.limit) {
-		w.over = true
-	}
-}
-
-func (w *captured) Write(b []byte) (int, error) {
-	if w.code == 0 {
-		w.WriteHeader(http.StatusOK)
-	}
-	if w.over || w.body.Len()+len(b) > w.limit {
-		w.over = true
-		return 0, errCaptureFull
-	}
-	return w.body.Write(b)
-}
-
-// errCaptureFull stops the forwarder copying an answer past the bound.
-var errCaptureFull = errors.New("answer past its bound")

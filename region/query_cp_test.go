@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -308,13 +309,13 @@ func BenchmarkCrossTenantReadCP(b *testing.B) {
 func TestCrossTenantReadPassesRequestIDCP(t *testing.T) {
 	r := startCPRouter(t, nil)
 	n := startCPNode(t)
-	// A front that notes the X-Request-Id and Fenec-After of each read.
+	// A front that notes the X-Request-Id of each tenant's read.
 	var mu sync.Mutex
-	seen := map[string][2]string{}
+	seen := map[string]string{}
 	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if strings.HasSuffix(req.URL.Path, "/query") {
+		if strings.HasSuffix(req.URL.Path, "/read") {
 			mu.Lock()
-			seen[req.URL.Path] = [2]string{req.Header.Get("X-Request-Id"), req.Header.Get("Fenec-After")}
+			seen[req.URL.Path] = req.Header.Get("X-Request-Id")
 			mu.Unlock()
 		}
 		n.s.ServeHTTP(w, req)
@@ -333,13 +334,19 @@ func TestCrossTenantReadPassesRequestIDCP(t *testing.T) {
 	if st != http.StatusOK || h.Get("X-Request-Id") != "op-read-1" {
 		t.Fatalf("%d %v %s", st, h, b)
 	}
+	var ans queryAns
+	if err := json.Unmarshal(b, &ans); err != nil {
+		t.Fatal(err)
+	}
+	if got := ans.Tenants["b"].Seq; got == nil || strconv.FormatUint(*got, 10) != seq {
+		t.Fatalf("b listed with seq %v, want %s: %s", got, seq, b)
+	}
 	mu.Lock()
 	defer mu.Unlock()
-	if got := seen["/t/b/query"]; got != [2]string{"op-read-1", seq} {
-		t.Fatalf("b's read carried %v, want id op-read-1 after %s", got, seq)
-	}
-	if got := seen["/t/a/query"]; got[0] != "op-read-1" {
-		t.Fatalf("a's read carried %v", got)
+	for _, p := range []string{"/_admin/tenants/a/read", "/_admin/tenants/b/read"} {
+		if got := seen[p]; got != "op-read-1" {
+			t.Fatalf("%s carried request id %q: %v", p, got, seen)
+		}
 	}
 }
 
@@ -413,4 +420,42 @@ func fieldText(tb testing.TB, row map[string]any, f string) string {
 		tb.Fatal(err)
 	}
 	return string(b)
+}
+
+// A cross-tenant read whose query writes is refused whole, 400, before it
+// runs anywhere: every write form, and statements that hide a write behind
+// a read, and no tenant changed. The router never parses the query: each
+// node runs it read-only.
+func TestCrossTenantReadRefusesWritesCP(t *testing.T) {
+	r := queryCluster(t)
+	before := map[string]string{}
+	for _, tn := range []string{"a", "b", "c"} {
+		_, _, b := r.query(t, tn, "get orders order id")
+		before[tn] = string(b)
+	}
+	for _, q := range []string{
+		"del orders", "del orders where total > 0 returning *", "set orders {total: 0}",
+		"put orders {status: 'x', total: 1}", "insert orders {status: 'x', total: 1}",
+		"drop collection orders", "create collection evil (x int)", "create index on orders (status) @hash",
+		"  DEL orders",
+	} {
+		st, _, b := r.crossRead(t, map[string]any{"tenants": "*", "query": q, "merge": map[string]any{"concat": true}})
+		if st != http.StatusBadRequest || !strings.Contains(string(b), "reads only") || !strings.Contains(string(b), "/t/{tenant}/query") {
+			t.Fatalf("%q: %d %s, want 400 saying reads only and where writes go", q, st, b)
+		}
+	}
+	for _, q := range []string{"get orders; del orders", "get orders\ndel orders", `{"query": "del orders"}`, "get orders where total > $1"} {
+		st, _, b := r.crossRead(t, map[string]any{"tenants": []string{"a", "b"}, "query": q, "merge": map[string]any{"concat": true}})
+		if st != http.StatusBadRequest || !strings.Contains(string(b), "no tenant was read") {
+			t.Fatalf("%q: %d %s, want 400", q, st, b)
+		}
+	}
+	for _, tn := range []string{"a", "b", "c"} {
+		if _, _, b := r.query(t, tn, "get orders order id"); string(b) != before[tn] {
+			t.Fatalf("tenant %s changed: %s, was %s", tn, b, before[tn])
+		}
+		if st, _, b := r.query(t, tn, "get evil"); st != http.StatusNotFound {
+			t.Fatalf("tenant %s has a collection evil: %d %s", tn, st, b)
+		}
+	}
 }

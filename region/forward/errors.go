@@ -28,6 +28,9 @@ var (
 	ErrBadAnswer = errors.New("node sent an answer that could not be read")
 	// ErrNotSent: the request could not be sent whole, even on a fresh connection.
 	ErrNotSent = errors.New("request could not be sent to the node")
+	// ErrReplicationFeed: a tenant's replication feed asked of the router,
+	// which serves it to no one.
+	ErrReplicationFeed = errors.New("a tenant's replication feed is served by nodes to their copies only, never through the router: a copy follows its primary's node directly (POST /_admin/tenants/<t>/follow on the copy's node)")
 	// ErrClosed: the forwarder has been closed.
 	ErrClosed = errors.New("forwarder is closed")
 	// ErrBadConfig: a configuration value is out of range. The router's

@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/fenec-go/fenec/internal/forwarded"
 	"github.com/fenec-go/fenec/internal/netx"
 )
 
@@ -20,6 +21,11 @@ import (
 type Target struct {
 	Node string // the node's name in the directory
 	Addr string // "host:port" or "http://host:port"
+	// Token is the node's admin token. The forwarder sends its proof
+	// (package forwarded) beside the client's address on every request,
+	// so the node counts a client's bad tokens against that client and
+	// not against the router; "" sends neither.
+	Token string
 }
 
 // Placements is the forwarder's view of the directory. The control plane
@@ -56,6 +62,8 @@ type Forwarder struct {
 	now     func() time.Time
 
 	lease atomic.Pointer[leaseRetryBox]
+	// proofs maps an admin token to its proof, made once per token.
+	proofs sync.Map
 
 	ctx       context.Context // ends when Close is called
 	cancel    context.CancelFunc
@@ -163,6 +171,9 @@ func (x *exchange) release() {
 func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := f.now()
 	tenant, rt, err := parseTarget(r.RequestURI)
+	if err == nil && replicationFeed(r.URL.Path) {
+		err = ErrReplicationFeed
+	}
 	if err != nil {
 		f.finish(w, rt, start, writeError(w, err, false))
 		return
@@ -385,7 +396,7 @@ func (f *Forwarder) attempt(w http.ResponseWriter, x *exchange, tgt Target, fres
 	}
 	_ = pc.c.SetDeadline(x.deadline)
 	x.sends++
-	if err := x.writeRequest(pc.bw, f.now()); err != nil {
+	if err := x.writeRequest(pc.bw, f.now(), f.proof(tgt.Token)); err != nil {
 		if r, c, n := f.ended(fl, false, x); r != resDone {
 			pc.close()
 			return r, c, n
@@ -427,6 +438,20 @@ func (f *Forwarder) attempt(w http.ResponseWriter, x *exchange, tgt Target, fres
 		return resRefused, 0, next
 	}
 	return f.answer(w, x, p, pc, tgt)
+}
+
+// proof is the proof of a node's admin token the forwarder sends it
+// (package forwarded), made once per token.
+func (f *Forwarder) proof(token string) string {
+	if token == "" {
+		return ""
+	}
+	if p, ok := f.proofs.Load(token); ok {
+		return p.(string)
+	}
+	p := forwarded.Proof(token)
+	f.proofs.Store(token, p)
+	return p
 }
 
 // earlyAnswerWait bounds the look for an answer a node sent before it

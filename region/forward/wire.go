@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/fenec-go/fenec/internal/forwarded"
 )
 
 // parseTarget takes the tenant from the raw request target (never a
@@ -120,11 +122,25 @@ func namedByConnection(k string, conn []string) bool {
 	return false
 }
 
+// replicationFeed says whether a decoded path is a tenant's replication
+// feed as the node routes it (/t/<t>/_replication, a trailing slash
+// allowed): the router forwards it to no one.
+func replicationFeed(path string) bool {
+	rest, ok := strings.CutPrefix(path, "/t/")
+	if !ok {
+		return false
+	}
+	_, rest, ok = strings.Cut(rest, "/")
+	return ok && (rest == "_replication" || rest == "_replication/")
+}
+
 // skipRequestHeader: what is not copied as is (hop-by-hop, or written by
-// the router itself).
+// the router itself — a client's own Fenec-Client or Fenec-Router-Proof
+// is dropped, never passed on).
 func skipRequestHeader(k string, conn []string) bool {
 	switch k {
-	case "Host", "Content-Length", "Expect", "X-Request-Id", "X-Forwarded-For":
+	case "Host", "Content-Length", "Expect", "X-Request-Id", "X-Forwarded-For",
+		forwarded.HeaderClient, forwarded.HeaderProof:
 		return true
 	}
 	return hopByHop(k) || len(conn) > 0 && namedByConnection(k, conn)
@@ -138,9 +154,11 @@ func writeHeaderLine(bw *bufio.Writer, k, v string) {
 }
 
 // writeRequest writes the request line with the original raw target, the
-// headers minus hop-by-hop ones, X-Request-Id and X-Forwarded-For, and the
-// buffered body, then flushes. nil means the request was wholly sent.
-func (x *exchange) writeRequest(bw *bufio.Writer, now time.Time) error {
+// headers minus hop-by-hop ones, X-Request-Id and X-Forwarded-For, the
+// client's address with proof (the proof of the node's admin token; ""
+// sends neither), and the buffered body, then flushes. nil means the
+// request was wholly sent.
+func (x *exchange) writeRequest(bw *bufio.Writer, now time.Time, proof string) error {
 	r := x.r
 	resend := x.sends > 1
 	bw.WriteString(r.Method)
@@ -175,7 +193,12 @@ func (x *exchange) writeRequest(bw *bufio.Writer, now time.Time) error {
 		bw.WriteString(r.Header["X-Request-Id"][0])
 	}
 	bw.WriteString("\r\n")
-	writeForwardedFor(bw, r.Header["X-Forwarded-For"], clientIP(r.RemoteAddr))
+	ip := clientIP(r.RemoteAddr)
+	writeForwardedFor(bw, r.Header["X-Forwarded-For"], ip)
+	if proof != "" {
+		writeHeaderLine(bw, forwarded.HeaderClient, ip)
+		writeHeaderLine(bw, forwarded.HeaderProof, proof)
+	}
 	bw.WriteString("\r\n")
 	if x.body.Len() > 0 {
 		bw.Write(x.body.Bytes())
