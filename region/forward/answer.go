@@ -40,13 +40,15 @@ func (f *Forwarder) answer(w http.ResponseWriter, x *exchange, p *pool, pc *pcon
 			return resDone, codeAborted, Target{}
 		}
 	}
-	f.reuse(p, pc, tgt, h.close)
+	f.reuse(fl, p, pc, tgt, h.close)
 	return resDone, h.status, Target{}
 }
 
-// reuse gives a connection whose exchange ended cleanly back to the pool.
-func (f *Forwarder) reuse(p *pool, pc *pconn, tgt Target, closing bool) {
-	if closing {
+// reuse gives a connection whose exchange ended cleanly back to the pool,
+// once the attempt's flight has let go of it: a connection belongs to one
+// request or to the pool, never both.
+func (f *Forwarder) reuse(fl *flight, p *pool, pc *pconn, tgt Target, closing bool) {
+	if !fl.letGo() || closing {
 		pc.close()
 		return
 	}
@@ -83,7 +85,7 @@ func (f *Forwarder) stream(w http.ResponseWriter, x *exchange, p *pool, pc *pcon
 			}
 		}
 		if err == io.EOF {
-			f.reuse(p, pc, tgt, !h.chunked || h.close || !skipTrailer(pc))
+			f.reuse(&x.fl, p, pc, tgt, !h.chunked || h.close || !skipTrailer(pc))
 			return h.status
 		}
 		if err != nil {
@@ -121,9 +123,9 @@ var streamBufs = newBufPool(32 << 10)
 
 // drainRefusal reads a lease refusal's small body so its connection can be
 // kept.
-func (f *Forwarder) drainRefusal(p *pool, pc *pconn, tgt Target, h *head) {
+func (f *Forwarder) drainRefusal(fl *flight, p *pool, pc *pconn, tgt Target, h *head) {
 	if h.noBody {
-		f.reuse(p, pc, tgt, h.close)
+		f.reuse(fl, p, pc, tgt, h.close)
 		return
 	}
 	if h.length < 0 || h.length > 64<<10 {
@@ -135,5 +137,5 @@ func (f *Forwarder) drainRefusal(p *pool, pc *pconn, tgt Target, h *head) {
 		pc.close()
 		return
 	}
-	f.reuse(p, pc, tgt, h.close)
+	f.reuse(fl, p, pc, tgt, h.close)
 }

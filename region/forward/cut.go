@@ -89,6 +89,18 @@ func (fl *flight) setDial(cancel context.CancelFunc) bool {
 	return true
 }
 
+// letGo takes the attempt's connection out of the flight's reach as the
+// connection goes back to the pool: from then on no cut and no client
+// gone can close it under the request that takes it next. false: the
+// attempt was stopped first (the connection is closed), so it must not be
+// pooled.
+func (fl *flight) letGo() bool {
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	fl.conn = nil
+	return !fl.cut && !fl.gone
+}
+
 func (fl *flight) clearDial() {
 	fl.mu.Lock()
 	fl.cancelDial = nil

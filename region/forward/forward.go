@@ -434,7 +434,7 @@ func (f *Forwarder) attempt(w http.ResponseWriter, x *exchange, tgt Target, fres
 		return resNoAnswer, 0, next
 	}
 	if intercept && x.hd.refused {
-		f.drainRefusal(p, pc, tgt, &x.hd)
+		f.drainRefusal(fl, p, pc, tgt, &x.hd)
 		return resRefused, 0, next
 	}
 	return f.answer(w, x, p, pc, tgt)

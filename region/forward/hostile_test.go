@@ -1,9 +1,14 @@
 package forward
 
 import (
+	"bytes"
 	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fenec-go/fenec/internal/forwarded"
 )
@@ -72,5 +77,72 @@ func TestReplicationFeedNotForwardedUnit(t *testing.T) {
 		if resp, body := rc.send(t, "GET", "GET "+target+" HTTP/1.1\r\nHost: x\r\n\r\n"); resp.StatusCode != 200 {
 			t.Fatalf("%s: %d %s", target, resp.StatusCode, body)
 		}
+	}
+}
+
+// A connection belongs to one request at a time, or to the pool, never
+// both: a client that hangs up just after its answer came back — its
+// hang-up hook running once the connection went back to the pool — does
+// not close that connection under the next request, which took it from
+// the pool. Before, the hook closed it, and a plain write that ran was
+// answered 502 "may have run".
+func TestHangUpAfterAnswerLeavesPooledConnAlone(t *testing.T) {
+	release := make(chan struct{})
+	node := newRecorder(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Hold") != "" {
+			<-release
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"for": "`+r.Header.Get("X-Request-Id")+`"}`)
+	})
+	tgt := Target{Node: "a", Addr: node.addr()}
+	r := newRouter(t, newPlacements(map[string]Target{"acme": tgt}), fwdOpts{})
+
+	// The first request, run by hand so that its hang-up hook can be run
+	// late: its connection is in the pool when the hook runs.
+	req := httptest.NewRequest("POST", "/t/acme/query", strings.NewReader(`{"query": "put c {n: 1}"}`))
+	req.Header.Set("X-Request-Id", "first")
+	x := &exchange{body: new(bytes.Buffer), r: req, tenant: "acme", route: routeQuery, start: time.Now()}
+	x.deadline = x.start.Add(time.Minute)
+	if err := r.f.readBody(x); err != nil {
+		t.Fatal(err)
+	}
+	x.classify()
+	if code := r.f.forward(httptest.NewRecorder(), x, tgt); code != 200 {
+		t.Fatalf("first request: %d", code)
+	}
+	if n := r.f.pools.lookup("a").idleCount(); n != 1 {
+		t.Fatalf("%d idle connections after the first request, want 1", n)
+	}
+
+	// The next write takes that connection and waits at the node.
+	type answer struct {
+		code int
+		body string
+	}
+	got := make(chan answer, 1)
+	hc := client(t)
+	go func() {
+		req, _ := http.NewRequest("POST", r.url+"/t/acme/query", strings.NewReader(`{"query": "put c {n: 2}"}`))
+		req.Header.Set("X-Hold", "1")
+		req.Header.Set("X-Request-Id", "second")
+		res, err := hc.Do(req)
+		if err != nil {
+			got <- answer{body: err.Error()}
+			return
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		got <- answer{res.StatusCode, string(b)}
+	}()
+	waitPhase(t, r.f, "a", "acme", phaseSent)
+	if n := node.conns.Load(); n != 1 {
+		t.Fatalf("the second write went out on a connection of its own (%d connections)", n)
+	}
+	x.fl.clientGone() // the first client's hang-up, seen late
+	close(release)
+	a := <-got
+	if a.code != 200 || !strings.Contains(a.body, `"second"`) {
+		t.Fatalf("the second write was answered %d %s", a.code, a.body)
 	}
 }
