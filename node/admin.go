@@ -98,7 +98,7 @@ func (c *call) adminTenant(name string, rest []string) {
 			c.imageOut(name)
 		} else {
 			c.adminChange("install", name, http.StatusCreated, func() error {
-				return c.s.reg.installImage(name, c.r.Body)
+				return c.s.reg.installImage(name, c.body())
 			})
 		}
 	default:

@@ -67,6 +67,10 @@ type Config struct {
 	MaxStreams int
 	// MaxBody bounds a request body in bytes; larger is 413.
 	MaxBody int64
+	// BodyTimeout cuts a request body that sends no byte for this long
+	// (408, the connection closed): the gap between bytes, not the whole,
+	// so a large image upload that keeps coming is never cut for its size.
+	BodyTimeout time.Duration
 
 	// Audit, if set, is a file receiving JSON lines about refusals and
 	// admin changes.
@@ -91,6 +95,7 @@ func DefaultConfig() Config {
 		IdempotencyTTL:  86400 * time.Second,
 		MaxStreams:      64,
 		MaxBody:         32 << 20,
+		BodyTimeout:     30 * time.Second,
 		KeepAlive:       15 * time.Second,
 		ShutdownTimeout: 30 * time.Second,
 	}
@@ -122,6 +127,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.Func("idempotency-ttl", "keep an Idempotency-Key S seconds (default 86400)", secondsFlag(&c.IdempotencyTTL))
 	fs.IntVar(&c.MaxStreams, "max-streams", c.MaxStreams, "subscriptions per tenant")
 	fs.Int64Var(&c.MaxBody, "max-body", c.MaxBody, "largest request body in bytes (413 past it)")
+	fs.Func("body-timeout", "cut a request body that sends no byte for S seconds (408; default 30)", secondsFlag(&c.BodyTimeout))
 	fs.StringVar(&c.Audit, "audit", c.Audit, "file of JSON lines: refusals and admin changes")
 }
 
@@ -166,6 +172,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxBody < 1 {
 		errs = append(errs, errors.New("max-body: at least 1 byte"))
+	}
+	if c.BodyTimeout <= 0 {
+		errs = append(errs, errors.New("body-timeout: must be positive"))
 	}
 	if c.MaxMemory < 0 {
 		errs = append(errs, errors.New("max-memory: must not be negative"))

@@ -15,7 +15,8 @@ func TestConfigFlags(t *testing.T) {
 	cfg.AddFlags(fs)
 	err := fs.Parse([]string{"--dir", "/d", "--http", "127.0.0.1:9", "--idle-close", "1.5",
 		"--max-memory", "64", "--idle-timeout", "7", "--idempotency-ttl", "60", "--max-streams", "3",
-		"--sync", "always", "--admin-token", "a", "--http-token", "h", "--audit", "/a.log", "--max-body", "10"})
+		"--sync", "always", "--admin-token", "a", "--http-token", "h", "--audit", "/a.log", "--max-body", "10",
+		"--body-timeout", "2.5"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,7 +25,8 @@ func TestConfigFlags(t *testing.T) {
 	}
 	if cfg.Dir != "/d" || cfg.IdleClose != 1500*time.Millisecond || cfg.MaxMemory != 64<<20 ||
 		cfg.IdleTimeout != 7*time.Second || cfg.IdempotencyTTL != time.Minute || cfg.MaxStreams != 3 ||
-		cfg.AdminToken != "a" || cfg.HTTPToken != "h" || cfg.Audit != "/a.log" || cfg.MaxBody != 10 {
+		cfg.AdminToken != "a" || cfg.HTTPToken != "h" || cfg.Audit != "/a.log" || cfg.MaxBody != 10 ||
+		cfg.BodyTimeout != 2500*time.Millisecond {
 		t.Fatalf("flags parsed into %+v", cfg)
 	}
 	mode, _, err := cfg.syncMode()
@@ -60,6 +62,7 @@ func TestConfigValidate(t *testing.T) {
 		{"ttl", func(c *Config) { c.IdempotencyTTL = 0 }, "idempotency-ttl"},
 		{"same tokens", func(c *Config) { c.AdminToken, c.HTTPToken = "t", "t" }, "differ"},
 		{"body", func(c *Config) { c.MaxBody = 0 }, "max-body"},
+		{"body timeout", func(c *Config) { c.BodyTimeout = 0 }, "body-timeout"},
 	}
 	for _, tt := range tests {
 		c := base()

@@ -12,6 +12,7 @@ var (
 	ErrUnknownTenant   = errors.New("unknown tenant")
 	ErrTenantExists    = errors.New("tenant already exists")
 	ErrBodyTooLarge    = errors.New("request body too large")
+	ErrBodyStalled     = errors.New("request body stopped arriving: send it again, with no pause longer than the node's --body-timeout between its bytes")
 	ErrUnauthorized    = errors.New("missing or wrong token")
 	ErrBackoff         = errors.New("too many bad tokens from this client")
 	ErrBadProof        = errors.New("Fenec-Router-Proof does not match this node's admin token: record the node with the router again with its current admin token")

@@ -11,6 +11,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/fenec-go/fenec/internal/bodygap"
 )
 
 // call is one request on its way through the node.
@@ -60,6 +62,9 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	rw.Header().Set("X-Request-Id", id)
 	c := &call{s: s, w: &respWriter{ResponseWriter: rw}, r: r, id: id, route: "unknown"}
 	c.log = s.log.With("request_id", id)
+	// A body nobody reads is cut after the body timeout too; one read is
+	// read through c.body.
+	bodygap.Arm(rw, r, s.cfg.BodyTimeout)
 	defer func() {
 		if c.w.status == 0 {
 			c.w.WriteHeader(http.StatusOK)
@@ -202,15 +207,35 @@ func (c *call) queryValues() (url.Values, error) {
 	return q, nil
 }
 
-// readBody reads the whole body up to the node's limit: 413 past it, 400
-// for a body that cannot be read (chunked garbage).
+// body is the request's body, cut once it sends no byte for the body
+// timeout (an error wrapping ErrBodyStalled).
+func (c *call) body() io.Reader {
+	return stalled{bodygap.Reader(c.w, c.r.Body, c.s.cfg.BodyTimeout)}
+}
+
+// stalled turns the gap's error into the node's.
+type stalled struct{ r io.Reader }
+
+func (s stalled) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if errors.Is(err, bodygap.ErrStalled) {
+		err = fmt.Errorf("%w (%v)", ErrBodyStalled, err)
+	}
+	return n, err
+}
+
+// readBody reads the whole body up to the node's limit: 413 past it, 408
+// for one that stopped arriving, 400 for one that cannot be read (chunked
+// garbage).
 func (c *call) readBody() ([]byte, error) {
-	body := http.MaxBytesReader(c.w, c.r.Body, c.s.cfg.MaxBody)
+	body := http.MaxBytesReader(c.w, io.NopCloser(c.body()), c.s.cfg.MaxBody)
 	b, err := io.ReadAll(body)
 	var mb *http.MaxBytesError
 	switch {
 	case errors.As(err, &mb):
 		return nil, fmt.Errorf("%w: limit %d bytes", ErrBodyTooLarge, c.s.cfg.MaxBody)
+	case errors.Is(err, ErrBodyStalled):
+		return nil, err
 	case err != nil:
 		return nil, fmt.Errorf("%w: read body: %v", ErrBadRequest, err)
 	}

@@ -113,8 +113,11 @@ func (c *call) replicationFeed() {
 		c.fail(fmt.Errorf("replication feed: %w", err))
 		return
 	}
+	// The copy's acks come as writes do, with no bound on the gap between
+	// them: the body timeout armed as the request came in does not apply.
 	// However the feed ends, the copy's unread acks are not read after
 	// it: the server would otherwise wait on them to reuse the connection.
+	_ = rc.SetReadDeadline(time.Time{})
 	defer rc.SetReadDeadline(time.Now())
 	c.w.Header().Set("Content-Type", "application/octet-stream")
 	c.w.WriteHeader(http.StatusOK)

@@ -44,6 +44,7 @@ var statusTable = []statusRule{
 	{engine.ErrCursorGone, http.StatusGone, 0},
 	{engine.ErrRequire, http.StatusPreconditionFailed, 0},
 	{ErrBodyTooLarge, http.StatusRequestEntityTooLarge, 0},
+	{ErrBodyStalled, http.StatusRequestTimeout, 0},
 	{ErrKeyReused, http.StatusUnprocessableEntity, 0},
 	{ErrBackoff, http.StatusTooManyRequests, 60},
 	{ErrTooManyStreams, http.StatusTooManyRequests, 1},
@@ -110,6 +111,9 @@ func writeError(w http.ResponseWriter, err error, fields map[string]any) int {
 	}
 	if retry > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(retry))
+	}
+	if status == http.StatusRequestTimeout {
+		w.Header().Set("Connection", "close") // what is left of the body is never read
 	}
 	if status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="fenec"`)

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/fenec-go/fenec/global"
+	"github.com/fenec-go/fenec/internal/bodygap"
 	"github.com/fenec-go/fenec/region/forward"
 )
 
@@ -332,6 +333,8 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Header.Set("X-Request-Id", id)
 	}
 	rw := &idWriter{ResponseWriter: w, id: id}
+	// A body nobody reads is cut after the body timeout too.
+	bodygap.Arm(rw, r, rt.cfg.Forward.BodyTimeout)
 	p := r.URL.Path
 	switch {
 	case strings.HasPrefix(p, "/t/"):

@@ -58,6 +58,8 @@ var (
 	ErrUnknownTenant = forward.ErrUnknownTenant
 	// ErrNotReady: the router's placements have not arrived yet.
 	ErrNotReady = forward.ErrNotReady
+	// ErrBodyStalled: a request body sent no byte for --body-timeout.
+	ErrBodyStalled = forward.ErrBodyStalled
 	// ErrBadConfig: a configuration value is out of range.
 	ErrBadConfig = forward.ErrBadConfig
 )
@@ -97,6 +99,7 @@ var shardStatus = []struct {
 	{ErrUnauthorized, http.StatusUnauthorized},
 	{ErrNotLeader, http.StatusConflict},
 	{ErrMirrored, http.StatusConflict},
+	{ErrBodyStalled, http.StatusRequestTimeout},
 	{ErrBadRequest, http.StatusBadRequest},
 	{merge.ErrBadRule, http.StatusBadRequest},
 	{merge.ErrTooManyRows, http.StatusBadRequest},

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/fenec-go/fenec/global"
+	"github.com/fenec-go/fenec/internal/bodygap"
 )
 
 // maxShardBody bounds a /_shard/ request body.
@@ -199,7 +200,11 @@ func (c *shardCall) fail(err error) {
 
 // decode reads the JSON body into v (an empty body leaves v as it is).
 func (c *shardCall) decode(v any) error {
-	b, err := io.ReadAll(io.LimitReader(c.r.Body, maxShardBody+1))
+	b, err := io.ReadAll(io.LimitReader(bodygap.Reader(c.w, c.r.Body, c.rt.cfg.Forward.BodyTimeout), maxShardBody+1))
+	if errors.Is(err, bodygap.ErrStalled) {
+		c.w.Header().Set("Connection", "close") // what is left of it is never read
+		return fmt.Errorf("%w: %w", ErrBodyStalled, err)
+	}
 	if err != nil {
 		return fmt.Errorf("%w: read body: %w", ErrBadRequest, err)
 	}

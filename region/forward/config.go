@@ -22,8 +22,13 @@ type Config struct {
 	// 502 fast. Default 1 s.
 	DialTimeout time.Duration
 	// MaxBodyBytes bounds a request body; bodies are buffered whole so any
-	// resend replays them byte for byte. Default 64 MiB.
+	// resend replays them byte for byte. The buffer grows with the bytes
+	// received, never with the length a head declares. Default 64 MiB.
 	MaxBodyBytes int64
+	// BodyTimeout cuts a request body that sends no byte for this long
+	// (408, the connection closed): the gap between bytes, not the whole.
+	// --body-timeout, default 30 s.
+	BodyTimeout time.Duration
 	// MaxIdlePerNode bounds the idle connections kept per node. Default 128.
 	MaxIdlePerNode int
 	// Resolver is the DNS server (host:port) node names are looked up
@@ -39,6 +44,7 @@ func DefaultConfig() Config {
 		IdleTimeout:     50 * time.Second,
 		DialTimeout:     time.Second,
 		MaxBodyBytes:    64 << 20,
+		BodyTimeout:     30 * time.Second,
 		MaxIdlePerNode:  128,
 	}
 }
@@ -56,6 +62,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: dial timeout above the upstream timeout", ErrBadConfig)
 	case c.MaxBodyBytes <= 0:
 		return fmt.Errorf("%w: max body bytes must be positive", ErrBadConfig)
+	case c.BodyTimeout <= 0:
+		return fmt.Errorf("%w: body timeout must be positive", ErrBadConfig)
 	case c.MaxIdlePerNode < 0:
 		return fmt.Errorf("%w: max idle connections per node must not be negative", ErrBadConfig)
 	}
@@ -67,10 +75,11 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// AddFlags registers --upstream-timeout and --idle-timeout (seconds), and
-// --resolver.
+// AddFlags registers --upstream-timeout, --idle-timeout and
+// --body-timeout (seconds), and --resolver.
 func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Resolver, "resolver", c.Resolver, "look node names up at the DNS server `HOST:PORT` (default: the system's way)")
 	fs.Var((*flagx.Seconds)(&c.UpstreamTimeout), "upstream-timeout", "bound on a forwarded request, in seconds")
 	fs.Var((*flagx.Seconds)(&c.IdleTimeout), "idle-timeout", "drop a pooled node connection idle this many seconds")
+	fs.Var((*flagx.Seconds)(&c.BodyTimeout), "body-timeout", "cut a request body that sends no byte for this many seconds (408)")
 }

@@ -15,6 +15,8 @@ var (
 	ErrNotReady = errors.New("placements have not arrived yet; retry in a moment")
 	// ErrBodyTooLarge: the request body passes the router's bound.
 	ErrBodyTooLarge = errors.New("request body too large; send it in smaller batches")
+	// ErrBodyStalled: the client's body sent no byte for --body-timeout.
+	ErrBodyStalled = errors.New("request body stopped arriving: send it again, with no pause longer than the router's --body-timeout between its bytes")
 	// ErrBodyRead: the client's body could not be read whole.
 	ErrBodyRead = errors.New("read request body")
 	// ErrUnreachable: the node refused the connection or could not be reached.

@@ -3,6 +3,7 @@ package forward
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/fenec-go/fenec/internal/bodygap"
 	"github.com/fenec-go/fenec/internal/forwarded"
 	"github.com/fenec-go/fenec/internal/netx"
 )
@@ -170,6 +172,7 @@ func (x *exchange) release() {
 // ServeHTTP forwards one request below /t/<tenant>/.
 func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := f.now()
+	bodygap.Arm(w, r, f.cfg.BodyTimeout) // a body refused unread is cut too
 	tenant, rt, err := parseTarget(r.RequestURI)
 	if err == nil && replicationFeed(r.URL.Path) {
 		err = ErrReplicationFeed
@@ -191,8 +194,11 @@ func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	x.r, x.tenant, x.route, x.start = r, tenant, rt, start
 	x.deadline = start.Add(f.cfg.UpstreamTimeout)
 	x.sends, x.sentWhole = 0, false
-	if err := f.readBody(x); err != nil {
+	if err := f.readBody(w, x); err != nil {
 		x.release()
+		if err == ErrBodyStalled {
+			w.Header().Set("Connection", "close") // what is left of it is never read
+		}
 		f.finish(w, rt, start, writeError(w, err, false))
 		return
 	}
@@ -221,8 +227,10 @@ func (f *Forwarder) finish(w http.ResponseWriter, rt route, start time.Time, cod
 const codeAborted = -1
 
 // readBody buffers the client's body whole (bounded) for byte-for-byte
-// replay.
-func (f *Forwarder) readBody(x *exchange) error {
+// replay. The buffer grows with the bytes that arrive, never with the
+// length the head declares, and a body that sends no byte for the body
+// timeout is cut (package bodygap).
+func (f *Forwarder) readBody(w http.ResponseWriter, x *exchange) error {
 	r := x.r
 	_, x.hadLength = r.Header["Content-Length"]
 	if r.ContentLength < 0 {
@@ -234,13 +242,12 @@ func (f *Forwarder) readBody(x *exchange) error {
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil
 	}
-	if r.ContentLength > 0 {
-		x.body.Grow(int(r.ContentLength))
-	}
-	x.lr = io.LimitedReader{R: r.Body, N: f.cfg.MaxBodyBytes + 1}
+	x.lr = io.LimitedReader{R: bodygap.Reader(w, r.Body, f.cfg.BodyTimeout), N: f.cfg.MaxBodyBytes + 1}
 	n, err := x.body.ReadFrom(&x.lr)
 	x.lr = io.LimitedReader{}
 	switch {
+	case errors.Is(err, bodygap.ErrStalled):
+		return ErrBodyStalled
 	case err != nil:
 		return ErrBodyRead
 	case n > f.cfg.MaxBodyBytes:

@@ -104,7 +104,7 @@ func TestHangUpAfterAnswerLeavesPooledConnAlone(t *testing.T) {
 	req.Header.Set("X-Request-Id", "first")
 	x := &exchange{body: new(bytes.Buffer), r: req, tenant: "acme", route: routeQuery, start: time.Now()}
 	x.deadline = x.start.Add(time.Minute)
-	if err := r.f.readBody(x); err != nil {
+	if err := r.f.readBody(httptest.NewRecorder(), x); err != nil {
 		t.Fatal(err)
 	}
 	x.classify()

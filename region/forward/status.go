@@ -26,6 +26,7 @@ var forwardStatus = func() map[error]*errorAnswer {
 		ErrNotReady:        {code: http.StatusServiceUnavailable, retryAfter: true},
 		ErrBodyTooLarge:    {code: http.StatusRequestEntityTooLarge},
 		ErrBodyRead:        {code: http.StatusBadRequest},
+		ErrBodyStalled:     {code: http.StatusRequestTimeout},
 		ErrUnreachable:     {code: http.StatusBadGateway},
 		ErrMayHaveRun:      {code: http.StatusBadGateway},
 		ErrUpstreamTimeout: {code: http.StatusBadGateway},

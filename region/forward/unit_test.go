@@ -84,6 +84,7 @@ func TestForwardConfig(t *testing.T) {
 		func(c *Config) { c.DialTimeout = 0 },
 		func(c *Config) { c.DialTimeout = 2 * c.UpstreamTimeout },
 		func(c *Config) { c.MaxBodyBytes = 0 },
+		func(c *Config) { c.BodyTimeout = 0 },
 		func(c *Config) { c.MaxIdlePerNode = -1 },
 		func(c *Config) { c.Resolver = "10.0.0.2" }, // no port
 	}
@@ -98,11 +99,11 @@ func TestForwardConfig(t *testing.T) {
 	fs := flag.NewFlagSet("x", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	c.AddFlags(fs)
-	if err := fs.Parse([]string{"--upstream-timeout", "4", "--idle-timeout", "0.5"}); err != nil {
+	if err := fs.Parse([]string{"--upstream-timeout", "4", "--idle-timeout", "0.5", "--body-timeout", "7"}); err != nil {
 		t.Fatal(err)
 	}
-	if c.UpstreamTimeout != 4*time.Second || c.IdleTimeout != 500*time.Millisecond {
-		t.Fatalf("flags gave %v %v", c.UpstreamTimeout, c.IdleTimeout)
+	if c.UpstreamTimeout != 4*time.Second || c.IdleTimeout != 500*time.Millisecond || c.BodyTimeout != 7*time.Second {
+		t.Fatalf("flags gave %v %v %v", c.UpstreamTimeout, c.IdleTimeout, c.BodyTimeout)
 	}
 	if err := fs.Parse([]string{"--idle-timeout", "soon"}); err == nil {
 		t.Fatal("bad seconds accepted")
