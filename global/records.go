@@ -2,8 +2,11 @@ package global
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/fenec-go/fenec/wire"
 )
 
 // Versioned is a record with the revision of its last change, as read. Rev 0
@@ -165,25 +168,9 @@ func (t Tenant) Validate() error {
 	return nil
 }
 
-// Quota is a tenant's limits; 0 means no limit.
-type Quota struct {
-	Bytes     int64 `json:"bytes"`
-	Rows      int64 `json:"rows"`
-	Streams   int64 `json:"streams"`
-	Requests  int64 `json:"requests"`
-	RowsPerS  int64 `json:"rows_per_s"`
-	BytesPerS int64 `json:"bytes_per_s"`
-}
-
-// Validate checks the record.
-func (q Quota) Validate() error {
-	for _, v := range []int64{q.Bytes, q.Rows, q.Streams, q.Requests, q.RowsPerS, q.BytesPerS} {
-		if v < 0 {
-			return fmt.Errorf("negative quota %+v: %w", q, ErrInvalidRecord)
-		}
-	}
-	return nil
-}
+// Quota is a tenant's limits; 0 means no limit. It is the node's own
+// quota (the admin API's, package wire), kept as the directory's record.
+type Quota = wire.Quota
 
 // validator is a record that checks itself.
 type validator interface{ Validate() error }
@@ -192,6 +179,9 @@ type validator interface{ Validate() error }
 func encode(v any) ([]byte, error) {
 	if val, ok := v.(validator); ok {
 		if err := val.Validate(); err != nil {
+			if !errors.Is(err, ErrInvalidRecord) {
+				err = fmt.Errorf("%w: %w", ErrInvalidRecord, err)
+			}
 			return nil, err
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+
+	"github.com/fenec-go/fenec/wire"
 )
 
 // admin serves /_admin/: it needs the admin token, and without
@@ -116,7 +118,7 @@ func (c *call) adminChange(what, name string, okStatus int, do func() error) {
 	if okStatus == http.StatusNoContent {
 		c.w.WriteHeader(okStatus)
 	} else {
-		writeJSON(c.w, okStatus, map[string]any{"tenant": name})
+		writeJSON(c.w, okStatus, wire.TenantChanged{Tenant: name})
 	}
 	c.s.auditf(c, what, name, "")
 	c.log.Info("admin change", "what", what, "tenant", name)
@@ -146,7 +148,7 @@ func (c *call) adminFreeze(name string, freeze bool) {
 		}
 		c.s.reg.release(t)
 	}
-	writeJSON(c.w, http.StatusOK, map[string]any{"tenant": name, "frozen": freeze, "seq": t.db.Seq()})
+	writeJSON(c.w, http.StatusOK, wire.Frozen{Tenant: name, Frozen: freeze, Seq: t.db.Seq()})
 	c.s.auditf(c, what, name, "")
 	c.log.Info("admin change", "what", what, "tenant", name)
 }
@@ -183,8 +185,8 @@ func (c *call) adminStats() {
 	for _, n := range sizes {
 		disk += n
 	}
-	writeJSON(c.w, http.StatusOK, map[string]any{
-		"tenants": len(sizes), "disk": disk, "memory": c.s.reg.memory(), "open": c.s.reg.openCount(),
+	writeJSON(c.w, http.StatusOK, wire.Stats{
+		Tenants: len(sizes), Disk: disk, Memory: c.s.reg.memory(), Open: c.s.reg.openCount(),
 	})
 }
 

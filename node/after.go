@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fenec-go/fenec/engine"
+	"github.com/fenec-go/fenec/wire"
 )
 
 // defaultAfterWait is how long Fenec-After waits when Fenec-Wait does not
@@ -16,7 +17,7 @@ const defaultAfterWait = 5 * time.Second
 // awaitAfter honours Fenec-After (and Fenec-History): it returns true once
 // this copy may answer, or answers the refusal and returns false.
 func (c *call) awaitAfter() bool {
-	v := c.r.Header.Get("Fenec-After")
+	v := c.r.Header.Get(wire.HeaderAfter)
 	if v == "" {
 		return true
 	}
@@ -26,16 +27,16 @@ func (c *call) awaitAfter() bool {
 		return false
 	}
 	wait := defaultAfterWait
-	if c.r.Header.Get("Fenec-Wait") != "" {
-		if wait, err = parseWait(c.r.Header.Get("Fenec-Wait")); err != nil {
+	if c.r.Header.Get(wire.HeaderWait) != "" {
+		if wait, err = parseWait(c.r.Header.Get(wire.HeaderWait)); err != nil {
 			c.fail(err)
 			return false
 		}
 	}
 	var hist uint64
-	hasHist := c.r.Header.Get("Fenec-History") != ""
+	hasHist := c.r.Header.Get(wire.HeaderHistory) != ""
 	if hasHist {
-		if hist, err = strconv.ParseUint(c.r.Header.Get("Fenec-History"), 10, 64); err != nil {
+		if hist, err = strconv.ParseUint(c.r.Header.Get(wire.HeaderHistory), 10, 64); err != nil {
 			c.fail(fmt.Errorf("%w: Fenec-History must be a history id", ErrBadRequest))
 			return false
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fenec-go/fenec/engine"
+	"github.com/fenec-go/fenec/wire"
 )
 
 const (
@@ -84,7 +85,7 @@ func (c *call) feed() {
 	c.settledFor(next)
 	h := c.w.Header()
 	h.Set("Content-Type", "application/x-ndjson")
-	h.Set("Fenec-Next", strconv.FormatUint(next, 10))
+	h.Set(wire.HeaderNext, strconv.FormatUint(next, 10))
 	h.Set("Content-Length", strconv.Itoa(b.Len()))
 	c.w.WriteHeader(http.StatusOK)
 	c.w.Write(b.Bytes())

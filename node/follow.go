@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/fenec-go/fenec/engine"
+	"github.com/fenec-go/fenec/wire"
 )
 
 // followExt ends the file beside a replica's that says whom it follows.
@@ -464,19 +465,12 @@ func checkFrom(from string) error {
 	return nil
 }
 
-// promoteBody is POST /_admin/tenants/<t>/promote.
-type promoteBody struct {
-	Lineage       uint64 `json:"lineage"`
-	ForkedHistory uint64 `json:"forked_history"`
-	Force         bool   `json:"force"`
-}
-
 // adminPromote makes a replica's file take writes: its history forks.
 // It refuses a copy of another lineage, and an old primary's copy that
 // has not heard from the node it follows since it was told to follow it,
 // unless forced.
 func (c *call) adminPromote(name string) {
-	var body promoteBody
+	var body wire.Promote
 	if b, err := c.readBody(); err != nil {
 		c.fail(err)
 		return
@@ -509,7 +503,7 @@ func (c *call) adminPromote(name string) {
 			c.s.auditf(c, "promote", name, why)
 			return
 		}
-		writeJSON(c.w, http.StatusOK, map[string]any{"promoted": false, "seq": t.db.Seq(), "history": t.db.History()})
+		writeJSON(c.w, http.StatusOK, wire.Promoted{Promoted: false, Seq: t.db.Seq(), History: t.db.History()})
 		return
 	}
 	if !body.Force {
@@ -531,7 +525,7 @@ func (c *call) adminPromote(name string) {
 		return
 	}
 	t.role.Store(int32(RolePrimary))
-	writeJSON(c.w, http.StatusOK, map[string]any{"promoted": true, "seq": t.db.Seq(), "history": h})
+	writeJSON(c.w, http.StatusOK, wire.Promoted{Promoted: true, Seq: t.db.Seq(), History: h})
 	detail := ""
 	if body.Force {
 		detail = "forced"
@@ -541,7 +535,7 @@ func (c *call) adminPromote(name string) {
 }
 
 // promoteRefusal says why a copy may not be promoted ("" if it may).
-func promoteRefusal(b promoteBody, st *followState, lineage []engine.LineageEntry) string {
+func promoteRefusal(b wire.Promote, st *followState, lineage []engine.LineageEntry) string {
 	if b.Lineage != 0 && lineageID(lineage) != b.Lineage {
 		return "the copy is of another lineage"
 	}
@@ -558,10 +552,7 @@ func (c *call) adminFollow(name string) {
 		c.fail(err)
 		return
 	}
-	var body struct {
-		From string `json:"from"`
-		As   string `json:"as"`
-	}
+	var body wire.Follow
 	if err := json.Unmarshal(b, &body); err != nil {
 		c.fail(fmt.Errorf("%w: follow: %v", ErrBadRequest, err))
 		return
@@ -588,7 +579,7 @@ func (c *call) adminFollow(name string) {
 		c.fail(err)
 		return
 	}
-	writeJSON(c.w, http.StatusOK, map[string]any{"tenant": name, "from": body.From})
+	writeJSON(c.w, http.StatusOK, wire.Followed{Tenant: name, From: body.From})
 	c.s.auditf(c, "follow", name, body.From)
 }
 
@@ -600,21 +591,29 @@ func (c *call) adminReplication(name string) {
 		return
 	}
 	defer c.s.reg.release(t)
-	out := map[string]any{
-		"role": "primary", "seq": t.db.Seq(), "durable": t.db.Durable(), "history": t.db.History(),
-		"lineage": t.db.Lineage(),
+	out := wire.Replication{
+		Role: "primary", Seq: t.db.Seq(), Durable: t.db.Durable(), History: t.db.History(),
+		Lineage: wireLineage(t.db.Lineage()), Copies: t.copies(),
 	}
-	out["copies"] = t.copies()
 	if st := t.follow.Load(); st != nil {
 		t.mu.Lock()
 		last := t.lastHello
 		t.mu.Unlock()
-		out["role"], out["from"], out["heard"] = "replica", st.From, st.Heard
+		out.Role, out.From, out.Heard = "replica", st.From, st.Heard
 		if !last.IsZero() {
-			out["last_hello"] = last
+			out.LastHello = &last
 		}
 	}
 	writeJSON(c.w, http.StatusOK, out)
+}
+
+// wireLineage is a file's lineage as the admin API lists it.
+func wireLineage(l []engine.LineageEntry) []wire.LineageEntry {
+	out := make([]wire.LineageEntry, len(l))
+	for i, e := range l {
+		out[i] = wire.LineageEntry{History: e.History, From: e.From}
+	}
+	return out
 }
 
 // promoteDrain bounds how long a promotion lets an open feed run on: a

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fenec-go/fenec/engine"
+	"github.com/fenec-go/fenec/wire"
 )
 
 // maxWait bounds Fenec-Wait and the wait of Fenec-After.
@@ -14,7 +15,7 @@ const maxWait = 30 * time.Second
 // waitHeader reads Fenec-Wait in milliseconds (0 if absent), at most
 // maxWait; false (answered 400) if it is not a number.
 func (c *call) waitHeader() (time.Duration, bool) {
-	v := c.r.Header.Get("Fenec-Wait")
+	v := c.r.Header.Get(wire.HeaderWait)
 	if v == "" {
 		return 0, true
 	}

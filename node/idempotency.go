@@ -11,6 +11,7 @@ import (
 	"strconv"
 
 	"github.com/fenec-go/fenec/engine"
+	"github.com/fenec-go/fenec/wire"
 )
 
 // idemColl is the collection the node keeps Idempotency-Keys in.
@@ -109,7 +110,7 @@ func (c *call) replay(k *keyed) bool {
 	h := c.w.Header()
 	h.Set("Idempotent-Replayed", "true")
 	if got.Seq > 0 {
-		h.Set("Fenec-Seq", strconv.FormatUint(got.Seq, 10))
+		h.Set(wire.HeaderSeq, strconv.FormatUint(got.Seq, 10))
 	}
 	writeRaw(c.w, got.Status, got.Body)
 	return true

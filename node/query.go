@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fenec-go/fenec/engine"
+	"github.com/fenec-go/fenec/wire"
 )
 
 // job is one request's block: its statements and how its answer is made
@@ -188,7 +189,7 @@ func (c *call) answer(j *job, o outcome) {
 		} else if !c.answeredUnderLease(o.res.Seq) {
 			return
 		}
-		c.w.Header().Set("Fenec-Seq", strconv.FormatUint(o.res.Seq, 10))
+		c.w.Header().Set(wire.HeaderSeq, strconv.FormatUint(o.res.Seq, 10))
 	} else {
 		c.settledFor(o.res.Seq)
 	}

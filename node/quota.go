@@ -12,38 +12,21 @@ import (
 	"time"
 
 	"github.com/fenec-go/fenec/engine"
+	"github.com/fenec-go/fenec/wire"
 )
 
 // quotaExt ends the file beside a tenant's that keeps its quota.
 const quotaExt = ".quota"
 
-// Quota is a tenant's limits; a zero field does not limit. Bytes and rows
-// are asked as a block lands (507 past them), streams and requests as
-// they open (429), and the rates are token buckets a landing write is
-// charged to (429 while one is in debt).
-type Quota struct {
-	Bytes     int64   `json:"bytes,omitempty"`       // file bytes
-	Rows      int64   `json:"rows,omitempty"`        // rows outside the server's own collections
-	Streams   int     `json:"streams,omitempty"`     // subscriptions open
-	Requests  int     `json:"requests,omitempty"`    // data requests running
-	RowsPerS  float64 `json:"rows_per_s,omitempty"`  // rows written a second
-	BytesPerS float64 `json:"bytes_per_s,omitempty"` // bytes written a second
-}
-
-// Usage is what a tenant holds, for GET .../usage.
-type Usage struct {
-	Bytes    int64 `json:"bytes"`
-	Rows     int64 `json:"rows"`
-	Streams  int   `json:"streams"`
-	Requests int64 `json:"requests"`
-}
-
-func (q Quota) validate() error {
-	if q.Bytes < 0 || q.Rows < 0 || q.Streams < 0 || q.Requests < 0 || q.RowsPerS < 0 || q.BytesPerS < 0 {
-		return fmt.Errorf("%w: a quota is never negative", ErrBadRequest)
-	}
-	return nil
-}
+// Quota is a tenant's limits, kept beside its file; a zero field does not
+// limit. Bytes and rows are asked as a block lands (507 past them),
+// streams and requests as they open (429), and the rates are token
+// buckets a landing write is charged to (429 while one is in debt).
+// Usage is what a tenant holds. Both are the admin API's (package wire).
+type (
+	Quota = wire.Quota
+	Usage = wire.Usage
+)
 
 // rateLimited is a write refused while a rate bucket is in debt.
 type rateLimited struct {
@@ -138,8 +121,8 @@ func (t *tenant) checkQuota(a engine.QuotaAsk) error {
 // maxStreams is the tenant's subscription bound: the node's, or its
 // quota's if lower.
 func (t *tenant) maxStreams(node int) int {
-	if q := t.quota.Load(); q != nil && q.Streams > 0 && q.Streams < node {
-		return q.Streams
+	if q := t.quota.Load(); q != nil && q.Streams > 0 && q.Streams < int64(node) {
+		return int(q.Streams)
 	}
 	return node
 }
@@ -148,7 +131,7 @@ func (t *tenant) maxStreams(node int) int {
 // func lets it go.
 func (t *tenant) enter() (func(), error) {
 	n := t.active.Add(1)
-	if q := t.quota.Load(); q != nil && q.Requests > 0 && n > int64(q.Requests) {
+	if q := t.quota.Load(); q != nil && q.Requests > 0 && n > q.Requests {
 		t.active.Add(-1)
 		return nil, fmt.Errorf("%w: requests", ErrTooManyRequests)
 	}
@@ -235,7 +218,7 @@ func (c *call) adminQuota(name string, usage bool) {
 		streams := len(t.subs)
 		t.mu.Unlock()
 		writeJSON(c.w, http.StatusOK, Usage{
-			Bytes: t.db.FileBytes(), Rows: t.db.Rows(), Streams: streams, Requests: t.active.Load(),
+			Bytes: t.db.FileBytes(), Rows: t.db.Rows(), Streams: int64(streams), Requests: t.active.Load(),
 		})
 	case c.r.Method == http.MethodGet:
 		q := Quota{}
@@ -262,8 +245,8 @@ func (c *call) setQuota(t *tenant) {
 		c.fail(fmt.Errorf("%w: quota: %v", ErrBadRequest, err))
 		return
 	}
-	if err := q.validate(); err != nil {
-		c.fail(err)
+	if err := q.Validate(); err != nil {
+		c.fail(fmt.Errorf("%w: %w", ErrBadRequest, err))
 		return
 	}
 	if err := c.s.reg.storeQuota(t, q); err != nil {

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/fenec-go/fenec/engine"
+	"github.com/fenec-go/fenec/wire"
 )
 
 // adminRead serves POST /_admin/tenants/<t>/read {"query", "params"}: one
@@ -56,7 +57,7 @@ func (c *call) adminRead(name string) {
 		return
 	}
 	c.settledFor(seq)
-	c.w.Header().Set("Fenec-Seq", strconv.FormatUint(seq, 10))
+	c.w.Header().Set(wire.HeaderSeq, strconv.FormatUint(seq, 10))
 	writeRaw(c.w, http.StatusOK, res.JSON())
 }
 

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/fenec-go/fenec/engine"
+	"github.com/fenec-go/fenec/wire"
 )
 
 // The replication feed (GET /t/<t>/_replication?since=S&history=H) is a
@@ -305,26 +306,15 @@ func (c *call) settledFor(seq uint64) {
 	c.waitInStep(seq, start)
 }
 
-// copyStatus is one replication stream open from this file, as the
-// replication status lists it.
-type copyStatus struct {
-	// Acked is the highest seq the copy acknowledged durable.
-	Acked uint64 `json:"acked"`
-	// Lagging: writes stopped waiting for this copy and will again once
-	// it has caught up; a failover onto it now may lack writes answered
-	// meanwhile.
-	Lagging bool `json:"lagging"`
-}
-
 // copies lists the streams open from this file, least acknowledged first.
-func (t *tenant) copies() []copyStatus {
+func (t *tenant) copies() []wire.CopyStatus {
 	t.mu.Lock()
-	out := make([]copyStatus, 0, len(t.feeds))
+	out := make([]wire.CopyStatus, 0, len(t.feeds))
 	for f := range t.feeds {
-		out = append(out, copyStatus{Acked: f.acked, Lagging: f.lagging})
+		out = append(out, wire.CopyStatus{Acked: f.acked, Lagging: f.lagging})
 	}
 	t.mu.Unlock()
-	slices.SortFunc(out, func(a, b copyStatus) int { return cmp.Compare(a.Acked, b.Acked) })
+	slices.SortFunc(out, func(a, b wire.CopyStatus) int { return cmp.Compare(a.Acked, b.Acked) })
 	return out
 }
 

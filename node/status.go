@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fenec-go/fenec/engine"
+	"github.com/fenec-go/fenec/wire"
 )
 
 // statusRule maps one error to the status it is answered with.
@@ -104,10 +105,10 @@ func writeError(w http.ResponseWriter, err error, fields map[string]any) int {
 	}
 	if errors.Is(err, ErrNoLease) {
 		// Nothing ran: a router may send it again once its grant lands.
-		w.Header().Set("Fenec-Refused", "lease")
+		w.Header().Set(wire.HeaderRefused, wire.RefusedLease)
 	}
 	if errors.Is(err, ErrReplica) {
-		w.Header().Set("Fenec-Refused", "replica") // a copy: write to its primary
+		w.Header().Set(wire.HeaderRefused, wire.RefusedReplica) // a copy: write to its primary
 	}
 	if retry > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(retry))

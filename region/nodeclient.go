@@ -1,23 +1,22 @@
 package region
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/fenec-go/fenec/global"
 	"github.com/fenec-go/fenec/internal/netx"
+	"github.com/fenec-go/fenec/wire"
 )
 
-// nodeClient drives nodes' /_admin/ routes with their admin tokens. Short
-// calls are bounded by timeout; image transfers by their caller's context.
+// nodeClient drives nodes' /_admin/ routes with their admin tokens, through
+// the admin API's client (package wire). Short calls are bounded by
+// timeout; image transfers by their caller's context. Every failure is
+// ErrNodeCall, wrapping the wire's (a *wire.Error when the node answered).
 type nodeClient struct {
 	hc      *http.Client
 	tr      *http.Transport
@@ -40,74 +39,43 @@ func (c *nodeClient) close() { c.tr.CloseIdleConnections() }
 
 // nodeURL is the node's base URL: its address with http:// unless it
 // names a scheme.
-func nodeURL(addr string) string {
-	if strings.HasPrefix(addr, "http://") || strings.HasPrefix(addr, "https://") {
-		return strings.TrimSuffix(addr, "/")
-	}
-	return "http://" + addr
+func nodeURL(addr string) string { return wire.BaseURL(addr) }
+
+// admin is the admin API of node n, sending the X-Request-Id of the
+// request that asked (if any) along.
+func (c *nodeClient) admin(n global.Node) *wire.AdminClient {
+	return &wire.AdminClient{Base: n.Addr, Token: n.Token, HTTP: c.hc, Prepare: prepareAdmin}
 }
 
-// call sends one admin request and returns the answer for the caller to
-// read and close; body may be nil.
-func (c *nodeClient) call(ctx context.Context, n global.Node, method, path string, body io.Reader) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, method, nodeURL(n.Addr)+path, body)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s %s: %w", ErrNodeCall, method, path, err)
-	}
-	req.Header.Set("Authorization", "Bearer "+n.Token)
-	if id, ok := ctx.Value(requestIDKey{}).(string); ok {
+func prepareAdmin(req *http.Request) {
+	if id, ok := req.Context().Value(requestIDKey{}).(string); ok {
 		req.Header.Set("X-Request-Id", id)
 	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s %s: %w", ErrNodeCall, method, path, err)
-	}
-	return resp, nil
 }
 
-// short is one bounded admin call expecting one of want; the answer body
-// is decoded into out when out is not nil. It returns the status.
-func (c *nodeClient) short(ctx context.Context, n global.Node, method, path string, out any, want ...int) (int, error) {
+// bounded runs one short call within the client's timeout; its error is
+// ErrNodeCall.
+func (c *nodeClient) bounded(ctx context.Context, call func(ctx context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	resp, err := c.call(ctx, n, method, path, nil)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	for _, w := range want {
-		if resp.StatusCode != w {
-			continue
-		}
-		if out != nil && w < 300 {
-			if err := json.NewDecoder(io.LimitReader(resp.Body, 16<<20)).Decode(out); err != nil {
-				return w, fmt.Errorf("%w: %s %s: decode answer: %w", ErrNodeCall, method, path, err)
-			}
-		}
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
-		return w, nil
-	}
-	return resp.StatusCode, answerError(method, path, resp)
+	return nodeCallError(call(ctx))
 }
 
-// answerError describes an unexpected answer, with the node's own error.
-func answerError(method, path string, resp *http.Response) error {
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
-	var e struct {
-		Error string `json:"error"`
+// nodeCallError wraps a wire error in ErrNodeCall (nil stays nil).
+func nodeCallError(err error) error {
+	if err == nil || errors.Is(err, ErrNodeCall) {
+		return err
 	}
-	msg := strings.TrimSpace(string(b))
-	if json.Unmarshal(b, &e) == nil && e.Error != "" {
-		msg = e.Error
-	}
-	return fmt.Errorf("%w: %s %s: node answered %d: %s", ErrNodeCall, method, path, resp.StatusCode, msg)
+	return fmt.Errorf("%w: %w", ErrNodeCall, err)
 }
-
-func tenantPath(t string) string { return "/_admin/tenants/" + url.PathEscape(t) }
 
 // checkToken asks the node's stats with its token: it must answer 200.
 func (c *nodeClient) checkToken(ctx context.Context, n global.Node) error {
-	if _, err := c.short(ctx, n, http.MethodGet, "/_admin/stats", nil, http.StatusOK); err != nil {
+	err := c.bounded(ctx, func(ctx context.Context) error {
+		_, err := c.admin(n).Stats(ctx)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("%w: %w", ErrNodeCheck, err)
 	}
 	return nil
@@ -116,14 +84,17 @@ func (c *nodeClient) checkToken(ctx context.Context, n global.Node) error {
 // sizes returns the bytes on disk of every tenant file on the node.
 func (c *nodeClient) sizes(ctx context.Context, n global.Node) (map[string]int64, error) {
 	var out map[string]int64
-	_, err := c.short(ctx, n, http.MethodGet, "/_admin/sizes", &out, http.StatusOK)
+	err := c.bounded(ctx, func(ctx context.Context) (err error) {
+		out, err = c.admin(n).Sizes(ctx)
+		return err
+	})
 	return out, err
 }
 
 // create makes an empty tenant file on the node.
 func (c *nodeClient) create(ctx context.Context, n global.Node, t string) error {
-	code, err := c.short(ctx, n, http.MethodPut, tenantPath(t), nil, http.StatusCreated)
-	if code == http.StatusConflict {
+	err := c.bounded(ctx, func(ctx context.Context) error { return c.admin(n).Create(ctx, t) })
+	if wire.StatusOf(err) == http.StatusConflict {
 		return fmt.Errorf("%w on its node: %w", ErrTenantExists, err)
 	}
 	return err
@@ -132,85 +103,88 @@ func (c *nodeClient) create(ctx context.Context, n global.Node, t string) error 
 // remove deletes the tenant's file on the node; gone is false when the
 // node had none.
 func (c *nodeClient) remove(ctx context.Context, n global.Node, t string) (gone bool, err error) {
-	code, err := c.short(ctx, n, http.MethodDelete, tenantPath(t), nil, http.StatusNoContent, http.StatusNotFound)
-	return code == http.StatusNoContent, err
+	err = c.bounded(ctx, func(ctx context.Context) (err error) {
+		gone, err = c.admin(n).Delete(ctx, t)
+		return err
+	})
+	return gone, err
 }
 
 // freeze has the node refuse the tenant's writes and wait for those in
 // flight; thaw takes them again.
 func (c *nodeClient) freeze(ctx context.Context, n global.Node, t string, freeze bool) error {
-	what := "/thaw"
-	if freeze {
-		what = "/freeze"
-	}
-	_, err := c.short(ctx, n, http.MethodPost, tenantPath(t)+what, nil, http.StatusOK)
-	return err
+	return c.bounded(ctx, func(ctx context.Context) error {
+		var err error
+		if freeze {
+			_, err = c.admin(n).Freeze(ctx, t)
+		} else {
+			_, err = c.admin(n).Thaw(ctx, t)
+		}
+		return err
+	})
 }
 
 // imageOut opens the tenant's whole image on the node as a stream.
 func (c *nodeClient) imageOut(ctx context.Context, n global.Node, t string) (io.ReadCloser, error) {
-	resp, err := c.call(ctx, n, http.MethodGet, tenantPath(t)+"/file", nil)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		defer resp.Body.Close()
-		return nil, answerError(http.MethodGet, tenantPath(t)+"/file", resp)
-	}
-	return resp.Body, nil
+	rc, _, err := c.admin(n).Image(ctx, t)
+	return rc, nodeCallError(err)
 }
 
 // imageIn installs an image read from r as the tenant on the node.
 func (c *nodeClient) imageIn(ctx context.Context, n global.Node, t string, r io.Reader) error {
-	resp, err := c.call(ctx, n, http.MethodPut, tenantPath(t)+"/file", r)
-	if err != nil {
+	return nodeCallError(c.admin(n).Install(ctx, t, r, -1))
+}
+
+// replication reads a tenant's role and position on a node.
+func (c *nodeClient) replication(ctx context.Context, n global.Node, t string) (wire.Replication, error) {
+	var st wire.Replication
+	err := c.bounded(ctx, func(ctx context.Context) (err error) {
+		st, err = c.admin(n).Replication(ctx, t)
 		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusCreated {
-		return answerError(http.MethodPut, tenantPath(t)+"/file", resp)
-	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
-	return nil
+	})
+	return st, err
+}
+
+// follow has the node's file of t follow the node at from, as the node
+// named as (the name its primary's lease list gives the replica).
+func (c *nodeClient) follow(ctx context.Context, n global.Node, as, t string, from global.Node) error {
+	return c.bounded(ctx, func(ctx context.Context) error {
+		_, err := c.admin(n).Follow(ctx, t, wire.Follow{From: nodeURL(from.Addr), As: as})
+		return err
+	})
+}
+
+// promote asks the node to promote its copy of t; a refusal (409) is
+// returned as an error naming the node's reason.
+func (c *nodeClient) promote(ctx context.Context, n global.Node, t string, rec global.Tenant, force bool) (wire.Promoted, error) {
+	var ans wire.Promoted
+	err := c.bounded(ctx, func(ctx context.Context) (err error) {
+		ans, err = c.admin(n).Promote(ctx, t, wire.Promote{Lineage: rec.Lineage, ForkedHistory: rec.ForkedHistory, Force: force})
+		return err
+	})
+	return ans, err
+}
+
+// putQuota sends the tenant's quota to the node.
+func (c *nodeClient) putQuota(ctx context.Context, n global.Node, t string, q global.Quota) error {
+	return c.bounded(ctx, func(ctx context.Context) error {
+		_, err := c.admin(n).PutQuota(ctx, t, q)
+		return err
+	})
 }
 
 // read runs one statement on the tenant through the node's admin read
 // route, which runs it only if it reads, and returns the answer body (at
 // most limit bytes, else ErrAnswerTooLarge) and the seq the read saw. A
 // refusal of the statement itself is a *statementError.
-func (c *nodeClient) read(ctx context.Context, n global.Node, t string, body []byte, limit int64) ([]byte, uint64, error) {
-	path := tenantPath(t) + "/read"
-	resp, err := c.call(ctx, n, http.MethodPost, path, bytes.NewReader(body))
-	if err != nil {
-		return nil, 0, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		var e struct {
-			Error            string `json:"error"`
-			StatementRefused bool   `json:"statement_refused"`
-			Verb             string `json:"verb"`
-		}
-		if resp.StatusCode == http.StatusBadRequest && json.Unmarshal(b, &e) == nil && e.StatementRefused {
-			return nil, 0, &statementError{msg: e.Error, verb: e.Verb}
-		}
-		resp.Body = io.NopCloser(bytes.NewReader(b))
-		return nil, 0, answerError(http.MethodPost, path, resp)
-	}
-	if resp.ContentLength > limit {
-		return nil, 0, fmt.Errorf("%w (%d bytes)", ErrAnswerTooLarge, limit)
-	}
-	b, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+func (c *nodeClient) read(ctx context.Context, n global.Node, t string, st wire.Statement, limit int64) ([]byte, uint64, error) {
+	b, seq, err := c.admin(n).Read(ctx, t, st, limit)
+	var refused *wire.StatementRefused
 	switch {
-	case err != nil:
-		return nil, 0, fmt.Errorf("%w: %s %s: read answer: %w", ErrNodeCall, http.MethodPost, path, err)
-	case int64(len(b)) > limit:
+	case errors.As(err, &refused):
+		return nil, 0, &statementError{msg: refused.Message, verb: refused.Verb}
+	case errors.Is(err, wire.ErrTooLarge):
 		return nil, 0, fmt.Errorf("%w (%d bytes)", ErrAnswerTooLarge, limit)
 	}
-	seq, err := strconv.ParseUint(resp.Header.Get("Fenec-Seq"), 10, 64)
-	if err != nil {
-		return nil, 0, fmt.Errorf("%w: %s %s: answer names no Fenec-Seq", ErrNodeCall, http.MethodPost, path)
-	}
-	return b, seq, nil
+	return b, seq, nodeCallError(err)
 }

@@ -35,6 +35,7 @@ import (
 
 	"github.com/fenec-go/fenec/global"
 	"github.com/fenec-go/fenec/region/merge"
+	"github.com/fenec-go/fenec/wire"
 )
 
 // Bounds of a cross-tenant read (POST /_shard/query).
@@ -80,15 +81,8 @@ func (c *shardCall) postQuery() {
 		c.fail(err)
 		return
 	}
-	body, err := json.Marshal(struct {
-		Query  string          `json:"query"`
-		Params json.RawMessage `json:"params,omitempty"`
-	}{req.Query, req.Params})
-	if err != nil {
-		c.fail(fmt.Errorf("%w: %w", ErrBadRequest, err))
-		return
-	}
-	reads := c.readTenants(v, names, body)
+	// Params was read as JSON from the request: it is valid JSON as it is.
+	reads := c.readTenants(v, names, wire.Statement{Query: req.Query, Params: req.Params})
 	for _, r := range reads {
 		var se *statementError
 		if errors.As(r.Err, &se) {
@@ -146,13 +140,13 @@ func queryTenants(v *global.View, raw json.RawMessage) ([]string, error) {
 
 // readTenants reads every tenant, queryParallel at a time; each read's
 // error is its own and stops no other.
-func (c *shardCall) readTenants(v *global.View, names []string, body []byte) []merge.Read {
+func (c *shardCall) readTenants(v *global.View, names []string, st wire.Statement) []merge.Read {
 	out := make([]merge.Read, len(names))
 	var g errgroup.Group
 	g.SetLimit(queryParallel)
 	for i, name := range names {
 		g.Go(func() error {
-			out[i] = c.readTenant(c.r.Context(), v, name, body)
+			out[i] = c.readTenant(c.r.Context(), v, name, st)
 			return nil
 		})
 	}
@@ -163,7 +157,7 @@ func (c *shardCall) readTenants(v *global.View, names []string, body []byte) []m
 // readTenant reads the tenant on its node through the node's admin read
 // route, bounded by the upstream timeout; the node answers the seq its
 // read saw.
-func (c *shardCall) readTenant(ctx context.Context, v *global.View, name string, body []byte) merge.Read {
+func (c *shardCall) readTenant(ctx context.Context, v *global.View, name string, st wire.Statement) merge.Read {
 	tr := merge.Read{Tenant: name}
 	t, ok := v.Tenant(name)
 	if !ok {
@@ -177,7 +171,7 @@ func (c *shardCall) readTenant(ctx context.Context, v *global.View, name string,
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.rt.cfg.Forward.UpstreamTimeout)
 	defer cancel()
-	b, seq, err := c.rt.nodes.read(ctx, n, name, body, maxTenantAnswer)
+	b, seq, err := c.rt.nodes.read(ctx, n, name, st, maxTenantAnswer)
 	if err != nil {
 		tr.Err = err
 		return tr

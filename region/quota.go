@@ -1,12 +1,9 @@
 package region
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 
 	"github.com/fenec-go/fenec/global"
@@ -102,27 +99,6 @@ func (rt *Router) carryQuota(ctx context.Context, s *global.Store, n global.Node
 	if err != nil {
 		rt.log.Warn("quota not carried to a node", "tenant", tenant, "node", nodeName, "err", err)
 	}
-}
-
-// putQuota sends PUT /_admin/tenants/<t>/quota to the node.
-func (c *nodeClient) putQuota(ctx context.Context, n global.Node, t string, q global.Quota) error {
-	b, err := json.Marshal(q)
-	if err != nil {
-		return fmt.Errorf("encode quota: %w", err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	path := tenantPath(t) + "/quota"
-	resp, err := c.call(ctx, n, http.MethodPut, path, bytes.NewReader(b))
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return answerError(http.MethodPut, path, resp)
-	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
-	return nil
 }
 
 // getQuota answers tenant name's quota as the router's copy of the

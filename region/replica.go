@@ -1,12 +1,10 @@
 package region
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -31,84 +29,6 @@ var ErrReplicaBehind = errors.New("replica recorded behind")
 
 // ErrStandbyNode: a move onto a standby, which holds only copies.
 var ErrStandbyNode = errors.New("node is a standby: it takes only copies")
-
-// replStatus is a node's GET /_admin/tenants/<t>/replication answer.
-type replStatus struct {
-	Role    string `json:"role"`
-	Seq     uint64 `json:"seq"`
-	History uint64 `json:"history"`
-	Lineage []struct {
-		History uint64 `json:"history"`
-		From    uint64 `json:"from"`
-	} `json:"lineage"`
-	From  string `json:"from"`
-	Heard bool   `json:"heard"`
-}
-
-// lineage is the file's first history (0 when it has none).
-func (s replStatus) lineage() uint64 {
-	if len(s.Lineage) == 0 {
-		return 0
-	}
-	return s.Lineage[0].History
-}
-
-// promoteAnswer is a node's answer to POST .../promote.
-type promoteAnswer struct {
-	Promoted bool   `json:"promoted"`
-	Seq      uint64 `json:"seq"`
-	History  uint64 `json:"history"`
-}
-
-// post sends one bounded admin request with a JSON body and decodes a
-// wanted answer into out. It returns the status.
-func (c *nodeClient) post(ctx context.Context, n global.Node, path string, body, out any, want ...int) (int, error) {
-	b, err := json.Marshal(body)
-	if err != nil {
-		return 0, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	resp, err := c.call(ctx, n, http.MethodPost, path, bytes.NewReader(b))
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	if !slices.Contains(want, resp.StatusCode) {
-		return resp.StatusCode, answerError(http.MethodPost, path, resp)
-	}
-	if out != nil {
-		if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(out); err != nil {
-			return resp.StatusCode, fmt.Errorf("%w: POST %s: decode answer: %w", ErrNodeCall, path, err)
-		}
-	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
-	return resp.StatusCode, nil
-}
-
-// replication reads a tenant's role and position on a node.
-func (c *nodeClient) replication(ctx context.Context, n global.Node, t string) (replStatus, error) {
-	var st replStatus
-	_, err := c.short(ctx, n, http.MethodGet, tenantPath(t)+"/replication", &st, http.StatusOK)
-	return st, err
-}
-
-// follow has the node's file of t follow the node at from, as the node
-// named as (the name its primary's lease list gives the replica).
-func (c *nodeClient) follow(ctx context.Context, n global.Node, as, t string, from global.Node) error {
-	body := map[string]string{"from": nodeURL(from.Addr), "as": as}
-	_, err := c.post(ctx, n, tenantPath(t)+"/follow", body, nil, http.StatusOK)
-	return err
-}
-
-// promote asks the node to promote its copy of t; a refusal (409) is
-// returned as an error naming the node's reason.
-func (c *nodeClient) promote(ctx context.Context, n global.Node, t string, rec global.Tenant, force bool) (promoteAnswer, error) {
-	var ans promoteAnswer
-	body := map[string]any{"lineage": rec.Lineage, "forked_history": rec.ForkedHistory, "force": force}
-	_, err := c.post(ctx, n, tenantPath(t)+"/promote", body, &ans, http.StatusOK)
-	return ans, err
-}
 
 // standbyOf is the standby recorded for node n ("" when none).
 func (rt *Router) standbyOf(ctx context.Context, n string) (string, error) {
@@ -220,11 +140,11 @@ func (rt *Router) recordLineage(ctx context.Context, s *global.Store, name strin
 	if err != nil {
 		return at, fmt.Errorf("read %s's lineage on %s: %w", name, at.Value.Node, err)
 	}
-	if st.lineage() == 0 {
+	if st.LineageID() == 0 {
 		return at, nil
 	}
 	return s.UpdateTenant(ctx, name, at, func(t *global.Tenant) error {
-		t.Lineage = st.lineage()
+		t.Lineage = st.LineageID()
 		return nil
 	})
 }
@@ -245,7 +165,7 @@ func (rt *Router) awaitCopy(ctx context.Context, n global.Node, tenant string, l
 	defer cancel()
 	for pause := 5 * time.Millisecond; ; pause = min(2*pause, 200*time.Millisecond) {
 		st, err := rt.nodes.replication(ctx, n, tenant)
-		if err == nil && st.lineage() == lineage {
+		if err == nil && st.LineageID() == lineage {
 			return nil
 		}
 		select {

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/fenec-go/fenec/node"
+	"github.com/fenec-go/fenec/wire"
 )
 
 const cpReplToken = "replication-secret"
@@ -89,9 +90,9 @@ func (n *replNode) call(tb testing.TB, method, path, body string) (int, []byte) 
 }
 
 // replication reads a tenant's role and position on the node.
-func (n *replNode) replication(tb testing.TB, t string) replStatus {
+func (n *replNode) replication(tb testing.TB, t string) wire.Replication {
 	tb.Helper()
-	var st replStatus
+	var st wire.Replication
 	code, b := n.call(tb, http.MethodGet, "/_admin/tenants/"+t+"/replication", "")
 	if code == http.StatusOK {
 		if err := json.Unmarshal(b, &st); err != nil {

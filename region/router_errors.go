@@ -8,6 +8,7 @@ import (
 	"github.com/fenec-go/fenec/global"
 	"github.com/fenec-go/fenec/region/forward"
 	"github.com/fenec-go/fenec/region/merge"
+	"github.com/fenec-go/fenec/wire"
 )
 
 // Sentinel errors of the router's control plane (/_shard/, moves, the
@@ -103,6 +104,7 @@ var shardStatus = []struct {
 	{ErrBadRequest, http.StatusBadRequest},
 	{merge.ErrBadRule, http.StatusBadRequest},
 	{merge.ErrTooManyRows, http.StatusBadRequest},
+	{wire.ErrBadQuota, http.StatusBadRequest},
 	{global.ErrInvalidName, http.StatusBadRequest},
 	{global.ErrInvalidRecord, http.StatusBadRequest},
 	{ErrNoRoute, http.StatusNotFound},

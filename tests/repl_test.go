@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -45,19 +46,13 @@ func placement(t *testing.T, c *cluster.Client, tenant string) map[string]any {
 // replState reads a tenant's role and seq on a node.
 func replState(t *testing.T, n *cluster.Node, tenant string) (role string, seq, history string) {
 	t.Helper()
-	res := n.Admin().Do("GET", "/_admin/tenants/"+tenant+"/replication", nil)
-	if res.Status != 200 {
+	ctx, cancel := context.WithTimeout(context.Background(), cluster.RequestWait)
+	defer cancel()
+	st, err := n.AdminAPI().Replication(ctx, tenant)
+	if err != nil {
 		return "", "", ""
 	}
-	var st struct {
-		Role    string      `json:"role"`
-		Seq     json.Number `json:"seq"`
-		History json.Number `json:"history"`
-	}
-	if err := json.Unmarshal(res.Body, &st); err != nil {
-		t.Fatalf("replication of %s: %v", tenant, err)
-	}
-	return st.Role, st.Seq.String(), st.History.String()
+	return st.Role, strconv.FormatUint(st.Seq, 10), strconv.FormatUint(st.History, 10)
 }
 
 // caughtUp waits until the copy on n holds what the primary p holds.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -13,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/fenec-go/fenec/wire"
 )
 
 // callTimeout bounds one admin call that moves no image.
@@ -26,9 +27,8 @@ const fileExt = ".fenec"
 
 // admin is a client of one node's /_admin/.
 type admin struct {
-	base  string
-	token string
-	hc    *http.Client
+	api *wire.AdminClient
+	hc  *http.Client
 }
 
 // copyFlags parses the flags backup and restore share.
@@ -49,50 +49,16 @@ func copyFlags(name string, args []string, stderr io.Writer) (*admin, string, er
 	case *token == "":
 		return nil, "", fmt.Errorf("%w: --token is required", errUsage)
 	}
-	return &admin{base: nodeURL(pos[0]), token: *token, hc: &http.Client{}}, *dir, nil
-}
-
-// do sends one admin request and returns the answer, body unread; a status
-// other than the wanted ones is an error naming the node's message.
-func (a *admin) do(ctx context.Context, method, path string, body io.Reader, size int64, want ...int) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, method, a.base+path, body)
-	if err != nil {
-		return nil, err
-	}
-	if body != nil {
-		req.ContentLength = size
-		req.Header.Set("Content-Type", "application/octet-stream")
-	}
-	req.Header.Set("Authorization", "Bearer "+a.token)
-	res, err := a.hc.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	if slices.Contains(want, res.StatusCode) {
-		return res, nil
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(res.Body, 4096))
-	var e struct {
-		Error string `json:"error"`
-	}
-	if json.Unmarshal(b, &e) == nil && e.Error != "" {
-		return nil, fmt.Errorf("%s %s: %s: %s", method, path, res.Status, e.Error)
-	}
-	return nil, fmt.Errorf("%s %s: %s: %s", method, path, res.Status, strings.TrimSpace(string(b)))
+	hc := &http.Client{}
+	return &admin{api: &wire.AdminClient{Base: nodeURL(pos[0]), Token: *token, HTTP: hc}, hc: hc}, *dir, nil
 }
 
 // tenants lists the tenants on the node.
 func (a *admin) tenants(ctx context.Context) ([]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
-	res, err := a.do(ctx, "GET", "/_admin/tenants", nil, 0, http.StatusOK)
+	names, err := a.api.Tenants(ctx)
 	if err != nil {
-		return nil, err
-	}
-	defer res.Body.Close()
-	var names []string
-	if err := json.NewDecoder(res.Body).Decode(&names); err != nil {
 		return nil, fmt.Errorf("tenant list: %w", err)
 	}
 	for _, n := range names {
@@ -138,19 +104,19 @@ func runBackup(ctx context.Context, args []string, stdout, stderr io.Writer) err
 // synced, then renamed, so the directory never holds half an image under
 // a tenant's name.
 func (a *admin) backupOne(ctx context.Context, dir, t string) (int64, error) {
-	res, err := a.do(ctx, "GET", "/_admin/tenants/"+t+"/file", nil, 0, http.StatusOK)
+	image, size, err := a.api.Image(ctx, t)
 	if err != nil {
 		return 0, err
 	}
-	defer res.Body.Close()
+	defer image.Close()
 	f, err := os.CreateTemp(dir, "."+t+fileExt+".tmp-*")
 	if err != nil {
 		return 0, err
 	}
 	tmp := f.Name()
-	n, err := io.Copy(f, res.Body)
-	if err == nil && res.ContentLength >= 0 && n != res.ContentLength {
-		err = fmt.Errorf("image cut short: %d of %d bytes", n, res.ContentLength)
+	n, err := io.Copy(f, image)
+	if err == nil && size >= 0 && n != size {
+		err = fmt.Errorf("image cut short: %d of %d bytes", n, size)
 	}
 	if err == nil {
 		err = f.Sync()
@@ -209,17 +175,14 @@ func (a *admin) restoreOne(ctx context.Context, path, t string) (int64, error) {
 		return 0, err
 	}
 	dctx, cancel := context.WithTimeout(ctx, callTimeout)
-	res, err := a.do(dctx, "DELETE", "/_admin/tenants/"+t, nil, 0, http.StatusNoContent, http.StatusNotFound)
+	_, err = a.api.Delete(dctx, t)
 	cancel()
 	if err != nil {
 		return 0, err
 	}
-	res.Body.Close()
-	res, err = a.do(ctx, "PUT", "/_admin/tenants/"+t+"/file", f, fi.Size(), http.StatusCreated)
-	if err != nil {
+	if err := a.api.Install(ctx, t, f, fi.Size()); err != nil {
 		return 0, err
 	}
-	res.Body.Close()
 	return fi.Size(), nil
 }
 

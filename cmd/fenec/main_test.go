@@ -151,8 +151,8 @@ func TestParseMixed(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%q: %v", args, err)
 		}
-		if a.base != "http://URL" || dir != "D" || a.token != "T" {
-			t.Errorf("%q: base %q dir %q token %q", args, a.base, dir, a.token)
+		if a.api.Base != "http://URL" || dir != "D" || a.api.Token != "T" {
+			t.Errorf("%q: base %q dir %q token %q", args, a.api.Base, dir, a.api.Token)
 		}
 	}
 }

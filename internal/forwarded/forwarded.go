@@ -14,22 +14,25 @@
 // client, and carries no data token: a forwarded request still needs the
 // client's own token.
 //
-// It is not a wire package for anything else: the node's and the router's
-// routes, bodies and other headers are theirs.
+// It holds the proof alone: the headers' names, with the other contracts
+// between node and router, are package wire's.
 package forwarded
 
 import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+
+	"github.com/fenec-go/fenec/wire"
 )
 
-// The headers a router adds to every request it forwards to a node.
+// The headers a router adds to every request it forwards to a node (their
+// names are the wire package's, with the other Fenec-* headers).
 const (
 	// HeaderClient names the client's address (an IP) as the router saw it.
-	HeaderClient = "Fenec-Client"
+	HeaderClient = wire.HeaderClient
 	// HeaderProof is Proof(the node's admin token).
-	HeaderProof = "Fenec-Router-Proof"
+	HeaderProof = wire.HeaderRouterProof
 )
 
 // proofLabel is what the proof is a keyed hash of; changing it would make

@@ -17,6 +17,7 @@ import (
 	"github.com/fenec-go/fenec/internal/bodygap"
 	"github.com/fenec-go/fenec/internal/forwarded"
 	"github.com/fenec-go/fenec/internal/netx"
+	"github.com/fenec-go/fenec/wire"
 )
 
 // Target is where a tenant is served: the node's name and address.
@@ -269,7 +270,7 @@ func (x *exchange) classify() {
 		x.replayable = len(h["Idempotency-Key"]) > 0
 	}
 	x.wait = -1
-	if v := h["Fenec-Wait"]; len(v) == 1 {
+	if v := h[wire.HeaderWait]; len(v) == 1 {
 		if ms, ok := parseMillis(v[0]); ok {
 			x.wait = ms
 		}

@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"net/http"
 	"net/textproto"
+
+	"github.com/fenec-go/fenec/wire"
 )
 
 // maxHeadBytes bounds a node's answer head.
@@ -136,8 +138,8 @@ func (h *head) headerLine(line []byte, http10 bool) error {
 		} else if http10 && hasToken(val, "keep-alive") {
 			h.close = false
 		}
-	case bytes.EqualFold(key, []byte("Fenec-Refused")):
-		h.refused = h.status == http.StatusServiceUnavailable && string(val) == "lease"
+	case bytes.EqualFold(key, []byte(wire.HeaderRefused)):
+		h.refused = h.status == http.StatusServiceUnavailable && string(val) == wire.RefusedLease
 	}
 	k0 := int32(len(h.lines))
 	h.lines = append(h.lines, key...)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fenec-go/fenec/internal/forwarded"
+	"github.com/fenec-go/fenec/wire"
 )
 
 // parseTarget takes the tenant from the raw request target (never a
@@ -168,7 +169,7 @@ func (x *exchange) writeRequest(bw *bufio.Writer, now time.Time, proof string) e
 	writeHeaderLine(bw, "Host", r.Host)
 	conn := r.Header["Connection"]
 	for k, vs := range r.Header {
-		if skipRequestHeader(k, conn) || resend && x.wait >= 0 && k == "Fenec-Wait" {
+		if skipRequestHeader(k, conn) || resend && x.wait >= 0 && k == wire.HeaderWait {
 			continue
 		}
 		for _, v := range vs {
@@ -177,7 +178,7 @@ func (x *exchange) writeRequest(bw *bufio.Writer, now time.Time, proof string) e
 	}
 	if resend && x.wait >= 0 {
 		left := x.wait - now.Sub(x.start).Milliseconds()
-		bw.WriteString("Fenec-Wait: ")
+		bw.WriteString(wire.HeaderWait + ": ")
 		bw.Write(strconv.AppendInt(x.scratch[:0], max(left, 0), 10))
 		bw.WriteString("\r\n")
 	}

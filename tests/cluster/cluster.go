@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fenec-go/fenec/tests/proxy"
+	"github.com/fenec-go/fenec/wire"
 )
 
 // Default tokens of a test cluster.
@@ -99,6 +100,14 @@ func (n *Node) Restart() {
 
 // Admin is a client of the node's /_admin/ (directly, not via the proxy).
 func (n *Node) Admin() *Client { return NewClient(n.tb, "http://"+n.Direct(), AdminToken) }
+
+// AdminAPI is the node's admin API's typed client (directly, not via the
+// proxy), its connections closed at cleanup.
+func (n *Node) AdminAPI() *wire.AdminClient {
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+	n.tb.Cleanup(hc.CloseIdleConnections)
+	return &wire.AdminClient{Base: "http://" + n.Direct(), Token: AdminToken, HTTP: hc}
+}
 
 // Router is a fenec-shard process with its own embedded etcd member.
 type Router struct {

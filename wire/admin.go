@@ -1,0 +1,157 @@
+package wire
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrBadQuota: a quota with a negative limit.
+var ErrBadQuota = errors.New("a quota is never negative")
+
+// Quota is a tenant's limits, PUT and GET /_admin/tenants/<t>/quota, and
+// the record the directory keeps for it; 0 means no limit.
+type Quota struct {
+	Bytes     int64   `json:"bytes,omitempty"`       // file bytes
+	Rows      int64   `json:"rows,omitempty"`        // rows outside the server's own collections
+	Streams   int64   `json:"streams,omitempty"`     // subscriptions open
+	Requests  int64   `json:"requests,omitempty"`    // data requests running
+	RowsPerS  float64 `json:"rows_per_s,omitempty"`  // rows written a second
+	BytesPerS float64 `json:"bytes_per_s,omitempty"` // bytes written a second
+}
+
+// Validate refuses a negative limit (ErrBadQuota), naming it.
+func (q Quota) Validate() error {
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{
+		{"bytes", float64(q.Bytes)}, {"rows", float64(q.Rows)}, {"streams", float64(q.Streams)},
+		{"requests", float64(q.Requests)}, {"rows_per_s", q.RowsPerS}, {"bytes_per_s", q.BytesPerS},
+	} {
+		if f.v < 0 {
+			return fmt.Errorf("%w: %s is %v", ErrBadQuota, f.name, f.v)
+		}
+	}
+	return nil
+}
+
+// Usage is what a tenant holds, GET /_admin/tenants/<t>/usage.
+type Usage struct {
+	Bytes    int64 `json:"bytes"`
+	Rows     int64 `json:"rows"`
+	Streams  int64 `json:"streams"`
+	Requests int64 `json:"requests"`
+}
+
+// Follow is the body of POST /_admin/tenants/<t>/follow: the tenant's file
+// follows the node at From ("http://host:port"), as the node named As
+// (the name its primary's lease list gives the replica; "" for a read
+// replica followed by hand).
+type Follow struct {
+	From string `json:"from"`
+	As   string `json:"as,omitempty"`
+}
+
+// Followed is the answer to Follow.
+type Followed struct {
+	Tenant string `json:"tenant"`
+	From   string `json:"from"`
+}
+
+// Promote is the body of POST /_admin/tenants/<t>/promote: the tenant's
+// lineage and the history its primary forked at its last failover, which
+// the copy must fit, unless Force.
+type Promote struct {
+	Lineage       uint64 `json:"lineage"`
+	ForkedHistory uint64 `json:"forked_history"`
+	Force         bool   `json:"force"`
+}
+
+// Promoted is the answer to Promote: Promoted is false when the file was
+// already a primary's; History is the history it writes in now.
+type Promoted struct {
+	Promoted bool   `json:"promoted"`
+	Seq      uint64 `json:"seq"`
+	History  uint64 `json:"history"`
+}
+
+// LineageEntry is one step of a file's history: history id, from seq.
+type LineageEntry struct {
+	History uint64 `json:"history"`
+	From    uint64 `json:"from"`
+}
+
+// CopyStatus is one copy streaming from a primary's file.
+type CopyStatus struct {
+	// Acked is the highest seq the copy said it holds durably.
+	Acked uint64 `json:"acked"`
+	// Lagging: the copy acknowledged nothing for the node's bound, and
+	// writes meanwhile were answered without it.
+	Lagging bool `json:"lagging"`
+}
+
+// Replication is GET /_admin/tenants/<t>/replication: the file's role and
+// position; for a replica, the node it follows and whether it heard from
+// it since it was told to follow it.
+type Replication struct {
+	Role    string         `json:"role"` // "primary" or "replica"
+	Seq     uint64         `json:"seq"`
+	Durable uint64         `json:"durable"`
+	History uint64         `json:"history"`
+	Lineage []LineageEntry `json:"lineage"`
+	Copies  []CopyStatus   `json:"copies"`
+	// A replica's: the node it follows, whether it heard from it since
+	// it was told to follow it, and when it last did.
+	From      string     `json:"from,omitempty"`
+	Heard     bool       `json:"heard"`
+	LastHello *time.Time `json:"last_hello,omitempty"`
+}
+
+// LineageID is the file's first history, which names its lineage (0 when
+// it has none).
+func (r Replication) LineageID() uint64 {
+	if len(r.Lineage) == 0 {
+		return 0
+	}
+	return r.Lineage[0].History
+}
+
+// Stats is GET /_admin/stats: the node's totals.
+type Stats struct {
+	Tenants int   `json:"tenants"`
+	Disk    int64 `json:"disk"`
+	Memory  int64 `json:"memory"`
+	Open    int   `json:"open"`
+}
+
+// Frozen is the answer to POST /_admin/tenants/<t>/freeze and /thaw.
+type Frozen struct {
+	Tenant string `json:"tenant"`
+	Frozen bool   `json:"frozen"`
+	Seq    uint64 `json:"seq"`
+}
+
+// Statement is the body of POST /_admin/tenants/<t>/read (and of a
+// tenant's /query): one statement and its parameters.
+type Statement struct {
+	Query  string          `json:"query"`
+	Params json.RawMessage `json:"params,omitempty"`
+}
+
+// StatementRefused is the read route's refusal of the statement itself
+// (400 with "statement_refused": true): it writes (Verb says how), does
+// not parse, or its parameters do not fit. It is the same on every tenant.
+type StatementRefused struct {
+	Message string // the node's message
+	Verb    string // the statement's verb when it writes
+}
+
+func (e *StatementRefused) Error() string { return e.Message }
+
+// TenantChanged is the answer to PUT /_admin/tenants/<t> and to an
+// image installed with PUT .../file.
+type TenantChanged struct {
+	Tenant string `json:"tenant"`
+}

@@ -1,0 +1,317 @@
+package wire
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+// Bounds on what AdminClient reads of an answer.
+const (
+	maxAnswer      = 16 << 20 // a JSON answer (the sizes of every tenant)
+	maxErrorAnswer = 4 << 10  // an error answer's body, for its message
+)
+
+// AdminClient calls one node's /_admin/ API with the node's admin token.
+// Every method takes a context, which bounds the whole call (an image's
+// stream included); answers other than the route's own are an *Error.
+type AdminClient struct {
+	// Base is the node's base URL ("http://host:port"); a bare host:port
+	// is taken as http.
+	Base string
+	// Token is the node's admin token.
+	Token string
+	// HTTP sends the requests; nil: http.DefaultClient.
+	HTTP *http.Client
+	// Prepare, if set, is called on each request before it is sent, for
+	// the caller's own headers (an X-Request-Id).
+	Prepare func(*http.Request)
+}
+
+// Error is an answer a route does not give when it succeeds: its status
+// and the node's own message ("error" of its body, else the body).
+type Error struct {
+	Method, Path string
+	Status       int
+	Message      string
+
+	body []byte // the answer's first bytes, for fields a refusal names
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("%s %s: node answered %d: %s", e.Method, e.Path, e.Status, e.Message)
+}
+
+// StatusOf is the status of the node's answer err carries (an *Error),
+// or 0 when the node gave none (it could not be reached).
+func StatusOf(err error) int {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Status
+	}
+	return 0
+}
+
+// BaseURL is addr as a base URL: as it is when it names a scheme, else
+// http://addr; no trailing slash.
+func BaseURL(addr string) string {
+	if strings.HasPrefix(addr, "http://") || strings.HasPrefix(addr, "https://") {
+		return strings.TrimSuffix(addr, "/")
+	}
+	return "http://" + strings.TrimSuffix(addr, "/")
+}
+
+// TenantPath is the admin path of tenant t.
+func TenantPath(t string) string { return "/_admin/tenants/" + url.PathEscape(t) }
+
+// Stats reads the node's totals; a node answering it has taken the token.
+func (c *AdminClient) Stats(ctx context.Context) (Stats, error) {
+	var out Stats
+	_, err := c.json(ctx, http.MethodGet, "/_admin/stats", nil, &out, http.StatusOK)
+	return out, err
+}
+
+// Tenants lists the tenant files on the node's disk.
+func (c *AdminClient) Tenants(ctx context.Context) ([]string, error) {
+	var out []string
+	_, err := c.json(ctx, http.MethodGet, "/_admin/tenants", nil, &out, http.StatusOK)
+	return out, err
+}
+
+// Sizes reads the bytes on disk of every tenant file.
+func (c *AdminClient) Sizes(ctx context.Context) (map[string]int64, error) {
+	var out map[string]int64
+	_, err := c.json(ctx, http.MethodGet, "/_admin/sizes", nil, &out, http.StatusOK)
+	return out, err
+}
+
+// Create makes an empty tenant file; one there already is a 409 *Error.
+func (c *AdminClient) Create(ctx context.Context, t string) error {
+	_, err := c.json(ctx, http.MethodPut, TenantPath(t), nil, nil, http.StatusCreated)
+	return err
+}
+
+// Delete ends the tenant's streams and removes its file; existed is false
+// when the node had none.
+func (c *AdminClient) Delete(ctx context.Context, t string) (existed bool, err error) {
+	code, err := c.json(ctx, http.MethodDelete, TenantPath(t), nil, nil, http.StatusNoContent, http.StatusNotFound)
+	return code == http.StatusNoContent, err
+}
+
+// Freeze has the node refuse the tenant's writes and wait for those in
+// flight; Thaw takes them again.
+func (c *AdminClient) Freeze(ctx context.Context, t string) (Frozen, error) {
+	var out Frozen
+	_, err := c.json(ctx, http.MethodPost, TenantPath(t)+"/freeze", nil, &out, http.StatusOK)
+	return out, err
+}
+
+// Thaw undoes Freeze.
+func (c *AdminClient) Thaw(ctx context.Context, t string) (Frozen, error) {
+	var out Frozen
+	_, err := c.json(ctx, http.MethodPost, TenantPath(t)+"/thaw", nil, &out, http.StatusOK)
+	return out, err
+}
+
+// Image opens the tenant's whole image as a stream, with its length (-1
+// when the node gave none). The caller closes it; ctx bounds reading it.
+func (c *AdminClient) Image(ctx context.Context, t string) (io.ReadCloser, int64, error) {
+	path := TenantPath(t) + "/file"
+	res, err := c.send(ctx, http.MethodGet, path, nil, -1, "")
+	if err != nil {
+		return nil, 0, err
+	}
+	if res.StatusCode != http.StatusOK {
+		defer res.Body.Close()
+		return nil, 0, answerError(http.MethodGet, path, res)
+	}
+	return res.Body, res.ContentLength, nil
+}
+
+// Install puts the image read from r as tenant t (size bytes, or -1 when
+// not known). The node replays it whole before it renames it into place;
+// a tenant already there is a 409 *Error.
+func (c *AdminClient) Install(ctx context.Context, t string, r io.Reader, size int64) error {
+	path := TenantPath(t) + "/file"
+	res, err := c.send(ctx, http.MethodPut, path, r, size, "application/octet-stream")
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusCreated {
+		return answerError(http.MethodPut, path, res)
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, maxErrorAnswer))
+	return nil
+}
+
+// Promote has the node's copy of t take writes; a refusal (another
+// lineage, a copy that has not heard from the new primary) is a 409
+// *Error saying why.
+func (c *AdminClient) Promote(ctx context.Context, t string, p Promote) (Promoted, error) {
+	var out Promoted
+	_, err := c.json(ctx, http.MethodPost, TenantPath(t)+"/promote", p, &out, http.StatusOK)
+	return out, err
+}
+
+// Follow has the node's file of t follow another node's copy.
+func (c *AdminClient) Follow(ctx context.Context, t string, f Follow) (Followed, error) {
+	var out Followed
+	_, err := c.json(ctx, http.MethodPost, TenantPath(t)+"/follow", f, &out, http.StatusOK)
+	return out, err
+}
+
+// Replication reads the file's role and position.
+func (c *AdminClient) Replication(ctx context.Context, t string) (Replication, error) {
+	var out Replication
+	_, err := c.json(ctx, http.MethodGet, TenantPath(t)+"/replication", nil, &out, http.StatusOK)
+	return out, err
+}
+
+// PutQuota sets the tenant's quota and returns it as the node keeps it.
+func (c *AdminClient) PutQuota(ctx context.Context, t string, q Quota) (Quota, error) {
+	var out Quota
+	_, err := c.json(ctx, http.MethodPut, TenantPath(t)+"/quota", q, &out, http.StatusOK)
+	return out, err
+}
+
+// Quota reads the tenant's quota.
+func (c *AdminClient) Quota(ctx context.Context, t string) (Quota, error) {
+	var out Quota
+	_, err := c.json(ctx, http.MethodGet, TenantPath(t)+"/quota", nil, &out, http.StatusOK)
+	return out, err
+}
+
+// Usage reads what the tenant holds.
+func (c *AdminClient) Usage(ctx context.Context, t string) (Usage, error) {
+	var out Usage
+	_, err := c.json(ctx, http.MethodGet, TenantPath(t)+"/usage", nil, &out, http.StatusOK)
+	return out, err
+}
+
+// ErrTooLarge: an answer longer than the caller's bound.
+var ErrTooLarge = errors.New("answer larger than the bound")
+
+// Read runs one statement on tenant t only if it reads (POST
+// /_admin/tenants/<t>/read) and returns the answer's body, at most limit
+// bytes (ErrTooLarge past it), with the seq the read saw (HeaderSeq). A
+// refusal of the statement itself is a *StatementRefused.
+func (c *AdminClient) Read(ctx context.Context, t string, st Statement, limit int64) ([]byte, uint64, error) {
+	path := TenantPath(t) + "/read"
+	b, err := json.Marshal(st)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%s %s: %w", http.MethodPost, path, err)
+	}
+	res, err := c.send(ctx, http.MethodPost, path, bytes.NewReader(b), int64(len(b)), "application/json")
+	if err != nil {
+		return nil, 0, err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		e := answerError(http.MethodPost, path, res).(*Error)
+		var refused struct {
+			StatementRefused bool   `json:"statement_refused"`
+			Verb             string `json:"verb"`
+		}
+		if res.StatusCode == http.StatusBadRequest && json.Unmarshal(e.body, &refused) == nil && refused.StatementRefused {
+			return nil, 0, &StatementRefused{Message: e.Message, Verb: refused.Verb}
+		}
+		return nil, 0, e
+	}
+	if res.ContentLength > limit {
+		return nil, 0, fmt.Errorf("%s %s: %w (%d bytes)", http.MethodPost, path, ErrTooLarge, limit)
+	}
+	body, err := io.ReadAll(io.LimitReader(res.Body, limit+1))
+	switch {
+	case err != nil:
+		return nil, 0, fmt.Errorf("%s %s: read answer: %w", http.MethodPost, path, err)
+	case int64(len(body)) > limit:
+		return nil, 0, fmt.Errorf("%s %s: %w (%d bytes)", http.MethodPost, path, ErrTooLarge, limit)
+	}
+	seq, err := strconv.ParseUint(res.Header.Get(HeaderSeq), 10, 64)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%s %s: the answer names no %s", http.MethodPost, path, HeaderSeq)
+	}
+	return body, seq, nil
+}
+
+// json sends one request with body (nil: none) as JSON, and decodes a 2xx
+// answer among want into out (nil: read and dropped). It returns the
+// status.
+func (c *AdminClient) json(ctx context.Context, method, path string, body, out any, want ...int) (int, error) {
+	var rd io.Reader
+	size := int64(0)
+	ctype := ""
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return 0, fmt.Errorf("%s %s: %w", method, path, err)
+		}
+		rd, size, ctype = bytes.NewReader(b), int64(len(b)), "application/json"
+	}
+	res, err := c.send(ctx, method, path, rd, size, ctype)
+	if err != nil {
+		return 0, err
+	}
+	defer res.Body.Close()
+	for _, w := range want {
+		if res.StatusCode != w {
+			continue
+		}
+		if out != nil && w/100 == 2 && w != http.StatusNoContent {
+			if err := json.NewDecoder(io.LimitReader(res.Body, maxAnswer)).Decode(out); err != nil {
+				return w, fmt.Errorf("%s %s: decode answer: %w", method, path, err)
+			}
+		}
+		_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, maxErrorAnswer))
+		return w, nil
+	}
+	return res.StatusCode, answerError(method, path, res)
+}
+
+// send sends one request with the token and returns the answer, its body
+// for the caller to close.
+func (c *AdminClient) send(ctx context.Context, method, path string, body io.Reader, size int64, ctype string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, BaseURL(c.Base)+path, body)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	if body != nil {
+		req.ContentLength = size
+		req.Header.Set("Content-Type", ctype)
+	}
+	req.Header.Set("Authorization", "Bearer "+c.Token)
+	if c.Prepare != nil {
+		c.Prepare(req)
+	}
+	hc := c.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	res, err := hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	return res, nil
+}
+
+// answerError reads an answer the route does not give on success into an
+// *Error with the node's own message.
+func answerError(method, path string, res *http.Response) error {
+	b, _ := io.ReadAll(io.LimitReader(res.Body, maxErrorAnswer))
+	msg := strings.TrimSpace(string(b))
+	var e struct {
+		Error string `json:"error"`
+	}
+	if json.Unmarshal(b, &e) == nil && e.Error != "" {
+		msg = e.Error
+	}
+	return &Error{Method: method, Path: path, Status: res.StatusCode, Message: msg, body: b}
+}

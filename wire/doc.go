@@ -1,0 +1,13 @@
+// Package wire is the contract between a fenec node and those that drive
+// it: the names of the Fenec-* headers, the bodies and answers of the
+// node's admin API (/_admin/: quota, usage, follow, promote, replication
+// status, stats, freeze), and AdminClient, a typed client of that API.
+// The node decodes what the router, the CLI and the tests send with these
+// types, and they decode its answers with the same ones, so a field is
+// named once.
+//
+// It is a leaf: the standard library only, nothing of fenec's. It is not
+// the data API's bodies (queries and rows are the engine's, passed
+// through untouched), nor the grant (package lease holds both sides of
+// POST /_admin/lease), nor the router's /_shard/ API.
+package wire
