@@ -80,13 +80,16 @@ func (r Region) Validate() error {
 }
 
 // Node is one fenec-node: where it answers, its admin token (never returned
-// by the API), its region, and whether it takes leases.
+// by the API), its region, whether it takes leases, and the id the node
+// keeps of itself (empty in a record written before ids, until the router
+// learns it).
 type Node struct {
 	Addr    string `json:"addr"`
 	Token   string `json:"token"`
 	Region  string `json:"region"`
 	Standby bool   `json:"standby,omitempty"`
 	Lease   bool   `json:"lease"`
+	ID      string `json:"id,omitempty"`
 }
 
 // Validate checks the record.

@@ -20,6 +20,14 @@ func (c *call) admin(rest []string) {
 	if !c.authorize(surfaceAdmin, c.s.cfg.AdminToken, "") {
 		return
 	}
+	if len(rest) == 1 && rest[0] == "node" {
+		c.route = "admin_node" // asked by id, never refused for it (identity.go)
+		c.adminNode()
+		return
+	}
+	if !c.meantForMe() {
+		return
+	}
 	switch {
 	case len(rest) == 1 && rest[0] == "stats":
 		c.route = "admin_stats"

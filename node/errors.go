@@ -37,4 +37,5 @@ var (
 	ErrRateLimited     = errors.New("tenant is over its write rate")
 	ErrPromoteRefused  = errors.New("promotion refused")
 	ErrTooManyRequests = errors.New("too many requests running on this tenant")
+	ErrNotThisNode     = errors.New("admin request meant for another node")
 )

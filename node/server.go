@@ -24,6 +24,8 @@ type Server struct {
 	audit   *auditLog
 	metrics *metrics
 	lease   *nodeLease
+	// id is the node's own (identity.go), kept in its directory.
+	id string
 	// syncAlways: writes are answered once synced and sent to the
 	// replicas following them.
 	syncAlways bool
@@ -56,6 +58,10 @@ func New(cfg Config) (*Server, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("tenant dir: %w", err)
 	}
+	id, err := loadID(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
 	mode, every, _ := cfg.syncMode()
 	audit, err := openAudit(cfg.Audit)
 	if err != nil {
@@ -74,6 +80,7 @@ func New(cfg Config) (*Server, error) {
 		guard:      newGuard(time.Now, cfg.AdminToken),
 		audit:      audit,
 		lease:      nl,
+		id:         id,
 		syncAlways: mode == engine.SyncAlways,
 		stopping:   make(chan struct{}),
 		serveErr:   make(chan error, 1),

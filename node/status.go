@@ -40,6 +40,7 @@ var statusTable = []statusRule{
 	{ErrMethod, http.StatusMethodNotAllowed, 0},
 	{ErrTenantExists, http.StatusConflict, 0},
 	{ErrPromoteRefused, http.StatusConflict, 0},
+	{ErrNotThisNode, http.StatusConflict, 0},
 	{engine.ErrExist, http.StatusConflict, 0},
 	{engine.ErrTaken, http.StatusConflict, 0},
 	{engine.ErrCursorGone, http.StatusGone, 0},

@@ -54,6 +54,7 @@ type moveRun struct {
 	s        *global.Store
 	name     string
 	at       global.Versioned[global.Tenant] // the record as last written
+	from     string                          // the source's name
 	src, dst global.Node
 }
 
@@ -125,7 +126,18 @@ func (m *moveRun) begin(ctx context.Context, at global.Versioned[global.Tenant],
 	if dst.Value.Standby { // only copies go to a standby (replica.go)
 		return fmt.Errorf("move %s to %s: %w", m.name, to, ErrStandbyNode)
 	}
-	m.src, m.dst = src.Value, dst.Value
+	if _, err := m.rt.apart(ctx, m.s, at.Value.Node, to); err != nil {
+		return fmt.Errorf("move %s to %s: %w", m.name, to, err)
+	}
+	if r := at.Value.Replica; r != "" && r != to {
+		// The copy follows the target once it moved: it must be another
+		// node, or the new primary's file would follow itself. A copy
+		// that does not answer now is judged when it is told to follow.
+		if _, err := m.rt.apart(ctx, m.s, r, to); errors.Is(err, ErrNodeTwice) {
+			return fmt.Errorf("move %s to %s, its copy's node: %w", m.name, to, err)
+		}
+	}
+	m.from, m.src, m.dst = at.Value.Node, src.Value, dst.Value
 	moving, err := m.s.BeginMove(ctx, m.name, at, to)
 	if err != nil {
 		return err
@@ -141,6 +153,13 @@ func (m *moveRun) copy(ctx context.Context) (int64, error) {
 	if err := m.rt.nodes.freeze(ctx, m.src, m.name, true); err != nil {
 		return 0, fmt.Errorf("freeze %s on %s: %w", m.name, m.at.Value.Node, err)
 	}
+	// Asked again as the target's copy is about to go: an address may
+	// have been re-pointed since the move began.
+	dst, err := m.rt.apart(ctx, m.s, m.at.Value.Node, m.at.Value.Target)
+	if err != nil {
+		return 0, fmt.Errorf("move %s to %s: %w", m.name, m.at.Value.Target, err)
+	}
+	m.dst = dst
 	if gone, err := m.rt.nodes.remove(ctx, m.dst, m.name); err != nil {
 		return 0, fmt.Errorf("delete a stale copy of %s on %s: %w", m.name, m.at.Value.Target, err)
 	} else if gone {
@@ -227,7 +246,12 @@ func (m *moveRun) removeSource(ctx context.Context) bool {
 	case <-time.After(sourceGrace):
 	case <-ctx.Done():
 	}
-	if _, err := m.rt.nodes.remove(ctx, m.src, m.name); err != nil {
+	src, err := m.rt.apart(ctx, m.s, m.at.Value.Node, m.from) // the target keeps it now
+	if err != nil {
+		m.rt.log.Warn("a moved tenant's source not deleted", "tenant", m.name, "err", err)
+		return false
+	}
+	if _, err := m.rt.nodes.remove(ctx, src, m.name); err != nil {
 		m.rt.log.Warn("delete a moved tenant's source", "tenant", m.name, "err", err)
 		return false
 	}

@@ -42,9 +42,10 @@ func (c *nodeClient) close() { c.tr.CloseIdleConnections() }
 func nodeURL(addr string) string { return wire.BaseURL(addr) }
 
 // admin is the admin API of node n, sending the X-Request-Id of the
-// request that asked (if any) along.
+// request that asked (if any) along, and naming the node's id when it is
+// known, so that another node reached at its address refuses the call.
 func (c *nodeClient) admin(n global.Node) *wire.AdminClient {
-	return &wire.AdminClient{Base: n.Addr, Token: n.Token, HTTP: c.hc, Prepare: prepareAdmin}
+	return &wire.AdminClient{Base: n.Addr, Token: n.Token, Node: n.ID, HTTP: c.hc, Prepare: prepareAdmin}
 }
 
 func prepareAdmin(req *http.Request) {

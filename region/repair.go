@@ -149,7 +149,7 @@ func (rt *Router) rejoin(ctx context.Context, s *global.Store, n string, node gl
 			continue
 		}
 		if rec.Replica != "" {
-			if _, err := rt.nodes.remove(ctx, node, name); err != nil {
+			if err := rt.removeStale(ctx, s, name, n, rec.Node, rec.Replica); err != nil {
 				rt.log.Warn("stale copy not deleted", "tenant", name, "node", n, "err", err)
 				all = false
 			}
@@ -157,6 +157,12 @@ func (rt *Router) rejoin(ctx context.Context, s *global.Store, n string, node gl
 		}
 		primary, err := s.GetNode(ctx, rec.Node)
 		if err != nil {
+			all = false
+			continue
+		}
+		// A file made to follow itself would take no more writes.
+		if node, err = rt.apart(ctx, s, rec.Node, n); err != nil {
+			rt.log.Warn("stale copy not told to follow", "tenant", name, "node", n, "primary", rec.Node, "err", err)
 			all = false
 			continue
 		}

@@ -198,23 +198,25 @@ func (rt *Router) addReplica(ctx context.Context, s *global.Store, name, target 
 	if err := rt.nodes.checkToken(ctx, primary.Value); err != nil {
 		return fmt.Errorf("primary %s of %s does not answer: %w", at.Value.Node, name, err)
 	}
-	dst, err := s.GetNode(ctx, target)
+	// Whatever the target holds of the tenant goes: first make sure,
+	// asking both now, that the target is not the primary by another name.
+	dst, err := rt.apart(ctx, s, at.Value.Node, target)
 	if err != nil {
-		return errNotFoundAs(err, ErrUnknownNode)
+		return fmt.Errorf("copy of %s on %s: %w", name, target, err)
 	}
-	if _, err := rt.nodes.remove(ctx, dst.Value, name); err != nil {
+	if _, err := rt.nodes.remove(ctx, dst, name); err != nil {
 		return fmt.Errorf("delete a stale copy of %s on %s: %w", name, target, err)
 	}
-	if err := rt.nodes.create(ctx, dst.Value, name); err != nil {
+	if err := rt.nodes.create(ctx, dst, name); err != nil {
 		return fmt.Errorf("create a copy of %s on %s: %w", name, target, err)
 	}
-	if err := rt.nodes.follow(ctx, dst.Value, target, name, primary.Value); err != nil {
+	if err := rt.nodes.follow(ctx, dst, target, name, primary.Value); err != nil {
 		return fmt.Errorf("copy of %s on %s: %w", name, target, err)
 	}
-	if err := rt.awaitCopy(ctx, dst.Value, name, at.Value.Lineage); err != nil {
+	if err := rt.awaitCopy(ctx, dst, name, at.Value.Lineage); err != nil {
 		return fmt.Errorf("copy of %s on %s: %w", name, target, err)
 	}
-	rt.carryQuota(ctx, s, dst.Value, target, name)
+	rt.carryQuota(ctx, s, dst, target, name)
 	rec, err := s.UpdateTenant(ctx, name, at, func(t *global.Tenant) error {
 		t.Replica = target
 		return nil
@@ -225,14 +227,36 @@ func (rt *Router) addReplica(ctx context.Context, s *global.Store, name, target 
 	rt.settleTo(ctx, rec.Rev)
 	rt.log.Info("replica made", "tenant", name, "primary", at.Value.Node, "replica", target)
 	if old := at.Value.Replica; old != "" && old != target {
-		// The copy it had before follows no more: delete it (best effort).
-		if n, err := s.GetNode(ctx, old); err == nil {
-			if _, err := rt.nodes.remove(ctx, n.Value, name); err != nil {
-				rt.log.Warn("former copy not deleted", "tenant", name, "node", old, "err", err)
-			}
+		// The copy it had before follows no more: delete it (best effort),
+		// once the node is known to be neither the primary nor the new copy.
+		if err := rt.removeStale(ctx, s, name, old, at.Value.Node, target); err != nil {
+			rt.log.Warn("former copy not deleted", "tenant", name, "node", old, "err", err)
 		}
 	}
 	return nil
+}
+
+// removeStale deletes tenant's file on node stale, once stale has been
+// asked, with each of keep, whether it is that node under another name.
+func (rt *Router) removeStale(ctx context.Context, s *global.Store, tenant, stale string, keep ...string) error {
+	var n global.Node
+	for _, k := range keep {
+		if k == "" {
+			continue
+		}
+		var err error
+		if n, err = rt.apart(ctx, s, k, stale); err != nil {
+			return err
+		}
+	}
+	if n.Addr == "" {
+		var err error
+		if n, err = rt.identified(ctx, s, stale); err != nil {
+			return err
+		}
+	}
+	_, err := rt.nodes.remove(ctx, n, tenant)
+	return err
 }
 
 // afterPlace, once a tenant is placed, records its lineage and gives it
@@ -285,12 +309,12 @@ func (rt *Router) afterMove(ctx context.Context, s *global.Store, name string) {
 		return
 	}
 	primary, perr := s.GetNode(ctx, at.Value.Node)
-	dst, derr := s.GetNode(ctx, at.Value.Replica)
+	dst, derr := rt.apart(ctx, s, at.Value.Node, at.Value.Replica)
 	if err := errors.Join(perr, derr); err != nil {
 		rt.log.Warn("copy not told to follow a moved tenant", "tenant", name, "err", err)
 		return
 	}
-	if err := rt.nodes.follow(ctx, dst.Value, at.Value.Replica, name, primary.Value); err != nil {
+	if err := rt.nodes.follow(ctx, dst, at.Value.Replica, name, primary.Value); err != nil {
 		rt.log.Warn("copy not told to follow a moved tenant", "tenant", name, "replica", at.Value.Replica, "err", err)
 	}
 }

@@ -115,6 +115,8 @@ var shardStatus = []struct {
 	{ErrTenantExists, http.StatusConflict},
 	{ErrNodeInUse, http.StatusConflict},
 	{ErrSameNode, http.StatusConflict},
+	{ErrNodeTwice, http.StatusConflict},
+	{ErrOtherNode, http.StatusConflict},
 	{ErrCopyBehind, http.StatusBadGateway},
 	{ErrStandbyNode, http.StatusConflict},
 	{global.ErrHeld, http.StatusConflict},

@@ -147,7 +147,7 @@ func TestShardNodesTokenCP(t *testing.T) {
 		t.Fatalf("put node: %d %s", st, b)
 	}
 	st, b = r.shard(t, http.MethodGet, "nodes", nil, &nodes)
-	if st != http.StatusOK || len(nodes) != 1 || nodes[0]["name"] != "n1" || nodes[0]["addr"] != n1.addr || nodes[0]["region"] != "eu" {
+	if st != http.StatusOK || len(nodes) != 1 || nodes[0]["name"] != "n1" || nodes[0]["addr"] != "http://"+n1.addr || nodes[0]["region"] != "eu" {
 		t.Fatalf("nodes: %d %s", st, b)
 	}
 	if strings.Contains(string(b), cpAdminToken) || strings.Contains(string(b), "token") {

@@ -18,6 +18,7 @@ type nodeEntry struct {
 	Region  string `json:"region"`
 	Standby bool   `json:"standby,omitempty"`
 	Lease   bool   `json:"lease,omitempty"`
+	ID      string `json:"id,omitempty"`
 }
 
 // listNodes answers every recorded node, by name.
@@ -29,7 +30,7 @@ func (c *shardCall) listNodes() {
 	}
 	out := []nodeEntry{}
 	for name, n := range v.Nodes() {
-		out = append(out, nodeEntry{Name: name, Addr: n.Addr, Region: n.Region, Standby: n.Standby, Lease: n.Lease})
+		out = append(out, nodeEntry{Name: name, Addr: n.Addr, Region: n.Region, Standby: n.Standby, Lease: n.Lease, ID: n.ID})
 	}
 	slices.SortFunc(out, func(a, b nodeEntry) int { return cmpString(a.Name, b.Name) })
 	cpJSON(c.w, http.StatusOK, out)
@@ -59,19 +60,39 @@ func (c *shardCall) putNode(s *global.Store, name string) (int, any, error) {
 	if req.Region == "" {
 		req.Region = c.rt.cfg.Region
 	}
-	n := global.Node{Addr: req.Addr, Token: req.Token, Region: req.Region, Standby: standby}
 	if req.Addr == "" || req.Region == "" {
 		return 0, nil, fmt.Errorf("%w: a node needs an addr and a region", ErrBadRequest)
 	}
+	addr, err := normalizeAddr(req.Addr)
+	if err != nil {
+		return 0, nil, err
+	}
+	n := global.Node{Addr: addr, Token: req.Token, Region: req.Region, Standby: standby}
 	if err := n.Validate(); err != nil {
 		return 0, nil, err
 	}
-	if err := c.rt.nodes.checkToken(c.r.Context(), n); err != nil {
+	ctx := c.r.Context()
+	if n.ID, err = c.rt.nodes.identify(ctx, n); err != nil {
 		return 0, nil, fmt.Errorf("node %s at %s: %w", name, n.Addr, err)
 	}
-	rev, err := recordNode(c.r.Context(), s, name, n)
+	// One node, one name: checked and recorded under the lock moves and
+	// placements take, so two names cannot both pass at once.
+	c.rt.opMu.Lock()
+	other, err := c.rt.recordedAs(ctx, s, name, n)
+	if err == nil && other != "" {
+		err = fmt.Errorf("%w: %s answers as node %s, recorded as %s; record it again under %s to change its address",
+			ErrNodeTwice, n.Addr, n.ID, other, other)
+	}
+	var rev int64
+	if err == nil {
+		rev, err = recordNode(ctx, s, name, n)
+		if err != nil {
+			err = fmt.Errorf("record node %s: %w", name, err)
+		}
+	}
+	c.rt.opMu.Unlock()
 	if err != nil {
-		return 0, nil, fmt.Errorf("record node %s: %w", name, err)
+		return 0, nil, err
 	}
 	c.settle(rev)
 	if standbyOf != "" {
@@ -139,13 +160,13 @@ func updateNode(ctx context.Context, s *global.Store, name string, change func(*
 }
 
 // recordNode writes n as node name's record. A node recorded again at the
-// address it already had keeps lease:true: the leasing router probes each
+// address it already had (by any spelling) keeps lease:true: the leasing router probes each
 // address once, so dropping the mark would stop its leases (and with them
 // the node's writes) for good. A race lost to another change of the record
 // is retried.
 func recordNode(ctx context.Context, s *global.Store, name string, n global.Node) (int64, error) {
 	return writeNode(ctx, s, name, true, func(rec *global.Node, found bool) bool {
-		keep := found && rec.Addr == n.Addr && rec.Lease
+		keep := found && sameAddr(rec.Addr, n.Addr) && rec.Lease
 		*rec = n
 		rec.Lease = rec.Lease || keep
 		return true

@@ -115,8 +115,15 @@ func (c *shardCall) chooseNode(s *global.Store, named, region string) (string, e
 		if err := global.CheckName("node", named); err != nil {
 			return "", err
 		}
-		if _, err := s.GetNode(c.r.Context(), named); err != nil {
+		n, err := s.GetNode(c.r.Context(), named)
+		if err != nil {
 			return "", errNotFoundAs(err, ErrUnknownNode)
+		}
+		if region != "" && n.Value.Region != region {
+			// Data residency: a tenant asked in one region never lands in
+			// another because a node was named.
+			return "", fmt.Errorf("%w: node %s is in region %s, not %s: name a node of %s, or no node to have the router pick one",
+				ErrBadRequest, named, n.Value.Region, region, region)
 		}
 		return named, nil
 	}
@@ -175,11 +182,11 @@ func (rt *Router) finishDelete(ctx context.Context, s *global.Store, name string
 		if n == "" {
 			continue
 		}
-		node, err := s.GetNode(ctx, n)
+		node, err := rt.identified(ctx, s, n) // the node recorded, not whoever has its address now
 		if err != nil {
-			return fmt.Errorf("delete %s on %s: %w", name, n, errNotFoundAs(err, ErrUnknownNode))
+			return fmt.Errorf("delete %s on %s: %w", name, n, err)
 		}
-		if _, err := rt.nodes.remove(ctx, node.Value, name); err != nil {
+		if _, err := rt.nodes.remove(ctx, node, name); err != nil {
 			return fmt.Errorf("delete %s on %s: %w", name, n, err)
 		}
 	}

@@ -155,3 +155,9 @@ func (e *StatementRefused) Error() string { return e.Message }
 type TenantChanged struct {
 	Tenant string `json:"tenant"`
 }
+
+// Identity is GET /_admin/node: the id the node made at its first start
+// and keeps in its directory.
+type Identity struct {
+	ID string `json:"id"`
+}

@@ -28,6 +28,9 @@ type AdminClient struct {
 	Base string
 	// Token is the node's admin token.
 	Token string
+	// Node, if set, is the id of the node meant (HeaderNode): a node that
+	// is not that one refuses every call but ID.
+	Node string
 	// HTTP sends the requests; nil: http.DefaultClient.
 	HTTP *http.Client
 	// Prepare, if set, is called on each request before it is sent, for
@@ -150,6 +153,19 @@ func (c *AdminClient) Install(ctx context.Context, t string, r io.Reader, size i
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, maxErrorAnswer))
 	return nil
+}
+
+// ID reads the node's id (GET /_admin/node). A node from before ids
+// answers 404, which is an *Error.
+func (c *AdminClient) ID(ctx context.Context) (string, error) {
+	var out Identity
+	if _, err := c.json(ctx, http.MethodGet, "/_admin/node", nil, &out, http.StatusOK); err != nil {
+		return "", err
+	}
+	if out.ID == "" {
+		return "", fmt.Errorf("GET /_admin/node: the answer names no id")
+	}
+	return out.ID, nil
 }
 
 // Promote has the node's copy of t take writes; a refusal (another
@@ -288,6 +304,9 @@ func (c *AdminClient) send(ctx context.Context, method, path string, body io.Rea
 		req.Header.Set("Content-Type", ctype)
 	}
 	req.Header.Set("Authorization", "Bearer "+c.Token)
+	if c.Node != "" {
+		req.Header.Set(HeaderNode, c.Node)
+	}
 	if c.Prepare != nil {
 		c.Prepare(req)
 	}

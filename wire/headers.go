@@ -25,6 +25,9 @@ const (
 	// HeaderRouterProof, beside HeaderClient: the router's proof that it
 	// holds the node's admin token (internal/forwarded.Proof).
 	HeaderRouterProof = "Fenec-Router-Proof"
+	// HeaderNode on an admin request: the id of the node it is meant
+	// for; any other node refuses it (409) and changes nothing.
+	HeaderNode = "Fenec-Node"
 )
 
 // Values of HeaderRefused.
