@@ -107,9 +107,7 @@ func (c *call) adminTenant(name string, rest []string) {
 		if c.r.Method == http.MethodGet {
 			c.imageOut(name)
 		} else {
-			c.adminChange("install", name, http.StatusCreated, func() error {
-				return c.s.reg.installImage(name, c.body())
-			})
+			c.adminImageIn(name) // restore.go
 		}
 	default:
 		c.fail(ErrNoRoute)

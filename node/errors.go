@@ -21,6 +21,7 @@ var (
 	ErrReplica         = errors.New("tenant is a replica copy: it takes no writes")
 	ErrTenantClosing   = errors.New("tenant is closing")
 	ErrTenantGone      = errors.New("tenant was deleted or moved")
+	ErrTenantRestored  = errors.New("tenant was restored from an image: open it again")
 	ErrShuttingDown    = errors.New("node is shutting down")
 	ErrKeyReused       = errors.New("idempotency key reused with another request: a new request needs a new key")
 	ErrAfterTimeout    = errors.New("this copy has not reached the requested seq: read again later, or from the primary")

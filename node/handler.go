@@ -151,6 +151,10 @@ func (c *call) fail(err error) { c.failWith(err, nil) }
 
 // failWith answers err with named fields beside "error".
 func (c *call) failWith(err error, fields map[string]any) {
+	if d := c.s.absDir; d != "" && strings.Contains(err.Error(), d) {
+		// No answer shows where the node keeps its files.
+		err = &fileError{err: err, msg: strings.ReplaceAll(err.Error(), d, "<dir>")}
+	}
 	status := writeError(c.w, err, fields)
 	if status >= 500 && status != 503 && status != 504 && status != 507 {
 		c.log.Error("request failed", "route", c.route, "status", status, "err", err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"os"
@@ -202,9 +203,35 @@ func (r *registry) openFile(t *tenant) (*engine.DB, error) {
 	}
 	if err != nil {
 		r.log.Error("open tenant", "tenant", t.name, "err", err)
-		return nil, fmt.Errorf("open tenant: %w", err)
+		return nil, openError(t.name, err)
 	}
 	return db, nil
+}
+
+// fileError is a tenant file's failure as a client is told it: what went
+// wrong, never where the node keeps its files (the node's log says so).
+type fileError struct {
+	msg string
+	err error
+}
+
+func (e *fileError) Error() string { return e.msg }
+func (e *fileError) Unwrap() error { return e.err }
+
+// openError says why tenant name did not open, without its path.
+func openError(name string, err error) error {
+	var (
+		de *engine.DamagedError
+		pe *fs.PathError
+	)
+	switch {
+	case errors.As(err, &de):
+		return &fileError{err: err, msg: fmt.Sprintf("open tenant: the file of tenant %s is damaged at offset %d: %s; restore the tenant from a backup or fail it over to its copy (the node's log names the file)",
+			name, de.Offset, de.Why)}
+	case errors.As(err, &pe):
+		return &fileError{err: err, msg: fmt.Sprintf("open tenant %s: %s: %v (the node's log names the file)", name, pe.Op, pe.Err)}
+	}
+	return fmt.Errorf("open tenant: %w", err)
 }
 
 // create makes a new empty tenant file and registers it open; under

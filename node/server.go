@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -26,6 +27,8 @@ type Server struct {
 	lease   *nodeLease
 	// id is the node's own (identity.go), kept in its directory.
 	id string
+	// absDir is the directory's absolute path, which no answer shows.
+	absDir string
 	// syncAlways: writes are answered once synced and sent to the
 	// replicas following them.
 	syncAlways bool
@@ -62,6 +65,10 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	absDir, err := filepath.Abs(cfg.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("tenant dir: %w", err)
+	}
 	mode, every, _ := cfg.syncMode()
 	audit, err := openAudit(cfg.Audit)
 	if err != nil {
@@ -81,10 +88,12 @@ func New(cfg Config) (*Server, error) {
 		audit:      audit,
 		lease:      nl,
 		id:         id,
+		absDir:     absDir,
 		syncAlways: mode == engine.SyncAlways,
 		stopping:   make(chan struct{}),
 		serveErr:   make(chan error, 1),
 	}
+	s.reg.removeStaged()
 	s.metrics = newMetrics(s.reg)
 	s.reg.onStatements = s.countStatements
 	s.reg.stopping = s.stopping

@@ -56,6 +56,7 @@ var statusTable = []statusRule{
 	{ErrReplica, http.StatusServiceUnavailable, 1},
 	{ErrTenantClosing, http.StatusServiceUnavailable, 1},
 	{ErrTenantGone, http.StatusServiceUnavailable, 1},
+	{ErrTenantRestored, http.StatusServiceUnavailable, 1},
 	{ErrShuttingDown, http.StatusServiceUnavailable, 1},
 	{ErrNodeClosed, http.StatusServiceUnavailable, 1},
 	{ErrHoldNotRun, http.StatusServiceUnavailable, 1},

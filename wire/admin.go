@@ -161,3 +161,10 @@ type TenantChanged struct {
 type Identity struct {
 	ID string `json:"id"`
 }
+
+// Restored is the answer to PUT /_admin/tenants/<t>/file?replace=true
+// (200 when a live tenant was replaced, 201 when there was none).
+type Restored struct {
+	Tenant   string `json:"tenant"`
+	Replaced bool   `json:"replaced"`
+}

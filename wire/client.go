@@ -168,6 +168,28 @@ func (c *AdminClient) ID(ctx context.Context) (string, error) {
 	return out.ID, nil
 }
 
+// Restore has the node take the image read from r in tenant t's place,
+// once it has verified it whole beside the live tenant (PUT
+// .../file?replace=true); a refused image leaves the tenant as it was.
+// size is the image's length (-1: unknown). It reports whether a live
+// tenant was replaced (false: the node had none, and created it).
+func (c *AdminClient) Restore(ctx context.Context, t string, r io.Reader, size int64) (bool, error) {
+	path := TenantPath(t) + "/file?replace=true"
+	res, err := c.send(ctx, http.MethodPut, path, r, size, "application/octet-stream")
+	if err != nil {
+		return false, err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK && res.StatusCode != http.StatusCreated {
+		return false, answerError(http.MethodPut, path, res)
+	}
+	var out Restored
+	if err := json.NewDecoder(io.LimitReader(res.Body, maxErrorAnswer)).Decode(&out); err != nil {
+		return false, fmt.Errorf("%s %s: decode answer: %w", http.MethodPut, path, err)
+	}
+	return out.Replaced, nil
+}
+
 // Promote has the node's copy of t take writes; a refusal (another
 // lineage, a copy that has not heard from the new primary) is a 409
 // *Error saying why.

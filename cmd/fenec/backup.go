@@ -134,8 +134,11 @@ func (a *admin) backupOne(ctx context.Context, dir, t string) (int64, error) {
 	return n, nil
 }
 
-// runRestore installs every image in the directory on the node: each
-// tenant is deleted there (if present) and its image put in its place.
+// runRestore restores every image in the directory on the node, each in
+// its tenant's place: the node verifies an image whole beside the live
+// tenant before it replaces it, so a damaged image is refused and leaves
+// its tenant as it was. The others are restored all the same; the run
+// fails if any was refused.
 func runRestore(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	a, dir, err := copyFlags("restore", args, stderr)
 	if err != nil {
@@ -147,6 +150,7 @@ func runRestore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return fmt.Errorf("backup dir: %w", err)
 	}
 	count := 0
+	var refused []string
 	for _, e := range entries {
 		t, ok := strings.CutSuffix(e.Name(), fileExt)
 		if !ok || !e.Type().IsRegular() || !tenantName.MatchString(t) {
@@ -154,16 +158,26 @@ func runRestore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 		n, err := a.restoreOne(ctx, filepath.Join(dir, e.Name()), t)
 		if err != nil {
-			return fmt.Errorf("tenant %s: %w", t, err)
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			fmt.Fprintf(stderr, "fenec restore: tenant %s refused, left as it was: %v\n", t, err)
+			refused = append(refused, t)
+			continue
 		}
 		count++
 		fmt.Fprintf(stdout, "%s\t%d bytes\n", t, n)
 	}
 	fmt.Fprintf(stdout, "restored %d tenants from %s\n", count, dir)
+	if len(refused) > 0 {
+		return fmt.Errorf("%d refused, each left as it was on the node: %s", len(refused), strings.Join(refused, ", "))
+	}
 	return nil
 }
 
-// restoreOne deletes tenant t on the node and installs the image at path.
+// restoreOne sends the image at path to the node to take in tenant t's
+// place (PUT .../file?replace=true), which it does only once it verified
+// the image whole.
 func (a *admin) restoreOne(ctx context.Context, path, t string) (int64, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -174,13 +188,7 @@ func (a *admin) restoreOne(ctx context.Context, path, t string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	dctx, cancel := context.WithTimeout(ctx, callTimeout)
-	_, err = a.api.Delete(dctx, t)
-	cancel()
-	if err != nil {
-		return 0, err
-	}
-	if err := a.api.Install(ctx, t, f, fi.Size()); err != nil {
+	if _, err := a.api.Restore(ctx, t, f, fi.Size()); err != nil {
 		return 0, err
 	}
 	return fi.Size(), nil
