@@ -224,11 +224,23 @@ func dropBefore(ts []time.Time, cut time.Time) []time.Time {
 
 // tokenMatches compares the bearer token in constant time.
 func tokenMatches(r *http.Request, want string) bool {
-	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	got, ok := bearerToken(r.Header.Get("Authorization"))
 	if !ok {
 		return false
 	}
 	return subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
+}
+
+// bearerToken is the token of an Authorization header of the Bearer
+// scheme, whose name is matched case-insensitively (RFC 7235 §2.1), with
+// one or more spaces after it.
+func bearerToken(h string) (string, bool) {
+	scheme, token, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimLeft(token, " ")
+	return token, token != ""
 }
 
 // clientAddr is the request's remote host without its port.

@@ -198,6 +198,15 @@ func (c *Config) Validate() error {
 	if c.AdminToken != "" && c.AdminToken == c.HTTPToken {
 		errs = append(errs, errors.New("admin-token: must differ from http-token"))
 	}
+	// The replication token goes to every node this one follows and is
+	// sent by every node following it: one equal to another token would
+	// hand those nodes the data or the admin surface too.
+	if c.ReplicationToken != "" && c.ReplicationToken == c.AdminToken {
+		errs = append(errs, errors.New("replication-token: must differ from admin-token"))
+	}
+	if c.ReplicationToken != "" && c.ReplicationToken == c.HTTPToken {
+		errs = append(errs, errors.New("replication-token: must differ from http-token"))
+	}
 	return errors.Join(errs...)
 }
 

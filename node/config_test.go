@@ -61,6 +61,10 @@ func TestConfigValidate(t *testing.T) {
 		{"resolver", func(c *Config) { c.Resolver = "10.0.0.2:53" }, ""},
 		{"ttl", func(c *Config) { c.IdempotencyTTL = 0 }, "idempotency-ttl"},
 		{"same tokens", func(c *Config) { c.AdminToken, c.HTTPToken = "t", "t" }, "differ"},
+		{"replication as admin", func(c *Config) { c.AdminToken, c.ReplicationToken = "t", "t" }, "replication-token: must differ from admin-token"},
+		{"replication as http", func(c *Config) { c.HTTPToken, c.ReplicationToken = "t", "t" }, "replication-token: must differ from http-token"},
+		{"three tokens", func(c *Config) { c.AdminToken, c.HTTPToken, c.ReplicationToken = "a", "h", "r" }, ""},
+		{"replication alone", func(c *Config) { c.ReplicationToken = "r" }, ""},
 		{"body", func(c *Config) { c.MaxBody = 0 }, "max-body"},
 		{"body timeout", func(c *Config) { c.BodyTimeout = 0 }, "body-timeout"},
 	}

@@ -232,3 +232,22 @@ func TestMetrics(t *testing.T) {
 	}
 	wantJSONError(t, n.do("GET", "/_metrics", ""), 401)
 }
+
+// TestBearerSchemeAnyCase: the scheme of an Authorization header is
+// matched case-insensitively (RFC 7235), on the data and admin surfaces
+// alike; the token itself is not.
+func TestBearerSchemeAnyCase(t *testing.T) {
+	n := startNode(t, func(c *Config) { c.HTTPToken = "data-secret" })
+	n.mkTenant("a")
+	for _, scheme := range []string{"Bearer", "bearer", "BEARER", "bEaReR"} {
+		if r := n.do("GET", "/t/a/_changes?since=0", "", "Authorization", scheme+" data-secret"); r.Status != 200 {
+			t.Fatalf("data with %q: %d %s", scheme, r.Status, r.Body)
+		}
+		if r := n.do("GET", "/_admin/stats", "", "Authorization", scheme+"  "+adminToken); r.Status != 200 {
+			t.Fatalf("admin with %q and two spaces: %d %s", scheme, r.Status, r.Body)
+		}
+	}
+	for _, h := range []string{"Bearer DATA-SECRET", "Basic data-secret", "Bearerdata-secret", "Bearer ", "data-secret"} {
+		wantJSONError(t, n.do("GET", "/t/a/_changes?since=0", "", "Authorization", h), 401)
+	}
+}

@@ -366,7 +366,7 @@ func (rt *Router) authorize(w http.ResponseWriter, r *http.Request) bool {
 	if rt.cfg.Token == "" {
 		return true
 	}
-	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	got, ok := bearerToken(r.Header.Get("Authorization"))
 	if ok && subtle.ConstantTimeCompare([]byte(got), []byte(rt.cfg.Token)) == 1 {
 		return true
 	}
@@ -378,6 +378,18 @@ func (rt *Router) authorize(w http.ResponseWriter, r *http.Request) bool {
 		rt.log.Error("audit", "err", err)
 	}
 	return false
+}
+
+// bearerToken is the token of an Authorization header of the Bearer
+// scheme, whose name is matched case-insensitively (RFC 7235 §2.1), with
+// one or more spaces after it.
+func bearerToken(h string) (string, bool) {
+	scheme, token, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimLeft(token, " ")
+	return token, token != ""
 }
 
 // makeRequestID returns 16 random hex digits (an id, not a secret).

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -320,5 +321,48 @@ func TestRegister(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRegisterRetriesOnlyWhatCanPass: register asks again while the
+// router or the node is not there yet, and gives up at once on a refusal
+// asking again cannot change, however long --wait is.
+func TestRegisterRetriesOnlyWhatCanPass(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		answers []int    // statuses answered in turn; the last one repeats
+		bodies  []string // bodies, likewise
+		code    int      // register's exit code
+		asked   int      // how many PUTs the router got
+	}{
+		{"bad request", []int{400}, []string{`{"error": "bad request: a node needs an addr and a region"}`}, 1, 1},
+		{"wrong router token", []int{401}, []string{`{"error": "missing or wrong router token"}`}, 1, 1},
+		{"one node twice", []int{409}, []string{`{"error": "node already recorded under another name"}`}, 1, 1},
+		{"not up yet", []int{503, 502, 201}, []string{`{"error": "not ready"}`, `{"error": "node does not answer"}`, `{"node": "n"}`}, 0, 3},
+		{"no leader yet", []int{409, 201}, []string{`{"error": "no router leads", "leader": "", "term": 0}`, `{"node": "n"}`}, 0, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var mu sync.Mutex
+			asked := 0
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				i := min(asked, len(c.answers)-1)
+				asked++
+				mu.Unlock()
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(c.answers[i])
+				io.WriteString(w, c.bodies[i])
+			}))
+			defer srv.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), wait)
+			defer cancel()
+			code, _, errOut := cli(ctx, "register", srv.URL, "--name", "n", "--addr", "http://127.0.0.1:1",
+				"--admin-token", "a", "--region", "r", "--wait", "1m")
+			mu.Lock()
+			defer mu.Unlock()
+			if code != c.code || asked != c.asked {
+				t.Fatalf("exit %d after %d asks, want %d after %d: %s", code, asked, c.code, c.asked, errOut)
+			}
+		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -23,7 +24,7 @@ func runRegister(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	region := fs.String("region", "", "the node's `REGION` (default: the router's)")
 	adminToken := fs.String("admin-token", os.Getenv("FENEC_ADMIN_TOKEN"), "the node's admin `TOKEN` (default $FENEC_ADMIN_TOKEN)")
 	token := fs.String("token", os.Getenv("FENEC_ROUTER_TOKEN"), "the router's `TOKEN` (default $FENEC_ROUTER_TOKEN)")
-	wait := fs.Duration("wait", time.Minute, "keep asking this long while the router or the node does not answer")
+	wait := fs.Duration("wait", time.Minute, "keep asking this long while the router or the node does not answer (a refusal asking again cannot change ends it at once)")
 	pos, err := parseMixed(fs, args)
 	if err != nil {
 		return err
@@ -47,7 +48,8 @@ func runRegister(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			fmt.Fprintf(stdout, "node %s recorded at %s\n", *name, *addr)
 			return nil
 		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
+		var perm *permanentError
+		if errors.As(err, &perm) || time.Now().After(deadline) || ctx.Err() != nil {
 			return err
 		}
 		fmt.Fprintf(stderr, "fenec register: %v; asking again\n", err)
@@ -59,10 +61,23 @@ func runRegister(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 }
 
+// permanentError is a refusal asking again cannot change: the request
+// itself is wrong (a bad name or body, a wrong router token, the node
+// recorded under another name).
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+// putNode asks the router once. A refusal that may pass when asked again
+// is a plain error: the router or the node not answering yet (a connection
+// refused, 502, 503, 504), too many requests (429), a router that does not
+// lead (409 naming the leader, while a leader is chosen); any other
+// refusal is a *permanentError.
 func putNode(ctx context.Context, hc *http.Client, url, token string, body []byte) error {
 	req, err := http.NewRequestWithContext(ctx, "PUT", url, bytes.NewReader(body))
 	if err != nil {
-		return err
+		return &permanentError{err}
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if token != "" {
@@ -74,8 +89,20 @@ func putNode(ctx context.Context, hc *http.Client, url, token string, body []byt
 	}
 	defer res.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(res.Body, 4096))
-	if res.StatusCode != http.StatusCreated {
-		return fmt.Errorf("PUT %s: %s: %s", url, res.Status, bytes.TrimSpace(b))
+	if res.StatusCode == http.StatusCreated {
+		return nil
 	}
-	return nil
+	err = fmt.Errorf("PUT %s: %s: %s", url, res.Status, bytes.TrimSpace(b))
+	switch res.StatusCode {
+	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return err
+	case http.StatusConflict:
+		var e struct {
+			Leader *string `json:"leader"`
+		}
+		if json.Unmarshal(b, &e) == nil && e.Leader != nil {
+			return err // a router that does not lead: the lead may settle
+		}
+	}
+	return &permanentError{err}
 }

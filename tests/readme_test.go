@@ -1,0 +1,281 @@
+package tests
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fenec-go/fenec/tests/cluster"
+)
+
+// The README's examples are run as written, with only what a test must
+// change: its addresses and directories. A flag renamed, a route moved or
+// a body the router now refuses fails here, not in a reader's shell.
+
+// readmeBlocks returns the README's fenced code blocks, each as its lines.
+func readmeBlocks(t *testing.T) [][]string {
+	t.Helper()
+	f, err := os.Open("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var blocks [][]string
+	var cur []string
+	in := false
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "```") {
+			if in {
+				blocks = append(blocks, cur)
+			}
+			in, cur = !in, nil
+			continue
+		}
+		if in {
+			cur = append(cur, line)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return blocks
+}
+
+// readmeBlock is the first block with a line starting with first.
+func readmeBlock(t *testing.T, first string) []string {
+	t.Helper()
+	for _, b := range readmeBlocks(t) {
+		for _, l := range b {
+			if strings.HasPrefix(l, first) {
+				return b
+			}
+		}
+	}
+	t.Fatalf("the README has no example starting with %q", first)
+	return nil
+}
+
+// shellWords splits a command line as a POSIX shell would for the
+// examples' needs: words, '...' and "..." quoting, and a # comment.
+func shellWords(t *testing.T, line string) []string {
+	t.Helper()
+	var words []string
+	var w strings.Builder
+	inWord := false
+	for i := 0; i < len(line); i++ {
+		switch ch := line[i]; {
+		case ch == '\'' || ch == '"':
+			end := strings.IndexByte(line[i+1:], ch)
+			if end < 0 {
+				t.Fatalf("unclosed quote in %q", line)
+			}
+			w.WriteString(line[i+1 : i+1+end])
+			i += end + 1
+			inWord = true
+		case ch == ' ' || ch == '\t':
+			if inWord {
+				words = append(words, w.String())
+				w.Reset()
+				inWord = false
+			}
+		case ch == '#' && !inWord:
+			return words
+		default:
+			w.WriteByte(ch)
+			inWord = true
+		}
+	}
+	if inWord {
+		words = append(words, w.String())
+	}
+	return words
+}
+
+// runCurl runs one example curl command line and fails t unless it is
+// answered 2xx; -N (a stream) is read up to its first event.
+func runCurl(t *testing.T, line string) {
+	t.Helper()
+	words := shellWords(t, line)
+	if len(words) == 0 || words[0] != "curl" {
+		t.Fatalf("not a curl line: %q", line)
+	}
+	method, url, body, stream := "", "", "", false
+	hdr := http.Header{}
+	for i := 1; i < len(words); i++ {
+		switch words[i] {
+		case "-X":
+			i++
+			method = words[i]
+		case "-H":
+			i++
+			k, v, _ := strings.Cut(words[i], ":")
+			hdr.Set(strings.TrimSpace(k), strings.TrimSpace(v))
+		case "-d":
+			i++
+			body = words[i]
+		case "-N":
+			stream = true
+		default:
+			if strings.HasPrefix(words[i], "-") {
+				t.Fatalf("an example's curl flag the test does not know: %s in %q", words[i], line)
+			}
+			url = words[i]
+		}
+	}
+	if !strings.Contains(url, "://") {
+		url = "http://" + url
+	}
+	if method == "" {
+		method = "GET"
+		if body != "" {
+			method = "POST"
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+		hdr.Set("Content-Type", "application/x-www-form-urlencoded") // what curl -d sends
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
+	if err != nil {
+		t.Fatalf("%q: %v", line, err)
+	}
+	req.Header = hdr
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%q: %v", line, err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode/100 != 2 {
+		b, _ := io.ReadAll(res.Body)
+		t.Fatalf("the README's %q is answered %d %s", line, res.StatusCode, b)
+	}
+	if stream {
+		if ev, err := bufio.NewReader(res.Body).ReadString('\n'); err != nil || !strings.HasPrefix(ev, "event: ") {
+			t.Fatalf("the README's %q streamed %q %v", line, ev, err)
+		}
+		return
+	}
+	_, _ = io.Copy(io.Discard, res.Body)
+}
+
+// TestReadmeTryIt runs the README's first example against `fenec dev`.
+func TestReadmeTryIt(t *testing.T) {
+	block := readmeBlock(t, "curl -X PUT localhost:7700")
+	c := cluster.New(t)
+	addr := "127.0.0.1:" + strconv.Itoa(cluster.FreePorts(t, 1)[0])
+	ran := 0
+	for _, line := range block {
+		switch {
+		case strings.TrimSpace(line) == "make run":
+			p := cluster.StartProc(t, c.Dir(), "dev", cluster.Bins().Fenec, "dev", "--data", filepath.Join(c.Dir(), "data"), "--listen", addr)
+			cluster.WaitHealthy(t, p, "http://"+addr+"/_health")
+			cl := cluster.NewClient(t, "http://"+addr, "")
+			cluster.Eventually(t, wait, func() error {
+				if r := cl.Do("GET", "/_shard/nodes", nil); !strings.Contains(string(r.Body), `"name":"local"`) {
+					return fmt.Errorf("node not recorded yet: %s", r)
+				}
+				return nil
+			})
+		case strings.HasPrefix(line, "curl "):
+			runCurl(t, strings.ReplaceAll(line, "localhost:7700", addr))
+			ran++
+		}
+	}
+	if ran < 5 {
+		t.Fatalf("ran %d of the example's requests", ran)
+	}
+}
+
+// TestReadmeDeployment starts a node and a router by the README's
+// command lines, on loopback and in temp dirs, and records the node as
+// the README's example does.
+func TestReadmeDeployment(t *testing.T) {
+	block := readmeBlock(t, "fenec-node ")
+	c := cluster.New(t)
+	ports := cluster.FreePorts(t, 4)
+	nodeAddr := "127.0.0.1:" + strconv.Itoa(ports[0])
+	routerAddr := "127.0.0.1:" + strconv.Itoa(ports[1])
+	var readmeNode, readmeRouter string
+	ran := 0
+	for _, line := range block {
+		words := shellWords(t, line)
+		if len(words) == 0 {
+			continue
+		}
+		switch words[0] {
+		case "fenec-node":
+			args := words[1:]
+			readmeNode = flagValue(t, args, "--http")
+			setFlag(t, args, "--dir", filepath.Join(c.Dir(), "node"))
+			setFlag(t, args, "--http", nodeAddr)
+			p := cluster.StartProc(t, c.Dir(), "node", cluster.Bins().Node, args...)
+			cluster.WaitHealthy(t, p, "http://"+nodeAddr+"/_health")
+		case "fenec-shard":
+			args := words[1:]
+			readmeRouter = flagValue(t, args, "--listen")
+			setFlag(t, args, "--listen", routerAddr)
+			setFlag(t, args, "--etcd-dir", filepath.Join(c.Dir(), "shard"))
+			args = append(args, "--etcd-client-url", "http://127.0.0.1:"+strconv.Itoa(ports[2]),
+				"--etcd-peer-url", "http://127.0.0.1:"+strconv.Itoa(ports[3]))
+			p := cluster.StartProc(t, c.Dir(), "router", cluster.Bins().Shard, args...)
+			cluster.WaitHealthy(t, p, "http://"+routerAddr+"/_health")
+		case "curl":
+			if readmeNode == "" || readmeRouter == "" {
+				t.Fatalf("the README records a node before starting it: %q", line)
+			}
+			line = strings.ReplaceAll(line, readmeNode, nodeAddr)
+			runCurl(t, strings.ReplaceAll(line, readmeRouter, routerAddr))
+			ran++
+		}
+	}
+	if ran == 0 {
+		t.Fatal("the deployment example records no node")
+	}
+	// The node the example recorded takes a tenant and a write.
+	r := cluster.NewClient(t, "http://"+routerAddr, "R")
+	wantStatus(t, r.Do("PUT", "/_shard/tenants/demo", map[string]any{"node": "n1"}), 201, "place on the README's node")
+	cl := cluster.NewClient(t, "http://"+routerAddr, "D")
+	cluster.Eventually(t, 30*time.Second, func() error { // its first lease grant
+		if res := cl.Query("demo", "create collection c (v int)"); res.Status != 200 {
+			return fmt.Errorf("first write: %s", res)
+		}
+		return nil
+	})
+}
+
+// flagValue is the value of flag name in args.
+func flagValue(t *testing.T, args []string, name string) string {
+	t.Helper()
+	for i := 0; i+1 < len(args); i++ {
+		if args[i] == name {
+			return args[i+1]
+		}
+	}
+	t.Fatalf("the README's command has no %s: %v", name, args)
+	return ""
+}
+
+// setFlag replaces the value of flag name in args.
+func setFlag(t *testing.T, args []string, name, value string) {
+	t.Helper()
+	for i := 0; i+1 < len(args); i++ {
+		if args[i] == name {
+			args[i+1] = value
+			return
+		}
+	}
+	t.Fatalf("the README's command has no %s: %v", name, args)
+}
