@@ -51,6 +51,11 @@ type Options struct {
 
 	// SweepEvery is how often the TTL sweeper looks; default 1 s.
 	SweepEvery time.Duration
+
+	// RetainBytes bounds the records a checkpoint keeps before its image
+	// for change cursors and replicas (newest kept); 0 means 16 MiB.
+	// Compact keeps none.
+	RetainBytes int64
 }
 
 // QuotaAsk is what the quota hook is told about a block about to land.

@@ -324,6 +324,7 @@ func TestSpilledBlock(t *testing.T) {
 		docs[i] = map[string]any{"s": strings.Repeat(string(rune('a'+i)), 1<<20)}
 	}
 	before := stateOf(t, db, "big")
+	fileBefore := db.FileBytes()
 	mu.Lock()
 	asks, refuseAt = nil, 1
 	mu.Unlock()
@@ -341,9 +342,14 @@ func TestSpilledBlock(t *testing.T) {
 	if after.seq != before.seq || after.rows != before.rows || after.all != before.all {
 		t.Fatalf("a refused spilled block changed the tenant")
 	}
+	// Its first piece was let through and written: it is cut off again,
+	// leaving no dead bytes for a bytes quota to count.
+	if got := db.FileBytes(); got != fileBefore {
+		t.Fatalf("a refused spilled block left %d bytes in the file", got-fileBefore)
+	}
 	mustExec(t, db, "put big $1", docs)
 	mu.Lock()
-	if len(asks) != 2 || asks[1].FileBytes <= asks[0].FileBytes {
+	if len(asks) != 2 || asks[1].FileBytes <= asks[0].FileBytes || asks[0].FileBytes != fileBefore {
 		t.Fatalf("asks for a landed spilled block: %+v", asks)
 	}
 	mu.Unlock()

@@ -37,7 +37,7 @@ type DB struct {
 }
 
 func (o *Options) storeOptions() store.Options {
-	return store.Options{Sync: o.Sync, SyncEvery: o.SyncEvery, Logger: o.Logger}
+	return store.Options{Sync: o.Sync, SyncEvery: o.SyncEvery, Logger: o.Logger, RetainBytes: o.RetainBytes}
 }
 
 func newDB(opts Options) *DB {
@@ -277,6 +277,9 @@ func (db *DB) Exec(ctx context.Context, st Statement) (*Result, uint64, error) {
 	if err != nil {
 		return nil, db.Seq(), err
 	}
+	if _, ok := stmt.(*fql.Compact); ok {
+		return db.compactStatement(ctx)
+	}
 	if !isWrite(stmt) {
 		return db.read(stmt, params)
 	}
@@ -300,6 +303,18 @@ func (db *DB) Batch(ctx context.Context, sts []Statement, opts BatchOptions) (*B
 		var err error
 		if stmts[i], params[i], err = db.parse(st); err != nil {
 			return nil, &BatchError{At: i, Completed: 0, Err: err}
+		}
+		if _, ok := stmts[i].(*fql.Compact); ok && len(sts) > 1 {
+			return nil, &BatchError{At: i, Completed: 0, Err: fmt.Errorf("%w: compact runs on its own, not in a block with other statements", ErrInvalid)}
+		}
+	}
+	if len(stmts) == 1 {
+		if _, ok := stmts[0].(*fql.Compact); ok {
+			res, seq, err := db.compactStatement(ctx)
+			if err != nil {
+				return nil, &BatchError{At: 0, Completed: 0, Err: err}
+			}
+			return &BatchResult{Results: []*Result{res}, Seq: seq}, nil
 		}
 	}
 	return db.batch(ctx, stmts, params, opts)

@@ -35,6 +35,8 @@ func (r *runner) run(stmt fql.Stmt) (*Result, error) {
 		return r.runSet(s)
 	case *fql.Del:
 		return r.runDel(s)
+	case *fql.Compact:
+		return nil, fmt.Errorf("%w: compact runs on its own, not in a block with other statements", ErrInvalid)
 	}
 	return nil, fmt.Errorf("%w: statement %T", ErrInvalid, stmt)
 }

@@ -92,6 +92,11 @@ func (c *call) adminTenant(name string, rest []string) {
 		if c.method(http.MethodPost) {
 			c.adminRead(name)
 		}
+	case len(rest) == 1 && rest[0] == "compact":
+		c.route = "admin_compact"
+		if c.method(http.MethodPost) {
+			c.adminCompact(name) // compact.go
+		}
 	case len(rest) == 1 && rest[0] == "replication":
 		c.route = "admin_replication"
 		if c.method(http.MethodGet) {

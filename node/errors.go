@@ -35,6 +35,7 @@ var (
 	ErrHoldNotRun      = errors.New("held request was not run within its wait")
 	ErrNoLease         = errors.New("this node holds no lease for the tenant")
 	ErrLeaseLapsed     = errors.New("the lease lapsed before the write was answered")
+	ErrPartlyLanded    = errors.New("a /batch run one by one was refused after some of it landed")
 	ErrRateLimited     = errors.New("tenant is over its write rate")
 	ErrPromoteRefused  = errors.New("promotion refused")
 	ErrTooManyRequests = errors.New("too many requests running on this tenant")

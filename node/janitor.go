@@ -83,9 +83,11 @@ func (r *registry) fitMemory() {
 	}
 }
 
-// closeOut closes a tenant taken by takeIdleLocked.
+// closeOut closes a tenant taken by takeIdleLocked: one idle is
+// checkpointed where that gains; one closed for memory is not (a
+// checkpoint's snapshot would add to what it closes to give back).
 func (r *registry) closeOut(t *tenant, why string) {
-	if err := r.closeTenant(t, false); err != nil {
+	if err := r.closeTenant(t, why == "idle"); err != nil {
 		r.log.Error("close tenant", "tenant", t.name, "why", why, "err", err)
 	} else {
 		r.log.Debug("tenant closed", "tenant", t.name, "why", why)

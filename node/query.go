@@ -94,6 +94,12 @@ func (c *call) batch() {
 		c.fail(fmt.Errorf("%w: empty batch", ErrBadRequest))
 		return
 	}
+	for _, st := range sts {
+		if k, err := c.t.db.Kind(st.Query); err == nil && k.Verb == "compact" {
+			c.batchEach(sts) // compact.go
+			return
+		}
+	}
 	c.runJob(&job{sts: sts, holdable: true, batch: true, render: renderBatch}, body)
 }
 
@@ -173,20 +179,7 @@ func (c *call) answer(j *job, o outcome) {
 		return
 	}
 	if o.res.Wrote {
-		if c.s.syncAlways {
-			start := time.Now()
-			acked := c.t.waitAcked(c.r.Context(), o.res.Seq, replicaWait)
-			c.waitInStep(o.res.Seq, start)
-			if !c.answeredUnderLease(o.res.Seq) {
-				return
-			}
-			if !acked {
-				c.log.Warn("write answered before every replica acknowledged it durable", "tenant", c.t.name, "seq", o.res.Seq)
-			}
-			if !c.t.everyCopyHolds(o.res.Seq) { // a lagging copy's too
-				c.s.metrics.unreplicated.Inc()
-			}
-		} else if !c.answeredUnderLease(o.res.Seq) {
+		if !c.landed(o.res.Seq) {
 			return
 		}
 		c.w.Header().Set(wire.HeaderSeq, strconv.FormatUint(o.res.Seq, 10))
@@ -194,6 +187,28 @@ func (c *call) answer(j *job, o outcome) {
 		c.settledFor(o.res.Seq)
 	}
 	writeRaw(c.w, o.status, o.body)
+}
+
+// landed does what answering a landed write takes (under --sync always,
+// its copies; the lease checked again) and reports whether the write may
+// be answered; it answered the request itself when not.
+func (c *call) landed(seq uint64) bool {
+	if !c.s.syncAlways {
+		return c.answeredUnderLease(seq)
+	}
+	start := time.Now()
+	acked := c.t.waitAcked(c.r.Context(), seq, replicaWait)
+	c.waitInStep(seq, start)
+	if !c.answeredUnderLease(seq) {
+		return false
+	}
+	if !acked {
+		c.log.Warn("write answered before every replica acknowledged it durable", "tenant", c.t.name, "seq", seq)
+	}
+	if !c.t.everyCopyHolds(seq) { // a lagging copy's too
+		c.s.metrics.unreplicated.Inc()
+	}
+	return true
 }
 
 // failJob answers a block's failure; a /batch names the statement.
@@ -224,6 +239,8 @@ func kindLabel(k engine.StatementKind) string {
 		return k.Verb
 	case "create collection", "drop collection", "create index":
 		return "ddl"
+	case "compact":
+		return k.Verb
 	}
 	return "other"
 }

@@ -57,6 +57,9 @@ type registry struct {
 	// beforeOpen, if set, is called before a tenant's file is opened
 	// (tests use it to make one open slow).
 	beforeOpen atomic.Pointer[func(name string)]
+	// beforeEach, if set, is called before each statement of a /batch run
+	// one by one (tests use it to change the tenant between two).
+	beforeEach atomic.Pointer[func(name string, at int)]
 	// leaseGate makes a tenant's lease check (nil result: no lease).
 	leaseGate func(tenant string) func() error
 	// stopping is closed as the node begins to shut down: waits end.
@@ -426,21 +429,25 @@ func (r *registry) deleteFiles(path string) error {
 	return errors.Join(append(errs, r.dropQuota(name), r.dropFollow(name))...)
 }
 
-// closeTenant stops what t owns and closes its file; with checkpoint, it
-// syncs and checkpoints it first (a graceful shutdown).
-func (r *registry) closeTenant(t *tenant, checkpoint bool) error {
+// closeTenant stops what t owns and closes its file; with shrink (a
+// graceful shutdown, an idle close), it syncs it first and checkpoints it
+// where that gains (engine's Shrink: the file comes out smaller, or an
+// open would otherwise replay more than a checkpoint keeps), so closing
+// never grows a small file.
+func (r *registry) closeTenant(t *tenant, shrink bool) error {
 	t.cancel(ErrTenantClosing)
 	if t.stopWatch != nil {
 		t.stopWatch()
 	}
 	t.wg.Wait()
 	var errs []error
-	if checkpoint {
+	if shrink {
 		if err := t.db.Sync(); err != nil {
 			errs = append(errs, fmt.Errorf("sync tenant %s: %w", t.name, err))
-		}
-		if err := t.db.Checkpoint(); err != nil {
+		} else if did, err := t.db.Shrink(); err != nil {
 			errs = append(errs, fmt.Errorf("checkpoint tenant %s: %w", t.name, err))
+		} else if did {
+			r.log.Debug("tenant checkpointed as it closed", "tenant", t.name, "bytes", t.db.FileBytes())
 		}
 	}
 	if err := t.db.Close(); err != nil {

@@ -62,6 +62,7 @@ var statusTable = []statusRule{
 	{ErrHoldNotRun, http.StatusServiceUnavailable, 1},
 	{ErrNoLease, http.StatusServiceUnavailable, 1},
 	{ErrLeaseLapsed, http.StatusInternalServerError, 0},
+	{ErrPartlyLanded, http.StatusInternalServerError, 0},
 	{engine.ErrLocked, http.StatusServiceUnavailable, 1},
 	{engine.ErrClosed, http.StatusServiceUnavailable, 1},
 	{ErrAfterTimeout, http.StatusGatewayTimeout, 0},

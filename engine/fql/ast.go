@@ -26,7 +26,7 @@ type Node interface {
 }
 
 // Stmt is one statement: *CreateCollection, *DropCollection, *CreateIndex,
-// *Put, *Insert, *Set, *Del or *Get.
+// *Put, *Insert, *Set, *Del, *Get or *Compact.
 type Stmt interface {
 	Node
 	// ReadOnly reports whether the statement only reads: running it
@@ -35,8 +35,8 @@ type Stmt interface {
 	// added later is never taken for a read by default.
 	ReadOnly() bool
 	// Verb is the statement's leading keywords, lower case: "get", "put",
-	// "insert", "set", "del", "create collection", "drop collection" or
-	// "create index".
+	// "insert", "set", "del", "create collection", "drop collection",
+	// "create index" or "compact".
 	Verb() string
 	stmtNode()
 }
@@ -172,6 +172,14 @@ type DropCollection struct {
 	At       int
 	IfExists bool
 	Name     string
+}
+
+// Compact is compact: the tenant's file is rewritten as an image of what
+// it holds now, keeping no record from before (what delete's tombstones,
+// overwritten rows and the server's graphs held gives back its bytes).
+// It changes no row and writes no seq; cursors from before it are gone.
+type Compact struct {
+	At int
 }
 
 // CreateIndex is create index on COLL (FIELD) ANNOT: adds the annotation's
@@ -518,6 +526,7 @@ const (
 
 func (n *CreateCollection) Pos() int { return n.At }
 func (n *DropCollection) Pos() int   { return n.At }
+func (n *Compact) Pos() int          { return n.At }
 func (n *CreateIndex) Pos() int      { return n.At }
 func (n *Put) Pos() int              { return n.At }
 func (n *Insert) Pos() int           { return n.At }
@@ -544,6 +553,7 @@ func (*Insert) ReadOnly() bool           { return false }
 func (*Set) ReadOnly() bool              { return false }
 func (*Del) ReadOnly() bool              { return false }
 func (*Get) ReadOnly() bool              { return true }
+func (*Compact) ReadOnly() bool          { return false }
 
 func (*CreateCollection) Verb() string { return "create collection" }
 func (*DropCollection) Verb() string   { return "drop collection" }
@@ -553,9 +563,11 @@ func (*Insert) Verb() string           { return "insert" }
 func (*Set) Verb() string              { return "set" }
 func (*Del) Verb() string              { return "del" }
 func (*Get) Verb() string              { return "get" }
+func (*Compact) Verb() string          { return "compact" }
 
 func (*CreateCollection) stmtNode() {}
 func (*DropCollection) stmtNode()   {}
+func (*Compact) stmtNode()          {}
 func (*CreateIndex) stmtNode()      {}
 func (*Put) stmtNode()              {}
 func (*Insert) stmtNode()           {}

@@ -10,6 +10,7 @@ import (
 var fuzzSeeds = []string{
 	`create collection if not exists users (name text required @hash, age int @sorted, email text @unique, bio text @text(k1=1.5, b=0.5), at timestamp @ttl(30m), emb vector<4> @hnsw(cosine, m=8, ef_construction=100, ef_search=32), tags [text], ns [int], fs [float], ok bool, meta json, f float)`,
 	`drop collection if exists users`,
+	`compact`,
 	`create index on users (email) @unique`,
 	`put users {name: "a", "quoted key": 1, n: $2, tags: ["x", 'y'], at: now() + 1000}`,
 	`put users [{name: "a"}, {id: 7}, $1] if absent require 2`,

@@ -304,8 +304,10 @@ func (p *parser) statement() Stmt {
 		p.expected(`"collection" or "index" after create`)
 	case t.isKw("drop"):
 		return p.dropCollection()
+	case t.isKw("compact"):
+		return &Compact{At: p.advance().pos}
 	}
-	p.expected("a statement (get, put, insert, set, del, create, drop)")
+	p.expected("a statement (get, put, insert, set, del, create, drop, compact)")
 	return nil
 }
 

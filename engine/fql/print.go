@@ -134,6 +134,8 @@ func (n *DropCollection) String() string {
 	return "drop collection " + n.Name
 }
 
+func (n *Compact) String() string { return "compact" }
+
 func (n *CreateIndex) String() string {
 	return "create index on " + n.Coll + " (" + n.Field + ") " + n.Annot.String()
 }

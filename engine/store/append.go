@@ -71,6 +71,9 @@ func (l *Log) dropSpills() error {
 	if spills == 0 {
 		return nil
 	}
+	if l.cutSpills() {
+		return nil
+	}
 	if _, err := l.writeParts(Record{Kind: KindSpillDrop, First: seq + 1, Last: seq}); err != nil {
 		// The refused block's spills are in the file with no marker after
 		// them: the next record would land them as its own. Take nothing
@@ -80,6 +83,44 @@ func (l *Log) dropSpills() error {
 		return fmt.Errorf("drop spills: %w", l.failLocked(err))
 	}
 	return nil
+}
+
+// cutSpills cuts the file back to where the refused block's spills
+// began, durably, so they leave no bytes behind: no reader has read them
+// (readPlan stops before spills waiting for their block) and no replica
+// was sent them. It reports whether it did; if not, the caller marks them
+// dropped instead. wmu is held.
+func (l *Log) cutSpills() bool {
+	l.mu.Lock()
+	if l.usableLocked() != nil {
+		l.mu.Unlock()
+		return false
+	}
+	ref, start := l.file.acquire(), l.spillStart
+	l.mu.Unlock()
+	defer ref.release()
+	if err := l.truncate(ref.f, start); err != nil {
+		l.log.Warn("cut a refused block's spills", "err", err)
+		return false
+	}
+	if err := datasync(ref.f); err != nil {
+		// The file may hold the spills again after a crash: an unfinished
+		// block, which an open cuts off. The next write overwrites them in
+		// place until then, so take no more.
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.failLocked(fmt.Errorf("cut a refused block's spills: sync: %w", err))
+		return true
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.size, l.idx, l.spills = start, l.spillIdx, 0
+	// Everything up to the cut is on disk now; the lsn goes on from where
+	// it was, so the file's offsets move under it.
+	l.lsnBase = l.appended - l.size
+	l.durableLSN, l.durableSeq = l.appended, l.seq
+	l.notifyLocked()
+	return true
 }
 
 // spillingLocked refuses what may not come between a block's spills and
@@ -126,6 +167,9 @@ func (l *Log) writeLocked(frame [][]byte, rec Record) (int64, error) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if rec.Kind == KindSpill && l.spills == 0 {
+		l.spillStart, l.spillIdx = off, l.idx
+	}
 	l.idx.record(off, rec)
 	switch rec.Kind {
 	case KindFork:

@@ -34,27 +34,41 @@ func keepFrom(idx *indexer, images []span, size, retain int64, seq uint64) (inde
 }
 
 func (l *Log) checkpoint(writeState WriteStateFunc, retain int64) error {
+	_, err := l.rewrite(writeState, retain, false)
+	return err
+}
+
+// rewrite writes a checkpoint keeping retain bytes of records and renames
+// it over the file. With shrink it does so only where the file gains by
+// it (see Shrink), and reports whether it did. wmu is taken here.
+func (l *Log) rewrite(writeState WriteStateFunc, retain int64, shrink bool) (bool, error) {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
 	l.mu.Lock()
 	if err := l.usableLocked(); err != nil {
 		l.mu.Unlock()
-		return err
+		return false, err
 	}
 	if err := l.spillingLocked(); err != nil {
 		l.mu.Unlock()
-		return fmt.Errorf("checkpoint: %w", err)
+		return false, fmt.Errorf("checkpoint: %w", err)
 	}
 	ref := l.file.acquire()
 	size, pos := l.size, Position{Seq: l.seq, Lineage: l.lineageCopyLocked()}
-	idx, images := l.idx, l.images
+	idx, images, wrote := l.idx, l.images, l.appended > l.openLSN
 	l.mu.Unlock()
 	defer ref.release()
+	// An open replaying more records than a checkpoint keeps is worth an
+	// image even where the file grows by its graphs.
+	long := recordsAfterImage(images, size) > retain
+	if shrink && (!wrote || !long && !mayShrink(&idx, images, size, retain, pos.Seq)) {
+		return false, nil // nothing written since the open, or a rewrite cannot be smaller
+	}
 
 	tmp := l.path + ".tmp"
 	f, err := openSide(tmp)
 	if err != nil {
-		return fmt.Errorf("checkpoint: %w", err)
+		return false, fmt.Errorf("checkpoint: %w", err)
 	}
 	renamed := false
 	defer func() {
@@ -65,16 +79,45 @@ func (l *Log) checkpoint(writeState WriteStateFunc, retain int64) error {
 	}()
 	built, err := l.writeCheckpoint(f, ref.f, pos, &idx, images, size, retain, writeState)
 	if err != nil {
-		return fmt.Errorf("checkpoint: %w", err)
+		return false, fmt.Errorf("checkpoint: %w", err)
+	}
+	if shrink && !long && built.end >= size {
+		return false, nil
 	}
 	if err := datasync(f); err != nil {
-		return fmt.Errorf("checkpoint: sync: %w", err)
+		return false, fmt.Errorf("checkpoint: sync: %w", err)
 	}
 	if err := os.Rename(tmp, l.path); err != nil {
-		return fmt.Errorf("checkpoint: rename: %w", err)
+		return false, fmt.Errorf("checkpoint: rename: %w", err)
 	}
 	renamed = true
-	return l.switchFile(f, built, syncDir(l.path))
+	return true, l.switchFile(f, built, syncDir(l.path))
+}
+
+// recordsAfterImage is the bytes of records after a file's last image
+// (after its header when it has none): what an open replays.
+func recordsAfterImage(images []span, size int64) int64 {
+	if len(images) == 0 {
+		return size - headerSize
+	}
+	return size - images[len(images)-1].end
+}
+
+// mayShrink says whether a checkpoint could be smaller than the file: the
+// records it would keep, with the header, leave room for an image below
+// the file's size.
+func mayShrink(idx *indexer, images []span, size, retain int64, seq uint64) bool {
+	from, keep := keepFrom(idx, images, size, retain, seq)
+	kept := int64(0)
+	if keep {
+		kept = size - from.off
+		for _, im := range images {
+			if im.start >= from.off {
+				kept -= im.end - im.start
+			}
+		}
+	}
+	return headerSize+kept < size
 }
 
 // switchFile makes the renamed checkpoint file the Log's file. wmu is held.

@@ -290,3 +290,56 @@ func TestInstallAWholeTenantFile(t *testing.T) {
 		t.Fatalf("cursor 0 on the copy: %d records, %v", len(got), err)
 	}
 }
+
+// Shrink rewrites a file only where it gains by it: never a small file
+// of records (an image would only add to it), never one nothing was
+// written to since its open; a file whose records a checkpoint supersedes
+// comes out smaller, and one whose records pass the retain bound gets its
+// image. The state reads back the same either way.
+func TestShrink(t *testing.T) {
+	path := tenantPath(t)
+	opts := testOptions()
+	opts.RetainBytes = 2000
+	l := mustCreate(t, path, opts)
+	want := appendN(t, l, 5, 1, 100)
+	size := l.Size()
+	state := bytes.Repeat([]byte("s"), 300)
+	if did, err := l.Shrink(stateWriter(state)); err != nil || did || l.Size() != size {
+		t.Fatalf("a small file of records: shrunk %v %v, %d bytes, was %d", did, err, l.Size(), size)
+	}
+	// Past the retain bound: an open would replay more than a checkpoint
+	// keeps, so it gets its image.
+	want = append(want, appendN(t, l, 30, 1, 100)...)
+	if did, err := l.Shrink(stateWriter(state)); err != nil || !did {
+		t.Fatalf("records past the retain bound: shrunk %v %v", did, err)
+	}
+	if l.Size() >= size+30*130 {
+		t.Fatalf("%d bytes after a rewrite past the retain bound", l.Size())
+	}
+	// Right after it, nothing to gain: the same records and a new image.
+	want = append(want, appendN(t, l, 1, 1, 100)...)
+	if did, err := l.Shrink(stateWriter(state)); err != nil || did {
+		t.Fatalf("a rewrite that could not be smaller: shrunk %v %v", did, err)
+	}
+	// An image much smaller than the last one (rows deleted) and the
+	// records it leaves behind: smaller.
+	if err := l.Checkpoint(stateWriter(bytes.Repeat([]byte("s"), 20000))); err != nil {
+		t.Fatal(err)
+	}
+	big := l.Size()
+	want = append(want, appendN(t, l, 1, 1, 100)...)
+	if did, err := l.Shrink(stateWriter(state)); err != nil || !did || l.Size() >= big {
+		t.Fatalf("an image made smaller: shrunk %v %v, %d bytes, was %d", did, err, l.Size(), big)
+	}
+	mustClose(t, l)
+	l2, c := mustOpen(t, path, opts)
+	if !c.hadImage || !bytes.Equal(c.image, state) || c.imageSeq+uint64(len(c.recs)) != l2.Seq() || l2.Seq() != uint64(len(want)) {
+		t.Fatalf("reopened: image %v (%d bytes) at %d, %d records after it, seq %d", c.hadImage, len(c.image), c.imageSeq, len(c.recs), l2.Seq())
+	}
+	// Nothing written since the open: left as it is, however long.
+	size = l2.Size()
+	if did, err := l2.Shrink(stateWriter(nil)); err != nil || did || l2.Size() != size {
+		t.Fatalf("a file opened and left: shrunk %v %v", did, err)
+	}
+	mustClose(t, l2)
+}

@@ -27,6 +27,9 @@ type logState struct {
 	// writev writes a frame's pieces at an offset: pwritev, which tests
 	// swap for one that fails.
 	writev func(f *os.File, bufs [][]byte, off int64) (int64, error)
+	// truncate cuts the file to a size: (*os.File).Truncate, which tests
+	// swap for one that fails.
+	truncate func(f *os.File, size int64) error
 
 	// wmu serialises the writers: appends, forks, checkpoints and Close.
 	// It is taken before mu.
@@ -42,6 +45,10 @@ type logState struct {
 	lineage []LineageEntry
 	idx     indexer
 	spills  int // pieces spilled (on disk) for the block not landed yet
+	// spillStart is the offset of the first of those pieces, and spillIdx
+	// the index as it was before it: what DropSpills cuts the file back to.
+	spillStart int64
+	spillIdx   indexer
 
 	// rawSpills are a replica's spill frames (from AppendRaw) held until
 	// their block's record arrives; guarded by wmu.
@@ -51,6 +58,7 @@ type logState struct {
 	// Durability is counted in appended bytes since open (lsn), which
 	// checkpoints leave alone: the current file's offset is lsn - lsnBase.
 	appended   int64
+	openLSN    int64 // appended when the Log was opened
 	durableLSN int64
 	durableSeq uint64
 	lsnBase    int64
@@ -320,12 +328,13 @@ func replay(data []byte, s *scanned, h Replayer) error {
 func (l *Log) init(path string, opts Options, unregister func(), f *os.File, s *scanned) {
 	l.path, l.opts, l.log, l.unregister = path, opts, opts.Logger, unregister
 	l.writev = pwritev
+	l.truncate = (*os.File).Truncate
 	l.file = newFileRef(f)
 	l.size = s.end
 	l.base, l.seq = s.base, s.seq
 	l.lineage = s.lineage
 	l.idx, l.images = s.idx, s.images
-	l.appended, l.durableLSN, l.lsnBase = s.end, s.end, 0
+	l.appended, l.durableLSN, l.lsnBase, l.openLSN = s.end, s.end, 0, s.end
 	l.durableSeq = s.seq
 	l.durableCh = make(chan struct{})
 	ctx, cancel := context.WithCancel(context.Background())

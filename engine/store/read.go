@@ -90,6 +90,9 @@ func (l *Log) readPlan(since uint64) (ref *fileRef, start, end int64, images []s
 	}
 	start = indexStart(l.idx.entries, since)
 	end = min(l.durableLSN-l.lsnBase, l.size)
+	if l.spills > 0 {
+		end = min(end, l.spillStart) // a block not landed may yet be cut off
+	}
 	return l.file.acquire(), start, end, l.images, nil
 }
 

@@ -64,12 +64,15 @@ func TestSpilledBlockLandsWhole(t *testing.T) {
 	}
 }
 
-func TestDroppedSpillsAreDeadAndLeftOutByCheckpoint(t *testing.T) {
+// A refused spilled block leaves no byte in the file: it is cut back to
+// where its spills began, durably, and the next block lands there.
+func TestDroppedSpillsLeaveNoBytes(t *testing.T) {
 	path := tenantPath(t)
 	opts := testOptions()
 	opts.indexEvery = 1
 	l := mustCreate(t, path, opts)
 	want := appendN(t, l, 2, 1, 10)
+	size := l.Size()
 	for _, p := range pieces(2, 500) {
 		if _, err := l.Spill(p); err != nil {
 			t.Fatal(err)
@@ -81,12 +84,63 @@ func TestDroppedSpillsAreDeadAndLeftOutByCheckpoint(t *testing.T) {
 	if err := l.Checkpoint(stateWriter(nil)); !errors.Is(err, ErrSpilling) {
 		t.Fatalf("checkpoint while spilling: %v", err)
 	}
+	if err := l.Sync(); err != nil { // the spills on disk, as a tick would put them
+		t.Fatal(err)
+	}
 	if got, _ := readAll(t, l, 2); len(got) != 0 {
 		t.Fatalf("feed sent %d records of a block not landed", len(got))
 	}
 	if err := l.DropSpills(); err != nil {
 		t.Fatal(err)
 	}
+	if l.Size() != size {
+		t.Fatalf("%d bytes after a refused block, %d before it", l.Size(), size)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Size() != size {
+		t.Fatalf("file on disk %v %v, want %d bytes", fi.Size(), err, size)
+	}
+	if l.Durable() != l.Seq() {
+		t.Fatalf("durable %d, seq %d", l.Durable(), l.Seq())
+	}
+	want = append(want, appendN(t, l, 1, 1, 10)...)
+	want = append(want, spillBlock(t, l, 2, []byte("tail"), pieces(2, 300)...))
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readAll(t, l, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameRecords(t, engineOnly(got), want[2:])
+	got, err = readAll(t, l, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameRecords(t, engineOnly(got), want)
+	mustClose(t, l)
+	_, c := mustOpen(t, path, opts)
+	sameRecords(t, c.recs, want)
+}
+
+// A refused block that cannot be cut back (the file will not shrink) is
+// marked dropped instead: its spills stay, dead, until a checkpoint
+// leaves them out.
+func TestDroppedSpillsMarkedWhenNotCut(t *testing.T) {
+	path := tenantPath(t)
+	opts := testOptions()
+	opts.indexEvery = 1
+	l := mustCreate(t, path, opts)
+	want := appendN(t, l, 2, 1, 10)
+	for _, p := range pieces(2, 500) {
+		if _, err := l.Spill(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.truncate = func(*os.File, int64) error { return syscall.EIO }
+	if err := l.DropSpills(); err != nil {
+		t.Fatal(err)
+	}
+	l.truncate = (*os.File).Truncate
 	want = append(want, appendN(t, l, 1, 1, 10)...)
 	if l.Size() < 1000 {
 		t.Fatalf("dropped spills not in the file: %d bytes", l.Size())
@@ -221,12 +275,14 @@ func TestFailedSpillDropStopsTheLog(t *testing.T) {
 	if _, err := l.Spill([]byte("refused block's piece")); err != nil {
 		t.Fatal(err)
 	}
-	// The disk is full for a moment: the write fails, cutting back works.
+	// The file will not shrink, and the disk is full for a moment: the
+	// marker's write fails, cutting back works.
+	l.truncate = func(*os.File, int64) error { return syscall.EIO }
 	l.writev = func(*os.File, [][]byte, int64) (int64, error) { return 0, syscall.ENOSPC }
 	if err := l.DropSpills(); err == nil {
 		t.Fatal("drop spills succeeded on a full disk")
 	}
-	l.writev = pwritev
+	l.writev, l.truncate = pwritev, (*os.File).Truncate
 	if rec, err := l.Append(KindEngine, 1, []byte("next block")); !errors.Is(err, ErrFailed) {
 		t.Fatalf("append after a failed drop: %v (landed %q), want ErrFailed", err, rec.Body)
 	}

@@ -360,6 +360,17 @@ func (l *Log) Compact(writeState WriteStateFunc) error {
 	return l.checkpoint(writeState, 0)
 }
 
+// Shrink is Checkpoint only where the file gains by it: something was
+// appended since the Log was opened, and the checkpoint is smaller than
+// the file (records superseded, an old image, dead spills left out), or
+// the records after the file's last image pass RetainBytes (an open would
+// replay more than a checkpoint keeps). Otherwise the file is left as it
+// is, so closing a small file never grows it by an image. It reports
+// whether it rewrote the file.
+func (l *Log) Shrink(writeState WriteStateFunc) (bool, error) {
+	return l.rewrite(writeState, l.opts.RetainBytes, true)
+}
+
 // WriteImage is WriteImage(w, l.Position(), writeState): the caller keeps
 // the state still at that position while it runs.
 func (l *Log) WriteImage(w io.Writer, writeState WriteStateFunc) (int64, error) {
