@@ -28,7 +28,13 @@
 //     change; a block is numbered by its last.
 //   - An image (checkpoint, compact, WriteImage) streams the schemas, the
 //     id counters, the live documents and each HNSW graph's links; text
-//     indexes are rebuilt on load.
+//     indexes are rebuilt on load. The compact statement (Exec, or a Batch
+//     of it alone) rewrites the file as one image and nothing before it;
+//     Shrink, what a server runs as a tenant closes, checkpoints only
+//     where the file comes out smaller or an open would otherwise replay
+//     more records than a checkpoint keeps, so closing never grows a
+//     small file. A block spilled into the file and then refused is cut
+//     off it again: no dead bytes stay for a quota to count.
 //   - Rows whose @ttl has passed are hidden from every read at once; a
 //     sweeper goroutine (owned by DB, stopped by Close) deletes them later
 //     as ordinary blocks.

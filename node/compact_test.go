@@ -64,6 +64,8 @@ func TestBytesQuotaCompactWritesAgain(t *testing.T) {
 	if err := json.Unmarshal(r.Body, &msg); err != nil || !strings.HasPrefix(msg["message"], "compacted: ") {
 		t.Fatalf("compact answered %s", r.Body)
 	}
+	// A cursor from before the compact is gone, and says so.
+	wantJSONError(t, n.do("GET", "/t/a/_changes?since=1", ""), 410)
 	if got := fill(); got < rows-1 {
 		t.Fatalf("after the compact %d rows fit, %d before", got, rows)
 	}

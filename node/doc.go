@@ -37,6 +37,18 @@
 // is a number, true, false, null or a "quoted string", and as text
 // otherwise: ?code=eq."42" compares with the text 42.
 //
+// A node has an id of its own (node.id in its directory, GET
+// /_admin/node): routers record it and refuse to take one node for two;
+// an admin request naming another id in Fenec-Node is refused 409 and
+// changes nothing, so a call meant for one node that an address re-pointed
+// at another is harmless. An image restored in a tenant's place (PUT
+// .../file?replace=true) is replayed whole beside it first: a damaged one
+// is refused and leaves the tenant serving as it was. A tenant closed idle
+// or at shutdown is checkpointed only where that makes its file smaller
+// (or an open would replay more than a checkpoint keeps); compact, the
+// statement or POST /_admin/tenants/<t>/compact, rewrites it at once. No
+// answer shows where the node keeps its files.
+//
 // It is not the database itself (package engine is), not the lease
 // protocol (package lease judges grants; the node serves and asks it), and
 // not the router: it never forwards a request to another node and never

@@ -27,6 +27,16 @@
 //	    [near FIELD [NUMBER, ...]|$n [ef N] [exact]] [fuse [k=N]] [group PATH, ...]
 //	    [order KEY [asc|desc], ...] [limit N] [offset N] [count]
 //	    [lookup CHILD on FIELD [required] [select ...] [where COND] [order ...] [limit N]]...
+//	compact
+//
+// compact rewrites the tenant's file as an image of what it holds now,
+// keeping no record from before: the bytes of deleted and overwritten
+// rows, dropped collections and the graphs in the file's tail come back,
+// so a tenant at its bytes quota can write again. It changes no row and
+// writes no seq; change cursors from before it are gone. It is not a
+// block: alone in a request, or in a /batch whose statements then each run
+// on their own (the node's /batch says what that means for its answer),
+// never in a block with other statements.
 //
 // Types: bool int float text timestamp json vector<N> [text] [int] [float].
 // Annotations: @hash @unique @sorted @text[(k1=1.2, b=0.75)] @ttl(30m)
