@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -43,7 +44,7 @@ type fuzzNode struct {
 
 func newFuzzNode(f *testing.F) *fuzzNode {
 	cfg := DefaultConfig()
-	cfg.Dir = f.TempDir()
+	cfg.Dir = fuzzDir(f)
 	cfg.HTTP = "127.0.0.1:0"
 	cfg.AdminToken = adminToken
 	cfg.ReplicationToken = "repl-secret"
@@ -72,6 +73,19 @@ func newFuzzNode(f *testing.F) *fuzzNode {
 	n.must(f, "POST", "/t/a/query", []byte(`{"query": "put c [{n: 1, body: \"one\"}, {n: 2}, {n: 3}]"}`), 200)
 	n.good = n.must(f, "GET", "/_admin/tenants/a/file", nil, 200)
 	return n
+}
+
+// fuzzDir is a directory for the fuzzed node's files: in memory where the
+// machine has a tmpfs (an fsync there costs nothing, and installs sync
+// their directory), else the test's temp dir.
+func fuzzDir(f *testing.F) string {
+	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+		if d, err := os.MkdirTemp("/dev/shm", "fenec-fuzz-"); err == nil {
+			f.Cleanup(func() { os.RemoveAll(d) })
+			return d
+		}
+	}
+	return f.TempDir()
 }
 
 // do sends one request to the node's handler, with the admin token on

@@ -151,14 +151,20 @@ func (c *call) fail(err error) { c.failWith(err, nil) }
 
 // failWith answers err with named fields beside "error".
 func (c *call) failWith(err error, fields map[string]any) {
-	if d := c.s.absDir; d != "" && strings.Contains(err.Error(), d) {
-		// No answer shows where the node keeps its files.
-		err = &fileError{err: err, msg: strings.ReplaceAll(err.Error(), d, "<dir>")}
-	}
+	err = c.s.pathless(err)
 	status := writeError(c.w, err, fields)
 	if status >= 500 && status != 503 && status != 504 && status != 507 {
 		c.log.Error("request failed", "route", c.route, "status", status, "err", err)
 	}
+}
+
+// pathless is err as a client may read it: no answer shows where the
+// node keeps its files (the node's log does).
+func (s *Server) pathless(err error) error {
+	if d := s.absDir; d != "" && strings.Contains(err.Error(), d) {
+		return &fileError{err: err, msg: strings.ReplaceAll(err.Error(), d, "<dir>")}
+	}
+	return err
 }
 
 // method refuses the request unless its method is one of want.

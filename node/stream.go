@@ -347,6 +347,6 @@ func (st *sse) comment(text string) error {
 
 // sendError ends the stream with an error event.
 func (st *sse) sendError(err error) {
-	b, _ := json.Marshal(map[string]any{"error": err.Error()})
+	b, _ := json.Marshal(map[string]any{"error": st.c.s.pathless(err).Error()})
 	st.send("error", 0, b)
 }
