@@ -1,9 +1,12 @@
 package node
 
 import (
+	"fmt"
+	"net"
 	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestRestoreInPlace: PUT .../file?replace=true verifies the image beside
@@ -98,5 +101,38 @@ func TestRestoreLeftoversRemoved(t *testing.T) {
 	}
 	if got := strings.TrimSpace(string(n.do("GET", "/t/a/c?count", "").Body)); got != `{"count":3}` {
 		t.Fatalf("a after the start: %s", got)
+	}
+}
+
+// TestRestoreClientHangsUp: a client that sends half an image and hangs
+// up leaves the tenant as it was and nothing beside it.
+func TestRestoreClientHangsUp(t *testing.T) {
+	audit := t.TempDir() + "/audit.log"
+	n := startNode(t, func(c *Config) { c.Audit = audit })
+	people(t, n)
+	img := n.admin("GET", "tenants/a/file", "").Body
+	n.q("a", `put c {name: "after the image"}`)
+	conn, err := net.Dial("tcp", n.s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(conn, "PUT /_admin/tenants/a/file?replace=true HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n", adminToken, len(img))
+	conn.Write(img[:len(img)/2])
+	conn.Close()
+	eventually(t, 10*time.Second, "the node refuses the half image", func() bool {
+		b, _ := os.ReadFile(audit)
+		return strings.Contains(string(b), `"what":"restore"`)
+	})
+	ents, err := os.ReadDir(n.cfg.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if strings.Contains(e.Name(), restoreMark) || strings.HasSuffix(e.Name(), ".install") {
+			t.Fatalf("a half image left %s", e.Name())
+		}
+	}
+	if got := strings.TrimSpace(string(n.do("GET", "/t/a/c?count", "").Body)); got != `{"count":4}` {
+		t.Fatalf("a after a client hung up on its restore: %s", got)
 	}
 }

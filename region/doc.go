@@ -24,6 +24,9 @@
 //     watcher callback that cuts requests out to a failed-over node, and
 //     measuring nodes for a placement (least bytes on disk).
 //   - nodeclient.go: the one client of nodes' /_admin/ routes.
+//   - identity.go: nodes' ids — addresses in one spelling, one node under
+//     one name, and asking both nodes who they are before anything on
+//     either is deleted.
 //
 // /_shard/, route by route:
 //   - shard.go: serveShard — the token, reads on every router, changes
@@ -61,8 +64,9 @@
 //
 // opMu serialises the changes that must not interleave on the leader (a
 // placement choosing a node against that node's removal, a move's start,
-// a failover's release and flip), and is held across their directory
-// calls. leasing.mu is never held across a failover, a grant or the
+// a failover's release and flip, recording a node against another name
+// for it), and is held across their directory calls (and, recording a
+// node, across asking nodes recorded before ids who they are). leasing.mu is never held across a failover, a grant or the
 // directory: it is released before FailoverNode, which takes opMu.
 // leadership.mu, mirror.mu, auditLog.mu and answerNotifier.mu guard their
 // own fields and call nothing that locks. No router lock is held while
