@@ -22,11 +22,14 @@ const (
 	badTokenPenalty = time.Minute
 )
 
-// A holder of the admin token — an address that presented it, or a
-// router's proof of it, within holderFor — is never refused unheard on the
-// admin surface: its right token is taken even while its address is held
-// off. So a router's grants and admin calls are never refused for strikes
-// others made from its address. At most maxHolders are remembered.
+// A holder of the admin or the replication token — an address that
+// presented it (or a router's proof of the admin token) within holderFor —
+// is never refused unheard on that surface: its right token is taken even
+// while its address is held off. So a router's grants and admin calls, and
+// a copy's feed, are never refused for strikes others made from its
+// address. The data surface has no holders: a guesser sharing an address
+// with a data client would be told its guesses. At most maxHolders are
+// remembered.
 const (
 	holderFor  = 24 * time.Hour
 	maxHolders = 256
@@ -59,9 +62,9 @@ type guard struct {
 	mu sync.Mutex // guards strikes, holders
 	// strikes is the recent refusals per client and surface.
 	strikes map[strikeKey]*strikes
-	// holders is when each address last presented the admin token (or a
-	// proof of it).
-	holders map[string]time.Time
+	// holders is when each address last presented the admin or the
+	// replication token (or a proof of the admin token), by surface.
+	holders map[strikeKey]time.Time
 }
 
 // strikes is one client's recent bad tokens on one surface.
@@ -73,7 +76,7 @@ type strikes struct {
 func newGuard(now func() time.Time, adminToken string) *guard {
 	return &guard{
 		now: now, proof: forwarded.Proof(adminToken),
-		strikes: make(map[strikeKey]*strikes), holders: make(map[string]time.Time),
+		strikes: make(map[strikeKey]*strikes), holders: make(map[strikeKey]time.Time),
 	}
 }
 
@@ -111,14 +114,14 @@ func (g *guard) clientLocked(r *http.Request, now time.Time) (string, error) {
 		return remote, nil
 	}
 	k := strikeKey{surfaceAdmin, remote}
-	if s := g.strikes[k]; s != nil && now.Before(s.blocked) && !g.holdsLocked(remote, now) {
+	if s := g.strikes[k]; s != nil && now.Before(s.blocked) && !g.holdsLocked(k, now) {
 		return "", backoffError{s.blocked.Sub(now)}
 	}
 	if g.proof == "" || subtle.ConstantTimeCompare([]byte(got), []byte(g.proof)) != 1 {
 		g.strikeLocked(k, now)
 		return "", ErrBadProof
 	}
-	g.holdLocked(remote, now)
+	g.holdLocked(k, now)
 	ip, err := netip.ParseAddr(r.Header.Get(forwarded.HeaderClient))
 	if err != nil {
 		return "unnamed client of " + remote, nil
@@ -130,13 +133,11 @@ func (g *guard) clientLocked(r *http.Request, now time.Time) (string, error) {
 func (g *guard) checkLocked(r *http.Request, key strikeKey, want string, now time.Time) error {
 	s := g.strikes[key]
 	blocked := s != nil && now.Before(s.blocked)
-	if blocked && !(key.surface == surfaceAdmin && g.holdsLocked(key.client, now)) {
+	if blocked && !g.holdsLocked(key, now) {
 		return backoffError{s.blocked.Sub(now)}
 	}
 	if tokenMatches(r, want) {
-		if key.surface == surfaceAdmin {
-			g.holdLocked(key.client, now)
-		}
+		g.holdLocked(key, now)
 		return nil
 	}
 	g.strikeLocked(key, now)
@@ -162,25 +163,31 @@ func (g *guard) strikeLocked(key strikeKey, now time.Time) {
 	g.sweepLocked(now)
 }
 
-// holdsLocked says whether addr presented the admin token lately.
-func (g *guard) holdsLocked(addr string, now time.Time) bool {
-	at, ok := g.holders[addr]
+// holdsLocked says whether key's client presented key's surface's token
+// lately.
+func (g *guard) holdsLocked(key strikeKey, now time.Time) bool {
+	at, ok := g.holders[key]
 	return ok && now.Sub(at) < holderFor
 }
 
-// holdLocked records that addr presented the admin token now, forgetting
-// the longest silent holder when the set is full.
-func (g *guard) holdLocked(addr string, now time.Time) {
-	if _, ok := g.holders[addr]; !ok && len(g.holders) >= maxHolders {
-		var oldest string
-		for a, at := range g.holders {
-			if oldest == "" || at.Before(g.holders[oldest]) {
-				oldest = a
+// holdLocked records that key's client presented its surface's token now
+// (the data surface keeps no holders), forgetting the longest silent
+// holder when the set is full.
+func (g *guard) holdLocked(key strikeKey, now time.Time) {
+	if key.surface == surfaceData {
+		return
+	}
+	if _, ok := g.holders[key]; !ok && len(g.holders) >= maxHolders {
+		var oldest strikeKey
+		first := true
+		for k, at := range g.holders {
+			if first || at.Before(g.holders[oldest]) {
+				oldest, first = k, false
 			}
 		}
 		delete(g.holders, oldest)
 	}
-	g.holders[addr] = now
+	g.holders[key] = now
 }
 
 // sweepLocked forgets clients with nothing recent, so the map stays

@@ -104,9 +104,9 @@ func TestGuardTrustsNoUnprovedClient(t *testing.T) {
 }
 
 // Strikes on one surface hold a client off that surface only; an address
-// that presented the admin token is never refused unheard on the admin
-// surface, so strikes others made from its address do not lock it out,
-// while an address that never did is held off after five.
+// that presented the admin (or the replication) token is never refused
+// unheard on that surface, so strikes others made from its address do not
+// lock it out, while an address that never did is held off after five.
 func TestGuardSurfacesAndHolders(t *testing.T) {
 	now := time_(0)
 	g := newGuard(now.get, "admin")
@@ -129,6 +129,23 @@ func TestGuardSurfacesAndHolders(t *testing.T) {
 	strikeOut(t, g, guardReq(other, "guess", "", ""), surfaceAdmin)
 	if err := g.check(guardReq(other, "admin", "", ""), surfaceAdmin, "admin"); !errors.Is(err, ErrBackoff) {
 		t.Fatalf("a non-holder's right admin token while held off: %v, want held off", err)
+	}
+	// So is a copy that presented the replication token; a data client,
+	// though it presented its token, is held off unheard.
+	if err := g.check(guardReq(other, "repl", "", ""), surfaceReplication, "repl"); err != nil {
+		t.Fatal(err)
+	}
+	strikeOut(t, g, guardReq(other, "guess", "", ""), surfaceReplication)
+	if err := g.check(guardReq(other, "repl", "", ""), surfaceReplication, "repl"); err != nil {
+		t.Fatalf("the copy's right replication token: %v", err)
+	}
+	const client = "10.0.0.11"
+	if err := g.check(guardReq(client, "data", "", ""), surfaceData, "data"); err != nil {
+		t.Fatal(err)
+	}
+	strikeOut(t, g, guardReq(client, "guess", "", ""), surfaceData)
+	if err := g.check(guardReq(client, "data", "", ""), surfaceData, "data"); !errors.Is(err, ErrBackoff) {
+		t.Fatalf("a data client's right token while its address is held off: %v, want held off", err)
 	}
 	// A holder is forgotten after holderFor.
 	now.add(int64(holderFor.Seconds()) + 1)

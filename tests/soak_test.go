@@ -1,0 +1,325 @@
+package tests
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fenec-go/fenec/tests/cluster"
+)
+
+// soakFor is how long the hostile clients run beside the writers: a few
+// leases' worth, so that grants renew under them.
+const soakFor = 6 * time.Second
+
+// soakLease is the routers' lease in the soak: grants renew twice a
+// second or so, and a node unanswered for 2.2 s would be failed over.
+const soakLease = "2"
+
+// soakMemoryBound bounds each process's resident peak in the soak: the
+// router embeds etcd (about 30 MiB at rest); hostile bodies declaring
+// 60 MB each would take it far past this if their declared lengths were
+// allocated.
+const soakMemoryBound = 256 << 20
+
+// A short soak: slow, early-hanging-up and bad-token clients, and clients
+// declaring bodies they never send, against a real router and two real
+// nodes under leases, beside well-behaved writers. Every well-behaved
+// request succeeds and is answered its own answer (its request id, its
+// own row read back), every acknowledged write is there at the end, the
+// router's and nodes' memory stays bounded (their peaks are logged), and
+// no node is failed over.
+func TestSoakHostileClients(t *testing.T) {
+	c := cluster.New(t)
+	r := c.StartRouter("router", cluster.RouterOptions{Args: []string{
+		"--auto-failover", soakLease, "--upstream-timeout", "5", "--body-timeout", "1"}})
+	args := []string{"--lease", "--sync", "always", "--replication-token", replToken,
+		"--http-token", dataToken, "--body-timeout", "1"}
+	n1 := c.StartNode("n1", cluster.NodeOptions{Args: args})
+	n2 := c.StartNode("n2", cluster.NodeOptions{Args: args})
+	r.Register(n1)
+	r.Register(n2)
+	wantStatus(t, r.Client().Do("PUT", "/_shard/nodes/n1", map[string]any{"standby": "n2"}), 201, "name n2 n1's standby")
+	wantStatus(t, r.Client().Do("PUT", "/_shard/nodes/n2", map[string]any{"standby": "n1"}), 201, "name n1 n2's standby")
+	waitLeased(t, r, "n1", "n2")
+	good := cluster.NewClient(t, r.URL(), dataToken)
+	tenants := map[string]*cluster.Node{"w1": n1, "w2": n2, "junk1": n1, "junk2": n2}
+	for name, n := range tenants {
+		r.Place(name, n)
+		good.MustQuery(name, "create collection kv (k text @unique, v int)")
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), soakFor)
+	defer cancel()
+	var hostile sync.WaitGroup
+	var hits hostileCounts
+	for i := range 3 {
+		hostile.Go(func() { slowBodies(ctx, r.Addr(), "127.0.0.2", &hits) })
+		hostile.Go(func() { hangUps(ctx, r.Addr(), "127.0.0.3", fmt.Sprintf("junk%d", i%2+1), &hits) })
+	}
+	hostile.Go(func() { badTokens(ctx, r.URL(), "127.0.0.4", &hits) })
+	hostile.Go(func() { hugeDeclared(ctx, r.Addr(), "127.0.0.5", &hits) })
+	hostile.Go(func() { slowBodies(ctx, n1.Direct(), "127.0.0.6", &hits) })
+
+	const writers = 4
+	acked := make([][]string, writers)
+	failures := make(chan string, 64)
+	var writing sync.WaitGroup
+	for w := range writers {
+		tenant := []string{"w1", "w2"}[w%2]
+		writing.Go(func() { acked[w] = soakWriter(ctx, r.URL(), tenant, w, failures) })
+	}
+	peaks := watchPeaks(ctx, t, map[string]*cluster.Proc{"router": r.Proc, "n1": n1.Proc, "n2": n2.Proc})
+	writing.Wait()
+	hostile.Wait()
+	close(failures)
+	for f := range failures {
+		t.Error(f)
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	// Every acknowledged write is there, once.
+	total := 0
+	for w, keys := range acked {
+		tenant := []string{"w1", "w2"}[w%2]
+		res := good.Query(tenant, "get kv where k >= $1 and k < $2 count", fmt.Sprintf("w%d-", w), fmt.Sprintf("w%d.", w))
+		wantStatus(t, res, 200, "count writer's rows")
+		var got struct {
+			Count int `json:"count"`
+		}
+		if err := json.Unmarshal(res.Body, &got); err != nil || got.Count != len(keys) {
+			t.Fatalf("writer %d: %d rows, %d writes acknowledged (%s)", w, got.Count, len(keys), res.Body)
+		}
+		total += len(keys)
+	}
+	for name, n := range tenants {
+		if failed, _ := leaseAnswers(t, r, n.Name); failed {
+			t.Fatalf("the router failed %s over", n.Name)
+		}
+		if got := placement(t, r.Client(), name)["node"]; got != n.Name {
+			t.Fatalf("tenant %s moved to %v", name, got)
+		}
+	}
+	for name, peak := range peaks() {
+		if peak > soakMemoryBound {
+			t.Errorf("%s: resident peak %d MiB, past %d MiB", name, peak>>20, soakMemoryBound>>20)
+		}
+	}
+	t.Logf("soak: %d writes acknowledged and read back; hostile: %s", total, hits.String())
+}
+
+// hostileCounts counts what the hostile clients did and met.
+type hostileCounts struct {
+	slow, hungUp, badToken, held, declared atomic.Int64
+}
+
+func (h *hostileCounts) String() string {
+	return fmt.Sprintf("%d stalled bodies cut, %d early hang-ups, %d bad tokens (%d held off 429), %d bodies of 60 MB declared and never sent",
+		h.slow.Load(), h.hungUp.Load(), h.badToken.Load(), h.held.Load(), h.declared.Load())
+}
+
+// dialFrom dials addr from the local ip, bounded by ctx.
+func dialFrom(ctx context.Context, addr, ip string) (net.Conn, error) {
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	context.AfterFunc(ctx, func() { c.Close() })
+	return c, nil
+}
+
+// slowBodies sends heads declaring a body, a few bytes of it, then stalls
+// until the server cuts the body (408) or the soak ends.
+func slowBodies(ctx context.Context, addr, ip string, h *hostileCounts) {
+	for ctx.Err() == nil {
+		c, err := dialFrom(ctx, addr, ip)
+		if err != nil {
+			continue
+		}
+		fmt.Fprintf(c, "POST /t/w1/query HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: 100\r\n\r\n{\"query\"", dataToken)
+		if res, err := http.ReadResponse(bufio.NewReader(c), nil); err == nil {
+			if res.StatusCode == http.StatusRequestTimeout {
+				h.slow.Add(1)
+			}
+			res.Body.Close()
+		}
+		c.Close()
+	}
+}
+
+// hangUps sends whole writes and reads and hangs up at once, before or as
+// their answers come, on the same router→node pools the writers use.
+func hangUps(ctx context.Context, addr, ip, tenant string, h *hostileCounts) {
+	for i := 0; ctx.Err() == nil; i++ {
+		c, err := dialFrom(ctx, addr, ip)
+		if err != nil {
+			continue
+		}
+		body := fmt.Sprintf(`{"query": "put kv {k: $1, v: 1}", "params": ["hang-%s-%d"]}`, ip, i)
+		if i%2 == 1 {
+			body = `{"query": "get kv limit 5"}`
+		}
+		fmt.Fprintf(c, "POST /t/%s/query HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n%s",
+			tenant, dataToken, len(body), body)
+		if i%3 == 0 {
+			time.Sleep(time.Duration(i%7) * 100 * time.Microsecond)
+		}
+		c.Close()
+		h.hungUp.Add(1)
+	}
+}
+
+// badTokens sends requests with wrong tokens through the router, and
+// counts the refusals that hold it off.
+func badTokens(ctx context.Context, base, ip string, h *hostileCounts) {
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+	hc := &http.Client{Transport: &http.Transport{DialContext: d.DialContext}}
+	defer hc.CloseIdleConnections()
+	for i := 0; ctx.Err() == nil; i++ {
+		path := "/t/w2/query"
+		if i%4 == 3 {
+			path = "/t/w2/_replication?since=0&history=0"
+		}
+		req, _ := http.NewRequestWithContext(ctx, "POST", base+path, strings.NewReader(`{"query": "get kv"}`))
+		req.Header.Set("Authorization", "Bearer wrong-"+strconv.Itoa(i))
+		res, err := hc.Do(req)
+		if err != nil {
+			continue
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		h.badToken.Add(1)
+		if res.StatusCode == http.StatusTooManyRequests {
+			h.held.Add(1)
+		}
+	}
+}
+
+// hugeDeclared keeps a few connections declaring 60 MB bodies that never
+// come, opening new ones as the router cuts them.
+func hugeDeclared(ctx context.Context, addr, ip string, h *hostileCounts) {
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				c, err := dialFrom(ctx, addr, ip)
+				if err != nil {
+					continue
+				}
+				fmt.Fprintf(c, "POST /t/w2/batch HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", 60<<20)
+				h.declared.Add(1)
+				io.Copy(io.Discard, c) // until the cut, or the soak's end
+				c.Close()
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// soakWriter writes rows w<w>-<i> to tenant until ctx ends and returns the
+// keys acknowledged. Each request carries its own request id, which the
+// answer must carry back, and every few writes the row is read back.
+func soakWriter(ctx context.Context, base, tenant string, w int, failures chan<- string) []string {
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2}}
+	defer hc.CloseIdleConnections()
+	fail := func(f string, a ...any) {
+		select {
+		case failures <- fmt.Sprintf("writer %d: ", w) + fmt.Sprintf(f, a...):
+		default:
+		}
+	}
+	do := func(id, body string) (int, string, bool) {
+		rctx, cancel := context.WithTimeout(context.Background(), wait)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(rctx, "POST", base+"/t/"+tenant+"/query", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+dataToken)
+		req.Header.Set("X-Request-Id", id)
+		res, err := hc.Do(req)
+		if err != nil {
+			fail("%s: %v", id, err)
+			return 0, "", false
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if got := res.Header.Get("X-Request-Id"); got != id {
+			fail("%s answered with request id %q: %d %s", id, got, res.StatusCode, b)
+			return 0, "", false
+		}
+		return res.StatusCode, strings.TrimSpace(string(b)), true
+	}
+	var keys []string
+	for i := 0; ctx.Err() == nil; i++ {
+		key := fmt.Sprintf("w%d-%06d", w, i)
+		q, _ := json.Marshal(map[string]any{"query": "put kv {k: $1, v: $2}", "params": []any{key, i}})
+		code, body, ok := do(key+"-put", string(q))
+		if !ok {
+			return keys
+		}
+		if code != 200 || body != `{"affected":1}` {
+			fail("%s: %d %s", key, code, body)
+			return keys
+		}
+		keys = append(keys, key)
+		if i%5 != 0 {
+			continue
+		}
+		q, _ = json.Marshal(map[string]any{"query": "get kv where k = $1 select k, v", "params": []any{key}})
+		code, body, ok = do(key+"-get", string(q))
+		if !ok {
+			return keys
+		}
+		if want := fmt.Sprintf(`[{"k":%q,"v":%d}]`, key, i); code != 200 || body != want {
+			fail("read back %s: %d %s, want %s", key, code, body, want)
+			return keys
+		}
+	}
+	return keys
+}
+
+// watchPeaks samples each process's resident peak until ctx ends; the
+// function it returns waits for the sampling to end and gives each peak,
+// logged.
+func watchPeaks(ctx context.Context, t *testing.T, procs map[string]*cluster.Proc) func() map[string]int64 {
+	peaks := map[string]int64{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			for name, p := range procs {
+				if _, peak, err := p.Memory(); err == nil && peak > peaks[name] {
+					peaks[name] = peak
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() map[string]int64 {
+		<-done
+		for name, p := range procs {
+			if _, peak, err := p.Memory(); err == nil && peak > peaks[name] {
+				peaks[name] = peak
+			}
+			t.Logf("%s: resident peak %d MiB", name, peaks[name]>>20)
+		}
+		return peaks
+	}
+}
