@@ -80,7 +80,7 @@ func (c *call) failEach(at int, landed uint64, err error) {
 		c.failWith(&partlyLanded{at: at, err: err}, fields)
 		return
 	}
-	if !c.landed(landed) { // what landed, as a write is answered
+	if !c.settleWrite(landed) { // what landed, as a write is answered
 		return
 	}
 	c.failWith(err, fields)

@@ -30,7 +30,12 @@
 // answered only once a copy holds the write, connected or not, or once
 // the router has recorded the copy behind at the node's ask (instep.go);
 // no failover then promotes that copy unforced, until the node says it
-// caught up.
+// caught up. Every rule between a landed write and its answer — these
+// waits, and the lease checked again as it is answered — is in settle.go.
+//
+// A replica's file follows its primary: what it keeps beside the file
+// (follow.go), the follower's loop (follower.go), and what promoting it
+// checks (promote.go).
 //
 // REST filters (?field=[not.]op.value) become a where clause whose values
 // are $n parameters, never statement text. A value is read as JSON when it

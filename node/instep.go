@@ -4,7 +4,6 @@ import (
 	"maps"
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/fenec-go/fenec/lease"
 )
@@ -21,7 +20,8 @@ import (
 // write the node answered, the copy being cut off from the node alone as
 // much as the node itself. A copy recorded behind that has caught up is
 // said so in the answers; from then on the node waits for it as for one
-// in step until the list has it in step again.
+// in step until the list has it in step again. Here is what the lists
+// say; the wait itself is settle.go's (waitInStep).
 
 // steps is the node's side of it (guarded by mu).
 type steps struct {
@@ -112,69 +112,6 @@ func (s *steps) ask(tenant string, seq uint64) {
 	if _, ok := s.asking[tenant]; !ok {
 		s.asking[tenant] = seq
 	}
-}
-
-// stepPoll is how often a write held for its copy looks at its lease
-// (one that lapsed ends the wait: the write's outcome is then unknown).
-const stepPoll = 50 * time.Millisecond
-
-// waitInStep holds a write at seq (or a read showing it) on a tenant whose
-// copy the list has in step until a copy holds it, or a list taken after
-// the node asked for the copy to be recorded behind (asked once the wait
-// passed start+replicaWait) no longer requires one. It says whether a copy
-// holds seq; false also when the lease lapsed or the client went.
-func (c *call) waitInStep(seq uint64, start time.Time) bool {
-	nl := c.s.lease
-	if nl == nil || nl.lease == nil {
-		return true
-	}
-	t, ctx := c.t, c.r.Context()
-	tick := time.NewTicker(stepPoll)
-	defer tick.Stop()
-	asked := false
-	for {
-		need, replica, changed := nl.steps.required(nl.lease, t.name)
-		t.mu.Lock()
-		held := t.copyHoldsLocked(seq, replica)
-		acked := t.sentCh
-		t.mu.Unlock()
-		if held {
-			return true
-		}
-		if !need {
-			return false
-		}
-		if t.leaseCheck() != nil {
-			return false
-		}
-		if !asked && time.Since(start) >= replicaWait {
-			asked = true
-			nl.steps.ask(t.name, t.db.Seq())
-			c.log.Warn("a copy counted on holds no copy of a write: asking the router to record it behind before answering",
-				"tenant", t.name, "seq", seq)
-		}
-		select {
-		case <-acked:
-		case <-changed:
-		case <-tick.C:
-		case <-ctx.Done():
-			return false
-		case <-t.ctx.Done():
-			return false
-		}
-	}
-}
-
-// copyHoldsLocked says whether a copy streaming from this file under the
-// name replica (any copy for ""), lagging or not, has acknowledged seq.
-// Called with t.mu held.
-func (t *tenant) copyHoldsLocked(seq uint64, replica string) bool {
-	for f := range t.feeds {
-		if (replica == "" || f.copy == replica) && f.acked >= seq {
-			return true
-		}
-	}
-	return false
 }
 
 // copyCaughtUp says whether a copy streaming from this file under the name

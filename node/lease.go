@@ -71,17 +71,3 @@ func (c *call) serveLease() {
 	}
 	c.s.lease.handler.ServeHTTP(c.w, c.r)
 }
-
-// answeredUnderLease checks a landed write's lease again as it is
-// answered: landed under the lease but answered after it lapsed, the
-// write's fate is unknown (500 with its seq and history). It returns false
-// when it answered so.
-func (c *call) answeredUnderLease(seq uint64) bool {
-	if err := c.t.leaseCheck(); err != nil {
-		c.failWith(ErrLeaseLapsed, map[string]any{
-			"outcome": "unknown", "seq": seq, "history": c.t.db.History(),
-		})
-		return false
-	}
-	return true
-}

@@ -8,10 +8,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/fenec-go/fenec/engine"
-	"github.com/fenec-go/fenec/wire"
 )
 
 // job is one request's block: its statements and how its answer is made
@@ -160,55 +158,12 @@ func (c *call) runJob(j *job, body []byte) {
 	c.answer(j, out)
 }
 
-// replicaWait bounds how long a write under --sync always waits for its
-// replicas to acknowledge it durable in their own files.
-const replicaWait = 5 * time.Second
-
 // outcome is what running a job came to.
 type outcome struct {
 	res    *engine.BatchResult
 	err    error
 	status int
 	body   []byte
-}
-
-// answer writes a job's outcome.
-func (c *call) answer(j *job, o outcome) {
-	if o.err != nil {
-		c.failJob(j, o.err)
-		return
-	}
-	if o.res.Wrote {
-		if !c.landed(o.res.Seq) {
-			return
-		}
-		c.w.Header().Set(wire.HeaderSeq, strconv.FormatUint(o.res.Seq, 10))
-	} else {
-		c.settledFor(o.res.Seq)
-	}
-	writeRaw(c.w, o.status, o.body)
-}
-
-// landed does what answering a landed write takes (under --sync always,
-// its copies; the lease checked again) and reports whether the write may
-// be answered; it answered the request itself when not.
-func (c *call) landed(seq uint64) bool {
-	if !c.s.syncAlways {
-		return c.answeredUnderLease(seq)
-	}
-	start := time.Now()
-	acked := c.t.waitAcked(c.r.Context(), seq, replicaWait)
-	c.waitInStep(seq, start)
-	if !c.answeredUnderLease(seq) {
-		return false
-	}
-	if !acked {
-		c.log.Warn("write answered before every replica acknowledged it durable", "tenant", c.t.name, "seq", seq)
-	}
-	if !c.t.everyCopyHolds(seq) { // a lagging copy's too
-		c.s.metrics.unreplicated.Inc()
-	}
-	return true
 }
 
 // failJob answers a block's failure; a /batch names the statement.

@@ -230,82 +230,6 @@ func (t *tenant) notifyAckedLocked() {
 	t.sentCh = make(chan struct{})
 }
 
-// waitAcked waits until the copy behind every replication stream open
-// has acknowledged seq as durable in its own file (a write under --sync
-// always is answered once its copies hold it), for at most d; it says
-// whether they all had.
-//
-// The streams are woken first (seq is durable here now, and they send
-// only what is durable), and a copy that made one write wait out the
-// bound is not waited for again until it has caught up (a laggard).
-func (t *tenant) waitAcked(ctx context.Context, seq uint64, d time.Duration) bool {
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	// Under a lease the wait also ends once the lease lapsed: the write's
-	// outcome is then unknown whatever the copies do.
-	var lapse <-chan time.Time
-	if t.leaseGate.Load() != nil {
-		tick := time.NewTicker(stepPoll)
-		defer tick.Stop()
-		lapse = tick.C
-	}
-	t.mu.Lock()
-	close(t.seqCh) // waiters on seqCh all loop: a spare wake-up is harmless
-	t.seqCh = make(chan struct{})
-	t.mu.Unlock()
-	for {
-		t.mu.Lock()
-		behind := !t.holdLocked(seq, false)
-		ch := t.sentCh
-		t.mu.Unlock()
-		if !behind {
-			return true
-		}
-		select {
-		case <-ch:
-		case <-timer.C:
-			t.mu.Lock()
-			for f := range t.feeds {
-				if f.acked < seq {
-					f.lagging = true
-				}
-			}
-			t.mu.Unlock()
-			return false
-		case <-lapse:
-			if t.leaseCheck() != nil {
-				return false
-			}
-		case <-ctx.Done():
-			return false
-		case <-t.ctx.Done():
-			return false
-		}
-	}
-}
-
-// settledFor holds a read's answer, under --sync always, until what it
-// saw (everything up to seq) is durable here and acknowledged by every
-// copy a write would wait for. Without it a read could show a write that
-// a crash then loses with the unsynced tail, or that the copy promoted
-// after this node dies never got: a value seen and then unseen. A read
-// waits no longer than a write would, and a lagging copy holds up no
-// read, as it holds up no write.
-func (c *call) settledFor(seq uint64) {
-	if !c.s.syncAlways || seq == 0 {
-		return
-	}
-	ctx := c.r.Context()
-	if err := c.t.db.WaitDurable(ctx, seq); err != nil {
-		return // the read answers as it would have; the write it saw fails
-	}
-	start := time.Now()
-	if !c.t.copiesHold(seq) {
-		c.t.waitAcked(ctx, seq, replicaWait)
-	}
-	c.waitInStep(seq, start)
-}
-
 // copies lists the streams open from this file, least acknowledged first.
 func (t *tenant) copies() []wire.CopyStatus {
 	t.mu.Lock()
@@ -316,33 +240,6 @@ func (t *tenant) copies() []wire.CopyStatus {
 	t.mu.Unlock()
 	slices.SortFunc(out, func(a, b wire.CopyStatus) int { return cmp.Compare(a.Acked, b.Acked) })
 	return out
-}
-
-// everyCopyHolds says whether every copy streaming from this file, lagging
-// or not, has acknowledged seq.
-func (t *tenant) everyCopyHolds(seq uint64) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.holdLocked(seq, true)
-}
-
-// copiesHold says whether every copy a write would wait for has
-// acknowledged seq.
-func (t *tenant) copiesHold(seq uint64) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.holdLocked(seq, false)
-}
-
-// holdLocked says whether the copies streaming from this file have
-// acknowledged seq: every one with lagging, else those a write waits for.
-func (t *tenant) holdLocked(seq uint64, lagging bool) bool {
-	for f := range t.feeds {
-		if (lagging || !f.lagging) && f.acked < seq {
-			return false
-		}
-	}
-	return true
 }
 
 // readAcks reads the copy's acknowledgements from the feed's request
