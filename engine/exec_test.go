@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/fenec-go/fenec/internal/testkit"
 )
 
 // step is one statement of a scripted table test and what it answers.
@@ -250,7 +252,7 @@ func TestSweeperGoroutine(t *testing.T) {
 	mustExec(t, db, "create collection s (at timestamp @ttl(1s))")
 	mustExec(t, db, "put s [{at: $1}, {at: $1}]", t0)
 	clock.Add(1000)
-	eventually(t, 10*time.Second, func() bool { return db.Rows() == 0 })
+	testkit.Eventually(t, 10*time.Second, func() bool { return db.Rows() == 0 })
 	if db.Seq() != 5 {
 		t.Fatalf("seq %d, want 5 (a create, 2 puts, 2 deletes)", db.Seq())
 	}

@@ -69,18 +69,6 @@ func jsonEq(tb testing.TB, got, want string) bool {
 	return string(gb) == string(wb)
 }
 
-// eventually polls fn until it is true or the timeout passes.
-func eventually(tb testing.TB, timeout time.Duration, fn func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(timeout)
-	for !fn() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("condition not met within %v", timeout)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // newReplica installs an image of prim as a new file and opens it, closed
 // at the end of the test: a replica about to follow prim's records.
 func newReplica(tb testing.TB, prim *DB) *DB {

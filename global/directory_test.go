@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/fenec-go/fenec/internal/testkit"
 )
 
 // TestDirectory is the one suite every Directory implementation passes.
@@ -287,7 +289,7 @@ func testWatchFromList(t *testing.T, open func(testing.TB) Directory) {
 		}
 	})
 	// List once the writer is under way.
-	eventually(t, testTimeout, func() error {
+	testkit.Eventually(t, testTimeout, func() error {
 		kvs, _, err := d.List(ctx, "l/")
 		if err != nil || len(kvs) < keys/2 {
 			return fmt.Errorf("%d keys, err %v", len(kvs), err)

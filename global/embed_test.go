@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/fenec-go/fenec/internal/testkit"
 )
 
 func startMember(t testing.TB, cfg EmbedConfig) *Embedded {
@@ -166,7 +168,7 @@ func TestEmbeddedClusterSurvivesLoss(t *testing.T) {
 
 	// The two left elect a leader and take the failover transaction.
 	var failed Versioned[Tenant]
-	eventually(t, testTimeout, func() error {
+	testkit.Eventually(t, testTimeout, func() error {
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
 		var err error
@@ -252,7 +254,7 @@ func TestEmbeddedRemovedMemberReports(t *testing.T) {
 	t.Cleanup(func() { d.Close() })
 	// etcd refuses to remove a member until the cluster has been healthy
 	// for a few seconds.
-	eventually(t, testTimeout, func() error {
+	testkit.Eventually(t, testTimeout, func() error {
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
 		_, err := d.cli.MemberRemove(cctx, uint64(ms[1].etcd.Server.MemberID()))
@@ -267,7 +269,7 @@ func TestEmbeddedRemovedMemberReports(t *testing.T) {
 		t.Fatal("removed member reported nothing")
 	}
 	// The member left serves alone.
-	eventually(t, testTimeout, func() error {
+	testkit.Eventually(t, testTimeout, func() error {
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
 		_, err := d.Put(cctx, "k", []byte("v"))

@@ -16,22 +16,6 @@ import (
 // hang, never an assertion about speed.
 const testTimeout = 30 * time.Second
 
-// eventually polls fn until it returns nil or the timeout passes.
-func eventually(t testing.TB, timeout time.Duration, fn func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := fn()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("still failing after %v: %v", timeout, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func testCtx(t testing.TB) context.Context {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/fenec-go/fenec/internal/testkit"
 )
 
 func startWatcher(t testing.TB, d Directory) *Watcher {
@@ -96,7 +98,7 @@ func testWatcherReady(t *testing.T, open func(testing.TB) Directory) {
 	if lt != wt || ln.Addr != "http://n1" || lv.Term != 1 || lv.NumTenants() != 1 {
 		t.Fatalf("loaded view: t1 %+v n1 %+v term %d tenants %d", lt, ln, lv.Term, lv.NumTenants())
 	}
-	eventually(t, testTimeout, func() error {
+	testkit.Eventually(t, testTimeout, func() error {
 		if w.Rev() < lv.Rev {
 			return fmt.Errorf("watcher at %d, behind %d", w.Rev(), lv.Rev)
 		}
@@ -155,7 +157,7 @@ func testWatcherUpdates(t *testing.T, open func(testing.TB) Directory) {
 	if err := s.RemoveTenant(ctx, "t1", v, 0); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, testTimeout, func() error {
+	testkit.Eventually(t, testTimeout, func() error {
 		if _, _, ok := w.Lookup("t1"); ok {
 			return fmt.Errorf("t1 still found")
 		}
@@ -191,7 +193,7 @@ func testWatcherNotifications(t *testing.T, open func(testing.TB) Directory) {
 	if err := s.RemoveTenant(ctx, "t1", failed, 0); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, testTimeout, func() error {
+	testkit.Eventually(t, testTimeout, func() error {
 		if n := len(log.all()); n != 5 {
 			return fmt.Errorf("%d changes seen, want 5", n)
 		}
@@ -319,7 +321,7 @@ func testWatcherRelistAfter(t *testing.T, d *compactingDir) {
 	if _, err := s.Txn().PutTenant("t3", 0, Tenant{Node: "n3", State: StateActive}).Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, testTimeout, func() error {
+	testkit.Eventually(t, testTimeout, func() error {
 		if _, _, ok := w.Lookup("t3"); !ok {
 			return fmt.Errorf("t3 not seen")
 		}

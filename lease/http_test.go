@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/fenec-go/fenec/internal/testkit"
 )
 
 // httpTransport is the router's side of POST /_admin/lease as package
@@ -45,18 +47,6 @@ func (h *httpTransport) Send(ctx context.Context, node string, g Grant) (Answer,
 		return Answer{}, err
 	}
 	return DecodeReply(resp.StatusCode, b)
-}
-
-// eventually polls cond until it holds or timeout passes.
-func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // TestLeaserOverHTTP runs the Leaser against nodes serving Handler over
@@ -100,15 +90,15 @@ func TestLeaserOverHTTP(t *testing.T) {
 		ok, _ := leases[n].Writable(BootClock{}.Now(), "t-"+n)
 		return ok
 	}
-	eventually(t, 10*time.Second, "a and c leased", func() bool { return writable("a") && writable("c") })
+	testkit.Eventually(t, 10*time.Second, func() bool { return writable("a") && writable("c") }, "a and c leased")
 
 	servers["c"].CloseClientConnections()
 	servers["c"].Close()
-	eventually(t, 10*time.Second, "c failed over", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return failed["c"] == 1
-	})
+	}, "c failed over")
 	if writable("c") {
 		t.Fatal("c still writable when failed over")
 	}

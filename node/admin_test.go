@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fenec-go/fenec/internal/testkit"
 )
 
 func TestAdminTenants(t *testing.T) {
@@ -105,7 +107,7 @@ func TestFreezeWaitsForWritesInFlight(t *testing.T) {
 	tn.writes.add() // a write in flight
 	froze := make(chan *resp, 1)
 	go func() { froze <- n.admin("POST", "tenants/a/freeze", "") }()
-	eventually(t, 5*time.Second, "the freeze took effect", func() bool { return tn.frozen.Load() })
+	testkit.Eventually(t, 5*time.Second, func() bool { return tn.frozen.Load() }, "the freeze took effect")
 	select {
 	case r := <-froze:
 		t.Fatalf("freeze answered %d before the write in flight finished", r.Status)
@@ -164,21 +166,21 @@ func TestImageOutAndIn(t *testing.T) {
 func TestIdleClose(t *testing.T) {
 	n := startNode(t, func(c *Config) { c.IdleClose = 50 * time.Millisecond })
 	people(t, n)
-	eventually(t, 5*time.Second, "idle tenant closed", func() bool { return n.s.reg.openCount() == 0 })
+	testkit.Eventually(t, 5*time.Second, func() bool { return n.s.reg.openCount() == 0 }, "idle tenant closed")
 	// A subscription holds it open.
 	s := n.subscribe("/t/a/c/changes")
 	s.mustNext(t, "seed")
-	eventually(t, 5*time.Second, "opened again", func() bool { return n.s.reg.openCount() == 1 })
+	testkit.Eventually(t, 5*time.Second, func() bool { return n.s.reg.openCount() == 1 }, "opened again")
 	tn, err := n.s.reg.acquire(t.Context(), "a")
 	if err != nil {
 		t.Fatal(err)
 	}
 	n.s.reg.release(tn)
-	eventually(t, 5*time.Second, "the tenant is untouched for idle-close", func() bool {
+	testkit.Eventually(t, 5*time.Second, func() bool {
 		n.s.reg.mu.Lock()
 		defer n.s.reg.mu.Unlock()
 		return time.Since(tn.lastUsed) > 2*n.cfg.IdleClose
-	})
+	}, "the tenant is untouched for idle-close")
 	n.s.reg.closeIdle()
 	if n.s.reg.openCount() != 1 {
 		t.Fatal("a tenant with a subscription was closed")
@@ -209,9 +211,9 @@ func TestMemoryCeiling(t *testing.T) {
 	if r := n2.do("GET", "/t/b/c?count", ""); r.Status != 200 {
 		t.Fatalf("read b: %d %s", r.Status, r.Body)
 	}
-	eventually(t, 5*time.Second, "least recently used tenant closed", func() bool {
+	testkit.Eventually(t, 5*time.Second, func() bool {
 		return n2.s.reg.openCount() == 1 && n2.s.reg.isOpen("b")
-	})
+	}, "least recently used tenant closed")
 	// Past the ceiling alone: writes are refused 507, reads go on.
 	if err := n2.s.Close(); err != nil {
 		t.Fatal(err)

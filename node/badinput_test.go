@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fenec-go/fenec/internal/testkit"
 )
 
 func TestBadInputWritesNothing(t *testing.T) {
@@ -78,14 +80,14 @@ func TestSIGTERMSyncsAndExitsZero(t *testing.T) {
 		}
 	})
 	proc := &testNode{tb: t, url: "http://" + addr, client: n.client, cfg: n.cfg}
-	eventually(t, 10*time.Second, "the process serves", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		res, err := n.client.Get(proc.url + "/_health")
 		if err != nil {
 			return false
 		}
 		res.Body.Close()
 		return res.StatusCode == 200
-	})
+	}, "the process serves")
 	// Writes the process syncs only every minute, unless it shuts down well.
 	proc.q("a", `put c [{name: "late1"}, {name: "late2"}]`)
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fenec-go/fenec/internal/testkit"
 )
 
 // setQuota sets tenant's quota through /_admin/.
@@ -228,7 +230,7 @@ func TestIdleCloseShrinks(t *testing.T) {
 	}
 	n.q("a", "del c where n >= 3")
 	full := fileSize(t, n, "a")
-	eventually(t, 10*time.Second, "a closes idle", func() bool { return closedOut(n, "a") })
+	testkit.Eventually(t, 10*time.Second, func() bool { return closedOut(n, "a") }, "a closes idle")
 	// Whenever the janitor closed it (a slow machine may have it close
 	// between two of the writes too), the last close kept at most the
 	// retained records and an image of three rows.
@@ -242,7 +244,7 @@ func TestIdleCloseShrinks(t *testing.T) {
 	if got := strings.TrimSpace(string(n.do("GET", "/t/a/c?count", "").Body)); got != `{"count":3}` {
 		t.Fatalf("after the idle close: %s", got)
 	}
-	eventually(t, 10*time.Second, "a closes idle again", func() bool { return closedOut(n, "a") })
+	testkit.Eventually(t, 10*time.Second, func() bool { return closedOut(n, "a") }, "a closes idle again")
 	after, err := os.ReadFile(filepath.Join(n.cfg.Dir, "a.fenec"))
 	if err != nil || string(after) != string(before) {
 		t.Fatalf("a tenant only read was rewritten as it closed (%d bytes, was %d) %v", len(after), len(before), err)

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/fenec-go/fenec/internal/testkit"
 )
 
 // fileSize is a tenant file's size.
@@ -183,7 +185,7 @@ func TestFenecAfterAndHistory(t *testing.T) {
 	go func() {
 		done <- n.do("POST", "/t/a/query", `{"query":"get c count"}`, "Fenec-After", strconv.Itoa(seq+1), "Fenec-Wait", "10000")
 	}()
-	eventually(t, 5*time.Second, "the read is held", func() bool { return heldRequests(n) == 1 })
+	testkit.Eventually(t, 5*time.Second, func() bool { return heldRequests(n) == 1 }, "the read is held")
 	n.q("a", `put c {name: "late"}`)
 	if r := <-done; r.Status != 200 || strings.TrimSpace(string(r.Body)) != `{"count":4}` {
 		t.Fatalf("held read: %d %s", r.Status, r.Body)
@@ -252,7 +254,7 @@ func TestChangeFeed(t *testing.T) {
 	var wg sync.WaitGroup
 	var got *resp
 	wg.Go(func() { got = n.do("GET", "/t/a/_changes?since=4&wait=10000", "") })
-	eventually(t, 5*time.Second, "the feed waits", func() bool { return heldRequests(n) == 1 })
+	testkit.Eventually(t, 5*time.Second, func() bool { return heldRequests(n) == 1 }, "the feed waits")
 	n.q("a", `del c where name = "bob"`)
 	wg.Wait()
 	if got.Header.Get("Fenec-Next") != "5" || !strings.Contains(string(got.Body), `"dels":[{"coll":"c","id":2}]`) {
@@ -276,7 +278,7 @@ func TestFenecAfterAnsweredAtShutdown(t *testing.T) {
 	people(t, n)
 	done := make(chan *resp, 1)
 	go func() { done <- n.do("GET", "/t/a/c", "", "Fenec-After", "1000", "Fenec-Wait", "30000") }()
-	eventually(t, 5*time.Second, "the read is held", func() bool { return heldRequests(n) == 1 })
+	testkit.Eventually(t, 5*time.Second, func() bool { return heldRequests(n) == 1 }, "the read is held")
 	closed := make(chan error, 1)
 	go func() { closed <- n.s.Close() }()
 	r := <-done

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fenec-go/fenec/internal/testkit"
 )
 
 const claimQuery = `{"query":"set jobs {owner: $1} where owner is null order id limit 1 returning *","params":["%s"]}`
@@ -44,7 +46,7 @@ func TestFenecWaitClaim(t *testing.T) {
 	// Held, then woken by a later put.
 	done := make(chan *resp, 1)
 	go func() { done <- n.do("POST", "/t/a/query", claim("w1"), "Fenec-Wait", "20000") }()
-	eventually(t, 5*time.Second, "the claim is held", func() bool { return heldRequests(n) == 1 })
+	testkit.Eventually(t, 5*time.Second, func() bool { return heldRequests(n) == 1 }, "the claim is held")
 	n.q("a", `put jobs {task: "t1"}`)
 	r := <-done
 	if got := claimed(t, r); got != "t1" {
@@ -67,9 +69,9 @@ func TestFenecWaitArrivalOrder(t *testing.T) {
 	first := make(chan *resp, 1)
 	second := make(chan *resp, 1)
 	go func() { first <- n.do("POST", "/t/a/query", claim("first"), "Fenec-Wait", "20000") }()
-	eventually(t, 5*time.Second, "the first claim is held", func() bool { return heldRequests(n) == 1 })
+	testkit.Eventually(t, 5*time.Second, func() bool { return heldRequests(n) == 1 }, "the first claim is held")
 	go func() { second <- n.do("POST", "/t/a/query", claim("second"), "Fenec-Wait", "20000") }()
-	eventually(t, 5*time.Second, "both claims are held", func() bool { return heldRequests(n) == 2 })
+	testkit.Eventually(t, 5*time.Second, func() bool { return heldRequests(n) == 2 }, "both claims are held")
 	n.q("a", `put jobs {task: "j1"}`)
 	if got := claimed(t, <-first); got != "j1" {
 		t.Fatalf("first waiter took %q", got)
@@ -96,7 +98,7 @@ func TestFenecWaitKeyedClaim(t *testing.T) {
 	go func() {
 		done <- n.do("POST", "/t/a/query", claim("k"), "Fenec-Wait", "20000", "Idempotency-Key", "claim-1")
 	}()
-	eventually(t, 5*time.Second, "the keyed claim is held", func() bool { return heldRequests(n) == 1 })
+	testkit.Eventually(t, 5*time.Second, func() bool { return heldRequests(n) == 1 }, "the keyed claim is held")
 	n.q("a", `put jobs [{task: "a1"}, {task: "a2"}]`)
 	r := <-done
 	if got := claimed(t, r); got != "a1" {
@@ -116,7 +118,7 @@ func TestFenecWaitShutdown(t *testing.T) {
 	jobsTenant(t, n)
 	done := make(chan *resp, 1)
 	go func() { done <- n.do("POST", "/t/a/query", claim("w"), "Fenec-Wait", "30000") }()
-	eventually(t, 5*time.Second, "the claim is held", func() bool { return heldRequests(n) == 1 })
+	testkit.Eventually(t, 5*time.Second, func() bool { return heldRequests(n) == 1 }, "the claim is held")
 	closed := make(chan error, 1)
 	go func() { closed <- n.s.Close() }()
 	if got := claimed(t, <-done); got != "" {
@@ -132,7 +134,7 @@ func TestFenecWaitTenantDeleted(t *testing.T) {
 	jobsTenant(t, n)
 	done := make(chan *resp, 1)
 	go func() { done <- n.do("POST", "/t/a/query", claim("w"), "Fenec-Wait", "30000") }()
-	eventually(t, 5*time.Second, "the claim is held", func() bool { return heldRequests(n) == 1 })
+	testkit.Eventually(t, 5*time.Second, func() bool { return heldRequests(n) == 1 }, "the claim is held")
 	if r := n.admin("DELETE", "tenants/a", ""); r.Status != 204 {
 		t.Fatalf("delete: %d %s", r.Status, r.Body)
 	}

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/fenec-go/fenec/internal/testkit"
 )
 
 // keyRows counts the stored idempotency keys.
@@ -109,10 +111,10 @@ func TestIdempotentReplayAfterDroppedConnection(t *testing.T) {
 	fmt.Fprintf(conn, "POST /t/a/c HTTP/1.1\r\nHost: x\r\nIdempotency-Key: drop-1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 	conn.Close() // gone before reading the answer
 	var r *resp
-	eventually(t, 10*time.Second, "the retry is answered from the key", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		r = n.do("POST", "/t/a/c", body, "Idempotency-Key", "drop-1")
 		return r.Header.Get("Idempotent-Replayed") == "true"
-	})
+	}, "the retry is answered from the key")
 	if r.Status != 201 || !strings.Contains(string(r.Body), `"inserted":1`) {
 		t.Fatalf("replayed answer %d %s", r.Status, r.Body)
 	}
@@ -128,13 +130,13 @@ func TestIdempotencyKeyExpires(t *testing.T) {
 	if r := n.do("POST", "/t/a/c", body, "Idempotency-Key", "short"); r.Status != 201 {
 		t.Fatalf("first: %d %s", r.Status, r.Body)
 	}
-	eventually(t, 10*time.Second, "the key expires and the request runs again", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		r := n.do("POST", "/t/a/c", body, "Idempotency-Key", "short")
 		if r.Status != 201 {
 			t.Fatalf("retry: %d %s", r.Status, r.Body)
 		}
 		return r.Header.Get("Idempotent-Replayed") == ""
-	})
+	}, "the key expires and the request runs again")
 	// And the key is kept again for the new run.
 	if r := n.do("POST", "/t/a/c", body, "Idempotency-Key", "short"); r.Header.Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("key not kept after its renewal: %d %s", r.Status, r.Body)

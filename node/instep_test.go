@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fenec-go/fenec/internal/testkit"
 	"github.com/fenec-go/fenec/lease"
 )
 
@@ -72,11 +73,11 @@ func TestInStepCopyHoldsWritesUntilRecordedBehind(t *testing.T) {
 	time.Sleep(200 * time.Millisecond) // the write has landed
 	read := pending(func() *resp { return a.q("a", `get c where name = "cut"`) })
 	var asked uint64
-	eventually(t, 3*replicaWait, "the node asks for the copy to be recorded behind", func() bool {
+	testkit.Eventually(t, 3*replicaWait, func() bool {
 		ans := g.send(nil, inStep.ID())
 		asked = ans.Behind["a"]
 		return asked > w0
-	})
+	}, "the node asks for the copy to be recorded behind")
 	if waited := time.Since(start); waited < replicaWait {
 		t.Fatalf("asked after %v, before the bound", waited)
 	}
@@ -117,17 +118,17 @@ func TestInStepCopyHoldsWritesUntilRecordedBehind(t *testing.T) {
 	}
 
 	p.Heal()
-	eventually(t, 20*time.Second, "the node says the copy caught up", func() bool {
+	testkit.Eventually(t, 20*time.Second, func() bool {
 		ans := g.send(nil, recorded.ID())
 		return len(ans.Caught) == 1 && ans.Caught[0] == "a" && tb.db.Durable() >= w2
-	})
+	}, "the node says the copy caught up")
 	// Said caught up, the copy is counted on before the list says so: cut
 	// again, a write is held and asked about at a later seq.
 	p.Cut()
 	again := pending(func() *resp { return a.q("a", `put c {name: "cut 3"}`) })
-	eventually(t, 3*replicaWait, "the node asks again", func() bool {
+	testkit.Eventually(t, 3*replicaWait, func() bool {
 		return g.send(nil, recorded.ID()).Behind["a"] > asked
-	})
+	}, "the node asks again")
 	stillHeld("claimed caught up, then cut")
 	select {
 	case r := <-again:
@@ -162,19 +163,19 @@ func TestInStepCountsOnlyTheNamedReplica(t *testing.T) {
 	c := startNode(t, func(c *Config) { withRepl(c); c.Sync = "60000" })
 	c.mkTenant("a")
 	c.admin("POST", "tenants/a/follow", `{"from":"`+a.url+`"}`)
-	eventually(t, 10*time.Second, "both copies stream and are waited for", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		open, waited := feedsWaitedFor(ta)
 		return open == 2 && waited == 2
-	})
+	}, "both copies stream and are waited for")
 	named := lease.List{Tenants: []string{"a"}, InStep: []string{"a"}, Replicas: map[string]string{"a": "n2"}}
 	g.send(&named, "")
 	answeredSeq(t, a.q("a", `put c {name: "both"}`))
 
 	p.Cut()
 	write := pending(func() *resp { return a.q("a", `put c {name: "only c"}`) })
-	eventually(t, 3*replicaWait, "the node asks for n2 to be recorded behind", func() bool {
+	testkit.Eventually(t, 3*replicaWait, func() bool {
 		return g.send(nil, named.ID()).Behind["a"] > 0
-	})
+	}, "the node asks for n2 to be recorded behind")
 	select {
 	case r := <-write:
 		t.Fatalf("answered while only the unnamed copy held it: %d %s", r.Status, r.Body)

@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
 )
@@ -193,18 +192,6 @@ func (n *testNode) seq(tenant string) string {
 		n.tb.Fatalf("changes: %d %s", r.Status, r.Body)
 	}
 	return r.Header.Get("Fenec-Next")
-}
-
-// eventually polls fn until it is true or timeout passes.
-func eventually(tb testing.TB, timeout time.Duration, what string, fn func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(timeout)
-	for !fn() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("not within %v: %s", timeout, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // event is one server-sent event.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fenec-go/fenec/engine"
+	"github.com/fenec-go/fenec/internal/testkit"
 )
 
 func TestGateAndQuota(t *testing.T) {
@@ -155,7 +156,7 @@ func TestQuotaRequests(t *testing.T) {
 	n.admin("PUT", "tenants/a/quota", `{"requests": 1}`)
 	done := make(chan *resp, 1)
 	go func() { done <- n.do("POST", "/t/a/query", claim("w"), "Fenec-Wait", "20000") }()
-	eventually(t, 5*time.Second, "the claim is held", func() bool { return heldRequests(n) == 1 })
+	testkit.Eventually(t, 5*time.Second, func() bool { return heldRequests(n) == 1 }, "the claim is held")
 	r := n.do("GET", "/t/a/jobs?count", "")
 	wantJSONError(t, r, 429)
 	n.admin("PUT", "tenants/a/quota", `{}`)

@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/fenec-go/fenec/internal/testkit"
 )
 
 // TestRegistryChurn runs requests while the tenant is deleted, created
@@ -83,7 +85,7 @@ func TestSlowOpenStallsNoOther(t *testing.T) {
 	for i := range slow {
 		wg.Go(func() { slow[i] = n2.do("GET", "/t/slow/c?count", "") })
 	}
-	eventually(t, 5*time.Second, "the slow open began", func() bool { return opens.Load() == 1 })
+	testkit.Eventually(t, 5*time.Second, func() bool { return opens.Load() == 1 }, "the slow open began")
 	if r := n2.do("GET", "/t/fast/c?count", ""); r.Status != 200 {
 		t.Fatalf("fast tenant while another opens: %d %s", r.Status, r.Body)
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fenec-go/fenec/internal/testkit"
 	"github.com/fenec-go/fenec/tests/proxy"
 )
 
@@ -91,12 +92,12 @@ func copyThroughProxyAfter(t *testing.T, cfg func(*Config), before func(a *testN
 	people(t, a)
 	b.mkTenant("a")
 	b.admin("POST", "tenants/a/follow", `{"from":"http://`+p.Addr()+`"}`)
-	eventually(t, 10*time.Second, "the copy caught up", func() bool { return count(b, "a") == `{"count":3}` })
+	testkit.Eventually(t, 10*time.Second, func() bool { return count(b, "a") == `{"count":3}` }, "the copy caught up")
 	ta, tb = holdTenant(t, a, "a"), holdTenant(t, b, "a")
-	eventually(t, 10*time.Second, "the copy's stream is open and waited for", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		open, waited := feedsWaitedFor(ta)
 		return open == 1 && waited == 1
-	})
+	}, "the copy's stream is open and waited for")
 	return a, b, p, ta, tb
 }
 
@@ -109,12 +110,12 @@ func TestSyncAlwaysAnswersOnceTheCopyHoldsIt(t *testing.T) {
 	people(t, a)
 	b.mkTenant("a")
 	b.admin("POST", "tenants/a/follow", `{"from":"`+a.url+`"}`)
-	eventually(t, 10*time.Second, "the copy caught up", func() bool { return count(b, "a") == `{"count":3}` })
+	testkit.Eventually(t, 10*time.Second, func() bool { return count(b, "a") == `{"count":3}` }, "the copy caught up")
 	ta, tb := holdTenant(t, a, "a"), holdTenant(t, b, "a")
-	eventually(t, 10*time.Second, "the copy's stream is open and waited for", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		open, waited := feedsWaitedFor(ta)
 		return open == 1 && waited == 1
-	})
+	}, "the copy's stream is open and waited for")
 	for i := range 20 {
 		seq := answeredSeq(t, a.q("a", "put c {name: $1}", "s"+strconv.Itoa(i)))
 		if d := tb.db.Durable(); d < seq {
@@ -181,10 +182,10 @@ func TestCutCopyHoldsUpOneWrite(t *testing.T) {
 	}
 
 	p.Heal()
-	eventually(t, 20*time.Second, "the copy caught up and is waited for again", func() bool {
+	testkit.Eventually(t, 20*time.Second, func() bool {
 		open, waited := feedsWaitedFor(ta)
 		return tb.db.Durable() >= w2 && open == 1 && waited == 1
-	})
+	}, "the copy caught up and is waited for again")
 	if cs := copiesLag(); len(cs) != 1 || cs[0].(map[string]any)["lagging"] != false {
 		t.Fatalf("copies after the heal: %v", cs)
 	}
@@ -209,30 +210,30 @@ func TestPrimaryDropsASilentCopy(t *testing.T) {
 	people(t, a)
 	b.mkTenant("a")
 	b.admin("POST", "tenants/a/follow", `{"from":"http://`+p.Addr()+`"}`)
-	eventually(t, 10*time.Second, "the copy caught up", func() bool { return count(b, "a") == `{"count":3}` })
+	testkit.Eventually(t, 10*time.Second, func() bool { return count(b, "a") == `{"count":3}` }, "the copy caught up")
 	ta := holdTenant(t, a, "a")
 	// Keepalives come and go with their acks: the feed stays open past
 	// three keepalive periods.
-	eventually(t, 10*time.Second, "the copy's stream is open", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		open, _ := feedsWaitedFor(ta)
 		return open == 1
-	})
+	}, "the copy's stream is open")
 	f := oneFeed(ta)
 	first := f.heardAt.Load()
-	eventually(t, 10*time.Second, "acks to keepalives over five periods", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		return f.heardAt.Load() > first+int64(100*time.Millisecond)
-	})
+	}, "acks to keepalives over five periods")
 	if oneFeed(ta) != f {
 		t.Fatal("a copy answering keepalives had its feed ended")
 	}
 	p.Cut()
-	eventually(t, 10*time.Second, "the silent copy's feed ended", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		open, _ := feedsWaitedFor(ta)
 		return open == 0
-	})
+	}, "the silent copy's feed ended")
 	p.Heal()
 	a.q("a", `put c {name: "after"}`)
-	eventually(t, 10*time.Second, "the copy follows again", func() bool { return count(b, "a") == `{"count":4}` })
+	testkit.Eventually(t, 10*time.Second, func() bool { return count(b, "a") == `{"count":4}` }, "the copy follows again")
 }
 
 // oneFeed is a tenant's only replication stream.
@@ -273,16 +274,16 @@ func TestReadShowsNoWriteTheCopyLacks(t *testing.T) {
 		}},
 	} {
 		// Each read kind against its own write, the copy waited for.
-		eventually(t, 20*time.Second, "the copy holds everything and is waited for", func() bool {
+		testkit.Eventually(t, 20*time.Second, func() bool {
 			_, waited := feedsWaitedFor(ta)
 			return waited == 1 && tb.db.Durable() == ta.db.Seq()
-		})
+		}, "the copy holds everything and is waited for")
 		name := "unheld" + strconv.Itoa(i)
 		before := ta.db.Seq()
 		p.Cut()
 		wrote := make(chan *resp, 1)
 		go func() { wrote <- a.q("a", `put c {name: $1}`, name) }()
-		eventually(t, 10*time.Second, "the write landed on the primary", func() bool { return ta.db.Seq() > before })
+		testkit.Eventually(t, 10*time.Second, func() bool { return ta.db.Seq() > before }, "the write landed on the primary")
 		r := read.do(name, before)
 		if r.Status != 200 || !strings.Contains(string(r.Body), name) {
 			t.Fatalf("%s: %d %s, want the write", read.what, r.Status, r.Body)

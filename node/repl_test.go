@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/fenec-go/fenec/internal/testkit"
 )
 
 // lineageOf is the first history of a tenant's file on n.
@@ -22,7 +24,7 @@ func TestReplicaRefusesWritesByName(t *testing.T) {
 	people(t, a)
 	b.mkTenant("a")
 	b.admin("POST", "tenants/a/follow", `{"from":"`+a.url+`"}`)
-	eventually(t, 10*time.Second, "the copy caught up", func() bool { return count(b, "a") == `{"count":3}` })
+	testkit.Eventually(t, 10*time.Second, func() bool { return count(b, "a") == `{"count":3}` }, "the copy caught up")
 	for _, r := range []*resp{
 		b.query("a", `put c {name: "no"}`),
 		b.do("POST", "/t/a/c", `{"name": "no"}`),
@@ -55,10 +57,10 @@ func TestCopyOffTheLineageTakesTheImage(t *testing.T) {
 	}
 	b.admin("POST", "tenants/a/follow", `{"from":"`+a.url+`"}`)
 	a.q("a", `put c {name: "dee", n: 4}`)
-	eventually(t, 10*time.Second, "the copy took the image and what came after", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		sa, sb := replication(t, a, "a"), replication(t, b, "a")
 		return sb["seq"] == sa["seq"] && sb["history"] == sa["history"]
-	})
+	}, "the copy took the image and what came after")
 	if la, lb := lineageOf(t, a, "a"), lineageOf(t, b, "a"); la != lb {
 		t.Fatalf("lineage %s on the copy, %s on the primary", lb, la)
 	}
@@ -80,7 +82,7 @@ func TestPromotionSurvivesRestart(t *testing.T) {
 	people(t, a)
 	b.mkTenant("a")
 	b.admin("POST", "tenants/a/follow", `{"from":"`+a.url+`"}`)
-	eventually(t, 10*time.Second, "the copy caught up", func() bool { return count(b, "a") == `{"count":3}` })
+	testkit.Eventually(t, 10*time.Second, func() bool { return count(b, "a") == `{"count":3}` }, "the copy caught up")
 	r := b.admin("POST", "tenants/a/promote", `{"lineage": `+lineageOf(t, a, "a")+`}`)
 	if r.Status != 200 || r.Obj(t)["promoted"] != true {
 		t.Fatalf("promote: %d %s", r.Status, r.Body)
@@ -112,7 +114,7 @@ func TestOldPrimaryPromotedOnceItHeard(t *testing.T) {
 	lineage := lineageOf(t, a, "a")
 	b.mkTenant("a")
 	b.admin("POST", "tenants/a/follow", `{"from":"`+a.url+`"}`)
-	eventually(t, 10*time.Second, "the copy caught up", func() bool { return count(b, "a") == `{"count":3}` })
+	testkit.Eventually(t, 10*time.Second, func() bool { return count(b, "a") == `{"count":3}` }, "the copy caught up")
 	p := b.admin("POST", "tenants/a/promote", `{"lineage": `+lineage+`}`).Obj(t)
 	forked := p["history"].(json.Number).String()
 	b.q("a", `put c {name: "on b"}`)
@@ -132,10 +134,10 @@ func TestOldPrimaryPromotedOnceItHeard(t *testing.T) {
 	// Told to follow the new primary, it hears from it and takes its
 	// history; a restart keeps that it heard.
 	a.admin("POST", "tenants/a/follow", `{"from":"`+b.url+`"}`)
-	eventually(t, 10*time.Second, "the old primary follows the new one", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		st := replication(t, a, "a")
 		return st["heard"] == true && count(a, "a") == `{"count":4}`
-	})
+	}, "the old primary follows the new one")
 	if err := a.s.Close(); err != nil {
 		t.Fatal(err)
 	}

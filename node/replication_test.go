@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/fenec-go/fenec/internal/testkit"
 )
 
 const replToken = "repl-secret"
@@ -40,9 +42,9 @@ func TestReplicationFollowAndPromote(t *testing.T) {
 	if r := b.admin("POST", "tenants/a/follow", `{"from":"`+a.url+`"}`); r.Status != 200 {
 		t.Fatalf("follow: %d %s", r.Status, r.Body)
 	}
-	eventually(t, 10*time.Second, "the copy took the primary's image", func() bool { return count(b, "a") == `{"count":3}` })
+	testkit.Eventually(t, 10*time.Second, func() bool { return count(b, "a") == `{"count":3}` }, "the copy took the primary's image")
 	a.q("a", `put c {name: "dee", n: 4}`)
-	eventually(t, 10*time.Second, "the copy took a new record", func() bool { return count(b, "a") == `{"count":4}` })
+	testkit.Eventually(t, 10*time.Second, func() bool { return count(b, "a") == `{"count":4}` }, "the copy took a new record")
 	// A replica refuses writes.
 	r := b.query("a", `put c {name: "no"}`)
 	wantJSONError(t, r, 503)
@@ -80,13 +82,13 @@ func TestReplicaResumesAfterRestart(t *testing.T) {
 	people(t, a)
 	b.mkTenant("a")
 	b.admin("POST", "tenants/a/follow", `{"from":"`+a.url+`"}`)
-	eventually(t, 10*time.Second, "the copy caught up", func() bool { return count(b, "a") == `{"count":3}` })
+	testkit.Eventually(t, 10*time.Second, func() bool { return count(b, "a") == `{"count":3}` }, "the copy caught up")
 	if err := b.s.Close(); err != nil {
 		t.Fatal(err)
 	}
 	a.q("a", `put c [{name: "x1"}, {name: "x2"}]`)
 	b2 := startNode(t, func(c *Config) { withRepl(c); c.Dir = dir })
-	eventually(t, 10*time.Second, "the restarted copy follows again", func() bool { return count(b2, "a") == `{"count":5}` })
+	testkit.Eventually(t, 10*time.Second, func() bool { return count(b2, "a") == `{"count":5}` }, "the restarted copy follows again")
 	if st := replication(t, b2, "a"); st["role"] != "replica" || st["heard"] != true {
 		t.Fatalf("after restart %v", st)
 	}
@@ -140,15 +142,15 @@ func TestReplicaOf(t *testing.T) {
 	people(t, a)
 	c := startNode(t, func(c *Config) { withRepl(c); c.ReplicaOf = a.url })
 	c.mkTenant("a")
-	eventually(t, 10*time.Second, "the new tenant follows its primary", func() bool { return count(c, "a") == `{"count":3}` })
+	testkit.Eventually(t, 10*time.Second, func() bool { return count(c, "a") == `{"count":3}` }, "the new tenant follows its primary")
 	seq := replication(t, a, "a")["seq"].(json.Number)
 	n, _ := strconv.Atoi(seq.String())
 	a.q("a", `del c where n = 1`)
-	eventually(t, 10*time.Second, "the delete arrives", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		st := replication(t, c, "a")
 		s, _ := strconv.Atoi(st["seq"].(json.Number).String())
 		return s > n && count(c, "a") == `{"count":2}`
-	})
+	}, "the delete arrives")
 }
 
 func TestFollowerDropsASilentFeed(t *testing.T) {
@@ -168,7 +170,7 @@ func TestFollowerDropsASilentFeed(t *testing.T) {
 	b := startNode(t, func(c *Config) { withRepl(c); c.KeepAlive = 20 * time.Millisecond })
 	people(t, b)
 	b.admin("POST", "tenants/a/follow", `{"from":"`+srv.URL+`"}`)
-	eventually(t, 10*time.Second, "the follower asked again after a silence", func() bool { return calls.Load() >= 2 })
+	testkit.Eventually(t, 10*time.Second, func() bool { return calls.Load() >= 2 }, "the follower asked again after a silence")
 }
 
 // A copy off the lineage is sent the image before any hello: a file that

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fenec-go/fenec/internal/testkit"
 )
 
 // TestRestoreInPlace: PUT .../file?replace=true verifies the image beside
@@ -119,10 +121,10 @@ func TestRestoreClientHangsUp(t *testing.T) {
 	fmt.Fprintf(conn, "PUT /_admin/tenants/a/file?replace=true HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n", adminToken, len(img))
 	conn.Write(img[:len(img)/2])
 	conn.Close()
-	eventually(t, 10*time.Second, "the node refuses the half image", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		b, _ := os.ReadFile(audit)
 		return strings.Contains(string(b), `"what":"restore"`)
-	})
+	}, "the node refuses the half image")
 	ents, err := os.ReadDir(n.cfg.Dir)
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/fenec-go/fenec/internal/testkit"
 )
 
 func TestSubscription(t *testing.T) {
@@ -36,10 +38,10 @@ func TestSubscription(t *testing.T) {
 	}
 	// Keepalive comments flow while nothing happens; the reader skips
 	// them, so ask the raw stream for one.
-	eventually(t, 5*time.Second, "a keepalive comment", func() bool {
+	testkit.Eventually(t, 5*time.Second, func() bool {
 		line, err := s.br.ReadString('\n')
 		return err == nil && line == ": keepalive\n"
-	})
+	}, "a keepalive comment")
 	wantJSONError(t, n.do("GET", "/t/a/nothere/changes", ""), 404)
 	wantJSONError(t, n.do("GET", "/t/a/c/changes?since=x", ""), 400)
 	wantJSONError(t, n.do("GET", "/t/a/c/changes?n=bad.1", ""), 400)

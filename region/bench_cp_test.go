@@ -96,7 +96,7 @@ func BenchmarkRouterCP(b *testing.B) {
 	// (request id, routing by path).
 	fwdOnly := httptest.NewServer(r.rt.fwd)
 	b.Cleanup(fwdOnly.Close)
-	for _, c := range []struct{ name, base string }{{"direct", n1.srv.URL}, {"forwarder", fwdOnly.URL}, {"router", r.url}} {
+	for _, c := range []struct{ name, base string }{{"direct", n1.URL()}, {"forwarder", fwdOnly.URL}, {"router", r.url}} {
 		b.Run(c.name, func(b *testing.B) {
 			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
 			defer client.CloseIdleConnections()

@@ -6,16 +6,15 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
-	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/fenec-go/fenec/global"
+	"github.com/fenec-go/fenec/internal/testkit"
+	"github.com/fenec-go/fenec/internal/testkit/testnode"
 	"github.com/fenec-go/fenec/node"
 )
 
@@ -25,24 +24,8 @@ const cpWait = 30 * time.Second
 
 const (
 	cpRouterToken = "router-secret"
-	cpAdminToken  = "node-admin-secret"
+	cpAdminToken  = testnode.AdminToken
 )
-
-// cpEventually polls fn until it returns nil or cpWait passes.
-func cpEventually(tb testing.TB, fn func() error) {
-	tb.Helper()
-	deadline := time.Now().Add(cpWait)
-	for {
-		err := fn()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("still failing after %v: %v", cpWait, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
 
 func cpCtx(tb testing.TB) context.Context {
 	tb.Helper()
@@ -51,71 +34,48 @@ func cpCtx(tb testing.TB) context.Context {
 	return ctx
 }
 
-func cpLogger() *slog.Logger {
-	if os.Getenv("FENEC_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, nil))
-	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
-}
-
-// cpNode is a real fenec-node served in process on loopback, behind a
-// handler that can refuse image installs (a target that refuses a move).
+// cpNode is a real fenec-node served in process (testnode), behind a
+// handler that can refuse or hold image installs (a target that refuses a
+// move, or one caught copying).
 type cpNode struct {
-	s             *node.Server
-	srv           *httptest.Server
-	addr          string // host:port
+	*testnode.Node
 	refuseInstall atomic.Bool
-	// holdInstall, when set, holds an image install until it is closed
-	// (a move caught copying).
+	// holdInstall, when set, holds an image install until it is closed.
 	holdInstall atomic.Pointer[chan struct{}]
 }
 
 func startCPNode(tb testing.TB) *cpNode {
 	tb.Helper()
-	cfg := node.DefaultConfig()
-	cfg.Dir = tb.TempDir()
-	cfg.HTTP = "127.0.0.1:0"
-	cfg.AdminToken = cpAdminToken
-	cfg.Sync = "off"
-	cfg.Logger = cpLogger()
-	s, err := node.New(cfg)
-	if err != nil {
-		tb.Fatalf("new node: %v", err)
-	}
-	n := &cpNode{s: s}
-	n.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		install := r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, "/file")
-		if hold := n.holdInstall.Load(); hold != nil && install {
-			select {
-			case <-*hold:
-			case <-r.Context().Done():
-				return
-			}
-		}
-		if n.refuseInstall.Load() && install {
-			_, _ = io.Copy(io.Discard, r.Body)
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusInsufficientStorage)
-			_, _ = w.Write([]byte(`{"error": "no room for this image"}` + "\n"))
-			return
-		}
-		s.ServeHTTP(w, r)
-	}))
-	n.addr = strings.TrimPrefix(n.srv.URL, "http://")
-	tb.Cleanup(func() {
-		n.srv.CloseClientConnections()
-		if err := s.Close(); err != nil {
-			tb.Errorf("close node: %v", err)
-		}
-		n.srv.Close()
-	})
+	n := &cpNode{}
+	n.Node = testnode.Start(tb, testnode.Options{
+		Configure: func(c *node.Config) { c.ReplicationToken = "" }, // follows nothing
+		Wrap: func(next http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				install := r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, "/file")
+				if hold := n.holdInstall.Load(); hold != nil && install {
+					select {
+					case <-*hold:
+					case <-r.Context().Done():
+						return
+					}
+				}
+				if n.refuseInstall.Load() && install {
+					_, _ = io.Copy(io.Discard, r.Body)
+					w.Header().Set("Content-Type", "application/json")
+					w.WriteHeader(http.StatusInsufficientStorage)
+					_, _ = w.Write([]byte(`{"error": "no room for this image"}` + "\n"))
+					return
+				}
+				next.ServeHTTP(w, r)
+			})
+		}})
 	return n
 }
 
 // admin calls the node's /_admin/ directly.
 func (n *cpNode) admin(tb testing.TB, method, path string, body []byte) (int, []byte) {
 	tb.Helper()
-	st, _, b := cpDo(tb, method, n.srv.URL+path, cpAdminToken, body, nil)
+	st, _, b := cpDo(tb, method, n.URL()+path, cpAdminToken, body, nil)
 	return st, b
 }
 
@@ -151,7 +111,7 @@ func startCPRouter(tb testing.TB, mod func(*Config)) *cpRouter {
 	cfg.Etcd = global.DefaultEmbedConfig(tb.TempDir())
 	cfg.Etcd.ClientURL, cfg.Etcd.PeerURL = "http://127.0.0.1:0", "http://127.0.0.1:0"
 	cfg.NodeTimeout = 5 * time.Second
-	cfg.Logger = cpLogger()
+	cfg.Logger = testkit.Logger()
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -193,7 +153,7 @@ func (r *cpRouter) shard(tb testing.TB, method, path string, body any, out any) 
 // addNode records n under name in the router's region.
 func (r *cpRouter) addNode(tb testing.TB, name string, n *cpNode) {
 	tb.Helper()
-	st, b := r.shard(tb, http.MethodPut, "nodes/"+name, map[string]any{"addr": n.addr, "token": cpAdminToken, "region": "eu"}, nil)
+	st, b := r.shard(tb, http.MethodPut, "nodes/"+name, map[string]any{"addr": n.Addr(), "token": cpAdminToken, "region": "eu"}, nil)
 	if st != http.StatusCreated {
 		tb.Fatalf("put node %s: %d %s", name, st, b)
 	}

@@ -54,8 +54,8 @@ func legacyNode(tb testing.TB, r *cpRouter, name, addr string) {
 func TestLegacyRecordsLearnIDsCP(t *testing.T) {
 	r := startCPRouter(t, func(c *Config) { c.Region = "eu" })
 	n := startCPNode(t)
-	legacyNode(t, r, "n1", n.addr)
-	legacyNode(t, r, "n2", "http://"+n.addr+"/")
+	legacyNode(t, r, "n1", n.Addr())
+	legacyNode(t, r, "n2", "http://"+n.Addr()+"/")
 	r.place(t, "t", "n1")
 	r.mustQuery(t, "t", "create collection c (v int)")
 	r.mustQuery(t, "t", "put c [{v: 1}, {v: 2}]")
@@ -81,12 +81,12 @@ func TestLegacyRecordsLearnIDsCP(t *testing.T) {
 	}
 	var nodes []nodeEntry
 	r.shard(t, http.MethodGet, "nodes", nil, &nodes)
-	if len(nodes) != 2 || nodes[0].ID != n.s.ID() || nodes[1].ID != n.s.ID() {
-		t.Fatalf("ids not learned on first contact: %+v (the node is %s)", nodes, n.s.ID())
+	if len(nodes) != 2 || nodes[0].ID != n.Server().ID() || nodes[1].ID != n.Server().ID() {
+		t.Fatalf("ids not learned on first contact: %+v (the node is %s)", nodes, n.Server().ID())
 	}
 
 	// A third name: refused, naming a record that has the node.
-	st, b = r.shard(t, http.MethodPut, "nodes/n3", map[string]any{"addr": "localhost" + n.addr[strings.LastIndex(n.addr, ":"):], "token": cpAdminToken}, nil)
+	st, b = r.shard(t, http.MethodPut, "nodes/n3", map[string]any{"addr": "localhost" + n.Addr()[strings.LastIndex(n.Addr(), ":"):], "token": cpAdminToken}, nil)
 	if st != http.StatusConflict || !strings.Contains(string(b), "recorded as n") {
 		t.Fatalf("a third name: %d %s", st, b)
 	}
@@ -106,15 +106,15 @@ func TestLegacyRecordsLearnIDsCP(t *testing.T) {
 func TestLegacyRecordAskedAtPutCP(t *testing.T) {
 	r := startCPRouter(t, func(c *Config) { c.Region = "eu" })
 	n, other := startCPNode(t), startCPNode(t)
-	legacyNode(t, r, "n1", n.addr)
-	st, b := r.shard(t, http.MethodPut, "nodes/n2", map[string]any{"addr": "HTTP://" + n.addr, "token": cpAdminToken}, nil)
+	legacyNode(t, r, "n1", n.Addr())
+	st, b := r.shard(t, http.MethodPut, "nodes/n2", map[string]any{"addr": "HTTP://" + n.Addr(), "token": cpAdminToken}, nil)
 	if st != http.StatusConflict || !strings.Contains(string(b), "recorded as n1") {
 		t.Fatalf("n1 by another name: %d %s", st, b)
 	}
 	r.addNode(t, "n2", other)
 	var nodes []nodeEntry
 	r.shard(t, http.MethodGet, "nodes", nil, &nodes)
-	if len(nodes) != 2 || nodes[0].ID != n.s.ID() || nodes[1].ID != other.s.ID() || nodes[0].ID == nodes[1].ID {
+	if len(nodes) != 2 || nodes[0].ID != n.Server().ID() || nodes[1].ID != other.Server().ID() || nodes[0].ID == nodes[1].ID {
 		t.Fatalf("nodes %+v", nodes)
 	}
 }
@@ -125,7 +125,7 @@ func TestPlacementKeepsItsRegionCP(t *testing.T) {
 	r := startCPRouter(t, nil)
 	eu, us := startCPNode(t), startCPNode(t)
 	for name, n := range map[string]*cpNode{"eu1": eu, "us1": us} {
-		if st, b := r.shard(t, http.MethodPut, "nodes/"+name, map[string]any{"addr": n.addr, "token": cpAdminToken, "region": name[:2]}, nil); st != http.StatusCreated {
+		if st, b := r.shard(t, http.MethodPut, "nodes/"+name, map[string]any{"addr": n.Addr(), "token": cpAdminToken, "region": name[:2]}, nil); st != http.StatusCreated {
 			t.Fatalf("put %s: %d %s", name, st, b)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/fenec-go/fenec/global"
+	"github.com/fenec-go/fenec/internal/testkit"
 )
 
 func TestStandbyCP(t *testing.T) {
@@ -27,7 +28,7 @@ func TestStandbyCP(t *testing.T) {
 	a.mustQuery(t, "sb", "create collection c (a int)")
 
 	// The standby forwards from the same placements and answers reads.
-	cpEventually(t, func() error {
+	testkit.Eventually(t, cpWait, func() error {
 		if st, _, body := b.query(t, "sb", "put c {a: 1}"); st != http.StatusOK {
 			return fmt.Errorf("write through the standby: %d %s", st, body)
 		}
@@ -48,7 +49,7 @@ func TestStandbyCP(t *testing.T) {
 		{http.MethodPut, "tenants/x", map[string]any{}},
 		{http.MethodDelete, "tenants/sb", nil},
 		{http.MethodPost, "tenants/sb/move", map[string]any{"to": "n1"}},
-		{http.MethodPut, "nodes/n2", map[string]any{"addr": n1.addr, "token": cpAdminToken}},
+		{http.MethodPut, "nodes/n2", map[string]any{"addr": n1.Addr(), "token": cpAdminToken}},
 		{http.MethodDelete, "nodes/n1", nil},
 	} {
 		var ans map[string]any
@@ -89,7 +90,7 @@ func TestStandbyCP(t *testing.T) {
 		t.Fatalf("old leader's fenced write: %v", err)
 	}
 	// And once its view shows the promotion it refuses changes 409.
-	cpEventually(t, func() error {
+	testkit.Eventually(t, cpWait, func() error {
 		var ans map[string]any
 		st, body := a.shard(t, http.MethodPut, "tenants/y", map[string]any{}, &ans)
 		if st != http.StatusConflict || ans["leader"] != "rb" {
@@ -104,7 +105,7 @@ func TestStandbyCP(t *testing.T) {
 	if got := b.place(t, "z", ""); got != "n1" {
 		t.Fatalf("placed on %s", got)
 	}
-	cpEventually(t, func() error {
+	testkit.Eventually(t, cpWait, func() error {
 		if st, _, body := a.query(t, "z", "get _health_probe"); st != http.StatusNotFound || strings.Contains(string(body), "unknown tenant") {
 			return fmt.Errorf("old leader forwards the new tenant: %d %s", st, body)
 		}
@@ -114,7 +115,7 @@ func TestStandbyCP(t *testing.T) {
 	if st, body := a.shard(t, http.MethodPost, "promote", nil, &prom); st != http.StatusOK || prom.Leader != "ra" || prom.Term != 3 {
 		t.Fatalf("promote back: %d %s", st, body)
 	}
-	cpEventually(t, func() error {
+	testkit.Eventually(t, cpWait, func() error {
 		if b.rt.Leading() {
 			return errors.New("rb still leads")
 		}
@@ -155,7 +156,7 @@ func TestStandbyBeforeDirectoryCP(t *testing.T) {
 		t.Fatalf("shard read before the directory: %d %s", st, body)
 	}
 	close(gd.open)
-	cpEventually(t, func() error {
+	testkit.Eventually(t, cpWait, func() error {
 		if st, _, body := r.data(t, http.MethodPost, "/t/acme/query", `{"query": "get c"}`, nil); st != http.StatusNotFound {
 			return fmt.Errorf("after the directory: %d %s", st, body)
 		}
@@ -180,9 +181,9 @@ func TestFailoverCutsOnEveryRouterCP(t *testing.T) {
 	if st, body := n2.admin(t, http.MethodPut, "/_admin/tenants/fo", nil); st != http.StatusCreated {
 		t.Fatalf("copy: %d %s", st, body)
 	}
-	cpDo(t, http.MethodPost, n2.srv.URL+"/t/fo/query", "", []byte(`{"query": "create collection c (a int)"}`), nil)
+	cpDo(t, http.MethodPost, n2.URL()+"/t/fo/query", "", []byte(`{"query": "create collection c (a int)"}`), nil)
 
-	cpEventually(t, func() error {
+	testkit.Eventually(t, cpWait, func() error {
 		if st, _, _ := b.query(t, "fo", "get c"); st != http.StatusOK {
 			return fmt.Errorf("standby not forwarding yet: %d", st)
 		}
@@ -244,7 +245,7 @@ func TestFailoverCutsOnEveryRouterCP(t *testing.T) {
 // nodeIDsColl reads the ids of collection coll of tenant t on a node.
 func nodeIDsColl(tb testing.TB, n *cpNode, t, coll string) []int64 {
 	tb.Helper()
-	st, _, b := cpDo(tb, http.MethodGet, n.srv.URL+"/t/"+t+"/"+coll+"?select=id&limit=10000", "", nil, nil)
+	st, _, b := cpDo(tb, http.MethodGet, n.URL()+"/t/"+t+"/"+coll+"?select=id&limit=10000", "", nil, nil)
 	if st != http.StatusOK {
 		tb.Fatalf("read %s/%s on node: %d %s", t, coll, st, b)
 	}
@@ -270,7 +271,7 @@ func TestClaimRaceOneLeaderCP(t *testing.T) {
 		var wg sync.WaitGroup
 		for i := range routers {
 			cfg := DefaultConfig()
-			cfg.Listen, cfg.Token, cfg.Logger = "127.0.0.1:0", cpRouterToken, cpLogger()
+			cfg.Listen, cfg.Token, cfg.Logger = "127.0.0.1:0", cpRouterToken, testkit.Logger()
 			cfg.ID, cfg.DirectoryURLs, cfg.Prefix = fmt.Sprintf("r%d", i), m.ClientURLs(), prefix
 			rt, err := NewRouter(cfg)
 			if err != nil {
@@ -317,13 +318,13 @@ func (d *interleaving) Get(ctx context.Context, key string) (global.KV, error) {
 func TestClaimLosesToAClaimBetweenItsReadsCP(t *testing.T) {
 	mem := global.NewMemory()
 	t.Cleanup(func() { mem.Close() })
-	other := &leadership{id: "ra", store: global.NewStore(mem), log: cpLogger()}
+	other := &leadership{id: "ra", store: global.NewStore(mem), log: testkit.Logger()}
 	d := &interleaving{Directory: mem, key: global.KeyTerm, hook: func() {
 		if ok, err := other.claim(cpCtx(t)); !ok || err != nil {
 			t.Errorf("the other claim: %v %v", ok, err)
 		}
 	}}
-	l := &leadership{id: "rb", store: global.NewStore(d), log: cpLogger()}
+	l := &leadership{id: "rb", store: global.NewStore(d), log: testkit.Logger()}
 	ok, err := l.claim(cpCtx(t))
 	if err != nil || ok {
 		t.Fatalf("claim between reads: leads %v, err %v", ok, err)
@@ -333,7 +334,7 @@ func TestClaimLosesToAClaimBetweenItsReadsCP(t *testing.T) {
 		t.Fatalf("leader %+v %v", lead.Value, err)
 	}
 	// The router that led claims again at its own term when it restarts.
-	again := &leadership{id: "ra", store: global.NewStore(mem), log: cpLogger()}
+	again := &leadership{id: "ra", store: global.NewStore(mem), log: testkit.Logger()}
 	if ok, err := again.claim(cpCtx(t)); !ok || err != nil || again.term != 1 {
 		t.Fatalf("restarted leader: %v %v term %d", ok, err, again.term)
 	}

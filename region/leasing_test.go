@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/fenec-go/fenec/global"
 	"github.com/fenec-go/fenec/internal/testkit"
+	"github.com/fenec-go/fenec/internal/testkit/testnode"
 	"github.com/fenec-go/fenec/lease"
 	"github.com/fenec-go/fenec/node"
 )
@@ -26,52 +26,37 @@ import (
 // gives up on them, while data requests, the router's and the test's own,
 // still reach it.
 type leaseNode struct {
-	s    *node.Server
-	srv  *httptest.Server
-	addr string
+	*testnode.Node
 	cut  atomic.Bool
 	stop chan struct{} // closed at cleanup: cut calls end
 }
 
 func startLeaseNode(tb testing.TB, takesLease bool) *leaseNode {
 	tb.Helper()
-	cfg := node.DefaultConfig()
-	cfg.Dir = tb.TempDir()
-	cfg.HTTP = "127.0.0.1:0"
-	cfg.AdminToken = cpAdminToken
-	cfg.ReplicationToken = cpReplToken
-	cfg.Sync = "always"
-	cfg.Lease = takesLease
-	cfg.Logger = cpLogger()
-	s, err := node.New(cfg)
-	if err != nil {
-		tb.Fatalf("new node: %v", err)
-	}
-	if err := s.Start(); err != nil {
-		tb.Fatalf("start node: %v", err)
-	}
-	n := &leaseNode{s: s, stop: make(chan struct{})}
-	n.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if n.cut.Load() && r.URL.Path == "/_admin/lease" {
-			// Read whole, so the server notices the caller hang up.
-			_, _ = io.Copy(io.Discard, r.Body)
-			select {
-			case <-r.Context().Done():
-			case <-n.stop:
-			}
-			return
-		}
-		s.ServeHTTP(w, r)
-	}))
-	n.addr = strings.TrimPrefix(n.srv.URL, "http://")
-	tb.Cleanup(func() {
-		close(n.stop)
-		n.srv.CloseClientConnections()
-		if err := s.Close(); err != nil {
-			tb.Errorf("close node: %v", err)
-		}
-		n.srv.Close()
+	n := &leaseNode{stop: make(chan struct{})}
+	n.Node = testnode.Start(tb, testnode.Options{
+		Configure: func(c *node.Config) {
+			c.Sync = "always"
+			c.Lease = takesLease
+		},
+		Wrap: func(next http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if n.cut.Load() && r.URL.Path == "/_admin/lease" {
+					// Read whole, so the server notices the caller hang up.
+					_, _ = io.Copy(io.Discard, r.Body)
+					select {
+					case <-r.Context().Done():
+					case <-n.stop:
+					}
+					return
+				}
+				next.ServeHTTP(w, r)
+			})
+		},
 	})
+	// Registered after the node's own cleanup, so run before it: the cut
+	// calls end before the node is closed.
+	tb.Cleanup(func() { close(n.stop) })
 	return n
 }
 
@@ -79,7 +64,7 @@ func startLeaseNode(tb testing.TB, takesLease bool) *leaseNode {
 func (n *leaseNode) write(tb testing.TB, tenant string, v int) (int, http.Header) {
 	tb.Helper()
 	body := fmt.Sprintf(`{"query": "put c {n: %d}"}`, v)
-	st, h, _ := cpDo(tb, http.MethodPost, n.srv.URL+"/t/"+tenant+"/query", "", []byte(body), nil)
+	st, h, _ := cpDo(tb, http.MethodPost, n.URL()+"/t/"+tenant+"/query", "", []byte(body), nil)
 	return st, h
 }
 
@@ -94,7 +79,7 @@ func startLeasingRouter(tb testing.TB) *cpRouter {
 // (or, for a node that takes none, that it never records it so).
 func (r *cpRouter) addLeaseNode(tb testing.TB, name string, n *leaseNode, extra map[string]any) {
 	tb.Helper()
-	body := map[string]any{"addr": n.addr, "token": cpAdminToken, "region": "eu"}
+	body := map[string]any{"addr": n.Addr(), "token": cpAdminToken, "region": "eu"}
 	for k, v := range extra {
 		body[k] = v
 	}
@@ -107,7 +92,7 @@ func (r *cpRouter) addLeaseNode(tb testing.TB, name string, n *leaseNode, extra 
 // from this router's grants.
 func (r *cpRouter) waitLeased(tb testing.TB, name string) {
 	tb.Helper()
-	cpEventually(tb, func() error {
+	testkit.Eventually(tb, cpWait, func() error {
 		for _, st := range r.leases(tb).Nodes {
 			if st.Node == name && st.Ran && st.LeftMS > 0 {
 				return nil
@@ -199,7 +184,7 @@ func TestAutoFailoverOfCutNodeCP(t *testing.T) {
 	if h.Get("Fenec-Refused") != "lease" || h.Get("Retry-After") == "" {
 		t.Fatalf("refusal headers %v", h)
 	}
-	cpEventually(t, func() error {
+	testkit.Eventually(t, cpWait, func() error {
 		if e := r.tenantsOf(t)["t1"]; e.Node != "b" {
 			return fmt.Errorf("t1 still on %s", e.Node)
 		}
@@ -226,7 +211,7 @@ func TestAutoFailoverOfCutNodeCP(t *testing.T) {
 	}
 	// Healed, a is leased again with nothing on its list.
 	a.cut.Store(false)
-	cpEventually(t, func() error {
+	testkit.Eventually(t, cpWait, func() error {
 		st := a.leaseStatus(t)
 		if st.LeftMS <= 0 || len(st.Tenants) != 0 {
 			return fmt.Errorf("a's lease after the heal: %+v", st)
@@ -237,7 +222,7 @@ func TestAutoFailoverOfCutNodeCP(t *testing.T) {
 
 func (n *leaseNode) leaseStatus(tb testing.TB) lease.Status {
 	tb.Helper()
-	st, _, body := cpDo(tb, http.MethodGet, n.srv.URL+"/_admin/lease", cpAdminToken, nil, nil)
+	st, _, body := cpDo(tb, http.MethodGet, n.URL()+"/_admin/lease", cpAdminToken, nil, nil)
 	var s lease.Status
 	if st != http.StatusOK || json.Unmarshal(body, &s) != nil {
 		tb.Fatalf("lease status: %d %s", st, body)
@@ -266,8 +251,8 @@ func TestNodeWithoutLeaseNeverFailedOverCP(t *testing.T) {
 	r.mustQuery(t, "ta", "create collection c (n int)")
 	free.cut.Store(true)
 	a.cut.Store(true)
-	free.srv.CloseClientConnections()
-	cpEventually(t, func() error {
+	free.CloseClientConnections()
+	testkit.Eventually(t, cpWait, func() error {
 		if e := r.tenantsOf(t)["ta"]; e.Node != "b" {
 			return fmt.Errorf("ta still on %s", e.Node)
 		}
@@ -300,10 +285,10 @@ func TestDeposedRouterStopsCP(t *testing.T) {
 	term := r.leases(t).Term
 	list := []string{}
 	g, _ := json.Marshal(lease.Grant{Term: term + 5, Router: "other", N: 1, MS: 1000, Tenants: list, List: lease.ListID(list)})
-	if st, _, body := cpDo(t, http.MethodPost, a.srv.URL+"/_admin/lease", cpAdminToken, g, nil); st != http.StatusOK {
+	if st, _, body := cpDo(t, http.MethodPost, a.URL()+"/_admin/lease", cpAdminToken, g, nil); st != http.StatusOK {
 		t.Fatalf("higher grant: %d %s", st, body)
 	}
-	cpEventually(t, func() error {
+	testkit.Eventually(t, cpWait, func() error {
 		if r.rt.Leading() || r.leases(t).Leasing {
 			return fmt.Errorf("still leading %v / leasing %v", r.rt.Leading(), r.leases(t).Leasing)
 		}
@@ -343,7 +328,7 @@ func TestHeldTenantOffTheListCP(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.cut.Store(true)
-	cpEventually(t, func() error {
+	testkit.Eventually(t, cpWait, func() error {
 		if e := r.tenantsOf(t)["f"]; e.Node != "b" {
 			return fmt.Errorf("f still on %s", e.Node)
 		}
@@ -354,7 +339,7 @@ func TestHeldTenantOffTheListCP(t *testing.T) {
 	}
 	// Healed while h is still held: a's grants name neither tenant.
 	a.cut.Store(false)
-	cpEventually(t, func() error {
+	testkit.Eventually(t, cpWait, func() error {
 		st := a.leaseStatus(t)
 		if st.LeftMS <= 0 {
 			return fmt.Errorf("a not leased again: %+v", st)
@@ -367,7 +352,7 @@ func TestHeldTenantOffTheListCP(t *testing.T) {
 	if _, err := s.Release(ctx, "h", held, "quota"); err != nil {
 		t.Fatal(err)
 	}
-	cpEventually(t, func() error {
+	testkit.Eventually(t, cpWait, func() error {
 		if e := r.tenantsOf(t)["h"]; e.Node != "b" {
 			return fmt.Errorf("h still on %s", e.Node)
 		}
@@ -385,8 +370,8 @@ func TestLeaseTransport(t *testing.T) {
 	a := startLeaseNode(t, true)
 	free := startLeaseNode(t, false)
 	nodes := map[string]global.Node{
-		"a":    {Addr: a.addr, Token: cpAdminToken, Region: "eu"},
-		"free": {Addr: free.addr, Token: cpAdminToken, Region: "eu"},
+		"a":    {Addr: a.Addr(), Token: cpAdminToken, Region: "eu"},
+		"free": {Addr: free.Addr(), Token: cpAdminToken, Region: "eu"},
 		"gone": {Addr: "unresolvable.invalid:1", Token: cpAdminToken, Region: "eu"},
 	}
 	tr := newLeaseTransport(func(n string) (global.Node, bool) { v, ok := nodes[n]; return v, ok }, "")
@@ -466,7 +451,7 @@ func TestPromotedStandbyLeasesCP(t *testing.T) {
 	if l := b.leases(t); l.Term != prom.Term {
 		t.Fatalf("promoted router leases at term %d, promoted to %d", l.Term, prom.Term)
 	}
-	cpEventually(t, func() error {
+	testkit.Eventually(t, cpWait, func() error {
 		if a.rt.Leading() || a.leases(t).Leasing {
 			return fmt.Errorf("the old router still leads (%v) or leases (%v)", a.rt.Leading(), a.leases(t).Leasing)
 		}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+
+	"github.com/fenec-go/fenec/internal/testkit"
 )
 
 // regOp is one operation on a register held in a document: a write of v
@@ -134,7 +136,7 @@ func TestMoveLinearizableCP(t *testing.T) {
 	}
 	for i, to := range []string{"n2", "n1", "n2"} {
 		at := count()
-		cpEventually(t, func() error {
+		testkit.Eventually(t, cpWait, func() error {
 			if count() < at+20 {
 				return fmt.Errorf("%d writes since the last move", count()-at)
 			}
@@ -145,7 +147,7 @@ func TestMoveLinearizableCP(t *testing.T) {
 		}
 	}
 	at := count()
-	cpEventually(t, func() error {
+	testkit.Eventually(t, cpWait, func() error {
 		if count() < at+20 {
 			return fmt.Errorf("%d writes since the last move", count()-at)
 		}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/fenec-go/fenec/global"
+	"github.com/fenec-go/fenec/internal/testkit"
 )
 
 // cpWriter inserts documents through the router until stopped, asking
@@ -93,7 +94,7 @@ func (w *cpWriter) acked() ([]int64, []uint64) {
 // nodeIDs reads every id of tenant t's docs straight from a node.
 func nodeIDs(tb testing.TB, n *cpNode, t string) map[int64]bool {
 	tb.Helper()
-	st, _, b := cpDo(tb, http.MethodGet, n.srv.URL+"/t/"+t+"/docs?select=id&limit=10000", "", nil, nil)
+	st, _, b := cpDo(tb, http.MethodGet, n.URL()+"/t/"+t+"/docs?select=id&limit=10000", "", nil, nil)
 	if st != http.StatusOK {
 		tb.Fatalf("read %s on node: %d %s", t, st, b)
 	}
@@ -123,7 +124,7 @@ func TestMoveUnderWritesCP(t *testing.T) {
 		t.Fatalf("first event %+v", ev)
 	}
 	w := startCPWriter(t, r, "mv")
-	cpEventually(t, func() error {
+	testkit.Eventually(t, cpWait, func() error {
 		if ids, _ := w.acked(); len(ids) < 20 {
 			return fmt.Errorf("%d writes acknowledged", len(ids))
 		}
@@ -138,7 +139,7 @@ func TestMoveUnderWritesCP(t *testing.T) {
 		t.Fatalf("move answer %s", b)
 	}
 	before, _ := w.acked()
-	cpEventually(t, func() error {
+	testkit.Eventually(t, cpWait, func() error {
 		if ids, _ := w.acked(); len(ids) < len(before)+20 {
 			return fmt.Errorf("%d writes after the move", len(ids)-len(before))
 		}
@@ -214,7 +215,7 @@ func TestMoveUnderWritesCP(t *testing.T) {
 		t.Fatal("no change seen before the move")
 	}
 	_, resumed := r.openStream(t, "/t/mv/docs/changes?since="+last)
-	cpEventually(t, func() error {
+	testkit.Eventually(t, cpWait, func() error {
 		for len(seen) < len(ids) {
 			select {
 			case ev, ok := <-resumed:
@@ -319,7 +320,7 @@ func TestMoveReplacesStaleCopyCP(t *testing.T) {
 	if st, b := n2.admin(t, http.MethodPut, "/_admin/tenants/st", nil); st != http.StatusCreated {
 		t.Fatalf("stale create: %d %s", st, b)
 	}
-	cpDo(t, http.MethodPost, n2.srv.URL+"/t/st/query", "", []byte(`{"query": "create collection junk (a int)"}`), nil)
+	cpDo(t, http.MethodPost, n2.URL()+"/t/st/query", "", []byte(`{"query": "create collection junk (a int)"}`), nil)
 	r.place(t, "st", "n1")
 	r.mustQuery(t, "st", "create collection docs (title text)")
 	r.mustQuery(t, "st", "put docs [{title: 'a'}, {title: 'b'}, {title: 'c'}]")
@@ -395,7 +396,7 @@ func TestRouterStoppedMidMoveCP(t *testing.T) {
 
 	// The leader restarts: it puts the move back, serving from the source.
 	r := startCPRouter(t, onMember)
-	cpEventually(t, func() error {
+	testkit.Eventually(t, cpWait, func() error {
 		v, err := store.GetTenant(cpCtx(t), "mid")
 		if err != nil {
 			return err
@@ -405,7 +406,7 @@ func TestRouterStoppedMidMoveCP(t *testing.T) {
 		}
 		return nil
 	})
-	cpEventually(t, func() error {
+	testkit.Eventually(t, cpWait, func() error {
 		if _, err := store.GetTenant(cpCtx(t), "doomed"); !errors.Is(err, global.ErrNotFound) {
 			return fmt.Errorf("the unfinished delete: %v", err)
 		}
@@ -454,7 +455,7 @@ func TestMovingTenantServedBySourceCP(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		done <- result{resp.StatusCode, b}
 	}()
-	cpEventually(t, func() error {
+	testkit.Eventually(t, cpWait, func() error {
 		var list []tenantEntry
 		r.shard(t, http.MethodGet, "tenants", nil, &list)
 		if len(list) != 1 || list[0].State != "moving" || list[0].Target != "n2" || list[0].HeldBy != "move" {

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/fenec-go/fenec/internal/testkit"
 	"github.com/fenec-go/fenec/region/merge"
 )
 
@@ -224,7 +225,7 @@ func TestCrossTenantReadOnStandbyCP(t *testing.T) {
 	})
 	req := map[string]any{"tenants": []string{"a", "b", "c"}, "query": "get orders select total",
 		"merge": map[string]any{"group": []string{}, "sum": []string{"total"}, "count": "n"}}
-	cpEventually(t, func() error {
+	testkit.Eventually(t, cpWait, func() error {
 		st, ans, b := sb.crossRead(t, req)
 		if st != http.StatusOK || len(ans.Rows) != 1 {
 			return fmt.Errorf("%d %s", st, b)
@@ -318,7 +319,7 @@ func TestCrossTenantReadPassesRequestIDCP(t *testing.T) {
 			seen[req.URL.Path] = req.Header.Get("X-Request-Id")
 			mu.Unlock()
 		}
-		n.s.ServeHTTP(w, req)
+		n.Server().ServeHTTP(w, req)
 	}))
 	t.Cleanup(front.Close)
 	if st, b := r.shard(t, http.MethodPut, "nodes/n1", map[string]any{"addr": strings.TrimPrefix(front.URL, "http://"), "token": cpAdminToken, "region": "eu"}, nil); st != http.StatusCreated {

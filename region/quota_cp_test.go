@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/fenec-go/fenec/global"
+	"github.com/fenec-go/fenec/internal/testkit"
 )
 
 // quotaAns is PUT /_shard/tenants/<t>/quota's answer as a test reads it.
@@ -131,7 +132,7 @@ func TestQuotaRefusalsCP(t *testing.T) {
 	if st, b := r.shard(t, http.MethodPut, "tenants/q/quota", global.Quota{Rows: 9}, nil); st != http.StatusOK {
 		t.Fatalf("leader put: %d %s", st, b)
 	}
-	cpEventually(t, func() error {
+	testkit.Eventually(t, cpWait, func() error {
 		var got global.Quota
 		if st, b := sb.shard(t, http.MethodGet, "tenants/q/quota", nil, &got); st != http.StatusOK || got.Rows != 9 {
 			return fmt.Errorf("standby get: %d %s", st, b)
@@ -196,7 +197,7 @@ func TestQuotaCarriedCP(t *testing.T) {
 	r.mustQuery(t, "q", "put k {a: 1}")
 	// The copy has taken its primary's file before the primary goes.
 	primarySeq := b.replication(t, "q").Seq
-	cpEventually(t, func() error {
+	testkit.Eventually(t, cpWait, func() error {
 		if got := copyNode.replication(t, "q").Seq; got != primarySeq {
 			return fmt.Errorf("copy at seq %d, primary at %d", got, primarySeq)
 		}

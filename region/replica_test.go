@@ -4,80 +4,34 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 
+	"github.com/fenec-go/fenec/internal/testkit"
+	"github.com/fenec-go/fenec/internal/testkit/testnode"
 	"github.com/fenec-go/fenec/node"
 	"github.com/fenec-go/fenec/wire"
 )
 
-const cpReplToken = "replication-secret"
+const cpReplToken = testnode.ReplicationToken
 
 // replNode is a fenec-node under --sync always with a replication token,
 // at one address across its restarts: the test stops it (it then answers
 // nothing but 502) and starts it again on the same directory.
 type replNode struct {
-	dir  string
-	srv  *httptest.Server
-	addr string
-	cur  atomic.Pointer[node.Server] // nil while down
+	*testnode.Node
 }
 
 func startReplNode(tb testing.TB) *replNode {
 	tb.Helper()
-	n := &replNode{dir: tb.TempDir()}
-	n.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s := n.cur.Load()
-		if s == nil {
-			w.WriteHeader(http.StatusBadGateway)
-			return
-		}
-		s.ServeHTTP(w, r)
-	}))
-	n.addr = strings.TrimPrefix(n.srv.URL, "http://")
-	n.up(tb)
-	tb.Cleanup(func() {
-		n.down(tb)
-		n.srv.Close()
-	})
-	return n
+	return &replNode{testnode.Start(tb, testnode.Options{Configure: func(c *node.Config) { c.Sync = "always" }})}
 }
 
-// up starts a node process on the directory.
-func (n *replNode) up(tb testing.TB) {
-	tb.Helper()
-	cfg := node.DefaultConfig()
-	cfg.Dir = n.dir
-	cfg.HTTP = "127.0.0.1:0"
-	cfg.AdminToken = cpAdminToken
-	cfg.ReplicationToken = cpReplToken
-	cfg.Sync = "always"
-	cfg.Logger = cpLogger()
-	s, err := node.New(cfg)
-	if err != nil {
-		tb.Fatalf("new node: %v", err)
-	}
-	if err := s.Start(); err != nil { // resumes the followers of its copies
-		tb.Fatalf("start node: %v", err)
-	}
-	n.cur.Store(s)
-}
-
-// down stops the node: it answers nothing from then on.
-func (n *replNode) down(tb testing.TB) {
-	tb.Helper()
-	s := n.cur.Swap(nil)
-	if s == nil {
-		return
-	}
-	n.srv.CloseClientConnections()
-	if err := s.Close(); err != nil {
-		tb.Errorf("close node: %v", err)
-	}
-}
+// up starts the node again on its directory (its copies resume
+// following); down stops it: it answers nothing but 502 meanwhile.
+func (n *replNode) up(tb testing.TB)   { tb.Helper(); n.Start() }
+func (n *replNode) down(tb testing.TB) { tb.Helper(); n.Stop() }
 
 func (n *replNode) call(tb testing.TB, method, path, body string) (int, []byte) {
 	tb.Helper()
@@ -85,7 +39,7 @@ func (n *replNode) call(tb testing.TB, method, path, body string) (int, []byte) 
 	if body != "" {
 		b = []byte(body)
 	}
-	st, _, got := cpDo(tb, method, n.srv.URL+path, cpAdminToken, b, nil)
+	st, _, got := cpDo(tb, method, n.URL()+path, cpAdminToken, b, nil)
 	return st, got
 }
 
@@ -104,7 +58,7 @@ func (n *replNode) replication(tb testing.TB, t string) wire.Replication {
 
 func (r *cpRouter) addReplNode(tb testing.TB, name string, n *replNode, extra map[string]any) {
 	tb.Helper()
-	body := map[string]any{"addr": n.addr, "token": cpAdminToken, "region": "eu"}
+	body := map[string]any{"addr": n.Addr(), "token": cpAdminToken, "region": "eu"}
 	for k, v := range extra {
 		body[k] = v
 	}
@@ -137,7 +91,7 @@ func (r *cpRouter) countVia(tb testing.TB, t string) string {
 // caughtUp waits until the copy on n holds what the primary p holds.
 func caughtUp(tb testing.TB, t string, p, n *replNode) {
 	tb.Helper()
-	cpEventually(tb, func() error {
+	testkit.Eventually(tb, cpWait, func() error {
 		want, got := p.replication(tb, t), n.replication(tb, t)
 		if got.Role != "replica" || got.Seq != want.Seq || got.History != want.History {
 			return fmt.Errorf("copy of %s at %+v, primary at %+v", t, got, want)
@@ -208,7 +162,7 @@ func TestStandbyFailoverAndRepairCP(t *testing.T) {
 	}
 
 	a.up(t)
-	cpEventually(t, func() error {
+	testkit.Eventually(t, cpWait, func() error {
 		for _, name := range []string{"early", "late"} {
 			if e := r.tenantsOf(t)[name]; e.Replica != "a" {
 				return fmt.Errorf("%s not copied back onto a: %+v", name, e)
@@ -390,7 +344,7 @@ func TestHeldTenantFailedOverWhenReleasedCP(t *testing.T) {
 	if _, err := s.Release(cpCtx(t), "h", held, "quota"); err != nil {
 		t.Fatal(err)
 	}
-	cpEventually(t, func() error {
+	testkit.Eventually(t, cpWait, func() error {
 		if e := r.tenantsOf(t)["h"]; e.Node != "b" {
 			return fmt.Errorf("after the release %+v", e)
 		}

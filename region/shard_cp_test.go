@@ -123,7 +123,7 @@ func TestShardNodesTokenCP(t *testing.T) {
 		t.Fatalf("metrics without a token: %d", st)
 	}
 	// A node that does not answer the token given is not recorded: 502.
-	st, b := r.shard(t, http.MethodPut, "nodes/n1", map[string]any{"addr": n1.addr, "token": "not-its-token"}, nil)
+	st, b := r.shard(t, http.MethodPut, "nodes/n1", map[string]any{"addr": n1.Addr(), "token": "not-its-token"}, nil)
 	if st != http.StatusBadGateway || !strings.Contains(string(b), "error") {
 		t.Fatalf("wrong node token: %d %s", st, b)
 	}
@@ -133,8 +133,8 @@ func TestShardNodesTokenCP(t *testing.T) {
 	}
 	// Nor one that does not answer at all.
 	dead := startCPNode(t)
-	dead.srv.Close()
-	if st, b := r.shard(t, http.MethodPut, "nodes/gone", map[string]any{"addr": dead.addr, "token": cpAdminToken}, nil); st != http.StatusBadGateway {
+	dead.Close()
+	if st, b := r.shard(t, http.MethodPut, "nodes/gone", map[string]any{"addr": dead.Addr(), "token": cpAdminToken}, nil); st != http.StatusBadGateway {
 		t.Fatalf("dead node: %d %s", st, b)
 	}
 	// The right token: recorded, with the router's region by default.
@@ -142,12 +142,12 @@ func TestShardNodesTokenCP(t *testing.T) {
 		Node         string   `json:"node"`
 		Unreplicated []string `json:"unreplicated"`
 	}
-	st, b = r.shard(t, http.MethodPut, "nodes/n1", map[string]any{"addr": n1.addr, "token": cpAdminToken}, &ans)
+	st, b = r.shard(t, http.MethodPut, "nodes/n1", map[string]any{"addr": n1.Addr(), "token": cpAdminToken}, &ans)
 	if st != http.StatusCreated || ans.Node != "n1" || ans.Unreplicated == nil {
 		t.Fatalf("put node: %d %s", st, b)
 	}
 	st, b = r.shard(t, http.MethodGet, "nodes", nil, &nodes)
-	if st != http.StatusOK || len(nodes) != 1 || nodes[0]["name"] != "n1" || nodes[0]["addr"] != "http://"+n1.addr || nodes[0]["region"] != "eu" {
+	if st != http.StatusOK || len(nodes) != 1 || nodes[0]["name"] != "n1" || nodes[0]["addr"] != "http://"+n1.Addr() || nodes[0]["region"] != "eu" {
 		t.Fatalf("nodes: %d %s", st, b)
 	}
 	if strings.Contains(string(b), cpAdminToken) || strings.Contains(string(b), "token") {
@@ -429,8 +429,8 @@ func TestDeadNodeAnswers502CP(t *testing.T) {
 	r.addNode(t, "n1", n1)
 	r.place(t, "lost", "n1")
 	r.mustQuery(t, "lost", "create collection c (a int)")
-	n1.srv.CloseClientConnections()
-	n1.srv.Close()
+	n1.CloseClientConnections()
+	n1.Close()
 	st, _, b := r.query(t, "lost", "get c")
 	if st != http.StatusBadGateway || !strings.Contains(string(b), "error") {
 		t.Fatalf("dead node: %d %s", st, b)
@@ -503,12 +503,12 @@ func TestPlaceInRegionCP(t *testing.T) {
 	eu, us, spare := startCPNode(t), startCPNode(t), startCPNode(t)
 	for name, n := range map[string]*cpNode{"eu1": eu, "us1": us} {
 		region := strings.TrimSuffix(name, "1")
-		if st, b := r.shard(t, http.MethodPut, "nodes/"+name, map[string]any{"addr": n.addr, "token": cpAdminToken, "region": region}, nil); st != http.StatusCreated {
+		if st, b := r.shard(t, http.MethodPut, "nodes/"+name, map[string]any{"addr": n.Addr(), "token": cpAdminToken, "region": region}, nil); st != http.StatusCreated {
 			t.Fatalf("put %s: %d %s", name, st, b)
 		}
 	}
 	// A standby node in the router's region takes no placement of its own.
-	if st, b := r.shard(t, http.MethodPut, "nodes/eu2", map[string]any{"addr": spare.addr, "token": cpAdminToken, "standby": true}, nil); st != http.StatusCreated {
+	if st, b := r.shard(t, http.MethodPut, "nodes/eu2", map[string]any{"addr": spare.Addr(), "token": cpAdminToken, "standby": true}, nil); st != http.StatusCreated {
 		t.Fatalf("put eu2: %d %s", st, b)
 	}
 	for i := range 3 {

@@ -16,7 +16,8 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/fenec-go/fenec/node"
+	"github.com/fenec-go/fenec/internal/testkit"
+	"github.com/fenec-go/fenec/internal/testkit/testnode"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -25,26 +26,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // of speed.
 const wait = 30 * time.Second
 
-const testAdminToken = "test-admin-token"
-
-// startNode runs a node in process on a free port, closed at cleanup.
-func startNode(tb testing.TB, dir string) *node.Server {
-	tb.Helper()
-	cfg := node.DefaultConfig()
-	cfg.Dir = dir
-	cfg.HTTP = "127.0.0.1:0"
-	cfg.AdminToken = testAdminToken
-	cfg.Logger = quietLog()
-	s, err := node.New(cfg)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := s.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { s.Close() })
-	return s
-}
+const testAdminToken = testnode.AdminToken
 
 // call sends one request and returns the status and body.
 func call(tb testing.TB, method, url, token, body string) (int, string) {
@@ -111,18 +93,6 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// eventually polls fn until it returns true or wait passes.
-func eventually(tb testing.TB, what string, fn func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(wait)
-	for !fn() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("still not so after %v: %s", wait, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func TestUsage(t *testing.T) {
 	ctx := context.Background()
 	for _, args := range [][]string{
@@ -160,7 +130,7 @@ func TestParseMixed(t *testing.T) {
 
 func TestBackupRestoreRoundTrip(t *testing.T) {
 	ctx := context.Background()
-	src := startNode(t, t.TempDir())
+	src := testnode.Start(t, testnode.Options{})
 	base := "http://" + src.Addr()
 	for _, tn := range []string{"alpha", "beta"} {
 		must(t, 201)(call(t, "PUT", base+"/_admin/tenants/"+tn, testAdminToken, ""))
@@ -217,7 +187,7 @@ func TestBackupRestoreRoundTrip(t *testing.T) {
 	}
 
 	// The same backup restores onto another, empty node.
-	other := startNode(t, t.TempDir())
+	other := testnode.Start(t, testnode.Options{})
 	obase := "http://" + other.Addr()
 	if code, out, errOut := cli(ctx, "restore", obase, "--token", testAdminToken, "--tenants", dir); code != 0 {
 		t.Fatalf("restore elsewhere: exit %d: %s %s", code, out, errOut)
@@ -229,7 +199,7 @@ func TestBackupRestoreRoundTrip(t *testing.T) {
 
 func TestBackupRefusals(t *testing.T) {
 	ctx := context.Background()
-	s := startNode(t, t.TempDir())
+	s := testnode.Start(t, testnode.Options{})
 	base := "http://" + s.Addr()
 	code, _, errOut := cli(ctx, "backup", base, "--tenants", t.TempDir(), "--token", "wrong")
 	if code != 1 || !strings.Contains(errOut, "401") {
@@ -253,9 +223,9 @@ func TestDev(t *testing.T) {
 		out := &syncBuffer{}
 		done := make(chan error, 1)
 		cfg := devConfig{Data: data, Listen: "127.0.0.1:0"}
-		go func() { done <- dev(ctx, cfg, out, quietLog()) }()
+		go func() { done <- dev(ctx, cfg, out, testkit.Logger()) }()
 		var base string
-		eventually(t, "fenec dev prints its address", func() bool {
+		testkit.Eventually(t, wait, func() bool {
 			s := out.String()
 			if _, rest, ok := strings.Cut(s, "router at "); ok {
 				base, _, _ = strings.Cut(rest, " ")
@@ -267,7 +237,7 @@ func TestDev(t *testing.T) {
 			default:
 			}
 			return false
-		})
+		}, "fenec dev prints its address")
 		if !strings.Contains(out.String(), "curl ") {
 			t.Fatalf("no curl example: %s", out)
 		}
@@ -295,14 +265,16 @@ func TestRegister(t *testing.T) {
 	defer cancel()
 	out := &syncBuffer{}
 	done := make(chan error, 1)
-	go func() { done <- dev(ctx, devConfig{Data: data, Listen: "127.0.0.1:0", Token: "rt"}, out, quietLog()) }()
+	go func() {
+		done <- dev(ctx, devConfig{Data: data, Listen: "127.0.0.1:0", Token: "rt"}, out, testkit.Logger())
+	}()
 	var base string
-	eventually(t, "fenec dev prints its address", func() bool {
+	testkit.Eventually(t, wait, func() bool {
 		_, rest, ok := strings.Cut(out.String(), "router at ")
 		base, _, _ = strings.Cut(rest, " ")
 		return ok
-	})
-	other := startNode(t, t.TempDir())
+	}, "fenec dev prints its address")
+	other := testnode.Start(t, testnode.Options{})
 	code, stdout, errOut := cli(ctx, "register", base, "--name", "n2", "--addr", "http://"+other.Addr(),
 		"--admin-token", testAdminToken, "--token", "rt", "--region", "local")
 	if code != 0 || !strings.Contains(stdout, "node n2 recorded") {

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
-	"time"
 )
 
 // collected is a Replayer that keeps what it is given.
@@ -120,18 +119,6 @@ func sameRecords(t testing.TB, got, want []Record) {
 			t.Fatalf("record %d: got %v %d-%d %q, want %v %d-%d %q", i,
 				g.Kind, g.First, g.Last, g.Body, w.Kind, w.First, w.Last, w.Body)
 		}
-	}
-}
-
-// eventually polls cond until it holds or timeout passes.
-func eventually(t testing.TB, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %v", timeout)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 

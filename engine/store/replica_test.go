@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/fenec-go/fenec/internal/testkit"
 )
 
 // follow feeds replica every record of primary after the replica's seq.
@@ -166,7 +168,7 @@ func TestSyncEveryTicks(t *testing.T) {
 	if err := l.WaitDurable(context.Background(), 3); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, func() bool { return l.Durable() == 3 })
+	testkit.Eventually(t, 5*time.Second, func() bool { return l.Durable() == 3 })
 }
 
 func TestGroupCommitSharesOneSync(t *testing.T) {

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fenec-go/fenec/internal/testkit"
 )
 
 // benchNode answers a small JSON read with a length, like a node's point
@@ -165,7 +167,7 @@ http {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
-	eventually(b, 10*time.Second, func() bool {
+	testkit.Eventually(b, 10*time.Second, func() bool {
 		c, err := net.Dial("tcp", addr)
 		if err == nil {
 			_ = c.Close()

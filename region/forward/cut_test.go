@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fenec-go/fenec/internal/testkit"
 	"github.com/fenec-go/fenec/tests/proxy"
 )
 
@@ -205,7 +206,7 @@ func TestCutEndsStream(t *testing.T) {
 	if _, err := io.ReadAll(br); err == nil {
 		t.Fatal("stream ended as if whole")
 	}
-	eventually(t, 10*time.Second, func() bool { return fx.r.cuts(t, CutStreamEnded) == 1 })
+	testkit.Eventually(t, 10*time.Second, func() bool { return fx.r.cuts(t, CutStreamEnded) == 1 })
 }
 
 // TestCutLeavesAnswerBegunAndOtherTenants: an answer that had begun is left
@@ -295,7 +296,7 @@ func TestNodeResetMidRequest(t *testing.T) {
 			}, fwdOpts{})
 			t.Cleanup(func() { close(release) })
 			a := goDo(fx.c, newReq(t, context.Background(), tc.method, fx.r.url+"/t/acme/query", []byte(`{}`), nil))
-			eventually(t, 10*time.Second, func() bool { return fx.old.count() == 1 })
+			testkit.Eventually(t, 10*time.Second, func() bool { return fx.old.count() == 1 })
 			waitPhase(t, fx.r.f, "a", "acme", phaseSent)
 			fx.px.Reset()
 			resp, body, err := a.wait(t)
@@ -331,7 +332,7 @@ func TestCutThenRefusedUntilGranted(t *testing.T) {
 	a := goDo(fx.c, newReq(t, context.Background(), "POST", fx.r.url+"/t/acme/query", []byte(`{"q": 1}`), map[string]string{"Idempotency-Key": "k"}))
 	waitPhase(t, fx.r.f, "a", "acme", phaseSent)
 	fx.failover("acme")
-	eventually(t, 10*time.Second, func() bool { return fx.neu.count() >= 3 })
+	testkit.Eventually(t, 10*time.Second, func() bool { return fx.neu.count() >= 3 })
 	granted.Store(true) // the leading router's grant lands
 	resp, body, err := a.wait(t)
 	if err != nil || resp.StatusCode != 200 || string(body) != "ok" {

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/fenec-go/fenec/internal/testkit"
 )
 
 func randomBytes(n int, seed uint64) []byte {
@@ -261,7 +263,7 @@ func TestStreamNodeEnds(t *testing.T) {
 	if rest, err := io.ReadAll(br); err != nil || len(rest) != 0 {
 		t.Fatalf("end of stream: %q, %v", rest, err)
 	}
-	eventually(t, 10*time.Second, func() bool { return r.requests(t, "changes", "200") == 1 })
+	testkit.Eventually(t, 10*time.Second, func() bool { return r.requests(t, "changes", "200") == 1 })
 }
 
 func TestStreamClientLeaves(t *testing.T) {
@@ -414,7 +416,7 @@ func TestPooledConnClosedByNodeIsDropped(t *testing.T) {
 		t.Fatalf("first: %d", resp.StatusCode)
 	}
 	p := r.f.pools.lookup("n1")
-	eventually(t, 10*time.Second, func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		return len(p.idle) == 1 && !p.idle[0].usable()

@@ -312,22 +312,10 @@ func serveOK(bodies chan<- []byte) func(c net.Conn, br *bufio.Reader) {
 	}
 }
 
-// eventually polls fn until it holds or d passes.
-func eventually(tb testing.TB, d time.Duration, fn func() bool) {
-	tb.Helper()
-	end := time.Now().Add(d)
-	for !fn() {
-		if time.Now().After(end) {
-			tb.Fatal("condition not met in time")
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 // waitPhase waits until a request for tenant is in flight to node in ph.
 func waitPhase(tb testing.TB, f *Forwarder, node, tenant string, ph phase) {
 	tb.Helper()
-	eventually(tb, 20*time.Second, func() bool {
+	testkit.Eventually(tb, 20*time.Second, func() bool {
 		for _, p := range f.inFlight(node, tenant) {
 			if p == ph {
 				return true

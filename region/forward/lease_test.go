@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/fenec-go/fenec/internal/testkit"
 )
 
 // fakeLease is a LeaseRetry a test drives.
@@ -113,7 +115,7 @@ func TestLeaseRefusalNonLeadingStopsWhenClientLeaves(t *testing.T) {
 	router := front.URL
 	ctx, cancel := context.WithCancel(context.Background())
 	a := goDo(client(t), newReq(t, ctx, "POST", router+"/t/acme/query", []byte(`{}`), nil))
-	eventually(t, 10*time.Second, func() bool { return tries.Load() >= 3 })
+	testkit.Eventually(t, 10*time.Second, func() bool { return tries.Load() >= 3 })
 	cancel()
 	if _, _, err := a.wait(t); err == nil {
 		t.Fatal("cancelled request answered")

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/fenec-go/fenec/internal/testkit"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -105,17 +107,6 @@ func silent(tb testing.TB, c net.Conn, br *bufio.Reader) {
 	}
 }
 
-func eventually(tb testing.TB, d time.Duration, fn func() bool) {
-	tb.Helper()
-	end := time.Now().Add(d)
-	for !fn() {
-		if time.Now().After(end) {
-			tb.Fatal("condition not met in time")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func TestForwards(t *testing.T) {
 	p := New(t, echoServer(t))
 	c := dial(t, p.Addr())
@@ -141,7 +132,7 @@ func TestCutHoldsBothWaysAndHealDelivers(t *testing.T) {
 	if _, err := io.WriteString(fresh, "parked\n"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, func() bool { return p.Accepted() == 2 })
+	testkit.Eventually(t, 5*time.Second, func() bool { return p.Accepted() == 2 })
 	silent(t, fresh, freshR)
 
 	p.Heal()

@@ -6,16 +6,14 @@ package testnode
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/fenec-go/fenec/internal/testkit"
 	"github.com/fenec-go/fenec/node"
 	"github.com/fenec-go/fenec/wire"
 )
@@ -31,7 +29,7 @@ type Options struct {
 	// Configure adjusts the node's configuration (--lease, --sync, a
 	// token, a directory of its own) after the test defaults: a fresh
 	// temp dir, AdminToken, ReplicationToken, --sync off, logs discarded
-	// unless FENEC_TEST_LOG is set.
+	// unless FENEC_TEST_LOG is set (testkit.Logger).
 	Configure func(*node.Config)
 	// Wrap, if set, stands in front of the node: it is given the node's
 	// handler and answers every request (a test refusing, holding or
@@ -58,7 +56,7 @@ func Start(tb testing.TB, o Options) *Node {
 	cfg.AdminToken = AdminToken
 	cfg.ReplicationToken = ReplicationToken
 	cfg.Sync = "off"
-	cfg.Logger = Logger()
+	cfg.Logger = testkit.Logger()
 	if o.Configure != nil {
 		o.Configure(&cfg)
 	}
@@ -76,20 +74,8 @@ func Start(tb testing.TB, o Options) *Node {
 	}
 	n.srv = httptest.NewServer(h)
 	n.Start()
-	tb.Cleanup(func() {
-		n.Stop()
-		n.srv.Close()
-	})
+	tb.Cleanup(n.Close)
 	return n
-}
-
-// Logger is the logger test processes log to: discarded, or stderr when
-// FENEC_TEST_LOG is set.
-func Logger() *slog.Logger {
-	if os.Getenv("FENEC_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, nil))
-	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
 // Start brings a stopped node back on its directory (its copies resume
@@ -121,6 +107,14 @@ func (n *Node) Stop() {
 	if err := s.Close(); err != nil {
 		n.tb.Errorf("close node: %v", err)
 	}
+}
+
+// Close stops the node and closes its address: connections to it are
+// refused from then on, as to a machine gone. Safe to call twice.
+func (n *Node) Close() {
+	n.tb.Helper()
+	n.Stop()
+	n.srv.Close()
 }
 
 // Server is the node running now (nil while stopped).

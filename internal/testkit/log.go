@@ -1,4 +1,4 @@
-package main
+package testkit
 
 import (
 	"io"
@@ -6,8 +6,9 @@ import (
 	"os"
 )
 
-// quietLog discards logs unless FENEC_TEST_LOG is set.
-func quietLog() *slog.Logger {
+// Logger is what a test gives the components it starts to log to:
+// discarded, or stderr when FENEC_TEST_LOG is set.
+func Logger() *slog.Logger {
 	if os.Getenv("FENEC_TEST_LOG") != "" {
 		return slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
