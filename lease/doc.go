@@ -12,6 +12,17 @@
 //   - [Tracker] is the router's side for one node: which grant to send next,
 //     what its answers and give-ups mean, and [Tracker.Lapsed].
 //
+// A grant carries copy state with its list, not only tenants: of the
+// tenants it names, those whose copy the directory counts on holding every
+// write the node answers ([Grant].InStep), those whose copy it records
+// behind, with the seq the node asked at ([Grant].Behind), and the node
+// each tenant's replica follows under ([Grant].Replicas); a list's id
+// covers all of it, so a change of copy state is a new list.
+// [NodeLease.Step] says what a tenant's copy is held to under the list
+// taken. An answer carries the node's asks back: a copy to record behind
+// ([Answer].Behind) and one caught up again ([Answer].Caught), which the
+// Leaser hands to its Reports callback.
+//
 // Around that core sits a small runtime for the router, [Leaser], which
 // renews every node on a goroutine of its own, bounds each call, raises and
 // lowers the directory's longest-lease record through [RecordStore], and calls

@@ -27,7 +27,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -74,7 +73,7 @@ func main() {
 
 func run(cfg config) error {
 	var out bytes.Buffer
-	fmt.Fprintf(&out, "fenec lease bench, %s, GOMAXPROCS %d\n", time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.GOMAXPROCS(0))
+	fmt.Fprintf(&out, "fenec lease bench, %s, %s\n", time.Now().UTC().Format("2006-01-02 15:04 MST"), benchkit.Machine())
 	fmt.Fprintf(&out, "router leasing two --lease nodes (--sync always, n2 n1's standby), %d tenants on n1, each written through the router by a keyed writer and straight to n1 by a client of its own; n1 cut off from the router at 0\n", cfg.tenants)
 	fmt.Fprintln(&out, "n1 lease lapsed: n1 (asked directly) held no lease, so its write gate refused every write; n1 refused own: every tenant's own client had a 503 from n1 (a write waiting for its copy ends when the lease lapses)")
 	fmt.Fprintln(&out, "resumed: every tenant took a write through the router again (on n2); own 500 unknown: n1's own writes that landed under the lease and were answered after it lapsed")
@@ -100,11 +99,7 @@ func run(cfg config) error {
 	fmt.Fprintln(&out, "cut: requests the router had out to n1 that it ended at the failover: sent on to the new primary, or answered 502 (a write that may have run)")
 	fmt.Fprintln(&out, "acked lost (n1's own, after cut): writes n1 acknowledged to its own clients after the cut, under its lease, that its copy never received (the replication stream was cut too): n1 holds each until its copy has it or the router records the copy behind, neither of which can happen here, so it answers them 500 unknown once its lease lapses")
 	fmt.Fprintln(&out, "(before cut): the same for writes begun before the cut")
-	os.Stdout.Write(out.Bytes())
-	if cfg.out != "" {
-		return os.WriteFile(cfg.out, out.Bytes(), 0o644)
-	}
-	return nil
+	return benchkit.Emit(cfg.out, out.Bytes())
 }
 
 // result is one run's measurements.
@@ -208,20 +203,7 @@ func startRouter(dir string, l time.Duration, log *slog.Logger) (*region.Router,
 
 // call sends one request to the router and wants the status.
 func (cl *cluster) call(method, path, body string, want int) ([]byte, error) {
-	req, err := http.NewRequest(method, cl.url+path, strings.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	res, err := cl.c.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	if res.StatusCode != want {
-		return b, fmt.Errorf("%s %s: %d %s", method, path, res.StatusCode, b)
-	}
-	return b, nil
+	return benchkit.Call(cl.c, method, cl.url+path, "", body, want)
 }
 
 // waitLeased waits until every named node runs a lease from the router.

@@ -24,8 +24,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fenec-go/fenec/bench/internal/benchkit"
 	"github.com/fenec-go/fenec/engine"
-	"github.com/fenec-go/fenec/node"
+	"github.com/fenec-go/fenec/wire"
 )
 
 // result is one measured run.
@@ -74,16 +75,9 @@ func run(dur time.Duration, rounds, docs int, out string) error {
 	}
 
 	// Over HTTP: a node serving its own tenant with the same data.
-	cfg := node.DefaultConfig()
-	cfg.Dir = filepath.Join(dir, "node")
-	cfg.HTTP = "127.0.0.1:0"
-	cfg.AdminToken = "bench-admin"
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv, err := node.New(cfg)
+	const adminToken = "bench-admin"
+	srv, err := benchkit.StartNode(filepath.Join(dir, "node"), adminToken, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	if err != nil {
-		return err
-	}
-	if err := srv.Start(); err != nil {
 		return err
 	}
 	defer srv.Close()
@@ -91,7 +85,7 @@ func run(dur time.Duration, rounds, docs int, out string) error {
 	tr := &http.Transport{MaxIdleConnsPerHost: 64, MaxConnsPerHost: 64}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr}
-	if err := adminPut(client, base+"/_admin/tenants/bench", cfg.AdminToken); err != nil {
+	if err := (&wire.AdminClient{Base: base, Token: adminToken, HTTP: client}).Create(context.Background(), "bench"); err != nil {
 		return err
 	}
 	if err := populate(ctx, func(q string, p []any) error {
@@ -118,7 +112,7 @@ func run(dur time.Duration, rounds, docs int, out string) error {
 	fmt.Fprintf(&table, "fenec node over HTTP vs the engine in-process (%s, %d CPUs, %d docs, sync every 100 ms)\n",
 		runtime.GOOS+"/"+runtime.GOARCH, runtime.NumCPU(), docs)
 	fmt.Fprintf(&table, "each cell: the median of %d runs of %s, engine and HTTP taken in turns\n", rounds, dur)
-	fmt.Fprintf(&table, "client and node share the machine; load average before the run: %s\n\n", loadAvg())
+	fmt.Fprintf(&table, "client and node share the machine; %s\n\n", benchkit.Machine())
 	fmt.Fprintf(&table, "%-12s %7s | %12s %9s %9s | %12s %9s %9s | %9s %9s\n",
 		"op", "clients", "engine op/s", "p50", "p99", "http op/s", "p50", "p99", "op/s ratio", "p50 ratio")
 	for _, sc := range scenarios {
@@ -144,26 +138,7 @@ func run(dur time.Duration, rounds, docs int, out string) error {
 		}
 	}
 	fmt.Fprintf(&table, "\nop/s ratio = engine op/s / http op/s; p50 ratio = http p50 / engine p50.\n")
-	os.Stdout.Write(table.Bytes())
-	if out != "" {
-		if err := os.WriteFile(out, table.Bytes(), 0o644); err != nil {
-			return fmt.Errorf("write %s: %w", out, err)
-		}
-	}
-	return nil
-}
-
-// loadAvg is the machine's load average, or "unknown".
-func loadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
+	return benchkit.Emit(out, table.Bytes())
 }
 
 func us(d time.Duration) string { return fmt.Sprintf("%.1fµs", float64(d)/float64(time.Microsecond)) }
@@ -282,23 +257,4 @@ func post(ctx context.Context, client *http.Client, url, query string, params []
 		return nil, fmt.Errorf("%s: %d %s", strings.Fields(query)[0], res.StatusCode, b)
 	}
 	return b, nil
-}
-
-// adminPut creates a tenant.
-func adminPut(client *http.Client, url, token string) error {
-	req, err := http.NewRequest("PUT", url, nil)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	res, err := client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer res.Body.Close()
-	io.Copy(io.Discard, res.Body)
-	if res.StatusCode != http.StatusCreated {
-		return fmt.Errorf("create tenant: %d", res.StatusCode)
-	}
-	return nil
 }

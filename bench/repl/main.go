@@ -22,7 +22,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -31,9 +30,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
-	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -41,6 +38,7 @@ import (
 	"github.com/fenec-go/fenec/bench/internal/benchkit"
 	"github.com/fenec-go/fenec/node"
 	"github.com/fenec-go/fenec/region"
+	"github.com/fenec-go/fenec/wire"
 )
 
 const (
@@ -79,9 +77,7 @@ func run(cfg config) error {
 	defer c.CloseIdleConnections()
 
 	var out bytes.Buffer
-	host, _ := os.Hostname()
-	fmt.Fprintf(&out, "fenec replication bench, %s, %s/%s, %d CPUs, %s\n", time.Now().UTC().Format(time.DateOnly),
-		runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), host)
+	fmt.Fprintf(&out, "fenec replication bench, %s, %s\n", time.Now().UTC().Format(time.DateOnly), benchkit.Machine())
 	fmt.Fprintf(&out, "nodes and router in one process on loopback; files under %s\n\n", os.TempDir())
 	if err := ackAndLag(&out, c, cfg, filepath.Join(dir, "ack"), log); err != nil {
 		return err
@@ -89,8 +85,7 @@ func run(cfg config) error {
 	if err := failover(&out, c, cfg, filepath.Join(dir, "failover"), log); err != nil {
 		return err
 	}
-	os.Stdout.Write(out.Bytes())
-	return os.WriteFile(cfg.out, out.Bytes(), 0o644)
+	return benchkit.Emit(cfg.out, out.Bytes())
 }
 
 // ackAndLag measures write acknowledgement with and without a copy, and
@@ -112,10 +107,11 @@ func ackAndLag(w io.Writer, c *http.Client, cfg config, dir string, log *slog.Lo
 			return err
 		}
 	}
-	if err := call(c, "PUT", cu+"/_admin/tenants/pair", "", 201, adminToken, nil); err != nil {
+	ctx := context.Background()
+	if err := admin(c, cu).Create(ctx, "pair"); err != nil {
 		return err
 	}
-	if err := call(c, "POST", cu+"/_admin/tenants/pair/follow", `{"from":"`+pu+`"}`, 200, adminToken, nil); err != nil {
+	if _, err := admin(c, cu).Follow(ctx, "pair", wire.Follow{From: pu}); err != nil {
 		return err
 	}
 	if err := waitCaughtUp(c, pu, cu, "pair"); err != nil {
@@ -379,26 +375,21 @@ func startRouter(dir string, log *slog.Logger) (*region.Router, error) {
 	return benchkit.StartRouter(dir, log, func(c *region.Config) { c.Token = routerToken })
 }
 
+// admin is the admin API of the node at base.
+func admin(c *http.Client, base string) *wire.AdminClient {
+	return &wire.AdminClient{Base: base, Token: adminToken, HTTP: c}
+}
+
 // mkTenant creates tenant t on a node with a collection c (n int).
 func mkTenant(c *http.Client, base, t string) error {
-	if err := call(c, "PUT", base+"/_admin/tenants/"+t, "", 201, adminToken, nil); err != nil {
+	if err := admin(c, base).Create(context.Background(), t); err != nil {
 		return err
 	}
 	return call(c, "POST", base+"/t/"+t+"/query", `{"query":"create collection c (n int)"}`, 200, "", nil)
 }
 
-// replStatus is a tenant's replication status on a node.
-type replStatus struct {
-	Role    string `json:"role"`
-	Seq     uint64 `json:"seq"`
-	Durable uint64 `json:"durable"`
-	History uint64 `json:"history"`
-}
-
-func status(c *http.Client, base, t string) (replStatus, error) {
-	var st replStatus
-	err := call(c, "GET", base+"/_admin/tenants/"+t+"/replication", "", 200, adminToken, &st)
-	return st, err
+func status(c *http.Client, base, t string) (wire.Replication, error) {
+	return admin(c, base).Replication(context.Background(), t)
 }
 
 // waitCaughtUp waits until the copy of t on cp holds what p holds.
@@ -420,40 +411,11 @@ func waitCaughtUp(c *http.Client, p, cp, t string) error {
 // call sends one request, wants the status and decodes a JSON answer into
 // out (when not nil).
 func call(c *http.Client, method, url, body string, want int, token string, out any) error {
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	res, err := c.Do(req)
-	if err != nil {
-		return err
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		return err
-	}
-	if res.StatusCode != want {
-		return fmt.Errorf("%s %s: %d %s", method, url, res.StatusCode, bytes.TrimSpace(b))
-	}
-	if out != nil {
-		return json.Unmarshal(b, out)
-	}
-	return nil
+	return benchkit.CallJSON(c, method, url, token, body, want, out)
 }
 
-// pct is the p-th percentile of ds (sorted in place).
-func pct(ds []time.Duration, p int) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	slices.Sort(ds)
-	return ds[min(len(ds)-1, len(ds)*p/100)]
-}
+// pct is the p-th percentile of ds.
+func pct(ds []time.Duration, p int) time.Duration { return benchkit.Percentile(ds, float64(p)/100) }
 
 func us(d time.Duration) string { return fmt.Sprintf("%d", d.Microseconds()) }
 

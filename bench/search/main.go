@@ -10,10 +10,11 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"runtime"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/fenec-go/fenec/bench/internal/benchkit"
 )
 
 type config struct {
@@ -43,13 +44,8 @@ func main() {
 
 func run(c config) error {
 	var tb table
-	tb.note("fenec search bench, %s, GOMAXPROCS %d, %s/%s", time.Now().UTC().Format(time.RFC3339), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH)
-	if la, err := os.ReadFile("/proc/loadavg"); err == nil {
-		// A shared machine's load loosens every latency in the table.
-		if f := strings.Fields(string(la)); len(f) >= 3 {
-			tb.note("load average at the start: %s", strings.Join(f[:3], " "))
-		}
-	}
+	// A shared machine's load loosens every latency in the table.
+	tb.note("fenec search bench, %s, %s", time.Now().UTC().Format(time.RFC3339), benchkit.Machine())
 	for _, size := range strings.Split(c.sizes, ",") {
 		n, err := strconv.Atoi(size)
 		if err != nil || n < 1 {
@@ -65,10 +61,5 @@ func run(c config) error {
 		}
 	}
 	benchText(&tb, c)
-	s := tb.String()
-	fmt.Print(s)
-	if c.out != "" {
-		return os.WriteFile(c.out, []byte(s), 0o644)
-	}
-	return nil
+	return benchkit.Emit(c.out, []byte(tb.String()))
 }

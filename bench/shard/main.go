@@ -23,7 +23,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -106,7 +105,7 @@ func run(cfg config) error {
 	}
 
 	var out bytes.Buffer
-	fmt.Fprintf(&out, "fenec shard bench, %s, %s, GOMAXPROCS %d\n", time.Now().UTC().Format("2006-01-02 15:04 MST"), cpuName(), runtimeProcs())
+	fmt.Fprintf(&out, "fenec shard bench, %s, %s\n", time.Now().UTC().Format("2006-01-02 15:04 MST"), benchkit.Machine())
 	fmt.Fprintf(&out, "one keep-alive client per target; %d requests after %d of warm-up, per target and kind, in turns of 500\n", cfg.requests, cfg.warmup)
 	fmt.Fprintln(&out, nginxNote)
 	fmt.Fprintln(&out)
@@ -119,14 +118,8 @@ func run(cfg config) error {
 			return err
 		}
 	}
-	os.Stdout.Write(out.Bytes())
-	if cfg.out != "" {
-		if err := os.WriteFile(cfg.out, out.Bytes(), 0o644); err != nil {
-			return err
-		}
-	}
 	c.CloseIdleConnections()
-	return nil
+	return benchkit.Emit(cfg.out, out.Bytes())
 }
 
 func startNode(dir string, log *slog.Logger) (*node.Server, error) {
@@ -139,29 +132,12 @@ func startRouter(dir string, log *slog.Logger) (*region.Router, error) {
 
 // call sends one request and wants the status.
 func call(c *http.Client, method, url, body string, want int) error {
-	_, err := callBody(c, method, url, body, want)
+	_, err := benchkit.Call(c, method, url, "", body, want)
 	return err
 }
 
 func callBody(c *http.Client, method, url, body string, want int) ([]byte, error) {
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	res, err := c.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		return nil, err
-	}
-	if res.StatusCode != want {
-		return nil, fmt.Errorf("%s %s: %d %s", method, url, res.StatusCode, bytes.TrimSpace(b))
-	}
-	return b, nil
+	return benchkit.Call(c, method, url, "", body, want)
 }
 
 // setupTenant places tenant "b" on n1 with a small collection.
@@ -274,10 +250,7 @@ func measure(t target, k kind, from, n int) ([]time.Duration, error) {
 }
 
 func percentiles(d []time.Duration) [3]time.Duration {
-	s := slices.Clone(d)
-	slices.Sort(s)
-	at := func(q float64) time.Duration { return s[min(len(s)-1, int(q*float64(len(s))))] }
-	return [3]time.Duration{at(0.50), at(0.95), at(0.99)}
+	return [3]time.Duration{benchkit.Percentile(d, 0.50), benchkit.Percentile(d, 0.95), benchkit.Percentile(d, 0.99)}
 }
 
 func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
@@ -518,17 +491,4 @@ http {
 func (n *nginxProc) stop() {
 	_ = n.cmd.Process.Signal(os.Interrupt)
 	_ = n.cmd.Wait()
-}
-
-func cpuName() string {
-	b, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
-		return "cpu unknown"
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-			return strings.TrimSpace(v)
-		}
-	}
-	return "cpu unknown"
 }

@@ -1,6 +1,8 @@
-// Package benchkit starts the in-process nodes and routers the benchmark
-// programs measure, on loopback with throwaway data. It is for benchmarks
-// only: no flags, no retries, nothing a deployment would want.
+// Package benchkit is what the benchmark programs share: it starts the
+// in-process nodes and routers they measure, on loopback with throwaway
+// data, makes their HTTP calls, takes percentiles, says what machine a
+// table was measured on, and prints and saves the table. It is for
+// benchmarks only: no flags, no retries, nothing a deployment would want.
 package benchkit
 
 import (

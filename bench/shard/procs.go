@@ -1,5 +1,0 @@
-package main
-
-import "runtime"
-
-func runtimeProcs() int { return runtime.GOMAXPROCS(0) }
