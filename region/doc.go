@@ -23,7 +23,9 @@
 //   - placement.go: the forwarder's Placements over the watcher, the
 //     watcher callback that cuts requests out to a failed-over node, and
 //     measuring nodes for a placement (least bytes on disk).
-//   - nodeclient.go: the one client of nodes' /_admin/ routes.
+//   - nodeclient.go: the router's calls to nodes' /_admin/ routes, over
+//     the admin API's client (package wire), bounded and with the
+//     request's id.
 //   - identity.go: nodes' ids — addresses in one spelling, one node under
 //     one name, and asking both nodes who they are before anything on
 //     either is deleted.
@@ -41,7 +43,8 @@
 //     stale copies follow again and retries copies owed.
 //   - failover.go: FailoverNode, by hand or on a lease.
 //   - query.go: the cross-tenant read (POST /_shard/query): reads each
-//     tenant through the forwarder, merges with region/merge.
+//     tenant through its node's admin read route, merges with
+//     region/merge.
 //
 // Who leads, and leases:
 //   - leader.go: leadership — claiming the lead, the fenced Store every
