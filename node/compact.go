@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/fenec-go/fenec/engine"
+	"github.com/fenec-go/fenec/wire"
 )
 
 // compact gives a tenant back the bytes its file holds for nothing (rows
@@ -28,7 +29,7 @@ func (c *call) batchEach(sts []engine.Statement) {
 		c.failWith(fmt.Errorf("%w: a /batch holding a compact runs its statements one by one, so no key can be kept with them all: send the compact apart, or the batch without a key", ErrBadRequest),
 			map[string]any{"completed": 0, "at": 0})
 		return
-	case c.r.Header.Get("Fenec-Wait") != "":
+	case c.r.Header.Get(wire.HeaderWait) != "":
 		c.failWith(fmt.Errorf("%w: a /batch holding a compact is never held: send it without Fenec-Wait", ErrBadRequest),
 			map[string]any{"completed": 0, "at": 0})
 		return
