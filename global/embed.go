@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/url"
@@ -55,6 +56,9 @@ type EmbedConfig struct {
 	// LogLevel is etcd's zap level: debug, info, warn or error (default
 	// error, so the member is quiet).
 	LogLevel string
+	// Log, if set, receives etcd's log lines at LogLevel and above, written
+	// by its handler like the server's own; nil: JSON lines on stderr.
+	Log *slog.Logger
 }
 
 // DefaultEmbedConfig returns the defaults for a member keeping its data in dir.
@@ -205,7 +209,7 @@ func etcdConfig(cfg EmbedConfig, closing *atomic.Bool) (*embed.Config, error) {
 	}
 	ec.AutoCompactionMode = "periodic"
 	ec.AutoCompactionRetention = cfg.CompactionRetention.String()
-	lg, err := newEtcdLogger(cfg.LogLevel, closing)
+	lg, err := newEtcdLogger(cfg.LogLevel, closing, cfg.Log)
 	if err != nil {
 		return nil, fmt.Errorf("embedded etcd: log level %q: %w", cfg.LogLevel, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fenec-go/fenec/engine"
+	"github.com/fenec-go/fenec/internal/tokenfile"
 	"github.com/fenec-go/fenec/lease"
 )
 
@@ -107,10 +108,13 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Dir, "dir", c.Dir, "directory of tenant files (<tenant>.fenec)")
 	fs.StringVar(&c.HTTP, "http", c.HTTP, "address to serve HTTP on")
 	fs.StringVar(&c.AdminToken, "admin-token", c.AdminToken, "bearer token of /_admin/ (404 without it)")
+	tokenfile.Flag(fs, "admin-token", &c.AdminToken, "the admin token")
 	fs.StringVar(&c.HTTPToken, "http-token", c.HTTPToken, "bearer token data requests need (open without it)")
+	tokenfile.Flag(fs, "http-token", &c.HTTPToken, "the data token")
 	fs.BoolVar(&c.Insecure, "insecure", c.Insecure, "allow a non-loopback address with no token")
 	fs.BoolVar(&c.Lease, "lease", c.Lease, "take writes only under a router's lease")
 	fs.StringVar(&c.ReplicationToken, "replication-token", c.ReplicationToken, "serve and follow per-tenant replication feeds with this token")
+	tokenfile.Flag(fs, "replication-token", &c.ReplicationToken, "the replication token")
 	fs.StringVar(&c.ReplicaOf, "replica-of", c.ReplicaOf, "new tenant files on this node follow that node (http://host:port)")
 	fs.StringVar(&c.Resolver, "resolver", c.Resolver, "look the names of nodes followed up at the DNS server `HOST:PORT` (default: the system's way)")
 	fs.StringVar(&c.Sync, "sync", c.Sync, "always | off | <ms>: fsync before answering, never, or every <ms>")

@@ -23,6 +23,7 @@ var (
 	ErrTenantGone      = errors.New("tenant was deleted or moved")
 	ErrTenantRestored  = errors.New("tenant was restored from an image: open it again")
 	ErrShuttingDown    = errors.New("node is shutting down")
+	ErrStarting        = errors.New("node is starting: ask again in a moment")
 	ErrKeyReused       = errors.New("idempotency key reused with another request: a new request needs a new key")
 	ErrAfterTimeout    = errors.New("this copy has not reached the requested seq: read again later, or from the primary")
 	ErrHistoryForked   = errors.New("this copy's history does not hold the requested write: it was lost in a failover, so write it again")

@@ -89,6 +89,9 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	case len(segs) == 1 && segs[0] == "_health":
 		c.route = "health"
 		c.health()
+	case len(segs) == 1 && segs[0] == "_ready":
+		c.route = "ready"
+		c.ready()
 	case len(segs) == 1 && segs[0] == "_metrics":
 		c.route = "metrics"
 		c.serveMetrics()
@@ -256,6 +259,20 @@ func (c *call) health() {
 	if c.method(http.MethodGet, http.MethodHead) {
 		writeRaw(c.w, http.StatusOK, []byte(`{"ok":true}`))
 	}
+}
+
+// ready answers 200 once the node serves and has started following its
+// copies' primaries, 503 before (and while it shuts down: ServeHTTP refuses
+// every request then). No token: it is for a health checker.
+func (c *call) ready() {
+	if !c.method(http.MethodGet, http.MethodHead) {
+		return
+	}
+	if !c.s.open.Load() {
+		c.fail(ErrStarting)
+		return
+	}
+	writeRaw(c.w, http.StatusOK, []byte(`{"ready":true}`))
 }
 
 // serveMetrics answers Prometheus text; it needs the admin token if one

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fenec-go/fenec/engine"
@@ -36,6 +37,9 @@ type Server struct {
 	// stopping is closed as Close begins: held requests answer, streams
 	// end, new requests are refused 503.
 	stopping chan struct{}
+
+	// open is set once Start has begun serving and following: /_ready.
+	open atomic.Bool
 
 	mu      sync.Mutex // guards ln, srv, started
 	ln      net.Listener
@@ -141,6 +145,7 @@ func (s *Server) Start() error {
 	if err := s.reg.startFollowers(); err != nil {
 		s.log.Error("start followers", "err", err)
 	}
+	s.open.Store(true)
 	return nil
 }
 
@@ -176,6 +181,7 @@ func (s *Server) Close() error {
 }
 
 func (s *Server) shutdown() error {
+	s.open.Store(false)
 	close(s.stopping)
 	var errs []error
 	s.mu.Lock()

@@ -58,6 +58,7 @@ var statusTable = []statusRule{
 	{ErrTenantGone, http.StatusServiceUnavailable, 1},
 	{ErrTenantRestored, http.StatusServiceUnavailable, 1},
 	{ErrShuttingDown, http.StatusServiceUnavailable, 1},
+	{ErrStarting, http.StatusServiceUnavailable, 1},
 	{ErrNodeClosed, http.StatusServiceUnavailable, 1},
 	{ErrHoldNotRun, http.StatusServiceUnavailable, 1},
 	{ErrNoLease, http.StatusServiceUnavailable, 1},

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -68,6 +69,9 @@ type Router struct {
 	// (--auto-failover) and asks refused writes again (leasing.go).
 	leasing      *leasing
 	leaseUnwatch func()
+
+	// closing is set as Close begins: /_ready answers 503 from then.
+	closing atomic.Bool
 
 	closeOnce sync.Once
 	closeErr  error
@@ -229,7 +233,11 @@ func (rt *Router) openDirectory(ctx context.Context) error {
 		rt.dir, rt.ownDir = d, true
 		return nil
 	}
-	m, err := global.StartEmbedded(ctx, rt.cfg.Etcd)
+	ecfg := rt.cfg.Etcd
+	if ecfg.Log == nil && rt.cfg.Logger != nil {
+		ecfg.Log = rt.log.With("part", "etcd") // the member's lines in the router's format
+	}
+	m, err := global.StartEmbedded(ctx, ecfg)
 	if err != nil {
 		return fmt.Errorf("start directory member: %w", err)
 	}
@@ -277,6 +285,7 @@ func (rt *Router) Leading() bool {
 // Close stops serving, waits for the background jobs, and closes the
 // forwarder, the watcher, the directory and the member. Safe to call twice.
 func (rt *Router) Close() error {
+	rt.closing.Store(true)
 	rt.closeOnce.Do(func() {
 		var errs []error
 		if rt.cancel != nil {
@@ -349,6 +358,8 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if rt.authorize(rw, r) {
 			rt.metricsH.ServeHTTP(rw, r)
 		}
+	case p == "/_ready":
+		rt.ready(rw, r)
 	case p == "/_health":
 		leading, term := rt.lead.status()
 		cpJSON(rw, http.StatusOK, map[string]any{
@@ -357,6 +368,23 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		})
 	default:
 		cpError(rw, ErrNoRoute)
+	}
+}
+
+// ready answers 200 once the router holds its directory (its copy has
+// arrived), 503 with Retry-After before that and once Close has begun. No
+// token: it is for a health checker.
+func (rt *Router) ready(w http.ResponseWriter, r *http.Request) {
+	switch {
+	case r.Method != http.MethodGet && r.Method != http.MethodHead:
+		w.Header().Set("Allow", "GET, HEAD")
+		cpError(w, ErrMethod)
+	case rt.closing.Load():
+		cpError(w, ErrStopping)
+	case !viewPlacements{rt.watcher}.Ready():
+		cpError(w, ErrNotReady)
+	default:
+		cpJSON(w, http.StatusOK, map[string]any{"ready": true})
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/fenec-go/fenec/global"
 	"github.com/fenec-go/fenec/internal/flagx"
+	"github.com/fenec-go/fenec/internal/tokenfile"
 	"github.com/fenec-go/fenec/region/forward"
 )
 
@@ -100,6 +101,7 @@ func DefaultConfig() Config {
 func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Listen, "listen", c.Listen, "`ADDR` to serve on (host:port)")
 	fs.StringVar(&c.Token, "token", c.Token, "bearer `TOKEN` that /_shard/ and /_metrics need")
+	tokenfile.Flag(fs, "token", &c.Token, "the router token")
 	fs.BoolVar(&c.Insecure, "insecure", c.Insecure, "allow a non-loopback address with no token")
 	fs.StringVar(&c.ID, "id", c.ID, "this router's `NAME` in the leader record (default: host name and port)")
 	c.Etcd.AddFlags(fs)

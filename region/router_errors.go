@@ -45,6 +45,8 @@ var (
 	ErrCopyBehind = errors.New("copy did not catch up with its primary")
 	// ErrSameNode: a move onto the node already serving the tenant.
 	ErrSameNode = errors.New("tenant is already on that node")
+	// ErrStopping: the router is shutting down.
+	ErrStopping = errors.New("router is shutting down: send the request to another router")
 	// ErrInsecure: a non-loopback listener with no token and no --insecure.
 	ErrInsecure = errors.New("non-loopback listener with no token (use --token or --insecure)")
 	// ErrAnswerTooLarge: a tenant's answer to a cross-tenant read passed
@@ -126,6 +128,7 @@ var shardStatus = []struct {
 	{ErrNodeCheck, http.StatusBadGateway},
 	{ErrNodeCall, http.StatusBadGateway},
 	{ErrNotReady, http.StatusServiceUnavailable},
+	{ErrStopping, http.StatusServiceUnavailable},
 	{global.ErrClosed, http.StatusServiceUnavailable},
 }
 

@@ -14,34 +14,69 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/fenec-go/fenec/internal/logx"
+	"github.com/fenec-go/fenec/internal/version"
 	"github.com/fenec-go/fenec/region"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	code := run(ctx, os.Args[1:], os.Stderr)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
 
-// run parses args, serves until ctx ends, and returns the exit code: 0
-// after a clean stop, 2 for bad flags or configuration, 1 otherwise.
-func run(ctx context.Context, args []string, stderr io.Writer) int {
-	cfg := region.DefaultConfig()
+// options is everything the command line sets.
+type options struct {
+	router  region.Config
+	log     logx.Config
+	version bool
+}
+
+// flagSet binds every flag of fenec-shard to o.
+func flagSet(o *options, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("fenec-shard", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	cfg.AddFlags(fs)
+	o.router.AddFlags(fs)
+	o.log.AddFlags(fs)
+	fs.BoolVar(&o.version, "version", false, "print the version and exit")
+	return fs
+}
+
+// etcdLevel is the embedded member's level for the router's: a step
+// quieter (etcd's info is its start-up and every election), warn at least.
+func etcdLevel(l slog.Level) string {
+	switch {
+	case l <= slog.LevelDebug:
+		return "info"
+	case l <= slog.LevelWarn:
+		return "warn"
+	}
+	return "error"
+}
+
+// run parses args, serves until ctx ends, and returns the exit code: 0
+// after a clean stop, 2 for bad flags or configuration, 1 otherwise.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	o := options{router: region.DefaultConfig(), log: logx.Default()}
+	fs := flagSet(&o, stderr)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		return 2
 	}
+	if o.version {
+		fmt.Fprintln(stdout, version.String("fenec-shard"))
+		return 0
+	}
 	if fs.NArg() > 0 {
 		fmt.Fprintln(stderr, "fenec-shard: unexpected arguments:", fs.Args())
 		return 2
 	}
-	cfg.Logger = slog.New(slog.NewTextHandler(stderr, nil))
+	cfg := o.router
+	cfg.Logger = o.log.Logger(stderr)
+	cfg.Etcd.LogLevel = etcdLevel(o.log.Level)
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintln(stderr, "fenec-shard:", err)
 		return 2

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -57,12 +58,12 @@ func TestBadFlagsExit2(t *testing.T) {
 		{"stray"},
 	} {
 		var out syncBuffer
-		if code := run(context.Background(), args, &out); code != 2 {
+		if code := run(context.Background(), args, &out, &out); code != 2 {
 			t.Fatalf("%v: exit %d, want 2 (%s)", args, code, out.String())
 		}
 	}
 	var out syncBuffer
-	if code := run(context.Background(), []string{"-h"}, &out); code != 0 || !strings.Contains(out.String(), "--standby") && !strings.Contains(out.String(), "-standby") {
+	if code := run(context.Background(), []string{"-h"}, &out, &out); code != 0 || !strings.Contains(out.String(), "--standby") && !strings.Contains(out.String(), "-standby") {
 		t.Fatalf("help: exit %d\n%s", code, out.String())
 	}
 }
@@ -87,7 +88,7 @@ func TestRunsEmbeddedAndStopsClean(t *testing.T) {
 		"--etcd-dir", t.TempDir(), "--etcd-client-url", "http://127.0.0.1:0", "--etcd-peer-url", "http://127.0.0.1:0"}
 	var out syncBuffer
 	done := make(chan int, 1)
-	go func() { done <- run(ctx, args, &out) }()
+	go func() { done <- run(ctx, args, &out, &out) }()
 
 	client := &http.Client{Timeout: 5 * time.Second}
 	defer client.CloseIdleConnections()
@@ -140,7 +141,7 @@ func TestListenInUseExit1(t *testing.T) {
 	var out syncBuffer
 	args := []string{"--listen", ln.Addr().String(), "--etcd-dir", t.TempDir(),
 		"--etcd-client-url", "http://127.0.0.1:0", "--etcd-peer-url", "http://127.0.0.1:0"}
-	if code := run(context.Background(), args, &out); code != 1 || !strings.Contains(out.String(), "listen") {
+	if code := run(context.Background(), args, &out, &out); code != 1 || !strings.Contains(out.String(), "listen") {
 		t.Fatalf("exit %d\n%s", code, out.String())
 	}
 }
@@ -192,7 +193,7 @@ func TestTwoRoutersFormOneDirectory(t *testing.T) {
 		args := []string{"--listen", p.addr, "--token", "tk", "--id", "r-" + name, "--etcd-dir", t.TempDir(),
 			"--etcd-name", name, "--etcd-client-url", "http://127.0.0.1:0", "--etcd-peer-url", peers[name],
 			"--etcd-initial-cluster", cluster}
-		go func() { p.done <- run(ctx, args, &p.out) }()
+		go func() { p.done <- run(ctx, args, &p.out, &p.out) }()
 	}
 	client := &http.Client{Timeout: 5 * time.Second}
 	defer client.CloseIdleConnections()
@@ -218,5 +219,62 @@ func TestTwoRoutersFormOneDirectory(t *testing.T) {
 		case <-time.After(30 * time.Second):
 			t.Fatalf("%s did not stop\n%s", name, p.out.String())
 		}
+	}
+}
+
+// TestLogFormatJSON: with --log-format json every line the router writes,
+// its embedded etcd member's too, is one JSON object with each key once;
+// --log-level debug lets etcd's start-up through.
+func TestLogFormatJSON(t *testing.T) {
+	addr := freePort(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	args := []string{"--listen", addr, "--token", "tk", "--id", "r1", "--log-format", "json", "--log-level", "debug",
+		"--etcd-dir", t.TempDir(), "--etcd-client-url", "http://127.0.0.1:0", "--etcd-peer-url", "http://127.0.0.1:0"}
+	var out syncBuffer
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, args, &out, &out) }()
+	client := &http.Client{Timeout: 5 * time.Second}
+	defer client.CloseIdleConnections()
+	waitHealth(t, client, addr, done, &out)
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("exit %d\n%s", code, out.String())
+	}
+	etcd := 0
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		dec := json.NewDecoder(strings.NewReader(line))
+		tok, err := dec.Token()
+		if err != nil || tok != json.Delim('{') {
+			t.Fatalf("not a JSON object: %q", line)
+		}
+		seen := map[string]bool{}
+		for dec.More() {
+			k, err := dec.Token()
+			if err != nil {
+				t.Fatalf("%q: %v", line, err)
+			}
+			if seen[k.(string)] {
+				t.Fatalf("key %q twice: %s", k, line)
+			}
+			seen[k.(string)] = true
+			var v json.RawMessage
+			if err := dec.Decode(&v); err != nil {
+				t.Fatalf("%q: %v", line, err)
+			}
+		}
+		if strings.Contains(line, `"part":"etcd"`) {
+			etcd++
+		}
+	}
+	if etcd == 0 {
+		t.Fatalf("no line of etcd's:\n%s", out.String())
+	}
+}
+
+func TestVersion(t *testing.T) {
+	var out, errb syncBuffer
+	if code := run(context.Background(), []string{"--version"}, &out, &errb); code != 0 || !strings.HasPrefix(out.String(), "fenec-shard ") {
+		t.Fatalf("exit %d: %q %q", code, out.String(), errb.String())
 	}
 }
