@@ -87,6 +87,15 @@ func (rt *Router) serveShard(w http.ResponseWriter, r *http.Request) {
 		default:
 			c.fail(ErrMethod)
 		}
+	case len(seg) == 3 && seg[0] == "tenants" && seg[2] == "file":
+		switch r.Method {
+		case http.MethodGet:
+			c.getFile(seg[1])
+		case http.MethodPut:
+			c.change("restore", seg[1], "", func(s *global.Store) (int, any, error) { return c.putFile(s, seg[1]) })
+		default:
+			c.fail(ErrMethod)
+		}
 	case len(seg) == 1 && seg[0] == "regions":
 		c.only(http.MethodGet, c.listRegions)
 	case notBuilt(seg):

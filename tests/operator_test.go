@@ -146,6 +146,22 @@ func TestFenecDev(t *testing.T) {
 	})
 	wantStatus(t, cl.Do("PUT", "/_shard/tenants/demo", nil), 201, "place")
 	cl.MustQuery("demo", "create collection notes (body text @text)")
+	// It says where the node, the directory and the tokens are, and they
+	// are there: the node answers its admin token from the file, the etcd
+	// member its health.
+	where := map[string]string{}
+	for _, line := range strings.Split(p.Log(), "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ": ")
+		if ok {
+			where[k] = strings.Fields(v)[0]
+		}
+	}
+	tok, err := os.ReadFile(where["node admin token"])
+	if err != nil || where["node"] == "" || where["etcd"] == "" {
+		t.Fatalf("fenec dev did not say where its parts are (%v):\n%s", err, p.Log())
+	}
+	wantStatus(t, cluster.NewClient(t, where["node"], strings.TrimSpace(string(tok))).Do("GET", "/_admin/stats", nil), 200, "the dev node's stats with the token from its file")
+	wantStatus(t, cluster.NewClient(t, where["etcd"], "").Do("GET", "/health", nil), 200, "the dev directory's etcd health")
 	wantStatus(t, cl.Do("POST", "/t/demo/notes", `{"body": "hello from fenec"}`), 201, "insert")
 	p.Stop()
 	if !strings.Contains(p.Log(), "curl ") {

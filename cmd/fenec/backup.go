@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -31,26 +30,19 @@ type admin struct {
 	hc  *http.Client
 }
 
-// copyFlags parses the flags backup and restore share.
-func copyFlags(name string, args []string, stderr io.Writer) (*admin, string, error) {
-	fs := flag.NewFlagSet("fenec "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	dir := fs.String("tenants", "", "`DIR` of tenant images (<tenant>.fenec each)")
-	token := fs.String("token", os.Getenv("FENEC_ADMIN_TOKEN"), "the node's admin `TOKEN` (default $FENEC_ADMIN_TOKEN)")
-	pos, err := parseMixed(fs, args)
-	if err != nil {
-		return nil, "", err
-	}
+// nodeAdmin checks a node mode command line (NODE_URL --tenants DIR
+// --token T) and returns the node's admin client.
+func nodeAdmin(pos []string, dir, token string) (*admin, error) {
 	switch {
 	case len(pos) != 1:
-		return nil, "", fmt.Errorf("%w: want one NODE_URL, got %d arguments", errUsage, len(pos))
-	case *dir == "":
-		return nil, "", fmt.Errorf("%w: --tenants DIR is required", errUsage)
-	case *token == "":
-		return nil, "", fmt.Errorf("%w: --token is required", errUsage)
+		return nil, fmt.Errorf("%w: want one NODE_URL, got %d arguments", errUsage, len(pos))
+	case dir == "":
+		return nil, fmt.Errorf("%w: --tenants DIR is required", errUsage)
+	case token == "":
+		return nil, fmt.Errorf("%w: --token is required", errUsage)
 	}
 	hc := &http.Client{}
-	return &admin{api: &wire.AdminClient{Base: nodeURL(pos[0]), Token: *token, HTTP: hc}, hc: hc}, *dir, nil
+	return &admin{api: &wire.AdminClient{Base: nodeURL(pos[0]), Token: token, HTTP: hc}, hc: hc}, nil
 }
 
 // tenants lists the tenants on the node.
@@ -70,9 +62,9 @@ func (a *admin) tenants(ctx context.Context) ([]string, error) {
 	return names, nil
 }
 
-// runBackup writes every tenant's image on the node into the directory.
-func runBackup(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	a, dir, err := copyFlags("backup", args, stderr)
+// backupNode writes every tenant's image on the node into the directory.
+func backupNode(ctx context.Context, pos []string, dir, token string, stdout io.Writer) error {
+	a, err := nodeAdmin(pos, dir, token)
 	if err != nil {
 		return err
 	}
@@ -134,13 +126,13 @@ func (a *admin) backupOne(ctx context.Context, dir, t string) (int64, error) {
 	return n, nil
 }
 
-// runRestore restores every image in the directory on the node, each in
+// restoreNode restores every image in the directory on the node, each in
 // its tenant's place: the node verifies an image whole beside the live
 // tenant before it replaces it, so a damaged image is refused and leaves
 // its tenant as it was. The others are restored all the same; the run
 // fails if any was refused.
-func runRestore(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	a, dir, err := copyFlags("restore", args, stderr)
+func restoreNode(ctx context.Context, pos []string, dir, token string, stdout, stderr io.Writer) error {
+	a, err := nodeAdmin(pos, dir, token)
 	if err != nil {
 		return err
 	}

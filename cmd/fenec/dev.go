@@ -12,9 +12,13 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"path/filepath"
+	"sort"
+	"strings"
 
 	"github.com/fenec-go/fenec/global"
+	"github.com/fenec-go/fenec/internal/logx"
 	"github.com/fenec-go/fenec/node"
 	"github.com/fenec-go/fenec/region"
 )
@@ -33,30 +37,26 @@ type devConfig struct {
 	Quiet  bool   // log warnings only
 }
 
-// runDev runs a node and a router in this process until ctx ends: the
-// node on a free loopback port, the router on --listen with an embedded
-// etcd member, the node recorded with the router.
-func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// setupDev is `fenec dev`: a node and a router in this process until ctx
+// ends, the node on a free loopback port, the router on --listen with an
+// embedded etcd member, the node recorded with the router.
+func setupDev(fs *flag.FlagSet, e *env) runFunc {
 	cfg := devConfig{Data: "data", Listen: "127.0.0.1:7700"}
-	fs := flag.NewFlagSet("fenec dev", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.StringVar(&cfg.Data, "data", cfg.Data, "`DIR` for tenant files (DIR/tenants) and the directory (DIR/shard)")
+	fs.StringVar(&cfg.Data, "data", cfg.Data, "`DIR` for tenant files (DIR/tenants), the directory (DIR/shard) and the tokens (DIR/tokens)")
 	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "the router's `ADDR`")
 	fs.StringVar(&cfg.Token, "token", cfg.Token, "the router's bearer `TOKEN` for /_shard/ (needed off loopback)")
 	fs.BoolVar(&cfg.Quiet, "quiet", cfg.Quiet, "log warnings and errors only")
-	pos, err := parseMixed(fs, args)
-	if err != nil {
-		return err
+	logc := logx.Default()
+	logc.AddFlags(fs)
+	return func(ctx context.Context, pos []string) error {
+		if len(pos) > 0 {
+			return fmt.Errorf("%w: unexpected arguments %v", errUsage, pos)
+		}
+		if cfg.Quiet {
+			logc.Level = slog.LevelWarn
+		}
+		return dev(ctx, cfg, e.stdout, logc.Logger(e.stderr))
 	}
-	if len(pos) > 0 {
-		return fmt.Errorf("%w: unexpected arguments %v", errUsage, pos)
-	}
-	level := slog.LevelInfo
-	if cfg.Quiet {
-		level = slog.LevelWarn
-	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	return dev(ctx, cfg, stdout, log)
 }
 
 // dev starts the node, then the router, records the node, prints how to
@@ -96,18 +96,22 @@ func dev(ctx context.Context, cfg devConfig, stdout io.Writer, log *slog.Logger)
 		return errors.Join(fmt.Errorf("router: %w", err), n.Close())
 	}
 	base := "http://" + rt.Addr()
-	if err := register(ctx, base, cfg.Token, "http://"+n.Addr(), adminToken); err != nil {
+	if err := recordDevNode(ctx, base, cfg.Token, "http://"+n.Addr(), adminToken); err != nil {
 		return errors.Join(err, rt.Close(), n.Close())
 	}
-	printWelcome(stdout, base, cfg)
+	tokens, err := writeDevTokens(cfg, adminToken)
+	if err != nil {
+		return errors.Join(err, rt.Close(), n.Close())
+	}
+	printWelcome(stdout, base, cfg, devWhere{node: "http://" + n.Addr(), etcd: rt.DirectoryURLs(), tokens: tokens})
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "fenec dev: stopping")
 	return errors.Join(rt.Close(), n.Close())
 }
 
-// register records the node with the router under devNode, replacing the
-// record a previous run left (its address and token change every run).
-func register(ctx context.Context, base, token, nodeAddr, adminToken string) error {
+// recordDevNode records the node with the router under devNode, replacing
+// the record a previous run left (its address and token change every run).
+func recordDevNode(ctx context.Context, base, token, nodeAddr, adminToken string) error {
 	body, _ := json.Marshal(map[string]string{"addr": nodeAddr, "token": adminToken, "region": devRegion})
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
@@ -133,20 +137,66 @@ func register(ctx context.Context, base, token, nodeAddr, adminToken string) err
 	return nil
 }
 
-// printWelcome says where the router is and how to start using it.
-func printWelcome(w io.Writer, base string, cfg devConfig) {
+// devWhere is where the parts of `fenec dev` are, for its welcome.
+type devWhere struct {
+	node   string
+	etcd   []string
+	tokens map[string]string // what → file
+}
+
+// writeDevTokens writes the node's admin token (and the router's, when one
+// was given) into DATA/tokens, readable by this user only, and returns the
+// files by what they hold.
+func writeDevTokens(cfg devConfig, adminToken string) (map[string]string, error) {
+	dir := filepath.Join(cfg.Data, "tokens")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("tokens: %w", err)
+	}
+	out := map[string]string{"node admin token": filepath.Join(dir, "node-admin")}
+	if cfg.Token != "" {
+		out["router token"] = filepath.Join(dir, "router")
+	}
+	for what, path := range out {
+		tok := adminToken
+		if what == "router token" {
+			tok = cfg.Token
+		}
+		if err := os.WriteFile(path, []byte(tok+"\n"), 0o600); err != nil {
+			return nil, fmt.Errorf("tokens: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// printWelcome says where the router, the node, the directory and the
+// tokens are, and how to start using them.
+func printWelcome(w io.Writer, base string, cfg devConfig, where devWhere) {
 	auth := ""
 	if cfg.Token != "" {
 		auth = ` -H "Authorization: Bearer ` + cfg.Token + `"`
 	}
-	fmt.Fprintf(w, `fenec dev: router at %s (data in %s; Ctrl-C stops)
-
+	fmt.Fprintf(w, "fenec dev: router at %s (data in %s; Ctrl-C stops)\n", base, cfg.Data)
+	fmt.Fprintf(w, "  node:      %s (recorded as %q in region %q)\n", where.node, devNode, devRegion)
+	fmt.Fprintf(w, "  etcd:      %s (the directory, embedded in the router)\n", strings.Join(where.etcd, ","))
+	whats := make([]string, 0, len(where.tokens))
+	for what := range where.tokens {
+		whats = append(whats, what)
+	}
+	sort.Strings(whats)
+	for _, what := range whats {
+		fmt.Fprintf(w, "  %s: %s\n", what, where.tokens[what])
+	}
+	if cfg.Token == "" {
+		fmt.Fprintln(w, "  router token: none (a loopback router may run open; --token sets one)")
+	}
+	fmt.Fprintf(w, "  the CLI:   export FENEC_ROUTER=%s; fenec nodes\n", base)
+	fmt.Fprintf(w, `
 try:
   curl -X PUT%s %s/_shard/tenants/demo
   curl %s/t/demo/query -d '{"query": "create collection notes (body text @text)"}'
   curl %s/t/demo/notes -d '{"body": "hello from fenec"}'
   curl %s/t/demo/query -d '{"query": "get notes match body '\''hello'\''"}'
-`, base, cfg.Data, auth, base, base, base, base)
+`, auth, base, base, base, base)
 }
 
 // randomToken is a fresh admin token for the dev node.

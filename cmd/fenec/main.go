@@ -1,7 +1,12 @@
-// Command fenec is the operator's CLI: `fenec dev` runs a node and a
-// router together for trying fenec on one machine; `fenec backup` and
-// `fenec restore` copy every tenant's image off a node and back; `fenec
-// register` records a node with a router (what a deploy runs at start).
+// Command fenec is the operator's CLI. Talking to a router (FENEC_ROUTER,
+// its token from a file or the environment) it lists and changes what the
+// directory holds: nodes, tenants, regions, leases, placements, moves,
+// failovers, quotas, replicas, the handoff of a region's leasing, a
+// read across tenants, and the backup and restore of one tenant. Beside
+// those, `fenec dev` runs a node and a router together for trying fenec on
+// one machine, `fenec backup`/`restore --tenants DIR` copy every tenant of
+// one node, `fenec register` records a node with a router (what a deploy
+// runs at start), and `fenec health URL` is a scratch image's health check.
 package main
 
 import (
@@ -12,47 +17,119 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
+
+	"github.com/fenec-go/fenec/internal/version"
 )
 
-const usage = `usage:
-  fenec dev [--data DIR] [--listen ADDR]
-  fenec backup NODE_URL --tenants DIR --token T
-  fenec restore NODE_URL --tenants DIR --token T
-  fenec register ROUTER_URL --name N --addr URL --admin-token T [--token T] [--region R] [--wait D]
-`
+// env is what a command reads and writes besides its arguments.
+type env struct {
+	stdout, stderr io.Writer
+	getenv         func(string) string
+	// terminal: stderr is a terminal, so progress may be drawn on it.
+	terminal bool
+}
+
+// runFunc runs a command once its flags are parsed, with its positional
+// arguments.
+type runFunc func(ctx context.Context, pos []string) error
+
+// command is one subcommand: setup registers its flags on fs and returns
+// what runs it with them.
+type command struct {
+	name    string
+	args    string // the usage after "fenec NAME"
+	summary string
+	setup   func(fs *flag.FlagSet, e *env) runFunc
+}
+
+// commands lists every subcommand, in the order the usage shows them.
+var commands = []command{
+	{"nodes", "[rm NAME]", "list the nodes (or forget one)", setupNodes},
+	{"tenants", "[--bytes]", "list the tenants and where they are", setupTenants},
+	{"regions", "", "list the regions and who leases each", setupRegions},
+	{"leases", "", "each leased node's lease as the leading router sees it", setupLeases},
+	{"place", "TENANT [--node N] [--region R]", "create a tenant on a node", setupPlace},
+	{"move", "TENANT --to NODE", "move a tenant to another node", setupMove},
+	{"failover", "NODE [--force]", "promote a node's tenants on their copies", setupFailover},
+	{"promote", "", "make the router named by --router (a standby) lead", setupPromote},
+	{"quota", "TENANT [--bytes N] [--rows N] ...", "read a tenant's quota, or set it", setupQuota},
+	{"replicas", "", "give every tenant without a replica one now", setupReplicas},
+	{"handoff", "REGION --to global|region [--force]", "hand a region's leasing to the other directory", setupHandoff},
+	{"query", "[--tenants a,b] MERGE QUERY", "one read on each tenant, merged", setupQuery},
+	{"backup", "TENANT [--file PATH] | NODE_URL --tenants DIR --token T", "one tenant's image through the router, or every tenant of one node", setupBackup},
+	{"restore", "TENANT [--file PATH] | NODE_URL --tenants DIR --token T", "put one tenant's image back through the router, or every tenant of one node", setupRestore},
+	{"register", "ROUTER_URL --name N --addr URL [--region R] [--wait D]", "record a node with a router", setupRegister},
+	{"health", "URL [--ready]", "exit 0 when the server at URL answers its health (or readiness) check", setupHealth},
+	{"dev", "[--data DIR] [--listen ADDR]", "a node and a router in this process, for trying fenec", setupDev},
+	{"version", "", "print the version", setupVersion},
+}
+
+// lookup finds a command by name.
+func lookup(name string) (command, bool) {
+	i := slices.IndexFunc(commands, func(c command) bool { return c.name == name })
+	if i < 0 {
+		return command{}, false
+	}
+	return commands[i], true
+}
+
+// usage is the whole usage text.
+func usage() string {
+	var b strings.Builder
+	b.WriteString("usage: fenec COMMAND [ARGS]\n\n")
+	for _, c := range commands {
+		line := "fenec " + c.name
+		if c.args != "" {
+			line += " " + c.args
+		}
+		fmt.Fprintf(&b, "  %s\n      %s\n", line, c.summary)
+	}
+	b.WriteString(`
+Commands that talk to a router find it at --router or $FENEC_ROUTER, and
+read its token from --token-file, $FENEC_ROUTER_TOKEN_FILE or
+$FENEC_ROUTER_TOKEN; -o json prints the router's answer as JSON.
+"fenec COMMAND -h" lists a command's flags.
+`)
+	return b.String()
+}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	e := &env{stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, terminal: isTerminal(os.Stderr)}
+	code := run(ctx, os.Args[1:], e)
 	stop()
 	os.Exit(code)
 }
 
 // run runs one subcommand and returns the exit code: 0 done, 2 a bad
 // command line, 1 anything else.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func run(ctx context.Context, args []string, e *env) int {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
+		fmt.Fprint(e.stderr, usage())
 		return 2
 	}
-	var err error
 	switch args[0] {
-	case "dev":
-		err = runDev(ctx, args[1:], stdout, stderr)
-	case "backup":
-		err = runBackup(ctx, args[1:], stdout, stderr)
-	case "restore":
-		err = runRestore(ctx, args[1:], stdout, stderr)
-	case "register":
-		err = runRegister(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
+		fmt.Fprint(e.stdout, usage())
 		return 0
-	default:
-		fmt.Fprintf(stderr, "fenec: unknown command %q\n%s", args[0], usage)
+	case "--version", "-version":
+		fmt.Fprintln(e.stdout, version.String("fenec"))
+		return 0
+	}
+	c, ok := lookup(args[0])
+	if !ok {
+		fmt.Fprintf(e.stderr, "fenec: unknown command %q\n%s", args[0], usage())
 		return 2
+	}
+	fs := flag.NewFlagSet("fenec "+c.name, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	fn := c.setup(fs, e)
+	pos, err := parseMixed(fs, args[1:])
+	if err == nil {
+		err = fn(ctx, pos)
 	}
 	switch {
 	case err == nil:
@@ -60,10 +137,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.Is(err, errUsage):
-		fmt.Fprintf(stderr, "fenec %s: %v\n", args[0], err)
+		fmt.Fprintf(e.stderr, "fenec %s: %v\n", c.name, err)
 		return 2
 	default:
-		fmt.Fprintf(stderr, "fenec %s: %v\n", args[0], err)
+		fmt.Fprintf(e.stderr, "fenec %s: %v\n", c.name, err)
 		return 1
 	}
 }
@@ -99,4 +176,32 @@ func nodeURL(s string) string {
 		s = "http://" + s
 	}
 	return s
+}
+
+// wantArgs refuses a command line with other than n positional arguments.
+func wantArgs(pos []string, n int, what string) error {
+	if len(pos) != n {
+		if n == 0 {
+			return fmt.Errorf("%w: unexpected arguments %q", errUsage, pos)
+		}
+		return fmt.Errorf("%w: want %s, got %d arguments", errUsage, what, len(pos))
+	}
+	return nil
+}
+
+// isTerminal reports whether f is a character device (a terminal).
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// setupVersion is `fenec version`.
+func setupVersion(_ *flag.FlagSet, e *env) runFunc {
+	return func(_ context.Context, pos []string) error {
+		if err := wantArgs(pos, 0, ""); err != nil {
+			return err
+		}
+		fmt.Fprintln(e.stdout, version.String("fenec"))
+		return nil
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -71,7 +72,7 @@ func query(tb testing.TB, base, tenant, q string) (int, string) {
 // cli runs the command in process and returns its exit code and output.
 func cli(ctx context.Context, args ...string) (int, string, string) {
 	var out, errb bytes.Buffer
-	code := run(ctx, args, &out, &errb)
+	code := run(ctx, args, &env{stdout: &out, stderr: &errb, getenv: func(string) string { return "" }})
 	return code, out.String(), errb.String()
 }
 
@@ -118,12 +119,19 @@ func TestParseMixed(t *testing.T) {
 		{"--tenants", "D", "--token", "T", "URL"},
 		{"--tenants=D", "--token=T", "--", "URL"},
 	} {
-		a, dir, err := copyFlags("backup", args, io.Discard)
+		fs := flag.NewFlagSet("backup", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		o := addCopyFlags(fs, &env{getenv: func(string) string { return "" }})
+		pos, err := parseMixed(fs, args)
 		if err != nil {
 			t.Fatalf("%q: %v", args, err)
 		}
-		if a.api.Base != "http://URL" || dir != "D" || a.api.Token != "T" {
-			t.Errorf("%q: base %q dir %q token %q", args, a.api.Base, dir, a.api.Token)
+		a, err := nodeAdmin(pos, o.dir, o.token)
+		if err != nil {
+			t.Fatalf("%q: %v", args, err)
+		}
+		if a.api.Base != "http://URL" || o.dir != "D" || a.api.Token != "T" {
+			t.Errorf("%q: base %q dir %q token %q", args, a.api.Base, o.dir, a.api.Token)
 		}
 	}
 }
@@ -336,5 +344,14 @@ func TestRegisterRetriesOnlyWhatCanPass(t *testing.T) {
 				t.Fatalf("exit %d after %d asks, want %d after %d: %s", code, asked, c.code, c.asked, errOut)
 			}
 		})
+	}
+}
+
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		code, out, _ := cli(context.Background(), args...)
+		if code != 0 || !strings.HasPrefix(out, "fenec ") {
+			t.Fatalf("%v: exit %d %q", args, code, out)
+		}
 	}
 }

@@ -9,43 +9,48 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"time"
+
+	"github.com/fenec-go/fenec/internal/tokenfile"
 )
 
-// runRegister records a node with a router (PUT /_shard/nodes/<name>),
-// asking again until the router and the node answer or --wait passes: a
-// deploy starts it beside them.
-func runRegister(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("fenec register", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+// setupRegister is `fenec register`: it records a node with a router (PUT
+// /_shard/nodes/<name>), asking again until the router and the node answer
+// or --wait passes: a deploy starts it beside them.
+func setupRegister(fs *flag.FlagSet, e *env) runFunc {
 	name := fs.String("name", "", "the node's `NAME` ([a-z0-9_-]{1,64})")
 	addr := fs.String("addr", "", "the node's `URL` as the router reaches it")
 	region := fs.String("region", "", "the node's `REGION` (default: the router's)")
-	adminToken := fs.String("admin-token", os.Getenv("FENEC_ADMIN_TOKEN"), "the node's admin `TOKEN` (default $FENEC_ADMIN_TOKEN)")
-	token := fs.String("token", os.Getenv("FENEC_ROUTER_TOKEN"), "the router's `TOKEN` (default $FENEC_ROUTER_TOKEN)")
+	adminToken := fs.String("admin-token", e.getenv("FENEC_ADMIN_TOKEN"), "the node's admin `TOKEN` (default $FENEC_ADMIN_TOKEN)")
+	tokenfile.Flag(fs, "admin-token", adminToken, "the node's admin token")
+	token := fs.String("token", e.getenv(envToken), "the router's `TOKEN` (default $"+envToken+")")
+	tokenfile.Flag(fs, "token", token, "the router's token")
 	wait := fs.Duration("wait", time.Minute, "keep asking this long while the router or the node does not answer (a refusal asking again cannot change ends it at once)")
-	pos, err := parseMixed(fs, args)
-	if err != nil {
-		return err
+	return func(ctx context.Context, pos []string) error {
+		return register(ctx, e, pos, *name, *addr, *region, *adminToken, *token, *wait)
 	}
+}
+
+// register records the node, asking again until wait passes.
+func register(ctx context.Context, e *env, pos []string, name, addr, region, adminToken, token string, wait time.Duration) error {
+	stdout, stderr := e.stdout, e.stderr
 	switch {
 	case len(pos) != 1:
 		return fmt.Errorf("%w: want one ROUTER_URL, got %d arguments", errUsage, len(pos))
-	case !tenantName.MatchString(*name):
+	case !tenantName.MatchString(name):
 		return fmt.Errorf("%w: --name must be [a-z0-9_-]{1,64}", errUsage)
-	case *addr == "" || *adminToken == "":
-		return fmt.Errorf("%w: --addr and --admin-token are required", errUsage)
+	case addr == "" || adminToken == "":
+		return fmt.Errorf("%w: --addr and --admin-token (or --admin-token-file) are required", errUsage)
 	}
-	body, _ := json.Marshal(map[string]string{"addr": *addr, "token": *adminToken, "region": *region})
-	url := nodeURL(pos[0]) + "/_shard/nodes/" + *name
+	body, _ := json.Marshal(map[string]string{"addr": addr, "token": adminToken, "region": region})
+	url := nodeURL(pos[0]) + "/_shard/nodes/" + name
 	hc := &http.Client{Timeout: callTimeout}
 	defer hc.CloseIdleConnections()
-	deadline := time.Now().Add(*wait)
+	deadline := time.Now().Add(wait)
 	for {
-		err := putNode(ctx, hc, url, *token, body)
+		err := putNode(ctx, hc, url, token, body)
 		if err == nil {
-			fmt.Fprintf(stdout, "node %s recorded at %s\n", *name, *addr)
+			fmt.Fprintf(stdout, "node %s recorded at %s\n", name, addr)
 			return nil
 		}
 		var perm *permanentError

@@ -1,0 +1,431 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// routerVerb registers the router flags and returns a runner that makes
+// the client and hands it to fn.
+func routerVerb(fs *flag.FlagSet, e *env, fn func(ctx context.Context, c *routerClient, pos []string) error) runFunc {
+	o := addRouterFlags(fs, e)
+	return func(ctx context.Context, pos []string) error {
+		c, err := o.client(e)
+		if err != nil {
+			return err
+		}
+		defer c.close()
+		return fn(ctx, c, pos)
+	}
+}
+
+// list GETs path and prints the list as a table (or the JSON).
+func (c *routerClient) list(ctx context.Context, path string, cols []column) error {
+	b, err := c.call(ctx, http.MethodGet, path, nil)
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return c.printJSON(b)
+	}
+	rows, err := decodeRows(b)
+	if err != nil {
+		return err
+	}
+	return printTable(c.out, cols, rows)
+}
+
+// done prints a change's answer: the JSON with -o json, else line.
+func (c *routerClient) done(b []byte, line string) error {
+	if c.json {
+		return c.printJSON(b)
+	}
+	_, err := fmt.Fprintln(c.out, line)
+	return err
+}
+
+// tenantPath is /_shard/tenants/<t> with rest after it.
+func tenantPath(t, rest string) string { return "/_shard/tenants/" + url.PathEscape(t) + rest }
+
+// setupNodes is `fenec nodes` and `fenec nodes rm NAME`.
+func setupNodes(fs *flag.FlagSet, e *env) runFunc {
+	return routerVerb(fs, e, func(ctx context.Context, c *routerClient, pos []string) error {
+		switch {
+		case len(pos) == 0:
+			return c.list(ctx, "/_shard/nodes", []column{field("NAME", "name"), field("ADDR", "addr"),
+				field("REGION", "region"), flagCol("STANDBY", "standby"), flagCol("LEASE", "lease")})
+		case len(pos) == 2 && pos[0] == "rm":
+			b, err := c.call(ctx, http.MethodDelete, "/_shard/nodes/"+url.PathEscape(pos[1]), nil, http.StatusNoContent)
+			if err != nil {
+				return err
+			}
+			if len(b) == 0 {
+				b = []byte(`{"node":` + quote(pos[1]) + `,"forgotten":true}`)
+			}
+			return c.done(b, "node "+pos[1]+" forgotten")
+		}
+		return fmt.Errorf("%w: want no arguments, or rm NAME", errUsage)
+	})
+}
+
+// setupTenants is `fenec tenants [--bytes]`.
+func setupTenants(fs *flag.FlagSet, e *env) runFunc {
+	bytes := fs.Bool("bytes", false, "ask each tenant's node its bytes on disk")
+	return routerVerb(fs, e, func(ctx context.Context, c *routerClient, pos []string) error {
+		if err := wantArgs(pos, 0, ""); err != nil {
+			return err
+		}
+		path := "/_shard/tenants"
+		cols := []column{field("NAME", "name"), field("NODE", "node"), field("STATE", "state"),
+			field("REPLICA", "replica"), field("REPLICA_BEHIND", "replica_behind"), field("HELD_BY", "held_by"),
+			field("TARGET", "target")}
+		if *bytes {
+			path += "?bytes"
+			cols = append(cols, field("BYTES", "bytes"))
+		}
+		return c.list(ctx, path, cols)
+	})
+}
+
+// setupRegions is `fenec regions`.
+func setupRegions(fs *flag.FlagSet, e *env) runFunc {
+	return routerVerb(fs, e, func(ctx context.Context, c *routerClient, pos []string) error {
+		if err := wantArgs(pos, 0, ""); err != nil {
+			return err
+		}
+		return c.list(ctx, "/_shard/regions", []column{field("NAME", "name"), field("LEASER", "leaser"),
+			field("NODES", "nodes"), flagCol("MIRRORED_HERE", "mirrored")})
+	})
+}
+
+// setupLeases is `fenec leases`.
+func setupLeases(fs *flag.FlagSet, e *env) runFunc {
+	return routerVerb(fs, e, func(ctx context.Context, c *routerClient, pos []string) error {
+		if err := wantArgs(pos, 0, ""); err != nil {
+			return err
+		}
+		b, err := c.call(ctx, http.MethodGet, "/_shard/leases", nil)
+		if err != nil {
+			return err
+		}
+		if c.json {
+			return c.printJSON(b)
+		}
+		var ans struct {
+			Leasing bool             `json:"leasing"`
+			Term    uint64           `json:"term"`
+			LeaseMS int64            `json:"lease_ms"`
+			Nodes   []map[string]any `json:"nodes"`
+		}
+		if err := json.Unmarshal(b, &ans); err != nil {
+			return fmt.Errorf("the router's answer: %w", err)
+		}
+		if !ans.Leasing {
+			fmt.Fprintln(c.out, "this router grants no lease: it does not lead, or runs without --auto-failover; ask the leading router")
+			return nil
+		}
+		fmt.Fprintf(c.out, "leasing at term %d, lease %.2fs\n", ans.Term, float64(ans.LeaseMS)/1000)
+		return printTable(c.out, []column{field("NODE", "node"), flagCol("ANSWERED", "answered"),
+			msCol("LAST_ANSWER", "last_answer_ms"), msCol("LEASE", "lease_ms"), msCol("LEFT", "left_ms"),
+			flagCol("RAN", "ran"), flagCol("FAILED_OVER", "failed_over"), flagCol("TAKES_LEASE", "takes_lease"),
+			field("TENANTS", "tenants"), field("OUTSTANDING", "outstanding")}, ans.Nodes)
+	})
+}
+
+// setupPlace is `fenec place TENANT [--node N] [--region R]`.
+func setupPlace(fs *flag.FlagSet, e *env) runFunc {
+	node := fs.String("node", "", "the `NODE` to create it on (default: the region's node with the fewest bytes)")
+	region := fs.String("region", "", "the `REGION` to place it in (default: the router's)")
+	return routerVerb(fs, e, func(ctx context.Context, c *routerClient, pos []string) error {
+		if err := wantArgs(pos, 1, "one TENANT"); err != nil {
+			return err
+		}
+		body := map[string]string{}
+		if *node != "" {
+			body["node"] = *node
+		}
+		if *region != "" {
+			body["region"] = *region
+		}
+		b, err := c.call(ctx, http.MethodPut, tenantPath(pos[0], ""), body, http.StatusCreated)
+		if err != nil {
+			return err
+		}
+		var ans struct{ Tenant, Node string }
+		_ = json.Unmarshal(b, &ans)
+		return c.done(b, fmt.Sprintf("tenant %s placed on %s", pos[0], ans.Node))
+	})
+}
+
+// setupMove is `fenec move TENANT --to NODE`.
+func setupMove(fs *flag.FlagSet, e *env) runFunc {
+	to := fs.String("to", "", "the `NODE` to move it to")
+	return routerVerb(fs, e, func(ctx context.Context, c *routerClient, pos []string) error {
+		if err := wantArgs(pos, 1, "one TENANT"); err != nil {
+			return err
+		}
+		if *to == "" {
+			return fmt.Errorf("%w: --to NODE is required", errUsage)
+		}
+		b, err := c.call(ctx, http.MethodPost, tenantPath(pos[0], "/move"), map[string]string{"to": *to}, http.StatusOK)
+		if err != nil {
+			return err
+		}
+		var ans struct {
+			From, To      string
+			Bytes, MS     int64
+			SourceRemoved bool `json:"source_removed"`
+		}
+		_ = json.Unmarshal(b, &ans)
+		line := fmt.Sprintf("moved %s from %s to %s: %d bytes in %d ms", pos[0], ans.From, ans.To, ans.Bytes, ans.MS)
+		if !ans.SourceRemoved {
+			line += " (its file on " + ans.From + " could not be deleted: the router deletes it later)"
+		}
+		return c.done(b, line)
+	})
+}
+
+// failedEntry is a tenant an operation left as it was, and why.
+type failedEntry struct {
+	Tenant string `json:"tenant"`
+	Why    string `json:"why"`
+}
+
+// setupFailover is `fenec failover NODE [--force]`.
+func setupFailover(fs *flag.FlagSet, e *env) runFunc {
+	force := fs.Bool("force", false, "promote copies the router would refuse (behind, of another history): loses what they lack")
+	return routerVerb(fs, e, func(ctx context.Context, c *routerClient, pos []string) error {
+		if err := wantArgs(pos, 1, "one NODE"); err != nil {
+			return err
+		}
+		var body any
+		if *force {
+			body = map[string]bool{"force": true}
+		}
+		b, err := c.call(ctx, http.MethodPost, "/_shard/nodes/"+url.PathEscape(pos[0])+"/failover", body,
+			http.StatusOK, http.StatusBadGateway)
+		if err != nil {
+			return err
+		}
+		var ans struct {
+			Promoted []string      `json:"promoted"`
+			Failed   []failedEntry `json:"failed"`
+		}
+		if err := json.Unmarshal(b, &ans); err != nil {
+			return fmt.Errorf("the router's answer: %w", err)
+		}
+		if c.json {
+			if err := c.printJSON(b); err != nil {
+				return err
+			}
+		} else {
+			fmt.Fprintf(c.out, "node %s: %d tenants promoted on their copies", pos[0], len(ans.Promoted))
+			if len(ans.Promoted) > 0 {
+				fmt.Fprintf(c.out, ": %s", strings.Join(ans.Promoted, ", "))
+			}
+			fmt.Fprintln(c.out)
+			printFailed(c, ans.Failed)
+		}
+		if len(ans.Failed) > 0 {
+			hint := "read why, and send the failover again"
+			if !*force {
+				hint += "; --force promotes a copy the router refuses, losing what it lacks"
+			}
+			return fmt.Errorf("%d tenants were left on %s: %s", len(ans.Failed), pos[0], hint)
+		}
+		return nil
+	})
+}
+
+// printFailed lists what an operation left undone, as a table.
+func printFailed(c *routerClient, failed []failedEntry) {
+	if len(failed) == 0 {
+		return
+	}
+	rows := make([]map[string]any, len(failed))
+	for i, f := range failed {
+		rows[i] = map[string]any{"tenant": f.Tenant, "why": f.Why}
+	}
+	fmt.Fprintln(c.out, "not done:")
+	_ = printTable(c.out, []column{field("TENANT", "tenant"), field("WHY", "why")}, rows)
+}
+
+// setupPromote is `fenec promote`.
+func setupPromote(fs *flag.FlagSet, e *env) runFunc {
+	return routerVerb(fs, e, func(ctx context.Context, c *routerClient, pos []string) error {
+		if err := wantArgs(pos, 0, ""); err != nil {
+			return err
+		}
+		b, err := c.call(ctx, http.MethodPost, "/_shard/promote", nil, http.StatusOK)
+		if err != nil {
+			return err
+		}
+		var ans struct {
+			Leader string `json:"leader"`
+			Term   uint64 `json:"term"`
+		}
+		_ = json.Unmarshal(b, &ans)
+		return c.done(b, fmt.Sprintf("router %s leads at term %d", ans.Leader, ans.Term))
+	})
+}
+
+// setupReplicas is `fenec replicas`.
+func setupReplicas(fs *flag.FlagSet, e *env) runFunc {
+	return routerVerb(fs, e, func(ctx context.Context, c *routerClient, pos []string) error {
+		if err := wantArgs(pos, 0, ""); err != nil {
+			return err
+		}
+		b, err := c.call(ctx, http.MethodPost, "/_shard/replicas", nil, http.StatusOK, http.StatusBadGateway)
+		if err != nil {
+			return err
+		}
+		var ans struct {
+			Replicated []string      `json:"replicated"`
+			Failed     []failedEntry `json:"failed"`
+		}
+		if err := json.Unmarshal(b, &ans); err != nil {
+			return fmt.Errorf("the router's answer: %w", err)
+		}
+		if c.json {
+			if err := c.printJSON(b); err != nil {
+				return err
+			}
+		} else {
+			fmt.Fprintf(c.out, "%d tenants given a replica", len(ans.Replicated))
+			if len(ans.Replicated) > 0 {
+				fmt.Fprintf(c.out, ": %s", strings.Join(ans.Replicated, ", "))
+			}
+			fmt.Fprintln(c.out)
+			printFailed(c, ans.Failed)
+		}
+		if len(ans.Failed) > 0 {
+			return fmt.Errorf("%d tenants still have no replica: the router asks again over the next minutes; send it again once their nodes answer", len(ans.Failed))
+		}
+		return nil
+	})
+}
+
+// setupHandoff is `fenec handoff REGION --to global|region [--force]`.
+func setupHandoff(fs *flag.FlagSet, e *env) runFunc {
+	to := fs.String("to", "", "who leases the region from now: `global` or region")
+	force := fs.Bool("force", false, "(on the region's leading router) take the leasing without the global tier")
+	return routerVerb(fs, e, func(ctx context.Context, c *routerClient, pos []string) error {
+		if err := wantArgs(pos, 1, "one REGION"); err != nil {
+			return err
+		}
+		if *to != "global" && *to != "region" {
+			return fmt.Errorf("%w: --to must be global or region", errUsage)
+		}
+		body := map[string]any{"to": *to}
+		if *force {
+			body["force"] = true
+		}
+		b, err := c.call(ctx, http.MethodPost, "/_shard/regions/"+url.PathEscape(pos[0])+"/handoff", body, http.StatusOK)
+		if err != nil {
+			return err
+		}
+		return c.done(b, fmt.Sprintf("region %s: leasing handed to %s", pos[0], *to))
+	})
+}
+
+// quotaFields are the quota's fields, flag name and JSON name alike.
+var quotaFields = []struct{ name, usage string }{
+	{"bytes", "bytes the tenant's file may hold"},
+	{"rows", "rows the tenant's collections may hold"},
+	{"streams", "subscriptions open at once"},
+	{"requests", "requests running at once"},
+	{"rows_per_s", "rows written a second"},
+	{"bytes_per_s", "bytes written a second"},
+}
+
+// setupQuota is `fenec quota TENANT [--bytes N ...]`: without a limit
+// named it reads the quota; with some, it sets those and keeps the others.
+func setupQuota(fs *flag.FlagSet, e *env) runFunc {
+	vals := map[string]*int64{}
+	for _, f := range quotaFields {
+		vals[f.name] = fs.Int64(strings.ReplaceAll(f.name, "_", "-"), 0, f.usage+" (0: no limit)")
+	}
+	return routerVerb(fs, e, func(ctx context.Context, c *routerClient, pos []string) error {
+		if err := wantArgs(pos, 1, "one TENANT"); err != nil {
+			return err
+		}
+		b, err := c.call(ctx, http.MethodGet, tenantPath(pos[0], "/quota"), nil, http.StatusOK)
+		if err != nil {
+			return err
+		}
+		q := map[string]any{}
+		if err := json.Unmarshal(b, &q); err != nil {
+			return fmt.Errorf("the router's answer: %w", err)
+		}
+		if quota, ok := q["quota"].(map[string]any); ok { // {"tenant", "quota"} or the quota itself
+			q = quota
+		}
+		set := false
+		fs.Visit(func(f *flag.Flag) {
+			if v, ok := vals[strings.ReplaceAll(f.Name, "-", "_")]; ok {
+				q[strings.ReplaceAll(f.Name, "-", "_")] = *v
+				set = true
+			}
+		})
+		if set {
+			if b, err = c.call(ctx, http.MethodPut, tenantPath(pos[0], "/quota"), q, http.StatusOK); err != nil {
+				return err
+			}
+		}
+		if c.json {
+			return c.printJSON(b)
+		}
+		return printQuota(c, pos[0], b, set)
+	})
+}
+
+// printQuota shows a quota answer as a table, and the nodes that did not
+// take a quota just set.
+func printQuota(c *routerClient, tenant string, b []byte, set bool) error {
+	var ans map[string]any
+	if err := json.Unmarshal(b, &ans); err != nil {
+		return fmt.Errorf("the router's answer: %w", err)
+	}
+	q, _ := ans["quota"].(map[string]any)
+	if q == nil {
+		q = ans
+	}
+	rows := make([]map[string]any, 0, len(quotaFields))
+	for _, f := range quotaFields {
+		v := q[f.name]
+		if n, ok := v.(float64); ok && n == 0 {
+			v = "no limit"
+		}
+		rows = append(rows, map[string]any{"limit": f.name, "value": v})
+	}
+	fmt.Fprintf(c.out, "tenant %s\n", tenant)
+	if err := printTable(c.out, []column{field("LIMIT", "limit"), field("VALUE", "value")}, rows); err != nil {
+		return err
+	}
+	if !set {
+		return nil
+	}
+	var took struct {
+		Took   []string `json:"took"`
+		Failed []struct {
+			Node string `json:"node"`
+			Why  string `json:"why"`
+		} `json:"failed"`
+	}
+	_ = json.Unmarshal(b, &took)
+	fmt.Fprintf(c.out, "stored; taken by %s\n", strings.Join(took.Took, ", "))
+	for _, f := range took.Failed {
+		fmt.Fprintf(c.out, "not taken by %s (%s): it is sent again at the tenant's next move, copy or promotion\n", f.Node, f.Why)
+	}
+	return nil
+}
+
+func quote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
