@@ -79,3 +79,14 @@ repl-bench:
 .PHONY: lease-bench
 lease-bench:
 	$(GO) run ./bench/lease -leases 1,5 -runs 3 -out bench/lease.txt
+
+# The alert rules: promtool checks them and runs their unit tests
+# (deploy/prometheus/alerts_test.yml). Installs Debian's prometheus
+# package first when promtool is missing.
+.PHONY: rules
+rules:
+	@command -v promtool >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq prometheus >/dev/null; \
+	  else sudo apt-get update -qq && sudo apt-get install -y -qq prometheus >/dev/null; fi; }
+	promtool check rules deploy/prometheus/alerts.yml
+	cd deploy/prometheus && promtool test rules alerts_test.yml

@@ -57,6 +57,9 @@ type LeaserConfig struct {
 	// answer until its list shows them, so a call that fails is made again
 	// with a later answer.
 	Reports func(ctx context.Context, node string, behind map[string]uint64, caught []string)
+	// Metrics, if set, counts the grants and reports the nodes' leases
+	// while this Leaser runs.
+	Metrics *Metrics
 	// Clock is the router's monotonic clock; nil: NewMonoClock().
 	Clock Clock
 	// Logger; nil: slog.Default().
@@ -182,6 +185,7 @@ func (l *Leaser) Start(ctx context.Context) error {
 	if plan.needRaise || plan.lowerAt > 0 {
 		l.wg.Go(l.keepRecord)
 	}
+	l.cfg.Metrics.attach(l)
 	l.log.Info("leasing nodes", "router", l.cfg.Router, "term", l.cfg.Term, "nodes", len(l.nodes),
 		"lease", plan.leases.Own, "record", plan.leases.Record, "grant", plan.leases.Grant)
 	return nil
@@ -370,6 +374,7 @@ func (l *Leaser) Close() error {
 		}
 	}
 	l.mu.Unlock()
+	l.cfg.Metrics.detach(l)
 	l.wg.Wait()
 	return nil
 }
@@ -409,6 +414,7 @@ func (l *Leaser) grant(ctx context.Context, node string, nr *nodeRun) (again boo
 	defer l.mu.Unlock()
 	back := l.clock.Now()
 	t := nr.tracker
+	l.cfg.Metrics.grant(back-sent <= bound, a, err)
 	switch {
 	case err == nil && back-sent <= bound:
 		t.Answered(back, g, a)

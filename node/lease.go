@@ -62,6 +62,22 @@ func (l *nodeLease) gate(tenant string) func() error {
 	}
 }
 
+// left is what is left of the lease now (0 without --lease).
+func (l *nodeLease) left() time.Duration {
+	if l == nil || l.lease == nil {
+		return 0
+	}
+	return time.Duration(l.lease.Status(l.clock.Now()).LeftMS) * time.Millisecond
+}
+
+// tenants is how many tenants the lease names (0 without --lease).
+func (l *nodeLease) tenants() int {
+	if l == nil || l.lease == nil {
+		return 0
+	}
+	return len(l.lease.Status(l.clock.Now()).Tenants)
+}
+
 // serveLease answers POST and GET /_admin/lease (the admin token was
 // checked).
 func (c *call) serveLease() {

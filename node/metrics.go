@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -24,9 +25,9 @@ type metrics struct {
 	unreplicated prometheus.Counter
 }
 
-// newMetrics registers the series; the tenant gauges read the registry
-// when scraped.
-func newMetrics(reg *registry) *metrics {
+// newMetrics registers the series; the tenant, lease and copy gauges read
+// the registry and the lease when scraped.
+func newMetrics(reg *registry, nl *nodeLease) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		statements: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -72,8 +73,54 @@ func newMetrics(reg *registry) *metrics {
 			Name: "fenec_node_memory_bytes",
 			Help: "Memory the open tenants hold, as the engine estimates it.",
 		}, func() float64 { return float64(reg.memory()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "fenec_node_lease_left_seconds",
+			Help: "What is left of the node's lease by its own boot clock (0: it holds none, or runs without --lease); its tenants take no write at 0.",
+		}, func() float64 { return nl.left().Seconds() }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "fenec_node_lease_tenants",
+			Help: "Tenants the node's lease names.",
+		}, func() float64 { return float64(nl.tenants()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "fenec_node_copies_lagging",
+			Help: "Copies streaming from this node's open primaries that a write no longer waits for (they lagged past the bound).",
+		}, func() float64 { lagging, _ := reg.copyLag(); return float64(lagging) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "fenec_node_copy_lag_max_seq",
+			Help: "The most writes any copy streaming from this node's open primaries has not acknowledged.",
+		}, func() float64 { _, most := reg.copyLag(); return float64(most) }),
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	return m
+}
+
+// copyLag looks at the copies streaming from every open primary: how many
+// lag (a write no longer waits for them), and the most writes one has not
+// acknowledged.
+func (r *registry) copyLag() (lagging int, most uint64) {
+	r.mu.Lock()
+	names := make([]string, 0, len(r.tenants))
+	for name := range r.tenants {
+		names = append(names, name)
+	}
+	r.mu.Unlock()
+	for _, name := range names {
+		t := r.peek(name)
+		if t == nil {
+			continue
+		}
+		seq := t.db.Seq()
+		for _, c := range t.copies() {
+			if c.Lagging {
+				lagging++
+			}
+			if c.Acked < seq {
+				most = max(most, seq-c.Acked)
+			}
+		}
+	}
+	return lagging, most
 }
 
 // countError counts an answer with an error status.

@@ -98,7 +98,7 @@ func New(cfg Config) (*Server, error) {
 		serveErr:   make(chan error, 1),
 	}
 	s.reg.removeStaged()
-	s.metrics = newMetrics(s.reg)
+	s.metrics = newMetrics(s.reg, nl)
 	s.reg.onStatements = s.countStatements
 	s.reg.stopping = s.stopping
 	s.reg.leaseGate = nl.gate

@@ -17,19 +17,55 @@ const (
 // controlMetrics are the control plane's series.
 type controlMetrics struct {
 	moves *prometheus.CounterVec
+	// failovers counts failovers asked by hand (POST
+	// /_shard/nodes/<n>/failover), by outcome; the automatic ones are
+	// fenec_router_auto_failovers_total.
+	failovers *prometheus.CounterVec
 }
 
-func newControlMetrics(reg prometheus.Registerer, w *global.Watcher) (*controlMetrics, error) {
+// failoverOutcome is a failover's outcome label: done, partial or failed
+// (the same as an automatic failover's).
+func failoverOutcome(res FailoverResult) string {
+	switch {
+	case len(res.Failed) > 0 && len(res.Promoted) == 0:
+		return AutoFailoverFailed
+	case len(res.Failed) > 0:
+		return AutoFailoverPartial
+	}
+	return AutoFailoverDone
+}
+
+func newControlMetrics(reg prometheus.Registerer, w *global.Watcher, lead *leadership) (*controlMetrics, error) {
 	m := &controlMetrics{
 		moves: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fenec_router_moves_total",
 			Help: "Tenant moves this router ran, by outcome.",
 		}, []string{"outcome"}),
 	}
+	m.failovers = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fenec_router_failovers_by_hand_total",
+		Help: "Failovers asked of this router by hand (POST /_shard/nodes/<n>/failover), by outcome: done, partial, failed.",
+	}, []string{"outcome"})
 	for _, o := range []string{MoveDone, MoveAborted, MoveStuck, MoveRefused} {
 		m.moves.WithLabelValues(o)
 	}
-	for _, c := range []prometheus.Collector{m.moves, &tenantsCollector{w: w}} {
+	for _, o := range []string{AutoFailoverDone, AutoFailoverPartial, AutoFailoverFailed} {
+		m.failovers.WithLabelValues(o)
+	}
+	leading := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "fenec_router_leading",
+		Help: "1 while this router leads its directory (takes changes, and leases with --auto-failover), else 0.",
+	}, func() float64 {
+		if ok, _ := lead.status(); ok {
+			return 1
+		}
+		return 0
+	})
+	term := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "fenec_router_term",
+		Help: "The directory's term as this router last saw it lead or follow: it moves on at every promotion.",
+	}, func() float64 { _, t := lead.status(); return float64(t) })
+	for _, c := range []prometheus.Collector{m.moves, m.failovers, &tenantsCollector{w: w}, leading, term} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -37,27 +73,51 @@ func newControlMetrics(reg prometheus.Registerer, w *global.Watcher) (*controlMe
 	return m, nil
 }
 
-var tenantsDesc = prometheus.NewDesc("fenec_router_tenants",
-	"Tenants placed on each node, as this router's copy of the directory has them.", []string{"node"}, nil)
+var (
+	tenantsDesc = prometheus.NewDesc("fenec_router_tenants",
+		"Tenants placed on each node, as this router's copy of the directory has them.", []string{"node"}, nil)
+	unreplicatedDesc = prometheus.NewDesc("fenec_router_tenants_unreplicated",
+		"Tenants with no replica, as this router's copy of the directory has them: a failover of their node has no copy to promote.", nil, nil)
+	behindDesc = prometheus.NewDesc("fenec_router_replicas_behind",
+		"Tenants whose replica is recorded behind: no failover promotes it unforced until its primary says it caught up.", nil, nil)
+	viewAgeDesc = prometheus.NewDesc("fenec_router_directory_ready",
+		"1 once this router holds its copy of the directory (what /_ready answers 200 for), else 0.", nil, nil)
+)
 
 // tenantsCollector counts the tenants per node from the current view as it
 // is scraped, so the gauge is never out of step with the directory.
 type tenantsCollector struct{ w *global.Watcher }
 
-func (c *tenantsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- tenantsDesc }
+func (c *tenantsCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- tenantsDesc
+	ch <- unreplicatedDesc
+	ch <- behindDesc
+	ch <- viewAgeDesc
+}
 
 func (c *tenantsCollector) Collect(ch chan<- prometheus.Metric) {
 	v := c.w.View()
 	if v == nil {
+		ch <- prometheus.MustNewConstMetric(viewAgeDesc, prometheus.GaugeValue, 0)
 		return
 	}
+	ch <- prometheus.MustNewConstMetric(viewAgeDesc, prometheus.GaugeValue, 1)
 	counts := map[string]int{}
 	for name := range v.Nodes() {
 		counts[name] = 0
 	}
+	unreplicated, behind := 0, 0
 	for _, t := range v.Tenants() {
 		counts[t.Node]++
+		if t.Replica == "" {
+			unreplicated++
+		}
+		if t.ReplicaBehind > 0 {
+			behind++
+		}
 	}
+	ch <- prometheus.MustNewConstMetric(unreplicatedDesc, prometheus.GaugeValue, float64(unreplicated))
+	ch <- prometheus.MustNewConstMetric(behindDesc, prometheus.GaugeValue, float64(behind))
 	for node, n := range counts {
 		ch <- prometheus.MustNewConstMetric(tenantsDesc, prometheus.GaugeValue, float64(n), node)
 	}

@@ -201,6 +201,7 @@ func (c *shardCall) postFailover(s *global.Store, node string) (int, any, error)
 		return 0, nil, errNotFoundAs(err, ErrUnknownNode)
 	}
 	res := c.rt.FailoverNode(c.r.Context(), node, req.Force)
+	c.rt.metrics.failovers.WithLabelValues(failoverOutcome(res)).Inc()
 	code := http.StatusOK
 	if len(res.Failed) > 0 {
 		code = http.StatusBadGateway

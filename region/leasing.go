@@ -52,6 +52,7 @@ type leasing struct {
 	answers *answerNotifier // grants answered, per node
 
 	failovers *prometheus.CounterVec
+	metrics   *lease.Metrics // grants by outcome, each node's lease left
 
 	mu      sync.Mutex
 	leaser  *lease.Leaser         // guarded by mu: nil when not leasing
@@ -98,6 +99,7 @@ func newLeasing(rt *Router, own time.Duration) *leasing {
 			Name: "fenec_router_auto_failovers_total",
 			Help: "Nodes this router failed over on a lapsed lease, by outcome.",
 		}, []string{"outcome"}),
+		metrics: lease.NewMetrics(),
 		lists:   map[string]lease.List{},
 		failing: map[string]bool{},
 		settled: map[string]bool{},
@@ -119,7 +121,7 @@ func newLeasing(rt *Router, own time.Duration) *leasing {
 
 // register adds the leasing series to reg.
 func (l *leasing) register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{l.failovers, &leaseAgeCollector{l: l}} {
+	for _, c := range []prometheus.Collector{l.failovers, &leaseAgeCollector{l: l}, l.metrics} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}
@@ -198,6 +200,7 @@ func (l *leasing) start(ctx context.Context, term uint64) error {
 		Transport: &notifyingTransport{tr: l.tr, n: l.answers},
 		Record:    global.LeaseRecordStore{S: s},
 		Failover:  l.failover,
+		Metrics:   l.metrics,
 		Reports:   l.reports,
 		Deposed: func(_ context.Context, node string, highest uint64) {
 			l.log.Warn("a node took a higher term: this router stops leasing and taking changes", "node", node, "highest", highest, "term", term)

@@ -193,7 +193,7 @@ func (rt *Router) wire() error {
 	if rt.fwd, err = forward.New(rt.cfg.Forward, viewPlacements{rt.watcher}, rt.reg, rt.log); err != nil {
 		return err
 	}
-	if rt.metrics, err = newControlMetrics(rt.reg, rt.watcher); err != nil {
+	if rt.metrics, err = newControlMetrics(rt.reg, rt.watcher, rt.lead); err != nil {
 		return err
 	}
 	rt.metricsH = promhttp.HandlerFor(rt.reg, promhttp.HandlerOpts{Registry: rt.reg})

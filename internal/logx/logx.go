@@ -40,7 +40,7 @@ func Default() Config { return Config{Format: FormatText, Level: slog.LevelInfo}
 // AddFlags registers --log-format and --log-level with c's values as
 // defaults.
 func (c *Config) AddFlags(fs *flag.FlagSet) {
-	fs.Func("log-format", "log lines as `json` or text (default "+c.formatOrText()+")", func(s string) error {
+	fs.Func("log-format", "log lines as `FORMAT`: json or text (default "+c.formatOrText()+")", func(s string) error {
 		switch s {
 		case FormatText, FormatJSON:
 			c.Format = s
