@@ -28,8 +28,10 @@ func namedIn(t *testing.T, path string) []string {
 	return slices.Compact(names)
 }
 
-// scrape reads the names of the series a server's /_metrics exposes.
-func scrape(t *testing.T, c *cluster.Client, into map[string]bool) {
+// scrape reads the names of the series a server's /_metrics exposes, and
+// of the metrics they belong to (a histogram's name, beside its _bucket,
+// _sum and _count series).
+func scrape(t *testing.T, c *cluster.Client, into, families map[string]bool) {
 	t.Helper()
 	res := c.Do("GET", "/_metrics", nil)
 	if res.Status != 200 {
@@ -38,6 +40,10 @@ func scrape(t *testing.T, c *cluster.Client, into map[string]bool) {
 	sc := bufio.NewScanner(strings.NewReader(string(res.Body)))
 	for sc.Scan() {
 		line := sc.Text()
+		if f, ok := strings.CutPrefix(line, "# TYPE "); ok {
+			name, _, _ := strings.Cut(f, " ")
+			families[name] = true
+		}
 		if strings.HasPrefix(line, "#") || line == "" {
 			continue
 		}
@@ -50,7 +56,8 @@ func scrape(t *testing.T, c *cluster.Client, into map[string]bool) {
 // TestAlertsAndDashboardNameRealMetrics: every series the alert rules and
 // the Grafana dashboard name is exposed by a running leasing router, a
 // router mirroring its region, or a leased node with a copy — so a renamed
-// metric breaks this test, not an operator's alert.
+// metric breaks this test, not an operator's alert — and every fenec_
+// metric they expose is listed in docs/metrics.md.
 func TestAlertsAndDashboardNameRealMetrics(t *testing.T) {
 	c := cluster.New(t)
 	g := c.StartRouter("global", cluster.RouterOptions{Args: []string{"--auto-failover", "1"}})
@@ -73,9 +80,18 @@ func TestAlertsAndDashboardNameRealMetrics(t *testing.T) {
 	n3.Kill()
 	wantError(t, g.Client().Query("u", "get kv"), 502, "a tenant whose node was killed")
 
-	exposed := map[string]bool{}
+	exposed, families := map[string]bool{}, map[string]bool{}
 	for _, cl := range []*cluster.Client{g.Client(), region.Client(), n1.Admin(), n2.Admin()} {
-		scrape(t, cl, exposed)
+		scrape(t, cl, exposed, families)
+	}
+	doc, err := os.ReadFile("../docs/metrics.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range families {
+		if strings.HasPrefix(name, "fenec_") && !strings.Contains(string(doc), "`"+name+"`") {
+			t.Errorf("docs/metrics.md does not list %s", name)
+		}
 	}
 	for _, file := range []string{"../deploy/prometheus/alerts.yml", "../deploy/grafana/fenec.json"} {
 		names := namedIn(t, file)

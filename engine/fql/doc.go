@@ -40,8 +40,8 @@
 //
 // Types: bool int float text timestamp json vector<N> [text] [int] [float].
 // Annotations: @hash @unique @sorted @text[(k1=1.2, b=0.75)] @ttl(30m)
-// (units ms s m h d) @hnsw(cosine|l2|dot [, m=16] [, ef_construction=200]
-// [, ef_search=64]). Select items: PATH, *, count(*), count(PATH),
+// (units ms s m h d) @hnsw(cosine|l2|dot [, m=32] [, ef_construction=100]
+// [, ef_search=256]). Select items: PATH, *, count(*), count(PATH),
 // sum/avg/min/max(PATH). The clauses of set, del and get (before the first
 // lookup) may come in any order, each once; the clauses after a lookup are
 // that lookup's, and a further lookup nests under it (at most 8).
