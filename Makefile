@@ -90,3 +90,18 @@ rules:
 	  else sudo apt-get update -qq && sudo apt-get install -y -qq prometheus >/dev/null; fi; }
 	promtool check rules deploy/prometheus/alerts.yml
 	cd deploy/prometheus && promtool test rules alerts_test.yml
+
+# The drill on the two-region compose deployment (deploy/compose.yaml): a
+# node cut off the network and killed under keyed writers, three runs of
+# each case; prints the table and writes bench/drill.txt. Builds the
+# binaries and images first (deploy/build.sh, offline).
+.PHONY: drill drill-short images
+images:
+	deploy/build.sh
+drill: images
+	$(GO) run ./bench/drill -runs 3 -out bench/drill.txt
+
+# What CI runs: one run of the cut case, fewer tenants; fails if an
+# acknowledged write was lost or a dead node's writer never wrote again.
+drill-short: images
+	$(GO) run ./bench/drill -cases cut -runs 1 -tenants 2 -after 8s -out "" -check

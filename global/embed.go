@@ -39,6 +39,12 @@ type EmbedConfig struct {
 	// http://127.0.0.1:2380). Port 0 picks a free port (only for a member
 	// alone: the others must know its peer URL in advance).
 	PeerURL string
+	// ListenClientURL and ListenPeerURL, if set, are where the member
+	// listens (an IP address, 0.0.0.0 for every interface), while ClientURL
+	// and PeerURL are what it tells the others, which may name the host
+	// (http://g1:2380): etcd binds only to addresses. Default: the URLs it
+	// tells, which must then be addresses.
+	ListenClientURL, ListenPeerURL string
 	// InitialCluster lists every founding member, "name=peerURL,..."
 	// (default this member alone).
 	InitialCluster string
@@ -83,6 +89,8 @@ func (c *EmbedConfig) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Name, "etcd-name", c.Name, "the embedded member's name")
 	fs.StringVar(&c.ClientURL, "etcd-client-url", c.ClientURL, "`URL` clients reach the embedded member at")
 	fs.StringVar(&c.PeerURL, "etcd-peer-url", c.PeerURL, "`URL` the other members reach the embedded member at")
+	fs.StringVar(&c.ListenClientURL, "etcd-listen-client-url", c.ListenClientURL, "`URL` the member listens for clients at, an IP address (default: --etcd-client-url)")
+	fs.StringVar(&c.ListenPeerURL, "etcd-listen-peer-url", c.ListenPeerURL, "`URL` the member listens for members at, an IP address (default: --etcd-peer-url)")
 	fs.StringVar(&c.InitialCluster, "etcd-initial-cluster", c.InitialCluster, "founding members, name=peerURL,... (default: this member alone)")
 	fs.StringVar(&c.ClusterState, "etcd-cluster-state", c.ClusterState, "new (found a cluster) or existing (join one)")
 	fs.BoolVar(&c.ForceNewCluster, "etcd-force-new-cluster", c.ForceNewCluster, "restart the member as a cluster of one keeping its data, after quorum was lost")
@@ -121,7 +129,7 @@ func (c EmbedConfig) Validate() error {
 	if c.ClusterState != ClusterNew && c.ClusterState != ClusterExisting {
 		return fmt.Errorf("embedded etcd: cluster state %q (want new or existing): %w", c.ClusterState, ErrEmbedded)
 	}
-	for _, u := range []string{c.ClientURL, c.PeerURL} {
+	for _, u := range []string{c.ClientURL, c.PeerURL, c.ListenClientURL, c.ListenPeerURL} {
 		if _, err := url.Parse(u); err != nil {
 			return fmt.Errorf("embedded etcd: url %q: %w", u, err)
 		}
@@ -195,8 +203,23 @@ func etcdConfig(cfg EmbedConfig, closing *atomic.Bool) (*embed.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	ec.ListenClientUrls, ec.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
-	ec.ListenPeerUrls, ec.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
+	lcu, lpu := *cu, *pu
+	if cfg.ListenClientURL != "" {
+		u, err := url.Parse(cfg.ListenClientURL)
+		if err != nil {
+			return nil, err
+		}
+		lcu = *u
+	}
+	if cfg.ListenPeerURL != "" {
+		u, err := url.Parse(cfg.ListenPeerURL)
+		if err != nil {
+			return nil, err
+		}
+		lpu = *u
+	}
+	ec.ListenClientUrls, ec.AdvertiseClientUrls = []url.URL{lcu}, []url.URL{*cu}
+	ec.ListenPeerUrls, ec.AdvertisePeerUrls = []url.URL{lpu}, []url.URL{*pu}
 	ec.InitialCluster = cfg.InitialCluster
 	if ec.InitialCluster == "" {
 		ec.InitialCluster = cfg.Name + "=" + cfg.PeerURL

@@ -309,3 +309,44 @@ func TestEmbeddedNoQuorumCloses(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestEmbeddedAdvertisesAName: a member given URLs to tell that name its
+// host, and addresses to listen at, listens at the addresses and tells the
+// names (etcd binds only to addresses, "localhost" aside, so a member in a
+// container is told to listen on 0.0.0.0 and to tell its host's name).
+func TestEmbeddedAdvertisesAName(t *testing.T) {
+	cu, err := FreeLocalURL()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pu, err := FreeLocalURL()
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := func(u string) string { return "http://localhost:" + u[len("http://127.0.0.1:"):] }
+	cfg := DefaultEmbedConfig(t.TempDir())
+	cfg.ClientURL, cfg.PeerURL = named(cu), named(pu)
+	cfg.ListenClientURL, cfg.ListenPeerURL = cu, pu
+	m := startMember(t, cfg)
+	waitReady(t, m)
+	if got := m.ClientURLs()[0]; got != named(cu) || m.PeerURL() != named(pu) {
+		t.Fatalf("tells %s and %s", got, m.PeerURL())
+	}
+	d, err := m.Open(testCtx(t), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if _, err := d.Put(testCtx(t), "k", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	// A client of the address it listens at reaches it too.
+	d2, err := OpenEtcd(testCtx(t), []string{cu}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d2.Close()
+	if kv, err := d2.Get(testCtx(t), "k"); err != nil || string(kv.Value) != "v" {
+		t.Fatalf("read through %s: %v %v", cu, kv, err)
+	}
+}

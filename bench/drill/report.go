@@ -1,0 +1,105 @@
+package main
+
+import (
+	"fmt"
+	"runtime"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// secs shows a duration in seconds (- for none).
+func secs(d time.Duration) string {
+	if d < 0 {
+		return "never"
+	}
+	return fmt.Sprintf("%.2f", d.Seconds())
+}
+
+func millis(d time.Duration) string { return fmt.Sprintf("%d", d.Milliseconds()) }
+
+// span is "min–max" of the durations.
+func span(ds []time.Duration) string {
+	if len(ds) == 0 {
+		return "-"
+	}
+	if slices.Contains(ds, -1) {
+		return "never"
+	}
+	return secs(slices.Min(ds)) + "–" + secs(slices.Max(ds))
+}
+
+func (r result) cutText() string {
+	return fmt.Sprintf("%.0f/%.0f/%.0f/%.0f", r.cut["resent"], r.cut["failed_502"], r.cut["stream_ended"], r.cut["left"])
+}
+
+func (r result) errText() string {
+	if len(r.victimErrors) == 0 {
+		return "none"
+	}
+	var parts []string
+	for s, n := range r.victimErrors {
+		name := fmt.Sprint(s)
+		if s == 0 {
+			name = "no answer"
+		}
+		parts = append(parts, fmt.Sprintf("%s×%d", name, n))
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, " ")
+}
+
+// line is one run in a line, for the log while the drill runs.
+func (r result) line() string {
+	if r.notRun != "" {
+		return fmt.Sprintf("%s #%d: not run: %s", r.kase, r.run, r.notRun)
+	}
+	return fmt.Sprintf("%s #%d: wrote again %s s after the kill, failed over at %s s, %d acknowledged, %d lost, cut %s, region's others paused %s ms (replica on n1: %s ms; %s ms before)",
+		r.kase, r.run, span(r.wroteAgain), secs(r.failedOver), r.acked, r.lost, r.cutText(), millis(r.pause), millis(r.pauseCopy), millis(r.pauseBefore))
+}
+
+// problems are what -check fails on.
+func (r result) problems() []string {
+	var out []string
+	if r.notRun != "" {
+		return nil
+	}
+	if r.lost > 0 {
+		out = append(out, fmt.Sprintf("%s #%d lost %d acknowledged writes", r.kase, r.run, r.lost))
+	}
+	if len(r.wroteAgain) == 0 || slices.Contains(r.wroteAgain, -1) {
+		out = append(out, fmt.Sprintf("%s #%d: a dead node's writer never wrote again", r.kase, r.run))
+	}
+	return out
+}
+
+// report is the whole table.
+func report(cfg config, results []result) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "make drill — %s, %s/%s, %d cores\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
+	fmt.Fprintf(&b, "deploy/compose.yaml: global tier g1 (leads) + g2, g3; regions eu (eu1 mirrors, eu2, eu3; nodes n1–n3) and us (us1–us3; n4, n5);\n")
+	fmt.Fprintf(&b, "nodes --lease --sync always, every tenant a replica; routers --auto-failover 2 --upstream-timeout 4.\n")
+	fmt.Fprintf(&b, "%d tenants a node, each written by one keyed writer (Idempotency-Key, sent again until 200) through its region's\n", cfg.tenants)
+	fmt.Fprintf(&b, "routers (eu1/eu2, us1/us2) in turn; %s after the kill of n1 (disconnected from the network first), every acknowledged\n", cfg.after)
+	fmt.Fprintf(&b, "key read back. Target: writers write again within 2.5 s of the kill (the seed's 1.93–2.52 s; 3.94 s before cutting).\n\n")
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "case\trun\twrote again (s)\tn1's writers paused (s)\tfailed over (s)\tcut→kill (ms)\tacked\tlost\tcut resent/502/streams/left\teu others' longest pause (ms)\treplica on n1 (ms)\tbefore the cut (ms)\tus (ms)\tn1's writers saw")
+	for _, r := range results {
+		if r.notRun != "" {
+			fmt.Fprintf(tw, "%s\t%d\tnot run: %s\n", r.kase, r.run, r.notRun)
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.kase, r.run, span(r.wroteAgain), secs(r.victimPause), secs(r.failedOver),
+			millis(r.disconnected), r.acked, r.lost, r.cutText(), millis(r.pause), millis(r.pauseCopy), millis(r.pauseBefore), millis(r.otherRegion), r.errText())
+	}
+	tw.Flush()
+	fmt.Fprintf(&b, "\nwrote again: from the kill to each of n1's tenants' first acknowledged write after it (min–max over the tenants).\n")
+	fmt.Fprintf(&b, "failed over: from the kill to the leading router's placements showing every n1 tenant on its copy.\n")
+	fmt.Fprintf(&b, "eu others: the longest time without an acknowledged write, from the cut to the end, of eu's tenants on n2 and n3 whose\n")
+	fmt.Fprintf(&b, "replica is elsewhere; \"replica on n1\" those whose replica was n1 (under --sync always a write waits for its copy: up to\n")
+	fmt.Fprintf(&b, "5 s and a round of grants for a dead one, by design); \"before the cut\" all of them over the warm-up; us: region us.\n")
+	fmt.Fprintf(&b, "cases: cut = disconnect + kill, names looked up at Docker's resolver; resolver = disconnect + remove, names looked up\n")
+	fmt.Fprintf(&b, "at a resolver that never answers a name Docker lacks; region = the global tier stopped and eu leasing its own nodes.\n")
+	return b.String()
+}

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// ack is one acknowledged write: its key, when it was first sent, and when
+// its 200 came back.
+type ack struct {
+	k        int
+	sent, at time.Time
+}
+
+// writer writes one tenant through one router, a key at a time: each write
+// an insert of a new k with an Idempotency-Key, sent again with the same key
+// until it is answered 200, as a careful client does.
+type writer struct {
+	tenant, node string // node: where the tenant was placed
+	replica      string // its replica's node then
+	base, token  string // the router's URL, the data token
+	hc           *http.Client
+
+	mu     sync.Mutex
+	acks   []ack       // guarded by mu
+	errors map[int]int // guarded by mu: answers other than 200 by status, 0 for a transport error
+}
+
+func newWriter(tenant, node, replica, base, token string) *writer {
+	tr := &http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute}
+	return &writer{tenant: tenant, node: node, replica: replica, base: base, token: token,
+		hc: &http.Client{Transport: tr, Timeout: 6 * time.Second}, errors: map[int]int{}}
+}
+
+// pace is the least time between one write's first send and the next's:
+// a hundred writes a second at most per writer, so that the drill measures
+// a loaded deployment rather than a saturated machine.
+const pace = 10 * time.Millisecond
+
+// run writes until ctx ends.
+func (w *writer) run(ctx context.Context) {
+	defer w.hc.CloseIdleConnections()
+	var last time.Time
+	for k := 1; ctx.Err() == nil; k++ {
+		if rest := pace - time.Since(last); rest > 0 {
+			time.Sleep(rest)
+		}
+		sent := time.Now()
+		last = sent
+		for ctx.Err() == nil {
+			status := w.insert(ctx, k)
+			if status == http.StatusOK {
+				w.mu.Lock()
+				w.acks = append(w.acks, ack{k: k, sent: sent, at: time.Now()})
+				w.mu.Unlock()
+				break
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			w.mu.Lock()
+			w.errors[status]++
+			w.mu.Unlock()
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+// insert sends write k once and returns its status (0: no answer).
+func (w *writer) insert(ctx context.Context, k int) int {
+	body, _ := json.Marshal(map[string]any{"query": "insert w {k: $1}", "params": []any{k}})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.base+"/t/"+w.tenant+"/query", bytes.NewReader(body))
+	if err != nil {
+		return 0
+	}
+	req.Header.Set("Authorization", "Bearer "+w.token)
+	req.Header.Set("Idempotency-Key", w.tenant+"-"+strconv.Itoa(k))
+	res, err := w.hc.Do(req)
+	if err != nil {
+		return 0
+	}
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	return res.StatusCode
+}
+
+// snapshot is the writer's acknowledgements so far, oldest first.
+func (w *writer) snapshot() ([]ack, map[int]int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	errs := map[int]int{}
+	for s, n := range w.errors {
+		errs[s] = n
+	}
+	return append([]ack(nil), w.acks...), errs
+}
+
+// readBack reads every k the tenant holds, through the router, a page at a
+// time.
+// A read that would show a write a copy has not acknowledged waits for
+// the copy, up to the node's bound (5 s), past the routers' upstream
+// timeout when the copy is the dead node: a page answered 502 is asked
+// again, the node by then no longer waiting for that copy.
+func readBack(ctx context.Context, hc *http.Client, base, token, tenant string) (map[int]bool, error) {
+	have := map[int]bool{}
+	last := 0
+	for {
+		var rows []struct {
+			K int `json:"k"`
+		}
+		q := map[string]any{"query": "get w select k where k > $1 order k limit 5000", "params": []any{last}}
+		var st int
+		var err error
+		for try := 0; try < 10; try++ {
+			if st, err = call(ctx, hc, http.MethodPost, base+"/t/"+tenant+"/query", token, q, &rows); err == nil && st == http.StatusOK {
+				break
+			}
+			time.Sleep(time.Second)
+		}
+		if err != nil || st != http.StatusOK {
+			return nil, fmt.Errorf("read back %s: status %d: %v", tenant, st, err)
+		}
+		for _, r := range rows {
+			have[r.K] = true
+			last = r.K
+		}
+		if len(rows) < 5000 {
+			return have, nil
+		}
+	}
+}
+
+// longestGap is the longest time between consecutive acknowledgements of
+// acks that falls within [from, to] (a gap spanning from counts from from).
+func longestGap(acks []ack, from, to time.Time) time.Duration {
+	var longest time.Duration
+	prev := from
+	for _, a := range acks {
+		if a.at.Before(from) {
+			continue
+		}
+		if a.at.After(to) {
+			break
+		}
+		longest = max(longest, a.at.Sub(prev))
+		prev = a.at
+	}
+	return max(longest, to.Sub(prev))
+}
+
+// firstAfter is the time from t to the first acknowledgement after it
+// (-1 if none).
+func firstAfter(acks []ack, t time.Time) time.Duration {
+	for _, a := range acks {
+		if a.at.After(t) {
+			return a.at.Sub(t)
+		}
+	}
+	return -1
+}
