@@ -288,6 +288,9 @@ func TestCLIHostile(t *testing.T) {
 		t.Fatalf("h still held after a refused restore: %v", row)
 	}
 
+	wantError(t, c.Do("DELETE", "/_shard/tenants/h/file", nil), 405, "the file route with the wrong method")
+	wantError(t, cluster.NewClient(t, r.URL(), "wrong").Do("GET", "/_shard/tenants/h/file", nil), 401, "a backup with a wrong token")
+
 	// A client that hangs up halfway through its image: nothing changes.
 	conn, err := net.Dial("tcp", r.Addr())
 	if err != nil {

@@ -41,6 +41,7 @@ type result struct {
 	pauseBefore  time.Duration      // the region's other tenants over the warm-up before the cut
 	otherRegion  time.Duration      // the other region's tenants: longest pause from the cut on
 	victimErrors map[int]int        // answers other than 200 the victim's writers saw, by status
+	copyErrors   map[int]int        // the same, for the writers of tenants whose replica was the victim
 }
 
 // runCase runs one case on a fresh deployment and takes it down after.
@@ -145,7 +146,7 @@ func measure(ctx context.Context, cfg config, d *deployment, hc *http.Client, ka
 // before the node gives up on the copy — so through a router it is cut
 // every time (a finding of this drill, in bench/drill.txt's notes).
 func judge(ctx context.Context, d *deployment, hc *http.Client, leader string, writers []*writer, cutAt, killAt time.Time, after, warm time.Duration, res *result) error {
-	res.victimErrors = map[int]int{}
+	res.victimErrors, res.copyErrors = map[int]int{}, map[int]int{}
 	end := killAt.Add(after)
 	var rows []struct {
 		Name string `json:"name"`
@@ -182,6 +183,9 @@ func judge(ctx context.Context, d *deployment, hc *http.Client, leader string, w
 		case regionOf(w.node) == regionOf(victim):
 			if w.replica == victim {
 				res.pauseCopy = max(res.pauseCopy, longestGap(acks, cutAt, end))
+				for s, n := range errs {
+					res.copyErrors[s] += n
+				}
 			} else {
 				res.pause = max(res.pause, longestGap(acks, cutAt, end))
 			}

@@ -34,12 +34,12 @@ func (r result) cutText() string {
 	return fmt.Sprintf("%.0f/%.0f/%.0f/%.0f", r.cut["resent"], r.cut["failed_502"], r.cut["stream_ended"], r.cut["left"])
 }
 
-func (r result) errText() string {
-	if len(r.victimErrors) == 0 {
+func errText(errs map[int]int) string {
+	if len(errs) == 0 {
 		return "none"
 	}
 	var parts []string
-	for s, n := range r.victimErrors {
+	for s, n := range errs {
 		name := fmt.Sprint(s)
 		if s == 0 {
 			name = "no answer"
@@ -84,14 +84,14 @@ func report(cfg config, results []result) string {
 	fmt.Fprintf(&b, "routers (eu1/eu2, us1/us2) in turn; %s after the kill of n1 (disconnected from the network first), every acknowledged\n", cfg.after)
 	fmt.Fprintf(&b, "key read back. Target: writers write again within 2.5 s of the kill (the seed's 1.93–2.52 s; 3.94 s before cutting).\n\n")
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "case\trun\twrote again (s)\tn1's writers paused (s)\tfailed over (s)\tcut→kill (ms)\tacked\tlost\tcut resent/502/streams/left\teu others' longest pause (ms)\treplica on n1 (ms)\tbefore the cut (ms)\tus (ms)\tn1's writers saw")
+	fmt.Fprintln(tw, "case\trun\twrote again (s)\tn1's writers paused (s)\tfailed over (s)\tcut→kill (ms)\tacked\tlost\tcut resent/502/streams/left\teu others' longest pause (ms)\treplica on n1 (ms)\tbefore the cut (ms)\tus (ms)\tn1's writers saw\treplica on n1 saw")
 	for _, r := range results {
 		if r.notRun != "" {
 			fmt.Fprintf(tw, "%s\t%d\tnot run: %s\n", r.kase, r.run, r.notRun)
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.kase, r.run, span(r.wroteAgain), secs(r.victimPause), secs(r.failedOver),
-			millis(r.disconnected), r.acked, r.lost, r.cutText(), millis(r.pause), millis(r.pauseCopy), millis(r.pauseBefore), millis(r.otherRegion), r.errText())
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.kase, r.run, span(r.wroteAgain), secs(r.victimPause), secs(r.failedOver),
+			millis(r.disconnected), r.acked, r.lost, r.cutText(), millis(r.pause), millis(r.pauseCopy), millis(r.pauseBefore), millis(r.otherRegion), errText(r.victimErrors), errText(r.copyErrors))
 	}
 	tw.Flush()
 	fmt.Fprintf(&b, "\nwrote again: from the kill to each of n1's tenants' first acknowledged write after it (min–max over the tenants).\n")
