@@ -115,8 +115,8 @@ func backupTenant(ctx context.Context, c *routerClient, e *env, tenant, path str
 		os.Remove(tmp)
 		return fmt.Errorf("backup of %s (nothing written to %s): %w", tenant, path, err)
 	}
-	b, _ := json.Marshal(map[string]any{"tenant": tenant, "node": res.Header.Get("Fenec-Node"), "bytes": n, "file": path})
-	return c.done(b, fmt.Sprintf("tenant %s: %d bytes from node %s into %s", tenant, n, res.Header.Get("Fenec-Node"), path))
+	b, _ := json.Marshal(map[string]any{"tenant": tenant, "node": res.Header.Get("Fenec-Placed-On"), "bytes": n, "file": path})
+	return c.done(b, fmt.Sprintf("tenant %s: %d bytes from node %s into %s", tenant, n, res.Header.Get("Fenec-Placed-On"), path))
 }
 
 // restoreTenant sends the image at path to the router (PUT

@@ -58,7 +58,7 @@ func setupNodes(fs *flag.FlagSet, e *env) runFunc {
 		switch {
 		case len(pos) == 0:
 			return c.list(ctx, "/_shard/nodes", []column{field("NAME", "name"), field("ADDR", "addr"),
-				field("REGION", "region"), flagCol("STANDBY", "standby"), flagCol("LEASE", "lease")})
+				field("REGION", "region"), flagCol("STANDBY", "standby"), flagCol("LEASE", "lease"), field("ID", "id")})
 		case len(pos) == 2 && pos[0] == "rm":
 			b, err := c.call(ctx, http.MethodDelete, "/_shard/nodes/"+url.PathEscape(pos[1]), nil, http.StatusNoContent)
 			if err != nil {
