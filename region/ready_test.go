@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fenec-go/fenec/global"
+	"github.com/fenec-go/fenec/internal/testkit"
 )
 
 // heldListDirectory is a directory whose lists wait until release is closed:
@@ -35,7 +36,7 @@ func TestReadyFollowsDirectoryAndClose(t *testing.T) {
 	defer mem.Close()
 	dir := &heldListDirectory{Directory: mem, release: make(chan struct{})}
 	cfg := DefaultConfig()
-	cfg.Listen, cfg.Token, cfg.Logger = "127.0.0.1:0", cpRouterToken, cpLogger()
+	cfg.Listen, cfg.Token, cfg.Logger = "127.0.0.1:0", cpRouterToken, testkit.Logger()
 	cfg.Directory, cfg.Standby = dir, true
 	rt, err := NewRouter(cfg)
 	if err != nil {
