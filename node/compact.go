@@ -116,9 +116,7 @@ func (c *call) adminCompact(name string) {
 		c.s.auditf(c, "compact", name, err.Error())
 		return
 	}
-	writeJSON(c.w, http.StatusOK, map[string]any{
-		"tenant": name, "bytes": t.db.FileBytes(), "was": before, "message": res.Message,
-	})
+	writeJSON(c.w, http.StatusOK, wire.Compacted{Tenant: name, Bytes: t.db.FileBytes(), Was: before, Message: res.Message})
 	c.s.auditf(c, "compact", name, "")
 	c.log.Info("admin change", "what", "compact", "tenant", name, "bytes", t.db.FileBytes(), "was", before)
 }

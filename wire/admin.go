@@ -168,3 +168,12 @@ type Restored struct {
 	Tenant   string `json:"tenant"`
 	Replaced bool   `json:"replaced"`
 }
+
+// Compacted is the answer to POST /_admin/tenants/<t>/compact: the file's
+// bytes after it and before.
+type Compacted struct {
+	Tenant  string `json:"tenant"`
+	Bytes   int64  `json:"bytes"`
+	Was     int64  `json:"was"`
+	Message string `json:"message"`
+}

@@ -190,6 +190,14 @@ func (c *AdminClient) Restore(ctx context.Context, t string, r io.Reader, size i
 	return out.Replaced, nil
 }
 
+// Compact rewrites tenant t's file as an image of what it holds now (POST
+// /_admin/tenants/<t>/compact).
+func (c *AdminClient) Compact(ctx context.Context, t string) (Compacted, error) {
+	var out Compacted
+	_, err := c.json(ctx, http.MethodPost, TenantPath(t)+"/compact", nil, &out, http.StatusOK)
+	return out, err
+}
+
 // Promote has the node's copy of t take writes; a refusal (another
 // lineage, a copy that has not heard from the new primary) is a 409
 // *Error saying why.

@@ -314,3 +314,71 @@ func TestAdminClientRead(t *testing.T) {
 		t.Fatalf("read of no tenant: %v", err)
 	}
 }
+
+// TestAdminClientIdentityRestoreCompact: the node's id, a call naming
+// another node's id refused unrun, a damaged image refused in a tenant's
+// place and a good one taken, a compact; each against a real node.
+func TestAdminClientIdentityRestoreCompact(t *testing.T) {
+	ctx := testnode.Ctx(t)
+	a := testnode.Start(t, testnode.Options{})
+	ac := a.Admin()
+	id, err := ac.ID(ctx)
+	if err != nil || len(id) != 32 {
+		t.Fatalf("id %q, %v", id, err)
+	}
+	if err := ac.Create(ctx, "t"); err != nil {
+		t.Fatal(err)
+	}
+	query(t, a, "t", "create collection c (n int)")
+	query(t, a, "t", "put c [{n: 1}, {n: 2}]")
+
+	other := *ac
+	other.Node = strings.Repeat("0", 32)
+	var we *wire.Error
+	if _, err := other.Delete(ctx, "t"); !errors.As(err, &we) || we.Status != http.StatusConflict || !strings.Contains(we.Message, id) {
+		t.Fatalf("a delete meant for another node: %v", err)
+	}
+	if got, err := other.ID(ctx); err != nil || got != id {
+		t.Fatalf("the id asked by a client meaning another node: %q %v", got, err)
+	}
+	mine := *ac
+	mine.Node = id
+	if _, err := mine.Stats(ctx); err != nil {
+		t.Fatalf("a call naming the node's own id: %v", err)
+	}
+
+	image, _, err := ac.Image(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := io.ReadAll(image)
+	image.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	query(t, a, "t", "put c {n: 3}")
+	if _, err := ac.Restore(ctx, "t", bytes.NewReader(img[:len(img)-3]), -1); wire.StatusOf(err) != http.StatusBadRequest {
+		t.Fatalf("a cut image restored: %v", err)
+	}
+	if u, err := ac.Usage(ctx, "t"); err != nil || u.Rows != 3 {
+		t.Fatalf("after a refused restore: %+v %v", u, err)
+	}
+	if replaced, err := ac.Restore(ctx, "t", bytes.NewReader(img), int64(len(img))); err != nil || !replaced {
+		t.Fatalf("restore: %v %v", replaced, err)
+	}
+	if u, err := ac.Usage(ctx, "t"); err != nil || u.Rows != 2 {
+		t.Fatalf("after the restore: %+v %v", u, err)
+	}
+	if replaced, err := ac.Restore(ctx, "new", bytes.NewReader(img), int64(len(img))); err != nil || replaced {
+		t.Fatalf("restore of a tenant not there: %v %v", replaced, err)
+	}
+
+	query(t, a, "t", "del c where n > 0")
+	cp, err := ac.Compact(ctx, "t")
+	if err != nil || cp.Tenant != "t" || cp.Bytes >= cp.Was || !strings.HasPrefix(cp.Message, "compacted") {
+		t.Fatalf("compact %+v, %v", cp, err)
+	}
+	if _, err := ac.Compact(ctx, "nosuch"); wire.StatusOf(err) != http.StatusNotFound {
+		t.Fatalf("compact of no tenant: %v", err)
+	}
+}

@@ -1,7 +1,9 @@
 // Package wire is the contract between a fenec node and those that drive
 // it: the names of the Fenec-* headers, the bodies and answers of the
 // node's admin API (/_admin/: quota, usage, follow, promote, replication
-// status, stats, freeze), and AdminClient, a typed client of that API.
+// status, stats, freeze, the node's id, a restore in place, compact), and
+// AdminClient, a typed client of that API, which names the node it means
+// (HeaderNode) when it knows its id.
 // The node decodes what the router, the CLI and the tests send with these
 // types, and they decode its answers with the same ones, so a field is
 // named once.
