@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"github.com/fenec-go/fenec/global"
 	"github.com/fenec-go/fenec/internal/netx"
 	"github.com/fenec-go/fenec/lease"
+	"github.com/fenec-go/fenec/wire"
 )
 
 // maxGrantAnswer bounds a node's answer to a grant.
@@ -61,16 +63,17 @@ func (t *leaseTransport) Send(ctx context.Context, node string, g lease.Grant) (
 
 // probe asks node whether it takes leases (GET /_admin/lease): true on
 // 200, false on the 409 of a node started without --lease; an error when
-// it did not say.
+// it did not say (another 409 too: a node refusing a call meant for
+// another node says nothing of its own leases).
 func (t *leaseTransport) probe(ctx context.Context, n global.Node) (bool, error) {
 	status, body, err := t.do(ctx, n, http.MethodGet, nil)
 	if err != nil {
 		return false, err
 	}
-	switch status {
-	case http.StatusOK:
+	switch {
+	case status == http.StatusOK:
 		return true, nil
-	case http.StatusConflict:
+	case status == http.StatusConflict && errors.Is(decodeRefusal(body), lease.ErrTakesNoLease):
 		return false, nil
 	}
 	return false, fmt.Errorf("%w: GET /_admin/lease: %d %.200s", ErrNodeCall, status, body)
@@ -83,6 +86,11 @@ func (t *leaseTransport) do(ctx context.Context, n global.Node, method string, b
 		return 0, nil, fmt.Errorf("%w: %w", ErrNodeCall, err)
 	}
 	req.Header.Set("Authorization", "Bearer "+n.Token)
+	if n.ID != "" {
+		// A node that is not this one refuses the grant (identity.go): it
+		// never takes another node's list.
+		req.Header.Set(wire.HeaderNode, n.ID)
+	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
@@ -96,6 +104,12 @@ func (t *leaseTransport) do(ctx context.Context, n global.Node, method string, b
 		return 0, nil, fmt.Errorf("%w: read answer: %w", ErrNodeCall, err)
 	}
 	return resp.StatusCode, b, nil
+}
+
+// decodeRefusal is the refusal a node's answer to a grant stands for.
+func decodeRefusal(body []byte) error {
+	_, err := lease.DecodeReply(http.StatusConflict, body)
+	return err
 }
 
 // close drops idle connections.
