@@ -102,13 +102,6 @@ func (r *cpRouter) waitLeased(tb testing.TB, name string) {
 	})
 }
 
-type leasesAnswer struct {
-	Leasing bool               `json:"leasing"`
-	Term    uint64             `json:"term"`
-	LeaseMS int64              `json:"lease_ms"`
-	Nodes   []lease.NodeStatus `json:"nodes"`
-}
-
 func (r *cpRouter) leases(tb testing.TB) leasesAnswer {
 	tb.Helper()
 	var a leasesAnswer

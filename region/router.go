@@ -68,6 +68,7 @@ type Router struct {
 	// leasing grants nodes their leases while this router leads
 	// (--auto-failover) and asks refused writes again (leasing.go).
 	leasing      *leasing
+	leaseTr      *leaseTransport
 	leaseUnwatch func()
 
 	// closing is set as Close begins: /_ready answers 503 from then.
@@ -291,6 +292,9 @@ func (rt *Router) Close() error {
 		if rt.cancel != nil {
 			rt.cancel()
 		}
+		if rt.leasing != nil {
+			rt.leasing.close() // its failovers may start jobs of the router's
+		}
 		if rt.srv != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			if err := rt.srv.Shutdown(ctx); err != nil {
@@ -306,6 +310,9 @@ func (rt *Router) Close() error {
 		}
 		if rt.leaseUnwatch != nil {
 			rt.leaseUnwatch()
+		}
+		if rt.leaseTr != nil {
+			rt.leaseTr.close()
 		}
 		if rt.fwd != nil {
 			errs = append(errs, rt.fwd.Close())
