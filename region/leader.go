@@ -32,13 +32,18 @@ type leadership struct {
 	fenced  *global.Store // guarded by mu: writes conditioned on the term key
 }
 
-// claim takes the lead at start: when no router leads, at the next term,
-// by a transaction conditioned on the leader record being absent and the
-// term unchanged (of routers starting together, one wins); when this
-// router led before it stopped, at the same term. When another router
-// holds the record, this one does not take it (a promotion is a decision
-// someone makes): it forwards and refuses changes naming that router. It
-// reports whether this router now leads.
+// claim takes the lead at start, always at a new term: when no router
+// leads, by a transaction conditioned on the leader record being absent
+// and the term unchanged (of routers starting together, one wins); when
+// this router led before it stopped, by one conditioned on the record
+// still naming it. Every claim moves the term on, a restart's included, so
+// a node takes the first grants of the router restarted as newer than the
+// lease it holds from the router before: a restart with a shorter lease
+// shortens the node's with its first acknowledged grant, and a tenant
+// placed at once takes writes at once. When another router holds the
+// record, this one does not take it (a promotion is a decision someone
+// makes): it forwards and refuses changes naming that router. It reports
+// whether this router now leads.
 func (l *leadership) claim(ctx context.Context) (bool, error) {
 	for range claimRetries {
 		lead, err := l.store.Leader(ctx)
@@ -51,10 +56,16 @@ func (l *leadership) claim(ctx context.Context) (bool, error) {
 		}
 		switch {
 		case lead.Rev != 0 && lead.Value.Router == l.id:
-			if _, err := l.store.ClaimLeader(ctx, l.id, lead.Value.Term); err != nil {
-				return false, fmt.Errorf("claim lead: %w", err)
+			term := max(cur.Value, lead.Value.Term) + 1
+			rec := global.Leader{Router: l.id, Term: term, Since: time.Now().UTC()}
+			_, err := l.store.Txn().PutLeader(lead.Rev, rec).PutTerm(cur.Rev, term).Commit(ctx)
+			if errors.Is(err, global.ErrConflict) {
+				continue // promoted over meanwhile, or the term moved: read again
 			}
-			return l.fenceClaimed(ctx, lead.Value.Term)
+			if err != nil {
+				return false, fmt.Errorf("claim lead again: %w", err)
+			}
+			return l.fenceClaimed(ctx, term)
 		case lead.Rev != 0:
 			l.log.Warn("another router leads: not claiming the lead", "leader", lead.Value.Router, "term", lead.Value.Term)
 			return false, nil

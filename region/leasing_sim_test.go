@@ -541,3 +541,59 @@ func TestLeasingGrantNowSim(t *testing.T) {
 		}
 	})
 }
+
+// A router restarted on its directory with a shorter lease (from five
+// seconds to one) shortens a node's lease with its first acknowledged
+// grant, and a tenant placed at once takes writes at once: the node takes
+// the restarted router's grants as newer than the lease it holds, so its
+// old, longer lease and its old list do not outlast the restart.
+func TestRestartedRouterShortensTheLeaseSim(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newLeaseSim(t)
+		s.addNode("a", true)
+		s.markLeased("a")
+		s.place("old", "a", "")
+		first := &leadership{id: "r", store: s.store, watcher: s.w, log: testkit.Logger()}
+		if ok, err := first.claim(t.Context()); !ok || err != nil {
+			t.Fatalf("claim: %v %v", ok, err)
+		}
+		long := s.leasingOver(first, 5*time.Second)
+		long.start(t.Context())
+		s.sleepTo(2 * time.Second)
+		if !s.net.writable("a", "old") {
+			t.Fatal("a does not write its tenant under the first router")
+		}
+		long.close()
+
+		// Restarted with a one-second lease, on the same directory.
+		second := &leadership{id: "r", store: s.store, watcher: s.w, log: testkit.Logger()}
+		if ok, err := second.claim(t.Context()); !ok || err != nil {
+			t.Fatalf("claim again: %v %v", ok, err)
+		}
+		short := s.leasingOver(second, time.Second)
+		short.start(t.Context())
+		s.sleepTo(s.clock.Now() + short.tick())
+		s.place("new", "a", "")
+		if !s.net.writable("a", "new") {
+			st := s.net.node("a").lease.Status(s.clock.Now())
+			t.Fatalf("a tenant placed after the restart cannot be written at once: a's lease %+v", st)
+		}
+		if left := s.net.node("a").lease.Status(s.clock.Now()).LeftMS; left > 1000 {
+			t.Fatalf("a's lease has %d ms left after the restarted router's grants, want at most its lease of 1000", left)
+		}
+	})
+}
+
+// leasingOver is a second leasing over the sim's directory and nodes,
+// leading by ld with lease own.
+func (s *leaseSim) leasingOver(ld *leadership, own time.Duration) *leasing {
+	l := newLeasing(leasingDeps{
+		id: ld.id, own: own, view: s.w.View, lead: ld,
+		transport: s.net, probe: s.net.probe, failover: s.failover,
+		settle: func(ctx context.Context, rev int64) { _ = s.w.WaitRev(ctx, rev) },
+		clock:  s.clock, log: testkit.Logger(),
+	})
+	unwatch := s.w.OnTenantChange(l.changed)
+	s.t.Cleanup(func() { unwatch(); l.close() })
+	return l
+}
