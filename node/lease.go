@@ -25,7 +25,8 @@ type nodeLease struct {
 	steps   *steps // copies in step (instep.go)
 }
 
-// newNodeLease loads the highest term taken from the directory and starts
+// newNodeLease loads the node's binding (the directory leasing it, the
+// epoch, the highest term taken) from its data directory and starts
 // holding no lease. Without cfg.Lease it only answers grants 409.
 func newNodeLease(cfg Config) (*nodeLease, error) {
 	clock := cfg.LeaseClock
@@ -37,11 +38,11 @@ func newNodeLease(cfg Config) (*nodeLease, error) {
 		return nl, nil
 	}
 	tf := lease.NewTermFile(cfg.Dir)
-	highest, err := tf.Load()
+	bound, err := tf.Load()
 	if err != nil {
 		return nil, fmt.Errorf("load lease term: %w", err)
 	}
-	nl.lease = lease.NewNodeLease(highest, tf.Store)
+	nl.lease = lease.NewNodeLease(bound, tf.Store)
 	nl.handler.Lease = nl.lease
 	nl.handler.OnTaken = nl.steps.taken
 	nl.handler.Report = func() (map[string]uint64, []string) { return nl.steps.report(nl.lease) }

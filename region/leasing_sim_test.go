@@ -251,7 +251,7 @@ func (s *leaseSim) addNode(name string, takesLease bool) {
 	s.t.Helper()
 	nd := &simNode{}
 	if takesLease {
-		nd.lease = lease.NewNodeLease(0, nil)
+		nd.lease = lease.NewNodeLease(lease.Binding{}, nil)
 	}
 	s.net.mu.Lock()
 	s.net.nodes[name] = nd
