@@ -119,11 +119,11 @@ type Leaser struct {
 	wg    sync.WaitGroup // every goroutine the Leaser starts
 
 	mu      sync.Mutex
-	ctx     context.Context     // guarded by mu: set by Start, ends at Close
-	cancel  context.CancelFunc  // guarded by mu
-	started bool                // guarded by mu
-	closed  bool                // guarded by mu
-	keeping bool                // guarded by mu: keepRecord runs
+	ctx     context.Context      // guarded by mu: set by Start, ends at Close
+	cancel  context.CancelFunc   // guarded by mu
+	started bool                 // guarded by mu
+	closed  bool                 // guarded by mu
+	keeping bool                 // guarded by mu: keepRecord runs
 	plan    recordPlan           // guarded by mu
 	nodes   map[string]*nodeRun  // guarded by mu
 	pending map[string]List      // guarded by mu: lists set before Start

@@ -282,7 +282,7 @@ type simPlan struct {
 	// only once it ran one of its leases.
 	handoffAt    time.Duration
 	handoffForce bool
-	lease time.Duration // 0: 3s
+	lease        time.Duration // 0: 3s
 }
 
 func runSim(t testing.TB, seed uint64, p simPlan) *sim {
