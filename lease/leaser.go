@@ -389,10 +389,14 @@ func sameTerms(a, b NodeTerms) bool {
 // to nodes this router is about to lease (the giver's record, at a
 // handoff): nodes that have not run one of this router's leases are
 // counted by it, and the record is not lowered before d and a tenth have
-// passed. The caller has raised the directory's record to d already.
+// passed. The caller has raised the directory's record to d already. Call
+// it once Start returned.
 func (l *Leaser) ExtendRecord(d time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if !l.started || l.ctx == nil || l.closed {
+		return
+	}
 	p := l.plan
 	if d <= p.leases.Own {
 		return // every node is counted by at least the router's own lease
@@ -426,6 +430,15 @@ func (l *Leaser) RemoveNode(node string) {
 		l.nextN[node] = nr.tracker.NextN()
 		l.mu.Unlock()
 	}
+}
+
+// Leases says whether node is leased (set and not removed).
+func (l *Leaser) Leases(node string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, ok := l.nodes[node]
+	_, pending := l.pending[node]
+	return ok || pending
 }
 
 // GrantNow has node sent a grant at once (after the call in flight to it,

@@ -41,6 +41,9 @@ type FailoverFailure struct {
 func (rt *Router) FailoverNode(ctx context.Context, node string, force bool) FailoverResult {
 	res := FailoverResult{Node: node, Promoted: []string{}, Failed: []FailoverFailure{}}
 	s, err := rt.lead.changes(ctx)
+	if err == nil {
+		s, err = rt.ownNode(ctx, s, node) // only the side leasing the node's region fails it over
+	}
 	if err != nil {
 		res.Failed = append(res.Failed, FailoverFailure{Why: err.Error()})
 		return res

@@ -22,6 +22,7 @@ const readyWait = 5 * time.Second
 // It stops leading at once when its view shows a later term or leader.
 type leadership struct {
 	id      string
+	name    string        // the directory's name (global.DirGlobal, or a region's): claimed before leading it
 	store   *global.Store // unfenced: reads, and the claims themselves
 	watcher *global.Watcher
 	log     *slog.Logger
@@ -45,6 +46,9 @@ type leadership struct {
 // makes): it forwards and refuses changes naming that router. It reports
 // whether this router now leads.
 func (l *leadership) claim(ctx context.Context) (bool, error) {
+	if err := l.claimName(ctx); err != nil {
+		return false, err
+	}
 	for range claimRetries {
 		lead, err := l.store.Leader(ctx)
 		if err != nil {
@@ -98,8 +102,24 @@ func (l *leadership) fenceClaimed(ctx context.Context, term uint64) (bool, error
 // claimRetries bounds how often a claim reads again after losing a race.
 const claimRetries = 8
 
+// claimName names the directory this router's, or refuses one named
+// another's: a region's router on the global directory, or the reverse,
+// would lease nodes with the other's terms.
+func (l *leadership) claimName(ctx context.Context) error {
+	if l.name == "" {
+		return nil
+	}
+	if err := l.store.ClaimName(ctx, l.name); err != nil {
+		return fmt.Errorf("this router leads %s's directory (--region, --global): %w", l.name, err)
+	}
+	return nil
+}
+
 // promote moves the directory's term on and takes the lead at it.
 func (l *leadership) promote(ctx context.Context) (uint64, error) {
+	if err := l.claimName(ctx); err != nil {
+		return 0, err
+	}
 	term, err := l.store.Promote(ctx, l.id)
 	if err != nil {
 		return 0, err

@@ -58,6 +58,17 @@ type leasingDeps struct {
 	id string
 	// own is the router's lease (--auto-failover); 0: it grants nothing.
 	own time.Duration
+	// dir names the router's directory in its grants (global.DirGlobal, or
+	// global.DirOfRegion(region) on a region's router).
+	dir string
+	// region is the region a region's router serves ("" on the global
+	// tier's): it leases that region's nodes only, and only while its
+	// directory says the region leases them.
+	region string
+	// elsewhere is told (on a goroutine of the leasing's) that a node of
+	// region refused this router's grants because another directory
+	// leases it; the leasing has stopped leasing the region's nodes.
+	elsewhere func(ctx context.Context, node, region string, refusal *lease.DirectoryError)
 	// view is the router's copy of its directory (nil before it arrived).
 	view func() *global.View
 	// lead is the router's lead.
@@ -70,6 +81,10 @@ type leasingDeps struct {
 	failover func(ctx context.Context, node string, force bool) FailoverResult
 	// settle waits (bounded) until the view holds revision rev.
 	settle func(ctx context.Context, rev int64)
+	// ownNode guards a store on node's region record, or refuses when
+	// this router's side does not own the region (owner.go); nil: no
+	// guard.
+	ownNode func(ctx context.Context, s *global.Store, node string) (*global.Store, error)
 	// clock is the router's monotonic clock: every moment the leasing
 	// decides by is read from it.
 	clock lease.Clock
@@ -102,14 +117,20 @@ type leasing struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu      sync.Mutex
-	leaser  *lease.Leaser         // guarded by mu: nil when not leasing
-	term    uint64                // guarded by mu: the term leaser grants at
-	lists   map[string]lease.List // guarded by mu: the list each leased node was last set
-	failing map[string]bool       // guarded by mu: nodes whose failover runs now
-	settled map[string]bool       // guarded by mu: nodes whose last failover ended (lists go back)
-	held    map[string]heldWait   // guarded by mu: tenants waiting, off their node's list, for a held failover
-	probes  map[string]probe      // guarded by mu: what a node's lease probe said
+	// syncMu makes sync calls whole, one at a time; lock order: syncMu,
+	// then mu.
+	syncMu sync.Mutex
+
+	mu       sync.Mutex
+	leaser   *lease.Leaser         // guarded by mu: nil when not leasing
+	term     uint64                // guarded by mu: the term leaser grants at
+	lists    map[string]lease.List // guarded by mu: the list each leased node was last set
+	failing  map[string]bool       // guarded by mu: nodes whose failover runs now
+	settled  map[string]bool       // guarded by mu: nodes whose last failover ended (lists go back)
+	held     map[string]heldWait   // guarded by mu: tenants waiting, off their node's list, for a held failover
+	probes   map[string]probe      // guarded by mu: what a node's lease probe said
+	scope    scopeState            // guarded by mu: regions given or fenced, a forced takeover settled
+	fencedAt map[string]uint64     // guarded by mu: the region's epoch when its nodes refused us
 	// lastRev and lastFO are the view's revision and the nodes' failed-over
 	// marks the lists were last set from; dirty asks for them to be set
 	// again all the same. Guarded by mu.
@@ -135,12 +156,14 @@ func newLeasing(deps leasingDeps) *leasing {
 			Name: "fenec_router_auto_failovers_total",
 			Help: "Nodes this router failed over on a lapsed lease, by outcome.",
 		}, []string{"outcome"}),
-		metrics: lease.NewMetrics(),
-		lists:   map[string]lease.List{},
-		failing: map[string]bool{},
-		settled: map[string]bool{},
-		held:    map[string]heldWait{},
-		probes:  map[string]probe{},
+		metrics:  lease.NewMetrics(),
+		lists:    map[string]lease.List{},
+		failing:  map[string]bool{},
+		settled:  map[string]bool{},
+		held:     map[string]heldWait{},
+		probes:   map[string]probe{},
+		scope:    scopeState{giving: map[string]bool{}, fenced: map[string]bool{}},
+		fencedAt: map[string]uint64{},
 	}
 	l.tr = &notifyingTransport{tr: deps.transport, n: l.answers}
 	for _, o := range []string{AutoFailoverDone, AutoFailoverPartial, AutoFailoverFailed} {
@@ -236,7 +259,9 @@ func (l *leasing) step(ctx context.Context) {
 	leading, term := l.deps.lead.status()
 	l.mu.Lock()
 	cur, curTerm := l.leaser, l.term
+	active := l.scopeLocked(l.deps.view()).active
 	l.mu.Unlock()
+	leading = leading && active
 	switch {
 	case !leading && cur != nil, leading && cur != nil && curTerm != term:
 		l.stop()
@@ -267,6 +292,7 @@ func (l *leasing) begin(ctx context.Context, term uint64) error {
 	lsr, err := lease.NewLeaser(lease.LeaserConfig{
 		Router:    l.leaserName(term),
 		Term:      term,
+		Dir:       l.deps.dir,
 		Lease:     l.deps.own,
 		Transport: l.tr,
 		Record:    global.LeaseRecordStore{S: s},
@@ -280,8 +306,9 @@ func (l *leasing) begin(ctx context.Context, term uint64) error {
 			default:
 			}
 		},
-		Clock:  l.deps.clock,
-		Logger: l.log,
+		Elsewhere: l.refusedElsewhere,
+		Clock:     l.deps.clock,
+		Logger:    l.log,
 	})
 	if err != nil {
 		return err
@@ -290,7 +317,10 @@ func (l *leasing) begin(ctx context.Context, term uint64) error {
 	l.lists = map[string]lease.List{}
 	l.settled = map[string]bool{}
 	l.dirty = true
-	for node, list := range l.listsLocked(l.deps.view()) {
+	v := l.deps.view()
+	sc := l.scopeLocked(v)
+	for node, list := range l.listsLocked(v, sc) {
+		lsr.SetTerms(node, sc.terms[node])
 		lsr.SetList(node, list)
 		l.lists[node] = list
 	}
@@ -302,7 +332,7 @@ func (l *leasing) begin(ctx context.Context, term uint64) error {
 	l.mu.Lock()
 	l.leaser, l.term = lsr, term
 	l.mu.Unlock()
-	l.log.Info("leasing the region's nodes", "term", term, "lease", l.deps.own)
+	l.log.Info("leasing nodes", "term", term, "lease", l.deps.own, "dir", l.deps.dir)
 	return nil
 }
 
@@ -327,6 +357,10 @@ func (l *leasing) running() *lease.Leaser {
 	return l.leaser
 }
 
+// notLeasedWait is how long GrantNow waits, for a node this router does
+// not lease, before the forwarder asks the node again.
+const notLeasedWait = 25 * time.Millisecond
+
 // Leading is the forwarder's LeaseRetry: this router grants.
 func (l *leasing) Leading() bool { return l.running() != nil }
 
@@ -340,6 +374,19 @@ func (l *leasing) GrantNow(ctx context.Context, node string) error {
 	// The list first: the forwarder may have seen the tenant there in the
 	// view before this router's leasing did.
 	l.sync()
+	if !lsr.Leases(node) {
+		// Another directory leases the node (its region leases its own):
+		// its grant comes from there. A moment, and the forwarder asks
+		// again.
+		t := time.NewTimer(notLeasedWait)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("grant to %s: %w", node, ctx.Err())
+		}
+	}
 	next := l.answers.next(node)
 	lsr.GrantNow(node)
 	select {
@@ -415,12 +462,16 @@ func (rt *Router) wireLeasing() error {
 	rt.leasing = newLeasing(leasingDeps{
 		id:        rt.id,
 		own:       rt.cfg.AutoFailover,
+		dir:       rt.dirName(),
+		region:    rt.leasedRegion(),
+		elsewhere: rt.leasedElsewhere,
 		view:      rt.watcher.View,
 		lead:      rt.lead,
 		transport: tr,
 		probe:     tr.probe,
 		failover:  rt.FailoverNode,
 		settle:    rt.settleTo,
+		ownNode:   rt.ownNode,
 		clock:     lease.NewMonoClock(),
 		log:       rt.log,
 	})

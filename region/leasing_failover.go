@@ -79,8 +79,11 @@ func (l *leasing) reports(ctx context.Context, node string, behind map[string]ui
 	ctx, cancel := context.WithTimeout(ctx, reportWait)
 	defer cancel()
 	s, err := l.deps.lead.changes(ctx)
+	if err == nil && l.deps.ownNode != nil {
+		s, err = l.deps.ownNode(ctx, s, node)
+	}
 	if err != nil {
-		return // not leading: the node asks the next leader
+		return // not leading, or no longer the region's: the node asks the next leader
 	}
 	var rev int64
 	change := func(name string, fn func(t *global.Tenant) bool) {

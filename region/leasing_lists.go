@@ -13,15 +13,15 @@ import (
 // placed there, less those a failover holds and those waiting (before
 // now) for a held failover, with the copies the directory counts on (in
 // step: a replica not recorded behind) and those recorded behind. Only
-// nodes recorded with lease:true are leased. It is pure: v, held and now
-// decide it.
-func leaseLists(v *global.View, held map[string]heldWait, now time.Duration) map[string]lease.List {
+// nodes recorded with lease:true and in scope are leased. It is pure: v,
+// scope, held and now decide it.
+func leaseLists(v *global.View, scope map[string]lease.NodeTerms, held map[string]heldWait, now time.Duration) map[string]lease.List {
 	out := map[string]lease.List{}
 	if v == nil {
 		return out
 	}
 	for name, n := range v.Nodes() {
-		if n.Lease {
+		if _, in := scope[name]; n.Lease && in {
 			out[name] = lease.List{Tenants: []string{}}
 		}
 	}
@@ -58,9 +58,10 @@ func leaseLists(v *global.View, held map[string]heldWait, now time.Duration) map
 	return out
 }
 
-// listsLocked is leaseLists over the leasing's held tenants, now.
-func (l *leasing) listsLocked(v *global.View) map[string]lease.List {
-	return leaseLists(v, l.held, l.deps.clock.Now())
+// listsLocked is leaseLists over the scope sc and the leasing's held
+// tenants, now.
+func (l *leasing) listsLocked(v *global.View, sc leaseScope) map[string]lease.List {
+	return leaseLists(v, sc.terms, l.held, l.deps.clock.Now())
 }
 
 // sync sets every leased node's list from the router's view, grants at
@@ -69,6 +70,11 @@ func (l *leasing) listsLocked(v *global.View) map[string]lease.List {
 // leases. A node failed over is given its list back only once its
 // failover ended.
 func (l *leasing) sync() {
+	// One sync at a time, whole: once one returns, every node out of
+	// scope when it began has been removed from the Leaser, its last grant
+	// ended (a handoff gives a region only then).
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
 	v := l.deps.view()
 	l.mu.Lock()
 	lsr := l.leaser
@@ -92,9 +98,11 @@ func (l *leasing) sync() {
 		return
 	}
 	l.lastRev, l.lastFO, l.dirty = v.Rev, failedOver, false
-	want := l.listsLocked(v)
+	sc := l.scopeLocked(v)
+	want := l.listsLocked(v, sc)
 	var grant, gone []string
 	for node, list := range want {
+		lsr.SetTerms(node, sc.terms[node])
 		if l.failing[node] || (failedOver[node] && !l.settled[node]) {
 			continue
 		}

@@ -82,6 +82,9 @@ func (l *leasing) probeNode(ctx context.Context, name string, n global.Node) {
 // addr.
 func (l *leasing) recordTakesLease(ctx context.Context, name, addr string) error {
 	s, err := l.deps.lead.changes(ctx)
+	if err == nil && l.deps.ownNode != nil {
+		s, err = l.deps.ownNode(ctx, s, name)
+	}
 	if err != nil {
 		return err
 	}

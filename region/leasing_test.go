@@ -268,8 +268,8 @@ func TestNodeWithoutLeaseNeverFailedOverCP(t *testing.T) {
 	}
 }
 
-// A node that took a higher term than the router's fences it: the router
-// stops leasing and taking changes.
+// A node that took a higher term of the router's own directory than the
+// router's fences it: the router stops leasing and taking changes.
 func TestDeposedRouterStopsCP(t *testing.T) {
 	r := startLeasingRouter(t)
 	a := startLeaseNode(t, true)
@@ -277,7 +277,7 @@ func TestDeposedRouterStopsCP(t *testing.T) {
 	r.waitLeased(t, "a")
 	term := r.leases(t).Term
 	list := []string{}
-	g, _ := json.Marshal(lease.Grant{Term: term + 5, Router: "other", N: 1, MS: 1000, Tenants: list, List: lease.ListID(list)})
+	g, _ := json.Marshal(lease.Grant{Term: term + 5, Router: "other", N: 1, MS: 1000, Tenants: list, List: lease.ListID(list), Dir: "global"})
 	if st, _, body := cpDo(t, http.MethodPost, a.URL()+"/_admin/lease", cpAdminToken, g, nil); st != http.StatusOK {
 		t.Fatalf("higher grant: %d %s", st, body)
 	}

@@ -70,6 +70,11 @@ type Router struct {
 	leasing      *leasing
 	leaseTr      *leaseTransport
 	leaseUnwatch func()
+	// link is a region's leading router's link to the global directory
+	// (mirror.go); handoffs the global tier's steps of regions' handoffs
+	// (handoff.go). One of them is set.
+	link     *mirror
+	handoffs *globalHandoffs
 
 	// closing is set as Close begins: /_ready answers 503 from then.
 	closing atomic.Bool
@@ -158,21 +163,22 @@ func (rt *Router) start(ctx context.Context) error {
 		return err
 	}
 	if rt.mirroring() {
-		rt.repair.init() // nothing repairs here: the global tier does
-		m := newMirror(rt)
-		if err := m.register(rt.reg); err != nil {
+		rt.link = newMirror(rt)
+		if err := rt.link.register(rt.reg); err != nil {
 			return err
 		}
-		rt.wg.Go(func() { m.run(rt.ctx) })
+		rt.wg.Go(func() { rt.link.run(rt.ctx) })
 	} else {
-		rt.startRepair()
+		rt.handoffs = &globalHandoffs{rt: rt, givenSeen: map[string]time.Duration{}}
+		rt.wg.Go(func() { rt.handoffs.run(rt.ctx) })
 	}
+	rt.startRepair()
 	if !rt.cfg.Standby {
 		leading, err := rt.lead.claim(ctx)
 		if err != nil {
 			return err
 		}
-		if leading && !rt.mirroring() {
+		if leading {
 			rt.recoverInBackground()
 		}
 	}
@@ -188,7 +194,7 @@ func (rt *Router) wire() error {
 	rt.store = global.NewStore(rt.dir)
 	rt.watcher = global.StartWatcher(rt.ctx, rt.dir, rt.log)
 	rt.nodes = newNodeClient(rt.cfg.NodeTimeout, rt.cfg.Forward.Resolver)
-	rt.lead = &leadership{id: rt.id, store: rt.store, watcher: rt.watcher, log: rt.log}
+	rt.lead = &leadership{id: rt.id, name: rt.dirName(), store: rt.store, watcher: rt.watcher, log: rt.log}
 	rt.reg = prometheus.NewRegistry()
 	rt.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if rt.fwd, err = forward.New(rt.cfg.Forward, viewPlacements{rt.watcher}, rt.reg, rt.log); err != nil {
