@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -322,4 +323,49 @@ func TestLeaserExtendRecord(t *testing.T) {
 			t.Fatalf("record %v once the extension ran out, want it lowered to the router's own", v)
 		}
 	})
+}
+
+// A node from before directories refuses a grant naming one as malformed
+// (its decoder knows no such field): the router leases it with grants that
+// name none, says so once, and never counts the refusal as a lapse.
+func TestLeaserNodeFromBeforeDirectories(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clock := NewMonoClock()
+		net := &oldNodes{fakeNet: newFakeNet(clock, "old")}
+		var mu sync.Mutex
+		var failed []string
+		l, err := NewLeaser(LeaserConfig{
+			Router: "r", Term: 1, Dir: "global", Lease: 3 * time.Second, Transport: net, Clock: clock,
+			Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Failover: func(_ context.Context, node string) { mu.Lock(); failed = append(failed, node); mu.Unlock() },
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		l.SetTenants("old", []string{"t-old"})
+		if err := l.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		if len(failed) != 0 || !net.writable("old", "t-old") {
+			t.Fatalf("a node from before directories: failed over %v, writable %v", failed, net.writable("old", "t-old"))
+		}
+	})
+}
+
+// oldNodes answers as a node from before directories: a grant naming a
+// directory is refused as malformed, as its decoder would.
+type oldNodes struct{ *fakeNet }
+
+func (o *oldNodes) Send(ctx context.Context, node string, g Grant) (Answer, error) {
+	if g.Dir != "" || g.Epoch != 0 || g.Handoff != nil {
+		_, body := ReplyStatus(fmt.Errorf("%w: json: unknown field \"dir\"", ErrBadGrant))
+		b, _ := json.Marshal(body)
+		return DecodeReply(http.StatusBadRequest, b)
+	}
+	return o.fakeNet.Send(ctx, node, g)
 }

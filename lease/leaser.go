@@ -556,7 +556,8 @@ func (l *Leaser) grant(ctx context.Context, node string, nr *nodeRun) (again boo
 		}
 	case err == nil:
 		t.GaveUp(g) // came back, but after the router stopped waiting
-	case errors.Is(err, ErrNeedsList), errors.Is(err, ErrTakesNoLease), errors.Is(err, ErrLowerTerm), errors.Is(err, ErrOtherDirectory):
+	case errors.Is(err, ErrNeedsList), errors.Is(err, ErrTakesNoLease), errors.Is(err, ErrLowerTerm), errors.Is(err, ErrOtherDirectory),
+		errors.Is(err, ErrBadGrant) && !t.Legacy() && fromBeforeDirectories(err):
 		wasLeasing := t.TakesLease()
 		t.Refused(g, err)
 		l.refusedLocked(node, nr, err, wasLeasing)
@@ -591,6 +592,10 @@ func (l *Leaser) reportLocked(node string, nr *nodeRun, a Answer) {
 func (l *Leaser) refusedLocked(node string, nr *nodeRun, err error, wasLeasing bool) {
 	if errors.Is(err, ErrTakesNoLease) && wasLeasing {
 		l.log.Info("node takes no lease: never failed over automatically", "node", node)
+	}
+	if errors.Is(err, ErrBadGrant) && nr.tracker.Legacy() {
+		l.log.Warn("node is from before directories: leased with grants that name none; upgrade it before its region's leasing is handed over",
+			"node", node)
 	}
 	if de := nr.tracker.Elsewhere(); de != nil && !nr.elsewhere {
 		nr.elsewhere = true

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -94,6 +95,7 @@ type Tracker struct {
 	notBefore time.Duration   // with terms.MustRun: no lapse before this moment
 	ranAny    bool            // the node said ran in some answer
 	elsewhere *DirectoryError // the node is leased by another directory
+	legacy    bool            // the node is from before directories: grants name none
 }
 
 // NewTracker starts tracking node for router at term, counting the node as
@@ -196,6 +198,9 @@ func (t *Tracker) Next(now time.Duration) Grant {
 		Epoch:   t.terms.Epoch,
 		Handoff: t.terms.Handoff,
 	}
+	if t.legacy {
+		g.Dir, g.Epoch, g.Handoff = "", 0, nil
+	}
 	if t.sendList || t.nodeList != t.listID {
 		g.Tenants = append([]string{}, t.list...) // never nil: nil means "unchanged"
 		g.InStep, g.Behind, g.Replicas = slices.Clone(t.inStep), maps.Clone(t.behind), maps.Clone(t.replicas)
@@ -256,6 +261,8 @@ func (t *Tracker) Refused(g Grant, err error) {
 	switch {
 	case errors.As(err, &de):
 		t.elsewhere = de
+	case errors.Is(err, ErrBadGrant) && !t.legacy && fromBeforeDirectories(err):
+		t.legacy, t.needNow = true, true
 	case errors.Is(err, ErrNeedsList):
 		t.sendList, t.needNow = true, true
 	case errors.Is(err, ErrTakesNoLease):
@@ -264,6 +271,24 @@ func (t *Tracker) Refused(g Grant, err error) {
 		t.fenced, t.highest = true, te.Highest
 	}
 }
+
+// fromBeforeDirectories says whether a node refused a grant as malformed
+// for naming a directory, an epoch or a handoff: a node from before them,
+// whose decoder knows no such field.
+func fromBeforeDirectories(err error) bool {
+	msg := err.Error()
+	for _, f := range []string{`"dir"`, `"epoch"`, `"handoff"`} {
+		if strings.Contains(msg, "unknown field "+f) {
+			return true
+		}
+	}
+	return false
+}
+
+// Legacy: the node is from before directories, and leased with grants
+// that name none (see Grant.Dir): it compares terms alone, so it cannot
+// be handed to another directory safely until it is upgraded.
+func (t *Tracker) Legacy() bool { return t.legacy }
 
 // Outstanding is how many grants are out, neither answered nor given up.
 func (t *Tracker) Outstanding() int { return t.outstanding }
