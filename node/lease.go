@@ -88,3 +88,25 @@ func (c *call) serveLease() {
 	}
 	c.s.lease.handler.ServeHTTP(c.w, c.r)
 }
+
+// fencedPromote says why a promotion a router asks at directory dir,
+// epoch and term is refused ("": it is not): the node is leased by another
+// directory, or by dir at a later epoch or term — the router no longer
+// owns the node's region, and its request was held on the way. A node
+// without --lease, or never leased, and a request naming no directory (an
+// operator's by hand) are not fenced.
+func (l *nodeLease) fencedPromote(dir string, epoch, term uint64) string {
+	if l == nil || l.lease == nil || dir == "" {
+		return ""
+	}
+	b := l.lease.Bound()
+	switch {
+	case b.Dir == "":
+		return ""
+	case b.Dir != dir:
+		return fmt.Sprintf("this node is leased by %s (epoch %d), not by %s: the router asking does not lease its region", b.Dir, b.Epoch, dir)
+	case epoch < b.Epoch || term < b.Term:
+		return fmt.Sprintf("this node is leased by %s at epoch %d, term %d: the router asking, at epoch %d, term %d, was replaced", b.Dir, b.Epoch, b.Term, epoch, term)
+	}
+	return ""
+}

@@ -118,7 +118,7 @@ func (rt *Router) failoverTenant(ctx context.Context, s *global.Store, name stri
 		release()
 		return fmt.Errorf("copy of %s: %w", name, errNotFoundAs(err, ErrUnknownNode))
 	}
-	ans, err := rt.nodes.promote(ctx, copyNode.Value, name, rec, force)
+	ans, err := rt.nodes.promote(ctx, copyNode.Value, name, rec, force, rt.promoteFence(copyNode.Value.Region))
 	if err != nil {
 		release()
 		return fmt.Errorf("promote %s on %s: %w", name, rec.Replica, err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/fenec-go/fenec/global"
+	"github.com/fenec-go/fenec/wire"
 )
 
 // The side that leases a region owns its placements (docs/regions.md):
@@ -144,6 +145,18 @@ func (rt *Router) ownTenant(ctx context.Context, s *global.Store, t string) (*gl
 		return nil, err
 	}
 	return rt.ownNode(ctx, s, rec.Value.Node)
+}
+
+// promoteFence names this router's directory, region r's leasing epoch
+// and the router's term in a promotion it asks of a node of r: a node
+// leased by another directory, or at a later epoch or term, refuses it.
+func (rt *Router) promoteFence(r string) wire.Promote {
+	_, term := rt.lead.status()
+	f := wire.Promote{Dir: rt.dirName(), Term: term}
+	if v := rt.watcher.View(); v != nil {
+		f.Epoch = regionRecord(v, r).Epoch
+	}
+	return f
 }
 
 // ownedIn says, from view v, whether this router's side owns region r
