@@ -60,11 +60,24 @@ func (m Mirror) Sync(ctx context.Context, to *Store) (MirrorResult, error) {
 	if err != nil {
 		return MirrorResult{}, fmt.Errorf("mirror: read the directory copied: %w", err)
 	}
+	return m.SyncListed(ctx, to, kvs, rev, nil)
+}
+
+// SyncListed is Sync over From's records as the caller listed them (all
+// of them, at rev); toKVs, if not nil, are to's, listed whole by the
+// caller too (a round trip saved across a wide-area link). Every write is
+// still conditioned on the revision read.
+func (m Mirror) SyncListed(ctx context.Context, to *Store, kvs []KV, rev int64, toKVs []KV) (MirrorResult, error) {
 	want, err := pickRegion(kvs, m.Region, !m.Up)
 	if err != nil {
 		return MirrorResult{}, err
 	}
-	have, err := m.have(ctx, to)
+	var have map[string]KV
+	if toKVs != nil && m.Up {
+		have, err = pickKVs(toKVs, m.Region, false)
+	} else {
+		have, err = m.have(ctx, to)
+	}
 	if err != nil {
 		return MirrorResult{}, err
 	}

@@ -38,19 +38,17 @@ func handoffBound(own time.Duration) time.Duration { return max(own, time.Second
 // the global one (dg), as the link last read or wrote them.
 type linkRecords struct {
 	de, dg global.Versioned[global.Region]
+	snap   globalSnap // the global directory as this step read it
 }
 
 // reconcile reads the region record in both directories, brings them in
 // line — the newer state wins (by epoch, then by the handoff's progress),
 // and of two alike the owner's: the region's while it leases, else the
 // global tier's — and takes the region's step of a handoff in flight.
-func (m *mirror) reconcile(ctx context.Context, s, dgs *global.Store) (linkRecords, error) {
-	var rec linkRecords
+func (m *mirror) reconcile(ctx context.Context, s, dgs *global.Store, snap globalSnap) (linkRecords, error) {
+	rec := linkRecords{dg: snap.region, snap: snap}
 	var err error
 	if rec.de, err = s.ReadRegion(ctx, m.region); err != nil {
-		return rec, err
-	}
-	if rec.dg, err = dgs.ReadRegion(ctx, m.region); err != nil {
 		return rec, err
 	}
 	m.mu.Lock()
@@ -59,7 +57,7 @@ func (m *mirror) reconcile(ctx context.Context, s, dgs *global.Store) (linkRecor
 	if rec, err = m.align(ctx, s, dgs, rec); err != nil {
 		return rec, err
 	}
-	m.settleForce(ctx, dgs, rec)
+	m.settleForce(rec)
 	h := rec.de.Value.Handoff
 	if h == nil {
 		return rec, nil
@@ -106,10 +104,7 @@ func (m *mirror) align(ctx context.Context, s, dgs *global.Store, rec linkRecord
 		}
 		return rec, nil
 	}
-	want, err := m.decorate(ctx, dgs, dg, false)
-	if err != nil {
-		return rec, err
-	}
+	want := m.decorateGlobal(dg, rec.snap.view)
 	if sameRegion(want, de) {
 		return rec, nil
 	}
@@ -117,6 +112,7 @@ func (m *mirror) align(ctx context.Context, s, dgs *global.Store, rec linkRecord
 	if h := want.Handoff; h != nil && h.State == global.HandoffDone && h.To == global.LeaserRegion {
 		raise = h.LeaseRecordMS // the region takes: count by the giver's record
 	}
+	var err error
 	if rec.de, err = s.AdoptRegion(ctx, m.region, rec.de, want, raise); err != nil {
 		return rec, err
 	}
@@ -127,15 +123,11 @@ func (m *mirror) align(ctx context.Context, s, dgs *global.Store, rec linkRecord
 	return rec, nil
 }
 
-// decorate sets the leasing side's router, term and longest-lease record
-// on r, read from the directory s (the region's when mine, else the
-// global one).
-func (m *mirror) decorate(ctx context.Context, s *global.Store, r global.Region, mine bool) (global.Region, error) {
-	r.Name = m.region
-	if r.Handoff != nil {
-		h := *r.Handoff
-		r.Handoff = &h
-	}
+// decorate sets this router, its directory's term and longest-lease
+// record (read from s, the region's directory) on r: the leasing side's,
+// while the region leases.
+func (m *mirror) decorate(ctx context.Context, s *global.Store, r global.Region, _ bool) (global.Region, error) {
+	r = copyRegion(r, m.region)
 	term, err := s.Term(ctx)
 	if err != nil {
 		return r, err
@@ -144,17 +136,27 @@ func (m *mirror) decorate(ctx context.Context, s *global.Store, r global.Region,
 	if err != nil {
 		return r, err
 	}
-	r.Term, r.LeaseRecordMS = term.Value, rec.Value
-	if mine {
-		r.Router = m.rt.id
-		return r, nil
-	}
-	lead, err := s.Leader(ctx)
-	if err != nil {
-		return r, err
-	}
-	r.Router = lead.Value.Router
+	r.Term, r.LeaseRecordMS, r.Router = term.Value, rec.Value, m.rt.id
 	return r, nil
+}
+
+// decorateGlobal sets the global tier's leading router, term and
+// longest-lease record, as v (the global directory) has them, on r: the
+// leasing side's while the global tier leases.
+func (m *mirror) decorateGlobal(r global.Region, v *global.View) global.Region {
+	r = copyRegion(r, m.region)
+	r.Term, r.LeaseRecordMS, r.Router = v.Term, v.LeaseRecordMS, v.Leader.Router
+	return r
+}
+
+// copyRegion is r named name, its handoff its own copy.
+func copyRegion(r global.Region, name string) global.Region {
+	r.Name = name
+	if r.Handoff != nil {
+		h := *r.Handoff
+		r.Handoff = &h
+	}
+	return r
 }
 
 // sameRegion compares two region records as stored.
@@ -184,7 +186,7 @@ func (m *mirror) ready(ctx context.Context, s, dgs *global.Store, rec linkRecord
 		rec.dg, err = dgs.UpdateRegion(ctx, m.region, rec.dg, func(r *global.Region) error { return r.RollBack(why, m.rt.now()) })
 		return rec, err
 	}
-	if _, err := m.down(ctx, s, rec.de); err != nil {
+	if _, err := m.down(ctx, s, rec.de, rec.snap); err != nil {
 		return rec, err
 	}
 	rec.dg, err = dgs.UpdateRegion(ctx, m.region, rec.dg, func(r *global.Region) error { return r.Ready(m.rt.id, m.rt.now()) })
@@ -218,7 +220,7 @@ func (m *mirror) give(ctx context.Context, s, dgs *global.Store, rec linkRecords
 	m.rt.settleTo(ctx, rec.de.Rev)
 	m.rt.leasing.resync() // the region's nodes leave the leasing: no grant to them is out from here
 	m.rt.log.Info("handoff: stopped granting the region's nodes", "region", m.region, "term", term)
-	if _, err := m.up(ctx, s, dgs, rec.dg); err != nil {
+	if _, err := m.up(ctx, s, dgs, rec.dg, rec.snap); err != nil {
 		return rec, err
 	}
 	want := rec.de.Value
@@ -261,7 +263,7 @@ func (m *mirror) take(ctx context.Context, s, dgs *global.Store, rec linkRecords
 	if m.rt.cfg.AutoFailover <= 0 {
 		return rec, nil // it said ready only with --auto-failover; a router restarted without waits for the rollback
 	}
-	if _, err := m.down(ctx, s, rec.de); err != nil {
+	if _, err := m.down(ctx, s, rec.de, rec.snap); err != nil {
 		return rec, err
 	}
 	if rec.dg, err = dgs.UpdateRegion(ctx, m.region, rec.dg, func(r *global.Region) error { return r.Take(m.rt.now()) }); err != nil {
@@ -276,7 +278,7 @@ func (m *mirror) take(ctx context.Context, s, dgs *global.Store, rec linkRecords
 // settleForce tells the leasing when a forced takeover is settled: once
 // the global directory shows the region leasing at its epoch, and the
 // global record and a tenth have passed since.
-func (m *mirror) settleForce(ctx context.Context, dgs *global.Store, rec linkRecords) {
+func (m *mirror) settleForce(rec linkRecords) {
 	de, dg := rec.de.Value, rec.dg.Value
 	forced := de.Handoff != nil && de.Handoff.Force && de.LeasedBy() == global.LeaserRegion
 	if !forced {
@@ -289,15 +291,11 @@ func (m *mirror) settleForce(ctx context.Context, dgs *global.Store, rec linkRec
 	if dg.LeasedBy() != global.LeaserRegion || dg.Epoch < de.Epoch {
 		return
 	}
-	lr, err := dgs.LeaseRecord(ctx)
-	if err != nil {
-		return
-	}
 	m.mu.Lock()
 	if m.ackedAt == 0 {
 		m.ackedAt = m.clock.Now()
 	}
-	rl := time.Duration(lr.Value) * time.Millisecond
+	rl := time.Duration(rec.snap.view.LeaseRecordMS) * time.Millisecond
 	at := m.ackedAt + rl + rl/10
 	m.mu.Unlock()
 	m.rt.leasing.settleForce(at)
@@ -572,17 +570,17 @@ func (c *shardCall) postHandoff(s *global.Store, region string) (int, any, error
 		return 0, nil, fmt.Errorf("%w: this router runs without --auto-failover: it cannot lease region %s's nodes; restart it with --auto-failover S", ErrBadRequest, region)
 	}
 	offerTo := s
+	octx, cancel := context.WithTimeout(c.r.Context(), globalCallWait)
+	defer cancel()
 	if rt.mirroring() {
-		if offerTo = rt.link.global(); offerTo == nil {
-			return 0, nil, fmt.Errorf("%w: the global directory cannot be reached: a planned handoff needs it; {\"force\": true} takes the region over without it (docs/regions.md)", ErrNotReady)
+		if offerTo = rt.link.awaitGlobal(octx); offerTo == nil {
+			return 0, nil, fmt.Errorf("%w: its link has not opened it (yet): a planned handoff needs it; {\"force\": true} takes the region over without it (docs/regions.md)", ErrGlobalUnreachable)
 		}
 	} else if v := rt.watcher.View(); len(nodesOf(v, region)) == 0 {
 		if _, ok := v.Region(region); !ok {
 			return 0, nil, fmt.Errorf("%w: region %s has no node and no record", ErrNoRoute, region)
 		}
 	}
-	octx, cancel := context.WithTimeout(c.r.Context(), globalCallWait)
-	defer cancel()
 	at, err := offerTo.ReadRegion(octx, region)
 	if err == nil {
 		var offered global.Versioned[global.Region]
@@ -591,7 +589,7 @@ func (c *shardCall) postHandoff(s *global.Store, region string) (int, any, error
 	}
 	if err != nil {
 		if rt.mirroring() && octx.Err() != nil {
-			return 0, nil, fmt.Errorf("%w: the global directory did not answer within %v: a planned handoff needs it; {\"force\": true} takes the region over without it (docs/regions.md)", ErrNotReady, globalCallWait)
+			return 0, nil, fmt.Errorf("%w: it did not answer within %v: a planned handoff needs it; {\"force\": true} takes the region over without it (docs/regions.md)", ErrGlobalUnreachable, globalCallWait)
 		}
 		return 0, nil, err
 	}

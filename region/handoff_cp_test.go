@@ -1,6 +1,8 @@
 package region
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -37,7 +39,8 @@ func startTwoTiers(t *testing.T) *twoTiers {
 	return &twoTiers{g: g, e: e, a: a, b: b}
 }
 
-// region reads region r as router rt lists it.
+// region reads region r as router rt lists it (the zero entry, named r,
+// when it lists no such region yet).
 func (r *cpRouter) region(tb testing.TB, name string) regionEntry {
 	tb.Helper()
 	var list []regionEntry
@@ -49,8 +52,7 @@ func (r *cpRouter) region(tb testing.TB, name string) regionEntry {
 			return e
 		}
 	}
-	tb.Fatalf("no region %s in %+v", name, list)
-	return regionEntry{}
+	return regionEntry{Name: name}
 }
 
 // handoff asks r for region eu's handoff to side and wants status.
@@ -247,3 +249,67 @@ func TestForcedTakeoverCP(t *testing.T) {
 }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+// The handoff route refuses what is not a handoff, each refusal saying
+// what to do: no token or a wrong one (401), another method (405), a body
+// that is not one (400), a region nobody knows (404), a standby (409
+// naming the leader). A client that hangs up as soon as it asked does not
+// stop the handoff: its states are in the directory, and it is done.
+func TestHandoffHostileCP(t *testing.T) {
+	tt := startTwoTiers(t)
+	g, e := tt.g, tt.e
+	sb := startCPRouter(t, func(c *Config) {
+		c.ID, c.Standby, c.DirectoryURLs, c.AutoFailover = "g2", true, g.rt.DirectoryURLs(), testLease
+	})
+	url := g.url + "/_shard/regions/eu/handoff"
+	body := []byte(`{"to": "region"}`)
+	for _, token := range []string{"", "wrong"} {
+		if st, h, b := cpDo(t, http.MethodPost, url, token, body, nil); st != http.StatusUnauthorized || h.Get("WWW-Authenticate") == "" || !strings.Contains(string(b), "error") {
+			t.Fatalf("token %q: %d %s", token, st, b)
+		}
+	}
+	if st, _, b := cpDo(t, http.MethodGet, url, cpRouterToken, nil, nil); st != http.StatusMethodNotAllowed {
+		t.Fatalf("GET: %d %s", st, b)
+	}
+	for _, bad := range []string{`{"to": "region"`, `{"to": "region", "later": true}`, `[1]`, `{"to": 7}`, `{}`} {
+		if st, _, b := cpDo(t, http.MethodPost, url, cpRouterToken, []byte(bad), nil); st != http.StatusBadRequest || !strings.Contains(string(b), "error") {
+			t.Fatalf("body %s: %d %s", bad, st, b)
+		}
+	}
+	if st, _, b := cpDo(t, http.MethodPost, g.url+"/_shard/regions/nowhere/handoff", cpRouterToken, body, nil); st != http.StatusNotFound {
+		t.Fatalf("unknown region: %d %s", st, b)
+	}
+	if st, _, b := cpDo(t, http.MethodPost, g.url+"/_shard/regions/NOT%20A%20NAME/handoff", cpRouterToken, body, nil); st != http.StatusBadRequest {
+		t.Fatalf("bad region name: %d %s", st, b)
+	}
+	var ans map[string]any
+	if st, b := sb.shard(t, http.MethodPost, "regions/eu/handoff", map[string]any{"to": "region"}, &ans); st != http.StatusConflict || ans["leader"] != "g" {
+		t.Fatalf("on a standby: %d %s", st, b)
+	}
+	// Asked, and hung up on as soon as the offer is in the directory.
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+cpRouterToken)
+	asked := make(chan struct{})
+	go func() {
+		defer close(asked)
+		if resp, err := cpClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	testkit.Eventually(t, cpWait, func() error {
+		if h := g.region(t, "eu").Handoff; h == nil {
+			return fmt.Errorf("no handoff offered yet")
+		}
+		return nil
+	})
+	cancel()
+	<-asked
+	testkit.Eventually(t, cpWait, func() error {
+		if r := e.region(t, "eu"); r.Leaser != global.LeaserRegion {
+			return fmt.Errorf("eu after a handoff asked and hung up on: %+v", r)
+		}
+		return nil
+	})
+	e.waitLeased(t, "a")
+}

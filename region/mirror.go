@@ -3,6 +3,7 @@ package region
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -23,6 +24,10 @@ import (
 // global directory. Either way it keeps the region record of both
 // directories in line and drives the region's side of a handoff
 // (handoff.go).
+
+// ErrGlobalUnreachable: a region's router cannot reach the global
+// directory for a step that needs it (503).
+var ErrGlobalUnreachable = errors.New("the global directory cannot be reached")
 
 // ErrMirrored: a change sent to a router that serves a copy of the global
 // directory.
@@ -113,6 +118,23 @@ func (m *mirror) global() *global.Store {
 	return global.NewStore(m.from)
 }
 
+// awaitGlobal returns the global directory's store once the link has
+// opened it, nil if ctx ends first.
+func (m *mirror) awaitGlobal(ctx context.Context) *global.Store {
+	for {
+		if s := m.global(); s != nil {
+			return s
+		}
+		t := time.NewTimer(20 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
 // run links until ctx ends: a step whenever this router leads, then a wait
 // for a change of either directory (or mirrorResync, or linkInFlight
 // while a handoff is in flight); a failed open or step is tried again
@@ -191,19 +213,21 @@ func (m *mirror) step(ctx context.Context) (int64, bool, error) {
 		return 0, false, err
 	}
 	dgs := m.global()
-	rec, err := m.reconcile(sctx, s, dgs)
+	snap, err := snapGlobal(sctx, dgs.Directory(), m.region)
+	if err != nil {
+		return 0, false, err
+	}
+	rec, err := m.reconcile(sctx, s, dgs, snap)
 	if err != nil {
 		m.rt.lead.lost(sctx, err)
 		return 0, false, err
 	}
-	var res global.MirrorResult
+	res := global.MirrorResult{Rev: snap.rev}
 	switch rec.de.Value.LeasedBy() {
 	case global.LeaserGlobal:
-		res, err = m.down(sctx, s, rec.de)
+		res, err = m.down(sctx, s, rec.de, snap)
 	case global.LeaserRegion:
-		res, err = m.up(sctx, s, dgs, rec.dg)
-	default:
-		_, res.Rev, err = dgs.Directory().List(sctx, global.KeyTerm)
+		res, err = m.up(sctx, s, dgs, rec.dg, snap)
 	}
 	if err != nil {
 		m.rt.lead.lost(sctx, err)
@@ -219,19 +243,54 @@ func (m *mirror) step(ctx context.Context) (int64, bool, error) {
 	return res.Rev, rec.de.Value.InFlight(), nil
 }
 
-// down copies the region's records from the global directory into the
-// region's, guarded on the region's record as read (de).
-func (m *mirror) down(ctx context.Context, s *global.Store, de global.Versioned[global.Region]) (global.MirrorResult, error) {
+// down copies the region's records from the global directory, as snap
+// listed it, into the region's, guarded on the region's record as read
+// (de).
+func (m *mirror) down(ctx context.Context, s *global.Store, de global.Versioned[global.Region], snap globalSnap) (global.MirrorResult, error) {
 	guarded := s.Guarded(global.IfModRev(global.RegionKey(m.region), de.Rev))
-	return global.Mirror{From: m.global().Directory(), Region: m.region}.Sync(ctx, guarded)
+	return global.Mirror{Region: m.region}.SyncListed(ctx, guarded, snap.kvs, snap.rev, nil)
 }
 
 // up copies the region's records from the region's directory into the
-// global one, guarded on the global record as read (dg): once the global
-// tier takes the region back, nothing more is copied up.
-func (m *mirror) up(ctx context.Context, s *global.Store, dgs *global.Store, dg global.Versioned[global.Region]) (global.MirrorResult, error) {
+// global one (whose records snap listed), guarded on the global record as
+// read (dg): once the global tier takes the region back, nothing more is
+// copied up.
+func (m *mirror) up(ctx context.Context, s *global.Store, dgs *global.Store, dg global.Versioned[global.Region], snap globalSnap) (global.MirrorResult, error) {
+	kvs, rev, err := s.Directory().List(ctx, "")
+	if err != nil {
+		return global.MirrorResult{}, err
+	}
 	guarded := dgs.Guarded(global.IfModRev(global.RegionKey(m.region), dg.Rev))
-	return global.Mirror{From: s.Directory(), Region: m.region, Up: true}.Sync(ctx, guarded)
+	res, err := global.Mirror{Region: m.region, Up: true}.SyncListed(ctx, guarded, kvs, rev, snap.kvs)
+	res.Rev = snap.rev // the link waits on the global directory's revision
+	return res, err
+}
+
+// globalSnap is the global directory as one list read it: every record,
+// the view of them, and the region record with its revision. A step of
+// the link reads the global directory once (it may be a wide-area round
+// trip away).
+type globalSnap struct {
+	kvs    []global.KV
+	rev    int64
+	view   *global.View
+	region global.Versioned[global.Region]
+}
+
+func snapGlobal(ctx context.Context, d global.Directory, r string) (globalSnap, error) {
+	kvs, rev, err := d.List(ctx, "")
+	if err != nil {
+		return globalSnap{}, fmt.Errorf("read the global directory: %w", err)
+	}
+	snap := globalSnap{kvs: kvs, rev: rev}
+	snap.view, _ = global.ViewOf(kvs, rev)
+	snap.region = global.Versioned[global.Region]{Value: regionRecord(snap.view, r)}
+	for _, kv := range kvs {
+		if kv.Key == global.RegionKey(r) {
+			snap.region.Rev = kv.ModRev
+		}
+	}
+	return snap, nil
 }
 
 // awaitChange returns once either directory changed after what was read,

@@ -107,6 +107,7 @@ var shardStatus = []struct {
 	{global.ErrWrongDirectory, http.StatusConflict},
 	{global.ErrHandoffState, http.StatusConflict},
 	{ErrHandingOver, http.StatusServiceUnavailable},
+	{ErrGlobalUnreachable, http.StatusServiceUnavailable},
 	{ErrBadRequest, http.StatusBadRequest},
 	{merge.ErrBadRule, http.StatusBadRequest},
 	{merge.ErrTooManyRows, http.StatusBadRequest},
