@@ -105,3 +105,12 @@ drill: images
 # acknowledged write was lost or a dead node's writer never wrote again.
 drill-short: images
 	$(GO) run ./bench/drill -cases cut -runs 1 -tenants 2 -after 8s -out "" -check
+
+# Per-region leasing with the global tier 40 ms away each way: a node's
+# loss under writers with its region leased by the global tier and by
+# itself, the write pause of a planned handoff each way, and forwarding
+# through a region's router against a global-tier router beside it;
+# writes bench/region.txt.
+.PHONY: region-bench
+region-bench:
+	$(GO) run ./bench/region -runs 3 -out bench/region.txt

@@ -10,6 +10,7 @@ const (
 	KeyTerm        = "meta/term"            // the directory's term
 	KeyLeader      = "meta/leader"          // Leader: the router that takes changes
 	KeyLeaseRecord = "meta/lease_record_ms" // longest lease a router leasing from here may have granted
+	KeyName        = "meta/name"            // the directory's name: DirGlobal or DirOfRegion(r)
 	PrefixRegions  = "regions/"             // regions/<r>: Region
 	PrefixNodes    = "nodes/"               // nodes/<n>: Node
 	PrefixTenants  = "tenants/"             // tenants/<t>: Tenant
@@ -56,7 +57,7 @@ func CheckName(what, s string) error {
 // key outside the layout.
 func splitKey(key string) (kind, name string, ok bool) {
 	switch key {
-	case KeyTerm, KeyLeader, KeyLeaseRecord:
+	case KeyTerm, KeyLeader, KeyLeaseRecord, KeyName:
 		return key, "", true
 	}
 	for _, p := range []string{PrefixRegions, PrefixNodes, PrefixTenants, PrefixQuotas} {

@@ -11,11 +11,11 @@ import (
 // race (ErrConflict) before it gives up.
 const casRetries = 8
 
-// unfenced returns the Store without its fence (for the operations that move
-// the term themselves and condition on it directly).
+// unfenced returns the Store without its fence or guards (for the
+// operations that move the term themselves and condition on it directly).
 func (s *Store) unfenced() *Store {
 	c := *s
-	c.fence, c.termRev = false, 0
+	c.fence, c.termRev, c.guards = false, 0, nil
 	return &c
 }
 

@@ -41,24 +41,50 @@ func (l Leader) Validate() error {
 	return nil
 }
 
-// Region is one region and who leases its nodes.
+// Region is one region and who leases its nodes (docs/regions.md).
 type Region struct {
-	Name    string   `json:"name"`
-	Leaser  string   `json:"leaser"` // LeaserGlobal or LeaserRegion
+	Name string `json:"name"`
+	// Leaser is the side leasing the region's nodes (LeaserGlobal or
+	// LeaserRegion), or that leased them before a handoff in flight.
+	Leaser string `json:"leaser"`
+	// Epoch counts the changes of hands: +1 for a handoff, +2 for a forced
+	// takeover. Grants carry it; a node refuses an earlier one.
+	Epoch uint64 `json:"epoch,omitempty"`
+	// Since is when Leaser last changed.
+	Since time.Time `json:"since,omitzero"`
+	// Router, Term and LeaseRecordMS are the leasing side's leading
+	// router, its directory's term and longest-lease record, as that
+	// router last wrote them (a region's router writes them into the
+	// global directory too).
+	Router        string `json:"router,omitempty"`
+	Term          uint64 `json:"term,omitempty"`
+	LeaseRecordMS int64  `json:"lease_record_ms,omitempty"`
+	// Handoff is the handoff in flight, or the last one.
 	Handoff *Handoff `json:"handoff,omitempty"`
 }
 
-// Handoff is what the side giving up a region's leasing tells the side taking
-// it (DESIGN.md §7): the taker moves its term above Term, raises its lease
-// record to at least LeaseRecordMS, and counts every node of the region as
-// granted at LastGrant.
+// Handoff is one change of hands of a region's leasing (DESIGN.md §7,
+// docs/regions.md): its state, and what the giver tells the taker — its
+// term, the longest lease it may have granted and when it last granted —
+// so the taker counts every node as granted at the handoff.
 type Handoff struct {
-	From          string    `json:"from"` // LeaserGlobal or LeaserRegion: the giver
-	To            string    `json:"to"`
-	Term          uint64    `json:"term"`            // the giver's term
+	From  string `json:"from"` // LeaserGlobal or LeaserRegion: the giver
+	To    string `json:"to"`
+	State string `json:"state"` // HandoffOffered, HandoffReady, HandoffGiven, HandoffDone, HandoffRolledBack
+	// Seq numbers the region's handoffs, from 1: a later one's states are
+	// newer than an earlier one's, whatever their order.
+	Seq uint64 `json:"seq"`
+	// Force: taken by the region without the global tier.
+	Force         bool      `json:"force,omitempty"`
+	Term          uint64    `json:"term"`            // the giver's term when it gave
 	LeaseRecordMS int64     `json:"lease_record_ms"` // the giver's longest-lease record
 	LastGrant     time.Time `json:"last_grant"`      // when the giver last granted to the region's nodes
-	At            time.Time `json:"at"`
+	At            time.Time `json:"at"`              // when it was asked for
+	Updated       time.Time `json:"updated,omitzero"`
+	Asked         string    `json:"asked,omitempty"` // the router the operator asked
+	Giver         string    `json:"giver,omitempty"` // the giving router
+	Taker         string    `json:"taker,omitempty"` // the taking router
+	Why           string    `json:"why,omitempty"`   // why it was rolled back, or how the global tier learned of it
 }
 
 // Validate checks the record.
@@ -74,6 +100,14 @@ func (r Region) Validate() error {
 			if side != LeaserGlobal && side != LeaserRegion {
 				return fmt.Errorf("region %s handoff side %q: %w", r.Name, side, ErrInvalidRecord)
 			}
+		}
+		switch h.State {
+		case HandoffOffered, HandoffReady, HandoffGiven, HandoffDone, HandoffRolledBack:
+		default:
+			return fmt.Errorf("region %s handoff state %q: %w", r.Name, h.State, ErrInvalidRecord)
+		}
+		if h.From == h.To {
+			return fmt.Errorf("region %s handoff from %s to itself: %w", r.Name, h.From, ErrInvalidRecord)
 		}
 	}
 	return nil

@@ -21,6 +21,7 @@ type Store struct {
 	now     func() time.Time
 	fence   bool
 	termRev int64
+	guards  []Cond // conditions every transaction also requires
 }
 
 // StoreOption configures a Store.
@@ -48,6 +49,16 @@ func (s *Store) Directory() Directory { return s.dir }
 func (s *Store) Fenced(termRev int64) *Store {
 	c := *s
 	c.fence, c.termRev = true, termRev
+	return &c
+}
+
+// Guarded returns a Store whose every transaction also requires conds
+// (say, a region record at the revision its owner was checked at: a
+// handoff that moves the record on makes the change fail rather than land
+// on the side that no longer owns the region).
+func (s *Store) Guarded(conds ...Cond) *Store {
+	c := *s
+	c.guards = append(append([]Cond(nil), s.guards...), conds...)
 	return &c
 }
 

@@ -43,7 +43,10 @@ func TestStore(t *testing.T) {
 		{"ClaimLeader", testClaimLeader},
 		{"Promote", testPromote},
 		{"LeaseRecord", testLeaseRecord},
-		{"AcceptHandoff", testAcceptHandoff},
+		{"Handoff", testHandoff},
+		{"HandoffRace", testHandoffRace},
+		{"ClaimName", testClaimName},
+		{"Guarded", testGuarded},
 	}
 	forEachDirectory(t, func(t *testing.T, open func(testing.TB) Directory) {
 		for _, c := range cases {
@@ -61,7 +64,7 @@ func testStoreRecords(t *testing.T, s *Store) {
 		t.Fatalf("absent tenant: err %v, want ErrNotFound", err)
 	}
 	region := Region{Name: "eu", Leaser: LeaserRegion, Handoff: &Handoff{
-		From: LeaserGlobal, To: LeaserRegion, Term: 3, LeaseRecordMS: 2000,
+		From: LeaserGlobal, To: LeaserRegion, State: HandoffDone, Term: 3, LeaseRecordMS: 2000,
 		LastGrant: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), At: time.Date(2026, 1, 1, 0, 0, 1, 0, time.UTC)}}
 	quota := Quota{Bytes: 1 << 30, Rows: 1000, Streams: 5, Requests: 50, RowsPerS: 100, BytesPerS: 1 << 20}
 	rev, err := s.Txn().PutRegion(0, region).PutQuota("t1", 0, quota).PutLeaseRecord(0, 1500).Commit(ctx)

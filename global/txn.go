@@ -23,6 +23,7 @@ func (s *Store) Txn() *Txn {
 	if s.fence {
 		tx.conds = append(tx.conds, IfModRev(KeyTerm, s.termRev))
 	}
+	tx.conds = append(tx.conds, s.guards...)
 	return tx
 }
 

@@ -304,3 +304,8 @@ func LoadView(ctx context.Context, d Directory) (*View, []string, error) {
 	v, bad := viewFromList(kvs, rev)
 	return v, bad, nil
 }
+
+// ViewOf is the View of a whole directory's records listed at rev (as
+// List("") returns them). Records that do not decode are left out and
+// their keys returned.
+func ViewOf(kvs []KV, rev int64) (*View, []string) { return viewFromList(kvs, rev) }

@@ -11,7 +11,7 @@ func BenchmarkWritable(b *testing.B) {
 	for i := range tenants {
 		tenants[i] = "tenant-" + string(rune('a'+i%26)) + time.Duration(i).String()
 	}
-	l := NewNodeLease(0, nil)
+	l := NewNodeLease(Binding{}, nil)
 	if _, err := l.Handle(0, grantOf("r", 1, 1, 0, 1_000_000, tenants, nil)); err != nil {
 		b.Fatal(err)
 	}
@@ -29,7 +29,7 @@ func BenchmarkWritable(b *testing.B) {
 
 // BenchmarkHandle is one renewal on a node holding a lease.
 func BenchmarkHandle(b *testing.B) {
-	l := NewNodeLease(0, nil)
+	l := NewNodeLease(Binding{}, nil)
 	list := []string{"a", "b", "c"}
 	if _, err := l.Handle(0, grantOf("r", 1, 1, 0, 1000, list, nil)); err != nil {
 		b.Fatal(err)
@@ -56,7 +56,7 @@ func BenchmarkBootClock(b *testing.B) {
 
 // BenchmarkWritableNoClock is the check alone, the clock read once.
 func BenchmarkWritableNoClock(b *testing.B) {
-	l := NewNodeLease(0, nil)
+	l := NewNodeLease(Binding{}, nil)
 	list := []string{"a", "b", "c"}
 	if _, err := l.Handle(0, grantOf("r", 1, 1, 0, 1000, list, nil)); err != nil {
 		b.Fatal(err)

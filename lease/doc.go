@@ -31,6 +31,17 @@
 // shared by the node and the router; [Handler] serves /_admin/lease over a
 // NodeLease, and [TermFile] keeps a node's highest term on disk.
 //
+// A grant names its router's directory (Grant.Dir) and the epoch of the
+// node's region's leasing (Grant.Epoch). A node is bound to one directory
+// ([Binding], kept on disk by [TermFile] with its highest term): it
+// compares terms only with that directory's, refuses grants of an earlier
+// epoch, and takes a grant of another directory only when it carries a
+// [Handoff] from its own, at a higher epoch (a *[DirectoryError]
+// otherwise, which does not depose the router that meets it). A router
+// taking a region over counts its nodes by the giver's record until they
+// ran one of its leases ([NodeTerms], [Leaser.ExtendRecord]). docs/regions.md
+// is the protocol around it.
+//
 // Time is always injected: the node measures on [BootClock] (CLOCK_BOOTTIME,
 // which counts suspend), the router on [MonoClock]; tests pass a
 // [ManualClock] or run under testing/synctest.

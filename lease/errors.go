@@ -12,6 +12,11 @@ var (
 	// ErrLowerTerm: the grant names a lower term than one the node already
 	// took (409, with the highest term). Returned as a *TermError.
 	ErrLowerTerm = errors.New("grant of a lower term than one already taken")
+	// ErrOtherDirectory: the node is leased by another directory than the
+	// grant's, and the grant carries no handoff from it it can take, or
+	// the grant is of an earlier epoch (409, naming the directory).
+	// Returned as a *DirectoryError.
+	ErrOtherDirectory = errors.New("this node is leased by another directory")
 	// ErrNeedsList: the grant carries no tenant list and the node does not
 	// hold the list it names (412).
 	ErrNeedsList = errors.New("node needs the tenant list")
@@ -39,3 +44,21 @@ func (e *TermError) Error() string {
 
 // Is makes errors.Is(err, ErrLowerTerm) true for a *TermError.
 func (e *TermError) Is(target error) bool { return target == ErrLowerTerm }
+
+// DirectoryError is the 409 refusal of a grant from a directory other than
+// the one the node is bound to (with no handoff from it the node can
+// take), or of an earlier epoch. It names the node's binding. It matches
+// ErrOtherDirectory with errors.Is.
+type DirectoryError struct {
+	Dir   string // the directory leasing the node
+	Epoch uint64 // the epoch it leases the node at
+	Term  uint64 // the highest term the node took from it
+}
+
+func (e *DirectoryError) Error() string {
+	return fmt.Sprintf("%v: %s, at epoch %d (term %d): a grant from another directory needs a handoff from it",
+		ErrOtherDirectory, e.Dir, e.Epoch, e.Term)
+}
+
+// Is makes errors.Is(err, ErrOtherDirectory) true for a *DirectoryError.
+func (e *DirectoryError) Is(target error) bool { return target == ErrOtherDirectory }

@@ -50,6 +50,29 @@ type Grant struct {
 	Behind map[string]uint64 `json:"behind,omitempty"`
 	// List is the id of the list the grant stands for (see ListID).
 	List string `json:"list"`
+	// Dir names the directory the granting router leads ("global", or
+	// "region:<r>"): a node takes grants from the one directory it is
+	// bound to, and from another only through a Handoff. Terms compare
+	// only within a directory.
+	Dir string `json:"dir,omitempty"`
+	// Epoch is the leasing epoch of the node's region: it moves on each
+	// time the region's leasing changes hands, so a grant of an earlier
+	// era is refused.
+	Epoch uint64 `json:"epoch,omitempty"`
+	// Handoff, on a grant of a directory that took the node's region over,
+	// says from which directory and at which of its terms, or that it was
+	// taken by force.
+	Handoff *Handoff `json:"handoff,omitempty"`
+}
+
+// Handoff is what a grant from a directory taking a region over carries:
+// the directory that gave the region (the node's own, for the node to take
+// it), the giver's term when it gave, or Force when the taker took it
+// without the giver.
+type Handoff struct {
+	From  string `json:"from"`
+	Term  uint64 `json:"term,omitempty"`
+	Force bool   `json:"force,omitempty"`
 }
 
 // List is what a grant's list names: the tenants, and of them those whose
@@ -89,6 +112,10 @@ type Answer struct {
 	// Caught names tenants the list has behind whose copy holds again
 	// everything the node has durable, and is waited for again.
 	Caught []string `json:"caught,omitempty"`
+	// Dir and Epoch are the node's binding after the grant: the directory
+	// leasing it and the epoch.
+	Dir   string `json:"dir,omitempty"`
+	Epoch uint64 `json:"epoch,omitempty"`
 }
 
 // Validate checks a grant's shape: a router, a number from 1, an ack below
@@ -110,6 +137,8 @@ func (g Grant) Validate() error {
 		return fmt.Errorf("%w: list id %s is not its list's", ErrBadGrant, g.List)
 	case g.Tenants == nil && (g.InStep != nil || g.Behind != nil || g.Replicas != nil):
 		return fmt.Errorf("%w: copies' steps sent without the tenant list", ErrBadGrant)
+	case g.Handoff != nil && (g.Handoff.From == "" || g.Handoff.From == g.Dir):
+		return fmt.Errorf("%w: a handoff from %q to %q", ErrBadGrant, g.Handoff.From, g.Dir)
 	}
 	return nil
 }
@@ -152,15 +181,24 @@ func listID(tenants, inStep []string, behind map[string]uint64, replicas map[str
 // ErrorBody is the JSON body of a refused grant.
 type ErrorBody struct {
 	Error string `json:"error"`
-	// Term is the node's highest term, on a lower-term refusal only.
+	// Term is the node's highest term, on a lower-term refusal and on a
+	// refusal for another directory.
 	Term uint64 `json:"term,omitempty"`
+	// LeasedBy and Epoch name the directory the node is bound to and its
+	// epoch, on a refusal of a grant from another directory (or an
+	// earlier epoch).
+	LeasedBy string `json:"leased_by,omitempty"`
+	Epoch    uint64 `json:"epoch,omitempty"`
 }
 
 // ReplyStatus maps an error from NodeLease.Handle (or ErrTakesNoLease) to
 // its HTTP status and body. Errors it does not know are 500.
 func ReplyStatus(err error) (int, ErrorBody) {
 	var te *TermError
+	var de *DirectoryError
 	switch {
+	case errors.As(err, &de):
+		return http.StatusConflict, ErrorBody{Error: err.Error(), Term: de.Term, LeasedBy: de.Dir, Epoch: de.Epoch}
 	case errors.As(err, &te):
 		return http.StatusConflict, ErrorBody{Error: err.Error(), Term: te.Highest}
 	case errors.Is(err, ErrTakesNoLease):
@@ -174,8 +212,9 @@ func ReplyStatus(err error) (int, ErrorBody) {
 }
 
 // DecodeReply turns a node's reply to a grant (status and body) back into
-// an Answer or the refusal it stands for: *TermError, ErrTakesNoLease,
-// ErrNeedsList, ErrBadGrant, or an error naming the status.
+// an Answer or the refusal it stands for: *DirectoryError, *TermError,
+// ErrTakesNoLease, ErrNeedsList, ErrBadGrant, or an error naming the
+// status.
 func DecodeReply(status int, body []byte) (Answer, error) {
 	if status == http.StatusOK {
 		var a Answer
@@ -190,6 +229,9 @@ func DecodeReply(status int, body []byte) (Answer, error) {
 	case http.StatusConflict:
 		if eb.Error == ErrTakesNoLease.Error() {
 			return Answer{}, ErrTakesNoLease
+		}
+		if eb.LeasedBy != "" {
+			return Answer{}, &DirectoryError{Dir: eb.LeasedBy, Epoch: eb.Epoch, Term: eb.Term}
 		}
 		if eb.Term > 0 {
 			return Answer{}, &TermError{Highest: eb.Term}

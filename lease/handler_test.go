@@ -31,7 +31,7 @@ func post(t testing.TB, h http.Handler, g any) (Answer, error) {
 func TestHandler(t *testing.T) {
 	clock := NewManualClock(time.Hour)
 	var taken []Status
-	h := &Handler{Lease: NewNodeLease(2, nil), Clock: clock, OnTaken: func(s Status) { taken = append(taken, s) }}
+	h := &Handler{Lease: NewNodeLease(Binding{Term: 2}, nil), Clock: clock, OnTaken: func(s Status) { taken = append(taken, s) }}
 	a := []string{"a"}
 
 	if _, err := post(t, h, grantOf("r", 2, 1, 0, 1000, nil, a)); !errors.Is(err, ErrNeedsList) {

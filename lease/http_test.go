@@ -53,7 +53,7 @@ func (h *httpTransport) Send(ctx context.Context, node string, g Grant) (Answer,
 // real HTTP on loopback: one leased, one started without --lease, one that
 // goes away and is failed over.
 func TestLeaserOverHTTP(t *testing.T) {
-	leases := map[string]*NodeLease{"a": NewNodeLease(0, nil), "c": NewNodeLease(0, nil)}
+	leases := map[string]*NodeLease{"a": NewNodeLease(Binding{}, nil), "c": NewNodeLease(Binding{}, nil)}
 	tr := &httpTransport{client: &http.Client{Transport: &http.Transport{}}, addrs: map[string]string{}}
 	t.Cleanup(tr.client.CloseIdleConnections)
 	servers := map[string]*httptest.Server{}

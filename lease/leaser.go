@@ -31,6 +31,8 @@ type LeaserConfig struct {
 	Router string
 	// Term is the directory's term the router leads at.
 	Term uint64
+	// Dir names the router's directory in every grant (Grant.Dir).
+	Dir string
 	// Lease is the router's own lease (--auto-failover).
 	Lease time.Duration
 	// Transport sends grants.
@@ -48,9 +50,15 @@ type LeaserConfig struct {
 	// Deposed, if set, is called (on a goroutine of its own) the first time
 	// a node refuses this router's term because it took a higher one.
 	//
-	// Close waits for Failover and Deposed calls to return, so neither may
-	// call Close itself: signal the Leaser's owner instead.
+	// Close waits for Failover, Deposed and Elsewhere calls to return, so
+	// none may call Close itself: signal the Leaser's owner instead.
 	Deposed func(ctx context.Context, node string, highest uint64)
+	// Elsewhere, if set, is called (on a goroutine of its own) the first
+	// time a node refuses this router's grants because another directory
+	// leases it (again only after the node took a grant in between, or
+	// its terms changed). The router is not deposed: the node is neither
+	// granted at once again nor ever failed over while it refuses so.
+	Elsewhere func(ctx context.Context, node string, refusal *DirectoryError)
 	// Reports, if set, is called (on a goroutine of its own, one per node
 	// at a time) with what a node's answer asks recorded: copies behind
 	// (tenant: seq) and copies caught up. The node repeats them in every
@@ -95,6 +103,9 @@ type NodeStatus struct {
 	TakesLease   bool   `json:"takes_lease"`
 	Outstanding  int    `json:"outstanding"`
 	Tenants      int    `json:"tenants"`
+	Epoch        uint64 `json:"epoch"`               // the node's region's leasing epoch granted at
+	Handoff      bool   `json:"handoff,omitempty"`   // grants carry a handoff from another directory
+	LeasedBy     string `json:"leased_by,omitempty"` // the directory the node said leases it, refusing ours
 }
 
 // Leaser leases every node it is told of: one goroutine per node sends its
@@ -108,13 +119,16 @@ type Leaser struct {
 	wg    sync.WaitGroup // every goroutine the Leaser starts
 
 	mu      sync.Mutex
-	ctx     context.Context     // guarded by mu: set by Start, ends at Close
-	cancel  context.CancelFunc  // guarded by mu
-	started bool                // guarded by mu
-	closed  bool                // guarded by mu
-	plan    recordPlan          // guarded by mu
-	nodes   map[string]*nodeRun // guarded by mu
-	pending map[string]List     // guarded by mu: lists set before Start
+	ctx     context.Context      // guarded by mu: set by Start, ends at Close
+	cancel  context.CancelFunc   // guarded by mu
+	started bool                 // guarded by mu
+	closed  bool                 // guarded by mu
+	keeping bool                 // guarded by mu: keepRecord runs
+	plan    recordPlan           // guarded by mu
+	nodes   map[string]*nodeRun  // guarded by mu
+	pending map[string]List      // guarded by mu: lists set before Start
+	terms   map[string]NodeTerms // guarded by mu: terms of nodes, applied as they are added
+	nextN   map[string]uint64    // guarded by mu: the next number of nodes no longer leased
 }
 
 // nodeRun is one node's leasing goroutine and its state.
@@ -122,6 +136,7 @@ type nodeRun struct {
 	tracker    *Tracker // guarded by Leaser.mu
 	failedOver bool     // guarded by Leaser.mu: Failover called since the last answer
 	deposed    bool     // guarded by Leaser.mu: Deposed called
+	elsewhere  bool     // guarded by Leaser.mu: Elsewhere called since the node last took a grant
 	reporting  bool     // guarded by Leaser.mu: a Reports call runs
 	wake       chan struct{}
 	cancel     context.CancelFunc
@@ -139,6 +154,8 @@ func NewLeaser(cfg LeaserConfig) (*Leaser, error) {
 		log:     cfg.Logger,
 		nodes:   map[string]*nodeRun{},
 		pending: map[string]List{},
+		terms:   map[string]NodeTerms{},
+		nextN:   map[string]uint64{},
 	}
 	if l.clock == nil {
 		l.clock = NewMonoClock()
@@ -183,6 +200,7 @@ func (l *Leaser) Start(ctx context.Context) error {
 	}
 	l.pending = nil
 	if plan.needRaise || plan.lowerAt > 0 {
+		l.keeping = true
 		l.wg.Go(l.keepRecord)
 	}
 	l.cfg.Metrics.attach(l)
@@ -222,10 +240,12 @@ func (l *Leaser) keepRecord() {
 	for {
 		l.mu.Lock()
 		ctx, plan := l.ctx, l.plan
-		l.mu.Unlock()
 		if !plan.needRaise && plan.lowerAt == 0 {
+			l.keeping = false
+			l.mu.Unlock()
 			return
 		}
+		l.mu.Unlock()
 		wait := plan.leases.Grant / 3
 		if plan.lowerAt > 0 && !plan.needRaise {
 			wait = max(plan.lowerAt-l.clock.Now(), 0)
@@ -255,13 +275,30 @@ func (l *Leaser) fixRecord(ctx context.Context, plan recordPlan) {
 		l.setPlan(recordPlan{leases: Leases{Own: own, Record: own, Grant: own}})
 		l.log.Info("lease record raised", "lease", own)
 	case plan.lowerAt > 0 && l.clock.Now() >= plan.lowerAt:
+		if l.lowerAtMoved(plan) {
+			return // a handoff extended the record meanwhile
+		}
 		if err := l.cfg.Record.Lower(rctx, own); err != nil {
 			l.log.Warn("lease record not lowered", "lease", own, "err", err)
 			return
 		}
-		l.setPlan(recordPlan{leases: Leases{Own: own, Record: own, Grant: own}})
+		if !l.setPlanIf(plan, recordPlan{leases: Leases{Own: own, Record: own, Grant: own}}) {
+			// Extended as it was lowered: raise it back before anything
+			// counts on it (the next look does, with the plan's record).
+			l.mu.Lock()
+			l.plan.needRaise = true
+			l.mu.Unlock()
+			return
+		}
 		l.log.Info("lease record lowered", "from", plan.leases.Record, "to", own)
 	}
+}
+
+// lowerAtMoved says whether the plan moved on from was.
+func (l *Leaser) lowerAtMoved(was recordPlan) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.plan != was
 }
 
 func (l *Leaser) setPlan(p recordPlan) {
@@ -271,6 +308,20 @@ func (l *Leaser) setPlan(p recordPlan) {
 	for _, nr := range l.nodes {
 		nr.tracker.SetLeases(p.leases)
 	}
+}
+
+// setPlanIf sets p if the plan is still was, and says whether it did.
+func (l *Leaser) setPlanIf(was, p recordPlan) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.plan != was {
+		return false
+	}
+	l.plan = p
+	for _, nr := range l.nodes {
+		nr.tracker.SetLeases(p.leases)
+	}
+	return true
 }
 
 // SetTenants sets the list node's lease should name, adding the node (and
@@ -299,7 +350,11 @@ func (l *Leaser) SetList(node string, list List) {
 
 // addLocked starts leasing node.
 func (l *Leaser) addLocked(node string, list List) {
-	t := NewTracker(node, l.cfg.Router, l.cfg.Term, l.plan.leases, l.clock.Now())
+	now := l.clock.Now()
+	t := NewTracker(node, l.cfg.Router, l.cfg.Term, l.plan.leases, now)
+	t.SetDir(l.cfg.Dir)
+	t.SetStart(l.nextN[node])
+	t.SetTerms(l.terms[node], now)
 	t.SetList(list)
 	ctx, cancel := context.WithCancel(l.ctx)
 	nr := &nodeRun{tracker: t, wake: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
@@ -307,18 +362,83 @@ func (l *Leaser) addLocked(node string, list List) {
 	l.wg.Go(func() { l.runNode(ctx, node, nr) })
 }
 
-// RemoveNode stops leasing node (it was forgotten by the directory) and
-// waits for its goroutine to end.
+// SetTerms sets node's epoch, handoff and counting (NodeTerms): at once
+// if it is leased and they changed, else as it is added. A node added
+// under a Floor or MustRun is counted from the moment it is added.
+func (l *Leaser) SetTerms(node string, nt NodeTerms) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if old, ok := l.terms[node]; ok && sameTerms(old, nt) {
+		return
+	}
+	l.terms[node] = nt
+	if nr := l.nodes[node]; nr != nil {
+		nr.tracker.SetTerms(nt, l.clock.Now())
+		nr.elsewhere = false
+	}
+}
+
+func sameTerms(a, b NodeTerms) bool {
+	if (a.Handoff == nil) != (b.Handoff == nil) || a.Handoff != nil && *a.Handoff != *b.Handoff {
+		return false
+	}
+	return a.Epoch == b.Epoch && a.Floor == b.Floor && a.MustRun == b.MustRun
+}
+
+// ExtendRecord counts on a lease of up to d having been granted just now
+// to nodes this router is about to lease (the giver's record, at a
+// handoff): nodes that have not run one of this router's leases are
+// counted by it, and the record is not lowered before d and a tenth have
+// passed. The caller has raised the directory's record to d already. Call
+// it once Start returned.
+func (l *Leaser) ExtendRecord(d time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.started || l.ctx == nil || l.closed {
+		return
+	}
+	p := l.plan
+	if d <= p.leases.Own {
+		return // every node is counted by at least the router's own lease
+	}
+	p.leases.Record = max(p.leases.Record, d)
+	p.lowerAt = max(p.lowerAt, l.clock.Now()+d+d/10)
+	l.plan = p
+	for _, nr := range l.nodes {
+		nr.tracker.SetLeases(p.leases)
+	}
+	if p.lowerAt > 0 && !l.keeping {
+		l.keeping = true
+		l.wg.Go(l.keepRecord)
+	}
+}
+
+// RemoveNode stops leasing node (it was forgotten by the directory, or is
+// leased elsewhere now) and waits for its goroutine to end. Its grants'
+// numbers go on where they stopped if it is leased again.
 func (l *Leaser) RemoveNode(node string) {
 	l.mu.Lock()
 	delete(l.pending, node)
+	delete(l.terms, node)
 	nr := l.nodes[node]
 	delete(l.nodes, node)
 	l.mu.Unlock()
 	if nr != nil {
 		nr.cancel()
 		<-nr.done
+		l.mu.Lock()
+		l.nextN[node] = nr.tracker.NextN()
+		l.mu.Unlock()
 	}
+}
+
+// Leases says whether node is leased (set and not removed).
+func (l *Leaser) Leases(node string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, ok := l.nodes[node]
+	_, pending := l.pending[node]
+	return ok || pending
 }
 
 // GrantNow has node sent a grant at once (after the call in flight to it,
@@ -350,7 +470,7 @@ func (l *Leaser) Nodes() []NodeStatus {
 			Node:         name,
 			LastAnswerMS: (now - t.LastAnswer()).Milliseconds(),
 			Answered:     t.answeredAny,
-			LeaseMS:      t.Leases().Counted(t.Ran()).Milliseconds(),
+			LeaseMS:      t.Counted().Milliseconds(),
 			GrantMS:      t.Leases().Grant.Milliseconds(),
 			LeftMS:       t.LeftMS(),
 			Ran:          t.Ran(),
@@ -358,9 +478,19 @@ func (l *Leaser) Nodes() []NodeStatus {
 			TakesLease:   t.TakesLease(),
 			Outstanding:  t.Outstanding(),
 			Tenants:      len(t.list),
+			Epoch:        t.terms.Epoch,
+			Handoff:      t.terms.Handoff != nil,
+			LeasedBy:     leasedBy(t.Elsewhere()),
 		})
 	}
 	return out
+}
+
+func leasedBy(e *DirectoryError) string {
+	if e == nil {
+		return ""
+	}
+	return e.Dir
 }
 
 // Close stops leasing and waits for every goroutine the Leaser started,
@@ -418,11 +548,16 @@ func (l *Leaser) grant(ctx context.Context, node string, nr *nodeRun) (again boo
 	switch {
 	case err == nil && back-sent <= bound:
 		t.Answered(back, g, a)
-		nr.failedOver = false
-		l.reportLocked(node, nr, a)
+		nr.failedOver, nr.elsewhere = false, false
+		if g.List == t.listID {
+			// An answer to a list since replaced asks what the new
+			// list may already show: the next answer asks again.
+			l.reportLocked(node, nr, a)
+		}
 	case err == nil:
 		t.GaveUp(g) // came back, but after the router stopped waiting
-	case errors.Is(err, ErrNeedsList), errors.Is(err, ErrTakesNoLease), errors.Is(err, ErrLowerTerm):
+	case errors.Is(err, ErrNeedsList), errors.Is(err, ErrTakesNoLease), errors.Is(err, ErrLowerTerm), errors.Is(err, ErrOtherDirectory),
+		errors.Is(err, ErrBadGrant) && !t.Legacy() && fromBeforeDirectories(err):
 		wasLeasing := t.TakesLease()
 		t.Refused(g, err)
 		l.refusedLocked(node, nr, err, wasLeasing)
@@ -452,10 +587,24 @@ func (l *Leaser) reportLocked(node string, nr *nodeRun, a Answer) {
 	})
 }
 
-// refusedLocked logs a refusal and reports a fenced router.
+// refusedLocked logs a refusal and reports a fenced router, or a node
+// another directory leases.
 func (l *Leaser) refusedLocked(node string, nr *nodeRun, err error, wasLeasing bool) {
 	if errors.Is(err, ErrTakesNoLease) && wasLeasing {
 		l.log.Info("node takes no lease: never failed over automatically", "node", node)
+	}
+	if errors.Is(err, ErrBadGrant) && nr.tracker.Legacy() {
+		l.log.Warn("node is from before directories: leased with grants that name none; upgrade it before its region's leasing is handed over",
+			"node", node)
+	}
+	if de := nr.tracker.Elsewhere(); de != nil && !nr.elsewhere {
+		nr.elsewhere = true
+		l.log.Warn("node is leased by another directory: not granting it, never failing it over", "node", node,
+			"leased_by", de.Dir, "epoch", de.Epoch, "dir", l.cfg.Dir, "our_epoch", nr.tracker.Terms().Epoch)
+		if l.cfg.Elsewhere != nil {
+			ctx := l.ctx
+			l.wg.Go(func() { l.cfg.Elsewhere(ctx, node, de) })
+		}
 	}
 	fenced, highest := nr.tracker.Fenced()
 	if !fenced || nr.deposed {

@@ -50,7 +50,7 @@ func newFakeNet(clock Clock, nodes ...string) *fakeNet {
 	f := &fakeNet{clock: clock, mode: map[string]string{}, lease: map[string]*NodeLease{}, log: map[string][]sent{}}
 	for _, n := range nodes {
 		f.mode[n] = up
-		f.lease[n] = NewNodeLease(0, nil)
+		f.lease[n] = NewNodeLease(Binding{}, nil)
 	}
 	return f
 }
@@ -417,7 +417,7 @@ func TestLeaserGrantNow(t *testing.T) {
 		}
 		// A node added later is leased too, and removing one stops it.
 		c.net.mu.Lock()
-		c.net.mode["n2"], c.net.lease["n2"] = up, NewNodeLease(0, nil)
+		c.net.mode["n2"], c.net.lease["n2"] = up, NewNodeLease(Binding{}, nil)
 		c.net.mu.Unlock()
 		c.l.SetTenants("n2", []string{"t-n2"})
 		synctest.Wait()

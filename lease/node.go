@@ -30,8 +30,20 @@ type answered struct {
 type grantID struct {
 	router string
 	term   uint64
+	epoch  uint64
 	ack    uint64
 	n      uint64
+}
+
+// Binding is which directory leases a node: the directory's name, the
+// epoch of the node's region the node was leased at (it moves on each time
+// the leasing changes hands), and the highest term the node took from that
+// directory. A node never leased has the zero Binding. It is kept on disk
+// (TermFile) and read back at start.
+type Binding struct {
+	Dir   string `json:"dir"`
+	Epoch uint64 `json:"epoch"`
+	Term  uint64 `json:"term"`
 }
 
 // NodeLease is a node's lease: the grants it answered, the lease it runs
@@ -39,10 +51,10 @@ type grantID struct {
 // acts at (BootClock in the node, a ManualClock in tests). Safe for
 // concurrent use.
 type NodeLease struct {
-	persist func(term uint64) error // writes the highest term durably
+	persist func(Binding) error // writes the binding durably
 
 	mu      sync.Mutex
-	highest uint64            // guarded by mu: highest term taken
+	bound   Binding           // guarded by mu: the directory leasing the node, its epoch, the highest term taken
 	answers [kept]answered    // guarded by mu: ring of the last answers
 	next    int               // guarded by mu: ring slot the next answer goes to
 	from    grantID           // guarded by mu: grant taken whole last
@@ -59,38 +71,43 @@ type NodeLease struct {
 	ranBy   string            // guarded by mu: router whose grant last ran a lease
 }
 
-// NewNodeLease returns a node's lease state holding no lease, having taken
-// term highest (read back from where persist writes it; 0 on a new node).
-// persist is called with a higher term before the node takes it; when it
-// fails, the grant is refused. A nil persist keeps the term in memory only.
-func NewNodeLease(highest uint64, persist func(term uint64) error) *NodeLease {
-	return &NodeLease{highest: highest, persist: persist}
+// NewNodeLease returns a node's lease state holding no lease, bound as b
+// says (read back from where persist writes it; the zero Binding on a new
+// node). persist is called with the binding a grant moves to — a higher
+// term, a higher epoch, another directory — before the node takes it; when
+// it fails, the grant is refused. A nil persist keeps it in memory only.
+func NewNodeLease(b Binding, persist func(Binding) error) *NodeLease {
+	return &NodeLease{bound: b, persist: persist}
 }
 
 // Handle judges grant g, answered by the node at boot-clock moment now, and
-// says what it took. It refuses a lower term than the highest taken
-// (*TermError), persists a higher one before taking it, and refuses a grant
-// it would take that carries no list while naming a list the node does not
-// hold (ErrNeedsList). Every grant answered 200 is kept (with now) so a
-// later grant can acknowledge it.
+// says what it took. It refuses a grant of another directory than the one
+// the node is bound to unless the grant carries a handoff from that
+// directory (*DirectoryError, as it does a grant of an earlier epoch), and
+// a lower term than the highest taken from its directory (*TermError); it
+// persists the binding a grant moves to before taking it, and refuses a
+// grant it would take that carries no list while naming a list the node
+// does not hold (ErrNeedsList). Every grant answered 200 is kept (with now)
+// so a later grant can acknowledge it.
 func (l *NodeLease) Handle(now time.Duration, g Grant) (Answer, error) {
 	if err := g.Validate(); err != nil {
 		return Answer{}, err
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if g.Term < l.highest {
-		return Answer{}, &TermError{Highest: l.highest}
+	next, handed, err := l.bindLocked(g)
+	if err != nil {
+		return Answer{}, err
 	}
-	if g.Term > l.highest {
+	if next != l.bound {
 		if l.persist != nil {
-			if err := l.persist(g.Term); err != nil {
-				return Answer{}, fmt.Errorf("persist term %d: %w", g.Term, err)
+			if err := l.persist(next); err != nil {
+				return Answer{}, fmt.Errorf("persist binding %+v: %w", next, err)
 			}
 		}
-		l.highest = g.Term
+		l.bound = next
 	}
-	took := !l.runningLocked(now) || l.newerLocked(g)
+	took := !l.runningLocked(now) || handed || l.newerLocked(g)
 	if took {
 		if g.Tenants == nil && g.List != l.listID {
 			return Answer{}, ErrNeedsList
@@ -102,9 +119,49 @@ func (l *NodeLease) Handle(now time.Duration, g Grant) (Answer, error) {
 		Took:   took,
 		Ran:    l.ranBy == g.Router,
 		N:      g.N,
-		Term:   l.highest,
+		Term:   l.bound.Term,
 		LeftMS: l.leftLocked(now).Milliseconds(),
+		Dir:    l.bound.Dir,
+		Epoch:  l.bound.Epoch,
 	}, nil
+}
+
+// bindLocked judges g's directory and epoch against the node's binding:
+// the binding after g, whether g hands the node to another directory (it
+// is then newer than any grant before it), or the refusal.
+//
+//   - From the node's own directory: an earlier epoch is refused (a leaser
+//     of an era since ended), a lower term too (a deposed router); a
+//     higher epoch or term moves the binding on.
+//   - A node never bound takes a grant its term allows, or one that
+//     carries a handoff, and binds to its directory.
+//   - From another directory: only with a handoff from the node's own
+//     directory, at a higher epoch, given at a term no lower than the
+//     node's highest from it (unless forced). Never because a number is
+//     higher.
+func (l *NodeLease) bindLocked(g Grant) (next Binding, handed bool, err error) {
+	b := l.bound
+	refuse := &DirectoryError{Dir: b.Dir, Epoch: b.Epoch, Term: b.Term}
+	switch {
+	case g.Dir == b.Dir:
+		switch {
+		case g.Epoch < b.Epoch:
+			return b, false, refuse
+		case g.Term < b.Term:
+			return b, false, &TermError{Highest: b.Term}
+		}
+		return Binding{Dir: b.Dir, Epoch: g.Epoch, Term: g.Term}, false, nil
+	case b.Dir == "":
+		if g.Handoff == nil && g.Term < b.Term {
+			return b, false, &TermError{Highest: b.Term}
+		}
+		return Binding{Dir: g.Dir, Epoch: g.Epoch, Term: g.Term}, true, nil
+	}
+	h := g.Handoff
+	if h == nil || h.From != b.Dir || g.Epoch <= b.Epoch || (!h.Force && h.Term < b.Term) {
+		return b, false, refuse
+	}
+	return Binding{Dir: g.Dir, Epoch: g.Epoch, Term: g.Term}, true, nil
 }
 
 // runningLocked: a lease runs at now.
@@ -112,15 +169,16 @@ func (l *NodeLease) runningLocked(now time.Duration) bool {
 	return l.leased && now >= l.start && now < l.end
 }
 
-// newerLocked: g is newer than the grant the lease came from. A higher term
-// is newer; another router at the same term is not; the same router's grant
-// is newer by its ack, then by its number.
+// newerLocked: g, from the directory the node is bound to, is newer than
+// the grant the lease came from. A higher term or epoch is newer; another
+// router at the same term is not; the same router's grant is newer by its
+// ack, then by its number.
 func (l *NodeLease) newerLocked(g Grant) bool {
 	f := l.from
 	switch {
-	case !l.hasFrom || g.Term > f.term:
+	case !l.hasFrom || g.Term > f.term || g.Epoch > f.epoch:
 		return true
-	case g.Term < f.term || g.Router != f.router:
+	case g.Term < f.term || g.Epoch < f.epoch || g.Router != f.router:
 		return false
 	case g.Ack != f.ack:
 		return g.Ack > f.ack
@@ -139,7 +197,7 @@ func (l *NodeLease) takeLocked(now time.Duration, g Grant) {
 		l.replica = maps.Clone(g.Replicas)
 		l.listID = g.List
 	}
-	l.from = grantID{router: g.Router, term: g.Term, ack: g.Ack, n: g.N}
+	l.from = grantID{router: g.Router, term: g.Term, epoch: g.Epoch, ack: g.Ack, n: g.N}
 	l.hasFrom = true
 	l.ms = g.MS
 	at, ok := l.answeredLocked(answerKey{router: g.Router, term: g.Term, n: g.Ack})
@@ -238,7 +296,9 @@ func (l *NodeLease) BehindList() []string {
 
 // Status is the node's lease as GET /_admin/lease shows it.
 type Status struct {
-	Term    uint64            `json:"term"`    // highest term taken
+	Term    uint64            `json:"term"`    // highest term taken from Dir
+	Dir     string            `json:"dir"`     // the directory leasing the node ("": none yet)
+	Epoch   uint64            `json:"epoch"`   // the epoch it leases the node at
 	N       uint64            `json:"n"`       // number of the grant taken last
 	Router  string            `json:"router"`  // router of that grant
 	Tenants []string          `json:"tenants"` // the list the lease names
@@ -256,7 +316,9 @@ func (l *NodeLease) Status(now time.Duration) Status {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := Status{
-		Term:     l.highest,
+		Term:     l.bound.Term,
+		Dir:      l.bound.Dir,
+		Epoch:    l.bound.Epoch,
 		Tenants:  slices.Clone(l.tenants),
 		LeftMS:   l.leftLocked(now).Milliseconds(),
 		List:     l.listID,
@@ -282,9 +344,18 @@ func (l *NodeLease) Status(now time.Duration) Status {
 	return s
 }
 
-// HighestTerm is the highest term the node has taken.
+// HighestTerm is the highest term the node has taken from the directory it
+// is bound to.
 func (l *NodeLease) HighestTerm() uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.highest
+	return l.bound.Term
+}
+
+// Bound is the node's binding: which directory leases it, at which epoch
+// and term.
+func (l *NodeLease) Bound() Binding {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.bound
 }

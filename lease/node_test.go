@@ -199,7 +199,7 @@ func TestNodeLeaseNumberedGrants(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			runSteps(t, NewNodeLease(0, nil), tt.steps)
+			runSteps(t, NewNodeLease(Binding{}, nil), tt.steps)
 		})
 	}
 }
@@ -210,7 +210,7 @@ func TestNodeLeaseNumberedGrants(t *testing.T) {
 // one after (acknowledging a kept answer) does.
 func TestNodeLeaseStall16(t *testing.T) {
 	a := []string{"a"}
-	l := NewNodeLease(0, nil)
+	l := NewNodeLease(Binding{}, nil)
 	const long = 1_000_000 // a lease that outlasts the test's clock
 	steps := []step{
 		grantStep(0, grantOf("r", 1, 1, 0, long, a, nil), true, false, 0, ""),
@@ -234,11 +234,11 @@ func TestNodeLeaseTerms(t *testing.T) {
 	a := []string{"a"}
 	var persisted []uint64
 	fail := false
-	l := NewNodeLease(3, func(term uint64) error {
+	l := NewNodeLease(Binding{Term: 3}, func(b Binding) error {
 		if fail {
 			return errors.New("disk full")
 		}
-		persisted = append(persisted, term)
+		persisted = append(persisted, b.Term)
 		return nil
 	})
 
@@ -281,7 +281,7 @@ func TestNodeLeaseTerms(t *testing.T) {
 
 func TestNodeLeaseRanNamesTheRouter(t *testing.T) {
 	a := []string{"a"}
-	l := NewNodeLease(0, nil)
+	l := NewNodeLease(Binding{}, nil)
 	runSteps(t, l, []step{
 		grantStep(0, grantOf("r1", 1, 1, 0, 1000, a, nil), true, false, 0, ""),
 		grantStep(0, grantOf("r1", 1, 2, 1, 1000, nil, a), true, true, 1000*ms, ""),
@@ -313,7 +313,7 @@ func TestGrantValidate(t *testing.T) {
 		if err := g.Validate(); !errors.Is(err, ErrBadGrant) {
 			t.Errorf("case %d: %v, want ErrBadGrant", i, err)
 		}
-		if _, err := NewNodeLease(0, nil).Handle(0, g); !errors.Is(err, ErrBadGrant) {
+		if _, err := NewNodeLease(Binding{}, nil).Handle(0, g); !errors.Is(err, ErrBadGrant) {
 			t.Errorf("case %d: Handle %v, want ErrBadGrant", i, err)
 		}
 	}

@@ -61,6 +61,8 @@ type sim struct {
 	queue simQueue
 
 	routers  []*simRouter
+	taker    *simRouter    // the router a handoff started (nil: none)
+	handedAt time.Duration // when the node first took the taker's grant (0: never)
 	failedAt time.Duration // when the leading router failed the node over (0: never)
 	failedBy *simRouter
 	moveAt   time.Duration // when the router takes x off the list while the node answers (0: never)
@@ -70,7 +72,7 @@ type sim struct {
 
 	// node
 	rate       float64 // the node's boot clock runs at this rate of the router's clock
-	term       uint64  // persisted highest term
+	bound      Binding // persisted binding
 	node       *NodeLease
 	epoch      int // node incarnation: messages to an earlier one are lost
 	stallUntil time.Duration
@@ -184,6 +186,14 @@ func (s *sim) nodeReceives(r *simRouter, epoch int, g Grant) {
 	}
 	a, err := s.node.Handle(s.nodeNow(), g)
 	ok, _ := s.node.Writable(s.nodeNow(), "x")
+	if s.taker != nil && err == nil {
+		if r == s.taker && s.handedAt == 0 {
+			s.handedAt = s.now
+		}
+		if r != s.taker && s.handedAt != 0 {
+			s.t.Fatalf("at %v the node took the first directory's grant %+v after it took the taker's at %v", s.now, g, s.handedAt)
+		}
+	}
 	if ok {
 		s.writes++
 		if s.failedAt != 0 {
@@ -221,7 +231,7 @@ func (s *sim) nodeChaos() {
 	}
 	if s.rng.Float64() < s.net.restart {
 		s.epoch++
-		s.node = NewNodeLease(s.term, func(t uint64) error { s.term = t; return nil })
+		s.node = NewNodeLease(s.bound, func(b Binding) error { s.bound = b; return nil })
 	}
 	s.at(time.Second, s.nodeChaos)
 }
@@ -230,10 +240,28 @@ func (s *sim) nodeChaos() {
 // granted at this first round.
 func (s *sim) startRouter(name string, term uint64, ls Leases, list []string) *simRouter {
 	r := &simRouter{tr: NewTracker("n", name, term, ls, s.now), leads: true}
+	r.tr.SetDir("global") // a router of the global directory, unless handOff says otherwise
 	r.tr.SetTenants(list)
 	s.routers = append(s.routers, r)
 	s.at(0, func() { s.send(r) })
 	return r
+}
+
+// handOff starts a router of another directory leasing the node with a
+// handoff from the first's, as a region's router does taking its region's
+// leasing over.
+func (s *sim) handOff(first *simRouter, force bool) {
+	first.leads = false // its directory no longer owns the region's placements
+	first.stopped = !force
+	list := []string{"x"}
+	if s.failedAt != 0 {
+		list = nil
+	}
+	taker := s.startRouter("region-r", 1, Leases{Own: s.lease, Record: s.lease, Grant: s.lease}, list)
+	taker.tr.SetDir("region:eu")
+	taker.tr.SetTerms(NodeTerms{Epoch: 1, Handoff: &Handoff{From: "global", Term: 1, Force: force},
+		Floor: s.lease, MustRun: force}, s.now)
+	s.taker = taker
 }
 
 type simPlan struct {
@@ -247,7 +275,14 @@ type simPlan struct {
 	promoteTerm  uint64 // 2 for a promotion; 1 for the router restarted at its term
 	// cutAt: the node is cut off the network then, for good (0: never).
 	cutAt time.Duration
-	lease time.Duration // 0: 3s
+	// handoffAt: the node's region is handed to another directory then
+	// (0: never): planned, the first router stops granting and the taker
+	// counts the node by the first's record; forced, the first router
+	// goes on granting, not knowing, and the taker fails the node over
+	// only once it ran one of its leases.
+	handoffAt    time.Duration
+	handoffForce bool
+	lease        time.Duration // 0: 3s
 }
 
 func runSim(t testing.TB, seed uint64, p simPlan) *sim {
@@ -258,7 +293,7 @@ func runSim(t testing.TB, seed uint64, p simPlan) *sim {
 	}
 	// The clocks drift apart by up to 5%, which the tenth covers.
 	s.rate = 0.95 + 0.1*s.rng.Float64()
-	s.node = NewNodeLease(0, func(t uint64) error { s.term = t; return nil })
+	s.node = NewNodeLease(Binding{}, func(b Binding) error { s.bound = b; return nil })
 	first := s.startRouter("r1", 1, Leases{Own: s.lease, Record: s.lease, Grant: s.lease}, []string{"x"})
 	s.at(time.Second, s.nodeChaos)
 	if p.moveAt > 0 {
@@ -295,6 +330,9 @@ func runSim(t testing.TB, seed uint64, p simPlan) *sim {
 				second.tr.SetLeases(Leases{Own: p.promoteLease, Record: p.promoteLease, Grant: p.promoteLease})
 			})
 		})
+	}
+	if p.handoffAt > 0 {
+		s.at(p.handoffAt, func() { s.handOff(first, p.handoffForce) })
 	}
 	if p.cutAt > 0 {
 		s.at(p.cutAt, func() {
@@ -400,6 +438,38 @@ func testSimPromoted(t *testing.T, term uint64) {
 	t.Logf("%d of 400 runs were failed over by the promoted router", failed)
 	if failed < 40 {
 		t.Fatalf("only %d of 400 runs failed over after the promotion", failed)
+	}
+}
+
+// TestSimHandoff hands the node's region to another directory, planned
+// (the giver stops granting, the taker counts the node by the giver's
+// record) and forced (the giver goes on granting, not knowing; the taker
+// fails the node over only once it ran one of its leases): once the node
+// took the taker's grant it takes none of the giver's again, and once the
+// taker failed it over no grant — the giver's late ones included — lets it
+// write x.
+func TestSimHandoff(t *testing.T) {
+	for _, force := range []bool{false, true} {
+		t.Run(fmt.Sprint("force=", force), func(t *testing.T) {
+			hostile := simNet{drop: 0.05, slow: 0.08, late: 0.03, stallRate: 0.03, restart: 0.005}
+			handed, failed := 0, 0
+			for seed := range uint64(400) {
+				t.Run(fmt.Sprint(seed), func(t *testing.T) {
+					s := runSim(t, seed, simPlan{net: hostile, length: time.Minute,
+						handoffAt: 5*time.Second + time.Duration(seed)*13*time.Millisecond, handoffForce: force})
+					if s.handedAt != 0 {
+						handed++
+					}
+					if s.failedBy != nil && s.failedBy == s.taker {
+						failed++
+					}
+				})
+			}
+			t.Logf("%d of 400 runs handed over, %d failed over by the taker", handed, failed)
+			if handed < 300 || failed < 40 {
+				t.Fatalf("handed over %d, failed over by the taker %d, of 400: the simulation tests too little", handed, failed)
+			}
+		})
 	}
 }
 

@@ -11,13 +11,16 @@ import (
 )
 
 // TermFileName is the file, in the directory a node passes, holding the
-// highest term the node has taken. It cannot be mistaken for a tenant file
-// (those end in .fenec).
+// node's binding: the highest term it has taken, the directory it took it
+// from and the epoch. It cannot be mistaken for a tenant file (those end in
+// .fenec).
 const TermFileName = "lease.term"
 
-// TermFile keeps a node's highest term in a file of its own, replaced
-// atomically (written beside it, synced, renamed into place, the directory
-// synced) so a crash leaves the old term or the new one, never neither.
+// TermFile keeps a node's binding in a file of its own, one line
+// "<term> <dir> <epoch>" (a file of a node from before bindings holds the
+// term alone), replaced atomically (written beside it, synced, renamed
+// into place, the directory synced) so a crash leaves the old binding or
+// the new one, never neither.
 type TermFile struct {
 	dir string
 }
@@ -28,30 +31,51 @@ func NewTermFile(dir string) *TermFile { return &TermFile{dir: dir} }
 // Path is where the term is kept.
 func (f *TermFile) Path() string { return filepath.Join(f.dir, TermFileName) }
 
-// Load reads the term; a missing file is term 0.
-func (f *TermFile) Load() (uint64, error) {
+// Load reads the binding; a missing file is the zero Binding (never
+// leased), one holding a term alone is bound to no directory yet.
+func (f *TermFile) Load() (Binding, error) {
 	b, err := os.ReadFile(f.Path())
 	if errors.Is(err, fs.ErrNotExist) {
-		return 0, nil
+		return Binding{}, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("read term: %w", err)
+		return Binding{}, fmt.Errorf("read term: %w", err)
 	}
-	term, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("parse term file %s: %w", f.Path(), err)
+	fields := strings.Fields(string(b))
+	bad := func(err error) (Binding, error) {
+		return Binding{}, fmt.Errorf("parse term file %s: %w", f.Path(), err)
 	}
-	return term, nil
+	if len(fields) != 1 && len(fields) != 3 {
+		return bad(fmt.Errorf("%d fields", len(fields)))
+	}
+	var out Binding
+	if out.Term, err = strconv.ParseUint(fields[0], 10, 64); err != nil {
+		return bad(err)
+	}
+	if len(fields) == 3 {
+		out.Dir = fields[1]
+		if out.Epoch, err = strconv.ParseUint(fields[2], 10, 64); err != nil {
+			return bad(err)
+		}
+	}
+	return out, nil
 }
 
-// Store writes term durably. It is the persist callback NewNodeLease takes.
-func (f *TermFile) Store(term uint64) error {
+// Store writes b durably. It is the persist callback NewNodeLease takes.
+func (f *TermFile) Store(b Binding) error {
+	line := strconv.FormatUint(b.Term, 10)
+	if b.Dir != "" {
+		if strings.ContainsAny(b.Dir, " \t\n") {
+			return fmt.Errorf("write term: directory name %q", b.Dir)
+		}
+		line += " " + b.Dir + " " + strconv.FormatUint(b.Epoch, 10)
+	}
 	tmp, err := os.CreateTemp(f.dir, TermFileName+".*.tmp")
 	if err != nil {
 		return fmt.Errorf("write term: %w", err)
 	}
 	defer os.Remove(tmp.Name()) // gone already once renamed
-	if _, err := tmp.WriteString(strconv.FormatUint(term, 10) + "\n"); err != nil {
+	if _, err := tmp.WriteString(line + "\n"); err != nil {
 		tmp.Close()
 		return fmt.Errorf("write term: %w", err)
 	}

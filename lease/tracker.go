@@ -4,6 +4,7 @@ import (
 	"errors"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -35,6 +36,25 @@ func (ls Leases) Counted(ran bool) time.Duration {
 func (ls Leases) Lapse(ran bool) time.Duration {
 	c := ls.Counted(ran)
 	return c + c/10
+}
+
+// NodeTerms are what a router's grants to one node say of who leases it,
+// and how the router counts a node it took over from another directory.
+type NodeTerms struct {
+	// Epoch is the leasing epoch of the node's region.
+	Epoch uint64
+	// Handoff, when the router's directory took the node's region over,
+	// is the handoff its grants carry (see Grant.Handoff).
+	Handoff *Handoff
+	// Floor: until the node says it ran one of this router's leases, it is
+	// counted by at least this lease (the longest the giver may have
+	// granted).
+	Floor time.Duration
+	// MustRun: the node is failed over only once it has run a lease from
+	// this router's grants, and not before Floor and a tenth from when it
+	// was added. A region that took its leasing by force cannot know that
+	// a node it never reached is not still renewed by the global tier.
+	MustRun bool
 }
 
 // Tracker is the router's view of one node's lease: the numbers it sent,
@@ -69,6 +89,13 @@ type Tracker struct {
 	noLease bool   // the node takes no lease
 	fenced  bool   // the node holds a higher term
 	highest uint64 // that term
+
+	dir       string          // the router's directory, named in every grant
+	terms     NodeTerms       // the node's epoch, handoff and counting
+	notBefore time.Duration   // with terms.MustRun: no lapse before this moment
+	ranAny    bool            // the node said ran in some answer
+	elsewhere *DirectoryError // the node is leased by another directory
+	legacy    bool            // the node is from before directories: grants name none
 }
 
 // NewTracker starts tracking node for router at term, counting the node as
@@ -90,6 +117,44 @@ func NewTracker(node, router string, term uint64, leases Leases, now time.Durati
 
 // Node is the node tracked.
 func (t *Tracker) Node() string { return t.node }
+
+// SetDir names the directory the router leads, named in every grant.
+func (t *Tracker) SetDir(dir string) { t.dir = dir }
+
+// SetStart numbers the next grant n (a node leased again by the same
+// router goes on from the numbers it was sent before: a number never
+// names two grants).
+func (t *Tracker) SetStart(n uint64) { t.next = max(n, 1) }
+
+// SetTerms sets the node's epoch, handoff and counting, at now. A node
+// that refused this router's grants for another directory is granted
+// again under the new terms.
+func (t *Tracker) SetTerms(nt NodeTerms, now time.Duration) {
+	t.terms = nt
+	t.elsewhere = nil
+	t.notBefore = 0
+	if nt.MustRun {
+		t.notBefore = now + nt.Floor + nt.Floor/10
+	}
+}
+
+// Terms are the node's terms.
+func (t *Tracker) Terms() NodeTerms { return t.terms }
+
+// Elsewhere is the refusal of a node leased by another directory (nil
+// when it has not refused so since it last took a grant).
+func (t *Tracker) Elsewhere() *DirectoryError { return t.elsewhere }
+
+// Counted is the lease the router counts the node by: Leases.Counted, and
+// at least the terms' floor until the node ran one of this router's
+// leases.
+func (t *Tracker) Counted() time.Duration {
+	c := t.leases.Counted(t.ran)
+	if !t.ran {
+		c = max(c, t.terms.Floor)
+	}
+	return c
+}
 
 // SetLeases changes the lease lengths (the record raised or lowered).
 func (t *Tracker) SetLeases(ls Leases) { t.leases = ls }
@@ -123,12 +188,18 @@ func (t *Tracker) Tenants() []string { return slices.Clone(t.list) }
 // since the node took one or the node asked for it.
 func (t *Tracker) Next(now time.Duration) Grant {
 	g := Grant{
-		Term:   t.term,
-		Router: t.router,
-		N:      t.next,
-		Ack:    t.ack,
-		MS:     max(t.leases.Grant.Milliseconds(), 1),
-		List:   t.listID,
+		Term:    t.term,
+		Router:  t.router,
+		N:       t.next,
+		Ack:     t.ack,
+		MS:      max(t.leases.Grant.Milliseconds(), 1),
+		List:    t.listID,
+		Dir:     t.dir,
+		Epoch:   t.terms.Epoch,
+		Handoff: t.terms.Handoff,
+	}
+	if t.legacy {
+		g.Dir, g.Epoch, g.Handoff = "", 0, nil
 	}
 	if t.sendList || t.nodeList != t.listID {
 		g.Tenants = append([]string{}, t.list...) // never nil: nil means "unchanged"
@@ -150,8 +221,10 @@ func (t *Tracker) Answered(now time.Duration, g Grant, a Answer) {
 	t.lastAnswer = max(t.lastAnswer, now)
 	t.answeredAny = true
 	t.ran = a.Ran
+	t.ranAny = t.ranAny || a.Ran
 	t.leftMS = a.LeftMS
 	t.noLease = false
+	t.elsewhere = nil
 	if !a.Took {
 		// Not newer than the grant the node's lease came from: send the
 		// one acknowledging this answer at once, with the list.
@@ -178,12 +251,18 @@ func (t *Tracker) GaveUp(g Grant) {
 // Refused counts a grant the node refused: ErrNeedsList has the next grant
 // carry the list at once; ErrTakesNoLease marks a node that is never
 // failed over; a *TermError marks the node fenced against this router (it
-// took a higher term), after which the router judges no lapse for it. Any
-// other error counts as GaveUp.
+// took a higher term), after which the router judges no lapse for it; a
+// *DirectoryError marks it leased by another directory, which is not this
+// router's to fail over either. Any other error counts as GaveUp.
 func (t *Tracker) Refused(g Grant, err error) {
 	t.outstanding--
 	var te *TermError
+	var de *DirectoryError
 	switch {
+	case errors.As(err, &de):
+		t.elsewhere = de
+	case errors.Is(err, ErrBadGrant) && !t.legacy && fromBeforeDirectories(err):
+		t.legacy, t.needNow = true, true
 	case errors.Is(err, ErrNeedsList):
 		t.sendList, t.needNow = true, true
 	case errors.Is(err, ErrTakesNoLease):
@@ -193,30 +272,59 @@ func (t *Tracker) Refused(g Grant, err error) {
 	}
 }
 
+// fromBeforeDirectories says whether a node refused a grant as malformed
+// for naming a directory, an epoch or a handoff: a node from before them,
+// whose decoder knows no such field.
+func fromBeforeDirectories(err error) bool {
+	msg := err.Error()
+	for _, f := range []string{`"dir"`, `"epoch"`, `"handoff"`} {
+		if strings.Contains(msg, "unknown field "+f) {
+			return true
+		}
+	}
+	return false
+}
+
+// Legacy: the node is from before directories, and leased with grants
+// that name none (see Grant.Dir): it compares terms alone, so it cannot
+// be handed to another directory safely until it is upgraded.
+func (t *Tracker) Legacy() bool { return t.legacy }
+
 // Outstanding is how many grants are out, neither answered nor given up.
 func (t *Tracker) Outstanding() int { return t.outstanding }
 
 // NeedsGrantNow: the next grant should go at once, not at the next round:
 // the node answered took=false, asked for the list, or holds no lease.
-func (t *Tracker) NeedsGrantNow() bool { return t.needNow && !t.noLease && !t.fenced }
+func (t *Tracker) NeedsGrantNow() bool {
+	return t.needNow && !t.noLease && !t.fenced && t.elsewhere == nil
+}
 
 // LapseAt is the router's moment from which the node counts as lapsed if
 // no answer comes back before: the last answer plus the counted lease and
 // a tenth.
 func (t *Tracker) LapseAt() time.Duration {
-	return t.lastAnswer + t.leases.Lapse(t.ran)
+	c := t.Counted()
+	return max(t.lastAnswer+c+c/10, t.notBefore)
 }
 
 // Lapsed says the node has certainly lost its lease at now: no grant to it
 // is outstanding, and now is at least the counted lease and a tenth past
-// the last answer that came back. A node that takes no lease, or one that
-// took a higher term than this router's, never lapses.
+// the last answer that came back. A node that takes no lease, one that
+// took a higher term than this router's, and one leased by another
+// directory never lapse; under MustRun, neither does one that has not yet
+// run a lease of this router's.
 func (t *Tracker) Lapsed(now time.Duration) bool {
-	if t.noLease || t.fenced || t.outstanding > 0 {
+	if t.noLease || t.fenced || t.elsewhere != nil || t.outstanding > 0 {
+		return false
+	}
+	if t.terms.MustRun && !t.ranAny {
 		return false
 	}
 	return now >= t.LapseAt()
 }
+
+// NextN is the number the next grant will carry.
+func (t *Tracker) NextN() uint64 { return t.next }
 
 // TakesLease: the node has not said it takes no lease.
 func (t *Tracker) TakesLease() bool { return !t.noLease }

@@ -208,7 +208,7 @@ func TestTrackerAgainstNode(t *testing.T) {
 	// always lapsed on the node by the moment the router would judge it
 	// lapsed — here with no time passing on the wire at all, the closest
 	// the two clocks can be.
-	node := NewNodeLease(0, nil)
+	node := NewNodeLease(Binding{}, nil)
 	tr := newTestTracker(time.Second, 0, 0)
 	now := time.Duration(0)
 	for round := 0; round < 40; round++ {

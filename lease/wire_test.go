@@ -89,42 +89,56 @@ func TestReplyRoundTrip(t *testing.T) {
 func TestTermFile(t *testing.T) {
 	dir := t.TempDir()
 	f := NewTermFile(dir)
-	if term, err := f.Load(); err != nil || term != 0 {
-		t.Fatalf("missing file: %d %v, want 0", term, err)
+	if b, err := f.Load(); err != nil || b != (Binding{}) {
+		t.Fatalf("missing file: %+v %v, want the zero binding", b, err)
 	}
-	for _, term := range []uint64{1, 9, 1 << 40} {
-		if err := f.Store(term); err != nil {
+	for _, b := range []Binding{{Term: 1}, {Term: 9, Dir: "global"}, {Term: 1 << 40, Dir: "region:eu", Epoch: 3}} {
+		if err := f.Store(b); err != nil {
 			t.Fatal(err)
 		}
-		if got, err := f.Load(); err != nil || got != term {
-			t.Fatalf("Load = %d %v, want %d", got, err, term)
+		if got, err := f.Load(); err != nil || got != b {
+			t.Fatalf("Load = %+v %v, want %+v", got, err, b)
 		}
 	}
 	entries, _ := os.ReadDir(dir)
 	if len(entries) != 1 || entries[0].Name() != TermFileName {
 		t.Fatalf("dir holds %v, want only %s", entries, TermFileName)
 	}
-	if err := os.WriteFile(filepath.Join(dir, TermFileName), []byte("x\n"), 0o644); err != nil {
+	for _, bad := range []string{"x\n", "4 global\n", "4 global x\n", "1 2 3 4\n"} {
+		if err := os.WriteFile(filepath.Join(dir, TermFileName), []byte(bad), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Load(); err == nil {
+			t.Fatalf("a damaged term file %q loaded", bad)
+		}
+	}
+	if err := f.Store(Binding{Term: 1, Dir: "a b", Epoch: 1}); err == nil {
+		t.Fatal("a directory name with a space stored")
+	}
+	// A node from before bindings kept its term alone: it loads unbound.
+	if err := os.WriteFile(filepath.Join(dir, TermFileName), []byte("7\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.Load(); err == nil {
-		t.Fatal("a damaged term file loaded")
+	if got, err := f.Load(); err != nil || got != (Binding{Term: 7}) {
+		t.Fatalf("a term alone: %+v %v", got, err)
 	}
 
 	// The file is what a restarted node's lease starts from.
-	if err := f.Store(5); err != nil {
+	if err := f.Store(Binding{Term: 5}); err != nil {
 		t.Fatal(err)
 	}
-	term, _ := f.Load()
-	l := NewNodeLease(term, f.Store)
+	b, _ := f.Load()
+	l := NewNodeLease(b, f.Store)
 	if _, err := l.Handle(0, grantOf("r", 4, 1, 0, 1000, []string{"a"}, nil)); !errors.Is(err, ErrLowerTerm) {
 		t.Fatalf("restarted node took a lower term: %v", err)
 	}
-	if _, err := l.Handle(0, grantOf("r", 6, 1, 0, 1000, []string{"a"}, nil)); err != nil {
+	g := grantOf("r", 6, 1, 0, 1000, []string{"a"}, nil)
+	g.Dir, g.Epoch = "global", 2
+	if _, err := l.Handle(0, g); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := f.Load(); got != 6 {
-		t.Fatalf("file holds %d, want 6", got)
+	if got, _ := f.Load(); got != (Binding{Term: 6, Dir: "global", Epoch: 2}) {
+		t.Fatalf("file holds %+v, want term 6 of global at epoch 2", got)
 	}
 }
 

@@ -25,7 +25,8 @@ type nodeLease struct {
 	steps   *steps // copies in step (instep.go)
 }
 
-// newNodeLease loads the highest term taken from the directory and starts
+// newNodeLease loads the node's binding (the directory leasing it, the
+// epoch, the highest term taken) from its data directory and starts
 // holding no lease. Without cfg.Lease it only answers grants 409.
 func newNodeLease(cfg Config) (*nodeLease, error) {
 	clock := cfg.LeaseClock
@@ -37,11 +38,11 @@ func newNodeLease(cfg Config) (*nodeLease, error) {
 		return nl, nil
 	}
 	tf := lease.NewTermFile(cfg.Dir)
-	highest, err := tf.Load()
+	bound, err := tf.Load()
 	if err != nil {
 		return nil, fmt.Errorf("load lease term: %w", err)
 	}
-	nl.lease = lease.NewNodeLease(highest, tf.Store)
+	nl.lease = lease.NewNodeLease(bound, tf.Store)
 	nl.handler.Lease = nl.lease
 	nl.handler.OnTaken = nl.steps.taken
 	nl.handler.Report = func() (map[string]uint64, []string) { return nl.steps.report(nl.lease) }
@@ -86,4 +87,26 @@ func (c *call) serveLease() {
 		return
 	}
 	c.s.lease.handler.ServeHTTP(c.w, c.r)
+}
+
+// fencedPromote says why a promotion a router asks at directory dir,
+// epoch and term is refused ("": it is not): the node is leased by another
+// directory, or by dir at a later epoch or term — the router no longer
+// owns the node's region, and its request was held on the way. A node
+// without --lease, or never leased, and a request naming no directory (an
+// operator's by hand) are not fenced.
+func (l *nodeLease) fencedPromote(dir string, epoch, term uint64) string {
+	if l == nil || l.lease == nil || dir == "" {
+		return ""
+	}
+	b := l.lease.Bound()
+	switch {
+	case b.Dir == "":
+		return ""
+	case b.Dir != dir:
+		return fmt.Sprintf("this node is leased by %s (epoch %d), not by %s: the router asking does not lease its region", b.Dir, b.Epoch, dir)
+	case epoch < b.Epoch || term < b.Term:
+		return fmt.Sprintf("this node is leased by %s at epoch %d, term %d: the router asking, at epoch %d, term %d, was replaced", b.Dir, b.Epoch, b.Term, epoch, term)
+	}
+	return ""
 }

@@ -186,3 +186,40 @@ func TestLeaseBatch(t *testing.T) {
 		t.Fatalf("rows after the batches: %s", got)
 	}
 }
+
+// A promotion asked by a router of another directory than the one leasing
+// the node, or of an earlier epoch or term of it, is refused whatever its
+// force: the router no longer owns the node's region (its request was held
+// on the network and read late). One of the leasing directory, or naming
+// none (an operator's by hand), is judged as ever.
+func TestPromoteFencedByTheLease(t *testing.T) {
+	clock := &jumpClock{now: time.Hour}
+	n := startNode(t, func(c *Config) { c.Lease = true; c.LeaseClock = clock })
+	n.mkTenant("a")
+	g := lease.Grant{Term: 3, Router: "r", N: 1, MS: 3000, Tenants: []string{"a"}, List: lease.ListID([]string{"a"}),
+		Dir: "region:eu", Epoch: 2, Handoff: &lease.Handoff{From: "global", Force: true}}
+	if r, a := n.grant(g); r.Status != 200 || !a.Took || a.Dir != "region:eu" || a.Epoch != 2 {
+		t.Fatalf("grant: %d %s", r.Status, r.Body)
+	}
+	if b, err := os.ReadFile(filepath.Join(n.cfg.Dir, lease.TermFileName)); err != nil || strings.TrimSpace(string(b)) != "3 region:eu 2" {
+		t.Fatalf("binding on disk: %q %v", b, err)
+	}
+	for _, body := range []string{
+		`{"force": true, "dir": "global", "epoch": 9, "term": 9}`,
+		`{"force": true, "dir": "region:eu", "epoch": 1, "term": 3}`,
+		`{"force": true, "dir": "region:eu", "epoch": 2, "term": 2}`,
+	} {
+		r := n.admin("POST", "tenants/a/promote", body)
+		if m := wantJSONError(t, r, 409); !strings.Contains(m["error"].(string), "leased by region:eu") || m["leased_by"] != "region:eu" {
+			t.Fatalf("promotion %s: %d %s", body, r.Status, r.Body)
+		}
+	}
+	for _, body := range []string{`{"dir": "region:eu", "epoch": 2, "term": 3}`, `{}`} {
+		if r := n.admin("POST", "tenants/a/promote", body); r.Status != 200 {
+			t.Fatalf("promotion %s: %d %s", body, r.Status, r.Body)
+		}
+	}
+	if st := n.admin("GET", "lease", ""); !strings.Contains(string(st.Body), `"dir":"region:eu"`) || !strings.Contains(string(st.Body), `"epoch":2`) {
+		t.Fatalf("lease status: %s", st.Body)
+	}
+}

@@ -30,6 +30,11 @@ func (c *call) adminPromote(name string) {
 			return
 		}
 	}
+	if why := c.s.lease.fencedPromote(body.Dir, body.Epoch, body.Term); why != "" {
+		c.failWith(fmt.Errorf("%w: %s", ErrPromoteRefused, why), map[string]any{"leased_by": c.s.lease.lease.Bound().Dir})
+		c.s.auditf(c, "promote", name, why)
+		return
+	}
 	t, err := c.s.reg.acquire(c.r.Context(), name)
 	if err != nil {
 		c.fail(err)

@@ -46,15 +46,27 @@
 //     tenant through its node's admin read route, merges with
 //     region/merge.
 //
-// Who leads, and leases:
-//   - leader.go: leadership — claiming the lead, the fenced Store every
-//     change goes through, stepping down when the view shows a later term.
-//   - leasing.go, leasetransport.go: --auto-failover — a lease.Leaser
-//     while this router leads, the nodes' lists from the view, failing a
-//     lapsed node over, GET /_shard/leases; the forwarder's LeaseRetry;
-//     grants over HTTP.
-//   - mirror.go: a region's leading router copying its region's records
-//     from the global directory (--global), and refusing changes there.
+// Who leads, and leases (docs/regions.md is the protocol):
+//   - leader.go: leadership — claiming the lead (every claim moves the
+//     term on), the fenced Store every change goes through, stepping down
+//     when the view shows a later term.
+//   - owner.go: which side owns a region's placements (the side leasing
+//     it), the 409 naming where to send a change, the store guarded on
+//     the region record every change writes through.
+//   - leasing.go: --auto-failover over explicit dependencies and an
+//     injected clock — a lease.Leaser while this router leads (and, on a
+//     region's router, while its region leases), GET /_shard/leases, the
+//     forwarder's LeaseRetry; leasing_scope.go: which nodes, on what terms
+//     (epoch, handoff); leasing_lists.go: the nodes' lists from the view;
+//     leasing_failover.go: a lapsed node's failover and the copies'
+//     reports; leasing_probe.go: nodes that take leases;
+//     leasing_notify.go: a node's next answer, the series;
+//     leasetransport.go: grants over HTTP.
+//   - handoff.go: POST /_shard/regions/<r>/handoff, the global tier's
+//     steps of a handoff, the region's (run by its link), a forced
+//     takeover; mirror.go: a region's leading router's link to the global
+//     directory (--global) — the region records kept in line, the
+//     region's records copied down or up by who leases.
 //
 // # Locks, in order
 //
@@ -63,7 +75,7 @@
 // else is locked:
 //
 //	Router.opMu → repairer.mu
-//	leasing.mu → lease.Leaser's own (SetList, RemoveNode)
+//	leasing.syncMu → leasing.mu → lease.Leaser's own (SetList, SetTerms)
 //
 // opMu serialises the changes that must not interleave on the leader (a
 // placement choosing a node against that node's removal, a move's start,
@@ -71,7 +83,8 @@
 // for it), and is held across their directory calls (and, recording a
 // node, across asking nodes recorded before ids who they are). leasing.mu is never held across a failover, a grant or the
 // directory: it is released before FailoverNode, which takes opMu.
-// leadership.mu, mirror.mu, auditLog.mu and answerNotifier.mu guard their
+// leadership.mu, mirror.mu, globalHandoffs.mu, auditLog.mu and
+// answerNotifier.mu guard their
 // own fields and call nothing that locks. No router lock is held while
 // the forwarder is called, and the forwarder holds none of its own while
 // it calls back (LeaseRetry, Placements); inside region/forward the order

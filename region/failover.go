@@ -41,6 +41,9 @@ type FailoverFailure struct {
 func (rt *Router) FailoverNode(ctx context.Context, node string, force bool) FailoverResult {
 	res := FailoverResult{Node: node, Promoted: []string{}, Failed: []FailoverFailure{}}
 	s, err := rt.lead.changes(ctx)
+	if err == nil {
+		s, err = rt.ownNode(ctx, s, node) // only the side leasing the node's region fails it over
+	}
 	if err != nil {
 		res.Failed = append(res.Failed, FailoverFailure{Why: err.Error()})
 		return res
@@ -115,7 +118,7 @@ func (rt *Router) failoverTenant(ctx context.Context, s *global.Store, name stri
 		release()
 		return fmt.Errorf("copy of %s: %w", name, errNotFoundAs(err, ErrUnknownNode))
 	}
-	ans, err := rt.nodes.promote(ctx, copyNode.Value, name, rec, force)
+	ans, err := rt.nodes.promote(ctx, copyNode.Value, name, rec, force, rt.promoteFence(copyNode.Value.Region))
 	if err != nil {
 		release()
 		return fmt.Errorf("promote %s on %s: %w", name, rec.Replica, err)

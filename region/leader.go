@@ -22,6 +22,7 @@ const readyWait = 5 * time.Second
 // It stops leading at once when its view shows a later term or leader.
 type leadership struct {
 	id      string
+	name    string        // the directory's name (global.DirGlobal, or a region's): claimed before leading it
 	store   *global.Store // unfenced: reads, and the claims themselves
 	watcher *global.Watcher
 	log     *slog.Logger
@@ -32,14 +33,22 @@ type leadership struct {
 	fenced  *global.Store // guarded by mu: writes conditioned on the term key
 }
 
-// claim takes the lead at start: when no router leads, at the next term,
-// by a transaction conditioned on the leader record being absent and the
-// term unchanged (of routers starting together, one wins); when this
-// router led before it stopped, at the same term. When another router
-// holds the record, this one does not take it (a promotion is a decision
-// someone makes): it forwards and refuses changes naming that router. It
-// reports whether this router now leads.
+// claim takes the lead at start, always at a new term: when no router
+// leads, by a transaction conditioned on the leader record being absent
+// and the term unchanged (of routers starting together, one wins); when
+// this router led before it stopped, by one conditioned on the record
+// still naming it. Every claim moves the term on, a restart's included, so
+// a node takes the first grants of the router restarted as newer than the
+// lease it holds from the router before: a restart with a shorter lease
+// shortens the node's with its first acknowledged grant, and a tenant
+// placed at once takes writes at once. When another router holds the
+// record, this one does not take it (a promotion is a decision someone
+// makes): it forwards and refuses changes naming that router. It reports
+// whether this router now leads.
 func (l *leadership) claim(ctx context.Context) (bool, error) {
+	if err := l.claimName(ctx); err != nil {
+		return false, err
+	}
 	for range claimRetries {
 		lead, err := l.store.Leader(ctx)
 		if err != nil {
@@ -51,10 +60,16 @@ func (l *leadership) claim(ctx context.Context) (bool, error) {
 		}
 		switch {
 		case lead.Rev != 0 && lead.Value.Router == l.id:
-			if _, err := l.store.ClaimLeader(ctx, l.id, lead.Value.Term); err != nil {
-				return false, fmt.Errorf("claim lead: %w", err)
+			term := max(cur.Value, lead.Value.Term) + 1
+			rec := global.Leader{Router: l.id, Term: term, Since: time.Now().UTC()}
+			_, err := l.store.Txn().PutLeader(lead.Rev, rec).PutTerm(cur.Rev, term).Commit(ctx)
+			if errors.Is(err, global.ErrConflict) {
+				continue // promoted over meanwhile, or the term moved: read again
 			}
-			return l.fenceClaimed(ctx, lead.Value.Term)
+			if err != nil {
+				return false, fmt.Errorf("claim lead again: %w", err)
+			}
+			return l.fenceClaimed(ctx, term)
 		case lead.Rev != 0:
 			l.log.Warn("another router leads: not claiming the lead", "leader", lead.Value.Router, "term", lead.Value.Term)
 			return false, nil
@@ -87,8 +102,24 @@ func (l *leadership) fenceClaimed(ctx context.Context, term uint64) (bool, error
 // claimRetries bounds how often a claim reads again after losing a race.
 const claimRetries = 8
 
+// claimName names the directory this router's, or refuses one named
+// another's: a region's router on the global directory, or the reverse,
+// would lease nodes with the other's terms.
+func (l *leadership) claimName(ctx context.Context) error {
+	if l.name == "" {
+		return nil
+	}
+	if err := l.store.ClaimName(ctx, l.name); err != nil {
+		return fmt.Errorf("this router leads %s's directory (--region, --global): %w", l.name, err)
+	}
+	return nil
+}
+
 // promote moves the directory's term on and takes the lead at it.
 func (l *leadership) promote(ctx context.Context) (uint64, error) {
+	if err := l.claimName(ctx); err != nil {
+		return 0, err
+	}
 	term, err := l.store.Promote(ctx, l.id)
 	if err != nil {
 		return 0, err

@@ -102,13 +102,6 @@ func (r *cpRouter) waitLeased(tb testing.TB, name string) {
 	})
 }
 
-type leasesAnswer struct {
-	Leasing bool               `json:"leasing"`
-	Term    uint64             `json:"term"`
-	LeaseMS int64              `json:"lease_ms"`
-	Nodes   []lease.NodeStatus `json:"nodes"`
-}
-
 func (r *cpRouter) leases(tb testing.TB) leasesAnswer {
 	tb.Helper()
 	var a leasesAnswer
@@ -275,8 +268,8 @@ func TestNodeWithoutLeaseNeverFailedOverCP(t *testing.T) {
 	}
 }
 
-// A node that took a higher term than the router's fences it: the router
-// stops leasing and taking changes.
+// A node that took a higher term of the router's own directory than the
+// router's fences it: the router stops leasing and taking changes.
 func TestDeposedRouterStopsCP(t *testing.T) {
 	r := startLeasingRouter(t)
 	a := startLeaseNode(t, true)
@@ -284,7 +277,7 @@ func TestDeposedRouterStopsCP(t *testing.T) {
 	r.waitLeased(t, "a")
 	term := r.leases(t).Term
 	list := []string{}
-	g, _ := json.Marshal(lease.Grant{Term: term + 5, Router: "other", N: 1, MS: 1000, Tenants: list, List: lease.ListID(list)})
+	g, _ := json.Marshal(lease.Grant{Term: term + 5, Router: "other", N: 1, MS: 1000, Tenants: list, List: lease.ListID(list), Dir: "global"})
 	if st, _, body := cpDo(t, http.MethodPost, a.URL()+"/_admin/lease", cpAdminToken, g, nil); st != http.StatusOK {
 		t.Fatalf("higher grant: %d %s", st, body)
 	}

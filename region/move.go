@@ -36,6 +36,9 @@ func (c *shardCall) moveTenant(s *global.Store, name string) (int, any, error) {
 	if err := global.CheckName("node", req.To); err != nil {
 		return 0, nil, fmt.Errorf("%w: move needs a node to move to: %w", ErrBadRequest, err)
 	}
+	if err := c.rt.moveRegions(c.r.Context(), s, name, req.To); err != nil {
+		return 0, nil, err
+	}
 	// The move runs to its end even if its client goes away, bounded by
 	// the router's life and the move timeout.
 	ctx, cancel := context.WithTimeout(c.rt.ctx, c.rt.cfg.MoveTimeout)
@@ -292,6 +295,10 @@ func (rt *Router) recoverMoves(ctx context.Context, s *global.Store) error {
 	}
 	var errs []error
 	for name, at := range tenants {
+		s, err := rt.ownTenant(ctx, s, name)
+		if err != nil {
+			continue // the other side finishes what it owns
+		}
 		if at.Value.HeldBy == holdDelete {
 			if err := rt.finishDelete(ctx, s, name, at); err != nil {
 				errs = append(errs, err)
@@ -314,4 +321,31 @@ func (rt *Router) recoverMoves(ctx context.Context, s *global.Store) error {
 		rt.log.Info("put back a move left unfinished", "tenant", name, "node", at.Value.Node, "target", at.Value.Target)
 	}
 	return errors.Join(errs...)
+}
+
+// moveRegions refuses a move between regions unless both are leased by
+// the global tier (and this router is the global tier's): a region that
+// leases its nodes owns its placements, and neither side can write both.
+func (rt *Router) moveRegions(ctx context.Context, s *global.Store, name, to string) error {
+	at, err := s.GetTenant(ctx, name)
+	if err != nil {
+		return nil // the move finds it unknown
+	}
+	src, err1 := s.GetNode(ctx, at.Value.Node)
+	dst, err2 := s.GetNode(ctx, to)
+	if err1 != nil || err2 != nil || src.Value.Region == dst.Value.Region {
+		return nil
+	}
+	for _, r := range []string{src.Value.Region, dst.Value.Region} {
+		rec, err := s.ReadRegion(ctx, r)
+		if err != nil {
+			return err
+		}
+		if rt.mirroring() || rec.Value.LeasedBy() != global.LeaserGlobal {
+			return fmt.Errorf("%w: a move between regions (%s to %s) needs both leased by the global tier, and is sent to its leading router; "+
+				"region %s is leased by %q: hand it back first (POST /_shard/regions/%s/handoff {\"to\": \"global\"})",
+				ErrNotOwner, src.Value.Region, dst.Value.Region, r, rec.Value.LeasedBy(), r)
+		}
+	}
+	return nil
 }

@@ -157,10 +157,11 @@ func (c *nodeClient) follow(ctx context.Context, n global.Node, as, t string, fr
 
 // promote asks the node to promote its copy of t; a refusal (409) is
 // returned as an error naming the node's reason.
-func (c *nodeClient) promote(ctx context.Context, n global.Node, t string, rec global.Tenant, force bool) (wire.Promoted, error) {
+func (c *nodeClient) promote(ctx context.Context, n global.Node, t string, rec global.Tenant, force bool, fence wire.Promote) (wire.Promoted, error) {
 	var ans wire.Promoted
 	err := c.bounded(ctx, func(ctx context.Context) (err error) {
-		ans, err = c.admin(n).Promote(ctx, t, wire.Promote{Lineage: rec.Lineage, ForkedHistory: rec.ForkedHistory, Force: force})
+		ans, err = c.admin(n).Promote(ctx, t, wire.Promote{Lineage: rec.Lineage, ForkedHistory: rec.ForkedHistory, Force: force,
+			Dir: fence.Dir, Epoch: fence.Epoch, Term: fence.Term})
 		return err
 	})
 	return ans, err

@@ -144,6 +144,10 @@ func (rt *Router) rejoin(ctx context.Context, s *global.Store, n string, node gl
 		if rec.FailedFrom != n || rec.Node == n || rec.Replica == n {
 			continue
 		}
+		s, err := rt.ownTenant(ctx, s, name)
+		if err != nil {
+			continue // the other side repairs the region it owns
+		}
 		if rec.HeldBy != "" {
 			all = false
 			continue
@@ -228,6 +232,9 @@ func (rt *Router) copyOwed(ctx context.Context, s *global.Store, t string) error
 	}
 	if at.Value.Replica != "" {
 		return nil
+	}
+	if s, err = rt.ownTenant(ctx, s, t); err != nil {
+		return nil // the other side's now
 	}
 	target, err := rt.pickReplica(ctx, s, at.Value.Node, true) // a copy was wanted
 	if err != nil || target == "" {

@@ -414,12 +414,16 @@ func (rt *Router) replicateAll(ctx context.Context, s *global.Store) ([]string, 
 	replicated, failed := []string{}, []replicaFailure{}
 	for _, t := range names {
 		rec := tenants[t].Value
-		target, err := rt.pickReplica(ctx, s, rec.Node, true)
+		ts, err := rt.ownTenant(ctx, s, t)
+		if err != nil {
+			continue // the other side's to replicate
+		}
+		target, err := rt.pickReplica(ctx, ts, rec.Node, true)
 		if err == nil && target == "" {
 			err = fmt.Errorf("%w: no other node in %s's region", ErrNoCandidate, rec.Node)
 		}
 		if err == nil {
-			err = rt.addReplica(ctx, s, t, target)
+			err = rt.addReplica(ctx, ts, t, target)
 		}
 		if err != nil {
 			failed = append(failed, replicaFailure{Tenant: t, Why: err.Error()})

@@ -68,7 +68,13 @@ type Router struct {
 	// leasing grants nodes their leases while this router leads
 	// (--auto-failover) and asks refused writes again (leasing.go).
 	leasing      *leasing
+	leaseTr      *leaseTransport
 	leaseUnwatch func()
+	// link is a region's leading router's link to the global directory
+	// (mirror.go); handoffs the global tier's steps of regions' handoffs
+	// (handoff.go). One of them is set.
+	link     *mirror
+	handoffs *globalHandoffs
 
 	// closing is set as Close begins: /_ready answers 503 from then.
 	closing atomic.Bool
@@ -157,21 +163,22 @@ func (rt *Router) start(ctx context.Context) error {
 		return err
 	}
 	if rt.mirroring() {
-		rt.repair.init() // nothing repairs here: the global tier does
-		m := newMirror(rt)
-		if err := m.register(rt.reg); err != nil {
+		rt.link = newMirror(rt)
+		if err := rt.link.register(rt.reg); err != nil {
 			return err
 		}
-		rt.wg.Go(func() { m.run(rt.ctx) })
+		rt.wg.Go(func() { rt.link.run(rt.ctx) })
 	} else {
-		rt.startRepair()
+		rt.handoffs = &globalHandoffs{rt: rt, givenSeen: map[string]time.Duration{}}
+		rt.wg.Go(func() { rt.handoffs.run(rt.ctx) })
 	}
+	rt.startRepair()
 	if !rt.cfg.Standby {
 		leading, err := rt.lead.claim(ctx)
 		if err != nil {
 			return err
 		}
-		if leading && !rt.mirroring() {
+		if leading {
 			rt.recoverInBackground()
 		}
 	}
@@ -187,7 +194,7 @@ func (rt *Router) wire() error {
 	rt.store = global.NewStore(rt.dir)
 	rt.watcher = global.StartWatcher(rt.ctx, rt.dir, rt.log)
 	rt.nodes = newNodeClient(rt.cfg.NodeTimeout, rt.cfg.Forward.Resolver)
-	rt.lead = &leadership{id: rt.id, store: rt.store, watcher: rt.watcher, log: rt.log}
+	rt.lead = &leadership{id: rt.id, name: rt.dirName(), store: rt.store, watcher: rt.watcher, log: rt.log}
 	rt.reg = prometheus.NewRegistry()
 	rt.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if rt.fwd, err = forward.New(rt.cfg.Forward, viewPlacements{rt.watcher}, rt.reg, rt.log); err != nil {
@@ -291,6 +298,9 @@ func (rt *Router) Close() error {
 		if rt.cancel != nil {
 			rt.cancel()
 		}
+		if rt.leasing != nil {
+			rt.leasing.close() // its failovers may start jobs of the router's
+		}
 		if rt.srv != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			if err := rt.srv.Shutdown(ctx); err != nil {
@@ -306,6 +316,9 @@ func (rt *Router) Close() error {
 		}
 		if rt.leaseUnwatch != nil {
 			rt.leaseUnwatch()
+		}
+		if rt.leaseTr != nil {
+			rt.leaseTr.close()
 		}
 		if rt.fwd != nil {
 			errs = append(errs, rt.fwd.Close())

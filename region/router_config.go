@@ -47,10 +47,12 @@ type Config struct {
 	// a named node or region go to that region's nodes. Empty: the global
 	// tier, every region's nodes. --region.
 	Region string
-	// GlobalURLs, set on a region's leading router (with Region), are the
-	// global directory's etcd client URLs: the router mirrors the region's
-	// records from it into its own directory, which the region's routers
-	// forward from, and takes no change itself. --global.
+	// GlobalURLs, set on a region's routers (with Region), are the global
+	// directory's etcd client URLs: the region's leading router links its
+	// own directory to it (docs/regions.md) — copying the region's records
+	// down while the global tier leases the region, which the region's
+	// routers forward from, and up while the region leases its own nodes
+	// (with AutoFailover), when it takes the region's changes. --global.
 	GlobalURLs []string
 	// Standby never claims the lead on its own: it forwards, answers
 	// /_shard/ reads, and leads only once promoted. --standby.
@@ -162,9 +164,6 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: sizes parallelism must be positive", ErrBadConfig)
 	case len(c.GlobalURLs) > 0 && c.Region == "":
 		return fmt.Errorf("%w: --global mirrors one region: name it with --region", ErrBadConfig)
-	case len(c.GlobalURLs) > 0 && (c.AutoFailover > 0 || c.Replicas):
-		return fmt.Errorf("%w: a router mirroring its region (--global) leases no node and places no replica: "+
-			"the global tier's leading router does (handing a region's leasing to its own directory is not built)", ErrBadConfig)
 	case c.AutoFailover < 0 || (c.AutoFailover > 0 && c.AutoFailover < 30*time.Millisecond):
 		return fmt.Errorf("%w: --auto-failover %v: at least 0.03 s, or 0", ErrBadConfig, c.AutoFailover)
 	}

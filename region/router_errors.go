@@ -24,8 +24,6 @@ var (
 	ErrBadRequest = errors.New("bad request")
 	// ErrNoRoute: no such /_shard/ route.
 	ErrNoRoute = errors.New("no such route")
-	// ErrNotBuilt: a route of the API this router does not serve yet.
-	ErrNotBuilt = errors.New("route not served by this router")
 	// ErrMethod: the route does not take the request's method.
 	ErrMethod = errors.New("method not allowed")
 	// ErrUnknownNode: no node of that name is recorded.
@@ -103,6 +101,11 @@ var shardStatus = []struct {
 	{ErrNotLeader, http.StatusConflict},
 	{ErrMirrored, http.StatusConflict},
 	{ErrBodyStalled, http.StatusRequestTimeout},
+	{ErrNotOwner, http.StatusConflict},
+	{global.ErrWrongDirectory, http.StatusConflict},
+	{global.ErrHandoffState, http.StatusConflict},
+	{ErrHandingOver, http.StatusServiceUnavailable},
+	{ErrGlobalUnreachable, http.StatusServiceUnavailable},
 	{ErrBadRequest, http.StatusBadRequest},
 	{merge.ErrBadRule, http.StatusBadRequest},
 	{merge.ErrTooManyRows, http.StatusBadRequest},
@@ -110,7 +113,6 @@ var shardStatus = []struct {
 	{global.ErrInvalidName, http.StatusBadRequest},
 	{global.ErrInvalidRecord, http.StatusBadRequest},
 	{ErrNoRoute, http.StatusNotFound},
-	{ErrNotBuilt, http.StatusNotImplemented},
 	{ErrMethod, http.StatusMethodNotAllowed},
 	{ErrUnknownNode, http.StatusNotFound},
 	{ErrUnknownTenant, http.StatusNotFound},

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/fenec-go/fenec/global"
 	"github.com/fenec-go/fenec/internal/bodygap"
@@ -98,63 +99,69 @@ func (rt *Router) serveShard(w http.ResponseWriter, r *http.Request) {
 		}
 	case len(seg) == 1 && seg[0] == "regions":
 		c.only(http.MethodGet, c.listRegions)
-	case notBuilt(seg):
-		c.fail(fmt.Errorf("/_shard/%s: %w: handing a region's leasing to its own directory is not built; "+
-			"the global tier's leading router leases every node (GET /_shard/regions says so)", strings.Join(seg, "/"), ErrNotBuilt))
+	case len(seg) == 3 && seg[0] == "regions" && seg[2] == "handoff":
+		if r.Method != http.MethodPost {
+			c.fail(ErrMethod)
+			return
+		}
+		c.changeAny("handoff", func(s *global.Store) (int, any, error) { return c.postHandoff(s, seg[1]) })
 	default:
 		c.fail(ErrNoRoute)
 	}
 }
 
-// regionEntry is a region as GET /_shard/regions lists it.
+// regionEntry is a region as GET /_shard/regions lists it: who leases its
+// nodes (global, region, or "" while a handoff is given and not yet
+// taken), at which epoch and since when, the leasing side's router, term
+// and longest-lease record, and the last handoff.
 type regionEntry struct {
-	Name string `json:"name"`
-	// Leaser is who leases its nodes: "global" (the only leaser built).
-	Leaser string `json:"leaser"`
-	Nodes  int    `json:"nodes"`
-	// Mirrored: this router serves the region from its own copy (--global).
+	Name          string          `json:"name"`
+	Leaser        string          `json:"leaser"`
+	Epoch         uint64          `json:"epoch"`
+	Since         *time.Time      `json:"since,omitempty"`
+	Router        string          `json:"router,omitempty"`
+	Term          uint64          `json:"term,omitempty"`
+	LeaseRecordMS int64           `json:"lease_record_ms"`
+	Handoff       *global.Handoff `json:"handoff,omitempty"`
+	Nodes         int             `json:"nodes"`
+	// Mirrored: this router serves the region from its own directory,
+	// linked to the global one (--global).
 	Mirrored bool `json:"mirrored,omitempty"`
 }
 
 // listRegions answers every region the directory names (by a region
-// record or a node recorded in it) and who leases it.
+// record or a node recorded in it) and who leases it. Where this router's
+// own directory leases the region, the term and record are its own.
 func (c *shardCall) listRegions() {
 	v, err := c.view()
 	if err != nil {
 		c.fail(err)
 		return
 	}
-	byName := map[string]*regionEntry{}
-	entry := func(name string) *regionEntry {
-		if byName[name] == nil {
-			byName[name] = &regionEntry{Name: name, Leaser: global.LeaserGlobal,
-				Mirrored: c.rt.mirroring() && name == c.rt.cfg.Region}
-		}
-		return byName[name]
-	}
-	for name, r := range v.Regions() {
-		if r.Leaser != "" {
-			entry(name).Leaser = r.Leaser
-		}
+	names := map[string]int{}
+	for name := range v.Regions() {
+		names[name] += 0
 	}
 	for _, n := range v.Nodes() {
-		entry(n.Region).Nodes++
+		names[n.Region]++
 	}
 	out := []regionEntry{}
-	for _, e := range byName {
-		out = append(out, *e)
+	for name, nodes := range names {
+		rec := regionRecord(v, name)
+		e := regionEntry{Name: name, Leaser: rec.LeasedBy(), Epoch: rec.Epoch, Router: rec.Router, Term: rec.Term,
+			LeaseRecordMS: rec.LeaseRecordMS, Handoff: rec.Handoff, Nodes: nodes,
+			Mirrored: c.rt.mirroring() && name == c.rt.cfg.Region}
+		if !rec.Since.IsZero() {
+			since := rec.Since
+			e.Since = &since
+		}
+		if rec.LeasedBy() == c.rt.side() && (!c.rt.mirroring() || name == c.rt.cfg.Region) {
+			e.Router, e.Term, e.LeaseRecordMS = v.Leader.Router, v.Term, v.LeaseRecordMS
+		}
+		out = append(out, e)
 	}
 	slices.SortFunc(out, func(a, b regionEntry) int { return cmpString(a.Name, b.Name) })
 	cpJSON(c.w, http.StatusOK, out)
-}
-
-// notBuilt reports the API's routes this router does not serve yet.
-func notBuilt(seg []string) bool {
-	switch seg[0] {
-	case "regions":
-		return true
-	}
-	return false
 }
 
 // only runs fn when the request has method m.
@@ -166,16 +173,37 @@ func (c *shardCall) only(m string, fn func()) {
 	fn()
 }
 
-// change runs a change on the leader with its fenced store, answers it,
-// and records it (or its refusal) in the audit log.
+// change runs a change on the leader with its fenced store, guarded on
+// the region record of the tenant's or node's region (the side that
+// leases a region takes its changes: owner.go), answers it, and records
+// it (or its refusal) in the audit log.
 func (c *shardCall) change(what, tenant, node string, fn func(*global.Store) (int, any, error)) {
+	c.run(what, tenant, node, true, fn)
+}
+
+// changeAny is change for a change that is about who owns a region (a
+// handoff): it needs the lead, not the region.
+func (c *shardCall) changeAny(what string, fn func(*global.Store) (int, any, error)) {
+	c.run(what, "", "", false, fn)
+}
+
+func (c *shardCall) run(what, tenant, node string, owned bool, fn func(*global.Store) (int, any, error)) {
 	c.what = what
 	var s *global.Store
 	var err error
-	if c.rt.mirroring() {
-		err = c.rt.refuseMirrored() // refused before the lead is looked at
-	} else {
+	if owned && c.rt.mirroring() {
+		// A region's router takes changes only while its region leases
+		// its nodes; refused before the lead is looked at.
+		err = c.rt.ownsOwnRegion()
+	}
+	if err == nil {
 		s, err = c.rt.lead.changes(c.r.Context())
+	}
+	if err == nil && owned && node != "" {
+		s, err = c.rt.ownNode(c.r.Context(), s, node)
+	}
+	if err == nil && owned && tenant != "" {
+		s, err = c.rt.ownTenant(c.r.Context(), s, tenant)
 	}
 	code, body := 0, any(nil)
 	if err == nil {
@@ -271,9 +299,7 @@ func (c *shardCall) promote() {
 		c.fail(err)
 	} else {
 		cpJSON(c.w, code, map[string]any{"leader": c.rt.id, "term": term})
-		if !c.rt.mirroring() {
-			c.rt.recoverInBackground()
-		}
+		c.rt.recoverInBackground()
 	}
 	if aerr := c.rt.audit.record(c.rt.auditOf(c.r, "promote", "", "", err, code)); aerr != nil {
 		c.rt.log.Error("audit", "err", aerr)

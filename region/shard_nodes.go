@@ -72,6 +72,9 @@ func (c *shardCall) putNode(s *global.Store, name string) (int, any, error) {
 		return 0, nil, err
 	}
 	ctx := c.r.Context()
+	if s, err = c.rt.own(ctx, s, n.Region); err != nil {
+		return 0, nil, err
+	}
 	if n.ID, err = c.rt.nodes.identify(ctx, n); err != nil {
 		return 0, nil, fmt.Errorf("node %s at %s: %w", name, n.Addr, err)
 	}

@@ -88,6 +88,9 @@ func (c *shardCall) placeTenant(s *global.Store, name string) (int, any, error) 
 	if err != nil {
 		return 0, nil, errNotFoundAs(err, ErrUnknownNode)
 	}
+	if s, err = c.rt.own(ctx, s, node.Value.Region); err != nil {
+		return 0, nil, err
+	}
 	if err := c.rt.nodes.create(ctx, node.Value, name); err != nil {
 		return 0, nil, fmt.Errorf("create %s on %s: %w", name, nodeName, err)
 	}

@@ -67,6 +67,15 @@ type Promote struct {
 	Lineage       uint64 `json:"lineage"`
 	ForkedHistory uint64 `json:"forked_history"`
 	Force         bool   `json:"force"`
+	// Dir, Epoch and Term name the promoting router's directory, the
+	// node's region's leasing epoch and the router's term: a node under
+	// --lease bound to another directory, or to a later epoch or term of
+	// the same, refuses the promotion whatever Force says (the router no
+	// longer owns the node's region: a request of its held on the network
+	// and read late). Empty from an operator by hand.
+	Dir   string `json:"dir,omitempty"`
+	Epoch uint64 `json:"epoch,omitempty"`
+	Term  uint64 `json:"term,omitempty"`
 }
 
 // Promoted is the answer to Promote: Promoted is false when the file was

@@ -301,8 +301,7 @@ func placeTenants(ctx context.Context, d *deployment, hc *http.Client, n int) (m
 }
 
 // regionLeases stops the global tier and asks eu's router to take eu's
-// leasing by force. It returns why not when the router refuses (the
-// handoff is not built yet: 501).
+// leasing by force. It returns why not when the router refuses.
 func regionLeases(ctx context.Context, d *deployment, hc *http.Client) (string, error) {
 	if _, err := d.compose(ctx, "stop", "-t", "5", "g1", "g2", "g3"); err != nil {
 		return "", err

@@ -17,10 +17,9 @@
 //     resolver, which never answers a name Docker does not know, and the
 //     node is disconnected and removed: its name hangs rather than fails.
 //   - region: the global tier stopped and the region leasing its nodes
-//     (a forced handoff to eu's own router), then the cut. Leasing from a
-//     region's directory is not built yet: this case asks for the handoff,
-//     and reports the router's refusal and measures nothing until it is
-//     answered 200.
+//     (a forced handoff to eu's own router), then the cut. Should the
+//     router refuse the handoff, the case reports the refusal and
+//     measures nothing.
 //
 // It is a benchmark, not a test: it asserts only that no acknowledged write
 // was lost and that the dead node's writers wrote again (-check, what CI's

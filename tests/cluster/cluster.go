@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -125,6 +126,38 @@ type RouterOptions struct {
 	// Directory, if set, is another router's EtcdURL: this router embeds
 	// no member and uses that one's directory (--directory).
 	Directory string
+	// Member, if set, is this router's member of an etcd cluster of
+	// several routers' embedded members (MemberPorts), instead of a
+	// cluster of its own.
+	Member *Member
+	// NoWait returns at once, the health check not waited for (a member
+	// of a cluster not yet founded answers only once the others start):
+	// call WaitHealthy.
+	NoWait bool
+}
+
+// Member is one router's place in an etcd cluster of embedded members.
+type Member struct {
+	Listen, Client, Peer int    // the router's, its member's client and peer ports
+	InitialCluster       string // every founding member, name=peerURL,...
+}
+
+// Members picks ports for an etcd cluster of the named routers' embedded
+// members, founded together.
+func Members(tb testing.TB, names ...string) map[string]*Member {
+	tb.Helper()
+	ports := FreePorts(tb, 3*len(names))
+	out := map[string]*Member{}
+	var initial []string
+	for i, name := range names {
+		m := &Member{Listen: ports[3*i], Client: ports[3*i+1], Peer: ports[3*i+2]}
+		out[name] = m
+		initial = append(initial, name+"=http://127.0.0.1:"+strconv.Itoa(m.Peer))
+	}
+	for _, m := range out {
+		m.InitialCluster = strings.Join(initial, ",")
+	}
+	return out
 }
 
 // StartRouter starts fenec-shard NAME with --token RouterToken and an
@@ -133,6 +166,9 @@ type RouterOptions struct {
 func (c *Cluster) StartRouter(name string, o RouterOptions) *Router {
 	c.tb.Helper()
 	ports := FreePorts(c.tb, 3)
+	if o.Member != nil {
+		ports = []int{o.Member.Listen, o.Member.Client, o.Member.Peer}
+	}
 	r := &Router{Name: name, DataDir: c.dir + "/" + name, port: ports[0]}
 	args := []string{"--listen", r.Addr(), "--token", RouterToken, "--id", name}
 	if o.Directory != "" {
@@ -144,11 +180,22 @@ func (c *Cluster) StartRouter(name string, o RouterOptions) *Router {
 			"--etcd-name", name,
 			"--etcd-client-url", r.etcdURL,
 			"--etcd-peer-url", "http://127.0.0.1:"+strconv.Itoa(ports[2]))
+		if o.Member != nil {
+			args = append(args, "--etcd-initial-cluster", o.Member.InitialCluster)
+		}
 	}
 	args = append(args, o.Args...)
 	r.Proc = StartProc(c.tb, c.dir, name, Bins().Shard, args...)
-	WaitHealthy(c.tb, r.Proc, r.URL()+"/_health")
+	if !o.NoWait {
+		r.WaitHealthy()
+	}
 	return r
+}
+
+// WaitHealthy waits for the router's health check.
+func (r *Router) WaitHealthy() {
+	r.tb.Helper()
+	WaitHealthy(r.tb, r.Proc, r.URL()+"/_health")
 }
 
 // Addr is the router's host:port.

@@ -28,10 +28,10 @@ type Proc struct {
 	tb   testing.TB
 	name string
 	bin  string
-	args []string
 	log  string // path of the log file
 
 	mu   sync.Mutex
+	args []string      // guarded by mu: the arguments of the next start
 	cmd  *exec.Cmd     // guarded by mu: the current run
 	done chan struct{} // guarded by mu: closed when the current run exited
 	err  error         // guarded by mu: the current run's exit, once done
@@ -66,8 +66,11 @@ func (p *Proc) start() error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(f, "=== start %s %v\n", p.bin, p.args)
-	cmd := exec.Command(p.bin, p.args...)
+	p.mu.Lock()
+	args := append([]string(nil), p.args...)
+	p.mu.Unlock()
+	fmt.Fprintf(f, "=== start %s %v\n", p.bin, args)
+	cmd := exec.Command(p.bin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {
@@ -194,6 +197,21 @@ func (p *Proc) Restart() {
 	if err := p.start(); err != nil {
 		p.tb.Fatalf("restart %s: %v", p.name, err)
 	}
+}
+
+// SetFlag sets flag (e.g. "--auto-failover") to value in the arguments
+// the next Restart starts the process with, replacing the flag's value if
+// it was given, adding it if not.
+func (p *Proc) SetFlag(flag, value string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i := 0; i+1 < len(p.args); i++ {
+		if p.args[i] == flag {
+			p.args[i+1] = value
+			return
+		}
+	}
+	p.args = append(p.args, flag, value)
 }
 
 // exitErr is the last run's exit error (nil for status 0).

@@ -29,17 +29,30 @@ type Server struct {
 // New starts a server on 127.0.0.1 and stops it when tb ends.
 func New(tb testing.TB) *Server {
 	tb.Helper()
-	conn, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	s, err := Start()
 	if err != nil {
 		tb.Fatal(err)
 	}
+	tb.Cleanup(s.Close)
+	return s
+}
+
+// Start starts a server on 127.0.0.1 outside a test (a benchmark
+// program's); Close stops it.
+func Start() (*Server, error) {
+	conn, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		return nil, err
+	}
 	s := &Server{conn: conn, names: map[string]netip.Addr{}, silent: map[string]bool{}}
 	s.wg.Go(s.serve)
-	tb.Cleanup(func() {
-		conn.Close()
-		s.wg.Wait()
-	})
-	return s
+	return s, nil
+}
+
+// Close stops the server and waits for it. Safe to call twice.
+func (s *Server) Close() {
+	s.conn.Close()
+	s.wg.Wait()
 }
 
 // Addr is the server's host:port.

@@ -11,7 +11,6 @@ import (
 
 // Proxy forwards TCP connections from 127.0.0.1:<port> to a target.
 type Proxy struct {
-	tb   testing.TB
 	ln   net.Listener
 	done chan struct{} // closed by Close
 	wg   sync.WaitGroup
@@ -19,6 +18,7 @@ type Proxy struct {
 
 	mu     sync.Mutex
 	target string             // guarded by mu: where new connections go
+	delay  time.Duration      // guarded by mu: added to every chunk, each way
 	open   chan struct{}      // guarded by mu: closed while traffic may pass
 	links  map[*link]struct{} // guarded by mu
 	closed bool               // guarded by mu
@@ -35,16 +35,34 @@ type link struct {
 // New starts a proxy in front of target; tb.Cleanup closes it.
 func New(tb testing.TB, target string) *Proxy {
 	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return NewOn(tb, "127.0.0.1:0", target)
+}
+
+// NewOn is New listening on listen (host:port; another loopback address,
+// such as 127.0.0.2, gives one node a second proxy on the same port that
+// a name looked up elsewhere reaches).
+func NewOn(tb testing.TB, listen, target string) *Proxy {
+	tb.Helper()
+	p, err := Start(listen, target)
 	if err != nil {
 		tb.Fatalf("proxy listen: %v", err)
 	}
-	open := make(chan struct{})
-	close(open)
-	p := &Proxy{tb: tb, target: target, ln: ln, done: make(chan struct{}), open: open, links: map[*link]struct{}{}}
-	p.wg.Go(p.acceptLoop)
 	tb.Cleanup(p.Close)
 	return p
+}
+
+// Start starts a proxy listening on listen in front of target outside a
+// test (a benchmark program's); Close stops it.
+func Start(listen, target string) (*Proxy, error) {
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return nil, err
+	}
+	open := make(chan struct{})
+	close(open)
+	p := &Proxy{target: target, ln: ln, done: make(chan struct{}), open: open, links: map[*link]struct{}{}}
+	p.wg.Go(p.acceptLoop)
+	return p, nil
 }
 
 // Addr is the proxy's host:port.
@@ -76,6 +94,21 @@ func (p *Proxy) Cut() {
 		p.open = make(chan struct{})
 	default:
 	}
+}
+
+// SetDelay holds every chunk that passes, each way, for d before it is
+// sent on (a round trip grows by 2d): a link across a wide-area network.
+// Order is kept. 0 ends the delay.
+func (p *Proxy) SetDelay(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.delay = d
+}
+
+func (p *Proxy) delayOf() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.delay
 }
 
 // Heal lets traffic pass again.
@@ -192,6 +225,13 @@ func (p *Proxy) pipe(l *link, dst, src net.Conn) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
+		if d := p.delayOf(); d > 0 {
+			select {
+			case <-time.After(d):
+			case <-p.done:
+				return
+			}
+		}
 		if !p.pass() {
 			return
 		}

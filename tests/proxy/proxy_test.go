@@ -196,3 +196,23 @@ func TestRetarget(t *testing.T) {
 	}
 	roundTrip(t, old, oldR, "three") // the old connection stays where it was
 }
+
+// A delayed proxy holds each chunk, each way, before it passes it on, and
+// a second proxy listens where it is told.
+func TestDelayAndListenAddress(t *testing.T) {
+	p := NewOn(t, "127.0.0.2:0", echoServer(t))
+	if host, _, _ := net.SplitHostPort(p.Addr()); host != "127.0.0.2" {
+		t.Fatalf("listening on %s", p.Addr())
+	}
+	c := dial(t, p.Addr())
+	br := bufio.NewReader(c)
+	roundTrip(t, c, br, "warm")
+	p.SetDelay(50 * time.Millisecond)
+	began := time.Now()
+	roundTrip(t, c, br, "slow")
+	if d := time.Since(began); d < 100*time.Millisecond {
+		t.Fatalf("a round trip through a 50 ms delay each way took %v", d)
+	}
+	p.SetDelay(0)
+	roundTrip(t, c, br, "fast")
+}

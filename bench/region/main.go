@@ -1,0 +1,690 @@
+// Command region measures what per-region leasing buys, with the global
+// tier a wide-area round trip away from region eu: the region's routers
+// reach the global directory, and the global tier's router reaches eu's
+// nodes, through proxies that hold every chunk for -wan each way.
+//
+//   - kill to writing again: eu1 (tenants written through eu's leading
+//     router by keyed writers, copies on eu2) cut off from everyone; the
+//     time until every tenant took a write through eu's router on eu2,
+//     with eu leased by the global tier and with eu leasing its own nodes;
+//   - the write pause of a planned handoff, to the region and back: the
+//     longest time between two answered writes of any tenant;
+//   - forwarding: a read through eu's leading router, and through a router
+//     of the global tier beside it (a global standby, looking eu's nodes
+//     up as eu does), p50 and p99: both forward from an in-memory copy.
+//
+// Nodes and routers run in this process on loopback; every node is
+// recorded by name and each side looks names up at a DNS server of its
+// own, which is how the global tier's router reaches eu's nodes through
+// the slow proxies while eu's routers reach them straight. It prints a
+// table and writes it to -out.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/fenec-go/fenec/bench/internal/benchkit"
+	"github.com/fenec-go/fenec/node"
+	"github.com/fenec-go/fenec/region"
+	"github.com/fenec-go/fenec/tests/dnsstub"
+	"github.com/fenec-go/fenec/tests/proxy"
+)
+
+const (
+	adminToken = "bench-admin-token"
+	replToken  = "bench-replication-token"
+)
+
+type config struct {
+	lease   time.Duration
+	wan     time.Duration
+	runs    int
+	tenants int
+	reads   int
+	out     string
+}
+
+func main() {
+	var cfg config
+	flag.DurationVar(&cfg.lease, "lease", time.Second, "every router's lease (--auto-failover)")
+	flag.DurationVar(&cfg.wan, "wan", 40*time.Millisecond, "added each way between eu and the global tier")
+	flag.IntVar(&cfg.runs, "runs", 3, "runs of each kill")
+	flag.IntVar(&cfg.tenants, "tenants", 10, "tenants on the node killed")
+	flag.IntVar(&cfg.reads, "reads", 2000, "reads timed through each router (after a tenth as many to warm up)")
+	flag.StringVar(&cfg.out, "out", "bench/region.txt", "file the table is written to")
+	flag.Parse()
+	if err := run(cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "region bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(cfg config) error {
+	var out bytes.Buffer
+	fmt.Fprintf(&out, "fenec region bench, %s, GOMAXPROCS %d\n", time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.GOMAXPROCS(0))
+	fmt.Fprintf(&out, "the global tier (a leading router on the global directory) %v away each way from region eu (a leading router linked to the global directory, two --lease --sync always nodes, each the other's standby); lease %v\n",
+		cfg.wan, cfg.lease)
+	fmt.Fprintf(&out, "%d tenants on eu1, each written through eu's router by a keyed writer\n\n", cfg.tenants)
+
+	kills := map[string][]time.Duration{}
+	for _, leaser := range []string{"global", "region"} {
+		for i := range cfg.runs {
+			d, err := killRun(cfg, leaser)
+			if err != nil {
+				return fmt.Errorf("kill with eu leased by %s, run %d: %w", leaser, i+1, err)
+			}
+			kills[leaser] = append(kills[leaser], d)
+			fmt.Fprintf(os.Stderr, "kill, leased by %s, run %d: %v\n", leaser, i+1, d)
+		}
+	}
+	fmt.Fprintln(&out, "eu1 cut off from everyone at 0: until every tenant took a write through eu's router on eu2 (ms)")
+	tw := tabwriter.NewWriter(&out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "eu leased by\t")
+	for i := range cfg.runs {
+		fmt.Fprintf(tw, "run %d\t", i+1)
+	}
+	fmt.Fprintln(tw, "median\t")
+	for _, leaser := range []string{"global", "region"} {
+		fmt.Fprintf(tw, "%s\t", leaser)
+		for _, d := range kills[leaser] {
+			fmt.Fprintf(tw, "%d\t", d.Milliseconds())
+		}
+		fmt.Fprintf(tw, "%d\t\n", median(kills[leaser]).Milliseconds())
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(&out, "region / global (medians): %.2f\n\n", float64(median(kills["region"]))/float64(median(kills["global"])))
+
+	h, err := handoffAndForward(cfg)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(&out, "a planned handoff under the writers: the longest time between two answered writes of any tenant")
+	tw = tabwriter.NewWriter(&out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "handoff\tasked to done ms\tlongest pause ms\t")
+	fmt.Fprintf(tw, "to the region\t%d\t%d\t\n", h.toRegion.Milliseconds(), h.pauseToRegion.Milliseconds())
+	fmt.Fprintf(tw, "back to the global tier\t%d\t%d\t\n", h.toGlobal.Milliseconds(), h.pauseToGlobal.Milliseconds())
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(&out)
+	fmt.Fprintf(&out, "a keyed read of one tenant on eu1, one client, %d through each router in turns of a tenth, after a tenth to warm up (µs)\n", cfg.reads)
+	tw = tabwriter.NewWriter(&out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "through\tp50\tp99\t")
+	fmt.Fprintf(tw, "eu's router (its region's copy)\t%.1f\t%.1f\t\n", us(h.regional.p50), us(h.regional.p99))
+	fmt.Fprintf(tw, "a global-tier router beside it (the global directory)\t%.1f\t%.1f\t\n", us(h.global.p50), us(h.global.p99))
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(&out, "regional / global p50: %.2f\n", float64(h.regional.p50)/float64(h.global.p50))
+	os.Stdout.Write(out.Bytes())
+	if cfg.out != "" {
+		return os.WriteFile(cfg.out, out.Bytes(), 0o644)
+	}
+	return nil
+}
+
+func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+func median(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// killRun starts a deployment, has eu leased by leaser, and times eu1's
+// loss under the writers.
+func killRun(cfg config, leaser string) (time.Duration, error) {
+	d, err := startDeployment(cfg)
+	defer d.close()
+	if err != nil {
+		return 0, err
+	}
+	if leaser == "region" {
+		if _, err := d.handoff(d.eu, "region"); err != nil {
+			return 0, err
+		}
+		if err := d.waitLeased(d.eu, "eu1", "eu2"); err != nil {
+			return 0, err
+		}
+	}
+	w := d.startWriters()
+	defer w.stop()
+	if err := w.waitWrites(5); err != nil {
+		return 0, err
+	}
+	w.markCut(time.Now())
+	d.cut("eu1")
+	if err := w.waitOn(d, "eu2"); err != nil {
+		return 0, err
+	}
+	return w.lastResumed()
+}
+
+// handoffResult is the handoff and forwarding run's measurements.
+type handoffResult struct {
+	toRegion, toGlobal           time.Duration
+	pauseToRegion, pauseToGlobal time.Duration
+	regional, global             latencies
+}
+
+type latencies struct{ p50, p99 time.Duration }
+
+func handoffAndForward(cfg config) (handoffResult, error) {
+	var h handoffResult
+	d, err := startDeployment(cfg)
+	defer d.close()
+	if err != nil {
+		return h, err
+	}
+	w := d.startWriters()
+	if err := w.waitWrites(20); err != nil {
+		w.stop()
+		return h, err
+	}
+	for _, step := range []struct {
+		to    string
+		took  *time.Duration
+		pause *time.Duration
+		via   *benchRouter
+	}{{"region", &h.toRegion, &h.pauseToRegion, d.eu}, {"global", &h.toGlobal, &h.pauseToGlobal, d.global}} {
+		w.resetPause()
+		took, err := d.handoff(step.via, step.to)
+		if err != nil {
+			w.stop()
+			return h, err
+		}
+		if err := w.waitWrites(20); err != nil {
+			w.stop()
+			return h, err
+		}
+		*step.took, *step.pause = took, w.longestPause()
+	}
+	w.stop()
+	h.regional, h.global, err = d.readLatencies(d.eu, d.beside, cfg.reads)
+	return h, err
+}
+
+// benchRouter is one in-process router and a client of it.
+type benchRouter struct {
+	rt  *region.Router
+	url string
+}
+
+// deployment is one run's routers, nodes, proxies and name servers.
+type deployment struct {
+	cfg    config
+	dir    string
+	log    *slog.Logger
+	c      *http.Client
+	global *benchRouter // the global tier's leading router
+	beside *benchRouter // a standby of the global tier, looking names up as eu does
+	eu     *benchRouter // eu's leading router
+	nodes  map[string]*node.Server
+	fronts []*proxy.Proxy            // every proxy, closed at the end
+	cuts   map[string][]*proxy.Proxy // each node's proxies, cut to kill it
+	dns    []*dnsstub.Server
+}
+
+func (d *deployment) close() {
+	for _, r := range []*benchRouter{d.eu, d.beside, d.global} {
+		if r != nil && r.rt != nil {
+			r.rt.Close()
+		}
+	}
+	for _, p := range d.fronts {
+		p.Close()
+	}
+	for _, n := range d.nodes {
+		n.Close()
+	}
+	for _, s := range d.dns {
+		s.Close()
+	}
+	d.c.CloseIdleConnections()
+	os.RemoveAll(d.dir)
+}
+
+func startDeployment(cfg config) (*deployment, error) {
+	dir, err := os.MkdirTemp("", "fenec-region-bench-")
+	if err != nil {
+		return &deployment{c: &http.Client{}}, err
+	}
+	var logTo io.Writer = io.Discard
+	if os.Getenv("FENEC_BENCH_LOG") != "" {
+		logTo = os.Stderr
+	}
+	d := &deployment{cfg: cfg, dir: dir, log: slog.New(slog.NewTextHandler(logTo, nil)),
+		c: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}, nodes: map[string]*node.Server{}, cuts: map[string][]*proxy.Proxy{}}
+	globalDNS, err := dnsstub.Start()
+	if err != nil {
+		return d, err
+	}
+	euDNS, err := dnsstub.Start()
+	if err != nil {
+		return d, err
+	}
+	d.dns = append(d.dns, globalDNS, euDNS)
+	if d.global, err = d.router("global", func(c *region.Config) { c.Forward.Resolver = globalDNS.Addr() }); err != nil {
+		return d, err
+	}
+	gurls := d.global.rt.DirectoryURLs()
+	wan, err := d.front("127.0.0.1:0", strings.TrimPrefix(gurls[0], "http://"), cfg.wan)
+	if err != nil {
+		return d, err
+	}
+	if d.beside, err = d.router("beside", func(c *region.Config) {
+		c.Standby, c.DirectoryURLs, c.Forward.Resolver = true, gurls, euDNS.Addr()
+	}); err != nil {
+		return d, err
+	}
+	if d.eu, err = d.router("eu", func(c *region.Config) {
+		c.Region, c.GlobalURLs, c.Forward.Resolver = "eu", []string{"http://" + wan.Addr()}, euDNS.Addr()
+	}); err != nil {
+		return d, err
+	}
+	for _, name := range []string{"eu1", "eu2"} {
+		if err := d.startNode(name, euDNS, globalDNS); err != nil {
+			return d, err
+		}
+	}
+	for i, name := range []string{"eu1", "eu2"} {
+		standby := []string{"eu2", "eu1"}[i]
+		if _, err := d.call(d.global, "PUT", "/_shard/nodes/"+name, `{"standby":"`+standby+`"}`, 201); err != nil {
+			return d, err
+		}
+	}
+	if err := d.waitLeased(d.global, "eu1", "eu2"); err != nil {
+		return d, err
+	}
+	for i := range cfg.tenants {
+		t := "t" + strconv.Itoa(i)
+		if _, err := d.call(d.global, "PUT", "/_shard/tenants/"+t, `{"node":"eu1"}`, 201); err != nil {
+			return d, err
+		}
+		if _, err := d.call(d.global, "POST", "/t/"+t+"/query", `{"query":"create collection c (n int)"}`, 200); err != nil {
+			return d, err
+		}
+	}
+	// Every tenant in eu's copy, and written through eu's router.
+	for i := range cfg.tenants {
+		t := "t" + strconv.Itoa(i)
+		if err := waitFor(func() error {
+			_, err := d.call(d.eu, "POST", "/t/"+t+"/query", `{"query":"put c {n: 0}"}`, 200)
+			return err
+		}); err != nil {
+			return d, err
+		}
+	}
+	return d, nil
+}
+
+// router starts one in-process router leasing for the run's lease.
+func (d *deployment) router(name string, adjust func(*region.Config)) (*benchRouter, error) {
+	rt, err := benchkit.StartRouter(filepath.Join(d.dir, name), d.log, func(c *region.Config) {
+		c.ID = name
+		c.AutoFailover = d.cfg.lease
+		c.Forward.UpstreamTimeout = 5 * time.Second
+		adjust(c)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("router %s: %w", name, err)
+	}
+	return &benchRouter{rt: rt, url: "http://" + rt.Addr()}, nil
+}
+
+// front starts a proxy on listen in front of target, holding each chunk
+// for delay.
+func (d *deployment) front(listen, target string, delay time.Duration) (*proxy.Proxy, error) {
+	p, err := proxy.Start(listen, target)
+	if err != nil {
+		return nil, err
+	}
+	p.SetDelay(delay)
+	d.fronts = append(d.fronts, p)
+	return p, nil
+}
+
+// startNode starts node name behind two proxies on one port: 127.0.0.1,
+// which eu's name server names, and 127.0.0.2, the global tier's, slow;
+// and records it at the global tier by name.
+func (d *deployment) startNode(name string, euDNS, globalDNS *dnsstub.Server) error {
+	s, err := benchkit.StartNode(filepath.Join(d.dir, name), adminToken, d.log, func(c *node.Config) {
+		c.ReplicationToken = replToken
+		c.Lease = true
+		c.Sync = "always"
+		c.Resolver = euDNS.Addr()
+	})
+	if err != nil {
+		return fmt.Errorf("node %s: %w", name, err)
+	}
+	d.nodes[name] = s
+	near, err := d.front("127.0.0.1:0", s.Addr(), 0)
+	if err != nil {
+		return err
+	}
+	_, port, _ := net.SplitHostPort(near.Addr())
+	far, err := d.front("127.0.0.2:"+port, s.Addr(), d.cfg.wan)
+	if err != nil {
+		return err
+	}
+	d.cuts[name] = []*proxy.Proxy{near, far}
+	host := name + ".bench.test"
+	euDNS.Set(host, netip.MustParseAddr("127.0.0.1"))
+	globalDNS.Set(host, netip.MustParseAddr("127.0.0.2"))
+	body := fmt.Sprintf(`{"addr":"http://%s:%s","token":%q,"region":"eu"}`, host, port, adminToken)
+	_, err = d.call(d.global, "PUT", "/_shard/nodes/"+name, body, 201)
+	return err
+}
+
+// cut cuts node name off from everyone.
+func (d *deployment) cut(name string) {
+	for _, p := range d.cuts[name] {
+		p.Cut()
+	}
+}
+
+// handoff asks r for eu's handoff to side and returns how long it took.
+func (d *deployment) handoff(r *benchRouter, to string) (time.Duration, error) {
+	began := time.Now()
+	b, err := d.call(r, "POST", "/_shard/regions/eu/handoff", `{"to":"`+to+`"}`, 200)
+	if err != nil {
+		return 0, err
+	}
+	took := time.Since(began)
+	var ans struct{ Leaser string }
+	if err := json.Unmarshal(b, &ans); err != nil || ans.Leaser != to {
+		return 0, fmt.Errorf("handoff to %s answered %s", to, b)
+	}
+	return took, nil
+}
+
+// call sends one request to r and wants the status.
+func (d *deployment) call(r *benchRouter, method, path, body string, want int) ([]byte, error) {
+	req, err := http.NewRequest(method, r.url+path, strings.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	res, err := d.c.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	if res.StatusCode != want {
+		return b, fmt.Errorf("%s %s: %d %s", method, path, res.StatusCode, b)
+	}
+	return b, nil
+}
+
+// waitFor calls fn until it returns nil, for 30 s at most.
+func waitFor(fn func() error) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := fn()
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitLeased waits until r runs a lease on every named node.
+func (d *deployment) waitLeased(r *benchRouter, nodes ...string) error {
+	return waitFor(func() error {
+		b, err := d.call(r, "GET", "/_shard/leases", "", 200)
+		if err != nil {
+			return err
+		}
+		var a struct {
+			Nodes []struct {
+				Node   string `json:"node"`
+				Ran    bool   `json:"ran"`
+				LeftMS int64  `json:"left_ms"`
+			} `json:"nodes"`
+		}
+		if err := json.Unmarshal(b, &a); err != nil {
+			return err
+		}
+		for _, want := range nodes {
+			if !slices.ContainsFunc(a.Nodes, func(n struct {
+				Node   string `json:"node"`
+				Ran    bool   `json:"ran"`
+				LeftMS int64  `json:"left_ms"`
+			}) bool {
+				return n.Node == want && n.Ran && n.LeftMS > 0
+			}) {
+				return fmt.Errorf("%s not leased by %s", want, r.rt.ID())
+			}
+		}
+		return nil
+	})
+}
+
+// placedOn says where r places tenant t.
+func (d *deployment) placedOn(r *benchRouter, t string) string {
+	b, err := d.call(r, "GET", "/_shard/tenants", "", 200)
+	if err != nil {
+		return ""
+	}
+	var rows []struct{ Name, Node string }
+	_ = json.Unmarshal(b, &rows)
+	for _, row := range rows {
+		if row.Name == t {
+			return row.Node
+		}
+	}
+	return ""
+}
+
+// readLatencies times n reads of tenant t0's rows through each of a and
+// b, in turns of a tenth of n, after a tenth of n through each to warm up.
+func (d *deployment) readLatencies(a, b *benchRouter, n int) (latencies, latencies, error) {
+	turn := max(n/10, 1)
+	var da, db []time.Duration
+	for round := range 11 {
+		for _, r := range []*benchRouter{a, b} {
+			for range turn {
+				began := time.Now()
+				if _, err := d.call(r, "GET", "/t/t0/c?n=eq.0", "", 200); err != nil {
+					return latencies{}, latencies{}, err
+				}
+				if round == 0 {
+					continue // warming up
+				}
+				if r == a {
+					da = append(da, time.Since(began))
+				} else {
+					db = append(db, time.Since(began))
+				}
+			}
+		}
+	}
+	return percentiles(da), percentiles(db), nil
+}
+
+func percentiles(ds []time.Duration) latencies {
+	slices.Sort(ds)
+	return latencies{p50: ds[len(ds)/2], p99: ds[len(ds)*99/100]}
+}
+
+// writers write every tenant through eu's router, one keyed writer each.
+type writers struct {
+	d      *deployment
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	writes  map[string]int       // guarded by mu: answered writes per tenant
+	lastOK  time.Time            // guarded by mu: when any write was last answered
+	longest time.Duration        // guarded by mu: the longest time between two
+	resumed map[string]time.Time // guarded by mu: when each tenant's write was last answered
+	cutAt   time.Time            // guarded by mu: when a node was cut (zero: none)
+	first   map[string]time.Time // guarded by mu: each tenant's first write answered after cutAt
+}
+
+func (d *deployment) startWriters() *writers {
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &writers{d: d, cancel: cancel, writes: map[string]int{}, resumed: map[string]time.Time{}, first: map[string]time.Time{}}
+	for i := range d.cfg.tenants {
+		t := "t" + strconv.Itoa(i)
+		w.wg.Go(func() { w.write(ctx, t) })
+	}
+	return w
+}
+
+func (w *writers) write(ctx context.Context, t string) {
+	c := &http.Client{Transport: &http.Transport{}}
+	defer c.CloseIdleConnections()
+	for i := 0; ctx.Err() == nil; i++ {
+		body := fmt.Sprintf(`{"query":"put c {n: %d}"}`, i+1)
+		req, err := http.NewRequestWithContext(ctx, "POST", w.d.eu.url+"/t/"+t+"/query", strings.NewReader(body))
+		if err != nil {
+			return
+		}
+		req.Header.Set("Idempotency-Key", t+"-"+strconv.Itoa(i))
+		for ctx.Err() == nil {
+			res, err := c.Do(req.Clone(ctx))
+			if err == nil {
+				_, _ = io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+				if res.StatusCode == 200 {
+					w.answered(t, time.Now())
+					break
+				}
+			}
+			req.Body = io.NopCloser(strings.NewReader(body))
+			time.Sleep(5 * time.Millisecond)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func (w *writers) answered(t string, at time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.lastOK.IsZero() {
+		w.longest = max(w.longest, at.Sub(w.lastOK))
+	}
+	w.lastOK = at
+	w.writes[t]++
+	w.resumed[t] = at
+	if _, ok := w.first[t]; !ok && !w.cutAt.IsZero() && at.After(w.cutAt) {
+		w.first[t] = at
+	}
+}
+
+// markCut notes the moment a node was cut: each tenant's first write
+// answered after it is when the tenant took writes again.
+func (w *writers) markCut(at time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.cutAt = at
+}
+
+func (w *writers) stop() {
+	w.cancel()
+	w.wg.Wait()
+}
+
+// waitWrites waits until every tenant took n more writes.
+func (w *writers) waitWrites(n int) error {
+	w.mu.Lock()
+	base := map[string]int{}
+	for t, k := range w.writes {
+		base[t] = k
+	}
+	w.mu.Unlock()
+	return waitFor(func() error {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		for i := range w.d.cfg.tenants {
+			t := "t" + strconv.Itoa(i)
+			if w.writes[t]-base[t] < n {
+				return fmt.Errorf("%s: %d writes", t, w.writes[t]-base[t])
+			}
+		}
+		return nil
+	})
+}
+
+// waitOn waits until every tenant is placed on node by eu's router and
+// took a write after that.
+func (w *writers) waitOn(d *deployment, node string) error {
+	for i := range d.cfg.tenants {
+		t := "t" + strconv.Itoa(i)
+		if err := waitFor(func() error {
+			if on := d.placedOn(d.eu, t); on != node {
+				return fmt.Errorf("%s on %q", t, on)
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	placed := time.Now()
+	return waitFor(func() error {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		for t, at := range w.resumed {
+			if at.Before(placed) {
+				return fmt.Errorf("%s not written since it was placed on %s", t, node)
+			}
+		}
+		return nil
+	})
+}
+
+// lastResumed is how long after the cut the last tenant to take a write
+// again took its first.
+func (w *writers) lastResumed() (time.Duration, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var last time.Duration
+	for i := range w.d.cfg.tenants {
+		at, ok := w.first["t"+strconv.Itoa(i)]
+		if !ok {
+			return 0, errNoWrite
+		}
+		last = max(last, at.Sub(w.cutAt))
+	}
+	return last, nil
+}
+
+func (w *writers) resetPause() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.longest = 0
+}
+
+func (w *writers) longestPause() time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.longest
+}
+
+// errNoWrite: a tenant took no write after the cut.
+var errNoWrite = errors.New("no write after the cut")

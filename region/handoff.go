@@ -1,0 +1,668 @@
+package region
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/fenec-go/fenec/global"
+	"github.com/fenec-go/fenec/lease"
+)
+
+// The handoff of a region's leasing (docs/regions.md): the states live in
+// the region record of the global directory, each step a compare-and-swap
+// there (global/handoff.go). The global tier's leading router takes its
+// steps from its view of the global directory (globalHandoffs, below); a
+// region's leading router from its link (mirror.go), which reads both
+// directories and keeps the region's own record in line with the global
+// one (reconcile). POST /_shard/regions/<r>/handoff asks for one, on
+// either router, and waits for it to end.
+
+// handoffWait bounds how long POST .../handoff waits for the handoff to
+// end before answering 202 with where it stands; globalCallWait bounds a
+// region's router's offer written into the global directory.
+const (
+	handoffWait    = 30 * time.Second
+	globalCallWait = 3 * time.Second
+)
+
+// handoffBound is how long a giver waits for its given handoff to be
+// taken before it rolls it back and grants the region's nodes again: its
+// own lease (the nodes' leases run out about then), at least a second.
+func handoffBound(own time.Duration) time.Duration { return max(own, time.Second) }
+
+// linkRecords are the region record in the region's directory (de) and in
+// the global one (dg), as the link last read or wrote them.
+type linkRecords struct {
+	de, dg global.Versioned[global.Region]
+	snap   globalSnap // the global directory as this step read it
+}
+
+// reconcile reads the region record in both directories, brings them in
+// line — the newer state wins (by epoch, then by the handoff's progress),
+// and of two alike the owner's: the region's while it leases, else the
+// global tier's — and takes the region's step of a handoff in flight.
+func (m *mirror) reconcile(ctx context.Context, s, dgs *global.Store, snap globalSnap) (linkRecords, error) {
+	rec := linkRecords{dg: snap.region, snap: snap}
+	var err error
+	if rec.de, err = s.ReadRegion(ctx, m.region); err != nil {
+		return rec, err
+	}
+	m.mu.Lock()
+	m.dgRec = rec.dg
+	m.mu.Unlock()
+	if rec, err = m.align(ctx, s, dgs, rec); err != nil {
+		return rec, err
+	}
+	m.settleForce(rec)
+	h := rec.de.Value.Handoff
+	if h == nil {
+		return rec, nil
+	}
+	switch {
+	case h.State == global.HandoffOffered && h.To == global.LeaserRegion:
+		return m.ready(ctx, s, dgs, rec)
+	case h.State == global.HandoffReady && h.To == global.LeaserGlobal:
+		return m.give(ctx, s, dgs, rec)
+	case h.State == global.HandoffGiven && h.To == global.LeaserRegion:
+		return m.take(ctx, s, dgs, rec)
+	case h.State == global.HandoffGiven && h.To == global.LeaserGlobal:
+		return m.awaitTaken(ctx, s, dgs, rec)
+	}
+	m.mu.Lock()
+	m.gaveAt = 0
+	m.mu.Unlock()
+	return rec, nil
+}
+
+// align makes the two records one: adopted into the region's directory
+// (decorated with the global tier's leader, term and record while it
+// leases), or pushed up into the global one (decorated with this router,
+// its term and its record while the region leases).
+func (m *mirror) align(ctx context.Context, s, dgs *global.Store, rec linkRecords) (linkRecords, error) {
+	de, dg := rec.de.Value, rec.dg.Value
+	push := de.Newer(dg) || (!dg.Newer(de) && de.LeasedBy() == global.LeaserRegion)
+	if push {
+		want, err := m.decorate(ctx, s, de, true)
+		if err != nil {
+			return rec, err
+		}
+		if !sameRegion(want, de) {
+			if rec.de, err = s.UpdateRegion(ctx, m.region, rec.de, func(r *global.Region) error { *r = want; return nil }); err != nil {
+				return rec, err
+			}
+		}
+		if !sameRegion(want, dg) {
+			if rec.dg, err = dgs.UpdateRegion(ctx, m.region, rec.dg, func(r *global.Region) error { *r = want; return nil }); err != nil {
+				return rec, err
+			}
+			m.rt.log.Info("link: region record written into the global directory", "region", m.region,
+				"leaser", want.LeasedBy(), "epoch", want.Epoch, "state", stateOf(want))
+		}
+		return rec, nil
+	}
+	want := m.decorateGlobal(dg, rec.snap.view)
+	if sameRegion(want, de) {
+		return rec, nil
+	}
+	raise := int64(0)
+	if h := want.Handoff; h != nil && h.State == global.HandoffDone && h.To == global.LeaserRegion {
+		raise = h.LeaseRecordMS // the region takes: count by the giver's record
+	}
+	var err error
+	if rec.de, err = s.AdoptRegion(ctx, m.region, rec.de, want, raise); err != nil {
+		return rec, err
+	}
+	m.rt.settleTo(ctx, rec.de.Rev) // the leasing's scope reads the view
+	m.rt.leasing.poke()
+	m.rt.log.Info("link: region record taken from the global directory", "region", m.region,
+		"leaser", want.LeasedBy(), "epoch", want.Epoch, "state", stateOf(want))
+	return rec, nil
+}
+
+// decorate sets this router, its directory's term and longest-lease
+// record (read from s, the region's directory) on r: the leasing side's,
+// while the region leases.
+func (m *mirror) decorate(ctx context.Context, s *global.Store, r global.Region, _ bool) (global.Region, error) {
+	r = copyRegion(r, m.region)
+	term, err := s.Term(ctx)
+	if err != nil {
+		return r, err
+	}
+	rec, err := s.LeaseRecord(ctx)
+	if err != nil {
+		return r, err
+	}
+	r.Term, r.LeaseRecordMS, r.Router = term.Value, rec.Value, m.rt.id
+	return r, nil
+}
+
+// decorateGlobal sets the global tier's leading router, term and
+// longest-lease record, as v (the global directory) has them, on r: the
+// leasing side's while the global tier leases.
+func (m *mirror) decorateGlobal(r global.Region, v *global.View) global.Region {
+	r = copyRegion(r, m.region)
+	r.Term, r.LeaseRecordMS, r.Router = v.Term, v.LeaseRecordMS, v.Leader.Router
+	return r
+}
+
+// copyRegion is r named name, its handoff its own copy.
+func copyRegion(r global.Region, name string) global.Region {
+	r.Name = name
+	if r.Handoff != nil {
+		h := *r.Handoff
+		r.Handoff = &h
+	}
+	return r
+}
+
+// sameRegion compares two region records as stored.
+func sameRegion(a, b global.Region) bool {
+	if (a.Handoff == nil) != (b.Handoff == nil) || a.Handoff != nil && *a.Handoff != *b.Handoff {
+		return false
+	}
+	a.Handoff, b.Handoff = nil, nil
+	return a.Name == b.Name && a.Leaser == b.Leaser && a.Epoch == b.Epoch && a.Since.Equal(b.Since) &&
+		a.Router == b.Router && a.Term == b.Term && a.LeaseRecordMS == b.LeaseRecordMS
+}
+
+func stateOf(r global.Region) string {
+	if r.Handoff == nil {
+		return ""
+	}
+	return r.Handoff.State
+}
+
+// ready is the region's answer to an offer of its leasing: with its
+// records copied down, it writes ready into the global directory; a router
+// that cannot lease (no --auto-failover) rolls the offer back saying so.
+func (m *mirror) ready(ctx context.Context, s, dgs *global.Store, rec linkRecords) (linkRecords, error) {
+	var err error
+	if m.rt.cfg.AutoFailover <= 0 {
+		why := fmt.Sprintf("region %s's leading router %s runs without --auto-failover: start it with --auto-failover to take its region's leasing", m.region, m.rt.id)
+		rec.dg, err = dgs.UpdateRegion(ctx, m.region, rec.dg, func(r *global.Region) error { return r.RollBack(why, m.rt.now()) })
+		return rec, err
+	}
+	if _, err := m.down(ctx, s, rec.de, rec.snap); err != nil {
+		return rec, err
+	}
+	rec.dg, err = dgs.UpdateRegion(ctx, m.region, rec.dg, func(r *global.Region) error { return r.Ready(m.rt.id, m.rt.now()) })
+	if err == nil {
+		m.rt.log.Info("handoff: ready to lease the region", "region", m.region)
+	}
+	return rec, err
+}
+
+// give hands the region's leasing to the global tier, which is ready to
+// take it: it records the handoff given in its own directory first (its
+// own changes for the region are refused from then on), stops granting
+// the region's nodes — none of its grants is in flight once the leasing
+// resynced — copies the region's records up one last time, and writes
+// given into the global directory with its term and record.
+func (m *mirror) give(ctx context.Context, s, dgs *global.Store, rec linkRecords) (linkRecords, error) {
+	_, term := m.rt.lead.status()
+	lr, err := s.LeaseRecord(ctx)
+	if err != nil {
+		return rec, err
+	}
+	now := m.rt.now()
+	if rec.de, err = s.UpdateRegion(ctx, m.region, rec.de, func(r *global.Region) error {
+		return r.Give(m.rt.id, term, lr.Value, now, now)
+	}); err != nil {
+		return rec, err
+	}
+	m.mu.Lock()
+	m.gaveAt = m.clock.Now()
+	m.mu.Unlock()
+	m.rt.settleTo(ctx, rec.de.Rev)
+	m.rt.leasing.resync() // the region's nodes leave the leasing: no grant to them is out from here
+	m.rt.log.Info("handoff: stopped granting the region's nodes", "region", m.region, "term", term)
+	if _, err := m.up(ctx, s, dgs, rec.dg, rec.snap); err != nil {
+		return rec, err
+	}
+	want := rec.de.Value
+	rec.dg, err = dgs.UpdateRegion(ctx, m.region, rec.dg, func(r *global.Region) error { *r = want; return nil })
+	return rec, err
+}
+
+// awaitTaken waits, as the giver, for the global tier to take the region;
+// past the bound it rolls the handoff back in the global directory (if
+// the global tier's done won the race, it is done) and leases again.
+func (m *mirror) awaitTaken(ctx context.Context, s, dgs *global.Store, rec linkRecords) (linkRecords, error) {
+	now := m.clock.Now()
+	m.mu.Lock()
+	if m.gaveAt == 0 {
+		m.gaveAt = now // given before this router led: its wait starts now
+	}
+	since := now - m.gaveAt
+	m.mu.Unlock()
+	bound := handoffBound(m.rt.cfg.AutoFailover)
+	if since < bound {
+		return rec, nil
+	}
+	why := fmt.Sprintf("the global tier did not take region %s within %v", m.region, bound)
+	dg, err := dgs.UpdateRegion(ctx, m.region, rec.dg, func(r *global.Region) error { return r.RollBack(why, m.rt.now()) })
+	if err != nil {
+		return rec, err
+	}
+	rec.dg = dg
+	m.rt.log.Warn("handoff rolled back: leasing the region again", "region", m.region, "why", why)
+	return m.align(ctx, s, dgs, rec)
+}
+
+// take takes the region's leasing the global tier gave: its records
+// copied down one last time (the global tier changes none of them once it
+// gave), the decisive done written into the global directory, then the
+// region record into its own directory with the giver's record; the
+// leasing starts from its view.
+func (m *mirror) take(ctx context.Context, s, dgs *global.Store, rec linkRecords) (linkRecords, error) {
+	var err error
+	if m.rt.cfg.AutoFailover <= 0 {
+		return rec, nil // it said ready only with --auto-failover; a router restarted without waits for the rollback
+	}
+	if _, err := m.down(ctx, s, rec.de, rec.snap); err != nil {
+		return rec, err
+	}
+	if rec.dg, err = dgs.UpdateRegion(ctx, m.region, rec.dg, func(r *global.Region) error { return r.Take(m.rt.now()) }); err != nil {
+		return rec, err
+	}
+	h := rec.dg.Value.Handoff
+	m.rt.log.Info("handoff: the region leases its nodes", "region", m.region, "epoch", rec.dg.Value.Epoch,
+		"giver_term", h.Term, "giver_record_ms", h.LeaseRecordMS)
+	return m.align(ctx, s, dgs, rec)
+}
+
+// settleForce tells the leasing when a forced takeover is settled: once
+// the global directory shows the region leasing at its epoch, and the
+// global record and a tenth have passed since.
+func (m *mirror) settleForce(rec linkRecords) {
+	de, dg := rec.de.Value, rec.dg.Value
+	forced := de.Handoff != nil && de.Handoff.Force && de.LeasedBy() == global.LeaserRegion
+	if !forced {
+		m.mu.Lock()
+		m.ackedAt = 0
+		m.mu.Unlock()
+		m.rt.leasing.settleForce(0)
+		return
+	}
+	if dg.LeasedBy() != global.LeaserRegion || dg.Epoch < de.Epoch {
+		return
+	}
+	m.mu.Lock()
+	if m.ackedAt == 0 {
+		m.ackedAt = m.clock.Now()
+	}
+	rl := time.Duration(rec.snap.view.LeaseRecordMS) * time.Millisecond
+	at := m.ackedAt + rl + rl/10
+	m.mu.Unlock()
+	m.rt.leasing.settleForce(at)
+}
+
+// globalHandoffs takes the global tier's steps of every region's handoff,
+// from its view of the global directory, while this router leads.
+type globalHandoffs struct {
+	rt *Router
+
+	mu        sync.Mutex
+	givenSeen map[string]time.Duration // guarded by mu: when this router first saw its own given, per region
+}
+
+// run looks at the view whenever it changes (and every linkInFlight)
+// until ctx ends.
+func (g *globalHandoffs) run(ctx context.Context) {
+	t := time.NewTicker(linkInFlight)
+	defer t.Stop()
+	for {
+		if leading, _ := g.rt.lead.status(); leading {
+			g.step(ctx)
+		}
+		wctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_ = g.rt.watcher.WaitRev(wctx, g.rt.watcher.Rev()+1)
+		}()
+		select {
+		case <-ctx.Done():
+		case <-done:
+		case <-t.C:
+		}
+		cancel()
+		<-done
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// step takes, for every region record, the global tier's step of its
+// handoff, if any is due.
+func (g *globalHandoffs) step(ctx context.Context) {
+	v := g.rt.watcher.View()
+	if v == nil {
+		return
+	}
+	for name, rec := range v.Regions() {
+		if err := g.stepRegion(ctx, name, rec); err != nil && !errors.Is(err, global.ErrConflict) {
+			g.rt.log.Warn("handoff step", "region", name, "err", err)
+		}
+	}
+}
+
+func (g *globalHandoffs) stepRegion(ctx context.Context, name string, rec global.Region) error {
+	h := rec.Handoff
+	if h == nil || !rec.InFlight() {
+		g.forget(name)
+		g.rt.leasing.keepOn(name)
+		return nil
+	}
+	s, err := g.rt.lead.changes(ctx)
+	if err != nil {
+		return err
+	}
+	at, err := s.ReadRegion(ctx, name)
+	if err != nil || !sameRegion(at.Value, rec) {
+		return err // the view is behind: the next look acts on what landed
+	}
+	switch {
+	case h.State == global.HandoffOffered && h.To == global.LeaserGlobal:
+		if g.rt.cfg.AutoFailover <= 0 {
+			why := fmt.Sprintf("the global tier's leading router %s runs without --auto-failover: it cannot take region %s's leasing", g.rt.id, name)
+			_, err = s.UpdateRegion(ctx, name, at, func(r *global.Region) error { return r.RollBack(why, g.rt.now()) })
+			return err
+		}
+		_, err = s.UpdateRegion(ctx, name, at, func(r *global.Region) error { return r.Ready(g.rt.id, g.rt.now()) })
+		return err
+	case h.State == global.HandoffReady && h.To == global.LeaserRegion:
+		return g.give(ctx, s, name, at)
+	case h.State == global.HandoffGiven && h.From == global.LeaserGlobal:
+		return g.awaitTaken(ctx, s, name, at)
+	case h.State == global.HandoffGiven && h.To == global.LeaserGlobal:
+		return g.take(ctx, s, name, at)
+	}
+	return nil
+}
+
+// give stops granting region name's nodes (waiting until none of its
+// grants to them is in flight) and records the handoff given, with this
+// router's term, its record and the moment. It waits while a tenant of
+// the region is held by another operation (a move, a delete, a quota),
+// whose later writes the region could not see.
+func (g *globalHandoffs) give(ctx context.Context, s *global.Store, name string, at global.Versioned[global.Region]) error {
+	v := g.rt.watcher.View()
+	for _, n := range nodesOf(v, name) {
+		for _, t := range v.TenantsOn(n) {
+			if rec, ok := v.Tenant(t); ok && rec.HeldBy != "" {
+				return nil // asked again at the next look
+			}
+		}
+	}
+	g.rt.leasing.giveUp(name)
+	_, term := g.rt.lead.status()
+	lr, err := s.LeaseRecord(ctx)
+	if err != nil {
+		g.rt.leasing.keepOn(name)
+		return err
+	}
+	now := g.rt.now()
+	if _, err := s.UpdateRegion(ctx, name, at, func(r *global.Region) error {
+		return r.Give(g.rt.id, term, lr.Value, now, now)
+	}); err != nil {
+		g.rt.leasing.keepOn(name)
+		return err
+	}
+	g.mu.Lock()
+	g.givenSeen[name] = g.rt.leasing.deps.clock.Now()
+	g.mu.Unlock()
+	g.rt.log.Info("handoff: stopped granting the region's nodes", "region", name, "term", term, "record_ms", lr.Value)
+	return nil
+}
+
+// awaitTaken waits, as the giver, for the region to take its leasing;
+// past the bound it rolls the handoff back (if the region's done won the
+// race, it is done) and leases the region's nodes again.
+func (g *globalHandoffs) awaitTaken(ctx context.Context, s *global.Store, name string, at global.Versioned[global.Region]) error {
+	now := g.rt.leasing.deps.clock.Now()
+	g.mu.Lock()
+	seen, ok := g.givenSeen[name]
+	if !ok {
+		seen = now // given before this router led: its wait starts now
+		g.givenSeen[name] = now
+	}
+	g.mu.Unlock()
+	if !g.rt.leasing.giving(name) {
+		g.rt.leasing.giveUp(name) // led since: never granting the region while it is given
+	}
+	bound := handoffBound(g.rt.cfg.AutoFailover)
+	if now-seen < bound {
+		return nil
+	}
+	why := fmt.Sprintf("region %s's leading router did not take its leasing within %v", name, bound)
+	if _, err := s.UpdateRegion(ctx, name, at, func(r *global.Region) error { return r.RollBack(why, g.rt.now()) }); err != nil {
+		return err
+	}
+	g.forget(name)
+	g.rt.leasing.keepOn(name)
+	g.rt.log.Warn("handoff rolled back: leasing the region's nodes again", "region", name, "why", why)
+	return nil
+}
+
+// take takes region name's leasing the region gave: done, with the
+// directory's record raised to the giver's in the same transaction; the
+// leasing counts the region's nodes by it until each ran a lease of ours.
+func (g *globalHandoffs) take(ctx context.Context, s *global.Store, name string, at global.Versioned[global.Region]) error {
+	done, err := s.TakeHandoff(ctx, name, at, g.rt.now())
+	if err != nil {
+		return err
+	}
+	g.rt.settleTo(ctx, done.Rev)
+	h := done.Value.Handoff
+	if lsr := g.rt.leasing.running(); lsr != nil {
+		lsr.ExtendRecord(time.Duration(h.LeaseRecordMS) * time.Millisecond)
+	}
+	g.rt.leasing.keepOn(name)
+	g.rt.leasing.resync()
+	g.rt.log.Info("handoff: the global tier leases the region", "region", name, "epoch", done.Value.Epoch,
+		"giver_term", h.Term, "giver_record_ms", h.LeaseRecordMS)
+	return nil
+}
+
+func (g *globalHandoffs) forget(name string) {
+	g.mu.Lock()
+	delete(g.givenSeen, name)
+	g.mu.Unlock()
+}
+
+// nodesOf names region r's nodes in v.
+func nodesOf(v *global.View, r string) []string {
+	var out []string
+	for name, n := range v.Nodes() {
+		if n.Region == r {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// leasedElsewhere is the leasing's word that a node of region refused this
+// router's grants because another directory leases it. The global tier
+// records in its directory that the region leases its nodes (at the epoch
+// the node named), so it — and a router promoted after it — leases none of
+// them; it fails none over for refusing and goes on leading the rest. A
+// region's router has its link read the global directory again.
+func (rt *Router) leasedElsewhere(ctx context.Context, node, region string, refusal *lease.DirectoryError) {
+	if rt.mirroring() {
+		if rt.link != nil {
+			rt.link.wake()
+		}
+		return
+	}
+	why := fmt.Sprintf("node %s refused the global tier's grants: leased by %s at epoch %d", node, refusal.Dir, refusal.Epoch)
+	for range 4 {
+		s, err := rt.lead.changes(ctx)
+		if err != nil {
+			return
+		}
+		at, err := s.ReadRegion(ctx, region)
+		if err != nil {
+			return
+		}
+		if at.Value.LeasedBy() == global.LeaserRegion && at.Value.Epoch >= refusal.Epoch {
+			return
+		}
+		_, err = s.UpdateRegion(ctx, region, at, func(r *global.Region) error {
+			r.Fenced(refusal.Epoch, why, rt.now())
+			return nil
+		})
+		if err == nil {
+			rt.log.Warn("a region leases its nodes: recorded; none of them is leased or failed over here", "region", region, "why", why)
+			return
+		}
+		if !errors.Is(err, global.ErrConflict) {
+			rt.log.Warn("record a region leasing its nodes", "region", region, "err", err)
+			return
+		}
+	}
+}
+
+// handoffAnswer is what POST .../handoff answers: the region record.
+type handoffAnswer struct {
+	Region  string          `json:"region"`
+	Leaser  string          `json:"leaser"`
+	Epoch   uint64          `json:"epoch"`
+	State   string          `json:"state"`
+	Handoff *global.Handoff `json:"handoff,omitempty"`
+}
+
+func answerOf(r global.Region) handoffAnswer {
+	return handoffAnswer{Region: r.Name, Leaser: r.Leaser, Epoch: r.Epoch, State: stateOf(r), Handoff: r.Handoff}
+}
+
+// postHandoff serves POST /_shard/regions/<r>/handoff {"to", "force"}:
+// on the global tier's leading router or region r's, a planned handoff
+// offered in the global directory and waited for; on region r's, with
+// force, the forced takeover.
+func (c *shardCall) postHandoff(s *global.Store, region string) (int, any, error) {
+	if err := global.CheckName("region", region); err != nil {
+		return 0, nil, err
+	}
+	var req struct {
+		To    string `json:"to"`
+		Force bool   `json:"force"`
+	}
+	if err := c.decode(&req); err != nil {
+		return 0, nil, err
+	}
+	if req.To != global.LeaserGlobal && req.To != global.LeaserRegion {
+		return 0, nil, fmt.Errorf("%w: \"to\" is \"global\" or \"region\"", ErrBadRequest)
+	}
+	rt := c.rt
+	if rt.mirroring() && region != rt.cfg.Region {
+		return 0, nil, fmt.Errorf("%w: this router serves region %s; send the handoff of region %s to the global tier's leading router or to that region's", ErrNotOwner, rt.cfg.Region, region)
+	}
+	if req.Force {
+		return c.forceTakeover(s, region, req.To)
+	}
+	if rt.mirroring() && req.To == global.LeaserRegion && rt.cfg.AutoFailover <= 0 {
+		return 0, nil, fmt.Errorf("%w: this router runs without --auto-failover: it cannot lease region %s's nodes; restart it with --auto-failover S", ErrBadRequest, region)
+	}
+	offerTo := s
+	octx, cancel := context.WithTimeout(c.r.Context(), globalCallWait)
+	defer cancel()
+	if rt.mirroring() {
+		if offerTo = rt.link.awaitGlobal(octx); offerTo == nil {
+			return 0, nil, fmt.Errorf("%w: its link has not opened it (yet): a planned handoff needs it; {\"force\": true} takes the region over without it (docs/regions.md)", ErrGlobalUnreachable)
+		}
+	} else if v := rt.watcher.View(); len(nodesOf(v, region)) == 0 {
+		if _, ok := v.Region(region); !ok {
+			return 0, nil, fmt.Errorf("%w: region %s has no node and no record", ErrNoRoute, region)
+		}
+	}
+	at, err := offerTo.ReadRegion(octx, region)
+	if err == nil {
+		var offered global.Versioned[global.Region]
+		offered, err = offerTo.UpdateRegion(octx, region, at, func(r *global.Region) error { return r.Offer(req.To, rt.id, rt.now()) })
+		at = offered
+	}
+	if err != nil {
+		if rt.mirroring() && octx.Err() != nil {
+			return 0, nil, fmt.Errorf("%w: it did not answer within %v: a planned handoff needs it; {\"force\": true} takes the region over without it (docs/regions.md)", ErrGlobalUnreachable, globalCallWait)
+		}
+		return 0, nil, err
+	}
+	offered := at
+	if rt.mirroring() {
+		rt.link.wake()
+	}
+	return c.awaitHandoff(region, offered.Value.Handoff.At)
+}
+
+// awaitHandoff waits, within handoffWait, for the handoff asked at at to
+// be done or rolled back, as this router's view shows it.
+func (c *shardCall) awaitHandoff(region string, at time.Time) (int, any, error) {
+	ctx, cancel := context.WithTimeout(c.r.Context(), handoffWait)
+	defer cancel()
+	for {
+		if v := c.rt.watcher.View(); v != nil {
+			if rec, ok := v.Region(region); ok && rec.Handoff != nil && rec.Handoff.At.Equal(at) {
+				switch rec.Handoff.State {
+				case global.HandoffDone:
+					return http.StatusOK, answerOf(rec), nil
+				case global.HandoffRolledBack:
+					return 0, nil, fmt.Errorf("%w: handoff of region %s rolled back: %s", global.ErrState, region, rec.Handoff.Why)
+				}
+			}
+		}
+		t := time.NewTimer(10 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			v := c.rt.watcher.View()
+			rec := regionRecord(v, region)
+			return http.StatusAccepted, answerOf(rec), nil
+		case <-t.C:
+		}
+	}
+}
+
+// forceTakeover serves a forced takeover: on region r's leading router,
+// to the region, written into its own directory alone (the audit log has
+// it, as every change).
+func (c *shardCall) forceTakeover(s *global.Store, region, to string) (int, any, error) {
+	rt := c.rt
+	switch {
+	case !rt.mirroring():
+		return 0, nil, fmt.Errorf("%w: a forced takeover is made on region %s's leading router (fenec-shard --region %s --global ...), when the global tier cannot be reached", ErrNotOwner, region, region)
+	case to != global.LeaserRegion:
+		return 0, nil, fmt.Errorf("%w: only a region takes its leasing by force: hand it back to the global tier with {\"to\": \"global\"}", ErrBadRequest)
+	case rt.cfg.AutoFailover <= 0:
+		return 0, nil, fmt.Errorf("%w: this router runs without --auto-failover: it cannot lease region %s's nodes; restart it with --auto-failover S", ErrBadRequest, region)
+	}
+	ctx := c.r.Context()
+	at, err := s.ReadRegion(ctx, region)
+	if err != nil {
+		return 0, nil, err
+	}
+	lr, err := s.LeaseRecord(ctx)
+	if err != nil {
+		return 0, nil, err
+	}
+	known := at.Value.Epoch
+	rt.link.mu.Lock()
+	known = max(known, rt.link.dgRec.Value.Epoch)
+	rt.link.mu.Unlock()
+	forced, err := s.UpdateRegion(ctx, region, at, func(r *global.Region) error {
+		return r.Force(rt.id, known, lr.Value, c.r.RemoteAddr, rt.now())
+	})
+	if err != nil {
+		return 0, nil, err
+	}
+	c.settle(forced.Rev)
+	rt.log.Warn("forced takeover: the region leases its nodes without the global tier", "region", region,
+		"epoch", forced.Value.Epoch, "global_record_ms", lr.Value)
+	rt.link.wake()
+	return http.StatusOK, answerOf(forced.Value), nil
+}

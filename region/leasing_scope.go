@@ -1,0 +1,191 @@
+package region
+
+import (
+	"context"
+	"time"
+
+	"github.com/fenec-go/fenec/global"
+	"github.com/fenec-go/fenec/lease"
+)
+
+// leaseScope is which nodes a router leases and on what terms: the global
+// tier's leading router leases the nodes of every region its directory
+// says the global tier leases; a region's leading router, its region's
+// nodes while its own directory says the region leases them.
+type leaseScope struct {
+	// active: a Leaser runs at all (a region's router runs none while the
+	// global tier leases its region: it would raise a record it copies).
+	active bool
+	// terms names each node leased, with its epoch and handoff.
+	terms map[string]lease.NodeTerms
+}
+
+// scopeState is what a router's scope depends on besides its view:
+// regions it is handing over (the global tier stops granting them before
+// it records the handoff given), regions whose nodes refused its grants
+// for another directory, and, for a region's router, whether the global
+// tier has learned of a forced takeover.
+type scopeState struct {
+	giving map[string]bool // regions whose nodes this router stopped granting to give them
+	fenced map[string]bool // regions whose nodes said another directory leases them
+	// settledAt, on a region's router after a forced takeover, is the
+	// moment (leasing clock) from which every lease the global tier may
+	// have granted has run out since it learned of the takeover: from
+	// then on a node never reached is failed over like any other. Zero:
+	// not settled.
+	settledAt time.Duration
+}
+
+// globalScope is the global tier's: every node of a region the global
+// directory says the global tier leases, not being given, not fenced.
+func globalScope(v *global.View, st scopeState) leaseScope {
+	sc := leaseScope{active: true, terms: map[string]lease.NodeTerms{}}
+	if v == nil {
+		return sc
+	}
+	for name, n := range v.Nodes() {
+		rec := regionRecord(v, n.Region)
+		if rec.LeasedBy() != global.LeaserGlobal || st.giving[n.Region] || st.fenced[n.Region] {
+			continue
+		}
+		sc.terms[name] = nodeTerms(rec, global.LeaserGlobal, false)
+	}
+	return sc
+}
+
+// regionScope is region r's router's: every node of r, while r's
+// directory says the region leases them. After a forced takeover, until
+// the global tier is known to have stopped, a node is failed over only
+// once it ran one of this router's leases (hard case 3 of DESIGN.md §7).
+func regionScope(v *global.View, r string, st scopeState, now time.Duration) leaseScope {
+	sc := leaseScope{terms: map[string]lease.NodeTerms{}}
+	if v == nil {
+		return sc
+	}
+	rec := regionRecord(v, r)
+	if rec.LeasedBy() != global.LeaserRegion || st.fenced[r] {
+		return sc
+	}
+	sc.active = true
+	unsettled := st.settledAt == 0 || now < st.settledAt
+	for name, n := range v.Nodes() {
+		if n.Region == r {
+			sc.terms[name] = nodeTerms(rec, global.LeaserRegion, unsettled)
+		}
+	}
+	return sc
+}
+
+// regionRecord is region r's record in v, a region leased by the global
+// tier when v has none.
+func regionRecord(v *global.View, r string) global.Region {
+	if rec, ok := v.Region(r); ok {
+		return rec
+	}
+	return global.Region{Name: r, Leaser: global.LeaserGlobal}
+}
+
+// nodeTerms are the terms side's grants carry to a node of the region rec
+// records: the region's epoch, and, while the last handoff that gave the
+// region to side is the one in force, that handoff — so a node still bound
+// to the giver takes the grant — counting the node by the giver's record
+// until it runs one of side's leases. A forced takeover not yet settled
+// fails a node over only once it ran one of side's leases.
+func nodeTerms(rec global.Region, side string, unsettled bool) lease.NodeTerms {
+	nt := lease.NodeTerms{Epoch: rec.Epoch}
+	h := rec.Handoff
+	if h == nil || h.State != global.HandoffDone || h.To != side {
+		return nt
+	}
+	nt.Handoff = &lease.Handoff{From: global.DirOf(h.From, rec.Name), Term: h.Term, Force: h.Force}
+	nt.Floor = time.Duration(h.LeaseRecordMS) * time.Millisecond
+	nt.MustRun = h.Force && unsettled
+	return nt
+}
+
+// scopeLocked is the leasing's scope over v, now.
+func (l *leasing) scopeLocked(v *global.View) leaseScope {
+	st := l.scope
+	st.fenced = map[string]bool{}
+	for r, epoch := range l.fencedAt {
+		// A region's nodes refused us at the epoch its record had then;
+		// a record that moved on since is judged afresh.
+		if v == nil || regionRecord(v, r).Epoch <= epoch {
+			st.fenced[r] = true
+		}
+	}
+	if l.deps.region != "" {
+		return regionScope(v, l.deps.region, st, l.deps.clock.Now())
+	}
+	return globalScope(v, st)
+}
+
+// giveUp stops leasing region r's nodes, to hand the region over, and
+// returns once none of them is leased (no grant to one is in flight).
+// took says whether the region was not being given already.
+func (l *leasing) giveUp(r string) (took bool) {
+	l.mu.Lock()
+	took = !l.scope.giving[r]
+	l.scope.giving[r] = true
+	l.mu.Unlock()
+	l.resync()
+	return took
+}
+
+// keepOn leases region r's nodes again after a handoff of it ended without
+// this router giving it (rolled back, or never given).
+func (l *leasing) keepOn(r string) {
+	l.mu.Lock()
+	was := l.scope.giving[r]
+	delete(l.scope.giving, r)
+	l.mu.Unlock()
+	if was {
+		l.resync()
+	}
+}
+
+// giving says whether this router stopped leasing r's nodes to give r.
+func (l *leasing) giving(r string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.scope.giving[r]
+}
+
+// settleForce has a region's router fail over, from at on, a node it took
+// by force and never reached like any other: the global tier learned of
+// the takeover and every lease it may have granted has run out by then.
+// Zero unsettles.
+func (l *leasing) settleForce(at time.Duration) {
+	l.mu.Lock()
+	changed := l.scope.settledAt != at
+	l.scope.settledAt = at
+	l.mu.Unlock()
+	if changed {
+		l.poke()
+	}
+}
+
+// refusedElsewhere is the Leaser's Elsewhere callback: a node refused this
+// router's grants because another directory leases it. The router stops
+// leasing every node of the node's region (at the region's epoch as its
+// record has it now) and tells the router, which records or learns who
+// leases it. It never fails the node over and never steps down.
+func (l *leasing) refusedElsewhere(ctx context.Context, node string, refusal *lease.DirectoryError) {
+	v := l.deps.view()
+	if v == nil {
+		return
+	}
+	n, ok := v.Node(node)
+	if !ok {
+		return
+	}
+	l.mu.Lock()
+	l.fencedAt[n.Region] = regionRecord(v, n.Region).Epoch
+	l.mu.Unlock()
+	l.log.Warn("a node is leased by another directory: its region's nodes are not leased here",
+		"node", node, "region", n.Region, "leased_by", refusal.Dir, "epoch", refusal.Epoch)
+	l.resync()
+	if l.deps.elsewhere != nil {
+		l.deps.elsewhere(ctx, node, n.Region, refusal)
+	}
+}

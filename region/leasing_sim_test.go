@@ -1,0 +1,599 @@
+package region
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/fenec-go/fenec/global"
+	"github.com/fenec-go/fenec/internal/testkit"
+	"github.com/fenec-go/fenec/lease"
+)
+
+// The tests below run the router's leasing inside a testing/synctest
+// bubble: an in-memory directory and its watcher, a lead the test sets,
+// nodes that are lease.NodeLease values reached through a transport that
+// can hang a node's grants, and a failover that points a node's tenants
+// at their replicas in the directory. Time is the bubble's: a lease of
+// three seconds takes no time at all, and every moment is exact.
+
+const simLeaseLen = 3 * time.Second
+
+// simLead is a lead the test decides.
+type simLead struct {
+	store *global.Store
+
+	mu      sync.Mutex
+	leading bool          // guarded by mu
+	term    uint64        // guarded by mu
+	fenced  *global.Store // guarded by mu
+	downs   []uint64      // guarded by mu: stepDown calls
+}
+
+func (s *simLead) status() (bool, uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.leading, s.term
+}
+
+func (s *simLead) changes(context.Context) (*global.Store, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.leading {
+		return nil, &notLeaderError{}
+	}
+	return s.fenced, nil
+}
+
+func (s *simLead) stepDown(highest uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.leading = false
+	s.downs = append(s.downs, highest)
+}
+
+func (s *simLead) lost(context.Context, error) {}
+
+// lead makes the router lead at the directory's next term.
+func (s *simLead) lead(t testing.TB) uint64 {
+	t.Helper()
+	ctx := context.Background()
+	term, err := s.store.Promote(ctx, "sim")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fenced, _, err := s.store.Fence(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	s.leading, s.term, s.fenced = true, term, fenced
+	s.mu.Unlock()
+	return term
+}
+
+// simNode is one node as the transport reaches it.
+type simNode struct {
+	lease *lease.NodeLease // nil: the node takes no lease
+	down  bool             // grants hang until the call's bound
+}
+
+// simNet carries grants to simNodes on the node clock.
+type simNet struct {
+	clock lease.Clock
+
+	mu    sync.Mutex
+	nodes map[string]*simNode // guarded by mu
+}
+
+func (n *simNet) node(name string) *simNode {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.nodes[name]
+}
+
+func (n *simNet) setDown(name string, down bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.nodes[name].down = down
+}
+
+func (n *simNet) Send(ctx context.Context, name string, g lease.Grant) (lease.Answer, error) {
+	n.mu.Lock()
+	nd, ok := n.nodes[name]
+	down := ok && nd.down
+	n.mu.Unlock()
+	switch {
+	case !ok:
+		return lease.Answer{}, ErrUnknownNode
+	case down:
+		<-ctx.Done()
+		return lease.Answer{}, ctx.Err()
+	case nd.lease == nil:
+		return lease.Answer{}, lease.ErrTakesNoLease
+	}
+	return nd.lease.Handle(n.clock.Now(), g)
+}
+
+// probe answers for the node recorded at n.Addr (the sim's nodes are
+// recorded at their names).
+func (n *simNet) probe(ctx context.Context, rec global.Node) (bool, error) {
+	nd := n.node(rec.Addr)
+	switch {
+	case nd == nil:
+		return false, ErrUnknownNode
+	case nd.down:
+		<-ctx.Done()
+		return false, ctx.Err()
+	}
+	return nd.lease != nil, nil
+}
+
+// writable says whether node may write tenant now, by its own lease.
+func (n *simNet) writable(name, tenant string) bool {
+	nd := n.node(name)
+	if nd == nil || nd.lease == nil {
+		return false
+	}
+	ok, _ := nd.lease.Writable(n.clock.Now(), tenant)
+	return ok
+}
+
+// leaseSim is a leasing over an in-memory directory in a bubble.
+type leaseSim struct {
+	t     *testing.T
+	clock lease.Clock
+	dir   *global.Memory
+	store *global.Store
+	w     *global.Watcher
+	lead  *simLead
+	net   *simNet
+	l     *leasing
+
+	mu        sync.Mutex
+	failovers []simFailover // guarded by mu
+}
+
+type simFailover struct {
+	node string
+	at   time.Duration
+}
+
+func newLeaseSim(t *testing.T) *leaseSim {
+	t.Helper()
+	clock := lease.NewMonoClock()
+	dir := global.NewMemory()
+	store := global.NewStore(dir)
+	s := &leaseSim{
+		t: t, clock: clock, dir: dir, store: store,
+		w:    global.StartWatcher(context.Background(), dir, nil),
+		lead: &simLead{store: store},
+		net:  &simNet{clock: clock, nodes: map[string]*simNode{}},
+	}
+	s.l = newLeasing(leasingDeps{
+		id:        "sim",
+		own:       simLeaseLen,
+		view:      s.w.View,
+		lead:      s.lead,
+		transport: s.net,
+		probe:     s.net.probe,
+		failover:  s.failover,
+		settle:    func(ctx context.Context, rev int64) { _ = s.w.WaitRev(ctx, rev) },
+		clock:     clock,
+		log:       testkit.Logger(),
+	})
+	s.w.OnTenantChange(s.l.changed)
+	t.Cleanup(func() {
+		s.l.close()
+		_ = s.w.Close()
+		_ = s.dir.Close()
+	})
+	<-s.w.Ready()
+	return s
+}
+
+// failover points every tenant of node at its replica, as the router's
+// failover does once each copy is promoted, and records the call.
+func (s *leaseSim) failover(ctx context.Context, node string, _ bool) FailoverResult {
+	s.mu.Lock()
+	s.failovers = append(s.failovers, simFailover{node: node, at: s.clock.Now()})
+	s.mu.Unlock()
+	res := FailoverResult{Node: node, Promoted: []string{}, Failed: []FailoverFailure{}}
+	st, err := s.lead.changes(ctx)
+	if err != nil {
+		res.Failed = append(res.Failed, FailoverFailure{Why: err.Error()})
+		return res
+	}
+	tenants, _, err := st.ListTenants(ctx)
+	if err != nil {
+		res.Failed = append(res.Failed, FailoverFailure{Why: err.Error()})
+		return res
+	}
+	for _, name := range slices.Sorted(func(yield func(string) bool) {
+		for n := range tenants {
+			if !yield(n) {
+				return
+			}
+		}
+	}) {
+		at := tenants[name]
+		if at.Value.Node != node {
+			continue
+		}
+		if at.Value.Replica == "" || at.Value.HeldBy != "" {
+			res.Failed = append(res.Failed, FailoverFailure{Tenant: name, Why: "no copy, or held"})
+			continue
+		}
+		done, err := st.Failover(ctx, name, at, at.Value.Replica, 1)
+		if err != nil {
+			res.Failed = append(res.Failed, FailoverFailure{Tenant: name, Why: err.Error()})
+			continue
+		}
+		_ = s.w.WaitRev(ctx, done.Rev)
+		res.Promoted = append(res.Promoted, name)
+	}
+	return res
+}
+
+func (s *leaseSim) failedOver() []simFailover {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.failovers)
+}
+
+// addNode starts a node (taking leases or not) and records it, as PUT
+// /_shard/nodes does: lease:false until the leasing's probe marks it.
+func (s *leaseSim) addNode(name string, takesLease bool) {
+	s.t.Helper()
+	nd := &simNode{}
+	if takesLease {
+		nd.lease = lease.NewNodeLease(lease.Binding{}, nil)
+	}
+	s.net.mu.Lock()
+	s.net.nodes[name] = nd
+	s.net.mu.Unlock()
+	rev, err := s.store.Txn().PutNode(name, 0, global.Node{Addr: name, Token: "x", Region: "eu"}).Commit(context.Background())
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.settle(rev)
+}
+
+// markLeased records nodes as taking leases, as a leading router's probe
+// does.
+func (s *leaseSim) markLeased(nodes ...string) {
+	s.t.Helper()
+	for _, name := range nodes {
+		rev, err := updateNode(context.Background(), s.store, name, func(n *global.Node) bool {
+			n.Lease = true
+			return true
+		})
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		s.settle(rev)
+	}
+}
+
+// place records tenant on node with its replica ("" for none).
+func (s *leaseSim) place(tenant, node, replica string) {
+	s.t.Helper()
+	ctx := context.Background()
+	n, err := s.store.GetNode(ctx, node)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	rec, err := s.store.PlaceTenant(ctx, tenant, global.Tenant{Node: node, State: global.StateActive, Replica: replica, Lineage: 1}, n.Rev)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.settle(rec.Rev)
+}
+
+func (s *leaseSim) settle(rev int64) {
+	s.t.Helper()
+	if err := s.w.WaitRev(context.Background(), rev); err != nil {
+		s.t.Fatal(err)
+	}
+	synctest.Wait()
+}
+
+// sleepTo sleeps until the bubble's clock reads at (on the leasing's
+// clock), then lets every goroutine settle at that instant.
+func (s *leaseSim) sleepTo(at time.Duration) {
+	if d := at - s.clock.Now(); d > 0 {
+		time.Sleep(d)
+	}
+	synctest.Wait()
+}
+
+// status is the leasing's view of node.
+func (s *leaseSim) status(node string) (lease.NodeStatus, bool) {
+	for _, st := range s.l.nodes() {
+		if st.Node == node {
+			return st, true
+		}
+	}
+	return lease.NodeStatus{}, false
+}
+
+// A node recorded without lease:true is probed, marked, and leased; a
+// tenant placed on it is granted at once (not at the next round); once
+// the node stops answering it is failed over no sooner than the lease and
+// a tenth after its last answer and within a round after that, and the
+// copy that took its tenant is granted the tenant as the failover ends.
+func TestLeasingFailsOverAtTheLapseSim(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newLeaseSim(t)
+		s.lead.lead(t)
+		s.l.start(t.Context())
+		s.addNode("a", true)
+		s.addNode("b", true)
+		// Nodes are probed at the leasing's next look (a tenth of a
+		// lease, at most 100 ms), and granted at once once marked.
+		s.sleepTo(200 * time.Millisecond)
+		for _, n := range []string{"a", "b"} {
+			if nd, _ := s.w.View().Node(n); !nd.Lease {
+				t.Fatalf("%s not recorded as taking leases: %+v", n, nd)
+			}
+			if st, ok := s.status(n); !ok || !st.Ran || st.LeftMS <= 0 {
+				t.Fatalf("%s not leased: %+v", n, st)
+			}
+		}
+		placedAt := s.clock.Now()
+		s.place("t1", "a", "b")
+		if s.clock.Now() != placedAt || !s.net.writable("a", "t1") {
+			t.Fatalf("t1 not writable on a at the instant it was placed (%v later)", s.clock.Now()-placedAt)
+		}
+
+		s.sleepTo(2 * time.Second)
+		s.net.setDown("a", true)
+		st, _ := s.status("a")
+		last := s.clock.Now() - time.Duration(st.LastAnswerMS)*time.Millisecond
+		// a lapses a lease and a tenth after its last answer; its lapse is
+		// judged once no grant to it is out, which is at most a round
+		// (a third of the lease, a grant's bound) later.
+		lapse := last + simLeaseLen + simLeaseLen/10
+		s.sleepTo(lapse - time.Millisecond)
+		if fo := s.failedOver(); len(fo) != 0 {
+			t.Fatalf("failed over before the lease and a tenth: %+v", fo)
+		}
+		if s.net.writable("a", "t1") {
+			t.Fatal("a still writes t1 a tenth of a lease after its last answer's lease")
+		}
+		s.sleepTo(lapse + simLeaseLen/3)
+		fo := s.failedOver()
+		if len(fo) != 1 || fo[0].node != "a" || fo[0].at < lapse {
+			t.Fatalf("failovers %+v, want a at or after %v", fo, lapse)
+		}
+		foAt := fo[0].at
+		if rec, _ := s.w.View().Tenant("t1"); rec.Node != "b" {
+			t.Fatalf("t1 on %s after the failover", rec.Node)
+		}
+		if !s.net.writable("b", "t1") {
+			t.Fatal("b cannot write t1 once the failover ended")
+		}
+		// a back: leased again, naming none of its old tenants.
+		s.net.setDown("a", false)
+		s.sleepTo(foAt + simLeaseLen)
+		if st, _ := s.status("a"); st.FailedOver || st.LeftMS <= 0 || st.Tenants != 0 {
+			t.Fatalf("a back: %+v", st)
+		}
+		if s.net.writable("a", "t1") {
+			t.Fatal("a writes t1 after it was failed over")
+		}
+		if n := len(s.failedOver()); n != 1 {
+			t.Fatalf("%d failovers", n)
+		}
+	})
+}
+
+// A router that does not lead grants nothing; once it leads it grants
+// every node at its term, counting each as granted then (a node is failed
+// over no sooner than a lease and a tenth after the lead began); a node
+// that took a higher term deposes it: the lead is stepped down and the
+// leasing stops.
+func TestLeasingFollowsTheLeadSim(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newLeaseSim(t)
+		s.addNode("a", true)
+		s.addNode("b", true)
+		s.markLeased("a", "b") // as a router leading before found them
+		s.place("ta", "a", "b")
+		s.l.start(t.Context())
+		s.sleepTo(time.Second)
+		if s.l.Leading() || len(s.l.nodes()) != 0 {
+			t.Fatal("a router that does not lead leases")
+		}
+		s.net.setDown("a", true)
+		term := s.lead.lead(t)
+		led := s.clock.Now()
+		// The leasing sees the lead at its next look: at most a tick.
+		s.sleepTo(led + s.l.tick())
+		if !s.l.Leading() || s.l.status().Term != term {
+			t.Fatalf("leasing %+v, want term %d", s.l.status(), term)
+		}
+		// a never answered: it is counted as granted when the leasing
+		// began, and failed over a lease and a tenth after that.
+		lapse := simLeaseLen + simLeaseLen/10
+		s.sleepTo(led + lapse - time.Millisecond)
+		if fo := s.failedOver(); len(fo) != 0 {
+			t.Fatalf("a node never reached failed over before a lease from the lead's start: %+v", fo)
+		}
+		s.sleepTo(led + s.l.tick() + lapse + simLeaseLen/3)
+		if fo := s.failedOver(); len(fo) != 1 || fo[0].node != "a" || fo[0].at < led+lapse {
+			t.Fatalf("failovers %+v, lead at %v", fo, led)
+		}
+		// b takes a higher term from elsewhere: the router is deposed.
+		nb := s.net.node("b").lease
+		list := []string{}
+		if _, err := nb.Handle(s.clock.Now(), lease.Grant{Term: term + 3, Router: "other", N: 1, MS: 1000, Tenants: list, List: lease.ListID(list)}); err != nil {
+			t.Fatal(err)
+		}
+		s.sleepTo(s.clock.Now() + simLeaseLen)
+		if s.l.Leading() {
+			t.Fatal("still leasing after a node took a higher term")
+		}
+		s.lead.mu.Lock()
+		downs := slices.Clone(s.lead.downs)
+		s.lead.mu.Unlock()
+		if !slices.Equal(downs, []uint64{term + 3}) {
+			t.Fatalf("stepDown calls %v", downs)
+		}
+	})
+}
+
+// A tenant another operation holds when its node is failed over stays off
+// that node's list while the node answers again, until the hold's wait
+// (ten minutes, no time at all here) ends; a node that takes no lease is
+// never recorded so, asked again every thirty seconds.
+func TestLeasingHeldTenantAndNoLeaseNodeSim(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newLeaseSim(t)
+		s.lead.lead(t)
+		s.l.start(t.Context())
+		s.addNode("a", true)
+		s.addNode("b", true)
+		s.addNode("free", false)
+		s.place("h", "a", "b")
+		s.place("f", "a", "b")
+		ctx := context.Background()
+		st, _ := s.lead.changes(ctx)
+		at, err := st.GetTenant(ctx, "h")
+		if err != nil {
+			t.Fatal(err)
+		}
+		held, err := st.Hold(ctx, "h", at, "quota")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.settle(held.Rev)
+		s.sleepTo(time.Second)
+		s.net.setDown("a", true)
+		s.sleepTo(s.clock.Now() + 2*simLeaseLen)
+		if rec, _ := s.w.View().Tenant("f"); rec.Node != "b" {
+			t.Fatalf("f on %s", rec.Node)
+		}
+		if rec, _ := s.w.View().Tenant("h"); rec.Node != "a" {
+			t.Fatalf("held h failed over: %+v", rec)
+		}
+		s.net.setDown("a", false)
+		s.sleepTo(s.clock.Now() + simLeaseLen)
+		if s.net.writable("a", "h") || s.net.writable("a", "f") {
+			t.Fatal("a writes a tenant it was failed off, or one held meanwhile")
+		}
+		if stA, _ := s.status("a"); stA.LeftMS <= 0 || stA.Tenants != 0 {
+			t.Fatalf("a back: %+v", stA)
+		}
+		// The hold's wait ends: h, still on a, is a's again.
+		s.sleepTo(s.clock.Now() + heldWaitLimit)
+		if !s.net.writable("a", "h") {
+			t.Fatal("h not back on a's list once the failover's wait ended")
+		}
+		if nd, _ := s.w.View().Node("free"); nd.Lease {
+			t.Fatal("a node that takes no lease was recorded as taking one")
+		}
+		if _, ok := s.status("free"); ok {
+			t.Fatal("a node that takes no lease is leased")
+		}
+	})
+}
+
+// GrantNow sends the node its list at once and returns with its answer;
+// it refuses while the router does not lead.
+func TestLeasingGrantNowSim(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newLeaseSim(t)
+		s.l.start(t.Context())
+		if err := s.l.GrantNow(t.Context(), "a"); !errors.Is(err, ErrNotLeader) {
+			t.Fatalf("GrantNow not leading: %v", err)
+		}
+		s.lead.lead(t)
+		s.addNode("a", true)
+		s.sleepTo(time.Second)
+		// A tenant the leasing has not seen yet: GrantNow syncs first.
+		rec, err := s.store.PlaceTenant(context.Background(), "late", global.Tenant{Node: "a", State: global.StateActive, Lineage: 1}, mustNodeRev(t, s.store, "a"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.w.WaitRev(context.Background(), rec.Rev); err != nil {
+			t.Fatal(err)
+		}
+		at := s.clock.Now()
+		if err := s.l.GrantNow(t.Context(), "a"); err != nil {
+			t.Fatal(err)
+		}
+		if s.clock.Now() != at || !s.net.writable("a", "late") {
+			t.Fatal("GrantNow returned before the node could write the tenant")
+		}
+		if got := s.l.Lease(); got != simLeaseLen {
+			t.Fatalf("Lease() %v", got)
+		}
+		s.net.setDown("a", true)
+		gctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+		defer cancel()
+		if err := s.l.GrantNow(gctx, "a"); err == nil {
+			t.Fatal("GrantNow to a node that does not answer returned nil")
+		}
+	})
+}
+
+// A router restarted on its directory with a shorter lease (from five
+// seconds to one) shortens a node's lease with its first acknowledged
+// grant, and a tenant placed at once takes writes at once: the node takes
+// the restarted router's grants as newer than the lease it holds, so its
+// old, longer lease and its old list do not outlast the restart.
+func TestRestartedRouterShortensTheLeaseSim(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newLeaseSim(t)
+		s.addNode("a", true)
+		s.markLeased("a")
+		s.place("old", "a", "")
+		first := &leadership{id: "r", store: s.store, watcher: s.w, log: testkit.Logger()}
+		if ok, err := first.claim(t.Context()); !ok || err != nil {
+			t.Fatalf("claim: %v %v", ok, err)
+		}
+		long := s.leasingOver(first, 5*time.Second)
+		long.start(t.Context())
+		s.sleepTo(2 * time.Second)
+		if !s.net.writable("a", "old") {
+			t.Fatal("a does not write its tenant under the first router")
+		}
+		long.close()
+
+		// Restarted with a one-second lease, on the same directory.
+		second := &leadership{id: "r", store: s.store, watcher: s.w, log: testkit.Logger()}
+		if ok, err := second.claim(t.Context()); !ok || err != nil {
+			t.Fatalf("claim again: %v %v", ok, err)
+		}
+		short := s.leasingOver(second, time.Second)
+		short.start(t.Context())
+		s.sleepTo(s.clock.Now() + short.tick())
+		s.place("new", "a", "")
+		if !s.net.writable("a", "new") {
+			st := s.net.node("a").lease.Status(s.clock.Now())
+			t.Fatalf("a tenant placed after the restart cannot be written at once: a's lease %+v", st)
+		}
+		if left := s.net.node("a").lease.Status(s.clock.Now()).LeftMS; left > 1000 {
+			t.Fatalf("a's lease has %d ms left after the restarted router's grants, want at most its lease of 1000", left)
+		}
+	})
+}
+
+// leasingOver is a second leasing over the sim's directory and nodes,
+// leading by ld with lease own.
+func (s *leaseSim) leasingOver(ld *leadership, own time.Duration) *leasing {
+	l := newLeasing(leasingDeps{
+		id: ld.id, own: own, view: s.w.View, lead: ld,
+		transport: s.net, probe: s.net.probe, failover: s.failover,
+		settle: func(ctx context.Context, rev int64) { _ = s.w.WaitRev(ctx, rev) },
+		clock:  s.clock, log: testkit.Logger(),
+	})
+	unwatch := s.w.OnTenantChange(l.changed)
+	s.t.Cleanup(func() { unwatch(); l.close() })
+	return l
+}

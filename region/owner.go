@@ -1,0 +1,167 @@
+package region
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/fenec-go/fenec/global"
+	"github.com/fenec-go/fenec/wire"
+)
+
+// The side that leases a region owns its placements (docs/regions.md):
+// the global tier's leading router takes changes for the tenants and nodes
+// of regions the global tier leases, a region's leading router for its
+// region's while the region leases. Every change checks the region record
+// in the directory it writes, and writes through a store guarded on that
+// record's revision, so a handoff that moves the record on makes the
+// change fail rather than land on the side that no longer owns the region.
+
+var (
+	// ErrNotOwner: a change for a region this router's side does not own
+	// (409, naming where to send it).
+	ErrNotOwner = errors.New("this router's side does not own the region's placements")
+	// ErrHandingOver: the region's leasing is being handed over (503):
+	// neither side takes its changes until the handoff is done.
+	ErrHandingOver = errors.New("the region's leasing is being handed over")
+)
+
+// ownerError says which side owns region and where to send its changes.
+type ownerError struct {
+	region string
+	rec    global.Region
+	// regional: the refusing router is a region's (else the global tier's).
+	regional bool
+	// serves: the region a regional router serves (when region differs).
+	serves string
+}
+
+func (e *ownerError) Error() string {
+	switch {
+	case e.rec.LeasedBy() == "":
+		return fmt.Sprintf("region %s's leasing is being handed over (to %s, %s): its changes are taken again once it is done; send it again in a moment",
+			e.region, e.rec.Handoff.To, e.rec.Handoff.State)
+	case e.regional && e.serves != e.region:
+		return fmt.Sprintf("this router serves region %s only: send changes for region %s to the global tier's leading router", e.serves, e.region)
+	case e.regional:
+		return fmt.Sprintf("region %s: %v", e.region, ErrMirrored)
+	}
+	where := "its leading router (fenec-shard --region " + e.region + ")"
+	if e.rec.Router != "" {
+		where = "its leading router, " + e.rec.Router
+	}
+	return fmt.Sprintf("region %s leases its own nodes and owns its placements: send this change to %s", e.region, where)
+}
+
+func (e *ownerError) Is(target error) bool {
+	if e.rec.LeasedBy() == "" {
+		return target == ErrHandingOver
+	}
+	return target == ErrNotOwner || e.regional && target == ErrMirrored
+}
+
+// side is the side this router leases and owns for: the global tier, or
+// its region.
+func (rt *Router) side() string {
+	if rt.mirroring() {
+		return global.LeaserRegion
+	}
+	return global.LeaserGlobal
+}
+
+// dirName names the router's directory in grants and in meta/name.
+func (rt *Router) dirName() string {
+	if rt.mirroring() {
+		return global.DirOfRegion(rt.cfg.Region)
+	}
+	return global.DirGlobal
+}
+
+// leasedRegion is the region a region's router leases ("" on the global
+// tier's).
+func (rt *Router) leasedRegion() string {
+	if rt.mirroring() {
+		return rt.cfg.Region
+	}
+	return ""
+}
+
+// owns says whether this router's side owns the region rec records, or why
+// not.
+func (rt *Router) owns(rec global.Region) error {
+	e := &ownerError{region: rec.Name, rec: rec, regional: rt.mirroring(), serves: rt.cfg.Region}
+	if rt.mirroring() && rec.Name != rt.cfg.Region {
+		return e
+	}
+	if rec.LeasedBy() == rt.side() {
+		return nil
+	}
+	return e
+}
+
+// own checks, in the directory s writes, that this router's side owns
+// region r, and returns s guarded on r's record as it read it.
+func (rt *Router) own(ctx context.Context, s *global.Store, r string) (*global.Store, error) {
+	if err := global.CheckName("region", r); err != nil {
+		return nil, err
+	}
+	at, err := s.ReadRegion(ctx, r)
+	if err != nil {
+		return nil, fmt.Errorf("read region %s: %w", r, err)
+	}
+	if err := rt.owns(at.Value); err != nil {
+		return nil, err
+	}
+	return s.Guarded(global.IfModRev(global.RegionKey(r), at.Rev)), nil
+}
+
+// ownNode is own for node n's region; a node not recorded leaves s as it
+// is (the change then finds it unknown).
+func (rt *Router) ownNode(ctx context.Context, s *global.Store, n string) (*global.Store, error) {
+	if n == "" || !global.ValidName(n) {
+		return s, nil
+	}
+	node, err := s.GetNode(ctx, n)
+	if isNotFound(err) {
+		return s, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return rt.own(ctx, s, node.Value.Region)
+}
+
+// ownTenant is own for tenant t's region (its node's); a tenant not
+// recorded leaves s as it is.
+func (rt *Router) ownTenant(ctx context.Context, s *global.Store, t string) (*global.Store, error) {
+	if t == "" || !global.ValidName(t) {
+		return s, nil
+	}
+	rec, err := s.GetTenant(ctx, t)
+	if isNotFound(err) {
+		return s, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return rt.ownNode(ctx, s, rec.Value.Node)
+}
+
+// promoteFence names this router's directory, region r's leasing epoch
+// and the router's term in a promotion it asks of a node of r: a node
+// leased by another directory, or at a later epoch or term, refuses it.
+func (rt *Router) promoteFence(r string) wire.Promote {
+	_, term := rt.lead.status()
+	f := wire.Promote{Dir: rt.dirName(), Term: term}
+	if v := rt.watcher.View(); v != nil {
+		f.Epoch = regionRecord(v, r).Epoch
+	}
+	return f
+}
+
+// ownedIn says, from view v, whether this router's side owns region r
+// (for the jobs that pick what to work on; each change they make still
+// checks with own).
+func (rt *Router) ownedIn(v *global.View, r string) bool {
+	return v != nil && rt.owns(regionRecord(v, r)) == nil
+}
