@@ -1,0 +1,73 @@
+package tlsx
+
+import (
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/http"
+)
+
+// alpn is the one application protocol fenec speaks over TLS.
+var alpn = []string{"http/1.1"}
+
+// Server returns the config of a listener over s: the certificate and CA
+// bundle current at each handshake. A client certificate is asked for
+// when s has a CA bundle, and verified against it if given (a
+// certificate from another CA fails the handshake); with
+// requireClientCert, one is required.
+func (s *Source) Server(requireClientCert bool) *tls.Config {
+	if requireClientCert {
+		return s.listener[1]
+	}
+	return s.listener[0]
+}
+
+// Listen wraps ln in TLS with s's listener config.
+func (s *Source) Listen(ln net.Listener, requireClientCert bool) net.Listener {
+	return tls.NewListener(ln, s.Server(requireClientCert))
+}
+
+// forClient hands a handshake the config built over the material current
+// at that moment.
+func (s *Source) forClient(require bool) func(*tls.ClientHelloInfo) (*tls.Config, error) {
+	i := 0
+	if require {
+		i = 1
+	}
+	return func(*tls.ClientHelloInfo) (*tls.Config, error) {
+		m := s.cur.Load()
+		if m.cert == nil {
+			return nil, fmt.Errorf("%w: no certificate to serve", ErrFiles)
+		}
+		return m.server[i], nil
+	}
+}
+
+// serverConfig is the listener config over one load of the files. A
+// resumed session's client certificate is checked by crypto/tls against
+// this config's bundle, so a CA taken out of it comes back through no
+// ticket.
+func (s *Source) serverConfig(m *material, require bool) *tls.Config {
+	cfg := &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		NextProtos: alpn,
+		ClientAuth: tls.NoClientCert,
+	}
+	if m.cert != nil {
+		cfg.Certificates = []tls.Certificate{*m.cert}
+	}
+	if m.pool != nil {
+		cfg.ClientCAs = m.pool
+		cfg.ClientAuth = tls.VerifyClientCertIfGiven
+		if require {
+			cfg.ClientAuth = tls.RequireAndVerifyClientCert
+		}
+	}
+	return cfg
+}
+
+// HasClientCert reports whether r came over TLS with a client certificate
+// its listener verified against its CA bundle.
+func HasClientCert(r *http.Request) bool {
+	return r.TLS != nil && len(r.TLS.VerifiedChains) > 0
+}
