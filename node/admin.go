@@ -17,7 +17,7 @@ func (c *call) admin(rest []string) {
 		c.fail(ErrNoRoute)
 		return
 	}
-	if !c.authorize(surfaceAdmin, c.s.cfg.AdminToken, "") {
+	if !c.clientCertOK() || !c.authorize(surfaceAdmin, c.s.cfg.AdminToken, "") {
 		return
 	}
 	if len(rest) == 1 && rest[0] == "node" {

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/fenec-go/fenec/engine"
+	"github.com/fenec-go/fenec/internal/tlsx"
 	"github.com/fenec-go/fenec/internal/tokenfile"
 	"github.com/fenec-go/fenec/lease"
 )
@@ -28,8 +30,27 @@ type Config struct {
 	AdminToken string
 	// HTTPToken, if set, is the bearer token data requests need.
 	HTTPToken string
-	// Insecure allows a non-loopback HTTP address with no token.
+	// Insecure allows a non-loopback HTTP address with no token or no
+	// TLS.
 	Insecure bool
+
+	// TLS is the node's certificate, key and CA bundle (--tls-cert,
+	// --tls-key, --tls-ca). With a certificate the node serves HTTPS and
+	// shows it to the primaries it follows; the bundle verifies those
+	// primaries and the client certificates the node is shown. The files
+	// are read again on Reload and whenever they change.
+	TLS tlsx.Files
+	// ClientAuth says which calls need a client certificate the bundle
+	// verifies (--tls-client-auth): ClientAuthNone, ClientAuthAdmin
+	// (/_admin/ and the replication feeds, beside their tokens) or
+	// ClientAuthAll (every connection, at the handshake).
+	ClientAuth string
+	// TLSWatch is how often the TLS files are looked at for a change (0:
+	// tlsx.DefaultWatch).
+	TLSWatch time.Duration
+	// Reload, when it receives, has the node read its TLS files again
+	// (fenec-node sends on SIGHUP).
+	Reload <-chan os.Signal
 
 	// Lease: the node writes a tenant only while a router's lease names
 	// it (POST /_admin/lease). Without it the node takes no lease and
@@ -86,10 +107,18 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// Values of Config.ClientAuth.
+const (
+	ClientAuthNone  = "none"  // a certificate shown is verified; none is asked for
+	ClientAuthAdmin = "admin" // /_admin/ and replication feeds need one
+	ClientAuthAll   = "all"   // every connection needs one
+)
+
 // DefaultConfig returns the defaults API.md names.
 func DefaultConfig() Config {
 	return Config{
 		HTTP:            "127.0.0.1:7070",
+		ClientAuth:      ClientAuthNone,
 		Sync:            "100",
 		IdleClose:       300 * time.Second,
 		IdleTimeout:     60 * time.Second,
@@ -111,7 +140,9 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	tokenfile.Flag(fs, "admin-token", &c.AdminToken, "the admin token")
 	fs.StringVar(&c.HTTPToken, "http-token", c.HTTPToken, "bearer token data requests need (open without it)")
 	tokenfile.Flag(fs, "http-token", &c.HTTPToken, "the data token")
-	fs.BoolVar(&c.Insecure, "insecure", c.Insecure, "allow a non-loopback address with no token")
+	fs.BoolVar(&c.Insecure, "insecure", c.Insecure, "allow a non-loopback address with no token or no TLS")
+	c.TLS.AddFlags(fs, "tls", "the node's")
+	fs.StringVar(&c.ClientAuth, "tls-client-auth", c.ClientAuth, "which calls need a client certificate --tls-ca verifies: none, admin (/_admin/ and replication feeds, beside their tokens) or all")
 	fs.BoolVar(&c.Lease, "lease", c.Lease, "take writes only under a router's lease")
 	fs.StringVar(&c.ReplicationToken, "replication-token", c.ReplicationToken, "serve and follow per-tenant replication feeds with this token")
 	tokenfile.Flag(fs, "replication-token", &c.ReplicationToken, "the replication token")
@@ -159,8 +190,25 @@ func (c *Config) Validate() error {
 	host, _, err := net.SplitHostPort(c.HTTP)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("http %q: %w", c.HTTP, err))
-	} else if !isLoopback(host) && c.HTTPToken == "" && !c.Insecure {
-		errs = append(errs, fmt.Errorf("http %q is not a loopback address: set --http-token or --insecure", c.HTTP))
+	} else if !isLoopback(host) && !c.Insecure {
+		if c.HTTPToken == "" {
+			errs = append(errs, fmt.Errorf("http %q is not a loopback address: set --http-token or --insecure", c.HTTP))
+		}
+		if !c.TLS.On() {
+			errs = append(errs, fmt.Errorf("http %q is not a loopback address and serves no TLS: set --tls-cert and --tls-key (fenec certs makes them), or --insecure", c.HTTP))
+		}
+	}
+	if err := c.TLS.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	switch c.ClientAuth {
+	case ClientAuthNone, "":
+	case ClientAuthAdmin, ClientAuthAll:
+		if !c.TLS.On() || c.TLS.CA == "" {
+			errs = append(errs, fmt.Errorf("tls-client-auth %s: needs --tls-cert, --tls-key and --tls-ca (the bundle client certificates are verified against)", c.ClientAuth))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("tls-client-auth %q: want none, admin or all", c.ClientAuth))
 	}
 	if c.IdleClose <= 0 {
 		errs = append(errs, errors.New("idle-close: must be positive"))

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fenec-go/fenec/engine"
+	"github.com/fenec-go/fenec/internal/tlsx"
 )
 
 func TestConfigFlags(t *testing.T) {
@@ -51,7 +52,17 @@ func TestConfigValidate(t *testing.T) {
 		{"bad sync", func(c *Config) { c.Sync = "sometimes" }, "sync"},
 		{"sync ms", func(c *Config) { c.Sync = "250" }, ""},
 		{"public no token", func(c *Config) { c.HTTP = "0.0.0.0:80" }, "loopback"},
-		{"public with token", func(c *Config) { c.HTTP = "0.0.0.0:80"; c.HTTPToken = "x" }, ""},
+		{"public with token, no tls", func(c *Config) { c.HTTP = "0.0.0.0:80"; c.HTTPToken = "x" }, "--tls-cert and --tls-key"},
+		{"public with token and tls", func(c *Config) {
+			c.HTTP, c.HTTPToken, c.TLS = "0.0.0.0:80", "x", tlsx.Files{Cert: "c", Key: "k"}
+		}, ""},
+		{"public tls, no token", func(c *Config) { c.HTTP, c.TLS = "0.0.0.0:80", tlsx.Files{Cert: "c", Key: "k"} }, "--http-token"},
+		{"cert without key", func(c *Config) { c.TLS = tlsx.Files{Cert: "c"} }, "key go together"},
+		{"client auth without ca", func(c *Config) { c.TLS, c.ClientAuth = tlsx.Files{Cert: "c", Key: "k"}, ClientAuthAdmin }, "--tls-ca"},
+		{"client auth", func(c *Config) {
+			c.TLS, c.ClientAuth = tlsx.Files{Cert: "c", Key: "k", CA: "ca"}, ClientAuthAll
+		}, ""},
+		{"client auth unknown", func(c *Config) { c.ClientAuth = "some" }, "tls-client-auth"},
 		{"public insecure", func(c *Config) { c.HTTP = "10.0.0.1:80"; c.Insecure = true }, ""},
 		{"localhost", func(c *Config) { c.HTTP = "localhost:80" }, ""},
 		{"ipv6 loopback", func(c *Config) { c.HTTP = "[::1]:80" }, ""},

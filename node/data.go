@@ -37,6 +37,9 @@ func (c *call) data(name string, rest []string) {
 	want, surf := c.s.cfg.HTTPToken, surfaceData
 	if c.route == "replication" {
 		want, surf = c.s.cfg.ReplicationToken, surfaceReplication // the route is 404 without one
+		if !c.clientCertOK() {
+			return
+		}
 	}
 	if !c.authorize(surf, want, name) {
 		return

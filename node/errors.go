@@ -33,6 +33,7 @@ var (
 	ErrMethod          = errors.New("method not allowed")
 	ErrNodeClosed      = errors.New("node is closed")
 	ErrInsecureAddress = errors.New("non-loopback address with no token")
+	ErrClientCert      = errors.New("this node takes admin calls and replication feeds only with a client certificate its --tls-ca verifies: call it with one (fenec-shard and fenec-node show their --tls-cert)")
 	ErrHoldNotRun      = errors.New("held request was not run within its wait")
 	ErrNoLease         = errors.New("this node holds no lease for the tenant")
 	ErrLeaseLapsed     = errors.New("the lease lapsed before the write was answered")

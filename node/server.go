@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fenec-go/fenec/engine"
+	"github.com/fenec-go/fenec/internal/tlsx"
 )
 
 // Server is one running node. New builds it, Start listens, Close shuts
@@ -30,6 +31,7 @@ type Server struct {
 	id string
 	// absDir is the directory's absolute path, which no answer shows.
 	absDir string
+	tls    *tlsx.Source // the node's certificate and CA bundle, reloaded
 	// syncAlways: writes are answered once synced and sent to the
 	// replicas following them.
 	syncAlways bool
@@ -98,6 +100,11 @@ func New(cfg Config) (*Server, error) {
 		serveErr:   make(chan error, 1),
 	}
 	s.reg.removeStaged()
+	if s.tls, err = loadTLS(cfg, log, s.reg); err != nil {
+		s.reg.close()
+		audit.Close()
+		return nil, err
+	}
 	s.metrics = newMetrics(s.reg, nl)
 	s.reg.onStatements = s.countStatements
 	s.reg.stopping = s.stopping
@@ -127,6 +134,7 @@ func (s *Server) Start() error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	ln = s.listen(ln)
 	s.ln, s.started = ln, true
 	s.srv = &http.Server{
 		Handler:           s,
@@ -141,7 +149,8 @@ func (s *Server) Start() error {
 			s.serveErr <- err
 		}
 	})
-	s.log.Info("node serving", "addr", ln.Addr().String(), "dir", s.cfg.Dir)
+	s.wg.Go(s.reloadLoop)
+	s.log.Info("node serving", "addr", ln.Addr().String(), "dir", s.cfg.Dir, "tls", s.cfg.TLS.On())
 	if err := s.reg.startFollowers(); err != nil {
 		s.log.Error("start followers", "err", err)
 	}

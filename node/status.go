@@ -33,6 +33,7 @@ var statusTable = []statusRule{
 	{engine.ErrBadImage, http.StatusBadRequest, 0},
 	{ErrUnauthorized, http.StatusUnauthorized, 0},
 	{ErrBadProof, http.StatusUnauthorized, 0},
+	{ErrClientCert, http.StatusForbidden, 0},
 	{ErrNoRoute, http.StatusNotFound, 0},
 	{ErrUnknownTenant, http.StatusNotFound, 0},
 	{engine.ErrNotExist, http.StatusNotFound, 0},

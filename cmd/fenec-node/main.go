@@ -60,6 +60,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	o.node.Logger = o.log.Logger(stderr)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP) // read the TLS files again
+	defer signal.Stop(hup)
+	o.node.Reload = hup
 	if err := node.Run(ctx, o.node); err != nil {
 		fmt.Fprintln(stderr, "fenec-node:", err)
 		return 1

@@ -1,0 +1,76 @@
+package node
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/fenec-go/fenec/internal/netx"
+	"github.com/fenec-go/fenec/internal/tlsx"
+)
+
+// loadTLS reads the node's TLS files: the certificate it serves and shows
+// the primaries it follows, and the bundle it verifies them and client
+// certificates against. With no files, primaries named https:// are
+// verified against the system's roots.
+func loadTLS(cfg Config, log *slog.Logger, reg *registry) (*tlsx.Source, error) {
+	src, err := tlsx.Load(cfg.TLS, log)
+	if err != nil {
+		return nil, fmt.Errorf("tls: %w", err)
+	}
+	tr := reg.replClient.Transport.(*http.Transport)
+	tr.DialTLSContext = src.Dialer(netx.Dialer(cfg.Resolver, 30*time.Second).DialContext)
+	return src, nil
+}
+
+// listen wraps ln in TLS when the node serves it.
+func (s *Server) listen(ln net.Listener) net.Listener {
+	if !s.cfg.TLS.On() {
+		return ln
+	}
+	return s.tls.Listen(ln, s.cfg.ClientAuth == ClientAuthAll)
+}
+
+// clientCertOK checks, under --tls-client-auth admin, that an admin call
+// or a replication feed came with a client certificate the node's bundle
+// verified, and answers 403 when it did not. The token is checked as
+// well, after.
+func (c *call) clientCertOK() bool {
+	if c.s.cfg.ClientAuth != ClientAuthAdmin || tlsx.HasClientCert(c.r) {
+		return true
+	}
+	c.fail(ErrClientCert)
+	c.s.auditf(c, "refused", "", ErrClientCert.Error())
+	return false
+}
+
+// Reload reads the node's TLS files again now (they are also read
+// whenever they change). On an error the node keeps what it had.
+func (s *Server) Reload() error {
+	return s.tls.Reload()
+}
+
+// reloadLoop reloads on cfg.Reload and watches the TLS files, until the
+// node stops.
+func (s *Server) reloadLoop() {
+	every := s.cfg.TLSWatch
+	if every <= 0 {
+		every = tlsx.DefaultWatch
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stopping:
+			return
+		case <-s.cfg.Reload:
+			if err := s.Reload(); err != nil {
+				s.log.Error("reload", "err", err)
+			}
+		case <-t.C:
+			_ = s.tls.Reload() // a failure is logged once by the source
+		}
+	}
+}

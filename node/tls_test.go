@@ -1,0 +1,214 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fenec-go/fenec/internal/testkit"
+	"github.com/fenec-go/fenec/internal/tlsx"
+)
+
+// withTLS serves the node over TLS with files.
+func withTLS(files tlsx.Files, auth string) func(*Config) {
+	return func(c *Config) {
+		c.TLS, c.ClientAuth = files, auth
+		c.TLSWatch = 20 * time.Millisecond
+	}
+}
+
+// overTLS points n's test client at its https:// URL, showing client's
+// certificate (if any) and verifying the node against client's bundle.
+func overTLS(tb testing.TB, n *testNode, client tlsx.Files) {
+	tb.Helper()
+	src := testkit.Source(tb, client)
+	var d net.Dialer
+	tr := &http.Transport{DialTLSContext: src.Dialer(d.DialContext), MaxIdleConnsPerHost: 32}
+	tb.Cleanup(tr.CloseIdleConnections)
+	n.url = "https://" + n.s.Addr()
+	n.client = &http.Client{Transport: tr}
+}
+
+func TestNodeServesTLS(t *testing.T) {
+	p := testkit.NewPKI(t, "ca")
+	n := startNode(t, withTLS(p.Issue("n1"), ClientAuthNone))
+	overTLS(t, n, tlsx.Files{CA: p.Bundle()})
+	n.mkTenant("a")
+	n.q("a", `create collection c (name text)`)
+	if r := n.do("GET", "/_health", ""); r.Status != 200 {
+		t.Fatalf("health over tls: %d %s", r.Status, r.Body)
+	}
+	// Plain HTTP to the TLS port gets no answer.
+	res, err := http.Get("http://" + n.s.Addr() + "/_health")
+	if err == nil {
+		res.Body.Close()
+		if res.StatusCode == 200 {
+			t.Fatal("plain http to a tls node answered 200")
+		}
+	}
+}
+
+func TestNodeAdminNeedsClientCert(t *testing.T) {
+	p, other := testkit.NewPKI(t, "ca"), testkit.NewPKI(t, "other")
+	n := startNode(t, withTLS(p.Issue("n1"), ClientAuthAdmin))
+
+	// No client certificate: data is served, admin is refused 403 though
+	// the token is right, and nothing is counted against the token.
+	overTLS(t, n, tlsx.Files{CA: p.Bundle()})
+	r := n.admin("GET", "stats", "")
+	wantJSONError(t, r, http.StatusForbidden)
+	if !strings.Contains(string(r.Body), "client certificate") {
+		t.Fatalf("refusal %s does not say what is missing", r.Body)
+	}
+	if r := n.do("GET", "/_health", ""); r.Status != 200 {
+		t.Fatalf("health without a client certificate: %d", r.Status)
+	}
+
+	// A certificate of the node's CA and the token: served.
+	overTLS(t, n, p.Issue("router"))
+	if r := n.admin("GET", "stats", ""); r.Status != 200 {
+		t.Fatalf("admin with a client certificate: %d %s", r.Status, r.Body)
+	}
+	// The certificate alone is not enough.
+	wantJSONError(t, n.do("GET", "/_admin/stats", ""), http.StatusUnauthorized)
+
+	// A certificate of another CA is refused at the handshake.
+	stranger := other.Issue("router")
+	stranger.CA = p.Bundle()
+	src := testkit.Source(t, stranger)
+	c, err := net.Dial("tcp", n.s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	tc := tls.Client(c, src.Client(n.s.Addr()))
+	err = tc.Handshake()
+	if err == nil {
+		// TLS 1.3: the client's certificate is judged after the client's
+		// side of the handshake; the refusal arrives with the first read.
+		_ = tc.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, err = tc.Write([]byte("GET /_health HTTP/1.1\r\nHost: x\r\n\r\n"))
+		if err == nil {
+			_, err = tc.Read(make([]byte, 1))
+		}
+	}
+	if err == nil {
+		t.Fatal("a client certificate of another CA was served")
+	}
+}
+
+func TestNodeAllNeedsClientCert(t *testing.T) {
+	p := testkit.NewPKI(t, "ca")
+	n := startNode(t, withTLS(p.Issue("n1"), ClientAuthAll))
+	src := testkit.Source(t, tlsx.Files{CA: p.Bundle()})
+	var d net.Dialer
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := src.Dialer(d.DialContext)(ctx, "tcp", n.s.Addr())
+	if err == nil {
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, _ = c.Write([]byte("GET /_health HTTP/1.1\r\nHost: x\r\n\r\n"))
+		_, err = c.Read(make([]byte, 1))
+		c.Close()
+	}
+	if err == nil {
+		t.Fatal("a client with no certificate was served under --tls-client-auth all")
+	}
+	overTLS(t, n, p.Issue("app"))
+	if r := n.do("GET", "/_health", ""); r.Status != 200 {
+		t.Fatalf("with a certificate: %d", r.Status)
+	}
+}
+
+func TestReplicaFollowsOverTLS(t *testing.T) {
+	p, other := testkit.NewPKI(t, "ca"), testkit.NewPKI(t, "other")
+	a := startNode(t, func(c *Config) { withRepl(c); withTLS(p.Issue("a"), ClientAuthAdmin)(c) })
+	b := startNode(t, func(c *Config) { withRepl(c); withTLS(p.Issue("b"), ClientAuthAdmin)(c) })
+	overTLS(t, a, p.Issue("router"))
+	overTLS(t, b, p.Issue("router"))
+	people(t, a)
+	b.mkTenant("a")
+	if r := b.admin("POST", "tenants/a/follow", `{"from":"`+a.url+`"}`); r.Status != 200 {
+		t.Fatalf("follow: %d %s", r.Status, r.Body)
+	}
+	eventually(t, 10*time.Second, "the copy took the primary's image over tls", func() bool { return count(b, "a") == `{"count":3}` })
+	a.q("a", `put c {name: "dee", n: 4}`)
+	eventually(t, 10*time.Second, "the copy took a new record over tls", func() bool { return count(b, "a") == `{"count":4}` })
+
+	// A primary whose certificate another CA issued is not followed: the
+	// copy ends the handshake, which the stranger logs.
+	var seen logSink
+	c := startNode(t, func(cfg *Config) {
+		withRepl(cfg)
+		withTLS(other.Issue("c"), ClientAuthNone)(cfg)
+		cfg.Logger = slog.New(slog.NewTextHandler(&seen, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
+	overTLS(t, c, tlsx.Files{CA: other.Bundle()})
+	people(t, c)
+	b.mkTenant("cc")
+	if r := b.admin("POST", "tenants/cc/follow", `{"from":"`+c.url+`"}`); r.Status != 200 {
+		t.Fatalf("follow: %d %s", r.Status, r.Body)
+	}
+	eventually(t, 10*time.Second, "the copy refused the stranger's certificate", func() bool {
+		return strings.Contains(seen.String(), "TLS handshake error")
+	})
+	if got := count(b, "cc"); got != `{"count":0}` && !strings.Contains(got, "unknown collection") {
+		t.Fatalf("the copy took rows from a primary of another CA: %s", got)
+	}
+}
+
+// logSink gathers a logger's output for a test to look at.
+type logSink struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logSink) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(b)
+}
+
+func (l *logSink) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+func TestNodeReloadsRotatedCertificate(t *testing.T) {
+	p := testkit.NewPKI(t, "ca")
+	files := p.Issue("n1")
+	reload := make(chan os.Signal)
+	n := startNode(t, func(c *Config) {
+		withTLS(files, ClientAuthNone)(c)
+		c.TLSWatch = time.Hour // only the reload signal reloads here
+		c.Reload = reload
+	})
+	serial := func() string {
+		src := testkit.Source(t, tlsx.Files{CA: p.Bundle()})
+		c, err := tls.Dial("tcp", n.s.Addr(), src.Client(n.s.Addr()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		return c.ConnectionState().PeerCertificates[0].SerialNumber.String()
+	}
+	before := serial()
+	leaf := p.Reissue(files, "n1")
+	reload <- syscall.SIGHUP
+	eventually(t, 10*time.Second, "the node serves the reissued certificate", func() bool {
+		return serial() == leaf.Cert.SerialNumber.String()
+	})
+	if before == leaf.Cert.SerialNumber.String() {
+		t.Fatal("the reissued certificate has the old serial")
+	}
+}
