@@ -1,6 +1,7 @@
 package forward
 
 import (
+	"crypto/tls"
 	"flag"
 	"fmt"
 	"net"
@@ -31,6 +32,13 @@ type Config struct {
 	BodyTimeout time.Duration
 	// MaxIdlePerNode bounds the idle connections kept per node. Default 128.
 	MaxIdlePerNode int
+	// TLS makes the config of a new connection to a node addressed
+	// https:// (given the host:port dialled); nil: the system's roots
+	// verify the node, and no client certificate is shown. The router passes its tlsx.Source's Client: the
+	// node is verified against the router's CA bundle and must be named
+	// as dialled, the router's certificate is shown for mutual TLS, and
+	// sessions are resumed.
+	TLS func(hostport string) *tls.Config
 	// Resolver is the DNS server (host:port) node names are looked up
 	// with, by every connection the router makes to a node (forwarding,
 	// grants, admin calls); empty: the system's way. --resolver.

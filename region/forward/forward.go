@@ -3,6 +3,7 @@ package forward
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"log/slog"
@@ -513,7 +514,12 @@ func (f *Forwarder) connect(x *exchange, p *pool, fresh bool) (*pconn, result) {
 		r, _, _ := f.ended(&x.fl, false, x)
 		return nil, r
 	}
-	c, err := f.dial(ctx, "tcp", addr)
+	hostport, secure := splitAddr(addr)
+	raw, err := f.dial(ctx, "tcp", hostport)
+	c := raw
+	if err == nil && secure {
+		c, err = f.handshake(ctx, raw, hostport)
+	}
 	x.fl.clearDial()
 	if err != nil {
 		if r, _, _ := f.ended(&x.fl, false, x); r != resDone {
@@ -525,7 +531,29 @@ func (f *Forwarder) connect(x *exchange, p *pool, fresh bool) (*pconn, result) {
 		f.log.Debug("dial node", "node", p.node, "addr", addr, "err", err)
 		return nil, resDialFail
 	}
-	return newPconn(c), resDone
+	return newPconn(c, raw), resDone
+}
+
+// handshake runs TLS over raw, a connection just dialled to a node
+// addressed https://, within ctx (the dial's bound); on an error raw is
+// closed. The node's certificate must name the host dialled.
+func (f *Forwarder) handshake(ctx context.Context, raw net.Conn, hostport string) (net.Conn, error) {
+	var cfg *tls.Config
+	if f.cfg.TLS != nil {
+		cfg = f.cfg.TLS(hostport)
+	} else {
+		host, _, _ := net.SplitHostPort(hostport)
+		cfg = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
+	}
+	tc := tls.Client(raw, cfg)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		_ = raw.Close()
+		if ctx.Err() == nil {
+			f.log.Warn("tls handshake with node", "addr", hostport, "err", err)
+		}
+		return nil, err
+	}
+	return tc, nil
 }
 
 func minTime(a, b time.Time) time.Time {

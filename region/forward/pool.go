@@ -18,13 +18,15 @@ type pconn struct {
 	peek      peeker    // non-blocking look at a pooled connection
 }
 
-func newPconn(c net.Conn) *pconn {
+// newPconn wraps c, which runs over raw: the same connection, or the TCP
+// connection under TLS, which is what a look at the socket needs.
+func newPconn(c, raw net.Conn) *pconn {
 	pc := &pconn{
 		c:  c,
 		br: bufio.NewReaderSize(c, 8<<10),
 		bw: bufio.NewWriterSize(c, 16<<10),
 	}
-	pc.peek.init(c)
+	pc.peek.init(raw)
 	return pc
 }
 
@@ -51,11 +53,18 @@ type pool struct {
 	head   *flight  // guarded by mu: requests in flight to this node
 }
 
-// dialAddr turns a directory address ("host:port" or "http://host:port/")
-// into the host:port to dial.
+// dialAddr turns a directory address ("host:port", "http://host:port/"
+// or "https://host:port/") into what a pool dials: host:port, or
+// https://host:port for a node served over TLS.
 func dialAddr(addr string) string {
 	addr = strings.TrimPrefix(addr, "http://")
 	return strings.TrimSuffix(addr, "/")
+}
+
+// splitAddr splits a pool's address into the host:port to dial and
+// whether to speak TLS over it.
+func splitAddr(addr string) (hostport string, secure bool) {
+	return strings.CutPrefix(addr, "https://")
 }
 
 // takeIdle pops the most recent idle connection that is still usable,
