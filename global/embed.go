@@ -2,6 +2,7 @@ package global
 
 import (
 	"context"
+	"crypto/tls"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -16,7 +17,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
+
+	"github.com/fenec-go/fenec/internal/tlsx"
 )
 
 // Cluster states of EmbedConfig.ClusterState.
@@ -65,6 +69,13 @@ type EmbedConfig struct {
 	// Log, if set, receives etcd's log lines at LogLevel and above, written
 	// by its handler like the server's own; nil: JSON lines on stderr.
 	Log *slog.Logger
+	// TLS is the member's certificate, key and CA bundle (--etcd-cert,
+	// --etcd-key, --etcd-ca), used on whichever of ClientURL and PeerURL
+	// is https://: the member serves the certificate there and, with a
+	// bundle, takes only clients and peers showing a certificate the
+	// bundle verifies. etcd reads the certificate again at every
+	// handshake; it reads the bundle once, at start.
+	TLS tlsx.Files
 }
 
 // DefaultEmbedConfig returns the defaults for a member keeping its data in dir.
@@ -94,6 +105,7 @@ func (c *EmbedConfig) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.InitialCluster, "etcd-initial-cluster", c.InitialCluster, "founding members, name=peerURL,... (default: this member alone)")
 	fs.StringVar(&c.ClusterState, "etcd-cluster-state", c.ClusterState, "new (found a cluster) or existing (join one)")
 	fs.BoolVar(&c.ForceNewCluster, "etcd-force-new-cluster", c.ForceNewCluster, "restart the member as a cluster of one keeping its data, after quorum was lost")
+	c.TLS.AddFlags(fs, "etcd", "the directory's (the embedded member's https:// ports, and every etcd client; default --tls-cert's)")
 }
 
 // withDefaults fills the zero fields from DefaultEmbedConfig.
@@ -130,9 +142,21 @@ func (c EmbedConfig) Validate() error {
 		return fmt.Errorf("embedded etcd: cluster state %q (want new or existing): %w", c.ClusterState, ErrEmbedded)
 	}
 	for _, u := range []string{c.ClientURL, c.PeerURL, c.ListenClientURL, c.ListenPeerURL} {
-		if _, err := url.Parse(u); err != nil {
+		pu, err := url.Parse(u)
+		if err != nil {
 			return fmt.Errorf("embedded etcd: url %q: %w", u, err)
 		}
+		if pu.Scheme == "https" && !c.TLS.On() {
+			return fmt.Errorf("embedded etcd: url %q is https: set --etcd-cert and --etcd-key (or --tls-cert and --tls-key): %w", u, ErrEmbedded)
+		}
+	}
+	for _, pair := range [][2]string{{c.ClientURL, c.ListenClientURL}, {c.PeerURL, c.ListenPeerURL}} {
+		if pair[1] != "" && strings.HasPrefix(pair[0], "https://") != strings.HasPrefix(pair[1], "https://") {
+			return fmt.Errorf("embedded etcd: %q is told and %q listened on: both https:// or neither: %w", pair[0], pair[1], ErrEmbedded)
+		}
+	}
+	if err := c.TLS.Validate(); err != nil {
+		return fmt.Errorf("embedded etcd: %w", err)
 	}
 	if (c.HeartbeatMS == 0) != (c.ElectionMS == 0) || c.ElectionMS < 5*c.HeartbeatMS {
 		return fmt.Errorf("embedded etcd: election %d ms must be set with heartbeat %d ms and be at least 5 times it: %w",
@@ -220,6 +244,13 @@ func etcdConfig(cfg EmbedConfig, closing *atomic.Bool) (*embed.Config, error) {
 	}
 	ec.ListenClientUrls, ec.AdvertiseClientUrls = []url.URL{lcu}, []url.URL{*cu}
 	ec.ListenPeerUrls, ec.AdvertisePeerUrls = []url.URL{lpu}, []url.URL{*pu}
+	ec.ClientAutoTLS, ec.PeerAutoTLS = false, false
+	if lcu.Scheme == "https" {
+		ec.ClientTLSInfo = tlsInfo(cfg.TLS)
+	}
+	if lpu.Scheme == "https" {
+		ec.PeerTLSInfo = tlsInfo(cfg.TLS)
+	}
 	ec.InitialCluster = cfg.InitialCluster
 	if ec.InitialCluster == "" {
 		ec.InitialCluster = cfg.Name + "=" + cfg.PeerURL
@@ -240,6 +271,19 @@ func etcdConfig(cfg EmbedConfig, closing *atomic.Bool) (*embed.Config, error) {
 	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(lg)
 	ec.EnableGRPCGateway = false
 	return ec, nil
+}
+
+// tlsInfo is etcd's TLS settings of a port served with files: the
+// certificate, and with a CA bundle, client certificates required and
+// verified against it.
+func tlsInfo(f tlsx.Files) transport.TLSInfo {
+	return transport.TLSInfo{
+		CertFile:       f.Cert,
+		KeyFile:        f.Key,
+		TrustedCAFile:  f.CA,
+		ClientCertAuth: f.CA != "",
+		MinVersion:     tls.VersionTLS12,
+	}
 }
 
 // pickPort replaces port 0 in a URL by a port free right now (etcd must
@@ -387,9 +431,10 @@ func (m *Embedded) WaitReady(ctx context.Context) error {
 	}
 }
 
-// Open returns a directory under prefix served by this member.
-func (m *Embedded) Open(ctx context.Context, prefix string) (*EtcdDirectory, error) {
-	return OpenEtcd(ctx, m.ClientURLs(), prefix)
+// Open returns a directory under prefix served by this member (over
+// TLS when its client URL is https: pass WithTLS).
+func (m *Embedded) Open(ctx context.Context, prefix string, opts ...EtcdOption) (*EtcdDirectory, error) {
+	return OpenEtcd(ctx, m.ClientURLs(), prefix, opts...)
 }
 
 // Close stops the member and waits for it. Safe to call more than once.

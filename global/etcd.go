@@ -2,6 +2,7 @@ package global
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"strings"
@@ -43,21 +44,35 @@ func ParseEndpoints(s string) []string {
 	return out
 }
 
+// EtcdOption adjusts how OpenEtcd connects.
+type EtcdOption func(*clientv3.Config)
+
+// WithTLS has the client speak TLS with cfg to endpoints named https://:
+// the servers verified against cfg's roots, cfg's certificate shown to
+// servers that ask for one.
+func WithTLS(cfg *tls.Config) EtcdOption {
+	return func(c *clientv3.Config) { c.TLS = cfg }
+}
+
 // OpenEtcd connects to the etcd cluster at endpoints and returns the
 // directory under prefix (DefaultPrefix when empty; a trailing "/" is
 // added when missing). It reads once within ctx
 // to check that the cluster answers. Close releases the connection.
-func OpenEtcd(ctx context.Context, endpoints []string, prefix string) (*EtcdDirectory, error) {
+func OpenEtcd(ctx context.Context, endpoints []string, prefix string, opts ...EtcdOption) (*EtcdDirectory, error) {
 	if len(endpoints) == 0 {
 		return nil, fmt.Errorf("open etcd directory: no endpoints: %w", ErrInvalidKey)
 	}
-	cli, err := clientv3.New(clientv3.Config{
+	cc := clientv3.Config{
 		Endpoints:            endpoints,
 		DialTimeout:          5 * time.Second,
 		DialKeepAliveTime:    10 * time.Second,
 		DialKeepAliveTimeout: 5 * time.Second,
 		Logger:               zap.NewNop(),
-	})
+	}
+	for _, o := range opts {
+		o(&cc)
+	}
+	cli, err := clientv3.New(cc)
 	if err != nil {
 		return nil, fmt.Errorf("open etcd directory: %w", err)
 	}
