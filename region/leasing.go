@@ -458,6 +458,7 @@ func (rt *Router) wireLeasing() error {
 		}
 		return v.Node(name)
 	}, rt.cfg.Forward.Resolver)
+	rt.secure(tr.tr)
 	rt.leaseTr = tr
 	rt.leasing = newLeasing(leasingDeps{
 		id:        rt.id,

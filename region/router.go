@@ -23,6 +23,7 @@ import (
 
 	"github.com/fenec-go/fenec/global"
 	"github.com/fenec-go/fenec/internal/bodygap"
+	"github.com/fenec-go/fenec/internal/tlsx"
 	"github.com/fenec-go/fenec/region/forward"
 )
 
@@ -58,6 +59,10 @@ type Router struct {
 	ln  net.Listener
 	srv *http.Server
 	id  string
+	// tls is the router's certificate and CA bundle (its listener, its
+	// calls to nodes); etcdTLS the directory's links' (tls itself unless
+	// --etcd-* names other files). Both reloaded.
+	tls, etcdTLS *tlsx.Source
 
 	// opMu serialises the changes that must not interleave on the leader:
 	// a placement choosing a node against that node's removal.
@@ -143,10 +148,14 @@ func (rt *Router) Start(ctx context.Context) error {
 }
 
 func (rt *Router) start(ctx context.Context) error {
+	if err := rt.loadTLS(); err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", rt.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	ln = rt.listen(ln)
 	rt.ln = ln
 	rt.id = rt.cfg.ID
 	if rt.id == "" {
@@ -194,6 +203,7 @@ func (rt *Router) wire() error {
 	rt.store = global.NewStore(rt.dir)
 	rt.watcher = global.StartWatcher(rt.ctx, rt.dir, rt.log)
 	rt.nodes = newNodeClient(rt.cfg.NodeTimeout, rt.cfg.Forward.Resolver)
+	rt.secure(rt.nodes.tr)
 	rt.lead = &leadership{id: rt.id, name: rt.dirName(), store: rt.store, watcher: rt.watcher, log: rt.log}
 	rt.reg = prometheus.NewRegistry()
 	rt.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -222,7 +232,8 @@ func (rt *Router) serve() {
 			rt.log.Error("serve", "err", err)
 		}
 	})
-	rt.log.Info("router serving", "addr", rt.ln.Addr().String(), "standby", rt.cfg.Standby, "region", rt.cfg.Region)
+	rt.wg.Go(rt.reloadLoop)
+	rt.log.Info("router serving", "addr", rt.ln.Addr().String(), "standby", rt.cfg.Standby, "region", rt.cfg.Region, "tls", rt.cfg.TLS.On())
 }
 
 // openDirectory opens the configured directory: the one given, an existing
@@ -233,7 +244,7 @@ func (rt *Router) openDirectory(ctx context.Context) error {
 		rt.dir = rt.cfg.Directory
 		return nil
 	case len(rt.cfg.DirectoryURLs) > 0:
-		d, err := global.OpenEtcd(ctx, rt.cfg.DirectoryURLs, rt.cfg.Prefix)
+		d, err := global.OpenEtcd(ctx, rt.cfg.DirectoryURLs, rt.cfg.Prefix, rt.etcdOptions(rt.cfg.DirectoryURLs)...)
 		if err != nil {
 			return fmt.Errorf("open directory: %w", err)
 		}
@@ -252,7 +263,7 @@ func (rt *Router) openDirectory(ctx context.Context) error {
 	if err := m.WaitReady(ctx); err != nil {
 		return fmt.Errorf("directory member: %w", err)
 	}
-	d, err := m.Open(ctx, rt.cfg.Prefix)
+	d, err := m.Open(ctx, rt.cfg.Prefix, rt.etcdOptions(m.ClientURLs())...)
 	if err != nil {
 		return fmt.Errorf("open directory: %w", err)
 	}
@@ -404,6 +415,9 @@ func (rt *Router) ready(w http.ResponseWriter, r *http.Request) {
 // authorize checks the router token in constant time; a missing or wrong
 // one is answered 401 with WWW-Authenticate. No token configured: open.
 func (rt *Router) authorize(w http.ResponseWriter, r *http.Request) bool {
+	if !rt.clientCertOK(w, r) {
+		return false
+	}
 	if rt.cfg.Token == "" {
 		return true
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/fenec-go/fenec/global"
 	"github.com/fenec-go/fenec/internal/flagx"
+	"github.com/fenec-go/fenec/internal/tlsx"
 	"github.com/fenec-go/fenec/internal/tokenfile"
 	"github.com/fenec-go/fenec/region/forward"
 )
@@ -25,8 +26,29 @@ type Config struct {
 	// Token is the bearer token /_shard/ and /_metrics need. Empty leaves
 	// them open, which only a loopback Listen (or Insecure) allows. --token.
 	Token string
-	// Insecure allows a non-loopback Listen with no Token. --insecure.
+	// Insecure allows a non-loopback Listen with no Token or no TLS, and
+	// non-loopback etcd URLs with no TLS or no client certificates.
+	// --insecure.
 	Insecure bool
+
+	// TLS is the router's certificate, key and CA bundle (--tls-cert,
+	// --tls-key, --tls-ca). With a certificate the listener serves HTTPS;
+	// the certificate is also shown to the nodes the router calls
+	// (mutual TLS, where nodes ask) and to etcd unless Etcd.TLS names
+	// other files. The bundle verifies nodes addressed https:// and the
+	// client certificates the listener is shown. Read again on Reload and
+	// whenever the files change.
+	TLS tlsx.Files
+	// ClientAuth says which calls need a client certificate the bundle
+	// verifies (--tls-client-auth): ClientAuthNone, ClientAuthAdmin
+	// (/_shard/ and /_metrics, beside the token) or ClientAuthAll.
+	ClientAuth string
+	// TLSWatch is how often the TLS files are looked at for a change (0:
+	// tlsx.DefaultWatch).
+	TLSWatch time.Duration
+	// Reload, when it receives, has the router read its TLS files again
+	// (fenec-shard sends on SIGHUP).
+	Reload <-chan os.Signal
 	// ID is this router's name in the leader record ([a-z0-9_-]{1,64}).
 	// Empty: the host name and the listening port. --id.
 	ID string
@@ -85,11 +107,19 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// Values of Config.ClientAuth.
+const (
+	ClientAuthNone  = "none"  // a certificate shown is verified; none is asked for
+	ClientAuthAdmin = "admin" // /_shard/ and /_metrics need one
+	ClientAuthAll   = "all"   // every connection needs one
+)
+
 // DefaultConfig returns the defaults API.md names: an embedded member in
 // ./data/shard, the forwarding defaults.
 func DefaultConfig() Config {
 	return Config{
 		Listen:        "127.0.0.1:7700",
+		ClientAuth:    ClientAuthNone,
 		Etcd:          global.DefaultEmbedConfig("data/shard"),
 		Prefix:        global.DefaultPrefix,
 		Forward:       forward.DefaultConfig(),
@@ -104,7 +134,9 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Listen, "listen", c.Listen, "`ADDR` to serve on (host:port)")
 	fs.StringVar(&c.Token, "token", c.Token, "bearer `TOKEN` that /_shard/ and /_metrics need")
 	tokenfile.Flag(fs, "token", &c.Token, "the router token")
-	fs.BoolVar(&c.Insecure, "insecure", c.Insecure, "allow a non-loopback address with no token")
+	fs.BoolVar(&c.Insecure, "insecure", c.Insecure, "allow a non-loopback address with no token or no TLS, and non-loopback etcd URLs without TLS")
+	c.TLS.AddFlags(fs, "tls", "the router's")
+	fs.StringVar(&c.ClientAuth, "tls-client-auth", c.ClientAuth, "which calls need a client certificate --tls-ca verifies: none, admin (/_shard/ and /_metrics, beside the token) or all")
 	fs.StringVar(&c.ID, "id", c.ID, "this router's `NAME` in the leader record (default: host name and port)")
 	c.Etcd.AddFlags(fs)
 	fs.Func("directory", "use the existing etcd cluster at `URLS` (comma-separated) instead of embedding one", urlList(&c.DirectoryURLs))
@@ -135,8 +167,8 @@ func (c Config) Validate() error {
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return fmt.Errorf("%w: listen %q: %v", ErrBadConfig, c.Listen, err)
 	}
-	if c.Token == "" && !c.Insecure && !loopbackAddr(c.Listen) {
-		return fmt.Errorf("listen %s: %w", c.Listen, ErrInsecure)
+	if err := c.validateTLS(); err != nil {
+		return err
 	}
 	if c.ID != "" && !global.ValidName(c.ID) {
 		return fmt.Errorf("%w: id %q must be [a-z0-9_-]{1,64}", ErrBadConfig, c.ID)
@@ -145,7 +177,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: region %q must be [a-z0-9_-]{1,64}", ErrBadConfig, c.Region)
 	}
 	if c.Directory == nil && len(c.DirectoryURLs) == 0 {
-		if err := c.Etcd.Validate(); err != nil {
+		e := c.Etcd
+		e.TLS = c.etcdFiles()
+		if err := e.Validate(); err != nil {
 			return fmt.Errorf("%w: %w", ErrBadConfig, err)
 		}
 	}
@@ -167,7 +201,7 @@ func (c Config) Validate() error {
 	case c.AutoFailover < 0 || (c.AutoFailover > 0 && c.AutoFailover < 30*time.Millisecond):
 		return fmt.Errorf("%w: --auto-failover %v: at least 0.03 s, or 0", ErrBadConfig, c.AutoFailover)
 	}
-	return nil
+	return c.validateExposure()
 }
 
 // loopbackAddr reports whether host:port listens on loopback only.

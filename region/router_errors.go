@@ -16,6 +16,9 @@ import (
 var (
 	// ErrUnauthorized: the router token is missing or wrong.
 	ErrUnauthorized = errors.New("missing or wrong router token")
+	// ErrClientCert: under --tls-client-auth admin, a /_shard/ or
+	// /_metrics call without a client certificate the router trusts.
+	ErrClientCert = errors.New("this router takes /_shard/ and /_metrics calls only with a client certificate its --tls-ca verifies: call it with one")
 	// ErrNotLeader: this router does not take changes (a standby, or one
 	// that saw another take the lead).
 	ErrNotLeader = errors.New("this router does not lead: changes go to the leader")
@@ -45,8 +48,9 @@ var (
 	ErrSameNode = errors.New("tenant is already on that node")
 	// ErrStopping: the router is shutting down.
 	ErrStopping = errors.New("router is shutting down: send the request to another router")
-	// ErrInsecure: a non-loopback listener with no token and no --insecure.
-	ErrInsecure = errors.New("non-loopback listener with no token (use --token or --insecure)")
+	// ErrInsecure: a non-loopback listener or etcd URL with no token, no
+	// TLS or no client certificates, and no --insecure.
+	ErrInsecure = errors.New("not a loopback address, and not protected (or start with --insecure)")
 	// ErrAnswerTooLarge: a tenant's answer to a cross-tenant read passed
 	// maxTenantAnswer; that tenant is listed with it.
 	ErrAnswerTooLarge = errors.New("tenant's answer larger than the bound")
@@ -98,6 +102,7 @@ var shardStatus = []struct {
 	code int
 }{
 	{ErrUnauthorized, http.StatusUnauthorized},
+	{ErrClientCert, http.StatusForbidden},
 	{ErrNotLeader, http.StatusConflict},
 	{ErrMirrored, http.StatusConflict},
 	{ErrBodyStalled, http.StatusRequestTimeout},

@@ -15,10 +15,12 @@ import (
 	"time"
 
 	"github.com/fenec-go/fenec/global"
+	"github.com/fenec-go/fenec/internal/tlsx"
 )
 
 func TestConfigValidateCP(t *testing.T) {
 	ok := DefaultConfig()
+	tlsFiles := tlsx.Files{Cert: "c", Key: "k", CA: "ca"}
 	tests := []struct {
 		name string
 		mod  func(*Config)
@@ -27,7 +29,27 @@ func TestConfigValidateCP(t *testing.T) {
 		{"defaults", func(*Config) {}, nil},
 		{"non-loopback without token", func(c *Config) { c.Listen = "0.0.0.0:7700" }, ErrInsecure},
 		{"non-loopback insecure", func(c *Config) { c.Listen = ":7700"; c.Insecure = true }, nil},
-		{"non-loopback with token", func(c *Config) { c.Listen = "10.0.0.1:7700"; c.Token = "x" }, nil},
+		{"non-loopback with token, no tls", func(c *Config) { c.Listen = "10.0.0.1:7700"; c.Token = "x" }, ErrInsecure},
+		{"non-loopback with token and tls", func(c *Config) { c.Listen, c.Token, c.TLS = "10.0.0.1:7700", "x", tlsFiles }, nil},
+		{"non-loopback tls, no token", func(c *Config) { c.Listen, c.TLS = "10.0.0.1:7700", tlsFiles }, ErrInsecure},
+		{"cert without key", func(c *Config) { c.TLS = tlsx.Files{Cert: "c"} }, ErrBadConfig},
+		{"client auth without ca", func(c *Config) { c.TLS, c.ClientAuth = tlsx.Files{Cert: "c", Key: "k"}, ClientAuthAdmin }, ErrBadConfig},
+		{"client auth", func(c *Config) { c.TLS, c.ClientAuth = tlsFiles, ClientAuthAll }, nil},
+		{"etcd client url off loopback, http", func(c *Config) { c.Etcd.ClientURL = "http://10.0.0.1:2379" }, ErrInsecure},
+		{"etcd client url off loopback, https without ca", func(c *Config) {
+			c.Etcd.ClientURL, c.TLS = "https://10.0.0.1:2379", tlsx.Files{Cert: "c", Key: "k"}
+		}, ErrInsecure},
+		{"etcd urls off loopback, https with ca", func(c *Config) {
+			c.Etcd.ClientURL, c.Etcd.PeerURL, c.TLS = "https://10.0.0.1:2379", "https://10.0.0.1:2380", tlsFiles
+		}, nil},
+		{"etcd peer url off loopback, http", func(c *Config) { c.Etcd.PeerURL = "http://10.0.0.1:2380" }, ErrInsecure},
+		{"etcd https without files", func(c *Config) { c.Etcd.ClientURL = "https://127.0.0.1:2379" }, ErrBadConfig},
+		{"etcd files of their own", func(c *Config) {
+			c.Etcd.ClientURL, c.Etcd.TLS = "https://10.0.0.1:2379", tlsFiles
+		}, nil},
+		{"etcd off loopback, insecure", func(c *Config) { c.Etcd.ClientURL, c.Insecure = "http://10.0.0.1:2379", true }, nil},
+		{"directory off loopback, http", func(c *Config) { c.DirectoryURLs = []string{"http://10.0.0.2:2379"} }, ErrInsecure},
+		{"directory off loopback, https", func(c *Config) { c.DirectoryURLs = []string{"https://10.0.0.2:2379"} }, nil},
 		{"bad listen", func(c *Config) { c.Listen = "nope" }, ErrBadConfig},
 		{"bad id", func(c *Config) { c.ID = "Router One" }, ErrBadConfig},
 		{"bad region", func(c *Config) { c.Region = "EU!" }, ErrBadConfig},
@@ -40,7 +62,8 @@ func TestConfigValidateCP(t *testing.T) {
 		{"move below node timeout", func(c *Config) { c.MoveTimeout = time.Second }, ErrBadConfig},
 		{"no node timeout", func(c *Config) { c.NodeTimeout = 0 }, ErrBadConfig},
 		{"forward checked", func(c *Config) { c.Forward.UpstreamTimeout = 0 }, ErrBadConfig},
-		{"global mirrors a region", func(c *Config) { c.Region = "eu"; c.GlobalURLs = []string{"http://g:2379"} }, nil},
+		{"global mirrors a region", func(c *Config) { c.Region = "eu"; c.GlobalURLs = []string{"https://g:2379"} }, nil},
+		{"global across the network without tls", func(c *Config) { c.Region = "eu"; c.GlobalURLs = []string{"http://g:2379"} }, ErrInsecure},
 		{"global without a region", func(c *Config) { c.GlobalURLs = []string{"http://g:2379"} }, ErrBadConfig},
 		{"global and leasing: the region may lease its nodes", func(c *Config) {
 			c.Region, c.GlobalURLs, c.AutoFailover = "eu", []string{"http://g:2379"}, time.Second

@@ -71,6 +71,9 @@ func (c *shardCall) putNode(s *global.Store, name string) (int, any, error) {
 	if err := n.Validate(); err != nil {
 		return 0, nil, err
 	}
+	if err := checkNodeAddr(n.Addr, c.rt.cfg.Insecure); err != nil {
+		return 0, nil, err
+	}
 	ctx := c.r.Context()
 	if s, err = c.rt.own(ctx, s, n.Region); err != nil {
 		return 0, nil, err

@@ -77,6 +77,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg := o.router
 	cfg.Logger = o.log.Logger(stderr)
 	cfg.Etcd.LogLevel = etcdLevel(o.log.Level)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP) // read the TLS files again
+	defer signal.Stop(hup)
+	cfg.Reload = hup
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintln(stderr, "fenec-shard:", err)
 		return 2

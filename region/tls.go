@@ -1,0 +1,209 @@
+package region
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/fenec-go/fenec/global"
+	"github.com/fenec-go/fenec/internal/netx"
+	"github.com/fenec-go/fenec/internal/tlsx"
+)
+
+// etcdFiles are the files of the directory's links: --etcd-cert,
+// --etcd-key and --etcd-ca where given, else the router's own.
+func (c Config) etcdFiles() tlsx.Files {
+	if c.Etcd.TLS != (tlsx.Files{}) {
+		return c.Etcd.TLS
+	}
+	return c.TLS
+}
+
+// embedded reports whether the router runs an etcd member of its own.
+func (c Config) embedded() bool { return c.Directory == nil && len(c.DirectoryURLs) == 0 }
+
+// validateTLS checks the TLS files and --tls-client-auth.
+func (c Config) validateTLS() error {
+	for _, f := range []tlsx.Files{c.TLS, c.Etcd.TLS} {
+		if err := f.Validate(); err != nil {
+			return fmt.Errorf("%w: %w", ErrBadConfig, err)
+		}
+	}
+	switch c.ClientAuth {
+	case ClientAuthNone, "":
+	case ClientAuthAdmin, ClientAuthAll:
+		if !c.TLS.On() || c.TLS.CA == "" {
+			return fmt.Errorf("%w: --tls-client-auth %s needs --tls-cert, --tls-key and --tls-ca (the bundle client certificates are verified against)", ErrBadConfig, c.ClientAuth)
+		}
+	default:
+		return fmt.Errorf("%w: --tls-client-auth %q: want none, admin or all", ErrBadConfig, c.ClientAuth)
+	}
+	return nil
+}
+
+// validateExposure refuses, unless Insecure, a non-loopback listener
+// without a token or TLS, and non-loopback etcd URLs without TLS or, for
+// the embedded member's ports, without client certificates: each
+// refusal names the flags that fix it.
+func (c Config) validateExposure() error {
+	if c.Insecure {
+		return nil
+	}
+	var why []string
+	if !loopbackAddr(c.Listen) {
+		if c.Token == "" {
+			why = append(why, fmt.Sprintf("--listen %s has no token: set --token (or --token-file)", c.Listen))
+		}
+		if !c.TLS.On() {
+			why = append(why, fmt.Sprintf("--listen %s serves no TLS: set --tls-cert and --tls-key (fenec certs makes them)", c.Listen))
+		}
+	}
+	if c.embedded() {
+		ef := c.etcdFiles()
+		for _, u := range []struct{ flag, url string }{{"--etcd-client-url", c.Etcd.ClientURL}, {"--etcd-peer-url", c.Etcd.PeerURL}} {
+			switch {
+			case loopbackURL(u.url):
+			case !strings.HasPrefix(u.url, "https://"):
+				why = append(why, fmt.Sprintf("%s %s is not https://: serve it over TLS (https:// with --etcd-cert and --etcd-key, or --tls-cert and --tls-key)", u.flag, u.url))
+			case ef.CA == "":
+				why = append(why, fmt.Sprintf("%s %s takes any client: set --etcd-ca (or --tls-ca) so that only certificates it verifies reach the directory", u.flag, u.url))
+			}
+		}
+	}
+	for _, l := range []struct {
+		flag string
+		urls []string
+	}{{"--directory", c.DirectoryURLs}, {"--global", c.GlobalURLs}} {
+		for _, u := range l.urls {
+			if !loopbackURL(u) && !strings.HasPrefix(u, "https://") {
+				why = append(why, fmt.Sprintf("%s %s is not https://: reach etcd over TLS (https:// with --etcd-ca, and --etcd-cert and --etcd-key where it asks for a client certificate)", l.flag, u))
+			}
+		}
+	}
+	if len(why) > 0 {
+		return fmt.Errorf("%w: %s", ErrInsecure, strings.Join(why, "; "))
+	}
+	return nil
+}
+
+// checkNodeAddr refuses, unless insecure, a node address off loopback
+// that is not https://: the router would send it the node's admin token
+// and clients' requests, data tokens and all, in clear.
+func checkNodeAddr(addr string, insecure bool) error {
+	if insecure || strings.HasPrefix(addr, "https://") {
+		return nil
+	}
+	u := addr
+	if !strings.Contains(u, "://") {
+		u = "http://" + u
+	}
+	if loopbackURL(u) {
+		return nil
+	}
+	return fmt.Errorf("%w: node address %s is not https://, so its admin token and clients' requests would cross the network in clear: serve the node over TLS (fenec-node --tls-cert, --tls-key) and record it as https://, or start the router with --insecure", ErrBadRequest, addr)
+}
+
+// loopbackURL reports whether u's host names only this machine.
+func loopbackURL(u string) bool {
+	pu, err := url.Parse(u)
+	if err != nil {
+		return false
+	}
+	host := pu.Hostname()
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
+// loadTLS reads the router's TLS files and the directory's (the same
+// Source when they are the same files).
+func (rt *Router) loadTLS() error {
+	var err error
+	if rt.tls, err = tlsx.Load(rt.cfg.TLS, rt.log); err != nil {
+		return fmt.Errorf("tls: %w", err)
+	}
+	rt.etcdTLS = rt.tls
+	if ef := rt.cfg.etcdFiles(); ef != rt.cfg.TLS {
+		if rt.etcdTLS, err = tlsx.Load(ef, rt.log); err != nil {
+			return fmt.Errorf("etcd tls: %w", err)
+		}
+	}
+	rt.cfg.Etcd.TLS = rt.cfg.etcdFiles()
+	rt.cfg.Forward.TLS = rt.tls.Client
+	return nil
+}
+
+// listen wraps ln in TLS when the router serves it.
+func (rt *Router) listen(ln net.Listener) net.Listener {
+	if !rt.cfg.TLS.On() {
+		return ln
+	}
+	return rt.tls.Listen(ln, rt.cfg.ClientAuth == ClientAuthAll)
+}
+
+// secure has tr reach nodes addressed https:// over the router's TLS.
+func (rt *Router) secure(tr *http.Transport) {
+	tr.DialTLSContext = rt.tls.Dialer(netx.Dialer(rt.cfg.Forward.Resolver, 30*time.Second).DialContext)
+}
+
+// etcdOptions has an etcd client of urls speak TLS when any is https://.
+func (rt *Router) etcdOptions(urls []string) []global.EtcdOption {
+	for _, u := range urls {
+		if strings.HasPrefix(u, "https://") {
+			return []global.EtcdOption{global.WithTLS(rt.etcdTLS.Etcd())}
+		}
+	}
+	return nil
+}
+
+// clientCertOK checks, under --tls-client-auth admin, that a /_shard/ or
+// /_metrics call came with a client certificate the router's bundle
+// verified, and answers 403 when it did not.
+func (rt *Router) clientCertOK(w http.ResponseWriter, r *http.Request) bool {
+	if rt.cfg.ClientAuth != ClientAuthAdmin || tlsx.HasClientCert(r) {
+		return true
+	}
+	cpError(w, ErrClientCert)
+	return false
+}
+
+// Reload reads the router's TLS files again now (they are also read
+// whenever they change). On an error the router keeps what it had.
+func (rt *Router) Reload() error {
+	err := rt.tls.Reload()
+	if rt.etcdTLS != rt.tls {
+		if eerr := rt.etcdTLS.Reload(); err == nil {
+			err = eerr
+		}
+	}
+	return err
+}
+
+// reloadLoop reloads on cfg.Reload and watches the TLS files until the
+// router closes.
+func (rt *Router) reloadLoop() {
+	every := rt.cfg.TLSWatch
+	if every <= 0 {
+		every = tlsx.DefaultWatch
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-rt.ctx.Done():
+			return
+		case <-rt.cfg.Reload:
+			if err := rt.Reload(); err != nil {
+				rt.log.Error("reload", "err", err)
+			}
+		case <-t.C:
+			_ = rt.Reload() // a failure is logged once by the source
+		}
+	}
+}

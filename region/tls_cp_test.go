@@ -1,0 +1,147 @@
+package region
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fenec-go/fenec/global"
+	"github.com/fenec-go/fenec/internal/testkit"
+	"github.com/fenec-go/fenec/internal/tlsx"
+	"github.com/fenec-go/fenec/node"
+)
+
+// tlsClient is an HTTP client showing files' certificate (if any) and
+// verifying servers against files' bundle.
+func tlsClient(tb testing.TB, files tlsx.Files) *http.Client {
+	tb.Helper()
+	src := testkit.Source(tb, files)
+	var d net.Dialer
+	tr := &http.Transport{DialTLSContext: src.Dialer(d.DialContext)}
+	tb.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr}
+}
+
+func tlsDo(tb testing.TB, c *http.Client, method, url, token, body string) (int, []byte) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), cpWait)
+	defer cancel()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	res, err := c.Do(req)
+	if err != nil {
+		tb.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, b
+}
+
+// TestRouterAndNodeOverTLS: a router serving HTTPS over an embedded
+// member whose ports are https with client certificates, a node serving
+// HTTPS that takes admin calls only beside a client certificate: the
+// node is recorded https://, a tenant placed, written and read through
+// the router; /_shard/ without a client certificate is refused 403.
+func TestRouterAndNodeOverTLS(t *testing.T) {
+	p := testkit.NewPKI(t, "ca")
+	ncfg := node.DefaultConfig()
+	ncfg.Dir, ncfg.HTTP, ncfg.AdminToken, ncfg.Sync = t.TempDir(), "127.0.0.1:0", cpAdminToken, "off"
+	ncfg.TLS, ncfg.ClientAuth, ncfg.Logger = p.Issue("n1"), node.ClientAuthAdmin, cpLogger()
+	n, err := node.New(ncfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Close() })
+
+	r := startCPRouter(t, func(c *Config) {
+		c.TLS, c.ClientAuth = p.Issue("router"), ClientAuthAdmin
+		c.Etcd.ClientURL, c.Etcd.PeerURL = "https://127.0.0.1:0", "https://127.0.0.1:0"
+	})
+	if !strings.HasPrefix(r.rt.DirectoryURLs()[0], "https://") {
+		t.Fatalf("the member's client url %s", r.rt.DirectoryURLs()[0])
+	}
+	base := "https://" + r.rt.Addr()
+	op := tlsClient(t, p.Issue("operator"))
+
+	st, b := tlsDo(t, op, "PUT", base+"/_shard/nodes/n1", cpRouterToken,
+		`{"addr": "https://`+n.Addr()+`", "token": "`+cpAdminToken+`", "region": "eu"}`)
+	if st != http.StatusCreated {
+		t.Fatalf("record the node over mutual tls: %d %s", st, b)
+	}
+	if st, b := tlsDo(t, op, "PUT", base+"/_shard/tenants/acme", cpRouterToken, `{"node": "n1"}`); st != http.StatusCreated {
+		t.Fatalf("place: %d %s", st, b)
+	}
+	app := tlsClient(t, tlsx.Files{CA: p.Bundle()}) // an application shows no certificate
+	if st, b := tlsDo(t, app, "POST", base+"/t/acme/query", "", `{"query": "create collection c (name text)"}`); st != 200 {
+		t.Fatalf("create through the router: %d %s", st, b)
+	}
+	if st, b := tlsDo(t, app, "POST", base+"/t/acme/c", "", `{"name": "ada"}`); st != 201 {
+		t.Fatalf("write through the router: %d %s", st, b)
+	}
+	if st, b := tlsDo(t, app, "GET", base+"/t/acme/c?count", "", ""); st != 200 || !bytes.Contains(b, []byte(`"count":1`)) {
+		t.Fatalf("read through the router: %d %s", st, b)
+	}
+	// /_shard/ beside the token but without a client certificate: 403.
+	st, b = tlsDo(t, app, "GET", base+"/_shard/nodes", cpRouterToken, "")
+	if st != http.StatusForbidden || !bytes.Contains(b, []byte("client certificate")) {
+		t.Fatalf("/_shard/ without a client certificate: %d %s", st, b)
+	}
+	// The node's admin surface, called without one, refuses too.
+	if st, b := tlsDo(t, app, "GET", "https://"+n.Addr()+"/_admin/stats", cpAdminToken, ""); st != http.StatusForbidden {
+		t.Fatalf("node admin without a client certificate: %d %s", st, b)
+	}
+	// The directory's client port takes no client without a certificate.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if d, err := global.OpenEtcd(ctx, r.rt.DirectoryURLs(), "", global.WithTLS(testkit.Source(t, tlsx.Files{CA: p.Bundle()}).Etcd())); err == nil {
+		d.Close()
+		t.Fatal("the directory served a client with no certificate")
+	}
+}
+
+func TestNodeAddressOffLoopbackMustBeHTTPS(t *testing.T) {
+	for _, tc := range []struct {
+		addr     string
+		insecure bool
+		ok       bool
+	}{
+		{"http://127.0.0.1:7070", false, true},
+		{"127.0.0.1:7070", false, true},
+		{"http://localhost:7070", false, true},
+		{"https://10.0.0.5:7070", false, true},
+		{"http://10.0.0.5:7070", false, false},
+		{"10.0.0.5:7070", false, false},
+		{"http://n1.internal:7070", false, false},
+		{"http://n1.internal:7070", true, true},
+	} {
+		err := checkNodeAddr(tc.addr, tc.insecure)
+		if (err == nil) != tc.ok {
+			t.Errorf("%s insecure=%v: err %v, want ok %v", tc.addr, tc.insecure, err, tc.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "https://") {
+			t.Errorf("%s: refusal %q does not say what to do", tc.addr, err)
+		}
+	}
+	r := startCPRouter(t, nil)
+	st, b := r.shard(t, http.MethodPut, "nodes/n9", map[string]any{"addr": "http://10.0.0.9:7070", "token": "x", "region": "eu"}, nil)
+	if st != http.StatusBadRequest || !bytes.Contains(b, []byte("https://")) {
+		t.Fatalf("a node recorded off loopback in clear: %d %s", st, b)
+	}
+}
