@@ -64,6 +64,7 @@ var commands = []command{
 	{"register", "ROUTER_URL --name N --addr URL [--region R] [--wait D]", "record a node with a router", setupRegister},
 	{"health", "URL [--ready]", "exit 0 when the server at URL answers its health (or readiness) check", setupHealth},
 	{"dev", "[--data DIR] [--listen ADDR]", "a node and a router in this process, for trying fenec", setupDev},
+	{"certs", "[--out DIR] [--days N] NAME[=HOST,HOST...] ...", "a CA, a certificate for each name, and the routers' key, for a test or compose cluster", setupCerts},
 	{"version", "", "print the version", setupVersion},
 }
 
