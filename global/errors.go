@@ -28,6 +28,9 @@ var (
 	// ErrEmbedded is returned when an embedded etcd member cannot start or
 	// stopped with an error.
 	ErrEmbedded = errors.New("embedded etcd")
+	// ErrUntrusted is returned for a node record a router must not use:
+	// its token's seal does not open, or it is held in clear (UsableNode).
+	ErrUntrusted = errors.New("node record not trusted")
 	// ErrHeld is returned when a tenant is held by another operation.
 	ErrHeld = errors.New("tenant held by another operation")
 	// ErrState is returned when a record is not in the state an operation

@@ -112,6 +112,19 @@ var implementations = []struct {
 }{
 	{"memory", openMemory},
 	{"etcd", func(t testing.TB) Directory { return openShared(t) }},
+	// Sealing must be a directory like the others: the suites run over
+	// it too.
+	{"sealing", func(t testing.TB) Directory { return Sealing(openMemory(t), testKeyring(t)) }},
+}
+
+// testKeyring is a keyring of one new key.
+func testKeyring(t testing.TB) *Keyring {
+	t.Helper()
+	k, err := ParseKeyring([]byte(NewKeyText() + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
 }
 
 // forEachDirectory runs fn as a subtest against every implementation.

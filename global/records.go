@@ -124,6 +124,13 @@ type Node struct {
 	Standby bool   `json:"standby,omitempty"`
 	Lease   bool   `json:"lease"`
 	ID      string `json:"id,omitempty"`
+	// Sealed is the token as the directory holds it, sealed under the
+	// routers' key (Sealing). A record read through Sealing has it only
+	// when it did not open: such a record is not used (UsableNode).
+	Sealed string `json:"sealed,omitempty"`
+	// Clear marks a record read through Sealing with a key whose token the
+	// directory holds in clear: not used until it is sealed (UsableNode).
+	Clear bool `json:"clear,omitempty"`
 }
 
 // Validate checks the record.

@@ -81,6 +81,9 @@ func (t *leaseTransport) probe(ctx context.Context, n global.Node) (bool, error)
 
 // do makes one call and reads its answer whole.
 func (t *leaseTransport) do(ctx context.Context, n global.Node, method string, body io.Reader) (int, []byte, error) {
+	if err := global.UsableNode(n); err != nil {
+		return 0, nil, fmt.Errorf("%w: %w", ErrNodeCall, err)
+	}
 	req, err := http.NewRequestWithContext(ctx, method, nodeURL(n.Addr)+"/_admin/lease", body)
 	if err != nil {
 		return 0, nil, fmt.Errorf("%w: %w", ErrNodeCall, err)

@@ -70,7 +70,11 @@ func newMirror(rt *Router) *mirror {
 	m := &mirror{rt: rt, region: rt.cfg.Region, urls: rt.cfg.GlobalURLs, prefix: rt.cfg.Prefix,
 		clock: lease.NewMonoClock(), poke: make(chan struct{}, 1)}
 	m.open = func(ctx context.Context) (global.Directory, error) {
-		return global.OpenEtcd(ctx, m.urls, m.prefix, rt.etcdOptions(m.urls)...)
+		d, err := global.OpenEtcd(ctx, m.urls, m.prefix, rt.etcdOptions(m.urls)...)
+		if err != nil {
+			return nil, err
+		}
+		return global.Sealing(d, rt.keys), nil
 	}
 	return m
 }

@@ -43,9 +43,25 @@ func nodeURL(addr string) string { return wire.BaseURL(addr) }
 
 // admin is the admin API of node n, sending the X-Request-Id of the
 // request that asked (if any) along, and naming the node's id when it is
-// known, so that another node reached at its address refuses the call.
+// known, so that another node reached at its address refuses the call. A
+// record that did not pass the router's check (global.UsableNode) gets a
+// client that sends nothing and fails every call saying why.
 func (c *nodeClient) admin(n global.Node) *wire.AdminClient {
-	return &wire.AdminClient{Base: n.Addr, Token: n.Token, Node: n.ID, HTTP: c.hc, Prepare: prepareAdmin}
+	hc := c.hc
+	if err := global.UsableNode(n); err != nil {
+		hc = &http.Client{Transport: refusedTransport{err}}
+	}
+	return &wire.AdminClient{Base: n.Addr, Token: n.Token, Node: n.ID, HTTP: hc, Prepare: prepareAdmin}
+}
+
+// refusedTransport sends nothing: every request fails with err.
+type refusedTransport struct{ err error }
+
+func (t refusedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Body != nil {
+		_ = req.Body.Close()
+	}
+	return nil, t.err
 }
 
 func prepareAdmin(req *http.Request) {
@@ -149,6 +165,9 @@ func (c *nodeClient) replication(ctx context.Context, n global.Node, t string) (
 // follow has the node's file of t follow the node at from, as the node
 // named as (the name its primary's lease list gives the replica).
 func (c *nodeClient) follow(ctx context.Context, n global.Node, as, t string, from global.Node) error {
+	if err := global.UsableNode(from); err != nil {
+		return fmt.Errorf("%w: the primary to follow: %w", ErrNodeCall, err)
+	}
 	return c.bounded(ctx, func(ctx context.Context) error {
 		_, err := c.admin(n).Follow(ctx, t, wire.Follow{From: nodeURL(from.Addr), As: as})
 		return err

@@ -26,6 +26,9 @@ func (p viewPlacements) Lookup(tenant string) (forward.Target, bool) {
 	if !ok {
 		return forward.Target{}, false
 	}
+	if err := global.UsableNode(n); err != nil {
+		return forward.Target{Node: t.Node, Refused: err}, true
+	}
 	return forward.Target{Node: t.Node, Addr: n.Addr, Token: n.Token}, true
 }
 
@@ -52,7 +55,7 @@ func cutOnFailover(w *global.Watcher, f *forward.Forwarder, log *slog.Logger) fu
 		tg := forward.Target{Node: c.New.Node}
 		if v := w.View(); v != nil {
 			if n, ok := v.Node(c.New.Node); ok {
-				tg.Addr, tg.Token = n.Addr, n.Token
+				tg.Addr, tg.Token, tg.Refused = n.Addr, n.Token, global.UsableNode(n)
 			}
 		}
 		log.Info("cut requests to a failed-over node", "node", from, "tenant", c.Name, "to", tg.Node)

@@ -63,6 +63,8 @@ type Router struct {
 	// calls to nodes); etcdTLS the directory's links' (tls itself unless
 	// --etcd-* names other files). Both reloaded.
 	tls, etcdTLS *tlsx.Source
+	// keys seal node tokens in the directory (nil: held in clear).
+	keys *global.Keyring
 
 	// opMu serialises the changes that must not interleave on the leader:
 	// a placement choosing a node against that node's removal.
@@ -151,6 +153,9 @@ func (rt *Router) start(ctx context.Context) error {
 	if err := rt.loadTLS(); err != nil {
 		return err
 	}
+	if err := rt.loadKeys(); err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", rt.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -188,6 +193,9 @@ func (rt *Router) start(ctx context.Context) error {
 			return err
 		}
 		if leading {
+			if !rt.mirroring() {
+				rt.sealClearNodes(ctx) // a region's copy is sealed as its link writes it
+			}
 			rt.recoverInBackground()
 		}
 	}
@@ -241,14 +249,14 @@ func (rt *Router) serve() {
 func (rt *Router) openDirectory(ctx context.Context) error {
 	switch {
 	case rt.cfg.Directory != nil:
-		rt.dir = rt.cfg.Directory
+		rt.dir = global.Sealing(rt.cfg.Directory, rt.keys)
 		return nil
 	case len(rt.cfg.DirectoryURLs) > 0:
 		d, err := global.OpenEtcd(ctx, rt.cfg.DirectoryURLs, rt.cfg.Prefix, rt.etcdOptions(rt.cfg.DirectoryURLs)...)
 		if err != nil {
 			return fmt.Errorf("open directory: %w", err)
 		}
-		rt.dir, rt.ownDir = d, true
+		rt.dir, rt.ownDir = global.Sealing(d, rt.keys), true
 		return nil
 	}
 	ecfg := rt.cfg.Etcd
@@ -267,7 +275,7 @@ func (rt *Router) openDirectory(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("open directory: %w", err)
 	}
-	rt.dir, rt.ownDir = d, true
+	rt.dir, rt.ownDir = global.Sealing(d, rt.keys), true
 	return nil
 }
 

@@ -59,6 +59,12 @@ type Config struct {
 	// DirectoryURLs are an existing etcd cluster's client URLs; when set,
 	// no member is embedded. --directory (comma-separated).
 	DirectoryURLs []string
+	// DirectoryKeyFile is the routers' key file (--directory-key-file):
+	// node tokens are sealed under its first key in the directory, and
+	// opened with any of its keys (global.Sealing). Every router of a
+	// deployment reads the same file. Required when the directory is off
+	// loopback, unless Insecure.
+	DirectoryKeyFile string
 	// Prefix is where fenec's keys live in etcd (default /fenec/).
 	Prefix string
 	// Directory, if set, is used as the directory as it is (tests); the
@@ -140,6 +146,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.ID, "id", c.ID, "this router's `NAME` in the leader record (default: host name and port)")
 	c.Etcd.AddFlags(fs)
 	fs.Func("directory", "use the existing etcd cluster at `URLS` (comma-separated) instead of embedding one", urlList(&c.DirectoryURLs))
+	fs.StringVar(&c.DirectoryKeyFile, "directory-key-file", c.DirectoryKeyFile, "seal node tokens in the directory under the key in `PATH` (base64 of 32 bytes a line: the first seals, any opens); every router needs the same file")
 	fs.StringVar(&c.Region, "region", c.Region, "serve `REGION` (none: the global tier)")
 	fs.Func("global", "(a region's leading router) mirror the region from the global directory at `URLS` (comma-separated etcd client URLs)", urlList(&c.GlobalURLs))
 	fs.BoolVar(&c.Standby, "standby", c.Standby, "never claim the lead on its own; forward and wait for POST /_shard/promote")

@@ -299,6 +299,9 @@ func (c *shardCall) promote() {
 		c.fail(err)
 	} else {
 		cpJSON(c.w, code, map[string]any{"leader": c.rt.id, "term": term})
+		if !c.rt.mirroring() {
+			c.rt.wg.Go(func() { c.rt.sealClearNodes(c.rt.ctx) })
+		}
 		c.rt.recoverInBackground()
 	}
 	if aerr := c.rt.audit.record(c.rt.auditOf(c.r, "promote", "", "", err, code)); aerr != nil {

@@ -41,15 +41,22 @@ func TestConfigValidateCP(t *testing.T) {
 		}, ErrInsecure},
 		{"etcd urls off loopback, https with ca", func(c *Config) {
 			c.Etcd.ClientURL, c.Etcd.PeerURL, c.TLS = "https://10.0.0.1:2379", "https://10.0.0.1:2380", tlsFiles
+			c.DirectoryKeyFile = "k"
 		}, nil},
+		{"etcd urls off loopback, no key", func(c *Config) {
+			c.Etcd.ClientURL, c.Etcd.PeerURL, c.TLS = "https://10.0.0.1:2379", "https://10.0.0.1:2380", tlsFiles
+		}, ErrInsecure},
 		{"etcd peer url off loopback, http", func(c *Config) { c.Etcd.PeerURL = "http://10.0.0.1:2380" }, ErrInsecure},
 		{"etcd https without files", func(c *Config) { c.Etcd.ClientURL = "https://127.0.0.1:2379" }, ErrBadConfig},
 		{"etcd files of their own", func(c *Config) {
-			c.Etcd.ClientURL, c.Etcd.TLS = "https://10.0.0.1:2379", tlsFiles
+			c.Etcd.ClientURL, c.Etcd.TLS, c.DirectoryKeyFile = "https://10.0.0.1:2379", tlsFiles, "k"
 		}, nil},
 		{"etcd off loopback, insecure", func(c *Config) { c.Etcd.ClientURL, c.Insecure = "http://10.0.0.1:2379", true }, nil},
 		{"directory off loopback, http", func(c *Config) { c.DirectoryURLs = []string{"http://10.0.0.2:2379"} }, ErrInsecure},
-		{"directory off loopback, https", func(c *Config) { c.DirectoryURLs = []string{"https://10.0.0.2:2379"} }, nil},
+		{"directory off loopback, https", func(c *Config) {
+			c.DirectoryURLs, c.DirectoryKeyFile = []string{"https://10.0.0.2:2379"}, "k"
+		}, nil},
+		{"directory off loopback, no key", func(c *Config) { c.DirectoryURLs = []string{"https://10.0.0.2:2379"} }, ErrInsecure},
 		{"bad listen", func(c *Config) { c.Listen = "nope" }, ErrBadConfig},
 		{"bad id", func(c *Config) { c.ID = "Router One" }, ErrBadConfig},
 		{"bad region", func(c *Config) { c.Region = "EU!" }, ErrBadConfig},
@@ -62,7 +69,9 @@ func TestConfigValidateCP(t *testing.T) {
 		{"move below node timeout", func(c *Config) { c.MoveTimeout = time.Second }, ErrBadConfig},
 		{"no node timeout", func(c *Config) { c.NodeTimeout = 0 }, ErrBadConfig},
 		{"forward checked", func(c *Config) { c.Forward.UpstreamTimeout = 0 }, ErrBadConfig},
-		{"global mirrors a region", func(c *Config) { c.Region = "eu"; c.GlobalURLs = []string{"https://g:2379"} }, nil},
+		{"global mirrors a region", func(c *Config) {
+			c.Region, c.GlobalURLs, c.DirectoryKeyFile = "eu", []string{"https://g:2379"}, "k"
+		}, nil},
 		{"global across the network without tls", func(c *Config) { c.Region = "eu"; c.GlobalURLs = []string{"http://g:2379"} }, ErrInsecure},
 		{"global without a region", func(c *Config) { c.GlobalURLs = []string{"http://g:2379"} }, ErrBadConfig},
 		{"global and leasing: the region may lease its nodes", func(c *Config) {

@@ -1,6 +1,7 @@
 package region
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -84,10 +85,28 @@ func (c Config) validateExposure() error {
 			}
 		}
 	}
+	if c.DirectoryKeyFile == "" && c.directoryOffLoopback() {
+		why = append(why, "the directory is reachable off loopback and would hold node tokens in clear: set --directory-key-file (fenec certs makes one)")
+	}
 	if len(why) > 0 {
 		return fmt.Errorf("%w: %s", ErrInsecure, strings.Join(why, "; "))
 	}
 	return nil
+}
+
+// directoryOffLoopback reports whether the directory the router uses or
+// mirrors from is reached, or served, off loopback.
+func (c Config) directoryOffLoopback() bool {
+	urls := append(append([]string{}, c.DirectoryURLs...), c.GlobalURLs...)
+	if c.embedded() {
+		urls = append(urls, c.Etcd.ClientURL, c.Etcd.PeerURL)
+	}
+	for _, u := range urls {
+		if !loopbackURL(u) {
+			return true
+		}
+	}
+	return false
 }
 
 // checkNodeAddr refuses, unless insecure, a node address off loopback
@@ -119,6 +138,48 @@ func loopbackURL(u string) bool {
 	}
 	ip, err := netip.ParseAddr(host)
 	return err == nil && ip.IsLoopback()
+}
+
+// loadKeys reads the routers' key file, if one is configured.
+func (rt *Router) loadKeys() error {
+	if rt.cfg.DirectoryKeyFile == "" {
+		return nil
+	}
+	k, err := global.LoadKeyring(rt.cfg.DirectoryKeyFile)
+	if err != nil {
+		return err
+	}
+	rt.keys = k
+	return nil
+}
+
+// sealClearNodes seals, as this router takes the lead with a key, every
+// node record the directory holds in clear (written before tokens were
+// sealed, or by a router without the key): the record is written again
+// as it is, which seals it. Until then no router with the key uses it.
+func (rt *Router) sealClearNodes(ctx context.Context) {
+	if rt.keys == nil {
+		return
+	}
+	s, err := rt.lead.changes(ctx)
+	if err != nil {
+		return
+	}
+	nodes, _, err := s.ListNodes(ctx)
+	if err != nil {
+		rt.log.Error("seal node tokens", "err", err)
+		return
+	}
+	for name, n := range nodes {
+		if !n.Value.Clear {
+			continue
+		}
+		if _, err := s.Txn().PutNode(name, n.Rev, n.Value).Commit(ctx); err != nil {
+			rt.log.Error("seal node token", "node", name, "err", err)
+			continue
+		}
+		rt.log.Info("sealed a node token the directory held in clear", "node", name)
+	}
 }
 
 // loadTLS reads the router's TLS files and the directory's (the same

@@ -12,13 +12,16 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fenec-go/fenec/global"
 	"github.com/fenec-go/fenec/internal/tlsx"
 )
 
-// setupCerts is `fenec certs`: it makes what a test or compose cluster speaks TLS with, in one
-// command: a CA (kept, and reused by a later run to issue more), and for
-// each NAME a certificate and key, valid both to serve and as a client
-// certificate, naming NAME and the hosts given with it.
+// setupCerts is `fenec certs`: it makes what a test or compose cluster
+// speaks TLS with, in one command: a CA (kept, and reused by a later run
+// to issue more), for each NAME a certificate and key, valid both to
+// serve and as a client certificate, naming NAME and the hosts given with
+// it, and the routers' key node tokens are sealed under in the directory
+// (kept too).
 func setupCerts(fset *flag.FlagSet, e *env) runFunc {
 	out := fset.String("out", "certs", "write the files into `DIR` (created; an existing CA and key in it are reused)")
 	days := fset.Int("days", 365, "the certificates' validity in `DAYS`")
@@ -49,6 +52,16 @@ func makeCerts(stdout io.Writer, out string, days, caDays int, loopback bool, na
 		fmt.Fprintf(stdout, "CA        %s (its key %s: keep it off the cluster's machines)\n", filepath.Join(out, "ca.pem"), filepath.Join(out, "ca-key.pem"))
 	} else {
 		fmt.Fprintf(stdout, "CA        %s (reused)\n", filepath.Join(out, "ca.pem"))
+	}
+	keyPath := filepath.Join(out, "directory.key")
+	switch _, err := os.Stat(keyPath); {
+	case errors.Is(err, fs.ErrNotExist):
+		if err := tlsx.WriteFile(keyPath, []byte(global.NewKeyText()+"\n"), 0o600); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "key       %s (fenec-shard --directory-key-file: every router needs it)\n", keyPath)
+	case err != nil:
+		return err
 	}
 	for _, arg := range names {
 		name, hosts := splitCertArg(arg, loopback)

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/fenec-go/fenec/global"
 )
 
 // verifyIssued checks dir/name.pem chains to dir/ca.pem and names host.
@@ -54,7 +56,11 @@ func TestCertsMakesACAAndCertificates(t *testing.T) {
 	if err := verifyIssued(t, dir, "n1", "n2"); err == nil {
 		t.Error("n1's certificate names n2")
 	}
-	for _, f := range []string{"ca-key.pem", "n1-key.pem"} {
+	if _, err := global.LoadKeyring(filepath.Join(dir, "directory.key")); err != nil {
+		t.Errorf("directory.key: %v", err)
+	}
+	key, _ := os.ReadFile(filepath.Join(dir, "directory.key"))
+	for _, f := range []string{"ca-key.pem", "n1-key.pem", "directory.key"} {
 		st, err := os.Stat(filepath.Join(dir, f))
 		if err != nil || st.Mode().Perm() != 0o600 {
 			t.Errorf("%s: mode %v, err %v; want 0600", f, st.Mode().Perm(), err)
@@ -68,6 +74,9 @@ func TestCertsMakesACAAndCertificates(t *testing.T) {
 	}
 	if again, _ := os.ReadFile(filepath.Join(dir, "ca.pem")); string(again) != string(ca) {
 		t.Fatal("the second run replaced the CA")
+	}
+	if again, _ := os.ReadFile(filepath.Join(dir, "directory.key")); string(again) != string(key) {
+		t.Fatal("the second run replaced the routers' key")
 	}
 	if err := verifyIssued(t, dir, "n2", "n2"); err != nil {
 		t.Fatal(err)

@@ -19,6 +19,9 @@ var (
 	ErrBodyStalled = errors.New("request body stopped arriving: send it again, with no pause longer than the router's --body-timeout between its bytes")
 	// ErrBodyRead: the client's body could not be read whole.
 	ErrBodyRead = errors.New("read request body")
+	// ErrUntrustedNode: the directory's record of the tenant's node did
+	// not pass the router's check (Target.Refused).
+	ErrUntrustedNode = errors.New("the directory's record of this tenant's node did not pass this router's check (its sealed token does not open here, or is held in clear), so nothing was sent to it: the router's log says which; record the node again with PUT /_shard/nodes/<node>")
 	// ErrUnreachable: the node refused the connection or could not be reached.
 	ErrUnreachable = errors.New("node unreachable; retry, and if the node is gone, fail it over with POST /_shard/nodes/<node>/failover")
 	// ErrMayHaveRun: a write was sent whole and its connection ended before

@@ -30,6 +30,10 @@ type Target struct {
 	// so the node counts a client's bad tokens against that client and
 	// not against the router; "" sends neither.
 	Token string
+	// Refused, when set, says why the node's record must not be used (its
+	// token's seal did not open): nothing is sent there, and the request
+	// is answered 502 (ErrUntrustedNode).
+	Refused error
 }
 
 // Placements is the forwarder's view of the directory. The control plane
@@ -287,16 +291,17 @@ func (x *exchange) classify() {
 type result uint8
 
 const (
-	resDone     result = iota // answered; code says how
-	resGone                   // the client went away
-	resCut                    // cut by a failover: resend to the new target
-	resCutFail                // cut after a non-replayable write was sent whole
-	resRedirect               // the tenant is placed elsewhere now
-	resUnsent                 // failed before it was wholly sent
-	resNoAnswer               // sent whole; the connection ended before an answer
-	resDialFail               // the node refused or could not be reached
-	resTimeout                // the upstream timeout passed
-	resRefused                // 503 Fenec-Refused: lease; nothing ran
+	resDone      result = iota // answered; code says how
+	resGone                    // the client went away
+	resCut                     // cut by a failover: resend to the new target
+	resCutFail                 // cut after a non-replayable write was sent whole
+	resRedirect                // the tenant is placed elsewhere now
+	resUnsent                  // failed before it was wholly sent
+	resNoAnswer                // sent whole; the connection ended before an answer
+	resDialFail                // the node refused or could not be reached
+	resTimeout                 // the upstream timeout passed
+	resRefused                 // 503 Fenec-Refused: lease; nothing ran
+	resUntrusted               // the node's record is not to be used (Target.Refused)
 )
 
 // forward runs attempts until one answers or the rules say stop, and
@@ -319,6 +324,8 @@ func (f *Forwarder) forward(w http.ResponseWriter, x *exchange, tgt Target) int 
 		case resCutFail:
 			f.metrics.cut(CutFailed502)
 			return writeError(w, ErrMayHaveRun, true)
+		case resUntrusted:
+			return writeError(w, ErrUntrustedNode, x.sentWhole && !x.replayable)
 		case resRefused:
 			if !f.afterRefusal(x, tgt, &ls) {
 				return statusClient
@@ -378,6 +385,10 @@ func (f *Forwarder) afterFailure(x *exchange, res result, tgt Target, rs *retryS
 // attempt sends the request once to tgt and, if an answer comes, passes it
 // back. next is where a cut or a redirect sends it.
 func (f *Forwarder) attempt(w http.ResponseWriter, x *exchange, tgt Target, fresh, intercept bool) (res result, code int, next Target) {
+	if tgt.Refused != nil {
+		f.log.Warn("node record not used", "node", tgt.Node, "err", tgt.Refused)
+		return resUntrusted, 0, next
+	}
 	p := f.pools.get(tgt.Node, dialAddr(tgt.Addr))
 	fl := &x.fl
 	fl.begin(x.tenant)

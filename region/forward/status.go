@@ -28,6 +28,7 @@ var forwardStatus = func() map[error]*errorAnswer {
 		ErrBodyRead:        {code: http.StatusBadRequest},
 		ErrBodyStalled:     {code: http.StatusRequestTimeout},
 		ErrUnreachable:     {code: http.StatusBadGateway},
+		ErrUntrustedNode:   {code: http.StatusBadGateway},
 		ErrMayHaveRun:      {code: http.StatusBadGateway},
 		ErrUpstreamTimeout: {code: http.StatusBadGateway},
 		ErrBadAnswer:       {code: http.StatusBadGateway},
