@@ -29,6 +29,7 @@ const ReadyWait = 60 * time.Second
 type Cluster struct {
 	tb  testing.TB
 	dir string // logs and data of every process
+	tls *PKI   // nil: plain HTTP everywhere (UseTLS)
 }
 
 // New makes an empty cluster whose files live in a temp dir of tb.
@@ -48,6 +49,7 @@ type Node struct {
 	DataDir string
 	port    int
 	proxy   *proxy.Proxy
+	c       *Cluster
 }
 
 // NodeOptions adjusts a node.
@@ -61,15 +63,16 @@ type NodeOptions struct {
 func (c *Cluster) StartNode(name string, o NodeOptions) *Node {
 	c.tb.Helper()
 	port := FreePorts(c.tb, 1)[0]
-	n := &Node{Name: name, DataDir: c.dir + "/" + name, port: port}
+	n := &Node{Name: name, DataDir: c.dir + "/" + name, port: port, c: c}
 	n.proxy = proxy.New(c.tb, n.Direct())
 	args := append([]string{
 		"--dir", n.DataDir,
 		"--http", n.Direct(),
 		"--admin-token", AdminToken,
-	}, o.Args...)
+	}, c.nodeTLSArgs(name)...)
+	args = append(args, o.Args...)
 	n.Proc = StartProc(c.tb, c.dir, name, Bins().Node, args...)
-	WaitHealthy(c.tb, n.Proc, "http://"+n.Direct()+"/_health")
+	c.waitHealthy(n.Proc, n.DirectURL()+"/_health")
 	return n
 }
 
@@ -80,7 +83,10 @@ func (n *Node) Direct() string { return "127.0.0.1:" + strconv.Itoa(n.port) }
 func (n *Node) Addr() string { return n.proxy.Addr() }
 
 // URL is the node's URL through its proxy.
-func (n *Node) URL() string { return "http://" + n.Addr() }
+func (n *Node) URL() string { return n.c.scheme() + n.Addr() }
+
+// DirectURL is the node's own URL, bypassing its proxy.
+func (n *Node) DirectURL() string { return n.c.scheme() + n.Direct() }
 
 // Cut stops every byte between the node and everyone going through its
 // proxy, closing nothing.
@@ -96,18 +102,18 @@ func (n *Node) ResetConns() { n.proxy.Reset() }
 func (n *Node) Restart() {
 	n.tb.Helper()
 	n.Proc.Restart()
-	WaitHealthy(n.tb, n.Proc, "http://"+n.Direct()+"/_health")
+	n.c.waitHealthy(n.Proc, n.DirectURL()+"/_health")
 }
 
 // Admin is a client of the node's /_admin/ (directly, not via the proxy).
-func (n *Node) Admin() *Client { return NewClient(n.tb, "http://"+n.Direct(), AdminToken) }
+func (n *Node) Admin() *Client { return n.c.NewClient(n.DirectURL(), AdminToken) }
 
 // AdminAPI is the node's admin API's typed client (directly, not via the
 // proxy), its connections closed at cleanup.
 func (n *Node) AdminAPI() *wire.AdminClient {
-	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+	hc := &http.Client{Transport: n.c.transport(4)}
 	n.tb.Cleanup(hc.CloseIdleConnections)
-	return &wire.AdminClient{Base: "http://" + n.Direct(), Token: AdminToken, HTTP: hc}
+	return &wire.AdminClient{Base: n.DirectURL(), Token: AdminToken, HTTP: hc}
 }
 
 // Router is a fenec-shard process with its own embedded etcd member.
@@ -117,6 +123,7 @@ type Router struct {
 	DataDir string
 	port    int
 	etcdURL string // the embedded member's client URL ("" with Directory)
+	c       *Cluster
 }
 
 // RouterOptions adjusts a router.
@@ -169,21 +176,22 @@ func (c *Cluster) StartRouter(name string, o RouterOptions) *Router {
 	if o.Member != nil {
 		ports = []int{o.Member.Listen, o.Member.Client, o.Member.Peer}
 	}
-	r := &Router{Name: name, DataDir: c.dir + "/" + name, port: ports[0]}
+	r := &Router{Name: name, DataDir: c.dir + "/" + name, port: ports[0], c: c}
 	args := []string{"--listen", r.Addr(), "--token", RouterToken, "--id", name}
 	if o.Directory != "" {
 		args = append(args, "--directory", o.Directory)
 	} else {
-		r.etcdURL = "http://127.0.0.1:" + strconv.Itoa(ports[1])
+		r.etcdURL = c.scheme() + "127.0.0.1:" + strconv.Itoa(ports[1])
 		args = append(args,
 			"--etcd-dir", r.DataDir,
 			"--etcd-name", name,
 			"--etcd-client-url", r.etcdURL,
-			"--etcd-peer-url", "http://127.0.0.1:"+strconv.Itoa(ports[2]))
+			"--etcd-peer-url", c.scheme()+"127.0.0.1:"+strconv.Itoa(ports[2]))
 		if o.Member != nil {
 			args = append(args, "--etcd-initial-cluster", o.Member.InitialCluster)
 		}
 	}
+	args = append(args, c.routerTLSArgs(name)...)
 	args = append(args, o.Args...)
 	r.Proc = StartProc(c.tb, c.dir, name, Bins().Shard, args...)
 	if !o.NoWait {
@@ -195,7 +203,7 @@ func (c *Cluster) StartRouter(name string, o RouterOptions) *Router {
 // WaitHealthy waits for the router's health check.
 func (r *Router) WaitHealthy() {
 	r.tb.Helper()
-	WaitHealthy(r.tb, r.Proc, r.URL()+"/_health")
+	r.c.waitHealthy(r.Proc, r.URL()+"/_health")
 }
 
 // Addr is the router's host:port.
@@ -206,17 +214,17 @@ func (r *Router) Addr() string { return "127.0.0.1:" + strconv.Itoa(r.port) }
 func (r *Router) EtcdURL() string { return r.etcdURL }
 
 // URL is the router's base URL.
-func (r *Router) URL() string { return "http://" + r.Addr() }
+func (r *Router) URL() string { return r.c.scheme() + r.Addr() }
 
 // Client is a client of the router holding its token.
-func (r *Router) Client() *Client { return NewClient(r.tb, r.URL(), RouterToken) }
+func (r *Router) Client() *Client { return r.c.NewClient(r.URL(), RouterToken) }
 
 // Restart starts the router again on the same ports and data and waits
 // for it.
 func (r *Router) Restart() {
 	r.tb.Helper()
 	r.Proc.Restart()
-	WaitHealthy(r.tb, r.Proc, r.URL()+"/_health")
+	r.c.waitHealthy(r.Proc, r.URL()+"/_health")
 }
 
 // Register records n with r (PUT /_shard/nodes/<name>) in region "local",
@@ -245,7 +253,11 @@ func (r *Router) Place(tenant string, n *Node) {
 // first or ReadyWait passes.
 func WaitHealthy(tb testing.TB, p *Proc, url string) {
 	tb.Helper()
-	hc := &http.Client{Timeout: 2 * time.Second}
+	waitHealthy(tb, p, url, &http.Client{Timeout: 2 * time.Second})
+}
+
+func waitHealthy(tb testing.TB, p *Proc, url string, hc *http.Client) {
+	tb.Helper()
 	defer hc.CloseIdleConnections()
 	Eventually(tb, ReadyWait, func() error {
 		select {

@@ -163,6 +163,14 @@ func (p *Proc) Stop() {
 	}
 }
 
+// Hangup sends SIGHUP: fenec's processes read their TLS files again.
+func (p *Proc) Hangup() {
+	p.tb.Helper()
+	if !p.signal(syscall.SIGHUP) {
+		p.tb.Fatalf("hangup %s: not running", p.name)
+	}
+}
+
 // Pause stops the process with SIGSTOP: it holds its sockets and answers
 // nothing, as a machine frozen would.
 func (p *Proc) Pause() {
