@@ -18,7 +18,6 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -39,6 +38,7 @@ type config struct {
 	moveDocs, dims   int
 	out              string
 	nginx            string
+	tls              bool
 }
 
 func main() {
@@ -49,6 +49,7 @@ func main() {
 	flag.IntVar(&cfg.dims, "dims", 128, "dimensions of the moved tenant's vectors")
 	flag.StringVar(&cfg.out, "out", "bench/shard.txt", "file the table is written to")
 	flag.StringVar(&cfg.nginx, "nginx", "nginx", "nginx binary (none: skip nginx)")
+	flag.BoolVar(&cfg.tls, "tls", true, "also measure every link under TLS, and a fresh connection's handshake")
 	flag.Parse()
 	if err := run(cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "shard bench:", err)
@@ -109,8 +110,15 @@ func run(cfg config) error {
 	fmt.Fprintf(&out, "one keep-alive client per target; %d requests after %d of warm-up, per target and kind, in turns of 500\n", cfg.requests, cfg.warmup)
 	fmt.Fprintln(&out, nginxNote)
 	fmt.Fprintln(&out)
-	if err := latencyTable(&out, cfg, targets); err != nil {
+	plain, err := latencyTable(&out, cfg, targets)
+	if err != nil {
 		return err
+	}
+	if cfg.tls {
+		fmt.Fprintln(&out)
+		if err := tlsBench(&out, cfg, dir, log, n1, plain); err != nil {
+			return err
+		}
 	}
 	if cfg.moveDocs > 0 {
 		fmt.Fprintln(&out)
@@ -183,18 +191,21 @@ var kinds = []kind{
 // latencyTable measures every kind on every target, in turns of 500 so
 // that a noisy moment falls on all of them, and prints percentiles and
 // ratios to the node.
-func latencyTable(w io.Writer, cfg config, targets []target) error {
+func latencyTable(w io.Writer, cfg config, targets []target) ([][]time.Duration, error) {
 	for i := range targets {
-		targets[i].c = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1, DisableCompression: true}}
+		if targets[i].c == nil {
+			targets[i].c = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1, DisableCompression: true}}
+		}
 		defer targets[i].c.CloseIdleConnections()
 	}
+	p50s := make([][]time.Duration, len(kinds))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "request\tvia\tp50 µs\tp95 µs\tp99 µs\tp50 ×node\tp99 ×node\t")
-	for _, k := range kinds {
+	for ki, k := range kinds {
 		lat := make([][]time.Duration, len(targets))
 		for ti, t := range targets {
 			if _, err := measure(t, k, 0, cfg.warmup); err != nil {
-				return err
+				return nil, err
 			}
 			lat[ti] = make([]time.Duration, 0, cfg.requests)
 			_ = ti
@@ -204,7 +215,7 @@ func latencyTable(w io.Writer, cfg config, targets []target) error {
 			for ti, t := range targets {
 				d, err := measure(t, k, cfg.warmup+done, step)
 				if err != nil {
-					return err
+					return nil, err
 				}
 				lat[ti] = append(lat[ti], d...)
 			}
@@ -213,11 +224,12 @@ func latencyTable(w io.Writer, cfg config, targets []target) error {
 		base := percentiles(lat[0])
 		for ti, t := range targets {
 			p := percentiles(lat[ti])
+			p50s[ki] = append(p50s[ki], p[0])
 			fmt.Fprintf(tw, "%s\t%s\t%.1f\t%.1f\t%.1f\t%.2f\t%.2f\t\n", k.name, t.name,
 				us(p[0]), us(p[1]), us(p[2]), float64(p[0])/float64(base[0]), float64(p[2])/float64(base[2]))
 		}
 	}
-	return tw.Flush()
+	return p50s, tw.Flush()
 }
 
 // measure sends n requests of kind k to t one after another and returns
@@ -418,74 +430,17 @@ type nginxProc struct {
 // startNginx runs nginx with a plain reverse-proxy configuration to
 // upstream (host:port), waiting until it answers.
 func startNginx(bin, dir, upstream string) (*nginxProc, error) {
-	if bin == "none" {
-		return nil, errors.New("skipped (-nginx none)")
-	}
-	path, err := exec.LookPath(bin)
-	if err != nil {
-		return nil, fmt.Errorf("%s not found (make shard-bench installs Debian's nginx)", bin)
-	}
-	ver, _ := exec.Command(path, "-v").CombinedOutput()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
-		return nil, err
-	}
-	conf := fmt.Sprintf(`worker_processes 1;
-daemon off;
-pid %[1]s/nginx.pid;
-error_log %[1]s/logs/error.log warn;
-events { worker_connections 1024; }
-http {
-	access_log off;
-	client_body_temp_path %[1]s/body;
-	proxy_temp_path %[1]s/proxy;
-	fastcgi_temp_path %[1]s/fastcgi;
-	uwsgi_temp_path %[1]s/uwsgi;
-	scgi_temp_path %[1]s/scgi;
-	upstream node { server %[2]s; keepalive 16; }
+	return runNginx(bin, dir, "http://", fmt.Sprintf(`
+	upstream node { server %s; keepalive 16; }
 	server {
-		listen %[3]s;
+		listen %%[1]s;
 		location / {
 			proxy_pass http://node;
 			proxy_http_version 1.1;
 			proxy_set_header Connection "";
 			proxy_buffering off;
 		}
-	}
-}
-`, dir, upstream, addr)
-	cf := filepath.Join(dir, "nginx.conf")
-	if err := os.WriteFile(cf, []byte(conf), 0o644); err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(path, "-e", filepath.Join(dir, "logs", "error.log"), "-p", dir, "-c", cf)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	ng := &nginxProc{cmd: cmd, base: "http://" + addr, version: strings.TrimSpace(strings.TrimPrefix(string(ver), "nginx version: "))}
-	hc := &http.Client{Timeout: time.Second}
-	defer hc.CloseIdleConnections()
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		res, err := hc.Get(ng.base + "/_health")
-		if err == nil {
-			res.Body.Close()
-			if res.StatusCode == 200 {
-				return ng, nil
-			}
-		}
-		if time.Now().After(deadline) {
-			ng.stop()
-			return nil, fmt.Errorf("nginx did not answer: %v %s", err, stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	}`, upstream), &http.Client{})
 }
 
 func (n *nginxProc) stop() {
