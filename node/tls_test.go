@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"errors"
 	"log/slog"
 	"net"
 	"net/http"
@@ -210,5 +211,46 @@ func TestNodeReloadsRotatedCertificate(t *testing.T) {
 	})
 	if before == leaf.Cert.SerialNumber.String() {
 		t.Fatal("the reissued certificate has the old serial")
+	}
+}
+
+// TestSilentHandshakesHoldOffNobody: clients that connect to a TLS node
+// and never say hello (or hang up half way through theirs) hold off no
+// one else, and each silent one is cut after the header bound.
+func TestSilentHandshakesHoldOffNobody(t *testing.T) {
+	p := testkit.NewPKI(t, "ca")
+	n := startNode(t, withTLS(p.Issue("n1"), ClientAuthAdmin))
+	var silent []net.Conn
+	for range 20 {
+		c, err := net.Dial("tcp", n.s.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		silent = append(silent, c)
+	}
+	defer func() {
+		for _, c := range silent {
+			c.Close()
+		}
+	}()
+	// Half a hello, then gone.
+	for range 5 {
+		c, err := net.Dial("tcp", n.s.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = c.Write([]byte{0x16, 0x03, 0x01, 0x02, 0x00, 0x01})
+		c.Close()
+	}
+	overTLS(t, n, p.Issue("router"))
+	n.mkTenant("a")
+	if r := n.admin("GET", "stats", ""); r.Status != 200 {
+		t.Fatalf("served beside silent handshakes: %d %s", r.Status, r.Body)
+	}
+	// A silent one is closed by the node within the bound on a header
+	// (10 s); 30 s is a bound on a hang.
+	_ = silent[0].SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, err := silent[0].Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("a silent handshake was not cut: %v", err)
 	}
 }
