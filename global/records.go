@@ -131,6 +131,10 @@ type Node struct {
 	// Clear marks a record read through Sealing with a key whose token the
 	// directory holds in clear: not used until it is sealed (UsableNode).
 	Clear bool `json:"clear,omitempty"`
+	// Rekey marks a record read through Sealing whose token opened under
+	// a key other than the first: usable, and sealed again under the first
+	// when the leading router starts (a key rotation).
+	Rekey bool `json:"rekey,omitempty"`
 }
 
 // Validate checks the record.

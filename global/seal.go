@@ -131,30 +131,36 @@ func (k *Keyring) Seal(name, addr, id, token string) string {
 // Open opens a token Seal sealed for the same name, address and id; any
 // other record, or a key not in the ring, does not open.
 func (k *Keyring) Open(name, addr, id, sealed string) (string, error) {
+	token, _, err := k.open(name, addr, id, sealed)
+	return token, err
+}
+
+// open is Open, also saying which of the ring's keys opened it.
+func (k *Keyring) open(name, addr, id, sealed string) (string, int, error) {
 	enc, ok := strings.CutPrefix(sealed, sealVersion)
 	if !ok {
-		return "", errors.New("not a sealed token of a version this router knows")
+		return "", 0, errors.New("not a sealed token of a version this router knows")
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(enc)
 	if err != nil || len(raw) < keyIDLen {
-		return "", errors.New("sealed token is not well formed")
+		return "", 0, errors.New("sealed token is not well formed")
 	}
-	for _, key := range k.keys {
+	for i, key := range k.keys {
 		if !bytes.Equal(raw[:keyIDLen], key.id[:]) {
 			continue
 		}
 		rest := raw[keyIDLen:]
 		ns := key.aead.NonceSize()
 		if len(rest) < ns {
-			return "", errors.New("sealed token is not well formed")
+			return "", 0, errors.New("sealed token is not well formed")
 		}
 		plain, err := key.aead.Open(nil, rest[:ns], rest[ns:], sealAD(name, addr, id))
 		if err != nil {
-			return "", errors.New("sealed token does not open for this record: it was changed outside fenec")
+			return "", 0, errors.New("sealed token does not open for this record: it was changed outside fenec")
 		}
-		return string(plain), nil
+		return string(plain), i, nil
 	}
-	return "", errors.New("sealed under a key this router does not hold")
+	return "", 0, errors.New("sealed under a key this router does not hold")
 }
 
 // Sealing wraps d so that node records are written with their tokens
@@ -250,6 +256,7 @@ func (s *sealing) seal(key string, value []byte) []byte {
 		return value
 	}
 	delete(m, "clear")
+	delete(m, "rekey")
 	if fields.Token != "" {
 		delete(m, "token")
 		m["sealed"], _ = json.Marshal(s.k.Seal(name, fields.Addr, fields.ID, fields.Token))
@@ -261,8 +268,9 @@ func (s *sealing) seal(key string, value []byte) []byte {
 	return b
 }
 
-// open rewrites a node record's "sealed" as "token" where it opens, and
-// marks a token held in clear with "clear" (with a keyring).
+// open rewrites a node record's "sealed" as "token" where it opens (and
+// marks one sealed under a key after the first with "rekey"), and marks a
+// token held in clear with "clear" (with a keyring).
 func (s *sealing) open(key string, value []byte) []byte {
 	name, ok := nodeName(key)
 	if !ok || s.k == nil {
@@ -274,12 +282,15 @@ func (s *sealing) open(key string, value []byte) []byte {
 	}
 	switch {
 	case fields.Sealed != "":
-		token, err := s.k.Open(name, fields.Addr, fields.ID, fields.Sealed)
+		token, key, err := s.k.open(name, fields.Addr, fields.ID, fields.Sealed)
 		if err != nil {
 			return value // left sealed: not used
 		}
 		delete(m, "sealed")
 		m["token"], _ = json.Marshal(token)
+		if key > 0 {
+			m["rekey"] = json.RawMessage("true")
+		}
 	case fields.Token != "":
 		m["clear"] = json.RawMessage("true")
 	default:

@@ -141,3 +141,41 @@ func TestKeyedRouterRefusesClearRecords(t *testing.T) {
 		t.Fatalf("a record in clear under a keyed router: %d %s", st, body)
 	}
 }
+
+// TestKeyRotationResealsAtStart: a key file with a new key first and the
+// old one after opens what the old sealed, and the leading router seals
+// every record again under the new key as it starts; a router holding
+// only the new key then uses them.
+func TestKeyRotationResealsAtStart(t *testing.T) {
+	mem := global.NewMemory()
+	t.Cleanup(func() { mem.Close() })
+	n1 := startCPNode(t)
+	oldKey, newKey := global.NewKeyText(), global.NewKeyText()
+	write := func(lines ...string) string {
+		path := filepath.Join(t.TempDir(), "directory.key")
+		if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	first := startCPRouter(t, func(c *Config) { c.Directory, c.DirectoryKeyFile, c.ID = mem, write(oldKey), "r1" })
+	first.addNode(t, "n1", n1)
+	first.place(t, "acme", "n1")
+	first.mustQuery(t, "acme", "create collection c (name text)")
+	sealedOld := rawNode(t, mem, "n1")
+	if err := first.rt.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	rotated := startCPRouter(t, func(c *Config) { c.Directory, c.DirectoryKeyFile, c.ID = mem, write(newKey, oldKey), "r1" })
+	if bytes.Equal(rawNode(t, mem, "n1"), sealedOld) {
+		t.Fatal("the rotated router's start left the record sealed under the old key")
+	}
+	if err := rotated.rt.Close(); err != nil {
+		t.Fatal(err)
+	}
+	onlyNew := startCPRouter(t, func(c *Config) { c.Directory, c.DirectoryKeyFile, c.ID = mem, write(newKey), "r1" })
+	if st, _, body := onlyNew.data(t, "POST", "/t/acme/query", `{"query": "get c"}`, nil); st != 200 {
+		t.Fatalf("a router holding only the new key: %d %s", st, body)
+	}
+}

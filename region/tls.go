@@ -155,8 +155,10 @@ func (rt *Router) loadKeys() error {
 
 // sealClearNodes seals, as this router takes the lead with a key, every
 // node record the directory holds in clear (written before tokens were
-// sealed, or by a router without the key): the record is written again
-// as it is, which seals it. Until then no router with the key uses it.
+// sealed, or by a router without the key), and seals again under the
+// key file's first key every record sealed under a later one (a key
+// rotation): the record is written again as it is. Until then no router
+// with the key uses a record in clear.
 func (rt *Router) sealClearNodes(ctx context.Context) {
 	if rt.keys == nil {
 		return
@@ -171,14 +173,14 @@ func (rt *Router) sealClearNodes(ctx context.Context) {
 		return
 	}
 	for name, n := range nodes {
-		if !n.Value.Clear {
+		if !n.Value.Clear && !n.Value.Rekey {
 			continue
 		}
 		if _, err := s.Txn().PutNode(name, n.Rev, n.Value).Commit(ctx); err != nil {
 			rt.log.Error("seal node token", "node", name, "err", err)
 			continue
 		}
-		rt.log.Info("sealed a node token the directory held in clear", "node", name)
+		rt.log.Info("sealed a node token under the first key", "node", name, "was_clear", n.Value.Clear)
 	}
 }
 
