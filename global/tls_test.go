@@ -120,7 +120,7 @@ func TestEmbeddedPeersOverTLS(t *testing.T) {
 	if _, err := da.Put(testCtx(t), "k", []byte("over tls peers")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, testTimeout, func() error {
+	testkit.Eventually(t, testTimeout, func() error {
 		kv, err := db.Get(testCtx(t), "k")
 		if err != nil {
 			return err

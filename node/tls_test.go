@@ -141,9 +141,9 @@ func TestReplicaFollowsOverTLS(t *testing.T) {
 	if r := b.admin("POST", "tenants/a/follow", `{"from":"`+a.url+`"}`); r.Status != 200 {
 		t.Fatalf("follow: %d %s", r.Status, r.Body)
 	}
-	eventually(t, 10*time.Second, "the copy took the primary's image over tls", func() bool { return count(b, "a") == `{"count":3}` })
+	testkit.Eventually(t, 10*time.Second, func() bool { return count(b, "a") == `{"count":3}` }, "the copy took the primary's image over tls")
 	a.q("a", `put c {name: "dee", n: 4}`)
-	eventually(t, 10*time.Second, "the copy took a new record over tls", func() bool { return count(b, "a") == `{"count":4}` })
+	testkit.Eventually(t, 10*time.Second, func() bool { return count(b, "a") == `{"count":4}` }, "the copy took a new record over tls")
 
 	// A primary whose certificate another CA issued is not followed: the
 	// copy ends the handshake, which the stranger logs.
@@ -159,9 +159,9 @@ func TestReplicaFollowsOverTLS(t *testing.T) {
 	if r := b.admin("POST", "tenants/cc/follow", `{"from":"`+c.url+`"}`); r.Status != 200 {
 		t.Fatalf("follow: %d %s", r.Status, r.Body)
 	}
-	eventually(t, 10*time.Second, "the copy refused the stranger's certificate", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		return strings.Contains(seen.String(), "TLS handshake error")
-	})
+	}, "the copy refused the stranger's certificate")
 	if got := count(b, "cc"); got != `{"count":0}` && !strings.Contains(got, "unknown collection") {
 		t.Fatalf("the copy took rows from a primary of another CA: %s", got)
 	}
@@ -206,9 +206,9 @@ func TestNodeReloadsRotatedCertificate(t *testing.T) {
 	before := serial()
 	leaf := p.Reissue(files, "n1")
 	reload <- syscall.SIGHUP
-	eventually(t, 10*time.Second, "the node serves the reissued certificate", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		return serial() == leaf.Cert.SerialNumber.String()
-	})
+	}, "the node serves the reissued certificate")
 	if before == leaf.Cert.SerialNumber.String() {
 		t.Fatal("the reissued certificate has the old serial")
 	}

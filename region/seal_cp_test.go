@@ -129,7 +129,7 @@ func TestKeyedRouterRefusesClearRecords(t *testing.T) {
 	r := startCPRouter(t, func(c *Config) { c.Directory, c.DirectoryKeyFile = mem, keyFile(t) })
 	r.addNode(t, "n1", n1)
 	r.place(t, "acme", "n1")
-	clear := `{"addr": "http://` + n1.addr + `", "token": "` + cpAdminToken + `", "region": "eu", "lease": false}`
+	clear := `{"addr": "http://` + n1.Addr() + `", "token": "` + cpAdminToken + `", "region": "eu", "lease": false}`
 	rev, err := mem.Put(cpCtx(t), global.NodeKey("n1"), []byte(clear))
 	if err != nil {
 		t.Fatal(err)

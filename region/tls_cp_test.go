@@ -60,7 +60,7 @@ func TestRouterAndNodeOverTLS(t *testing.T) {
 	p := testkit.NewPKI(t, "ca")
 	ncfg := node.DefaultConfig()
 	ncfg.Dir, ncfg.HTTP, ncfg.AdminToken, ncfg.Sync = t.TempDir(), "127.0.0.1:0", cpAdminToken, "off"
-	ncfg.TLS, ncfg.ClientAuth, ncfg.Logger = p.Issue("n1"), node.ClientAuthAdmin, cpLogger()
+	ncfg.TLS, ncfg.ClientAuth, ncfg.Logger = p.Issue("n1"), node.ClientAuthAdmin, testkit.Logger()
 	n, err := node.New(ncfg)
 	if err != nil {
 		t.Fatal(err)

@@ -32,7 +32,7 @@ type admin struct {
 
 // nodeAdmin checks a node mode command line (NODE_URL --tenants DIR
 // --token T) and returns the node's admin client.
-func nodeAdmin(pos []string, dir, token string) (*admin, error) {
+func nodeAdmin(hc *http.Client, pos []string, dir, token string) (*admin, error) {
 	switch {
 	case len(pos) != 1:
 		return nil, fmt.Errorf("%w: want one NODE_URL, got %d arguments", errUsage, len(pos))
@@ -41,7 +41,6 @@ func nodeAdmin(pos []string, dir, token string) (*admin, error) {
 	case token == "":
 		return nil, fmt.Errorf("%w: --token is required", errUsage)
 	}
-	hc := &http.Client{}
 	return &admin{api: &wire.AdminClient{Base: nodeURL(pos[0]), Token: token, HTTP: hc}, hc: hc}, nil
 }
 
@@ -63,8 +62,8 @@ func (a *admin) tenants(ctx context.Context) ([]string, error) {
 }
 
 // backupNode writes every tenant's image on the node into the directory.
-func backupNode(ctx context.Context, pos []string, dir, token string, stdout io.Writer) error {
-	a, err := nodeAdmin(pos, dir, token)
+func backupNode(ctx context.Context, hc *http.Client, pos []string, dir, token string, stdout io.Writer) error {
+	a, err := nodeAdmin(hc, pos, dir, token)
 	if err != nil {
 		return err
 	}
@@ -131,8 +130,8 @@ func (a *admin) backupOne(ctx context.Context, dir, t string) (int64, error) {
 // tenant before it replaces it, so a damaged image is refused and leaves
 // its tenant as it was. The others are restored all the same; the run
 // fails if any was refused.
-func restoreNode(ctx context.Context, pos []string, dir, token string, stdout, stderr io.Writer) error {
-	a, err := nodeAdmin(pos, dir, token)
+func restoreNode(ctx context.Context, hc *http.Client, pos []string, dir, token string, stdout, stderr io.Writer) error {
+	a, err := nodeAdmin(hc, pos, dir, token)
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ func setupHealth(fs *flag.FlagSet, e *env) runFunc {
 	ready := fs.Bool("ready", false, "ask /_ready (serving and holding its directory) rather than /_health (alive)")
 	timeout := fs.Duration("timeout", 3*time.Second, "give up after this long")
 	quiet := fs.Bool("quiet", false, "print nothing when healthy")
+	addTLSFlags(fs, e)
 	return func(ctx context.Context, pos []string) error {
 		if err := wantArgs(pos, 1, "one URL"); err != nil {
 			return err
@@ -35,7 +36,10 @@ func setupHealth(fs *flag.FlagSet, e *env) runFunc {
 		if err != nil {
 			return fmt.Errorf("%w: %v", errUsage, err)
 		}
-		hc := &http.Client{}
+		hc, err := e.httpClient()
+		if err != nil {
+			return err
+		}
 		defer hc.CloseIdleConnections()
 		res, err := hc.Do(req)
 		if err != nil {

@@ -21,6 +21,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/fenec-go/fenec/internal/tlsx"
 	"github.com/fenec-go/fenec/internal/version"
 )
 
@@ -30,6 +31,8 @@ type env struct {
 	getenv         func(string) string
 	// terminal: stderr is a terminal, so progress may be drawn on it.
 	terminal bool
+	// tls is the --tls-* files, once a command registered them.
+	tls *tlsx.Files
 }
 
 // runFunc runs a command once its flags are parsed, with its positional

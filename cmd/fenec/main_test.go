@@ -126,7 +126,7 @@ func TestParseMixed(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%q: %v", args, err)
 		}
-		a, err := nodeAdmin(pos, o.dir, o.token)
+		a, err := nodeAdmin(&http.Client{}, pos, o.dir, o.token)
 		if err != nil {
 			t.Fatalf("%q: %v", args, err)
 		}

@@ -25,6 +25,7 @@ func setupRegister(fs *flag.FlagSet, e *env) runFunc {
 	tokenfile.Flag(fs, "admin-token", adminToken, "the node's admin token")
 	token := fs.String("token", e.getenv(envToken), "the router's `TOKEN` (default $"+envToken+")")
 	tokenfile.Flag(fs, "token", token, "the router's token")
+	addTLSFlags(fs, e)
 	wait := fs.Duration("wait", time.Minute, "keep asking this long while the router or the node does not answer (a refusal asking again cannot change ends it at once)")
 	return func(ctx context.Context, pos []string) error {
 		return register(ctx, e, pos, *name, *addr, *region, *adminToken, *token, *wait)
@@ -44,7 +45,11 @@ func register(ctx context.Context, e *env, pos []string, name, addr, region, adm
 	}
 	body, _ := json.Marshal(map[string]string{"addr": addr, "token": adminToken, "region": region})
 	url := nodeURL(pos[0]) + "/_shard/nodes/" + name
-	hc := &http.Client{Timeout: callTimeout}
+	hc, err := e.httpClient()
+	if err != nil {
+		return err
+	}
+	hc.Timeout = callTimeout
 	defer hc.CloseIdleConnections()
 	deadline := time.Now().Add(wait)
 	for {

@@ -44,6 +44,7 @@ func addRouterFlags(fs *flag.FlagSet, e *env) *routerOpts {
 	fs.StringVar(&o.tokenFile, "token-file", e.getenv(envTokenFile), "read the router's token from the first line of `PATH` (default $"+envTokenFile+", else the token in $"+envToken+")")
 	fs.StringVar(&o.output, "o", outTable, "output `FORMAT`: table or json")
 	fs.DurationVar(&o.timeout, "timeout", time.Minute, "give up on the router after this long")
+	addTLSFlags(fs, e)
 	return o
 }
 
@@ -66,7 +67,11 @@ func (o *routerOpts) client(e *env) (*routerClient, error) {
 		}
 		tok = t
 	}
-	return &routerClient{base: nodeURL(o.url), token: tok, timeout: o.timeout, hc: &http.Client{}, out: e.stdout, json: o.output == outJSON}, nil
+	hc, err := e.httpClient()
+	if err != nil {
+		return nil, err
+	}
+	return &routerClient{base: nodeURL(o.url), token: tok, timeout: o.timeout, hc: hc, out: e.stdout, json: o.output == outJSON}, nil
 }
 
 // routerClient speaks to one router's /_shard/.

@@ -41,7 +41,11 @@ func setupBackup(fs *flag.FlagSet, e *env) runFunc {
 	})
 	return func(ctx context.Context, pos []string) error {
 		if o.dir != "" {
-			return backupNode(ctx, pos, o.dir, o.token, e.stdout)
+			hc, err := e.httpClient()
+			if err != nil {
+				return err
+			}
+			return backupNode(ctx, hc, pos, o.dir, o.token, e.stdout)
 		}
 		return viaRouter(ctx, pos)
 	}
@@ -59,7 +63,11 @@ func setupRestore(fs *flag.FlagSet, e *env) runFunc {
 	})
 	return func(ctx context.Context, pos []string) error {
 		if o.dir != "" {
-			return restoreNode(ctx, pos, o.dir, o.token, e.stdout, e.stderr)
+			hc, err := e.httpClient()
+			if err != nil {
+				return err
+			}
+			return restoreNode(ctx, hc, pos, o.dir, o.token, e.stdout, e.stderr)
 		}
 		return viaRouter(ctx, pos)
 	}

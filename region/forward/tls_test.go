@@ -96,7 +96,7 @@ func TestForwardOverTLSPooledAndResumed(t *testing.T) {
 	// a plain write goes out whole on a fresh connection, which resumes.
 	node.closeIdle()
 	pl := r.f.pools.lookup("n1")
-	eventually(t, 10*time.Second, func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		pl.mu.Lock()
 		defer pl.mu.Unlock()
 		return len(pl.idle) == 1 && !pl.idle[0].usable()
