@@ -13,11 +13,12 @@ import (
 // --admin-token the whole tree answers 404.
 func (c *call) admin(rest []string) {
 	c.route = "admin"
-	if c.s.cfg.AdminToken == "" {
+	admin := c.s.tokens().admin
+	if admin == "" {
 		c.fail(ErrNoRoute)
 		return
 	}
-	if !c.clientCertOK() || !c.authorize(surfaceAdmin, c.s.cfg.AdminToken, "") {
+	if !c.clientCertOK() || !c.authorize(surfaceAdmin, admin, "") {
 		return
 	}
 	if len(rest) == 1 && rest[0] == "node" {

@@ -56,10 +56,10 @@ type strikeKey struct {
 // router's proof (package forwarded), the client the router names: behind
 // a router every client has the router's address.
 type guard struct {
-	now   func() time.Time
-	proof string // forwarded.Proof of the admin token; "" takes no proof
+	now func() time.Time
 
-	mu sync.Mutex // guards strikes, holders
+	mu    sync.Mutex // guards proof, strikes, holders
+	proof string     // forwarded.Proof of the admin token; "" takes no proof
 	// strikes is the recent refusals per client and surface.
 	strikes map[strikeKey]*strikes
 	// holders is when each address last presented the admin or the
@@ -78,6 +78,13 @@ func newGuard(now func() time.Time, adminToken string) *guard {
 		now: now, proof: forwarded.Proof(adminToken),
 		strikes: make(map[strikeKey]*strikes), holders: make(map[strikeKey]time.Time),
 	}
+}
+
+// setProof takes the proof of a new admin token (its file read again).
+func (g *guard) setProof(proof string) {
+	g.mu.Lock()
+	g.proof = proof
+	g.mu.Unlock()
 }
 
 // backoffError is ErrBackoff with the time left.

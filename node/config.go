@@ -30,6 +30,10 @@ type Config struct {
 	AdminToken string
 	// HTTPToken, if set, is the bearer token data requests need.
 	HTTPToken string
+	// TokenFiles are the files the tokens were read from (--admin-token-
+	// file, --http-token-file, --replication-token-file): each is read
+	// again on Reload, and its token replaces the one in use.
+	TokenFiles TokenFiles
 	// Insecure allows a non-loopback HTTP address with no token or no
 	// TLS.
 	Insecure bool
@@ -48,8 +52,8 @@ type Config struct {
 	// TLSWatch is how often the TLS files are looked at for a change (0:
 	// tlsx.DefaultWatch).
 	TLSWatch time.Duration
-	// Reload, when it receives, has the node read its TLS files again
-	// (fenec-node sends on SIGHUP).
+	// Reload, when it receives, has the node read its TLS files and its
+	// token files again (fenec-node sends on SIGHUP).
 	Reload <-chan os.Signal
 
 	// Lease: the node writes a tenant only while a router's lease names
@@ -137,15 +141,15 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Dir, "dir", c.Dir, "directory of tenant files (<tenant>.fenec)")
 	fs.StringVar(&c.HTTP, "http", c.HTTP, "address to serve HTTP on")
 	fs.StringVar(&c.AdminToken, "admin-token", c.AdminToken, "bearer token of /_admin/ (404 without it)")
-	tokenfile.Flag(fs, "admin-token", &c.AdminToken, "the admin token")
+	tokenfile.FlagPath(fs, "admin-token", &c.AdminToken, &c.TokenFiles.Admin, "the admin token")
 	fs.StringVar(&c.HTTPToken, "http-token", c.HTTPToken, "bearer token data requests need (open without it)")
-	tokenfile.Flag(fs, "http-token", &c.HTTPToken, "the data token")
+	tokenfile.FlagPath(fs, "http-token", &c.HTTPToken, &c.TokenFiles.HTTP, "the data token")
 	fs.BoolVar(&c.Insecure, "insecure", c.Insecure, "allow a non-loopback address with no token or no TLS")
 	c.TLS.AddFlags(fs, "tls", "the node's")
 	fs.StringVar(&c.ClientAuth, "tls-client-auth", c.ClientAuth, "which calls need a client certificate --tls-ca verifies: none, admin (/_admin/ and replication feeds, beside their tokens) or all")
 	fs.BoolVar(&c.Lease, "lease", c.Lease, "take writes only under a router's lease")
 	fs.StringVar(&c.ReplicationToken, "replication-token", c.ReplicationToken, "serve and follow per-tenant replication feeds with this token")
-	tokenfile.Flag(fs, "replication-token", &c.ReplicationToken, "the replication token")
+	tokenfile.FlagPath(fs, "replication-token", &c.ReplicationToken, &c.TokenFiles.Replication, "the replication token")
 	fs.StringVar(&c.ReplicaOf, "replica-of", c.ReplicaOf, "new tenant files on this node follow that node (http://host:port)")
 	fs.StringVar(&c.Resolver, "resolver", c.Resolver, "look the names of nodes followed up at the DNS server `HOST:PORT` (default: the system's way)")
 	fs.StringVar(&c.Sync, "sync", c.Sync, "always | off | <ms>: fsync before answering, never, or every <ms>")
@@ -247,19 +251,32 @@ func (c *Config) Validate() error {
 			errs = append(errs, errors.New("replica-of: needs --replication-token"))
 		}
 	}
-	if c.AdminToken != "" && c.AdminToken == c.HTTPToken {
+	errs = append(errs, checkTokens(c.AdminToken, c.HTTPToken, c.ReplicationToken)...)
+	return errors.Join(errs...)
+}
+
+// TokenFiles are the paths the node's tokens were read from ("": the
+// token was given on the command line, or not at all).
+type TokenFiles struct {
+	Admin, HTTP, Replication string
+}
+
+// checkTokens refuses tokens that are one another's.
+func checkTokens(admin, data, repl string) []error {
+	var errs []error
+	if admin != "" && admin == data {
 		errs = append(errs, errors.New("admin-token: must differ from http-token"))
 	}
 	// The replication token goes to every node this one follows and is
 	// sent by every node following it: one equal to another token would
 	// hand those nodes the data or the admin surface too.
-	if c.ReplicationToken != "" && c.ReplicationToken == c.AdminToken {
+	if repl != "" && repl == admin {
 		errs = append(errs, errors.New("replication-token: must differ from admin-token"))
 	}
-	if c.ReplicationToken != "" && c.ReplicationToken == c.HTTPToken {
+	if repl != "" && repl == data {
 		errs = append(errs, errors.New("replication-token: must differ from http-token"))
 	}
-	return errors.Join(errs...)
+	return errs
 }
 
 // syncMode turns Sync into the engine's options.

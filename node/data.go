@@ -34,9 +34,10 @@ func (c *call) data(name string, rest []string) {
 		c.fail(ErrNoRoute)
 		return
 	}
-	want, surf := c.s.cfg.HTTPToken, surfaceData
+	tok := c.s.tokens()
+	want, surf := tok.data, surfaceData
 	if c.route == "replication" {
-		want, surf = c.s.cfg.ReplicationToken, surfaceReplication // the route is 404 without one
+		want, surf = tok.repl, surfaceReplication // the route is 404 without one
 		if !c.clientCertOK() {
 			return
 		}
@@ -87,7 +88,7 @@ func (c *call) dataRoute(rest []string) func() {
 				c.feed()
 			}
 		}
-	case len(rest) == 1 && rest[0] == "_replication" && c.s.cfg.ReplicationToken != "":
+	case len(rest) == 1 && rest[0] == "_replication" && c.s.tokens().repl != "":
 		c.route = "replication"
 		return func() {
 			if c.method(http.MethodGet) {

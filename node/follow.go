@@ -184,7 +184,7 @@ func (c *call) adminFollow(name string) {
 		c.fail(fmt.Errorf("%w: follow: as %q is not a node name", ErrBadRequest, body.As))
 		return
 	}
-	if c.s.cfg.ReplicationToken == "" {
+	if c.s.tokens().repl == "" {
 		c.fail(fmt.Errorf("%w: this node has no --replication-token to follow with", ErrBadRequest))
 		return
 	}

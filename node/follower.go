@@ -112,7 +112,7 @@ func (t *tenant) followOnce(ctx context.Context, from string) error {
 		return err
 	}
 	req.ContentLength = -1 // streamed, chunked
-	req.Header.Set("Authorization", "Bearer "+t.reg.replToken)
+	req.Header.Set("Authorization", "Bearer "+t.reg.replTokenNow())
 	req.Header.Set("Content-Type", "application/octet-stream")
 	ack := newAcker(ackW, since)
 	var wg sync.WaitGroup

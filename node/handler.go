@@ -278,9 +278,10 @@ func (c *call) ready() {
 // serveMetrics answers Prometheus text; it needs the admin token if one
 // is set, else the data token if one is set.
 func (c *call) serveMetrics() {
-	want, surf := c.s.cfg.AdminToken, surfaceAdmin
+	tok := c.s.tokens()
+	want, surf := tok.admin, surfaceAdmin
 	if want == "" {
-		want, surf = c.s.cfg.HTTPToken, surfaceData
+		want, surf = tok.data, surfaceData
 	}
 	if !c.method(http.MethodGet) || !c.authorize(surf, want, "") {
 		return

@@ -50,7 +50,7 @@ type registry struct {
 	cond *sync.Cond // signalled when a tenant's refs drop
 	// replToken is the replication token; replClient reads primaries'
 	// feeds; replicaOf, if set, is the node new tenants follow.
-	replToken  string
+	replToken  atomic.Pointer[string] // what it sends its primaries; read again on Reload
 	replClient *http.Client
 	replicaOf  string
 	keepAlive  time.Duration // how often a quiet feed says it is there
@@ -568,4 +568,15 @@ func (r *registry) countStatements(kinds []engine.StatementKind) {
 	if r.onStatements != nil {
 		r.onStatements(kinds)
 	}
+}
+
+// setReplToken puts tok in use as the token sent to primaries.
+func (r *registry) setReplToken(tok string) { r.replToken.Store(&tok) }
+
+// replTokenNow is the token sent to primaries.
+func (r *registry) replTokenNow() string {
+	if p := r.replToken.Load(); p != nil {
+		return *p
+	}
+	return ""
 }

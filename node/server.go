@@ -31,7 +31,8 @@ type Server struct {
 	id string
 	// absDir is the directory's absolute path, which no answer shows.
 	absDir string
-	tls    *tlsx.Source // the node's certificate and CA bundle, reloaded
+	tls    *tlsx.Source           // the node's certificate and CA bundle, reloaded
+	tok    atomic.Pointer[tokens] // the tokens in use (tokens.go)
 	// syncAlways: writes are answered once synced and sent to the
 	// replicas following them.
 	syncAlways bool
@@ -113,7 +114,9 @@ func New(cfg Config) (*Server, error) {
 		t := s.reg.peek(name)
 		return t != nil && t.copyCaughtUp(replica)
 	}
-	s.reg.replToken, s.reg.replicaOf = cfg.ReplicationToken, cfg.ReplicaOf
+	s.reg.setReplToken(cfg.ReplicationToken)
+	s.reg.replicaOf = cfg.ReplicaOf
+	s.tok.Store(&tokens{admin: cfg.AdminToken, data: cfg.HTTPToken, repl: cfg.ReplicationToken})
 	s.reg.keepAlive = cfg.KeepAlive
 	return s, nil
 }

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -46,10 +47,16 @@ func (c *call) clientCertOK() bool {
 	return false
 }
 
-// Reload reads the node's TLS files again now (they are also read
-// whenever they change). On an error the node keeps what it had.
+// Reload reads the node's TLS files (also read whenever they change) and
+// its token files again now. On an error the node keeps what it had of
+// the files that failed.
 func (s *Server) Reload() error {
-	return s.tls.Reload()
+	terr := s.tls.Reload()
+	changed, err := s.reloadTokens()
+	if len(changed) > 0 {
+		s.log.Info("token files read again", "changed", changed)
+	}
+	return errors.Join(terr, err)
 }
 
 // reloadLoop reloads on cfg.Reload and watches the TLS files, until the

@@ -254,3 +254,55 @@ func TestSilentHandshakesHoldOffNobody(t *testing.T) {
 		t.Fatalf("a silent handshake was not cut: %v", err)
 	}
 }
+
+// TestNodeReadsTokenFilesAgainOnReload: tokens read from files are read
+// again on SIGHUP (Reload): the new ones are taken and the old refused; a
+// file that cannot be read, or tokens that would be one another's, change
+// nothing.
+func TestNodeReadsTokenFilesAgainOnReload(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, tok string) string {
+		path := dir + "/" + name
+		if err := os.WriteFile(path, []byte(tok+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	reload := make(chan os.Signal)
+	n := startNode(t, func(c *Config) {
+		c.AdminToken, c.HTTPToken = adminToken, "data-one"
+		c.TokenFiles = TokenFiles{Admin: write("admin", adminToken), HTTP: write("data", "data-one")}
+		c.Reload = reload
+	})
+	n.mkTenant("a")
+	adminWith := func(tok string) int {
+		return n.do("GET", "/_admin/stats", "", "Authorization", "Bearer "+tok).Status
+	}
+	dataWith := func(tok string) int {
+		return n.do("GET", "/t/a/_changes?since=0", "", "Authorization", "Bearer "+tok).Status
+	}
+	if adminWith(adminToken) != 200 || dataWith("data-one") != 200 {
+		t.Fatal("the tokens read at start are not taken")
+	}
+	write("admin", "admin-two")
+	write("data", "data-two")
+	reload <- syscall.SIGHUP
+	testkit.Eventually(t, 10*time.Second, func() bool { return adminWith("admin-two") == 200 }, "the admin token read again")
+	if dataWith("data-two") != 200 {
+		t.Fatal("the data token read again is not taken")
+	}
+	if adminWith(adminToken) != 401 || dataWith("data-one") != 401 {
+		t.Fatal("the old tokens are still taken")
+	}
+	// An empty file, or a data token equal to the admin token: nothing
+	// changes.
+	write("admin", "")
+	reload <- syscall.SIGHUP
+	write("admin", "admin-two")
+	write("data", "admin-two")
+	reload <- syscall.SIGHUP
+	reload <- syscall.SIGHUP // the loop has taken the previous one once this is taken
+	if adminWith("admin-two") != 200 || dataWith("data-two") != 200 {
+		t.Fatal("a bad token file changed the tokens in use")
+	}
+}

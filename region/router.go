@@ -63,6 +63,9 @@ type Router struct {
 	// calls to nodes); etcdTLS the directory's links' (tls itself unless
 	// --etcd-* names other files). Both reloaded.
 	tls, etcdTLS *tlsx.Source
+	// tok is the router token in use once its file was read again (nil:
+	// cfg.Token).
+	tok atomic.Pointer[string]
 	// keys seal node tokens in the directory (nil: held in clear).
 	keys *global.Keyring
 
@@ -426,11 +429,12 @@ func (rt *Router) authorize(w http.ResponseWriter, r *http.Request) bool {
 	if !rt.clientCertOK(w, r) {
 		return false
 	}
-	if rt.cfg.Token == "" {
+	want := rt.token()
+	if want == "" {
 		return true
 	}
 	got, ok := bearerToken(r.Header.Get("Authorization"))
-	if ok && subtle.ConstantTimeCompare([]byte(got), []byte(rt.cfg.Token)) == 1 {
+	if ok && subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1 {
 		return true
 	}
 	w.Header().Set("WWW-Authenticate", `Bearer realm="fenec-shard"`)

@@ -26,6 +26,9 @@ type Config struct {
 	// Token is the bearer token /_shard/ and /_metrics need. Empty leaves
 	// them open, which only a loopback Listen (or Insecure) allows. --token.
 	Token string
+	// TokenFile is the file Token was read from (--token-file): read again
+	// on Reload, its token replaces the one in use.
+	TokenFile string
 	// Insecure allows a non-loopback Listen with no Token or no TLS, and
 	// non-loopback etcd URLs with no TLS or no client certificates.
 	// --insecure.
@@ -139,7 +142,7 @@ func DefaultConfig() Config {
 func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Listen, "listen", c.Listen, "`ADDR` to serve on (host:port)")
 	fs.StringVar(&c.Token, "token", c.Token, "bearer `TOKEN` that /_shard/ and /_metrics need")
-	tokenfile.Flag(fs, "token", &c.Token, "the router token")
+	tokenfile.FlagPath(fs, "token", &c.Token, &c.TokenFile, "the router token")
 	fs.BoolVar(&c.Insecure, "insecure", c.Insecure, "allow a non-loopback address with no token or no TLS, and non-loopback etcd URLs without TLS")
 	c.TLS.AddFlags(fs, "tls", "the router's")
 	fs.StringVar(&c.ClientAuth, "tls-client-auth", c.ClientAuth, "which calls need a client certificate --tls-ca verifies: none, admin (/_shard/ and /_metrics, beside the token) or all")

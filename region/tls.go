@@ -2,6 +2,7 @@ package region
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"github.com/fenec-go/fenec/global"
 	"github.com/fenec-go/fenec/internal/netx"
 	"github.com/fenec-go/fenec/internal/tlsx"
+	"github.com/fenec-go/fenec/internal/tokenfile"
 )
 
 // etcdFiles are the files of the directory's links: --etcd-cert,
@@ -236,9 +238,26 @@ func (rt *Router) clientCertOK(w http.ResponseWriter, r *http.Request) bool {
 	return false
 }
 
-// Reload reads the router's TLS files again now (they are also read
-// whenever they change). On an error the router keeps what it had.
+// Reload reads the router's TLS files (also read whenever they change)
+// and its token file again now. On an error the router keeps what it had
+// of the files that failed.
 func (rt *Router) Reload() error {
+	err := rt.reloadTLS()
+	if rt.cfg.TokenFile != "" {
+		tok, terr := tokenfile.Read(rt.cfg.TokenFile)
+		switch {
+		case terr != nil:
+			err = errors.Join(err, fmt.Errorf("token file not read again, the token in use kept: %w", terr))
+		case tok != rt.token():
+			rt.tok.Store(&tok)
+			rt.log.Info("token file read again")
+		}
+	}
+	return err
+}
+
+// reloadTLS reads the TLS files again.
+func (rt *Router) reloadTLS() error {
 	err := rt.tls.Reload()
 	if rt.etcdTLS != rt.tls {
 		if eerr := rt.etcdTLS.Reload(); err == nil {
@@ -246,6 +265,15 @@ func (rt *Router) Reload() error {
 		}
 	}
 	return err
+}
+
+// token is the router token in use: the command line's, or its file's as
+// last read.
+func (rt *Router) token() string {
+	if p := rt.tok.Load(); p != nil {
+		return *p
+	}
+	return rt.cfg.Token
 }
 
 // reloadLoop reloads on cfg.Reload and watches the TLS files until the
@@ -266,7 +294,7 @@ func (rt *Router) reloadLoop() {
 				rt.log.Error("reload", "err", err)
 			}
 		case <-t.C:
-			_ = rt.Reload() // a failure is logged once by the source
+			_ = rt.reloadTLS() // a failure is logged once by the source
 		}
 	}
 }

@@ -6,7 +6,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -143,5 +146,39 @@ func TestNodeAddressOffLoopbackMustBeHTTPS(t *testing.T) {
 	st, b := r.shard(t, http.MethodPut, "nodes/n9", map[string]any{"addr": "http://10.0.0.9:7070", "token": "x", "region": "eu"}, nil)
 	if st != http.StatusBadRequest || !bytes.Contains(b, []byte("https://")) {
 		t.Fatalf("a node recorded off loopback in clear: %d %s", st, b)
+	}
+}
+
+// TestRouterReadsItsTokenFileAgainOnReload: the router token read from
+// --token-file is read again on SIGHUP: the new one is taken and the old
+// refused; an empty file changes nothing.
+func TestRouterReadsItsTokenFileAgainOnReload(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "router-token")
+	write := func(tok string) {
+		if err := os.WriteFile(path, []byte(tok+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(cpRouterToken)
+	reload := make(chan os.Signal)
+	r := startCPRouter(t, func(c *Config) { c.TokenFile, c.Reload = path, reload })
+	with := func(tok string) int {
+		st, _, _ := cpDo(t, http.MethodGet, r.url+"/_shard/nodes", tok, nil, nil)
+		return st
+	}
+	if with(cpRouterToken) != 200 {
+		t.Fatal("the token read at start is not taken")
+	}
+	write("router-two")
+	reload <- syscall.SIGHUP
+	reload <- syscall.SIGHUP // taken once the first reload is done
+	if with("router-two") != 200 || with(cpRouterToken) != 401 {
+		t.Fatal("the token file read again: the new token not taken, or the old still taken")
+	}
+	write("")
+	reload <- syscall.SIGHUP
+	reload <- syscall.SIGHUP
+	if with("router-two") != 200 {
+		t.Fatal("an empty token file changed the token in use")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -275,5 +276,67 @@ func TestTLSRotationDropsNoRequest(t *testing.T) {
 	res := r.Client().Do("GET", "/t/rot/kv?count", nil)
 	if res.Status != 200 || !strings.Contains(string(res.Body), `"count":`+strconv.FormatInt(sent.Load()+1, 10)) {
 		t.Fatalf("after the rotation the tenant counts %s, want %d rows", res, sent.Load()+1)
+	}
+}
+
+// TestTokensStayOutOfLogsAuditAndArgs: a TLS cluster whose every token
+// comes from a file runs a day's work — nodes recorded, a tenant placed
+// and written, a copy following, bad tokens refused, a node killed and
+// failed over — and no token is on any process's command line (what the
+// process list shows), in any log line, or in any audit log.
+func TestTokensStayOutOfLogsAuditAndArgs(t *testing.T) {
+	c := cluster.New(t)
+	pki := c.UseTLS()
+	dataToken, replTok := "e2e-data-"+strconv.FormatInt(time.Now().UnixNano(), 36), "e2e-repl-"+strconv.FormatInt(time.Now().UnixNano()+1, 36)
+	audit := func(name string) string { return c.Dir() + "/" + name + "-audit.jsonl" }
+	r := c.StartRouter("router", cluster.RouterOptions{Args: []string{"--auto-failover", leaseSecs, "--upstream-timeout", "5", "--audit", audit("router")}})
+	nodeArgs := func(name string) []string {
+		return []string{"--lease", "--sync", "always", "--audit", audit(name),
+			"--http-token-file", pki.TokenFile("http-token", dataToken),
+			"--replication-token-file", pki.TokenFile("replication-token", replTok)}
+	}
+	n1 := c.StartNode("n1", cluster.NodeOptions{Args: nodeArgs("n1")})
+	n2 := c.StartNode("n2", cluster.NodeOptions{Args: nodeArgs("n2")})
+	r.Register(n1)
+	r.Register(n2)
+	wantStatus(t, r.Client().Do("PUT", "/_shard/nodes/n1", map[string]any{"standby": "n2"}), 201, "name n2 n1's standby")
+	waitLeased(t, r, "n1", "n2")
+	r.Place("sec", n1)
+	data := c.NewClient(r.URL(), dataToken)
+	wantStatus(t, data.Do("POST", "/t/sec/query", map[string]any{"query": "create collection kv (k text @unique, v int)"}), 200, "create")
+	for i := range 10 {
+		wantStatus(t, data.Do("POST", "/t/sec/kv", map[string]any{"k": fmt.Sprint(i), "v": i}), 201, "write")
+	}
+	caughtUp(t, "sec", n1, n2)
+	// Refusals, which the audit logs record.
+	wantStatus(t, c.NewClient(r.URL(), "not-the-data-token").Do("GET", "/t/sec/kv?count", nil), 401, "a bad data token")
+	wantStatus(t, c.NewClient(r.URL(), "not-the-router-token").Do("GET", "/_shard/nodes", nil), 401, "a bad router token")
+	wantStatus(t, c.NewClient(n2.DirectURL(), "not-the-admin-token").Do("GET", "/_admin/stats", nil), 401, "a bad admin token")
+	n1.Kill()
+	cluster.Eventually(t, wait, func() error {
+		if got := placement(t, r.Client(), "sec")["node"]; got != "n2" {
+			return fmt.Errorf("sec is on %v", got)
+		}
+		return nil
+	})
+	wantStatus(t, data.Do("POST", "/t/sec/kv", map[string]any{"k": "after", "v": 1}), 201, "a write after the failover")
+
+	secrets := map[string]string{"router": cluster.RouterToken, "admin": cluster.AdminToken, "data": dataToken, "replication": replTok}
+	texts := map[string]string{}
+	for _, p := range []*cluster.Proc{r.Proc, n1.Proc, n2.Proc} {
+		texts[p.Name()+" log"] = p.Log()
+		texts[p.Name()+" command line"] = strings.Join(p.Args(), " ")
+		b, err := os.ReadFile(audit(p.Name()))
+		if err != nil || len(b) == 0 {
+			t.Fatalf("%s's audit log: %v (%d bytes)", p.Name(), err, len(b))
+		}
+		texts[p.Name()+" audit log"] = string(b)
+	}
+	for where, text := range texts {
+		for which, tok := range secrets {
+			if strings.Contains(text, tok) {
+				t.Errorf("the %s token is in the %s", which, where)
+			}
+		}
 	}
 }

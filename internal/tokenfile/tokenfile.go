@@ -42,6 +42,19 @@ func Read(path string) (string, error) {
 	return tok, nil
 }
 
+// FlagPath is Flag that also keeps the file's path in *path, for the
+// process to read the token again (on SIGHUP).
+func FlagPath(fs *flag.FlagSet, name string, dst, path *string, what string) {
+	fs.Func(name+"-file", "read "+what+" from the first line of `PATH` (instead of --"+name+"), again on SIGHUP", func(p string) error {
+		tok, err := Read(p)
+		if err != nil {
+			return err
+		}
+		*dst, *path = tok, p
+		return nil
+	})
+}
+
 // Flag registers --NAME-file on fs: the token in the file's first line is
 // stored in *dst as the flag is parsed (given after --NAME, it wins).
 func Flag(fs *flag.FlagSet, name string, dst *string, what string) {

@@ -68,8 +68,8 @@ func (c *Cluster) StartNode(name string, o NodeOptions) *Node {
 	args := append([]string{
 		"--dir", n.DataDir,
 		"--http", n.Direct(),
-		"--admin-token", AdminToken,
-	}, c.nodeTLSArgs(name)...)
+	}, c.tokenArgs("admin-token", AdminToken)...)
+	args = append(args, c.nodeTLSArgs(name)...)
 	args = append(args, o.Args...)
 	n.Proc = StartProc(c.tb, c.dir, name, Bins().Node, args...)
 	c.waitHealthy(n.Proc, n.DirectURL()+"/_health")
@@ -177,7 +177,7 @@ func (c *Cluster) StartRouter(name string, o RouterOptions) *Router {
 		ports = []int{o.Member.Listen, o.Member.Client, o.Member.Peer}
 	}
 	r := &Router{Name: name, DataDir: c.dir + "/" + name, port: ports[0], c: c}
-	args := []string{"--listen", r.Addr(), "--token", RouterToken, "--id", name}
+	args := append([]string{"--listen", r.Addr(), "--id", name}, c.tokenArgs("token", RouterToken)...)
 	if o.Directory != "" {
 		args = append(args, "--directory", o.Directory)
 	} else {

@@ -52,6 +52,9 @@ func StartProc(tb testing.TB, dir, name, bin string, args ...string) *Proc {
 // Name is the process's name in the test.
 func (p *Proc) Name() string { return p.name }
 
+// Args are the process's arguments: what the process list shows of it.
+func (p *Proc) Args() []string { return p.args }
+
 // LogPath is the file gathering the process's output.
 func (p *Proc) LogPath() string { return p.log }
 

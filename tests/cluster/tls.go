@@ -107,6 +107,29 @@ func (p *PKI) Serial(name string) string {
 	return cert.SerialNumber.String()
 }
 
+// tokenArgs gives a process a token: under TLS from a file
+// (--NAME-file), so that it is not on any command line, else as a flag.
+func (c *Cluster) tokenArgs(name, token string) []string {
+	if c.tls == nil {
+		return []string{"--" + name, token}
+	}
+	return []string{"--" + name + "-file", c.tls.TokenFile(name, token)}
+}
+
+// TokenFile writes token to a file named name in the PKI's directory (if
+// it is not there yet) and returns its path.
+func (p *PKI) TokenFile(name, token string) string {
+	p.tb.Helper()
+	path := filepath.Join(p.Dir, name)
+	if _, err := os.Stat(path); err == nil {
+		return path
+	}
+	if err := tlsx.WriteFile(path, []byte(token+"\n"), 0o600); err != nil {
+		p.tb.Fatal(err)
+	}
+	return path
+}
+
 // scheme is the URL scheme of the cluster's processes.
 func (c *Cluster) scheme() string {
 	if c.tls != nil {
