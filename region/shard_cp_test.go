@@ -47,6 +47,10 @@ func TestConfigValidateCP(t *testing.T) {
 			c.Etcd.ClientURL, c.Etcd.PeerURL, c.TLS = "https://10.0.0.1:2379", "https://10.0.0.1:2380", tlsFiles
 		}, ErrInsecure},
 		{"etcd peer url off loopback, http", func(c *Config) { c.Etcd.PeerURL = "http://10.0.0.1:2380" }, ErrInsecure},
+		{"etcd listening off loopback, http", func(c *Config) { c.Etcd.ListenClientURL = "http://0.0.0.0:2379" }, ErrInsecure},
+		{"etcd listening off loopback, https", func(c *Config) {
+			c.Etcd.ClientURL, c.Etcd.ListenClientURL, c.TLS, c.DirectoryKeyFile = "https://g1:2379", "https://0.0.0.0:2379", tlsFiles, "k"
+		}, nil},
 		{"etcd https without files", func(c *Config) { c.Etcd.ClientURL = "https://127.0.0.1:2379" }, ErrBadConfig},
 		{"etcd files of their own", func(c *Config) {
 			c.Etcd.ClientURL, c.Etcd.TLS, c.DirectoryKeyFile = "https://10.0.0.1:2379", tlsFiles, "k"

@@ -67,9 +67,12 @@ func (c Config) validateExposure() error {
 	}
 	if c.embedded() {
 		ef := c.etcdFiles()
-		for _, u := range []struct{ flag, url string }{{"--etcd-client-url", c.Etcd.ClientURL}, {"--etcd-peer-url", c.Etcd.PeerURL}} {
+		for _, u := range []struct{ flag, url string }{
+			{"--etcd-client-url", c.Etcd.ClientURL}, {"--etcd-peer-url", c.Etcd.PeerURL},
+			{"--etcd-listen-client-url", c.Etcd.ListenClientURL}, {"--etcd-listen-peer-url", c.Etcd.ListenPeerURL},
+		} {
 			switch {
-			case loopbackURL(u.url):
+			case u.url == "" || loopbackURL(u.url):
 			case !strings.HasPrefix(u.url, "https://"):
 				why = append(why, fmt.Sprintf("%s %s is not https://: serve it over TLS (https:// with --etcd-cert and --etcd-key, or --tls-cert and --tls-key)", u.flag, u.url))
 			case ef.CA == "":
@@ -101,10 +104,10 @@ func (c Config) validateExposure() error {
 func (c Config) directoryOffLoopback() bool {
 	urls := append(append([]string{}, c.DirectoryURLs...), c.GlobalURLs...)
 	if c.embedded() {
-		urls = append(urls, c.Etcd.ClientURL, c.Etcd.PeerURL)
+		urls = append(urls, c.Etcd.ClientURL, c.Etcd.PeerURL, c.Etcd.ListenClientURL, c.Etcd.ListenPeerURL)
 	}
 	for _, u := range urls {
-		if !loopbackURL(u) {
+		if u != "" && !loopbackURL(u) {
 			return true
 		}
 	}
