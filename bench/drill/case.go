@@ -66,7 +66,7 @@ func runCase(ctx context.Context, cfg config, d *deployment, kase string, run in
 	if err := d.up(uctx); err != nil {
 		return res, err
 	}
-	hc := &http.Client{Timeout: 10 * time.Second}
+	hc := d.client(10*time.Second, 2)
 	defer hc.CloseIdleConnections()
 	if err := settle(uctx, d, hc); err != nil {
 		return res, err
@@ -159,7 +159,7 @@ func judge(ctx context.Context, d *deployment, hc *http.Client, leader string, w
 	for _, r := range rows {
 		now[r.Name] = r.Node
 	}
-	slow := &http.Client{Timeout: 15 * time.Second}
+	slow := d.client(15*time.Second, 2)
 	defer slow.CloseIdleConnections()
 	for _, w := range writers {
 		acks, errs := w.snapshot()
@@ -341,7 +341,7 @@ func startWriters(d *deployment, tenants map[string]placed) []*writer {
 	for i, t := range names {
 		p := tenants[t]
 		routers := regionRouters[regionOf(p.node)]
-		out = append(out, newWriter(t, p.node, p.replica, d.url(routers[i%len(routers)]), d.tokens["http"]))
+		out = append(out, newWriter(t, p.node, p.replica, d.url(routers[i%len(routers)]), d.tokens["http"], d.client(6*time.Second, 2)))
 	}
 	return out
 }

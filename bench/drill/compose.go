@@ -11,6 +11,8 @@ import (
 	"os/exec"
 	"strings"
 	"time"
+
+	"github.com/fenec-go/fenec/internal/tlsx"
 )
 
 // deployment is one compose project of deploy/compose.yaml, driven with
@@ -21,6 +23,7 @@ type deployment struct {
 	env     []string // FENEC_* settings for this run
 	tokens  map[string]string
 	ips     map[string]string // service → its address on the project's network
+	tls     *tlsx.Source      // the CA bundle and the operator's certificate
 }
 
 // compose runs docker-compose with the project's settings.
@@ -92,14 +95,14 @@ func (d *deployment) container(ctx context.Context, svc string) (string, error) 
 // network is the project's network (its name as compose makes it).
 func (d *deployment) network() string { return d.project + "_fenec" }
 
-// url is a service's base URL on its address (7700 for routers, 7070 for
-// nodes).
+// url is a service's base URL (7700 for routers, 7070 for nodes), by
+// its name: d.client dials it at its address.
 func (d *deployment) url(svc string) string {
 	port := "7700"
 	if strings.HasPrefix(svc, "n") {
 		port = "7070"
 	}
-	return "http://" + d.ips[svc] + ":" + port
+	return "https://" + svc + ":" + port
 }
 
 // call sends one JSON request with a token and decodes a JSON answer into

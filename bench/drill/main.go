@@ -80,11 +80,15 @@ func run(ctx context.Context, cfg config) error {
 	if err != nil {
 		return err
 	}
+	certs, err := loadTLS(root)
+	if err != nil {
+		return fmt.Errorf("the deployment's certificates (deploy/build.sh makes them): %w", err)
+	}
 	var results []result
 	var failed []string
 	for _, c := range cfg.cases {
 		for i := range cfg.runs {
-			d := &deployment{project: cfg.project, file: filepath.Join(root, "deploy", "compose.yaml"), tokens: tokens}
+			d := &deployment{project: cfg.project, file: filepath.Join(root, "deploy", "compose.yaml"), tokens: tokens, tls: certs}
 			res, err := runCase(ctx, cfg, d, c, i+1, cfg.keep && i == cfg.runs-1 && c == cfg.cases[len(cfg.cases)-1])
 			if err != nil {
 				return fmt.Errorf("case %s run %d: %w", c, i+1, err)

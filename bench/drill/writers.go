@@ -33,10 +33,9 @@ type writer struct {
 	errors map[int]int // guarded by mu: answers other than 200 by status, 0 for a transport error
 }
 
-func newWriter(tenant, node, replica, base, token string) *writer {
-	tr := &http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute}
+func newWriter(tenant, node, replica, base, token string, hc *http.Client) *writer {
 	return &writer{tenant: tenant, node: node, replica: replica, base: base, token: token,
-		hc: &http.Client{Transport: tr, Timeout: 6 * time.Second}, errors: map[int]int{}}
+		hc: hc, errors: map[int]int{}}
 }
 
 // pace is the least time between one write's first send and the next's:
