@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fenec-go/fenec/internal/tlsx"
 	"github.com/fenec-go/fenec/tests/cluster"
 )
 
@@ -205,52 +207,109 @@ func TestReadmeTryIt(t *testing.T) {
 func TestReadmeDeployment(t *testing.T) {
 	block := readmeBlock(t, "fenec-node ")
 	c := cluster.New(t)
+	work := c.Dir()
+	// The tokens the example reads from files, and the paths it names,
+	// in the test's directory.
+	for name, tok := range map[string]string{"admin.token": "A", "data.token": "D", "router.token": "R"} {
+		if err := os.WriteFile(filepath.Join(work, name), []byte(tok+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	local := func(args []string) {
+		for i, a := range args {
+			if strings.HasSuffix(a, ".token") || strings.HasPrefix(a, "certs/") || (i > 0 && args[i-1] == "--out") {
+				args[i] = filepath.Join(work, a)
+			}
+		}
+	}
 	ports := cluster.FreePorts(t, 4)
 	nodeAddr := "127.0.0.1:" + strconv.Itoa(ports[0])
 	routerAddr := "127.0.0.1:" + strconv.Itoa(ports[1])
 	var readmeNode, readmeRouter string
+	var hc *http.Client // verifies against the example's CA, once made
 	ran := 0
 	for _, line := range block {
 		words := shellWords(t, line)
 		if len(words) == 0 {
 			continue
 		}
+		args := words[1:]
+		local(args)
 		switch words[0] {
 		case "fenec-node":
-			args := words[1:]
 			readmeNode = flagValue(t, args, "--http")
-			setFlag(t, args, "--dir", filepath.Join(c.Dir(), "node"))
+			setFlag(t, args, "--dir", filepath.Join(work, "node"))
 			setFlag(t, args, "--http", nodeAddr)
-			p := cluster.StartProc(t, c.Dir(), "node", cluster.Bins().Node, args...)
-			cluster.WaitHealthy(t, p, "http://"+nodeAddr+"/_health")
+			p := cluster.StartProc(t, work, "node", cluster.Bins().Node, args...)
+			readmeHealthy(t, p, hc, "https://"+nodeAddr+"/_health")
 		case "fenec-shard":
-			args := words[1:]
 			readmeRouter = flagValue(t, args, "--listen")
 			setFlag(t, args, "--listen", routerAddr)
-			setFlag(t, args, "--etcd-dir", filepath.Join(c.Dir(), "shard"))
+			setFlag(t, args, "--etcd-dir", filepath.Join(work, "shard"))
 			args = append(args, "--etcd-client-url", "http://127.0.0.1:"+strconv.Itoa(ports[2]),
 				"--etcd-peer-url", "http://127.0.0.1:"+strconv.Itoa(ports[3]))
-			p := cluster.StartProc(t, c.Dir(), "router", cluster.Bins().Shard, args...)
-			cluster.WaitHealthy(t, p, "http://"+routerAddr+"/_health")
-		case "curl":
-			if readmeNode == "" || readmeRouter == "" {
+			p := cluster.StartProc(t, work, "router", cluster.Bins().Shard, args...)
+			readmeHealthy(t, p, hc, "https://"+routerAddr+"/_health")
+		case "fenec":
+			if args[0] == "register" && (readmeNode == "" || readmeRouter == "") {
 				t.Fatalf("the README records a node before starting it: %q", line)
 			}
-			line = strings.ReplaceAll(line, readmeNode, nodeAddr)
-			runCurl(t, strings.ReplaceAll(line, readmeRouter, routerAddr))
-			ran++
+			for i, a := range args {
+				if readmeNode != "" {
+					a = strings.ReplaceAll(a, readmeNode, nodeAddr)
+				}
+				if readmeRouter != "" {
+					a = strings.ReplaceAll(a, readmeRouter, routerAddr)
+				}
+				args[i] = a
+			}
+			fenec(t, args...)
+			if args[0] == "certs" {
+				src := cluster.MustSource(t, tlsx.Files{CA: filepath.Join(work, "certs", "ca.pem")})
+				var d net.Dialer
+				tr := &http.Transport{DialTLSContext: src.Dialer(d.DialContext)}
+				t.Cleanup(tr.CloseIdleConnections)
+				hc = &http.Client{Transport: tr, Timeout: 2 * time.Second}
+			} else {
+				ran++
+			}
 		}
 	}
 	if ran == 0 {
 		t.Fatal("the deployment example records no node")
 	}
 	// The node the example recorded takes a tenant and a write.
-	r := cluster.NewClient(t, "http://"+routerAddr, "R")
+	src := cluster.MustSource(t, tlsx.Files{CA: filepath.Join(work, "certs", "ca.pem")})
+	r := cluster.NewClientWith(t, "https://"+routerAddr, "R", src)
 	wantStatus(t, r.Do("PUT", "/_shard/tenants/demo", map[string]any{"node": "n1"}), 201, "place on the README's node")
-	cl := cluster.NewClient(t, "http://"+routerAddr, "D")
+	cl := cluster.NewClientWith(t, "https://"+routerAddr, "D", src)
 	cluster.Eventually(t, 30*time.Second, func() error { // its first lease grant
 		if res := cl.Query("demo", "create collection c (v int)"); res.Status != 200 {
 			return fmt.Errorf("first write: %s", res)
+		}
+		return nil
+	})
+}
+
+// readmeHealthy waits for a process of the deployment example, over TLS.
+func readmeHealthy(t *testing.T, p *cluster.Proc, hc *http.Client, url string) {
+	t.Helper()
+	if hc == nil {
+		t.Fatalf("the README starts %s before making its certificates", p.Name())
+	}
+	cluster.Eventually(t, cluster.ReadyWait, func() error {
+		select {
+		case <-p.Exited():
+			return fmt.Errorf("%s exited:\n%s", p.Name(), p.Log())
+		default:
+		}
+		res, err := hc.Get(url)
+		if err != nil {
+			return err
+		}
+		res.Body.Close()
+		if res.StatusCode != 200 {
+			return fmt.Errorf("%s: %d", url, res.StatusCode)
 		}
 		return nil
 	})
