@@ -58,8 +58,10 @@ type strikeKey struct {
 type guard struct {
 	now func() time.Time
 
-	mu    sync.Mutex // guards proof, strikes, holders
-	proof string     // forwarded.Proof of the admin token; "" takes no proof
+	mu sync.Mutex // guards proofs, strikes, holders
+	// proofs are forwarded.Proof of the admin token (and, until the next
+	// reload, of the one a reload replaced); none takes no proof.
+	proofs []string
 	// strikes is the recent refusals per client and surface.
 	strikes map[strikeKey]*strikes
 	// holders is when each address last presented the admin or the
@@ -75,16 +77,40 @@ type strikes struct {
 
 func newGuard(now func() time.Time, adminToken string) *guard {
 	return &guard{
-		now: now, proof: forwarded.Proof(adminToken),
+		now: now, proofs: proofsOf(adminToken),
 		strikes: make(map[strikeKey]*strikes), holders: make(map[strikeKey]time.Time),
 	}
 }
 
-// setProof takes the proof of a new admin token (its file read again).
-func (g *guard) setProof(proof string) {
+// proofsOf are the proofs of the admin tokens given ("" has none).
+func proofsOf(tokens ...string) []string {
+	var out []string
+	for _, t := range tokens {
+		if t != "" {
+			out = append(out, forwarded.Proof(t))
+		}
+	}
+	return out
+}
+
+// setProofs takes the proofs of the admin tokens in use (its file read
+// again).
+func (g *guard) setProofs(proofs []string) {
 	g.mu.Lock()
-	g.proof = proof
+	g.proofs = proofs
 	g.mu.Unlock()
+}
+
+// proofMatchesLocked reports whether got is the proof of an admin token
+// in use.
+func (g *guard) proofMatchesLocked(got string) bool {
+	ok := false
+	for _, p := range g.proofs {
+		if subtle.ConstantTimeCompare([]byte(got), []byte(p)) == 1 {
+			ok = true
+		}
+	}
+	return ok
 }
 
 // backoffError is ErrBackoff with the time left.
@@ -100,6 +126,12 @@ func (e backoffError) RetryAfter() time.Duration { return e.left }
 // its client is held off on surface s, ErrBadProof for a router's proof
 // that does not match, and ErrUnauthorized otherwise (counting a strike).
 func (g *guard) check(r *http.Request, s surface, want string) error {
+	return g.checkEither(r, s, want, "")
+}
+
+// checkEither is check taking also (when set: the token a reload
+// replaced, until the next reload) as well as want.
+func (g *guard) checkEither(r *http.Request, s surface, want, also string) error {
 	now := g.now()
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -107,7 +139,7 @@ func (g *guard) check(r *http.Request, s surface, want string) error {
 	if err != nil {
 		return err
 	}
-	return g.checkLocked(r, strikeKey{s, client}, want, now)
+	return g.checkLocked(r, strikeKey{s, client}, want, also, now)
 }
 
 // clientLocked is the client a request's strikes count against: the one a
@@ -124,7 +156,7 @@ func (g *guard) clientLocked(r *http.Request, now time.Time) (string, error) {
 	if s := g.strikes[k]; s != nil && now.Before(s.blocked) && !g.holdsLocked(k, now) {
 		return "", backoffError{s.blocked.Sub(now)}
 	}
-	if g.proof == "" || subtle.ConstantTimeCompare([]byte(got), []byte(g.proof)) != 1 {
+	if !g.proofMatchesLocked(got) {
 		g.strikeLocked(k, now)
 		return "", ErrBadProof
 	}
@@ -137,13 +169,13 @@ func (g *guard) clientLocked(r *http.Request, now time.Time) (string, error) {
 }
 
 // checkLocked checks want against the request's bearer token for key.
-func (g *guard) checkLocked(r *http.Request, key strikeKey, want string, now time.Time) error {
+func (g *guard) checkLocked(r *http.Request, key strikeKey, want, also string, now time.Time) error {
 	s := g.strikes[key]
 	blocked := s != nil && now.Before(s.blocked)
 	if blocked && !g.holdsLocked(key, now) {
 		return backoffError{s.blocked.Sub(now)}
 	}
-	if tokenMatches(r, want) {
+	if tokenMatches(r, want) || also != "" && tokenMatches(r, also) {
 		g.holdLocked(key, now)
 		return nil
 	}
@@ -217,7 +249,10 @@ func (g *guard) sweepLocked(now time.Time) {
 func (g *guard) who(r *http.Request) (client, via string) {
 	remote := clientAddr(r)
 	got := r.Header.Get(forwarded.HeaderProof)
-	if got == "" || g.proof == "" || subtle.ConstantTimeCompare([]byte(got), []byte(g.proof)) != 1 {
+	g.mu.Lock()
+	matches := got != "" && g.proofMatchesLocked(got)
+	g.mu.Unlock()
+	if !matches {
 		return remote, ""
 	}
 	ip, err := netip.ParseAddr(r.Header.Get(forwarded.HeaderClient))

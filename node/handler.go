@@ -189,7 +189,7 @@ func (c *call) authorize(s surface, want, tenant string) bool {
 	if want == "" {
 		return true
 	}
-	err := c.s.guard.check(c.r, s, want)
+	err := c.s.guard.checkEither(c.r, s, want, c.s.tokens().previous(want))
 	if err == nil {
 		return true
 	}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fenec-go/fenec/internal/forwarded"
 	"github.com/fenec-go/fenec/internal/testkit"
 	"github.com/fenec-go/fenec/internal/tlsx"
 )
@@ -256,8 +257,9 @@ func TestSilentHandshakesHoldOffNobody(t *testing.T) {
 }
 
 // TestNodeReadsTokenFilesAgainOnReload: tokens read from files are read
-// again on SIGHUP (Reload): the new ones are taken and the old refused; a
-// file that cannot be read, or tokens that would be one another's, change
+// again on SIGHUP (Reload): the new ones are taken, and the ones they
+// replaced as well until the next reload, which ends the change; a file
+// that cannot be read, or tokens that would be one another's, change
 // nothing.
 func TestNodeReadsTokenFilesAgainOnReload(t *testing.T) {
 	dir := t.TempDir()
@@ -269,6 +271,10 @@ func TestNodeReadsTokenFilesAgainOnReload(t *testing.T) {
 		return path
 	}
 	reload := make(chan os.Signal)
+	hup := func() {
+		reload <- syscall.SIGHUP
+		reload <- syscall.SIGHUP // taken once the first reload is done
+	}
 	n := startNode(t, func(c *Config) {
 		c.AdminToken, c.HTTPToken = adminToken, "data-one"
 		c.TokenFiles = TokenFiles{Admin: write("admin", adminToken), HTTP: write("data", "data-one")}
@@ -281,6 +287,10 @@ func TestNodeReadsTokenFilesAgainOnReload(t *testing.T) {
 	dataWith := func(tok string) int {
 		return n.do("GET", "/t/a/_changes?since=0", "", "Authorization", "Bearer "+tok).Status
 	}
+	proofOf := func(tok string) int { // a router's request naming a client beside a proof
+		return n.do("GET", "/t/a/_changes?since=0", "", "Authorization", "Bearer data-two",
+			forwarded.HeaderProof, forwarded.Proof(tok), forwarded.HeaderClient, "203.0.113.9").Status
+	}
 	if adminWith(adminToken) != 200 || dataWith("data-one") != 200 {
 		t.Fatal("the tokens read at start are not taken")
 	}
@@ -288,20 +298,29 @@ func TestNodeReadsTokenFilesAgainOnReload(t *testing.T) {
 	write("data", "data-two")
 	reload <- syscall.SIGHUP
 	testkit.Eventually(t, 10*time.Second, func() bool { return adminWith("admin-two") == 200 }, "the admin token read again")
-	if dataWith("data-two") != 200 {
-		t.Fatal("the data token read again is not taken")
+	if dataWith("data-two") != 200 || proofOf("admin-two") != 200 {
+		t.Fatal("the data token read again, or a proof of the new admin token, is not taken")
 	}
+	// Until the next reload, the replaced tokens and proofs are taken too:
+	// the routers are recorded again meanwhile.
+	if adminWith(adminToken) != 200 || dataWith("data-one") != 200 || proofOf(adminToken) != 200 {
+		t.Fatal("a token the reload replaced is refused before the next reload")
+	}
+	// The next reload, with nothing changed, ends the change.
+	hup()
 	if adminWith(adminToken) != 401 || dataWith("data-one") != 401 {
-		t.Fatal("the old tokens are still taken")
+		t.Fatal("a replaced token is still taken after the next reload")
+	}
+	if adminWith("admin-two") != 200 || dataWith("data-two") != 200 {
+		t.Fatal("the tokens in use are refused after the next reload")
 	}
 	// An empty file, or a data token equal to the admin token: nothing
 	// changes.
 	write("admin", "")
-	reload <- syscall.SIGHUP
+	hup()
 	write("admin", "admin-two")
 	write("data", "admin-two")
-	reload <- syscall.SIGHUP
-	reload <- syscall.SIGHUP // the loop has taken the previous one once this is taken
+	hup()
 	if adminWith("admin-two") != 200 || dataWith("data-two") != 200 {
 		t.Fatal("a bad token file changed the tokens in use")
 	}

@@ -4,15 +4,34 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/fenec-go/fenec/internal/forwarded"
 	"github.com/fenec-go/fenec/internal/tokenfile"
 )
 
 // tokens are the node's bearer tokens in use: the command line's at
 // start, each --…-token-file's again on Reload. A request reads them once
-// (Server.tokens) and checks against what it read.
+// (Server.tokens) and checks against what it read. The tokens a reload
+// replaced are taken as well until the next reload, so that routers,
+// copies and clients can move to the new ones without a refusal: the
+// operator's second SIGHUP ends the change.
 type tokens struct {
-	admin, data, repl string
+	admin, data, repl             string
+	prevAdmin, prevData, prevRepl string
+}
+
+// previous is the token a reload replaced by want, still taken until the
+// next reload ("" when none).
+func (t *tokens) previous(want string) string {
+	switch want {
+	case "":
+		return ""
+	case t.admin:
+		return t.prevAdmin
+	case t.data:
+		return t.prevData
+	case t.repl:
+		return t.prevRepl
+	}
+	return ""
 }
 
 // tokens returns the tokens in use.
@@ -28,7 +47,7 @@ func (s *Server) reloadTokens() ([]string, error) {
 		return nil, nil
 	}
 	cur := s.tokens()
-	next := *cur
+	next := tokens{admin: cur.admin, data: cur.data, repl: cur.repl}
 	var errs []error
 	for _, t := range []struct {
 		path string
@@ -50,19 +69,22 @@ func (s *Server) reloadTokens() ([]string, error) {
 	}
 	var changed []string
 	if next.admin != cur.admin {
-		changed = append(changed, "admin")
+		changed, next.prevAdmin = append(changed, "admin"), cur.admin
 	}
 	if next.data != cur.data {
-		changed = append(changed, "http")
+		changed, next.prevData = append(changed, "http"), cur.data
 	}
 	if next.repl != cur.repl {
-		changed = append(changed, "replication")
+		changed, next.prevRepl = append(changed, "replication"), cur.repl
 	}
-	if len(changed) == 0 {
+	if next == *cur {
 		return nil, nil
 	}
 	s.tok.Store(&next)
-	s.guard.setProof(forwarded.Proof(next.admin))
+	s.guard.setProofs(proofsOf(next.admin, next.prevAdmin))
 	s.reg.setReplToken(next.repl)
+	if len(changed) == 0 {
+		s.log.Info("token files read again: the tokens the last reload replaced are no longer taken")
+	}
 	return changed, nil
 }
