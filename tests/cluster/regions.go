@@ -76,7 +76,10 @@ type RegionsOptions struct {
 func (c *Cluster) StartRegions(o RegionsOptions) *Regions {
 	c.tb.Helper()
 	rs := &Regions{tb: c.tb, C: c, lease: o.Lease, globalDNS: dnsstub.New(c.tb), Region: map[string]*Region{}}
-	routerArgs := append([]string{"--auto-failover", o.Lease, "--upstream-timeout", "5"}, o.RouterArgs...)
+	// --insecure: nodes are recorded by name at http:// (names the
+	// test's DNS servers give loopback addresses, which a router cannot
+	// know), which a router takes only so.
+	routerArgs := append([]string{"--auto-failover", o.Lease, "--upstream-timeout", "5", "--insecure"}, o.RouterArgs...)
 	rs.Global = c.StartRouter("global", RouterOptions{Args: append(append([]string{}, routerArgs...), "--resolver", rs.globalDNS.Addr())})
 	rs.GlobalStandby = c.StartRouter("global-standby", RouterOptions{Directory: rs.Global.EtcdURL(),
 		Args: append(append([]string{}, routerArgs...), "--standby", "--resolver", rs.globalDNS.Addr())})
