@@ -3,6 +3,7 @@ package region
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -180,5 +181,35 @@ func TestRouterReadsItsTokenFileAgainOnReload(t *testing.T) {
 	reload <- syscall.SIGHUP
 	if with("router-two") != 200 {
 		t.Fatal("an empty token file changed the token in use")
+	}
+}
+
+// TestRouterSilentHandshakesHoldOffNobody: clients that connect to a TLS
+// router and never finish a hello hold off no one, and each is cut after
+// the header bound.
+func TestRouterSilentHandshakesHoldOffNobody(t *testing.T) {
+	p := testkit.NewPKI(t, "ca")
+	r := startCPRouter(t, func(c *Config) { c.TLS = p.Issue("router") })
+	addr := r.rt.Addr()
+	var silent []net.Conn
+	defer func() {
+		for _, c := range silent {
+			c.Close()
+		}
+	}()
+	for range 20 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		silent = append(silent, c)
+	}
+	op := tlsClient(t, p.Issue("operator"))
+	if st, b := tlsDo(t, op, "GET", "https://"+addr+"/_shard/nodes", cpRouterToken, ""); st != 200 {
+		t.Fatalf("served beside silent handshakes: %d %s", st, b)
+	}
+	_ = silent[0].SetReadDeadline(time.Now().Add(30 * time.Second)) // a bound on a hang
+	if _, err := silent[0].Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("a silent handshake was not cut: %v", err)
 	}
 }

@@ -132,3 +132,52 @@ func TestForwardOverTLSChecksTheNodeName(t *testing.T) {
 		t.Fatalf("a node certificate for another name: %d %s, want 502", resp.StatusCode, body)
 	}
 }
+
+// TestForwardToANodeThatNeverShakesHands: a node addressed https:// that
+// takes the connection and never answers the hello is a node that cannot
+// be reached: the request is answered 502 once the dial's bound passes,
+// and the router keeps no connection to it.
+func TestForwardToANodeThatNeverShakesHands(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu    sync.Mutex
+		conns []net.Conn
+		wg    sync.WaitGroup
+	)
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c) // held, never answered
+			mu.Unlock()
+		}
+	})
+	t.Cleanup(func() {
+		ln.Close()
+		wg.Wait()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+	})
+	p := testkit.NewPKI(t, "ca")
+	place := newPlacements(map[string]Target{"acme": {Node: "n1", Addr: "https://" + ln.Addr().String()}})
+	r := newRouter(t, place, fwdOpts{cfg: func(c *Config) {
+		c.TLS = testkit.Source(t, p.Issue("router")).Client
+		c.DialTimeout = 200 * time.Millisecond
+	}})
+	resp, body := do(t, client(t), "GET", r.url+"/t/acme/x", nil, nil)
+	if resp.StatusCode != http.StatusBadGateway {
+		t.Fatalf("a node that never shakes hands: %d %s, want 502", resp.StatusCode, body)
+	}
+	if pl := r.f.pools.lookup("n1"); pl != nil && pl.idleCount() != 0 {
+		t.Fatalf("the router kept %d connections to it", pl.idleCount())
+	}
+}
