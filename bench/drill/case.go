@@ -148,16 +148,27 @@ func measure(ctx context.Context, cfg config, d *deployment, hc *http.Client, ka
 func judge(ctx context.Context, d *deployment, hc *http.Client, leader string, writers []*writer, cutAt, killAt time.Time, after, warm time.Duration, res *result) error {
 	res.victimErrors, res.copyErrors = map[int]int{}, map[int]int{}
 	end := killAt.Add(after)
-	var rows []struct {
-		Name string `json:"name"`
-		Node string `json:"node"`
-	}
-	if st, err := call(ctx, hc, "GET", d.url(leader)+"/_shard/tenants", d.tokens["router"], nil, &rows); err != nil || st != 200 {
-		return fmt.Errorf("placements: %d %v", st, err)
-	}
+	// Placements as the leading router has them, and each region's router
+	// for what it does not list (with the global tier stopped, a region's
+	// router lists its own region only).
 	now := map[string]string{}
-	for _, r := range rows {
-		now[r.Name] = r.Node
+	for i, r := range []string{leader, "eu1", "us1"} {
+		var rows []struct {
+			Name string `json:"name"`
+			Node string `json:"node"`
+		}
+		st, err := call(ctx, hc, "GET", d.url(r)+"/_shard/tenants", d.tokens["router"], nil, &rows)
+		if err != nil || st != 200 {
+			if i == 0 {
+				return fmt.Errorf("placements: %d %v", st, err)
+			}
+			continue
+		}
+		for _, row := range rows {
+			if _, ok := now[row.Name]; !ok {
+				now[row.Name] = row.Node
+			}
+		}
 	}
 	slow := d.client(15*time.Second, 2)
 	defer slow.CloseIdleConnections()
