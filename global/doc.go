@@ -23,10 +23,15 @@
 //     Failover, BeginMove/FinishMove/AbortMove, Hold/Release, RemoveTenant)
 //     build the usual ones. ClaimLeader and Promote move the lead by
 //     compare-and-swap on the term; a Store Fenced on the term it read
-//     writes nothing once a promotion moved the term on. LeaseRecordStore
-//     raises and lowers the longest-lease record; AcceptHandoff records a
-//     region's leasing handed to this directory (term above the giver's,
-//     record at least the giver's) in one transaction.
+//     writes nothing once a promotion moved the term on; one Guarded on a
+//     region record writes nothing once a handoff moved the record on.
+//     LeaseRecordStore raises and lowers the longest-lease record;
+//     ClaimName names the directory (meta/name). The handoff of a region's
+//     leasing is a sequence of states of its region record (Offer, Ready,
+//     Give, Take, RollBack, Force: handoff.go), each written by one
+//     compare-and-swap (UpdateRegion, TakeHandoff, AdoptRegion); Mirror
+//     copies a region's records between the global directory and the
+//     region's, down or up.
 //   - Watcher, a router's in-memory copy of a whole directory: it lists,
 //     watches from the list's revision and lists again after a compaction,
 //     publishing immutable Views through an atomic pointer, so Lookup costs

@@ -63,7 +63,7 @@ func (s *Store) Guarded(conds ...Cond) *Store {
 }
 
 // Fence reads the term and returns the Store fenced on it, with the term
-// read. A router that moves the term itself (Promote, AcceptHandoff) fences
+// read. A router that moves the term itself (Promote, ClaimLeader) fences
 // again afterwards.
 func (s *Store) Fence(ctx context.Context) (*Store, Versioned[uint64], error) {
 	term, err := s.Term(ctx)

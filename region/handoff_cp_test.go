@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -27,6 +29,7 @@ func startTwoTiers(t *testing.T) *twoTiers {
 	g := startCPRouter(t, func(c *Config) { c.ID = "g"; c.AutoFailover = testLease })
 	e := startCPRouter(t, func(c *Config) {
 		c.ID, c.Region, c.GlobalURLs, c.AutoFailover = "eu-1", "eu", g.rt.DirectoryURLs(), testLease
+		c.Audit = filepath.Join(t.TempDir(), "audit.jsonl")
 	})
 	a, b := startLeaseNode(t, true), startLeaseNode(t, true)
 	g.addLeaseNode(t, "a", a, nil)
@@ -120,6 +123,16 @@ func TestHandoffBothWaysCP(t *testing.T) {
 	}
 	if st, b := g.shard(t, http.MethodPut, "tenants/y", map[string]any{"node": "b"}, nil); st != http.StatusConflict {
 		t.Fatalf("a placement in the region at the global tier: %d %s", st, b)
+	}
+	// A move out of a region that leases its own nodes is refused, saying
+	// why and what to do.
+	c := startLeaseNode(t, true)
+	body := map[string]any{"addr": c.Addr(), "token": cpAdminToken, "region": "us"}
+	if st, b := g.shard(t, http.MethodPut, "nodes/c", body, nil); st != http.StatusCreated {
+		t.Fatalf("record c in us: %d %s", st, b)
+	}
+	if st, b := g.shard(t, http.MethodPost, "tenants/t1/move", map[string]any{"to": "c"}, nil); st != http.StatusConflict || !strings.Contains(string(b), "eu-1") {
+		t.Fatalf("a move from a region that leases itself, at the global tier: %d %s", st, b)
 	}
 	e.place(t, "t2", "b")
 	e.mustQuery(t, "t2", "create collection c (n int)")
@@ -246,6 +259,13 @@ func TestForcedTakeoverCP(t *testing.T) {
 		t.Fatalf("failover by hand: %d %s", st, b)
 	}
 	e.mustQuery(t, "t1", "put c {n: 1}")
+	raw, err := os.ReadFile(e.rt.cfg.Audit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(raw), `"what":"handoff"`) || !strings.Contains(string(raw), `"what":"failover"`) {
+		t.Fatalf("the forced takeover and the forced failover are not in the audit log:\n%s", raw)
+	}
 }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

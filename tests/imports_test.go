@@ -34,7 +34,7 @@ var importRules = map[string][]string{
 	"region/merge":              {"engine/fql"},
 	"cmd":                       {"engine", "node", "global", "lease", "region", "wire", "internal"},
 	"tests":                     {"tests", "wire", "internal/testkit"},
-	"bench":                     {"bench/internal/benchkit", "engine", "node", "global", "lease", "region", "wire"},
+	"bench":                     {"bench/internal/benchkit", "engine", "node", "global", "lease", "region", "wire", "tests/proxy", "tests/dnsstub"},
 	"docs":                      nil, // reads the code as text
 }
 
