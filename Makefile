@@ -95,16 +95,20 @@ rules:
 # node cut off the network and killed under keyed writers, three runs of
 # each case; prints the table and writes bench/drill.txt. Builds the
 # binaries and images first (deploy/build.sh, offline).
+# The images are tagged, and the drill's compose project named, after this
+# checkout's directory, so that drills of two checkouts on one Docker host
+# run their own images side by side.
+DRILL_TAG ?= $(shell basename "$(CURDIR)" | tr -c 'a-z0-9\n' '-')
 .PHONY: drill drill-short images
 images:
-	deploy/build.sh
+	FENEC_TAG=$(DRILL_TAG) deploy/build.sh
 drill: images
-	$(GO) run ./bench/drill -runs 3 -out bench/drill.txt
+	FENEC_TAG=$(DRILL_TAG) $(GO) run ./bench/drill -project fenecdrill-$(DRILL_TAG) -runs 3 -out bench/drill.txt
 
 # What CI runs: one run of the cut case, fewer tenants; fails if an
 # acknowledged write was lost or a dead node's writer never wrote again.
 drill-short: images
-	$(GO) run ./bench/drill -cases cut -runs 1 -tenants 2 -after 8s -out "" -check
+	FENEC_TAG=$(DRILL_TAG) $(GO) run ./bench/drill -project fenecdrill-$(DRILL_TAG) -cases cut -runs 1 -tenants 2 -after 8s -out "" -check
 
 # Per-region leasing with the global tier 40 ms away each way: a node's
 # loss under writers with its region leased by the global tier and by

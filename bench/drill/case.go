@@ -51,9 +51,13 @@ func runCase(ctx context.Context, cfg config, d *deployment, kase string, run in
 	if kase == "resolver" {
 		resolver = "resolver:5353"
 	}
-	d.env = []string{"FENEC_LEASE=2", "FENEC_UPSTREAM_TIMEOUT=4", "FENEC_RESOLVER=" + resolver,
-		"FENEC_LOG_FORMAT=text", "FENEC_PORTS=47", "FENEC_PROMETHEUS_PORT=4790"}
 	_ = d.down() // what an interrupted run left
+	ports, err := freePorts()
+	if err != nil {
+		return res, err
+	}
+	d.env = []string{"FENEC_LEASE=2", "FENEC_UPSTREAM_TIMEOUT=4", "FENEC_RESOLVER=" + resolver,
+		"FENEC_LOG_FORMAT=text", "FENEC_PORTS=" + ports, "FENEC_PROMETHEUS_PORT=" + ports + "90"}
 	if !keep {
 		defer func() {
 			if err := d.down(); err != nil {

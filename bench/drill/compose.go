@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"time"
 
@@ -139,6 +141,29 @@ func call(ctx context.Context, hc *http.Client, method, url, token string, body,
 		}
 	}
 	return res.StatusCode, nil
+}
+
+// freePorts picks where the routers' ports are published (compose's
+// FENEC_PORTS: a prefix of two digits, PP00 to PP22 and PP90): the first
+// prefix from 47 on whose ports are all free, so that a drill runs beside
+// another deployment on the same host. The drill itself talks to the
+// containers' own addresses.
+func freePorts() (string, error) {
+	for prefix := 47; prefix <= 69; prefix++ {
+		free := true
+		for _, suffix := range []int{0, 1, 2, 10, 11, 12, 20, 21, 22, 90} {
+			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d%02d", prefix, suffix))
+			if err != nil {
+				free = false
+				break
+			}
+			ln.Close()
+		}
+		if free {
+			return strconv.Itoa(prefix), nil
+		}
+	}
+	return "", fmt.Errorf("no free ports to publish on from 4700 to 6999")
 }
 
 // waitFor polls fn every 200 ms until it returns nil or d passes.
