@@ -79,10 +79,10 @@ func TestConfigValidateCP(t *testing.T) {
 		{"global across the network without tls", func(c *Config) { c.Region = "eu"; c.GlobalURLs = []string{"http://g:2379"} }, ErrInsecure},
 		{"global without a region", func(c *Config) { c.GlobalURLs = []string{"http://g:2379"} }, ErrBadConfig},
 		{"global and leasing: the region may lease its nodes", func(c *Config) {
-			c.Region, c.GlobalURLs, c.AutoFailover = "eu", []string{"http://g:2379"}, time.Second
+			c.Region, c.GlobalURLs, c.AutoFailover, c.DirectoryKeyFile = "eu", []string{"https://g:2379"}, time.Second, "k"
 		}, nil},
 		{"global and replicas", func(c *Config) {
-			c.Region, c.GlobalURLs, c.Replicas = "eu", []string{"http://g:2379"}, true
+			c.Region, c.GlobalURLs, c.Replicas, c.DirectoryKeyFile = "eu", []string{"https://g:2379"}, true, "k"
 		}, nil},
 	}
 	for _, tc := range tests {

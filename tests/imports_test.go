@@ -25,16 +25,16 @@ var importRules = map[string][]string{
 	"engine":                    {"engine"},
 	"engine/fql":                nil,
 	"internal":                  {"wire"},
-	"internal/testkit":          nil,
+	"internal/testkit":          {"internal/tlsx"},
 	"internal/testkit/testnode": {"internal/testkit", "node", "wire"},
-	"global":                    {"wire"},
+	"global":                    {"wire", "internal/tlsx"},
 	"node":                      {"engine", "lease", "wire", "internal"},
 	"region":                    {"global", "lease", "wire", "internal", "region/forward", "region/merge"},
 	"region/forward":            {"wire", "internal"},
 	"region/merge":              {"engine/fql"},
 	"cmd":                       {"engine", "node", "global", "lease", "region", "wire", "internal"},
-	"tests":                     {"tests", "wire", "internal/testkit"},
-	"bench":                     {"bench/internal/benchkit", "engine", "node", "global", "lease", "region", "wire", "tests/proxy", "tests/dnsstub"},
+	"tests":                     {"tests", "wire", "internal/testkit", "internal/tlsx"},
+	"bench":                     {"bench/internal/benchkit", "engine", "node", "global", "lease", "region", "wire", "internal/tlsx", "tests/proxy", "tests/dnsstub"},
 	"docs":                      nil, // reads the code as text
 }
 

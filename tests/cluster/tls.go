@@ -1,7 +1,9 @@
 package cluster
 
 import (
+	"crypto/rand"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/pem"
 	"net"
 	"net/http"
@@ -10,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fenec-go/fenec/global"
 	"github.com/fenec-go/fenec/internal/tlsx"
 )
 
@@ -51,7 +52,11 @@ func (c *Cluster) UseTLS() *PKI {
 		c.tb.Fatal(err)
 	}
 	p.KeyFile = filepath.Join(p.Dir, "directory.key")
-	if err := tlsx.WriteFile(p.KeyFile, []byte(global.NewKeyText()+"\n"), 0o600); err != nil {
+	var key [32]byte
+	if _, err := rand.Read(key[:]); err != nil {
+		c.tb.Fatal(err)
+	}
+	if err := tlsx.WriteFile(p.KeyFile, []byte(base64.StdEncoding.EncodeToString(key[:])+"\n"), 0o600); err != nil {
 		c.tb.Fatal(err)
 	}
 	if p.operator, err = tlsx.Load(p.Issue(Operator), nil); err != nil {
