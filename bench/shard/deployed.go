@@ -116,8 +116,16 @@ func startDeployed(ctx context.Context, cfg config, dir string) (_ *deployedRig,
 	if d.pprof, err = freeAddr(); err != nil {
 		return nil, err
 	}
+	etcdClient, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	etcdPeer, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
 	r, err := startProc("fenec-shard", shardBin, "--listen", routerAddr, "--id", "bench", "--pprof", d.pprof,
-		"--etcd-dir", filepath.Join(dir, "etcd"), "--etcd-client-url", "http://127.0.0.1:0", "--etcd-peer-url", "http://127.0.0.1:0")
+		"--etcd-dir", filepath.Join(dir, "etcd"), "--etcd-client-url", "http://"+etcdClient, "--etcd-peer-url", "http://"+etcdPeer)
 	if err != nil {
 		return nil, err
 	}
@@ -132,6 +140,24 @@ func startDeployed(ctx context.Context, cfg config, dir string) (_ *deployedRig,
 	d.targets = []wtarget{
 		{name: "node", base: "http://" + nodeAddr, pids: []int{n.pid()}},
 		{name: "fenec-shard", base: "http://" + routerAddr, pids: []int{r.pid()}},
+	}
+	// More routers over the same directory (standbys: they forward as the
+	// leader does), each run with a GOMAXPROCS of its own.
+	for _, procs := range cfg.routerProcs {
+		addr, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		name := fmt.Sprintf("fenec-shard P=%d", procs)
+		p, err := startProcEnv(name, []string{fmt.Sprintf("GOMAXPROCS=%d", procs)}, shardBin, "--listen", addr, "--id", fmt.Sprintf("bench-p%d", procs), "--standby", "--directory", "http://"+etcdClient)
+		if err != nil {
+			return nil, err
+		}
+		d.procs = append(d.procs, p)
+		if err := p.waitHTTP("http://" + addr + "/_health"); err != nil {
+			return nil, err
+		}
+		d.targets = append(d.targets, wtarget{name: name, base: "http://" + addr, pids: []int{p.pid()}})
 	}
 	d.nginxNote = "nginx: " + nginxVersion(cfg.nginx) + " as a plain reverse proxy: upstream keepalive 32, HTTP/1.1 to the node, proxy_buffering off, access log off"
 	for _, w := range []string{"1", "auto"} {

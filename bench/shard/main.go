@@ -34,6 +34,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -53,10 +54,11 @@ type config struct {
 	nginx            string
 	tls              bool
 
-	wrk        string        // wrk binary ("none": no deployed tables)
-	rounds     int           // rounds of the deployed table
-	dur        time.Duration // one wrk run
-	profileOut string        // the router's CPU profile, as text
+	wrk         string        // wrk binary ("none": no deployed tables)
+	rounds      int           // rounds of the deployed table
+	dur         time.Duration // one wrk run
+	profileOut  string        // the router's CPU profile, as text
+	routerProcs []int         // more routers, each with this GOMAXPROCS
 }
 
 func main() {
@@ -72,6 +74,16 @@ func main() {
 	flag.IntVar(&cfg.rounds, "rounds", 5, "rounds of the deployed table, every target once a round")
 	flag.DurationVar(&cfg.dur, "dur", 3*time.Second, "one wrk run (whole seconds)")
 	flag.StringVar(&cfg.profileOut, "profile-out", "bench/shard-profile.txt", "file the router's CPU profile is written to (empty: none)")
+	flag.Func("router-procs", "comma-separated GOMAXPROCS values: one more (standby) router each, run with it", func(v string) error {
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				return fmt.Errorf("GOMAXPROCS %q", f)
+			}
+			cfg.routerProcs = append(cfg.routerProcs, n)
+		}
+		return nil
+	})
 	flag.Parse()
 	if err := run(cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "shard bench:", err)

@@ -51,7 +51,15 @@ func (l *lockedBuffer) String() string {
 // startProc starts bin with args; the kernel kills it should the bench
 // die first (sysProcAttr), and stop ends it otherwise.
 func startProc(name, bin string, args ...string) (*proc, error) {
+	return startProcEnv(name, nil, bin, args...)
+}
+
+// startProcEnv is startProc with env added to the bench's own environment.
+func startProcEnv(name string, env []string, bin string, args ...string) (*proc, error) {
 	cmd := exec.Command(bin, args...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	out := newLockedBuffer()
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = sysProcAttr()

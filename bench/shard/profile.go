@@ -177,6 +177,10 @@ func (d *deployedRig) cpuProfile(ctx context.Context, cfg config) error {
 		}
 	}
 	secs := max(2, int(cfg.dur/time.Second))
+	allocsBefore, err := fetch(fmt.Sprintf("http://%s/debug/pprof/allocs", d.pprof), 30*time.Second)
+	if err != nil {
+		return fmt.Errorf("allocs profile: %w", err)
+	}
 	type got struct {
 		b   []byte
 		err error
@@ -201,24 +205,50 @@ func (d *deployedRig) cpuProfile(ctx context.Context, cfg config) error {
 	if g.err != nil {
 		return fmt.Errorf("cpu profile: %w", g.err)
 	}
+	allocsAfter, err := fetch(fmt.Sprintf("http://%s/debug/pprof/allocs", d.pprof), 30*time.Second)
+	if err != nil {
+		return fmt.Errorf("allocs profile: %w", err)
+	}
 	raw := filepath.Join(d.dir, "router.pprof")
-	if err := os.WriteFile(raw, g.b, 0o644); err != nil {
-		return err
+	base, after := filepath.Join(d.dir, "allocs-before.pprof"), filepath.Join(d.dir, "allocs-after.pprof")
+	for f, b := range map[string][]byte{raw: g.b, base: allocsBefore, after: allocsAfter} {
+		if err := os.WriteFile(f, b, 0o644); err != nil {
+			return err
+		}
 	}
 	var out bytes.Buffer
 	fmt.Fprintf(&out, "fenec-shard CPU profile, %s, as deployed (its own process), reads GET %s through it at 16 connections by wrk: %.0f req/s over the %d s profiled; load average %s\n\n",
 		time.Now().UTC().Format("2006-01-02 15:04 MST"), readPath, r.rps, secs, loadAvg())
-	for _, mode := range []string{"-top", "-top -cum"} {
+	for _, mode := range []string{"-top", "-top -cum", "-top -sample_index=alloc_objects -diff_base " + base} {
+		file := raw
+		if strings.Contains(mode, "alloc") {
+			file = after
+			fmt.Fprintf(&out, "Objects allocated during the run (the allocation profile's difference across it; sampled, so scaled estimates; %d requests):\n", r.requests)
+		}
 		args := append([]string{"tool", "pprof"}, strings.Fields(mode)...)
-		args = append(args, "-nodecount=40", d.shardBin, raw)
+		args = append(args, "-nodecount=40", d.shardBin, file)
 		cmd := exec.CommandContext(ctx, goBin(), args...)
 		b, err := cmd.CombinedOutput()
 		if err != nil {
 			return fmt.Errorf("go tool pprof: %w\n%s", err, b)
 		}
-		fmt.Fprintf(&out, "$ go tool pprof %s -nodecount=40\n%s\n", mode, b)
+		fmt.Fprintf(&out, "$ go tool pprof %s -nodecount=40\n%s\n", strings.Replace(mode, base, "<before>", 1), b)
 	}
 	return os.WriteFile(cfg.profileOut, out.Bytes(), 0o644)
+}
+
+// fetch GETs url whole.
+func fetch(url string, timeout time.Duration) ([]byte, error) {
+	c := &http.Client{Timeout: timeout, Transport: &http.Transport{DisableKeepAlives: true}}
+	res, err := c.Get(url)
+	if err != nil {
+		return nil, err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != 200 {
+		return nil, fmt.Errorf("GET %s: %d", url, res.StatusCode)
+	}
+	return io.ReadAll(res.Body)
 }
 
 func goBin() string {
