@@ -9,8 +9,10 @@
 //     a writer beside them (a read shows no write before the copy holds it,
 //     so with a copy it may wait for the copy's ack);
 //   - replica lag: from a write sent until the copy's file holds it
-//     durably (the copy's replication status polled over HTTP, so a poll's
-//     round trip is in it);
+//     durably under --sync always, and, in turns with it on a second pair
+//     of nodes under --sync off, until the copy has applied it (the copy's
+//     replication status polled over HTTP, so a poll's round trip is in
+//     it; one poll alone is timed beside);
 //   - a failover by hand of a lost node's tenants (20 by default) through
 //     a region.Router over an embedded etcd: the whole POST
 //     /_shard/nodes/<n>/failover, and for each tenant the time from the
@@ -32,6 +34,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -145,37 +148,49 @@ func ackAndLag(w io.Writer, c *http.Client, cfg config, dir string, log *slog.Lo
 		done += step
 	}
 
-	// Lag: a write sent, the copy's durable seq polled until it holds it.
-	var lag, answered []time.Duration
+	// Lag, in turns with a second pair of nodes under --sync off: a write
+	// sent, the copy's status polled until it holds it — durable in its
+	// file under --sync always, applied under --sync off (nothing there is
+	// ever durable by fsync).
+	op, err := startNode(filepath.Join(dir, "off-primary"), "off", log)
+	if err != nil {
+		return err
+	}
+	defer op.Close()
+	ocp, err := startNode(filepath.Join(dir, "off-copy"), "off", log)
+	if err != nil {
+		return err
+	}
+	defer ocp.Close()
+	opu, ocu := "http://"+op.Addr(), "http://"+ocp.Addr()
+	if err := mkTenant(c, opu, "pair"); err != nil {
+		return err
+	}
+	if err := call(c, "PUT", ocu+"/_admin/tenants/pair", "", 201, adminToken, nil); err != nil {
+		return err
+	}
+	if err := call(c, "POST", ocu+"/_admin/tenants/pair/follow", `{"from":"`+opu+`"}`, 200, adminToken, nil); err != nil {
+		return err
+	}
+	if err := waitCaughtUp(c, opu, ocu, "pair"); err != nil {
+		return err
+	}
+	for i := range cfg.warmup {
+		if _, err := write(opu, "pair", i); err != nil {
+			return err
+		}
+	}
+	var lag, answered, lagOff, answeredOff []time.Duration
 	for i := range cfg.lagWrites {
-		seq, err := status(c, pu, "pair")
+		l, a, err := lagOnce(c, write, pu, cu, -i, false)
 		if err != nil {
 			return err
 		}
-		want := seq.Seq + 1
-		start := time.Now()
-		type result struct {
-			d   time.Duration
-			err error
+		lag, answered = append(lag, l), append(answered, a)
+		if l, a, err = lagOnce(c, write, opu, ocu, -i, true); err != nil {
+			return err
 		}
-		done := make(chan result, 1)
-		go func() { d, err := write(pu, "pair", -i); done <- result{d, err} }()
-		for {
-			st, err := status(c, cu, "pair")
-			if err != nil {
-				return err
-			}
-			if st.Durable >= want {
-				break
-			}
-			time.Sleep(100 * time.Microsecond)
-		}
-		lag = append(lag, time.Since(start))
-		r := <-done
-		if r.err != nil {
-			return r.err
-		}
-		answered = append(answered, r.d)
+		lagOff, answeredOff = append(lagOff, l), append(answeredOff, a)
 	}
 
 	// Reads: a read shows no write before the copy holds it, so a read
@@ -193,6 +208,15 @@ func ackAndLag(w io.Writer, c *http.Client, cfg config, dir string, log *slog.Lo
 		reads[t+" idle"], reads[t+" busy"] = idle, busy
 	}
 
+	var polls []time.Duration
+	for range cfg.lagWrites {
+		start := time.Now()
+		if _, err := status(c, ocu, "pair"); err != nil {
+			return err
+		}
+		polls = append(polls, time.Since(start))
+	}
+
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "write acknowledged, --sync always (REST insert, %d each)\tp50 µs\tp99 µs\t\n", cfg.writes)
 	solo, pair := lat["solo"], lat["pair"]
@@ -202,6 +226,9 @@ func ackAndLag(w io.Writer, c *http.Client, cfg config, dir string, log *slog.Lo
 		float64(pct(pair, 50))/float64(pct(solo, 50)), float64(pct(pair, 99))/float64(pct(solo, 99)))
 	fmt.Fprintf(tw, "replica lag: sent until in the copy's file (%d writes)\t%s\t%s\t\n", cfg.lagWrites, us(pct(lag, 50)), us(pct(lag, 99)))
 	fmt.Fprintf(tw, "  the same writes, answered (the poller beside them)\t%s\t%s\t\n", us(pct(answered, 50)), us(pct(answered, 99)))
+	fmt.Fprintf(tw, "replica lag, --sync off on both: sent until applied on the copy (%d writes, in turns with the above)\t%s\t%s\t\n", cfg.lagWrites, us(pct(lagOff, 50)), us(pct(lagOff, 99)))
+	fmt.Fprintf(tw, "  the same writes, answered (the poller beside them)\t%s\t%s\t\n", us(pct(answeredOff, 50)), us(pct(answeredOff, 99)))
+	fmt.Fprintf(tw, "  one poll of the copy's status alone (a lag above includes up to one)\t%s\t%s\t\n", us(pct(polls, 50)), us(pct(polls, 99)))
 	fmt.Fprintln(tw, "\t\t\t")
 	fmt.Fprintf(tw, "read by id, --sync always (%d each)\tp50 µs\tp99 µs\t\n", cfg.writes)
 	for _, row := range []struct{ key, what string }{
@@ -364,6 +391,40 @@ func failover(w io.Writer, c *http.Client, cfg config, dir string, log *slog.Log
 	return tw.Flush()
 }
 
+// lagOnce sends one write to tenant pair on primary pu and polls its copy
+// on cu until the copy holds it: applied (its seq) or durable in its
+// file. It returns that lag and the write's own answer time.
+func lagOnce(c *http.Client, write func(base, t string, i int) (time.Duration, error), pu, cu string, i int, applied bool) (lag, answered time.Duration, err error) {
+	seq, err := status(c, pu, "pair")
+	if err != nil {
+		return 0, 0, err
+	}
+	want := seq.Seq + 1
+	start := time.Now()
+	type result struct {
+		d   time.Duration
+		err error
+	}
+	done := make(chan result, 1)
+	go func() { d, err := write(pu, "pair", i); done <- result{d, err} }()
+	for {
+		st, err := status(c, cu, "pair")
+		if err != nil {
+			<-done
+			return 0, 0, err
+		}
+		if applied && st.Seq >= want || !applied && st.Durable >= want {
+			break
+		}
+		if !applied {
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
+	lag = time.Since(start)
+	r := <-done
+	return lag, r.d, r.err
+}
+
 func startNode(dir, syncMode string, log *slog.Logger) (*node.Server, error) {
 	return benchkit.StartNode(dir, adminToken, log, func(c *node.Config) {
 		c.ReplicationToken = replToken
@@ -420,3 +481,16 @@ func pct(ds []time.Duration, p int) time.Duration { return benchkit.Percentile(d
 func us(d time.Duration) string { return fmt.Sprintf("%d", d.Microseconds()) }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// loadAvg is the machine's 1, 5 and 15 minute load averages.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
