@@ -13,10 +13,11 @@
 //     of nodes under --sync off, until the copy has applied it (the copy's
 //     replication status polled over HTTP, so a poll's round trip is in
 //     it; one poll alone is timed beside);
-//   - a failover by hand of a lost node's tenants (20 by default) through
-//     a region.Router over an embedded etcd: the whole POST
-//     /_shard/nodes/<n>/failover, and for each tenant the time from the
-//     failover's start until a write through the router succeeds.
+//   - a failover by hand of a lost node's tenants (20, and 1 000, by
+//     default) through a region.Router over an embedded etcd: the whole
+//     POST /_shard/nodes/<n>/failover, how it grew with the tenants, and
+//     for up to 20 tenants the time from the failover's start until a
+//     write through the router succeeds.
 //
 // It prints a table and writes it to -out.
 package main
@@ -33,8 +34,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sync"
+	"strconv"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -51,8 +53,9 @@ const (
 )
 
 type config struct {
-	warmup, writes, lagWrites, tenants int
-	out                                string
+	warmup, writes, lagWrites int
+	tenants                   []int
+	out                       string
 }
 
 func main() {
@@ -60,9 +63,22 @@ func main() {
 	flag.IntVar(&cfg.warmup, "warmup", 200, "writes of warm-up per tenant")
 	flag.IntVar(&cfg.writes, "n", 2000, "measured writes per tenant (with a copy, without)")
 	flag.IntVar(&cfg.lagWrites, "lag", 500, "writes whose replica lag is measured")
-	flag.IntVar(&cfg.tenants, "tenants", 20, "tenants failed over by hand")
+	flag.Func("tenants", "comma-separated counts of tenants failed over by hand, one failover each (default 20,1000)", func(v string) error {
+		cfg.tenants = nil
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				return fmt.Errorf("tenant count %q", f)
+			}
+			cfg.tenants = append(cfg.tenants, n)
+		}
+		return nil
+	})
 	flag.StringVar(&cfg.out, "out", "bench/repl.txt", "file the table is written to")
 	flag.Parse()
+	if cfg.tenants == nil {
+		cfg.tenants = []int{20, 1000}
+	}
 	if err := run(cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "repl bench:", err)
 		os.Exit(1)
@@ -85,7 +101,15 @@ func run(cfg config) error {
 	if err := ackAndLag(&out, c, cfg, filepath.Join(dir, "ack"), log); err != nil {
 		return err
 	}
-	if err := failover(&out, c, cfg, filepath.Join(dir, "failover"), log); err != nil {
+	var fos []failoverFigures
+	for _, n := range cfg.tenants {
+		f, err := failover(c, n, filepath.Join(dir, fmt.Sprintf("failover-%d", n)), log)
+		if err != nil {
+			return err
+		}
+		fos = append(fos, f)
+	}
+	if err := failoverTable(&out, fos); err != nil {
 		return err
 	}
 	return benchkit.Emit(cfg.out, out.Bytes())
@@ -284,12 +308,25 @@ func timedReads(c *http.Client, base, t string, n int, busy bool) ([]time.Durati
 	return ds, errors.Join(rerr, werr)
 }
 
-// failover places tenants on node a (standby b), loses a, and fails it
+// failoverFigures is one failover by hand.
+type failoverFigures struct {
+	tenants    int
+	total      time.Duration   // the whole POST
+	firstWrite []time.Duration // from its start until a sampled tenant's write succeeds
+	load       string
+}
+
+// failoverSample bounds the tenants whose first write after the failover
+// is timed: a writer for each of a thousand tenants would load the very
+// failover it times.
+const failoverSample = 20
+
+// failover places n tenants on node a (standby b), loses a, and fails it
 // over by hand through the router.
-func failover(w io.Writer, c *http.Client, cfg config, dir string, log *slog.Logger) error {
+func failover(c *http.Client, n int, dir string, log *slog.Logger) (failoverFigures, error) {
 	a, err := startNode(filepath.Join(dir, "a"), "always", log)
 	if err != nil {
-		return err
+		return failoverFigures{}, err
 	}
 	aUp := true
 	defer func() {
@@ -299,12 +336,12 @@ func failover(w io.Writer, c *http.Client, cfg config, dir string, log *slog.Log
 	}()
 	b, err := startNode(filepath.Join(dir, "b"), "always", log)
 	if err != nil {
-		return err
+		return failoverFigures{}, err
 	}
 	defer b.Close()
 	rt, err := startRouter(filepath.Join(dir, "etcd"), log)
 	if err != nil {
-		return err
+		return failoverFigures{}, err
 	}
 	defer rt.Close()
 	ru := "http://" + rt.Addr()
@@ -316,42 +353,46 @@ func failover(w io.Writer, c *http.Client, cfg config, dir string, log *slog.Log
 	} {
 		body := fmt.Sprintf(`{"addr":%q,"token":%q,"region":"eu"%s}`, n.addr, adminToken, n.extra)
 		if err := shard("PUT", "nodes/"+n.name, body, 201, nil); err != nil {
-			return err
+			return failoverFigures{}, err
 		}
 	}
-	names := make([]string, cfg.tenants)
+	names := make([]string, n)
 	for i := range names {
-		names[i] = fmt.Sprintf("t%02d", i)
+		names[i] = fmt.Sprintf("t%04d", i)
 		if err := shard("PUT", "tenants/"+names[i], `{"node":"a"}`, 201, nil); err != nil {
-			return err
+			return failoverFigures{}, err
 		}
 		if err := call(c, "POST", ru+"/t/"+names[i]+"/query", `{"query":"create collection c (n int)"}`, 200, "", nil); err != nil {
-			return err
+			return failoverFigures{}, err
 		}
 		if err := call(c, "POST", ru+"/t/"+names[i]+"/c", `[{"n":1},{"n":2},{"n":3}]`, 201, "", nil); err != nil {
-			return err
+			return failoverFigures{}, err
 		}
 	}
 	for _, t := range names {
 		if err := waitCaughtUp(c, "http://"+a.Addr(), "http://"+b.Addr(), t); err != nil {
-			return err
+			return failoverFigures{}, err
 		}
+	}
+	var sample []string
+	for i := range min(n, failoverSample) {
+		sample = append(sample, names[i*n/min(n, failoverSample)])
 	}
 
 	aUp = false
 	if err := a.Close(); err != nil {
-		return fmt.Errorf("stop node a: %w", err)
+		return failoverFigures{}, fmt.Errorf("stop node a: %w", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
+	f := failoverFigures{tenants: n, firstWrite: make([]time.Duration, len(sample)), load: loadAvg()}
 	start := time.Now()
-	firstWrite := make([]time.Duration, len(names))
 	var wg sync.WaitGroup
-	for i, t := range names {
+	for i, t := range sample {
 		wg.Go(func() {
 			for ctx.Err() == nil {
 				if call(c, "POST", ru+"/t/"+t+"/c", `{"n":4}`, 201, "", nil) == nil {
-					firstWrite[i] = time.Since(start)
+					f.firstWrite[i] = time.Since(start)
 					return
 				}
 				time.Sleep(time.Millisecond)
@@ -360,35 +401,54 @@ func failover(w io.Writer, c *http.Client, cfg config, dir string, log *slog.Log
 	}
 	var res region.FailoverResult
 	ferr := shard("POST", "nodes/a/failover", "", 200, &res)
-	total := time.Since(start)
+	f.total = time.Since(start)
+	if ferr != nil {
+		cancel()
+	}
 	wg.Wait()
 	if ferr != nil {
-		return ferr
+		return f, ferr
 	}
 	if len(res.Promoted) != len(names) {
-		return fmt.Errorf("failover promoted %d of %d: %+v", len(res.Promoted), len(names), res.Failed)
+		return f, fmt.Errorf("failover promoted %d of %d: %+v", len(res.Promoted), len(names), res.Failed)
 	}
-	for i, t := range names {
-		if firstWrite[i] == 0 {
-			return fmt.Errorf("tenant %s took no write after the failover", t)
+	for i, t := range sample {
+		if f.firstWrite[i] == 0 {
+			return f, fmt.Errorf("tenant %s took no write after the failover", t)
+		}
+	}
+	for _, t := range names {
+		want := 3
+		if slices.Contains(sample, t) {
+			want = 4
 		}
 		var cnt struct{ Count int }
 		if err := call(c, "GET", ru+"/t/"+t+"/c?count", "", 200, "", &cnt); err != nil {
-			return err
+			return f, err
 		}
-		if cnt.Count != 4 {
-			return fmt.Errorf("tenant %s holds %d rows after the failover, want 4", t, cnt.Count)
+		if cnt.Count != want {
+			return f, fmt.Errorf("tenant %s holds %d rows after the failover, want %d", t, cnt.Count, want)
 		}
 	}
+	return f, nil
+}
 
+// failoverTable prints every failover, and how its time grew with the
+// tenants against the first.
+func failoverTable(w io.Writer, fos []failoverFigures) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "failover by hand of node a, %d tenants (copies on its standby, --sync always)\tms\t\n", len(names))
-	fmt.Fprintf(tw, "POST /_shard/nodes/a/failover, whole\t%.1f\t\n", ms(total))
-	fmt.Fprintf(tw, "per tenant (whole / %d)\t%.1f\t\n", len(names), ms(total)/float64(len(names)))
-	fmt.Fprintf(tw, "failover start until a tenant's write through the router succeeds, p50\t%.1f\t\n", ms(pct(firstWrite, 50)))
-	fmt.Fprintf(tw, "  the same, last tenant\t%.1f\t\n", ms(slices.Max(firstWrite)))
-	fmt.Fprintln(tw, "every tenant read back through the router with all 4 rows (3 before, 1 after)\t\t")
-	return tw.Flush()
+	fmt.Fprintln(tw, "failover by hand of node a (copies on its standby b, --sync always)\ttenants\twhole ms\tper tenant ms\t×time\t×tenants\tfirst write p50 ms\tlast ms\tload average\t")
+	for _, f := range fos {
+		fmt.Fprintf(tw, "POST /_shard/nodes/a/failover\t%d\t%.1f\t%.2f\t%.1f\t%.0f\t%.1f\t%.1f\t%s\t\n", f.tenants, ms(f.total),
+			ms(f.total)/float64(f.tenants), float64(f.total)/float64(fos[0].total), float64(f.tenants)/float64(fos[0].tenants),
+			ms(pct(f.firstWrite, 50)), ms(slices.Max(f.firstWrite)), f.load)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "first write: from the failover's start until a write through the router succeeds, for up to %d tenants spread over the node's;\n", failoverSample)
+	fmt.Fprintln(w, "every tenant then read back through the router with all its rows")
+	return nil
 }
 
 // lagOnce sends one write to tenant pair on primary pu and polls its copy
