@@ -46,7 +46,7 @@ type FailoverFailure struct {
 const failoverBatch = 100
 
 // failoverParallel bounds the promotions a failover has running at once.
-const failoverParallel = 8
+const failoverParallel = 16
 
 // FailoverNode promotes every tenant of node on its copy (sending the node
 // the tenant's lineage and the history its primary forked at its last
