@@ -90,3 +90,86 @@ func checkImageFile(f *os.File, size int64) error {
 	}
 	return nil
 }
+
+// installOpen is install and open in one pass: the image is copied into
+// the side file as it arrives, made durable, then read once — every
+// frame's checksum checked and the image given to h — and the side file
+// linked into place and kept open as the Log, so nothing is decoded twice.
+// A damaged image, or one h refuses, is ErrBadImage and leaves nothing.
+func installOpen(path string, r io.Reader, opts Options, h Replayer) (*Log, int64, error) {
+	opts, abs, err := prepare(path, opts)
+	if err != nil {
+		return nil, 0, err
+	}
+	if _, err := os.Lstat(abs); err == nil {
+		return nil, 0, fmt.Errorf("install %s: %w", abs, ErrExist)
+	}
+	unregister, err := register(abs) // the Log's own from here on
+	if err != nil {
+		return nil, 0, fmt.Errorf("install: %w", err)
+	}
+	tmp := abs + ".install"
+	f, err := openSide(tmp)
+	if err != nil {
+		unregister()
+		return nil, 0, fmt.Errorf("install: %w", err) // not ours to remove
+	}
+	fail := func(err error) (*Log, int64, error) {
+		f.Close()
+		os.Remove(tmp)
+		unregister()
+		return nil, 0, fmt.Errorf("install: %w", err)
+	}
+	n, err := io.Copy(f, r)
+	if err != nil {
+		return fail(err)
+	}
+	if err := datasync(f); err != nil {
+		return fail(err)
+	}
+	s, err := installScan(f, n, opts, h)
+	if err != nil {
+		return fail(err)
+	}
+	if err := os.Link(tmp, abs); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			err = fmt.Errorf("%s: %w", abs, ErrExist)
+		}
+		return fail(fmt.Errorf("link: %w", err))
+	}
+	if err := os.Remove(tmp); err != nil {
+		os.Remove(abs)
+		return fail(fmt.Errorf("remove side file: %w", err))
+	}
+	if err := syncDir(abs); err != nil {
+		os.Remove(abs)
+		return fail(err)
+	}
+	l := &Log{}
+	l.init(abs, opts, unregister, f, s)
+	return l, n, nil
+}
+
+// installScan checks every frame of the image file f (no tail may be cut,
+// and it must hold an image) and replays it into h, in one reading.
+func installScan(f *os.File, size int64, opts Options, h Replayer) (*scanned, error) {
+	if size < headerSize {
+		return nil, fmt.Errorf("%w: header cut short", ErrBadImage)
+	}
+	data, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("map image: %w", err)
+	}
+	defer unix.Munmap(data)
+	s, err := scan(data, opts.indexEvery, true)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadImage, err)
+	}
+	if len(s.images) == 0 {
+		return nil, fmt.Errorf("%w: no image in it", ErrBadImage)
+	}
+	if err := replay(data[:s.end], s, h); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadImage, err)
+	}
+	return s, nil
+}
