@@ -92,9 +92,10 @@ func checkImageFile(f *os.File, size int64) error {
 }
 
 // installOpen is install and open in one pass: the image is copied into
-// the side file as it arrives, made durable, then read once — every
-// frame's checksum checked and the image given to h — and the side file
-// linked into place and kept open as the Log, so nothing is decoded twice.
+// the side file as it arrives, then made durable while it is read once —
+// every frame's checksum checked and the image given to h — and the side
+// file linked into place and kept open as the Log, so nothing is decoded
+// twice.
 // A damaged image, or one h refuses, is ErrBadImage and leaves nothing.
 func installOpen(path string, r io.Reader, opts Options, h Replayer) (*Log, int64, error) {
 	opts, abs, err := prepare(path, opts)
@@ -124,10 +125,14 @@ func installOpen(path string, r io.Reader, opts Options, h Replayer) (*Log, int6
 	if err != nil {
 		return fail(err)
 	}
-	if err := datasync(f); err != nil {
-		return fail(err)
-	}
+	// The disk takes the bytes while they are checked and loaded; the file
+	// is linked into place only once both are done.
+	synced := make(chan error, 1)
+	go func() { synced <- datasync(f) }()
 	s, err := installScan(f, n, opts, h)
+	if serr := <-synced; err == nil {
+		err = serr
+	}
 	if err != nil {
 		return fail(err)
 	}
