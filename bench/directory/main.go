@@ -80,6 +80,7 @@ type size struct {
 	lookupNS      float64
 	bulkRate      float64 // placements a second, cfg.parallel at once
 	bulkPlacement int
+	dbMB          float64 // the member's database file
 }
 
 func run(cfg config) error {
@@ -161,6 +162,7 @@ func run(cfg config) error {
 	fmt.Fprintf(tw, "router start (fenec-shard --standby --directory, its own process), exec until its copy is ready, ms\t%.0f\t%.0f\t\n", small.startMS, big.startMS)
 	fmt.Fprintf(tw, "  its resident memory then, MB\t%.1f\t%.1f\t\n", small.rssMB, big.rssMB)
 	fmt.Fprintf(tw, "Go heap one copy holds (global.Watcher, in process), MB\t%.2f\t%.1f\t\n", small.heapMB, big.heapMB)
+	fmt.Fprintf(tw, "etcd's database file (history not yet compacted included), MB\t%.1f\t%.1f\t\n", small.dbMB, big.dbMB)
 	fmt.Fprintf(tw, "lookup per forwarded request (Watcher.Lookup, in turns), ns\t%.0f\t%.0f\t\n", small.lookupNS, big.lookupNS)
 	fmt.Fprintf(tw, "one change until a standby's copy shows it, p50 µs (%d changes)\t%.0f\t%.0f\t\n", cfg.changes, us(pct(small.change, 50)), us(pct(big.change, 50)))
 	fmt.Fprintf(tw, "  p99 µs\t%.0f\t%.0f\t\n", us(pct(small.change, 99)), us(pct(big.change, 99)))
@@ -231,6 +233,9 @@ func placeParallel(ctx context.Context, s *global.Store, from, n, par int) error
 // memory, one copy's heap, changes reaching a copy, the mirror.
 func measureSize(ctx context.Context, cfg config, sz *size, s *global.Store, d global.Directory, urls []string, shardBin, dir string) error {
 	var err error
+	if st, serr := os.Stat(filepath.Join(dir, "etcd", "member", "snap", "db")); serr == nil {
+		sz.dbMB = float64(st.Size()) / 1e6
+	}
 	if sz.startMS, sz.rssMB, err = routerStart(ctx, shardBin, urls, filepath.Join(dir, fmt.Sprintf("router-%d", sz.tenants))); err != nil {
 		return err
 	}
