@@ -41,6 +41,7 @@ import (
 	"time"
 
 	"github.com/fenec-go/fenec/bench/internal/benchkit"
+	"github.com/fenec-go/fenec/engine"
 	"github.com/fenec-go/fenec/node"
 	"github.com/fenec-go/fenec/region"
 )
@@ -448,6 +449,50 @@ func moveParts(w io.Writer, c *http.Client, node string) error {
 	in := time.Since(start)
 	fmt.Fprintf(w, "  of which, alone on the target: image out %d ms, image in (installed as a new tenant) %d ms\n",
 		out.Milliseconds(), in.Milliseconds())
+	return installTurns(w, img)
+}
+
+// installTurns installs the same image in this process in turns, three
+// rounds: as a node did before (engine.Install, which opens the copy to
+// verify it and closes it, then engine.Open) and as it does now
+// (engine.InstallOpen: decoded as it arrives, read once).
+func installTurns(w io.Writer, img []byte) error {
+	dir, err := os.MkdirTemp("", "fenec-install-turns-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	opts := engine.Options{NoSweep: true, Logger: slog.New(slog.DiscardHandler)}
+	var before, now []time.Duration
+	for r := range 3 {
+		p := filepath.Join(dir, fmt.Sprintf("before-%d.fenec", r))
+		start := time.Now()
+		if err := engine.Install(p, bytes.NewReader(img)); err != nil {
+			return err
+		}
+		db, err := engine.Open(p, opts)
+		if err != nil {
+			return err
+		}
+		before = append(before, time.Since(start))
+		db.Close()
+		p = filepath.Join(dir, fmt.Sprintf("now-%d.fenec", r))
+		start = time.Now()
+		if db, err = engine.InstallOpen(p, bytes.NewReader(img), opts); err != nil {
+			return err
+		}
+		now = append(now, time.Since(start))
+		db.Close()
+	}
+	msList := func(d []time.Duration) string {
+		var parts []string
+		for _, x := range d {
+			parts = append(parts, fmt.Sprintf("%d", x.Milliseconds()))
+		}
+		return strings.Join(parts, ", ")
+	}
+	fmt.Fprintf(w, "  the image installed and opened in this process, in turns: Install then Open (as before) %s ms; InstallOpen %s ms\n",
+		msList(before), msList(now))
 	return nil
 }
 

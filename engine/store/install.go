@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -121,15 +122,16 @@ func installOpen(path string, r io.Reader, opts Options, h Replayer) (*Log, int6
 		unregister()
 		return nil, 0, fmt.Errorf("install: %w", err)
 	}
-	n, err := io.Copy(f, r)
+	n, streamed, err := copyDecoding(f, r, h)
 	if err != nil {
 		return fail(err)
 	}
-	// The disk takes the bytes while they are checked and loaded; the file
-	// is linked into place only once both are done.
+	// The disk takes the bytes while the file is checked (and, if it was
+	// not decoded as it came, loaded); it is linked into place only once
+	// both are done.
 	synced := make(chan error, 1)
 	go func() { synced <- datasync(f) }()
-	s, err := installScan(f, n, opts, h)
+	s, err := installScan(f, n, opts, h, streamed)
 	if serr := <-synced; err == nil {
 		err = serr
 	}
@@ -155,9 +157,38 @@ func installOpen(path string, r io.Reader, opts Options, h Replayer) (*Log, int6
 	return l, n, nil
 }
 
+// copyDecoding copies r into f and, as the bytes arrive, decodes the
+// image they start with into h (streamImage). streamed reports that h has
+// the image; a stream that starts otherwise is only copied. A decode that
+// fails is the install's failure: the image is damaged.
+func copyDecoding(f *os.File, r io.Reader, h Replayer) (n int64, streamed bool, err error) {
+	pr, pw := io.Pipe()
+	decoded := make(chan error, 1)
+	go func() {
+		err := streamImage(bufio.NewReaderSize(pr, 1<<20), h)
+		// Whatever the decode made of it, the copy goes on to the end.
+		_, _ = io.Copy(io.Discard, pr)
+		decoded <- err
+	}()
+	n, err = io.Copy(f, io.TeeReader(r, pw))
+	pw.CloseWithError(err)
+	derr := <-decoded
+	switch {
+	case err != nil:
+		return n, false, err
+	case errors.Is(derr, errNotStreamed):
+		return n, false, nil
+	case derr != nil:
+		return n, false, fmt.Errorf("%w: %v", ErrBadImage, derr)
+	}
+	return n, true, nil
+}
+
 // installScan checks every frame of the image file f (no tail may be cut,
-// and it must hold an image) and replays it into h, in one reading.
-func installScan(f *os.File, size int64, opts Options, h Replayer) (*scanned, error) {
+// and it must hold an image) and replays it into h — only the records
+// after its image if streamed says h has that image already, which must
+// then be the file's only one.
+func installScan(f *os.File, size int64, opts Options, h Replayer, streamed bool) (*scanned, error) {
 	if size < headerSize {
 		return nil, fmt.Errorf("%w: header cut short", ErrBadImage)
 	}
@@ -172,6 +203,15 @@ func installScan(f *os.File, size int64, opts Options, h Replayer) (*scanned, er
 	}
 	if len(s.images) == 0 {
 		return nil, fmt.Errorf("%w: no image in it", ErrBadImage)
+	}
+	if streamed {
+		if len(s.images) != 1 || s.images[0].start != headerSize {
+			return nil, fmt.Errorf("%w: the image decoded as it came is not the file's only one", ErrBadImage)
+		}
+		if err := replayRecords(data[:s.end], s.images[0].end, h); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrBadImage, err)
+		}
+		return s, nil
 	}
 	if err := replay(data[:s.end], s, h); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadImage, err)
