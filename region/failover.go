@@ -39,10 +39,9 @@ type FailoverFailure struct {
 
 // failoverBatch bounds the tenants one directory transaction of a
 // failover holds or points at their copies: each takes a condition and a
-// write, and the fence and the region's guard a condition each, within
-// etcd's default
-// --max-txn-ops of 128 (and far within its request size: a tenant's record
-// is a few hundred bytes).
+// write, the fence and the region's guard a condition each, within etcd's
+// default --max-txn-ops of 128 (and far within its request size: a
+// tenant's record is about 100 bytes).
 const failoverBatch = 100
 
 // failoverParallel bounds the promotions a failover has running at once.
