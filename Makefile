@@ -55,16 +55,35 @@ run: build
 e2e:
 	$(GO) test -count=1 -timeout 10m ./tests/...
 
-# Router cost against the node and nginx, and a 100 000 × 128 move; writes
-# bench/shard.txt, then the replication and lease benches. Installs Debian's
-# nginx first when it is missing.
+# Router cost as deployed (node, router and nginx each a process, driven
+# by wrk), per-request system calls and the router's profile, the
+# in-process rows, and a 100 000 × 128 move; writes bench/shard.txt and
+# bench/shard-profile.txt, then the replication and lease benches.
+# Installs Debian's nginx and wrk first when they are missing; the bench
+# stops every process it starts.
 .PHONY: shard-bench
 shard-bench:
-	@command -v nginx >/dev/null || { \
-	  if [ "$$(id -u)" = 0 ]; then apt-get update && apt-get install -y nginx; \
-	  else sudo apt-get update && sudo apt-get install -y nginx; fi; }
-	$(GO) run ./bench/shard -out bench/shard.txt
+	@missing=""; for p in nginx wrk; do command -v $$p >/dev/null || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing; \
+	  else sudo apt-get update && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing; fi; fi
+	$(GO) run ./bench/shard -out bench/shard.txt -profile-out bench/shard-profile.txt
 	$(MAKE) repl-bench lease-bench
+
+# A directory of 100 000 tenant records in an embedded etcd member against
+# one of 10: placements a second, a router's start and memory, the lookup
+# per request, a change reaching a standby's copy and a region's mirror;
+# writes bench/directory.txt.
+.PHONY: directory-bench
+directory-bench:
+	$(GO) run ./bench/directory -out bench/directory.txt
+
+# What quotas cost: a tenant with no quota against one with every quota
+# over HTTP, and a put through the node's quota hook in process; writes
+# bench/quota.txt.
+.PHONY: quota-bench
+quota-bench:
+	$(GO) run ./bench/quota -out bench/quota.txt
 
 # A copy's cost under --sync always (acknowledged writes with and without
 # one), replica lag, and a failover by hand of 20 tenants through a router;

@@ -412,3 +412,19 @@ func Install(path string, r io.Reader) error {
 	}
 	return nil
 }
+
+// InstallOpen installs an image read from r as a new file at path, as
+// Install does, and returns it open with opts: the image is read once —
+// every frame's checksum checked, the documents and graphs loaded — rather
+// than opened to verify it, closed, and opened again. A damaged image is
+// ErrBadImage and leaves no file.
+func InstallOpen(path string, r io.Reader, opts Options) (*DB, error) {
+	db := newDB(opts)
+	l, _, err := store.InstallOpen(path, r, opts.storeOptions(), db.replayer())
+	if err != nil {
+		return nil, fmt.Errorf("install image: %w", storeErr(err))
+	}
+	db.log = l
+	db.start()
+	return db, nil
+}

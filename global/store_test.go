@@ -38,6 +38,7 @@ func TestStore(t *testing.T) {
 		{"Failover", testStoreFailover},
 		{"Move", testStoreMove},
 		{"Hold", testStoreHold},
+		{"HoldAndFailoverMany", testStoreHoldAndFailoverMany},
 		{"Remove", testStoreRemove},
 		{"Fence", testStoreFence},
 		{"ClaimLeader", testClaimLeader},
@@ -279,6 +280,86 @@ func testStoreHold(t *testing.T, s *Store) {
 	}
 	if _, err := s.Failover(ctx, "t1", free, "n2", 9); err != nil {
 		t.Fatalf("failover once released: %v", err)
+	}
+}
+
+// Many tenants held, and released and failed over, each in one
+// transaction; any refusal or stale reading writes none of them.
+func testStoreHoldAndFailoverMany(t *testing.T, s *Store) {
+	ctx := testCtx(t)
+	revs := seedNodes(t, s)
+	names := []string{"t1", "t2", "t3"}
+	at := map[string]Versioned[Tenant]{}
+	for i, n := range names {
+		v, err := s.PlaceTenant(ctx, n, Tenant{Node: "n1", State: StateActive, Replica: "n2", Lineage: uint64(10 + i)}, revs["n1"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		at[n] = v
+	}
+	// A stale reading of one refuses them all.
+	tx := s.Txn()
+	for _, n := range names {
+		v := at[n]
+		if n == "t2" {
+			v.Rev--
+		}
+		tx, _ = tx.HoldTenant(n, v, "failover")
+	}
+	if _, err := tx.Commit(ctx); !errors.Is(err, ErrConflict) {
+		t.Fatalf("hold with a stale reading: %v, want ErrConflict", err)
+	}
+	for _, n := range names {
+		if got, _ := s.GetTenant(ctx, n); got.Value.HeldBy != "" {
+			t.Fatalf("%s held by a refused transaction", n)
+		}
+	}
+	tx = s.Txn()
+	want := map[string]Tenant{}
+	for _, n := range names {
+		var rec Tenant
+		tx, rec = tx.HoldTenant(n, at[n], "failover")
+		want[n] = rec
+	}
+	rev, err := tx.Commit(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		got, err := s.GetTenant(ctx, n)
+		if err != nil || got.Rev != rev || got.Value != want[n] || got.Value.HeldBy != "failover" {
+			t.Fatalf("%s held: %+v at %d, %v; want %+v at %d", n, got.Value, got.Rev, err, want[n], rev)
+		}
+		at[n] = got
+	}
+	// Held already: another hold is refused before anything is sent.
+	tx, _ = s.Txn().HoldTenant("t1", at["t1"], "quota")
+	if _, err := tx.Commit(ctx); !errors.Is(err, ErrHeld) {
+		t.Fatalf("a second hold: %v, want ErrHeld", err)
+	}
+	// Released by another operation: refused whole.
+	tx = s.Txn()
+	tx, _ = tx.ReleaseAndFailover("t1", at["t1"], "failover", "n2", 5)
+	tx, _ = tx.ReleaseAndFailover("t2", at["t2"], "move", "n2", 5)
+	if _, err := tx.Commit(ctx); !errors.Is(err, ErrState) {
+		t.Fatalf("release by the wrong holder: %v, want ErrState", err)
+	}
+	if got, _ := s.GetTenant(ctx, "t1"); got.Rev != at["t1"].Rev {
+		t.Fatal("t1 written by a refused transaction")
+	}
+	tx = s.Txn()
+	for i, n := range names {
+		tx, want[n] = tx.ReleaseAndFailover(n, at[n], "failover", "n2", uint64(100+i))
+	}
+	if rev, err = tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range names {
+		got, err := s.GetTenant(ctx, n)
+		w := Tenant{Node: "n2", FailedFrom: "n1", State: StateActive, Lineage: uint64(10 + i), ForkedHistory: uint64(100 + i)}
+		if err != nil || got.Rev != rev || got.Value != w || want[n] != w {
+			t.Fatalf("%s failed over: %+v at %d (built %+v), %v; want %+v at %d", n, got.Value, got.Rev, want[n], err, w, rev)
+		}
 	}
 }
 

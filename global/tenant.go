@@ -46,22 +46,25 @@ func (s *Store) UpdateTenant(ctx context.Context, name string, at Versioned[Tena
 // its failover waits for the operation holding it. An unfinished move is
 // abandoned.
 func (s *Store) Failover(ctx context.Context, name string, at Versioned[Tenant], to string, forked uint64) (Versioned[Tenant], error) {
-	return s.UpdateTenant(ctx, name, at, func(t *Tenant) error {
-		if t.HeldBy != "" {
-			return fmt.Errorf("failover of %s, held by %s: %w", name, t.HeldBy, ErrHeld)
-		}
-		if to == t.Node {
-			return fmt.Errorf("failover of %s onto %s, where it is: %w", name, to, ErrState)
-		}
-		t.FailedFrom, t.Node = t.Node, to
-		t.ForkedHistory = forked
-		t.ReplicaBehind = 0
-		if t.Replica == to {
-			t.Replica = ""
-		}
-		t.State, t.Target = StateActive, ""
-		return nil
-	})
+	return s.UpdateTenant(ctx, name, at, func(t *Tenant) error { return failOver(name, t, to, forked) })
+}
+
+// failOver is Failover's change to the record.
+func failOver(name string, t *Tenant, to string, forked uint64) error {
+	if t.HeldBy != "" {
+		return fmt.Errorf("failover of %s, held by %s: %w", name, t.HeldBy, ErrHeld)
+	}
+	if to == t.Node {
+		return fmt.Errorf("failover of %s onto %s, where it is: %w", name, to, ErrState)
+	}
+	t.FailedFrom, t.Node = t.Node, to
+	t.ForkedHistory = forked
+	t.ReplicaBehind = 0
+	if t.Replica == to {
+		t.Replica = ""
+	}
+	t.State, t.Target = StateActive, ""
+	return nil
 }
 
 // BeginMove marks tenant name, read at at, as moving to node to and held
@@ -109,27 +112,67 @@ func (s *Store) AbortMove(ctx context.Context, name string, at Versioned[Tenant]
 
 // Hold marks tenant name, read at at, as held by operation by.
 func (s *Store) Hold(ctx context.Context, name string, at Versioned[Tenant], by string) (Versioned[Tenant], error) {
-	return s.UpdateTenant(ctx, name, at, func(t *Tenant) error {
-		if by == "" {
-			return fmt.Errorf("hold %s by no one: %w", name, ErrState)
-		}
-		if t.HeldBy != "" {
-			return fmt.Errorf("hold %s by %s, held by %s: %w", name, by, t.HeldBy, ErrHeld)
-		}
-		t.HeldBy = by
-		return nil
-	})
+	return s.UpdateTenant(ctx, name, at, func(t *Tenant) error { return hold(name, t, by) })
+}
+
+// hold is Hold's change to the record.
+func hold(name string, t *Tenant, by string) error {
+	if by == "" {
+		return fmt.Errorf("hold %s by no one: %w", name, ErrState)
+	}
+	if t.HeldBy != "" {
+		return fmt.Errorf("hold %s by %s, held by %s: %w", name, by, t.HeldBy, ErrHeld)
+	}
+	t.HeldBy = by
+	return nil
 }
 
 // Release ends operation by's hold on tenant name, read at at.
 func (s *Store) Release(ctx context.Context, name string, at Versioned[Tenant], by string) (Versioned[Tenant], error) {
-	return s.UpdateTenant(ctx, name, at, func(t *Tenant) error {
-		if t.HeldBy != by {
-			return fmt.Errorf("release %s by %s, held by %q: %w", name, by, t.HeldBy, ErrState)
-		}
-		t.HeldBy = ""
-		return nil
-	})
+	return s.UpdateTenant(ctx, name, at, func(t *Tenant) error { return release(name, t, by) })
+}
+
+// release is Release's change to the record.
+func release(name string, t *Tenant, by string) error {
+	if t.HeldBy != by {
+		return fmt.Errorf("release %s by %s, held by %q: %w", name, by, t.HeldBy, ErrState)
+	}
+	t.HeldBy = ""
+	return nil
+}
+
+// The same changes as parts of a larger transaction, so that one
+// directory write can carry many tenants' (a node's failover). Each
+// returns the record as the transaction writes it; a change refused is
+// the transaction's error (Commit reports it and writes nothing).
+
+// HoldTenant adds Hold(name, at, by) to tx.
+func (tx *Txn) HoldTenant(name string, at Versioned[Tenant], by string) (*Txn, Tenant) {
+	t := at.Value
+	if at.Rev == 0 {
+		return tx.fail(fmt.Errorf("hold %s: %w", name, ErrNotFound)), t
+	}
+	if err := hold(name, &t, by); err != nil {
+		return tx.fail(err), t
+	}
+	return tx.PutTenant(name, at.Rev, t), t
+}
+
+// ReleaseAndFailover adds to tx the end of operation by's hold on tenant
+// name, read at at, and its Failover onto to, as one write: Release then
+// Failover with nothing in between.
+func (tx *Txn) ReleaseAndFailover(name string, at Versioned[Tenant], by, to string, forked uint64) (*Txn, Tenant) {
+	t := at.Value
+	if at.Rev == 0 {
+		return tx.fail(fmt.Errorf("failover of %s: %w", name, ErrNotFound)), t
+	}
+	if err := release(name, &t, by); err != nil {
+		return tx.fail(err), t
+	}
+	if err := failOver(name, &t, to, forked); err != nil {
+		return tx.fail(err), t
+	}
+	return tx.PutTenant(name, at.Rev, t), t
 }
 
 // RemoveTenant forgets tenant name, read at at, and its quota, read at

@@ -93,19 +93,6 @@ func writeFileAtomic(dir, path string, b []byte) error {
 	return syncDir(dir)
 }
 
-// syncDir makes a rename or remove in dir durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("sync dir: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync dir: %w", err)
-	}
-	return nil
-}
-
 // lineageID names a file's lineage: its first history.
 func lineageID(l []engine.LineageEntry) uint64 {
 	if len(l) == 0 {

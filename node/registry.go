@@ -257,10 +257,8 @@ func (r *registry) create(name string) error {
 // installImage installs an image read from src as a new tenant.
 func (r *registry) installImage(name string, src io.Reader) error {
 	return r.install(name, func(path string, t *tenant) (*engine.DB, error) {
-		if err := engine.Install(path, src); err != nil {
-			return nil, err
-		}
-		return engine.Open(path, t.options(false))
+		// Read once: checked and loaded as it lands, kept open.
+		return engine.InstallOpen(path, src, t.options(false))
 	})
 }
 

@@ -6,9 +6,14 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
+	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/fenec-go/fenec/global"
+	"github.com/fenec-go/fenec/wire"
 )
 
 // holdFailover is the HeldBy of a tenant whose copy is being promoted.
@@ -32,9 +37,22 @@ type FailoverFailure struct {
 	Why    string `json:"why"`
 }
 
-// FailoverNode promotes, one at a time, every tenant of node on its copy
-// (sending the node the tenant's lineage and the history its primary
-// forked at its last failover) and points the directory at the copy. A
+// failoverBatch bounds the tenants one directory transaction of a
+// failover holds or points at their copies: each takes a condition and a
+// write, the fence and the region's guard a condition each, within etcd's
+// default --max-txn-ops of 128 (and far within its request size: a
+// tenant's record is about 100 bytes).
+const failoverBatch = 100
+
+// failoverParallel bounds the promotions a failover has running at once.
+const failoverParallel = 16
+
+// FailoverNode promotes every tenant of node on its copy (sending the node
+// the tenant's lineage and the history its primary forked at its last
+// failover) and points the directory at the copy: the tenants are held in
+// one transaction per failoverBatch, promoted failoverParallel at a time,
+// and released onto their copies in one transaction per batch again, so a
+// node of many tenants costs a few directory writes, not three a tenant. A
 // tenant held by another operation is failed over when that operation
 // ends, onto the copy it had then. Calling it again finishes what a call
 // left. force promotes copies the nodes would refuse.
@@ -60,8 +78,210 @@ func (rt *Router) FailoverNode(ctx context.Context, node string, force bool) Fai
 		}
 	}
 	slices.Sort(names)
+	var todo []string
 	for _, t := range names {
 		at := tenants[t]
+		if by := at.Value.HeldBy; by != "" && by != holdFailover {
+			res.Failed = append(res.Failed, FailoverFailure{Tenant: t,
+				Why: fmt.Sprintf("held by %s: failed over onto %q when it ends", by, at.Value.Replica)})
+			rt.failoverWhenReleased(s, t, node, at.Value.Replica, force)
+			continue
+		}
+		if err := promotable(t, at.Value, force); err != nil {
+			res.Failed = append(res.Failed, FailoverFailure{Tenant: t, Why: err.Error()})
+			continue
+		}
+		todo = append(todo, t)
+	}
+	for batch := range slices.Chunk(todo, failoverBatch) {
+		rt.failoverBatch(ctx, s, node, batch, tenants, force, &res)
+	}
+	slices.Sort(res.Promoted)
+	outcome := "done"
+	if len(res.Failed) > 0 {
+		outcome = "partial"
+	}
+	rt.log.Warn("node failed over", "node", node, "promoted", len(res.Promoted), "failed", len(res.Failed), "outcome", outcome)
+	return res
+}
+
+// promotable says why a tenant's copy cannot be promoted, if it cannot.
+func promotable(name string, rec global.Tenant, force bool) error {
+	if rec.Replica == "" {
+		return fmt.Errorf("%s: %w to promote", name, ErrNoReplica)
+	}
+	if rec.ReplicaBehind > 0 && !force {
+		return fmt.Errorf("%s: %w: its copy on %s fell behind and %s answered writes without it from seq %d on; "+
+			"bring %s back (its file holds them), or fail over with {\"force\": true} to promote the copy without them",
+			name, ErrReplicaBehind, rec.Replica, rec.Node, rec.ReplicaBehind, rec.Node)
+	}
+	return nil
+}
+
+// promoted is one tenant promoted on its copy, still held by the failover.
+type promoted struct {
+	name string
+	held global.Versioned[global.Tenant]
+	ans  wire.Promoted
+}
+
+// failoverBatch fails over up to failoverBatch tenants, read as tenants
+// holds them: one transaction holds them all, their copies are promoted
+// in parallel, one transaction releases the promoted onto their copies.
+// A lost race on either transaction falls back to one tenant at a time,
+// which reads each again and reports each on its own.
+func (rt *Router) failoverBatch(ctx context.Context, s *global.Store, node string, names []string, tenants map[string]global.Versioned[global.Tenant], force bool, res *FailoverResult) {
+	tx := s.Txn()
+	held := make([]global.Versioned[global.Tenant], len(names))
+	for i, t := range names {
+		at := tenants[t]
+		if at.Value.HeldBy == holdFailover { // one cut short: taken as it is
+			held[i] = at
+			continue
+		}
+		tx, held[i].Value = tx.HoldTenant(t, at, holdFailover)
+	}
+	rev, err := tx.Commit(ctx)
+	if err != nil {
+		rt.log.Info("failover: holding a batch at once lost a race; one tenant at a time", "tenants", len(names), "err", err)
+		rt.failoverOneByOne(ctx, s, node, names, force, res)
+		return
+	}
+	for i := range held {
+		if held[i].Rev == 0 {
+			held[i].Rev = rev
+		}
+	}
+	nodes, _, err := s.ListNodes(ctx)
+	if err != nil {
+		for i, t := range names {
+			rt.releaseHeld(ctx, s, t, held[i])
+			res.Failed = append(res.Failed, FailoverFailure{Tenant: t, Why: err.Error()})
+		}
+		return
+	}
+	var mu sync.Mutex // guards res and ok below
+	var ok []promoted
+	var g errgroup.Group
+	g.SetLimit(failoverParallel)
+	for i, t := range names {
+		g.Go(func() error {
+			ans, err := rt.promoteHeld(ctx, s, nodes, t, held[i], force)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				res.Failed = append(res.Failed, FailoverFailure{Tenant: t, Why: err.Error()})
+			} else {
+				ok = append(ok, promoted{name: t, held: held[i], ans: ans})
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
+	if len(ok) > 0 {
+		rt.pointAtCopies(ctx, s, ok, force, res)
+	}
+}
+
+// promoteHeld promotes the held tenant's copy and carries its quota there;
+// a failed promotion releases the tenant.
+func (rt *Router) promoteHeld(ctx context.Context, s *global.Store, nodes map[string]global.Versioned[global.Node], name string, held global.Versioned[global.Tenant], force bool) (wire.Promoted, error) {
+	rec := held.Value
+	copyNode, ok := nodes[rec.Replica]
+	if !ok {
+		rt.releaseHeld(ctx, s, name, held)
+		return wire.Promoted{}, fmt.Errorf("copy of %s: node %s: %w: %w", name, rec.Replica, ErrUnknownNode, global.ErrNotFound)
+	}
+	ans, err := rt.nodes.promote(ctx, copyNode.Value, name, rec, force, rt.promoteFence(copyNode.Value.Region))
+	if err != nil {
+		rt.releaseHeld(ctx, s, name, held)
+		return wire.Promoted{}, fmt.Errorf("promote %s on %s: %w", name, rec.Replica, err)
+	}
+	rt.carryQuota(ctx, s, copyNode.Value, rec.Replica, name)
+	return ans, nil
+}
+
+// pointAtCopies releases the promoted tenants onto their copies in one
+// transaction, with nothing of this router's in between (opMu), or, if
+// that loses a race, each in two steps as before: release, then point.
+func (rt *Router) pointAtCopies(ctx context.Context, s *global.Store, ok []promoted, force bool, res *FailoverResult) {
+	slices.SortFunc(ok, func(a, b promoted) int { return strings.Compare(a.name, b.name) })
+	rt.opMu.Lock()
+	defer rt.opMu.Unlock()
+	tx := s.Txn()
+	for _, p := range ok {
+		tx, _ = tx.ReleaseAndFailover(p.name, p.held, holdFailover, p.held.Value.Replica, p.ans.History)
+	}
+	rev, err := tx.Commit(ctx)
+	if err != nil {
+		rt.log.Info("failover: pointing a batch at once lost a race; one tenant at a time", "tenants", len(ok), "err", err)
+		for _, p := range ok {
+			if err := rt.pointAtCopy(ctx, s, p); err != nil {
+				res.Failed = append(res.Failed, FailoverFailure{Tenant: p.name, Why: err.Error()})
+				continue
+			}
+			rt.logFailedOver(p, force)
+			res.Promoted = append(res.Promoted, p.name)
+		}
+		return
+	}
+	rt.settleTo(ctx, rev)
+	for _, p := range ok {
+		rt.logFailedOver(p, force)
+		res.Promoted = append(res.Promoted, p.name)
+	}
+	rt.repair.failedOff(ok[0].held.Value.Node)
+}
+
+// pointAtCopy releases one promoted tenant and points the directory at
+// its copy, conditioned on the release's revision. The caller holds opMu.
+func (rt *Router) pointAtCopy(ctx context.Context, s *global.Store, p promoted) error {
+	rec := p.held.Value
+	free, err := s.Release(ctx, p.name, p.held, holdFailover)
+	if err != nil {
+		return fmt.Errorf("release %s after its promotion on %s (a second failover finishes it): %w", p.name, rec.Replica, err)
+	}
+	done, err := s.Failover(ctx, p.name, free, rec.Replica, p.ans.History)
+	if err != nil {
+		return fmt.Errorf("point %s at %s (promoted there; a second failover finishes it): %w", p.name, rec.Replica, err)
+	}
+	rt.settleTo(ctx, done.Rev)
+	rt.repair.failedOff(rec.Node)
+	return nil
+}
+
+func (rt *Router) logFailedOver(p promoted, force bool) {
+	rec := p.held.Value
+	rt.log.Warn("tenant failed over", "tenant", p.name, "from", rec.Node, "to", rec.Replica,
+		"history", p.ans.History, "seq", p.ans.Seq, "already_primary", !p.ans.Promoted, "forced", force)
+}
+
+// releaseHeld lets go of a tenant the failover held and could not
+// promote.
+func (rt *Router) releaseHeld(ctx context.Context, s *global.Store, name string, held global.Versioned[global.Tenant]) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rt.cfg.NodeTimeout)
+	defer cancel()
+	rel, err := s.Release(rctx, name, held, holdFailover)
+	if err != nil {
+		rt.log.Error("release a tenant after a failed promotion", "tenant", name, "err", err)
+		return
+	}
+	rt.settleTo(rctx, rel.Rev) // this router's answers show the release
+}
+
+// failoverOneByOne fails names over one at a time, each read again: one
+// no longer on node is left alone, one another operation now holds is
+// failed over when it ends.
+func (rt *Router) failoverOneByOne(ctx context.Context, s *global.Store, node string, names []string, force bool, res *FailoverResult) {
+	for _, t := range names {
+		at, err := s.GetTenant(ctx, t)
+		if err != nil {
+			res.Failed = append(res.Failed, FailoverFailure{Tenant: t, Why: err.Error()})
+			continue
+		}
+		if at.Value.Node != node {
+			continue // moved or failed over meanwhile
+		}
 		if by := at.Value.HeldBy; by != "" && by != holdFailover {
 			res.Failed = append(res.Failed, FailoverFailure{Tenant: t,
 				Why: fmt.Sprintf("held by %s: failed over onto %q when it ends", by, at.Value.Replica)})
@@ -74,72 +294,38 @@ func (rt *Router) FailoverNode(ctx context.Context, node string, force bool) Fai
 		}
 		res.Promoted = append(res.Promoted, t)
 	}
-	outcome := "done"
-	if len(res.Failed) > 0 {
-		outcome = "partial"
-	}
-	rt.log.Warn("node failed over", "node", node, "promoted", len(res.Promoted), "failed", len(res.Failed), "outcome", outcome)
-	return res
 }
 
-// failoverTenant holds the tenant, promotes its copy, and records the copy
-// as its primary with Store.Failover. A tenant already held by a failover
-// (one cut short) is taken as it is.
+// failoverTenant holds one tenant, promotes its copy, and records the
+// copy as its primary, as failoverBatch does for many. A tenant already
+// held by a failover (one cut short) is taken as it is.
 func (rt *Router) failoverTenant(ctx context.Context, s *global.Store, name string, at global.Versioned[global.Tenant], force bool) error {
-	rec := at.Value
-	if rec.Replica == "" {
-		return fmt.Errorf("%s: %w to promote", name, ErrNoReplica)
-	}
-	if rec.ReplicaBehind > 0 && !force {
-		return fmt.Errorf("%s: %w: its copy on %s fell behind and %s answered writes without it from seq %d on; "+
-			"bring %s back (its file holds them), or fail over with {\"force\": true} to promote the copy without them",
-			name, ErrReplicaBehind, rec.Replica, rec.Node, rec.ReplicaBehind, rec.Node)
+	if err := promotable(name, at.Value, force); err != nil {
+		return err
 	}
 	held := at
-	if rec.HeldBy != holdFailover {
+	if at.Value.HeldBy != holdFailover {
 		var err error
 		if held, err = s.Hold(ctx, name, at, holdFailover); err != nil {
 			return fmt.Errorf("hold %s: %w", name, err)
 		}
 	}
-	release := func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rt.cfg.NodeTimeout)
-		defer cancel()
-		rel, err := s.Release(rctx, name, held, holdFailover)
-		if err != nil {
-			rt.log.Error("release a tenant after a failed promotion", "tenant", name, "err", err)
-			return
-		}
-		rt.settleTo(rctx, rel.Rev) // this router's answers show the release
-
-	}
-	copyNode, err := s.GetNode(ctx, rec.Replica)
+	nodes, _, err := s.ListNodes(ctx)
 	if err != nil {
-		release()
-		return fmt.Errorf("copy of %s: %w", name, errNotFoundAs(err, ErrUnknownNode))
+		rt.releaseHeld(ctx, s, name, held)
+		return err
 	}
-	ans, err := rt.nodes.promote(ctx, copyNode.Value, name, rec, force, rt.promoteFence(copyNode.Value.Region))
+	ans, err := rt.promoteHeld(ctx, s, nodes, name, held, force)
 	if err != nil {
-		release()
-		return fmt.Errorf("promote %s on %s: %w", name, rec.Replica, err)
+		return err
 	}
-	rt.carryQuota(ctx, s, copyNode.Value, rec.Replica, name)
-	// Release and point at the copy with nothing of this router's in
-	// between; the Failover is conditioned on the release's revision.
 	rt.opMu.Lock()
 	defer rt.opMu.Unlock()
-	free, err := s.Release(ctx, name, held, holdFailover)
-	if err != nil {
-		return fmt.Errorf("release %s after its promotion on %s (a second failover finishes it): %w", name, rec.Replica, err)
+	p := promoted{name: name, held: held, ans: ans}
+	if err := rt.pointAtCopy(ctx, s, p); err != nil {
+		return err
 	}
-	done, err := s.Failover(ctx, name, free, rec.Replica, ans.History)
-	if err != nil {
-		return fmt.Errorf("point %s at %s (promoted there; a second failover finishes it): %w", name, rec.Replica, err)
-	}
-	rt.settleTo(ctx, done.Rev)
-	rt.repair.failedOff(rec.Node)
-	rt.log.Warn("tenant failed over", "tenant", name, "from", rec.Node, "to", rec.Replica,
-		"history", ans.History, "seq", ans.Seq, "already_primary", !ans.Promoted, "forced", force)
+	rt.logFailedOver(p, force)
 	return nil
 }
 

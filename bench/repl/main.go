@@ -9,12 +9,15 @@
 //     a writer beside them (a read shows no write before the copy holds it,
 //     so with a copy it may wait for the copy's ack);
 //   - replica lag: from a write sent until the copy's file holds it
-//     durably (the copy's replication status polled over HTTP, so a poll's
-//     round trip is in it);
-//   - a failover by hand of a lost node's tenants (20 by default) through
-//     a region.Router over an embedded etcd: the whole POST
-//     /_shard/nodes/<n>/failover, and for each tenant the time from the
-//     failover's start until a write through the router succeeds.
+//     durably under --sync always, and, in turns with it on a second pair
+//     of nodes under --sync off, until the copy has applied it (the copy's
+//     replication status polled over HTTP, so a poll's round trip is in
+//     it; one poll alone is timed beside);
+//   - a failover by hand of a lost node's tenants (20, and 1 000, by
+//     default) through a region.Router over an embedded etcd: the whole
+//     POST /_shard/nodes/<n>/failover, how it grew with the tenants, and
+//     for up to 20 tenants the time from the failover's start until a
+//     write through the router succeeds.
 //
 // It prints a table and writes it to -out.
 package main
@@ -31,6 +34,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -48,8 +53,9 @@ const (
 )
 
 type config struct {
-	warmup, writes, lagWrites, tenants int
-	out                                string
+	warmup, writes, lagWrites int
+	tenants                   []int
+	out                       string
 }
 
 func main() {
@@ -57,9 +63,22 @@ func main() {
 	flag.IntVar(&cfg.warmup, "warmup", 200, "writes of warm-up per tenant")
 	flag.IntVar(&cfg.writes, "n", 2000, "measured writes per tenant (with a copy, without)")
 	flag.IntVar(&cfg.lagWrites, "lag", 500, "writes whose replica lag is measured")
-	flag.IntVar(&cfg.tenants, "tenants", 20, "tenants failed over by hand")
+	flag.Func("tenants", "comma-separated counts of tenants failed over by hand, one failover each (default 20,1000)", func(v string) error {
+		cfg.tenants = nil
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				return fmt.Errorf("tenant count %q", f)
+			}
+			cfg.tenants = append(cfg.tenants, n)
+		}
+		return nil
+	})
 	flag.StringVar(&cfg.out, "out", "bench/repl.txt", "file the table is written to")
 	flag.Parse()
+	if cfg.tenants == nil {
+		cfg.tenants = []int{20, 1000}
+	}
 	if err := run(cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "repl bench:", err)
 		os.Exit(1)
@@ -82,7 +101,15 @@ func run(cfg config) error {
 	if err := ackAndLag(&out, c, cfg, filepath.Join(dir, "ack"), log); err != nil {
 		return err
 	}
-	if err := failover(&out, c, cfg, filepath.Join(dir, "failover"), log); err != nil {
+	var fos []failoverFigures
+	for _, n := range cfg.tenants {
+		f, err := failover(c, n, filepath.Join(dir, fmt.Sprintf("failover-%d", n)), log)
+		if err != nil {
+			return err
+		}
+		fos = append(fos, f)
+	}
+	if err := failoverTable(&out, fos); err != nil {
 		return err
 	}
 	return benchkit.Emit(cfg.out, out.Bytes())
@@ -145,37 +172,49 @@ func ackAndLag(w io.Writer, c *http.Client, cfg config, dir string, log *slog.Lo
 		done += step
 	}
 
-	// Lag: a write sent, the copy's durable seq polled until it holds it.
-	var lag, answered []time.Duration
+	// Lag, in turns with a second pair of nodes under --sync off: a write
+	// sent, the copy's status polled until it holds it — durable in its
+	// file under --sync always, applied under --sync off (nothing there is
+	// ever durable by fsync).
+	op, err := startNode(filepath.Join(dir, "off-primary"), "off", log)
+	if err != nil {
+		return err
+	}
+	defer op.Close()
+	ocp, err := startNode(filepath.Join(dir, "off-copy"), "off", log)
+	if err != nil {
+		return err
+	}
+	defer ocp.Close()
+	opu, ocu := "http://"+op.Addr(), "http://"+ocp.Addr()
+	if err := mkTenant(c, opu, "pair"); err != nil {
+		return err
+	}
+	if err := call(c, "PUT", ocu+"/_admin/tenants/pair", "", 201, adminToken, nil); err != nil {
+		return err
+	}
+	if err := call(c, "POST", ocu+"/_admin/tenants/pair/follow", `{"from":"`+opu+`"}`, 200, adminToken, nil); err != nil {
+		return err
+	}
+	if err := waitCaughtUp(c, opu, ocu, "pair"); err != nil {
+		return err
+	}
+	for i := range cfg.warmup {
+		if _, err := write(opu, "pair", i); err != nil {
+			return err
+		}
+	}
+	var lag, answered, lagOff, answeredOff []time.Duration
 	for i := range cfg.lagWrites {
-		seq, err := status(c, pu, "pair")
+		l, a, err := lagOnce(c, write, pu, cu, -i, false)
 		if err != nil {
 			return err
 		}
-		want := seq.Seq + 1
-		start := time.Now()
-		type result struct {
-			d   time.Duration
-			err error
+		lag, answered = append(lag, l), append(answered, a)
+		if l, a, err = lagOnce(c, write, opu, ocu, -i, true); err != nil {
+			return err
 		}
-		done := make(chan result, 1)
-		go func() { d, err := write(pu, "pair", -i); done <- result{d, err} }()
-		for {
-			st, err := status(c, cu, "pair")
-			if err != nil {
-				return err
-			}
-			if st.Durable >= want {
-				break
-			}
-			time.Sleep(100 * time.Microsecond)
-		}
-		lag = append(lag, time.Since(start))
-		r := <-done
-		if r.err != nil {
-			return r.err
-		}
-		answered = append(answered, r.d)
+		lagOff, answeredOff = append(lagOff, l), append(answeredOff, a)
 	}
 
 	// Reads: a read shows no write before the copy holds it, so a read
@@ -193,6 +232,15 @@ func ackAndLag(w io.Writer, c *http.Client, cfg config, dir string, log *slog.Lo
 		reads[t+" idle"], reads[t+" busy"] = idle, busy
 	}
 
+	var polls []time.Duration
+	for range cfg.lagWrites {
+		start := time.Now()
+		if _, err := status(c, ocu, "pair"); err != nil {
+			return err
+		}
+		polls = append(polls, time.Since(start))
+	}
+
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "write acknowledged, --sync always (REST insert, %d each)\tp50 µs\tp99 µs\t\n", cfg.writes)
 	solo, pair := lat["solo"], lat["pair"]
@@ -202,6 +250,9 @@ func ackAndLag(w io.Writer, c *http.Client, cfg config, dir string, log *slog.Lo
 		float64(pct(pair, 50))/float64(pct(solo, 50)), float64(pct(pair, 99))/float64(pct(solo, 99)))
 	fmt.Fprintf(tw, "replica lag: sent until in the copy's file (%d writes)\t%s\t%s\t\n", cfg.lagWrites, us(pct(lag, 50)), us(pct(lag, 99)))
 	fmt.Fprintf(tw, "  the same writes, answered (the poller beside them)\t%s\t%s\t\n", us(pct(answered, 50)), us(pct(answered, 99)))
+	fmt.Fprintf(tw, "replica lag, --sync off on both: sent until applied on the copy (%d writes, in turns with the above)\t%s\t%s\t\n", cfg.lagWrites, us(pct(lagOff, 50)), us(pct(lagOff, 99)))
+	fmt.Fprintf(tw, "  the same writes, answered (the poller beside them)\t%s\t%s\t\n", us(pct(answeredOff, 50)), us(pct(answeredOff, 99)))
+	fmt.Fprintf(tw, "  one poll of the copy's status alone (a lag above includes up to one)\t%s\t%s\t\n", us(pct(polls, 50)), us(pct(polls, 99)))
 	fmt.Fprintln(tw, "\t\t\t")
 	fmt.Fprintf(tw, "read by id, --sync always (%d each)\tp50 µs\tp99 µs\t\n", cfg.writes)
 	for _, row := range []struct{ key, what string }{
@@ -257,12 +308,25 @@ func timedReads(c *http.Client, base, t string, n int, busy bool) ([]time.Durati
 	return ds, errors.Join(rerr, werr)
 }
 
-// failover places tenants on node a (standby b), loses a, and fails it
+// failoverFigures is one failover by hand.
+type failoverFigures struct {
+	tenants    int
+	total      time.Duration   // the whole POST
+	firstWrite []time.Duration // from its start until a sampled tenant's write succeeds
+	load       string
+}
+
+// failoverSample bounds the tenants whose first write after the failover
+// is timed: a writer for each of a thousand tenants would load the very
+// failover it times.
+const failoverSample = 20
+
+// failover places n tenants on node a (standby b), loses a, and fails it
 // over by hand through the router.
-func failover(w io.Writer, c *http.Client, cfg config, dir string, log *slog.Logger) error {
+func failover(c *http.Client, n int, dir string, log *slog.Logger) (failoverFigures, error) {
 	a, err := startNode(filepath.Join(dir, "a"), "always", log)
 	if err != nil {
-		return err
+		return failoverFigures{}, err
 	}
 	aUp := true
 	defer func() {
@@ -272,12 +336,12 @@ func failover(w io.Writer, c *http.Client, cfg config, dir string, log *slog.Log
 	}()
 	b, err := startNode(filepath.Join(dir, "b"), "always", log)
 	if err != nil {
-		return err
+		return failoverFigures{}, err
 	}
 	defer b.Close()
 	rt, err := startRouter(filepath.Join(dir, "etcd"), log)
 	if err != nil {
-		return err
+		return failoverFigures{}, err
 	}
 	defer rt.Close()
 	ru := "http://" + rt.Addr()
@@ -289,42 +353,46 @@ func failover(w io.Writer, c *http.Client, cfg config, dir string, log *slog.Log
 	} {
 		body := fmt.Sprintf(`{"addr":%q,"token":%q,"region":"eu"%s}`, n.addr, adminToken, n.extra)
 		if err := shard("PUT", "nodes/"+n.name, body, 201, nil); err != nil {
-			return err
+			return failoverFigures{}, err
 		}
 	}
-	names := make([]string, cfg.tenants)
+	names := make([]string, n)
 	for i := range names {
-		names[i] = fmt.Sprintf("t%02d", i)
+		names[i] = fmt.Sprintf("t%04d", i)
 		if err := shard("PUT", "tenants/"+names[i], `{"node":"a"}`, 201, nil); err != nil {
-			return err
+			return failoverFigures{}, err
 		}
 		if err := call(c, "POST", ru+"/t/"+names[i]+"/query", `{"query":"create collection c (n int)"}`, 200, "", nil); err != nil {
-			return err
+			return failoverFigures{}, err
 		}
 		if err := call(c, "POST", ru+"/t/"+names[i]+"/c", `[{"n":1},{"n":2},{"n":3}]`, 201, "", nil); err != nil {
-			return err
+			return failoverFigures{}, err
 		}
 	}
 	for _, t := range names {
 		if err := waitCaughtUp(c, "http://"+a.Addr(), "http://"+b.Addr(), t); err != nil {
-			return err
+			return failoverFigures{}, err
 		}
+	}
+	var sample []string
+	for i := range min(n, failoverSample) {
+		sample = append(sample, names[i*n/min(n, failoverSample)])
 	}
 
 	aUp = false
 	if err := a.Close(); err != nil {
-		return fmt.Errorf("stop node a: %w", err)
+		return failoverFigures{}, fmt.Errorf("stop node a: %w", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
+	f := failoverFigures{tenants: n, firstWrite: make([]time.Duration, len(sample)), load: loadAvg()}
 	start := time.Now()
-	firstWrite := make([]time.Duration, len(names))
 	var wg sync.WaitGroup
-	for i, t := range names {
+	for i, t := range sample {
 		wg.Go(func() {
 			for ctx.Err() == nil {
 				if call(c, "POST", ru+"/t/"+t+"/c", `{"n":4}`, 201, "", nil) == nil {
-					firstWrite[i] = time.Since(start)
+					f.firstWrite[i] = time.Since(start)
 					return
 				}
 				time.Sleep(time.Millisecond)
@@ -333,35 +401,88 @@ func failover(w io.Writer, c *http.Client, cfg config, dir string, log *slog.Log
 	}
 	var res region.FailoverResult
 	ferr := shard("POST", "nodes/a/failover", "", 200, &res)
-	total := time.Since(start)
+	f.total = time.Since(start)
+	if ferr != nil {
+		cancel()
+	}
 	wg.Wait()
 	if ferr != nil {
-		return ferr
+		return f, ferr
 	}
 	if len(res.Promoted) != len(names) {
-		return fmt.Errorf("failover promoted %d of %d: %+v", len(res.Promoted), len(names), res.Failed)
+		return f, fmt.Errorf("failover promoted %d of %d: %+v", len(res.Promoted), len(names), res.Failed)
 	}
-	for i, t := range names {
-		if firstWrite[i] == 0 {
-			return fmt.Errorf("tenant %s took no write after the failover", t)
+	for i, t := range sample {
+		if f.firstWrite[i] == 0 {
+			return f, fmt.Errorf("tenant %s took no write after the failover", t)
+		}
+	}
+	for _, t := range names {
+		want := 3
+		if slices.Contains(sample, t) {
+			want = 4
 		}
 		var cnt struct{ Count int }
 		if err := call(c, "GET", ru+"/t/"+t+"/c?count", "", 200, "", &cnt); err != nil {
-			return err
+			return f, err
 		}
-		if cnt.Count != 4 {
-			return fmt.Errorf("tenant %s holds %d rows after the failover, want 4", t, cnt.Count)
+		if cnt.Count != want {
+			return f, fmt.Errorf("tenant %s holds %d rows after the failover, want %d", t, cnt.Count, want)
 		}
 	}
+	return f, nil
+}
 
+// failoverTable prints every failover, and how its time grew with the
+// tenants against the first.
+func failoverTable(w io.Writer, fos []failoverFigures) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "failover by hand of node a, %d tenants (copies on its standby, --sync always)\tms\t\n", len(names))
-	fmt.Fprintf(tw, "POST /_shard/nodes/a/failover, whole\t%.1f\t\n", ms(total))
-	fmt.Fprintf(tw, "per tenant (whole / %d)\t%.1f\t\n", len(names), ms(total)/float64(len(names)))
-	fmt.Fprintf(tw, "failover start until a tenant's write through the router succeeds, p50\t%.1f\t\n", ms(pct(firstWrite, 50)))
-	fmt.Fprintf(tw, "  the same, last tenant\t%.1f\t\n", ms(slices.Max(firstWrite)))
-	fmt.Fprintln(tw, "every tenant read back through the router with all 4 rows (3 before, 1 after)\t\t")
-	return tw.Flush()
+	fmt.Fprintln(tw, "failover by hand of node a (copies on its standby b, --sync always)\ttenants\twhole ms\tper tenant ms\t×time\t×tenants\tfirst write p50 ms\tlast ms\tload average\t")
+	for _, f := range fos {
+		fmt.Fprintf(tw, "POST /_shard/nodes/a/failover\t%d\t%.1f\t%.2f\t%.1f\t%.0f\t%.1f\t%.1f\t%s\t\n", f.tenants, ms(f.total),
+			ms(f.total)/float64(f.tenants), float64(f.total)/float64(fos[0].total), float64(f.tenants)/float64(fos[0].tenants),
+			ms(pct(f.firstWrite, 50)), ms(slices.Max(f.firstWrite)), f.load)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "first write: from the failover's start until a write through the router succeeds, for up to %d tenants spread over the node's;\n", failoverSample)
+	fmt.Fprintln(w, "every tenant then read back through the router with all its rows")
+	return nil
+}
+
+// lagOnce sends one write to tenant pair on primary pu and polls its copy
+// on cu until the copy holds it: applied (its seq) or durable in its
+// file. It returns that lag and the write's own answer time.
+func lagOnce(c *http.Client, write func(base, t string, i int) (time.Duration, error), pu, cu string, i int, applied bool) (lag, answered time.Duration, err error) {
+	seq, err := status(c, pu, "pair")
+	if err != nil {
+		return 0, 0, err
+	}
+	want := seq.Seq + 1
+	start := time.Now()
+	type result struct {
+		d   time.Duration
+		err error
+	}
+	done := make(chan result, 1)
+	go func() { d, err := write(pu, "pair", i); done <- result{d, err} }()
+	for {
+		st, err := status(c, cu, "pair")
+		if err != nil {
+			<-done
+			return 0, 0, err
+		}
+		if applied && st.Seq >= want || !applied && st.Durable >= want {
+			break
+		}
+		if !applied {
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
+	lag = time.Since(start)
+	r := <-done
+	return lag, r.d, r.err
 }
 
 func startNode(dir, syncMode string, log *slog.Logger) (*node.Server, error) {
@@ -420,3 +541,16 @@ func pct(ds []time.Duration, p int) time.Duration { return benchkit.Percentile(d
 func us(d time.Duration) string { return fmt.Sprintf("%d", d.Microseconds()) }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// loadAvg is the machine's 1, 5 and 15 minute load averages.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}

@@ -1,16 +1,26 @@
-// Command shard measures what the router costs: one keep-alive client's
-// requests straight to a node, through fenec-shard, and through nginx as a
-// plain reverse proxy (keep-alive upstream) in front of the same node,
-// side by side in one run; then the time to move a tenant of 100 000
-// vectors of 128 dimensions with an HNSW index between two nodes, and its
-// first `near` on the target. It prints a table and writes it to -out.
+// Command shard measures what the router costs, in three tables written to
+// -out:
 //
-// Node, second node and router run in this process on loopback; nginx is
-// a child process (skipped, and said so, when it is not installed).
+//   - as deployed: fenec-node, fenec-shard and nginx (one worker, and one
+//     per core) each a process of its own, driven by wrk at 1 and 16
+//     connections, keyed reads and writes, several rounds with the targets
+//     in turns; latencies added over going straight to the node, and
+//     throughput (deployed.go);
+//   - what a request costs each of those processes: system calls, context
+//     switches, and the router's allocations, counted by the kernel, with
+//     the router's CPU profile written to -profile-out (profile.go);
+//   - in process: node, router and a net/http client in this process, one
+//     keep-alive client, nginx a child process (the earlier shape, kept
+//     for comparison with older figures);
+//
+// then the time to move a tenant of 100 000 vectors of 128 dimensions with
+// an HNSW index between two nodes, and its first `near` on the target.
+// Run it from the repository's root (it builds the binaries).
 package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -21,12 +31,17 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
 	"github.com/fenec-go/fenec/bench/internal/benchkit"
+	"github.com/fenec-go/fenec/engine"
 	"github.com/fenec-go/fenec/node"
 	"github.com/fenec-go/fenec/region"
 )
@@ -39,6 +54,12 @@ type config struct {
 	out              string
 	nginx            string
 	tls              bool
+
+	wrk         string        // wrk binary ("none": no deployed tables)
+	rounds      int           // rounds of the deployed table
+	dur         time.Duration // one wrk run
+	profileOut  string        // the router's CPU profile, as text
+	routerProcs []int         // more routers, each with this GOMAXPROCS
 }
 
 func main() {
@@ -50,6 +71,20 @@ func main() {
 	flag.StringVar(&cfg.out, "out", "bench/shard.txt", "file the table is written to")
 	flag.StringVar(&cfg.nginx, "nginx", "nginx", "nginx binary (none: skip nginx)")
 	flag.BoolVar(&cfg.tls, "tls", true, "also measure every link under TLS, and a fresh connection's handshake")
+	flag.StringVar(&cfg.wrk, "wrk", "wrk", "wrk binary (none: skip the deployed tables)")
+	flag.IntVar(&cfg.rounds, "rounds", 5, "rounds of the deployed table, every target once a round")
+	flag.DurationVar(&cfg.dur, "dur", 3*time.Second, "one wrk run (whole seconds)")
+	flag.StringVar(&cfg.profileOut, "profile-out", "bench/shard-profile.txt", "file the router's CPU profile is written to (empty: none)")
+	flag.Func("router-procs", "comma-separated GOMAXPROCS values: one more (standby) router each, run with it", func(v string) error {
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				return fmt.Errorf("GOMAXPROCS %q", f)
+			}
+			cfg.routerProcs = append(cfg.routerProcs, n)
+		}
+		return nil
+	})
 	flag.Parse()
 	if err := run(cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "shard bench:", err)
@@ -58,12 +93,25 @@ func main() {
 }
 
 func run(cfg config) error {
+	// An interrupt stops the run through its deferred clean-up: every
+	// process it started is stopped and its files removed.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	dir, err := os.MkdirTemp("", "fenec-shard-bench-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+
+	var out bytes.Buffer
+	fmt.Fprintf(&out, "fenec shard bench, %s, %s, %d cores\n\n", time.Now().UTC().Format("2006-01-02 15:04 MST"), benchkit.Machine(), runtime.NumCPU())
+	if cfg.wrk != "none" {
+		if err := deployed(ctx, &out, cfg, filepath.Join(dir, "deployed")); err != nil {
+			return err
+		}
+		fmt.Fprintln(&out)
+	}
 
 	n1, err := startNode(filepath.Join(dir, "n1"), log)
 	if err != nil {
@@ -105,9 +153,8 @@ func run(cfg config) error {
 		nginxNote = "nginx: " + ng.version + ", one worker, upstream keepalive 16, HTTP/1.1 to the node"
 	}
 
-	var out bytes.Buffer
-	fmt.Fprintf(&out, "fenec shard bench, %s, %s\n", time.Now().UTC().Format("2006-01-02 15:04 MST"), benchkit.Machine())
-	fmt.Fprintf(&out, "one keep-alive client per target; %d requests after %d of warm-up, per target and kind, in turns of 500\n", cfg.requests, cfg.warmup)
+	fmt.Fprintf(&out, "In process: node, router and client (net/http) in one process, GOMAXPROCS %d, nginx a child process;\n", runtime.GOMAXPROCS(0))
+	fmt.Fprintf(&out, "one keep-alive client per target; %d requests after %d of warm-up, per target and kind, in turns of 500; load average %s\n", cfg.requests, cfg.warmup, loadAvg())
 	fmt.Fprintln(&out, nginxNote)
 	fmt.Fprintln(&out)
 	plain, err := latencyTable(&out, cfg, targets)
@@ -402,6 +449,50 @@ func moveParts(w io.Writer, c *http.Client, node string) error {
 	in := time.Since(start)
 	fmt.Fprintf(w, "  of which, alone on the target: image out %d ms, image in (installed as a new tenant) %d ms\n",
 		out.Milliseconds(), in.Milliseconds())
+	return installTurns(w, img)
+}
+
+// installTurns installs the same image in this process in turns, three
+// rounds: as a node did before (engine.Install, which opens the copy to
+// verify it and closes it, then engine.Open) and as it does now
+// (engine.InstallOpen: decoded as it arrives, read once).
+func installTurns(w io.Writer, img []byte) error {
+	dir, err := os.MkdirTemp("", "fenec-install-turns-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	opts := engine.Options{NoSweep: true, Logger: slog.New(slog.DiscardHandler)}
+	var before, now []time.Duration
+	for r := range 3 {
+		p := filepath.Join(dir, fmt.Sprintf("before-%d.fenec", r))
+		start := time.Now()
+		if err := engine.Install(p, bytes.NewReader(img)); err != nil {
+			return err
+		}
+		db, err := engine.Open(p, opts)
+		if err != nil {
+			return err
+		}
+		before = append(before, time.Since(start))
+		db.Close()
+		p = filepath.Join(dir, fmt.Sprintf("now-%d.fenec", r))
+		start = time.Now()
+		if db, err = engine.InstallOpen(p, bytes.NewReader(img), opts); err != nil {
+			return err
+		}
+		now = append(now, time.Since(start))
+		db.Close()
+	}
+	msList := func(d []time.Duration) string {
+		var parts []string
+		for _, x := range d {
+			parts = append(parts, fmt.Sprintf("%d", x.Milliseconds()))
+		}
+		return strings.Join(parts, ", ")
+	}
+	fmt.Fprintf(w, "  the image installed and opened in this process, in turns: Install then Open (as before) %s ms; InstallOpen %s ms\n",
+		msList(before), msList(now))
 	return nil
 }
 

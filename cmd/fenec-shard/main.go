@@ -15,6 +15,7 @@ import (
 	"syscall"
 
 	"github.com/fenec-go/fenec/internal/logx"
+	"github.com/fenec-go/fenec/internal/profiling"
 	"github.com/fenec-go/fenec/internal/version"
 	"github.com/fenec-go/fenec/region"
 )
@@ -31,6 +32,7 @@ type options struct {
 	router  region.Config
 	log     logx.Config
 	version bool
+	pprof   string // loopback address of the runtime profiles ("": none)
 }
 
 // flagSet binds every flag of fenec-shard to o.
@@ -40,6 +42,7 @@ func flagSet(o *options, stderr io.Writer) *flag.FlagSet {
 	o.router.AddFlags(fs)
 	o.log.AddFlags(fs)
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
+	fs.StringVar(&o.pprof, "pprof", "", "serve Go's runtime profiles (/debug/pprof/) on loopback `ADDR` (none: not served)")
 	return fs
 }
 
@@ -84,6 +87,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintln(stderr, "fenec-shard:", err)
 		return 2
+	}
+	if o.pprof != "" {
+		ps, err := profiling.Start(o.pprof, cfg.Logger)
+		if err != nil {
+			fmt.Fprintln(stderr, "fenec-shard:", err)
+			return 2
+		}
+		defer ps.Close()
 	}
 	if err := region.Run(ctx, cfg); err != nil {
 		fmt.Fprintln(stderr, "fenec-shard:", err)

@@ -56,6 +56,8 @@ func TestBadFlagsExit2(t *testing.T) {
 		{"--listen", "127.0.0.1:7700", "--id", "Not A Name"},
 		{"--upstream-timeout", "x"},
 		{"stray"},
+		{"--pprof", "0.0.0.0:6060"}, // profiles never off loopback
+		{"--pprof", ":6060"},
 	} {
 		var out syncBuffer
 		if code := run(context.Background(), args, &out, &out); code != 2 {
@@ -276,5 +278,48 @@ func TestVersion(t *testing.T) {
 	var out, errb syncBuffer
 	if code := run(context.Background(), []string{"--version"}, &out, &errb); code != 0 || !strings.HasPrefix(out.String(), "fenec-shard ") {
 		t.Fatalf("exit %d: %q %q", code, out.String(), errb.String())
+	}
+}
+
+func TestPprofOnLoopbackWhileServing(t *testing.T) {
+	addr, prof := freePort(t), freePort(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	args := []string{"--listen", addr, "--pprof", prof,
+		"--etcd-dir", t.TempDir(), "--etcd-client-url", "http://127.0.0.1:0", "--etcd-peer-url", "http://127.0.0.1:0"}
+	var out syncBuffer
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, args, &out, &out) }()
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	waitHealth(t, client, addr, done, &out)
+	resp, err := client.Get("http://" + prof + "/debug/pprof/heap?debug=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(b), "heap profile") {
+		t.Fatalf("heap profile: %d %.200s", resp.StatusCode, b)
+	}
+	// The router's own listener serves no profiles.
+	resp, err = client.Get("http://" + addr + "/debug/pprof/heap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode == 200 {
+		t.Fatal("the router's listener served a profile")
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("exit %d\n%s", code, out.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("router did not stop\n%s", out.String())
+	}
+	if _, err := client.Get("http://" + prof + "/debug/pprof/"); err == nil {
+		t.Fatal("profiles still served after the router stopped")
 	}
 }

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -89,4 +90,131 @@ func checkImageFile(f *os.File, size int64) error {
 		return fmt.Errorf("%w: no image in it", ErrBadImage)
 	}
 	return nil
+}
+
+// installOpen is install and open in one pass: the image is copied into
+// the side file as it arrives, then made durable while it is read once —
+// every frame's checksum checked and the image given to h — and the side
+// file linked into place and kept open as the Log, so nothing is decoded
+// twice.
+// A damaged image, or one h refuses, is ErrBadImage and leaves nothing.
+func installOpen(path string, r io.Reader, opts Options, h Replayer) (*Log, int64, error) {
+	opts, abs, err := prepare(path, opts)
+	if err != nil {
+		return nil, 0, err
+	}
+	if _, err := os.Lstat(abs); err == nil {
+		return nil, 0, fmt.Errorf("install %s: %w", abs, ErrExist)
+	}
+	unregister, err := register(abs) // the Log's own from here on
+	if err != nil {
+		return nil, 0, fmt.Errorf("install: %w", err)
+	}
+	tmp := abs + ".install"
+	f, err := openSide(tmp)
+	if err != nil {
+		unregister()
+		return nil, 0, fmt.Errorf("install: %w", err) // not ours to remove
+	}
+	fail := func(err error) (*Log, int64, error) {
+		f.Close()
+		os.Remove(tmp)
+		unregister()
+		return nil, 0, fmt.Errorf("install: %w", err)
+	}
+	n, streamed, err := copyDecoding(f, r, h)
+	if err != nil {
+		return fail(err)
+	}
+	// The disk takes the bytes while the file is checked (and, if it was
+	// not decoded as it came, loaded); it is linked into place only once
+	// both are done.
+	synced := make(chan error, 1)
+	go func() { synced <- datasync(f) }()
+	s, err := installScan(f, n, opts, h, streamed)
+	if serr := <-synced; err == nil {
+		err = serr
+	}
+	if err != nil {
+		return fail(err)
+	}
+	if err := os.Link(tmp, abs); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			err = fmt.Errorf("%s: %w", abs, ErrExist)
+		}
+		return fail(fmt.Errorf("link: %w", err))
+	}
+	if err := os.Remove(tmp); err != nil {
+		os.Remove(abs)
+		return fail(fmt.Errorf("remove side file: %w", err))
+	}
+	if err := syncDir(abs); err != nil {
+		os.Remove(abs)
+		return fail(err)
+	}
+	l := &Log{}
+	l.init(abs, opts, unregister, f, s)
+	return l, n, nil
+}
+
+// copyDecoding copies r into f and, as the bytes arrive, decodes the
+// image they start with into h (streamImage). streamed reports that h has
+// the image; a stream that starts otherwise is only copied. A decode that
+// fails is the install's failure: the image is damaged.
+func copyDecoding(f *os.File, r io.Reader, h Replayer) (n int64, streamed bool, err error) {
+	pr, pw := io.Pipe()
+	decoded := make(chan error, 1)
+	go func() {
+		err := streamImage(bufio.NewReaderSize(pr, 1<<20), h)
+		// Whatever the decode made of it, the copy goes on to the end.
+		_, _ = io.Copy(io.Discard, pr)
+		decoded <- err
+	}()
+	n, err = io.Copy(f, io.TeeReader(r, pw))
+	pw.CloseWithError(err)
+	derr := <-decoded
+	switch {
+	case err != nil:
+		return n, false, err
+	case errors.Is(derr, errNotStreamed):
+		return n, false, nil
+	case derr != nil:
+		return n, false, fmt.Errorf("%w: %v", ErrBadImage, derr)
+	}
+	return n, true, nil
+}
+
+// installScan checks every frame of the image file f (no tail may be cut,
+// and it must hold an image) and replays it into h — only the records
+// after its image if streamed says h has that image already, which must
+// then be the file's only one.
+func installScan(f *os.File, size int64, opts Options, h Replayer, streamed bool) (*scanned, error) {
+	if size < headerSize {
+		return nil, fmt.Errorf("%w: header cut short", ErrBadImage)
+	}
+	data, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("map image: %w", err)
+	}
+	defer unix.Munmap(data)
+	s, err := scan(data, opts.indexEvery, true)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadImage, err)
+	}
+	if len(s.images) == 0 {
+		return nil, fmt.Errorf("%w: no image in it", ErrBadImage)
+	}
+	if streamed {
+		if len(s.images) != 1 || s.images[0].start != headerSize {
+			return nil, fmt.Errorf("%w: the image decoded as it came is not the file's only one", ErrBadImage)
+		}
+		if err := replayRecords(data[:s.end], s.images[0].end, h); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrBadImage, err)
+		}
+		return s, nil
+	}
+	if err := replay(data[:s.end], s, h); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadImage, err)
+	}
+	return s, nil
 }

@@ -293,8 +293,15 @@ func replay(data []byte, s *scanned, h Replayer) error {
 		}
 		off = img.end
 	}
+	return replayRecords(data, off, h)
+}
+
+// replayRecords gives h the engine records of data from off on (checked
+// by scan already), spilled blocks joined.
+func replayRecords(data []byte, off int64, h Replayer) error {
+	end := int64(len(data))
 	var pieces [][]byte // spilled pieces of the block not landed yet
-	for off < s.end {
+	for off < end {
 		rec, size, err := frameTrusted(data, off)
 		if err != nil {
 			return err

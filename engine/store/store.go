@@ -205,6 +205,14 @@ func Install(path string, r io.Reader, verify func(tmpPath string) error) (int64
 	return install(path, r, verify)
 }
 
+// InstallOpen installs an image read from r as a new file at path, as
+// Install does, and opens it: the image is read once, its frames checked
+// as h is given it, and the Log returned is the installed file. It
+// returns the bytes installed.
+func InstallOpen(path string, r io.Reader, opts Options, h Replayer) (*Log, int64, error) {
+	return installOpen(path, r, opts, h)
+}
+
 // WriteImage streams a compact tenant file to w: the header and one image
 // at pos holding what writeState writes. The caller takes a consistent
 // snapshot (pos must match the state); writes to the Log may go on

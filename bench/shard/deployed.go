@@ -1,0 +1,390 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// The deployed shape: fenec-node, fenec-shard and nginx each a process of
+// its own, as built by `go build`, driven by wrk. Every compared target
+// runs in turns within each round, the order rotated round to round, so a
+// noisy moment falls on all of them alike.
+
+// readPath is the keyed read measured: one row by its unique key.
+const readPath = "/t/acme/kv?k=eq.1"
+
+// wrkScripts: reads are wrk's fixed request (no Lua per request); writes
+// insert a row with a key no other run used (base from the bench, then a
+// range per wrk thread). Both print one line of figures when done.
+const wrkDone = `
+function done(s, lat, req)
+  io.write(string.format("FENEC requests=%d duration_us=%d p50_us=%.1f p99_us=%.1f mean_us=%.1f status=%d connect=%d read=%d write=%d timeout=%d\n",
+    s.requests, s.duration, lat:percentile(50), lat:percentile(99), lat.mean,
+    s.errors.status, s.errors.connect, s.errors.read, s.errors.write, s.errors.timeout))
+end
+`
+
+const wrkWrite = `
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+local threads = 0
+function setup(thread)
+  threads = threads + 1
+  thread:set("tid", threads)
+end
+local base, n = 0, 0
+function init(args)
+  base = tonumber(args[1]) + (tid or 0) * 10000000
+end
+function request()
+  n = n + 1
+  return wrk.format(nil, nil, nil, '{"k":' .. string.format("%d", base + n) .. ',"v":"w"}')
+end
+` + wrkDone
+
+// wtarget is one way to the node, with the processes that serve it.
+type wtarget struct {
+	name string
+	base string
+	pids []int // the serving processes (nginx: master and workers)
+}
+
+// deployedRig is the running processes of the deployed shape.
+type deployedRig struct {
+	dir       string
+	shardBin  string
+	pprof     string // the router's profile listener
+	router    *proc
+	procs     []*proc
+	targets   []wtarget
+	nginxNote string
+	wrk       string
+	runs      int // wrk runs so far: each write run takes keys of its own
+}
+
+func (d *deployedRig) close() {
+	for _, p := range slices.Backward(d.procs) {
+		p.stop()
+	}
+}
+
+// startDeployed builds the binaries and starts a node, a router over an
+// embedded etcd member and nginx (one worker, and auto) in front of the
+// node, places tenant acme on the node and fills its collection kv.
+func startDeployed(ctx context.Context, cfg config, dir string) (_ *deployedRig, err error) {
+	wrkBin, err := exec.LookPath(cfg.wrk)
+	if err != nil {
+		return nil, errNoWrk
+	}
+	d := &deployedRig{dir: dir, wrk: wrkBin}
+	defer func() {
+		if err != nil {
+			d.close()
+		}
+	}()
+	nodeBin, shardBin, err := buildBinaries(ctx, filepath.Join(dir, "bin"))
+	if err != nil {
+		return nil, err
+	}
+	d.shardBin = shardBin
+	nodeAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	n, err := startProc("fenec-node", nodeBin, "--dir", filepath.Join(dir, "node"), "--http", nodeAddr, "--admin-token", adminToken)
+	if err != nil {
+		return nil, err
+	}
+	d.procs = append(d.procs, n)
+	if err := n.waitHTTP("http://" + nodeAddr + "/_health"); err != nil {
+		return nil, err
+	}
+	routerAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	if d.pprof, err = freeAddr(); err != nil {
+		return nil, err
+	}
+	etcdClient, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	etcdPeer, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	r, err := startProc("fenec-shard", shardBin, "--listen", routerAddr, "--id", "bench", "--pprof", d.pprof,
+		"--etcd-dir", filepath.Join(dir, "etcd"), "--etcd-client-url", "http://"+etcdClient, "--etcd-peer-url", "http://"+etcdPeer)
+	if err != nil {
+		return nil, err
+	}
+	d.procs = append(d.procs, r)
+	d.router = r
+	if err := r.waitHTTP("http://" + routerAddr + "/_health"); err != nil {
+		return nil, err
+	}
+	if err := fillDeployed("http://"+routerAddr, nodeAddr); err != nil {
+		return nil, err
+	}
+	d.targets = []wtarget{
+		{name: "node", base: "http://" + nodeAddr, pids: []int{n.pid()}},
+		{name: "fenec-shard", base: "http://" + routerAddr, pids: []int{r.pid()}},
+	}
+	// More routers over the same directory (standbys: they forward as the
+	// leader does), each run with a GOMAXPROCS of its own.
+	for _, procs := range cfg.routerProcs {
+		addr, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		name := fmt.Sprintf("fenec-shard P=%d", procs)
+		p, err := startProcEnv(name, []string{fmt.Sprintf("GOMAXPROCS=%d", procs)}, shardBin, "--listen", addr, "--id", fmt.Sprintf("bench-p%d", procs), "--standby", "--directory", "http://"+etcdClient)
+		if err != nil {
+			return nil, err
+		}
+		d.procs = append(d.procs, p)
+		if err := p.waitHTTP("http://" + addr + "/_health"); err != nil {
+			return nil, err
+		}
+		d.targets = append(d.targets, wtarget{name: name, base: "http://" + addr, pids: []int{p.pid()}})
+	}
+	d.nginxNote = "nginx: " + nginxVersion(cfg.nginx) + " as a plain reverse proxy: upstream keepalive 32, HTTP/1.1 to the node, proxy_buffering off, access log off"
+	for _, w := range []string{"1", "auto"} {
+		if cfg.nginx == "none" {
+			d.nginxNote = "nginx: not measured (-nginx none)"
+			break
+		}
+		p, base, err := startNginxProc(cfg.nginx, filepath.Join(dir, "nginx-"+w), nodeAddr, w)
+		if err != nil {
+			return nil, err
+		}
+		d.procs = append(d.procs, p)
+		name := "nginx 1 worker"
+		if w == "auto" {
+			name = fmt.Sprintf("nginx auto (%d)", len(childPIDs(p.pid())))
+		}
+		d.targets = append(d.targets, wtarget{name: name, base: base, pids: append([]int{p.pid()}, childPIDs(p.pid())...)})
+	}
+	return d, nil
+}
+
+// fillDeployed registers the node with the router, places acme there and
+// fills its collection kv with keys 1..1000.
+func fillDeployed(router, nodeAddr string) error {
+	c := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	if err := call(c, "PUT", router+"/_shard/nodes/n1", fmt.Sprintf(`{"addr":"http://%s","token":%q,"region":"bench"}`, nodeAddr, adminToken), 201); err != nil {
+		return err
+	}
+	if err := call(c, "PUT", router+"/_shard/tenants/acme", `{"node":"n1"}`, 201); err != nil {
+		return err
+	}
+	if err := call(c, "POST", router+"/t/acme/query", `{"query":"create collection kv (k int @unique, v text)"}`, 200); err != nil {
+		return err
+	}
+	var rows []string
+	for i := 1; i <= 1000; i++ {
+		rows = append(rows, fmt.Sprintf(`{"k":%d,"v":"value %d"}`, i, i))
+	}
+	return call(c, "POST", router+"/t/acme/kv", "["+strings.Join(rows, ",")+"]", 201)
+}
+
+// wrkResult is one wrk run's figures.
+type wrkResult struct {
+	p50, p99, mean float64 // µs
+	rps            float64
+	requests       int64
+}
+
+// wrkLoad is one load shape: a kind of request at a number of connections.
+type wrkLoad struct {
+	kind  string // "read" or "write"
+	conns int
+}
+
+func (l wrkLoad) String() string {
+	if l.kind == "read" {
+		return fmt.Sprintf("read  GET %s", readPath)
+	}
+	return "write POST /t/acme/kv (new key)"
+}
+
+// runWrk runs wrk against t for dur and parses the figures its script
+// prints; any failed request fails the run.
+func (d *deployedRig) runWrk(ctx context.Context, t wtarget, l wrkLoad, dur time.Duration) (wrkResult, error) {
+	d.runs++
+	script := filepath.Join(d.dir, "read.lua")
+	url := t.base + readPath
+	if l.kind == "write" {
+		script = filepath.Join(d.dir, "write.lua")
+		url = t.base + "/t/acme/kv"
+	}
+	threads := 1
+	secs := max(1, int(dur.Round(time.Second)/time.Second))
+	args := []string{"-t", strconv.Itoa(threads), "-c", strconv.Itoa(l.conns), "-d", fmt.Sprintf("%ds", secs),
+		"--timeout", "5s", "-s", script, url, "--", strconv.Itoa(d.runs * 100_000_000)}
+	out, err := exec.CommandContext(ctx, d.wrk, args...).CombinedOutput()
+	if err != nil {
+		return wrkResult{}, fmt.Errorf("wrk %s: %w\n%s", t.name, err, out)
+	}
+	return parseWrk(string(out), t.name)
+}
+
+// parseWrk reads the FENEC line the scripts print.
+func parseWrk(out, name string) (wrkResult, error) {
+	i := strings.Index(out, "FENEC ")
+	if i < 0 {
+		return wrkResult{}, fmt.Errorf("wrk %s: no figures in its output:\n%s", name, out)
+	}
+	line, _, _ := strings.Cut(out[i+len("FENEC "):], "\n")
+	f := map[string]float64{}
+	for _, kv := range strings.Fields(line) {
+		k, v, _ := strings.Cut(kv, "=")
+		x, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return wrkResult{}, fmt.Errorf("wrk %s: %q: %w", name, kv, err)
+		}
+		f[k] = x
+	}
+	if bad := f["status"] + f["connect"] + f["read"] + f["write"] + f["timeout"]; bad > 0 || f["requests"] == 0 {
+		return wrkResult{}, fmt.Errorf("wrk %s: %s", name, line)
+	}
+	return wrkResult{p50: f["p50_us"], p99: f["p99_us"], mean: f["mean_us"],
+		rps: f["requests"] / (f["duration_us"] / 1e6), requests: int64(f["requests"])}, nil
+}
+
+// deployedTable measures every load on every target, rounds × targets in
+// turns, and prints medians over the rounds: latencies, what each adds
+// over the node (per round, then the median), throughput.
+func deployedTable(ctx context.Context, w io.Writer, cfg config, d *deployedRig) error {
+	if err := os.WriteFile(filepath.Join(d.dir, "read.lua"), []byte(wrkDone), 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(d.dir, "write.lua"), []byte(wrkWrite), 0o644); err != nil {
+		return err
+	}
+	loads := []wrkLoad{{"read", 1}, {"read", 16}, {"write", 1}, {"write", 16}}
+	res := make([][][]wrkResult, len(loads)) // load, target, round
+	for li, l := range loads {
+		res[li] = make([][]wrkResult, len(d.targets))
+		for _, t := range d.targets { // warm-up: connections, caches, the JIT of the Lua
+			if _, err := d.runWrk(ctx, t, l, time.Second); err != nil {
+				return err
+			}
+		}
+	}
+	load0 := loadAvg()
+	for round := range cfg.rounds {
+		for li, l := range loads {
+			for k := range d.targets {
+				ti := (k + round) % len(d.targets)
+				r, err := d.runWrk(ctx, d.targets[ti], l, cfg.dur)
+				if err != nil {
+					return err
+				}
+				res[li][ti] = append(res[li][ti], r)
+			}
+		}
+		fmt.Fprintf(os.Stderr, "shard bench: deployed round %d of %d done, load %s\n", round+1, cfg.rounds, loadAvg())
+	}
+	load1 := loadAvg()
+	fmt.Fprintf(w, "Deployed: fenec-node, fenec-shard (embedded etcd) and nginx each a process of its own, built by go build;\n")
+	fmt.Fprintf(w, "wrk %s, one thread, keep-alive; %d rounds of %s per target and load, targets in turns (order rotated each round);\n", wrkVersion(d.wrk), cfg.rounds, cfg.dur)
+	fmt.Fprintf(w, "medians over the rounds; \"+\" is the median of each round's difference to the node; load average %s at the start, %s at the end\n", load0, load1)
+	fmt.Fprintln(w, d.nginxNote)
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "request\tconns\tvia\tp50 µs\tp99 µs\t+p50 µs\t+p99 µs\treq/s\treq/s ×node\t")
+	for li, l := range loads {
+		node := res[li][0]
+		for ti, t := range d.targets {
+			rs := res[li][ti]
+			var dp50, dp99, ratio []float64
+			for i, r := range rs {
+				dp50 = append(dp50, r.p50-node[i].p50)
+				dp99 = append(dp99, r.p99-node[i].p99)
+				ratio = append(ratio, r.rps/node[i].rps)
+			}
+			plus50, plus99 := fmt.Sprintf("%+.0f", median(dp50)), fmt.Sprintf("%+.0f", median(dp99))
+			if ti == 0 {
+				plus50, plus99 = "", ""
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%.0f\t%.0f\t%s\t%s\t%.0f\t%.2f\t\n", l, l.conns, t.name,
+				median(field(rs, func(r wrkResult) float64 { return r.p50 })),
+				median(field(rs, func(r wrkResult) float64 { return r.p99 })),
+				plus50, plus99,
+				median(field(rs, func(r wrkResult) float64 { return r.rps })), median(ratio))
+		}
+	}
+	return tw.Flush()
+}
+
+func field(rs []wrkResult, f func(wrkResult) float64) []float64 {
+	out := make([]float64, len(rs))
+	for i, r := range rs {
+		out[i] = f(r)
+	}
+	return out
+}
+
+func median(x []float64) float64 {
+	if len(x) == 0 {
+		return 0
+	}
+	s := slices.Clone(x)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// loadAvg is the machine's 1, 5 and 15 minute load averages.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func wrkVersion(bin string) string {
+	out, _ := exec.Command(bin, "-v").CombinedOutput()
+	line, _, _ := strings.Cut(string(out), "\n")
+	if f := strings.Fields(line); len(f) >= 2 {
+		return f[1]
+	}
+	return "?"
+}
+
+// deployed starts the deployed shape in dir, prints its two tables to w,
+// and stops every process it started.
+func deployed(ctx context.Context, w io.Writer, cfg config, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	d, err := startDeployed(ctx, cfg, dir)
+	if err != nil {
+		return err
+	}
+	defer d.close()
+	if err := deployedTable(ctx, w, cfg, d); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	return costTable(ctx, w, cfg, d)
+}

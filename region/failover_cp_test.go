@@ -1,0 +1,149 @@
+package region
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fenec-go/fenec/global"
+	"github.com/fenec-go/fenec/internal/testkit/testnode"
+	"github.com/fenec-go/fenec/node"
+)
+
+// txnCounter is a directory that counts the transactions sent to it while
+// counting is on.
+type txnCounter struct {
+	global.Directory
+	on   atomic.Bool
+	txns atomic.Int64
+	ops  atomic.Int64 // the largest transaction's writes
+}
+
+func (c *txnCounter) Txn(ctx context.Context, conds []global.Cond, ops []global.Op) (int64, error) {
+	if c.on.Load() {
+		c.txns.Add(1)
+		for {
+			cur := c.ops.Load()
+			if int64(len(ops)) <= cur || c.ops.CompareAndSwap(cur, int64(len(ops))) {
+				break
+			}
+		}
+	}
+	return c.Directory.Txn(ctx, conds, ops)
+}
+
+// failoverRig is a router over dir with nodes a and b, b a's standby, and
+// n tenants placed on a (each with its copy on b); wrapB, if set, stands
+// in front of b.
+func failoverRig(t *testing.T, dir global.Directory, n int, wrapB func(http.Handler) http.Handler) (*cpRouter, *replNode, *replNode, []string) {
+	t.Helper()
+	r := startCPRouter(t, func(c *Config) { c.Directory = dir })
+	a := startReplNode(t)
+	b := &replNode{testnode.Start(t, testnode.Options{Configure: func(c *node.Config) { c.Sync = "always" }, Wrap: wrapB})}
+	r.addReplNode(t, "a", a, nil)
+	r.addReplNode(t, "b", b, nil)
+	r.addReplNode(t, "a", a, map[string]any{"standby": "b"})
+	var names []string
+	for i := range n {
+		name := fmt.Sprintf("t%03d", i)
+		r.place(t, name, "a")
+		names = append(names, name)
+	}
+	for _, name := range names {
+		caughtUp(t, name, a, b)
+	}
+	return r, a, b, names
+}
+
+// A node's failover writes the directory a few times for all its tenants
+// (held together, pointed at their copies together, in batches within
+// etcd's limit on one transaction), not three times a tenant.
+func TestFailoverOfManyTenantsFewTransactionsCP(t *testing.T) {
+	const n = 130 // two batches
+	mem := global.NewMemory()
+	t.Cleanup(func() { mem.Close() })
+	dir := &txnCounter{Directory: mem}
+	r, a, _, names := failoverRig(t, dir, n, nil)
+	a.down(t)
+	dir.on.Store(true)
+	var res FailoverResult
+	if st, body := r.shard(t, http.MethodPost, "nodes/a/failover", map[string]any{}, &res); st != http.StatusOK {
+		t.Fatalf("failover: %d %s", st, body)
+	}
+	dir.on.Store(false)
+	if len(res.Promoted) != n || len(res.Failed) != 0 {
+		t.Fatalf("failover: %d promoted, failed %+v", len(res.Promoted), res.Failed)
+	}
+	// Two batches, each held in one transaction and pointed in one.
+	if got := dir.txns.Load(); got > 4 {
+		t.Fatalf("%d directory transactions for %d tenants, want at most 4", got, n)
+	}
+	if got := dir.ops.Load(); got > failoverBatch {
+		t.Fatalf("a transaction of %d writes, past the batch of %d", got, failoverBatch)
+	}
+	tenants := r.tenantsOf(t)
+	for _, name := range names {
+		if e := tenants[name]; e.Node != "b" || e.Replica != "" {
+			t.Fatalf("%s after failover: %+v", name, e)
+		}
+	}
+	r.mustQuery(t, names[n-1], "create collection c (n int)")
+	r.mustQuery(t, names[n-1], `put c {n: 1}`)
+}
+
+// The copies are promoted several at once, never more than the bound.
+func TestFailoverPromotesInParallelCP(t *testing.T) {
+	const n = failoverParallel + 4
+	mem := global.NewMemory()
+	t.Cleanup(func() { mem.Close() })
+	var mu sync.Mutex
+	inFlight, most := 0, 0
+	var counting atomic.Bool
+	gate := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			if !counting.Load() || req.Method != http.MethodPost || !strings.HasSuffix(req.URL.Path, "/promote") {
+				next.ServeHTTP(w, req)
+				return
+			}
+			mu.Lock()
+			inFlight++
+			most = max(most, inFlight)
+			// Hold each promotion until another runs beside it (or a
+			// while has passed: one run at a time then shows as most == 1).
+			deadline := time.Now().Add(3 * time.Second)
+			for inFlight < 2 && time.Now().Before(deadline) {
+				mu.Unlock()
+				time.Sleep(time.Millisecond)
+				mu.Lock()
+			}
+			mu.Unlock()
+			defer func() {
+				mu.Lock()
+				inFlight--
+				mu.Unlock()
+			}()
+			next.ServeHTTP(w, req)
+		})
+	}
+	r, a, _, _ := failoverRig(t, mem, n, gate)
+	counting.Store(true)
+	a.down(t)
+	var res FailoverResult
+	if st, body := r.shard(t, http.MethodPost, "nodes/a/failover", map[string]any{}, &res); st != http.StatusOK {
+		t.Fatalf("failover: %d %s", st, body)
+	}
+	counting.Store(false)
+	if len(res.Promoted) != n || len(res.Failed) != 0 {
+		t.Fatalf("failover: %d promoted, failed %+v", len(res.Promoted), res.Failed)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if most < 2 || most > failoverParallel {
+		t.Fatalf("at most %d promotions at once, want 2..%d", most, failoverParallel)
+	}
+}
