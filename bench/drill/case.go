@@ -321,27 +321,35 @@ func regionLeases(ctx context.Context, d *deployment, hc *http.Client) (string, 
 	if _, err := d.compose(ctx, "stop", "-t", "5", "g1", "g2", "g3"); err != nil {
 		return "", err
 	}
-	req, _ := http.NewRequestWithContext(ctx, "POST", d.url("eu1")+"/_shard/regions/eu/handoff",
-		strings.NewReader(`{"to": "region", "force": true}`))
-	req.Header.Set("Authorization", "Bearer "+d.tokens["router"])
-	res, err := hc.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(res.Body, 4096))
-	if res.StatusCode != 200 {
-		return fmt.Sprintf("the handoff answered %d: %s", res.StatusCode, strings.TrimSpace(string(b))), nil
-	}
-	return "", waitFor(ctx, time.Minute, "eu leasing its nodes", func() error {
-		var ls struct {
-			Leasing bool `json:"leasing"`
+	// Both regions take their leasing, so the other region's writers show
+	// what it costs a region that lost no node.
+	for _, r := range []string{"eu", "us"} {
+		lead := regionRouters[r][0]
+		req, _ := http.NewRequestWithContext(ctx, "POST", d.url(lead)+"/_shard/regions/"+r+"/handoff",
+			strings.NewReader(`{"to": "region", "force": true}`))
+		req.Header.Set("Authorization", "Bearer "+d.tokens["router"])
+		res, err := hc.Do(req)
+		if err != nil {
+			return "", err
 		}
-		if st, err := call(ctx, hc, "GET", d.url("eu1")+"/_shard/leases", d.tokens["router"], nil, &ls); err != nil || st != 200 || !ls.Leasing {
-			return fmt.Errorf("eu1 leases: %d %v %v", st, ls.Leasing, err)
+		b, _ := io.ReadAll(io.LimitReader(res.Body, 4096))
+		res.Body.Close()
+		if res.StatusCode != 200 {
+			return fmt.Sprintf("the handoff of %s answered %d: %s", r, res.StatusCode, strings.TrimSpace(string(b))), nil
 		}
-		return nil
-	})
+		if err := waitFor(ctx, time.Minute, r+" leasing its nodes", func() error {
+			var ls struct {
+				Leasing bool `json:"leasing"`
+			}
+			if st, err := call(ctx, hc, "GET", d.url(lead)+"/_shard/leases", d.tokens["router"], nil, &ls); err != nil || st != 200 || !ls.Leasing {
+				return fmt.Errorf("%s leases: %d %v %v", lead, st, ls.Leasing, err)
+			}
+			return nil
+		}); err != nil {
+			return "", err
+		}
+	}
+	return "", nil
 }
 
 // startWriters makes a writer for every tenant, through its region's

@@ -16,10 +16,10 @@
 //   - resolver: the routers and nodes look names up at the drill's
 //     resolver, which never answers a name Docker does not know, and the
 //     node is disconnected and removed: its name hangs rather than fails.
-//   - region: the global tier stopped and the region leasing its nodes
-//     (a forced handoff to eu's own router), then the cut. Should the
-//     router refuse the handoff, the case reports the refusal and
-//     measures nothing.
+//   - region: the global tier stopped and each region leasing its own
+//     nodes (a forced handoff to eu's and to us's own router), then the
+//     cut. Should a router refuse the handoff, the case reports the
+//     refusal and measures nothing.
 //
 // It is a benchmark, not a test: it asserts only that no acknowledged write
 // was lost and that the dead node's writers wrote again (-check, what CI's

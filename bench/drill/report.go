@@ -103,6 +103,7 @@ func report(cfg config, results []result) string {
 	fmt.Fprintf(&b, "n1's writers saw, replica on n1 saw: the answers other than 200 those writers got, by status (none: the routers resent\n")
 	fmt.Fprintf(&b, "every keyed write cut from n1 to the new primary).\n")
 	fmt.Fprintf(&b, "cases: cut = disconnect + kill, names looked up at Docker's resolver; resolver = disconnect + remove, names looked up\n")
-	fmt.Fprintf(&b, "at a resolver that never answers a name Docker lacks; region = the global tier stopped and eu leasing its own nodes.\n")
+	fmt.Fprintf(&b, "at a resolver that never answers a name Docker lacks; region = the global tier stopped and eu and us\n")
+	fmt.Fprintf(&b, "leasing their own nodes (a forced handoff each), Docker's resolver.\n")
 	return b.String()
 }
