@@ -78,8 +78,9 @@ func (r result) problems() []string {
 func report(cfg config, results []result) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "make drill — %s, %s/%s, %d cores\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
-	fmt.Fprintf(&b, "deploy/compose.yaml: global tier g1 (leads) + g2, g3; regions eu (eu1 mirrors, eu2, eu3; nodes n1–n3) and us (us1–us3; n4, n5);\n")
-	fmt.Fprintf(&b, "nodes --lease --sync always, every tenant a replica; routers --auto-failover 2 --upstream-timeout 4.\n")
+	fmt.Fprintf(&b, "deploy/compose.yaml, TLS on every link: global tier g1 (leads) + g2, g3; regions eu (eu1 leads the region's directory,\n")
+	fmt.Fprintf(&b, "linked to the global one; eu2, eu3; nodes n1–n3) and us (us1–us3; n4, n5); nodes --lease --sync always, every tenant\n")
+	fmt.Fprintf(&b, "a replica; routers --auto-failover 2 --upstream-timeout 4 (a region's leading router leases its nodes once handed them).\n")
 	fmt.Fprintf(&b, "%d tenants a node, each written by one keyed writer (Idempotency-Key, sent again until 200) through its region's\n", cfg.tenants)
 	fmt.Fprintf(&b, "routers (eu1/eu2, us1/us2) in turn; %s after the kill of n1 (disconnected from the network first), every acknowledged\n", cfg.after)
 	fmt.Fprintf(&b, "key read back. Target: writers write again within 2.5 s of the kill (the seed's 1.93–2.52 s; 3.94 s before cutting).\n\n")
