@@ -57,6 +57,7 @@ type wtarget struct {
 	name string
 	base string
 	pids []int // the serving processes (nginx: master and workers)
+	ref  int   // the target its "+" columns are against: the node, plain or over TLS
 }
 
 // deployedRig is the running processes of the deployed shape.
@@ -68,6 +69,7 @@ type deployedRig struct {
 	procs     []*proc
 	targets   []wtarget
 	nginxNote string
+	tlsNote   string // what the TLS targets are ("" without them)
 	wrk       string
 	runs      int // wrk runs so far: each write run takes keys of its own
 }
@@ -176,6 +178,11 @@ func startDeployed(ctx context.Context, cfg config, dir string) (_ *deployedRig,
 		}
 		d.targets = append(d.targets, wtarget{name: name, base: base, pids: append([]int{p.pid()}, childPIDs(p.pid())...)})
 	}
+	if cfg.tls {
+		if err := d.startTLS(nodeBin, shardBin, cfg.nginx); err != nil {
+			return nil, err
+		}
+	}
 	return d, nil
 }
 
@@ -183,7 +190,12 @@ func startDeployed(ctx context.Context, cfg config, dir string) (_ *deployedRig,
 // fills its collection kv with keys 1..1000.
 func fillDeployed(router, nodeAddr string) error {
 	c := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	if err := call(c, "PUT", router+"/_shard/nodes/n1", fmt.Sprintf(`{"addr":"http://%s","token":%q,"region":"bench"}`, nodeAddr, adminToken), 201); err != nil {
+	return fillDeployedWith(c, router, "http://"+nodeAddr)
+}
+
+// fillDeployedWith is fillDeployed through c, the node at nodeURL.
+func fillDeployedWith(c *http.Client, router, nodeURL string) error {
+	if err := call(c, "PUT", router+"/_shard/nodes/n1", fmt.Sprintf(`{"addr":%q,"token":%q,"region":"bench"}`, nodeURL, adminToken), 201); err != nil {
 		return err
 	}
 	if err := call(c, "PUT", router+"/_shard/tenants/acme", `{"node":"n1"}`, 201); err != nil {
@@ -302,12 +314,23 @@ func deployedTable(ctx context.Context, w io.Writer, cfg config, d *deployedRig)
 	fmt.Fprintf(w, "wrk %s, one thread, keep-alive; %d rounds of %s per target and load, targets in turns (order rotated each round);\n", wrkVersion(d.wrk), cfg.rounds, cfg.dur)
 	fmt.Fprintf(w, "medians over the rounds; \"+\" is the median of each round's difference to the node; load average %s at the start, %s at the end\n", load0, load1)
 	fmt.Fprintln(w, d.nginxNote)
+	if d.tlsNote != "" {
+		fmt.Fprintln(w, d.tlsNote)
+	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "request\tconns\tvia\tp50 µs\tp99 µs\t+p50 µs\t+p99 µs\treq/s\treq/s ×node\t")
+	plus := func(li, ti int) float64 {
+		node, rs := res[li][d.targets[ti].ref], res[li][ti]
+		var dp50 []float64
+		for i, r := range rs {
+			dp50 = append(dp50, r.p50-node[i].p50)
+		}
+		return median(dp50)
+	}
 	for li, l := range loads {
-		node := res[li][0]
 		for ti, t := range d.targets {
+			node := res[li][t.ref]
 			rs := res[li][ti]
 			var dp50, dp99, ratio []float64
 			for i, r := range rs {
@@ -316,7 +339,7 @@ func deployedTable(ctx context.Context, w io.Writer, cfg config, d *deployedRig)
 				ratio = append(ratio, r.rps/node[i].rps)
 			}
 			plus50, plus99 := fmt.Sprintf("%+.0f", median(dp50)), fmt.Sprintf("%+.0f", median(dp99))
-			if ti == 0 {
+			if ti == t.ref {
 				plus50, plus99 = "", ""
 			}
 			fmt.Fprintf(tw, "%s\t%d\t%s\t%.0f\t%.0f\t%s\t%s\t%.0f\t%.2f\t\n", l, l.conns, t.name,
@@ -326,7 +349,11 @@ func deployedTable(ctx context.Context, w io.Writer, cfg config, d *deployedRig)
 				median(field(rs, func(r wrkResult) float64 { return r.rps })), median(ratio))
 		}
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	tlsCompare(w, d, loads, plus)
+	return nil
 }
 
 func field(rs []wrkResult, f func(wrkResult) float64) []float64 {

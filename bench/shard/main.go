@@ -70,7 +70,7 @@ func main() {
 	flag.IntVar(&cfg.dims, "dims", 128, "dimensions of the moved tenant's vectors")
 	flag.StringVar(&cfg.out, "out", "bench/shard.txt", "file the table is written to")
 	flag.StringVar(&cfg.nginx, "nginx", "nginx", "nginx binary (none: skip nginx)")
-	flag.BoolVar(&cfg.tls, "tls", true, "also measure every link under TLS, and a fresh connection's handshake")
+	flag.BoolVar(&cfg.tls, "tls", true, "also measure every link under TLS (deployed), and a fresh connection's handshake (in process)")
 	flag.StringVar(&cfg.wrk, "wrk", "wrk", "wrk binary (none: skip the deployed tables)")
 	flag.IntVar(&cfg.rounds, "rounds", 5, "rounds of the deployed table, every target once a round")
 	flag.DurationVar(&cfg.dur, "dur", 3*time.Second, "one wrk run (whole seconds)")
@@ -157,13 +157,12 @@ func run(cfg config) error {
 	fmt.Fprintf(&out, "one keep-alive client per target; %d requests after %d of warm-up, per target and kind, in turns of 500; load average %s\n", cfg.requests, cfg.warmup, loadAvg())
 	fmt.Fprintln(&out, nginxNote)
 	fmt.Fprintln(&out)
-	plain, err := latencyTable(&out, cfg, targets)
-	if err != nil {
+	if _, err := latencyTable(&out, cfg, targets); err != nil {
 		return err
 	}
 	if cfg.tls {
 		fmt.Fprintln(&out)
-		if err := tlsBench(&out, cfg, dir, log, n1, plain); err != nil {
+		if err := freshBench(&out, cfg, dir, log, n1); err != nil {
 			return err
 		}
 	}

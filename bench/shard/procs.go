@@ -92,7 +92,11 @@ func (p *proc) stop() {
 
 // waitHTTP polls url until it answers 200, the child exits, or 30 s pass.
 func (p *proc) waitHTTP(url string) error {
-	hc := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	return p.waitHTTPWith(&http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}, url)
+}
+
+// waitHTTPWith is waitHTTP asking with hc (over TLS).
+func (p *proc) waitHTTPWith(hc *http.Client, url string) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		res, err := hc.Get(url)

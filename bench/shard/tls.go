@@ -20,123 +20,171 @@ import (
 	"github.com/fenec-go/fenec/bench/internal/benchkit"
 	"github.com/fenec-go/fenec/internal/tlsx"
 	"github.com/fenec-go/fenec/node"
-	"github.com/fenec-go/fenec/region"
 )
 
-// tlsSetup is the TLS half of the bench: a node serving HTTPS, a router
-// serving HTTPS and reaching the node over TLS, and the certificates.
-type tlsSetup struct {
-	node   *node.Server
-	router *region.Router
-	client *tlsx.Source // the bench's client: the CA, and a certificate
-	ca     string       // the CA bundle's path
-	files  map[string]tlsx.Files
+// The TLS half of the bench: the same node, router and nginx, each a
+// process, with TLS on every link — wrk to the router or nginx, the
+// router or nginx to the node (verified against the bench's CA, showing a
+// certificate of their own) — measured in the same rounds as the plain
+// targets; and, in process, what a fresh connection to a node costs with
+// a full handshake against a resumed session.
+
+// benchPKI is the bench's CA bundle and the certificates it issued.
+type benchPKI struct {
+	ca    string
+	files map[string]tlsx.Files
 }
 
-// startTLS issues a CA and certificates, and starts a node and a router
-// over TLS, with tenant "b" placed on the node as on the plain side. The
-// node's certificate names "node" besides 127.0.0.1 (nginx checks the
-// name it is given).
-func startTLS(dir string, log *slog.Logger) (*tlsSetup, error) {
+// issueCerts makes a CA in dir and a certificate for each name, valid for
+// 127.0.0.1 and the name (nginx checks the node as "node").
+func issueCerts(dir string, names ...string) (*benchPKI, error) {
 	ca, err := tlsx.NewCA("bench CA", 24*time.Hour)
 	if err != nil {
 		return nil, err
 	}
-	pki := filepath.Join(dir, "pki")
-	if err := os.MkdirAll(pki, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	s := &tlsSetup{ca: filepath.Join(pki, "ca.pem"), files: map[string]tlsx.Files{}}
-	if err := tlsx.WriteFile(s.ca, ca.PEM, 0o644); err != nil {
+	p := &benchPKI{ca: filepath.Join(dir, "ca.pem"), files: map[string]tlsx.Files{}}
+	if err := tlsx.WriteFile(p.ca, ca.PEM, 0o644); err != nil {
 		return nil, err
 	}
-	for _, name := range []string{"node", "router", "client"} {
+	for _, name := range names {
 		leaf, err := ca.Issue(name, []string{"127.0.0.1", name}, 24*time.Hour)
 		if err != nil {
 			return nil, err
 		}
-		f := tlsx.Files{Cert: filepath.Join(pki, name+".pem"), Key: filepath.Join(pki, name+"-key.pem"), CA: s.ca}
+		f := tlsx.Files{Cert: filepath.Join(dir, name+".pem"), Key: filepath.Join(dir, name+"-key.pem"), CA: p.ca}
 		if err := leaf.Write(f.Cert, f.Key); err != nil {
 			return nil, err
 		}
-		s.files[name] = f
+		p.files[name] = f
 	}
-	if s.client, err = tlsx.Load(s.files["client"], nil); err != nil {
-		return nil, err
-	}
-	if s.node, err = benchkit.StartNode(filepath.Join(dir, "n-tls"), adminToken, log, func(c *node.Config) { c.TLS = s.files["node"] }); err != nil {
-		return nil, err
-	}
-	if s.router, err = benchkit.StartRouter(filepath.Join(dir, "shard-tls"), log, func(c *region.Config) { c.TLS = s.files["router"] }); err != nil {
-		s.node.Close()
-		return nil, err
-	}
-	c := s.httpClient(4)
-	defer c.CloseIdleConnections()
-	base := "https://" + s.router.Addr()
-	body := fmt.Sprintf(`{"addr":"https://%s","token":%q,"region":"bench"}`, s.node.Addr(), adminToken)
-	if err := call(c, "PUT", base+"/_shard/nodes/n-tls", body, 201); err != nil {
-		s.close()
-		return nil, err
-	}
-	if err := call(c, "PUT", base+"/_shard/tenants/b", `{"node":"n-tls"}`, 201); err != nil {
-		s.close()
-		return nil, err
-	}
-	if err := call(c, "POST", base+"/t/b/query", `{"query":"create collection c (name text, n int @sorted)"}`, 200); err != nil {
-		s.close()
-		return nil, err
-	}
-	var rows []string
-	for i := range 1000 {
-		rows = append(rows, fmt.Sprintf(`{"name":"row %d","n":%d}`, i, i))
-	}
-	if err := call(c, "POST", base+"/t/b/c", "["+strings.Join(rows, ",")+"]", 201); err != nil {
-		s.close()
-		return nil, err
-	}
-	return s, nil
+	return p, nil
 }
 
-func (s *tlsSetup) close() {
-	s.router.Close()
-	s.node.Close()
+// tlsArgs are a process's TLS flags for name's certificate.
+func (p *benchPKI) tlsArgs(name string) []string {
+	f := p.files[name]
+	return []string{"--tls-cert", f.Cert, "--tls-key", f.Key, "--tls-ca", f.CA}
 }
 
-// httpClient is a keep-alive client over TLS showing the client's
+// client is an HTTP client verifying against the CA and showing name's
 // certificate.
-func (s *tlsSetup) httpClient(idle int) *http.Client {
+func (p *benchPKI) client(name string, timeout time.Duration) (*http.Client, error) {
+	src, err := tlsx.Load(p.files[name], nil)
+	if err != nil {
+		return nil, err
+	}
 	var d net.Dialer
-	return &http.Client{Transport: &http.Transport{
-		MaxIdleConnsPerHost: idle, DisableCompression: true,
-		DialTLSContext: s.client.Dialer(d.DialContext),
-	}}
+	return &http.Client{Timeout: timeout, Transport: &http.Transport{DisableKeepAlives: true, DialTLSContext: src.Dialer(d.DialContext)}}, nil
 }
 
-// tlsTargets are the node straight, the router and nginx, each over TLS
-// on every link, with a keep-alive client each.
-func (s *tlsSetup) targets(ng *nginxProc) []target {
-	ts := []target{
-		{name: "node", base: "https://" + s.node.Addr(), c: s.httpClient(1)},
-		{name: "fenec-shard", base: "https://" + s.router.Addr(), c: s.httpClient(1)},
+// startTLS adds the TLS targets to d: a node serving HTTPS, a router
+// serving HTTPS that reaches it at https:// (the node placed and filled
+// as the plain one), and nginx with one worker terminating TLS and
+// proxying to the node over TLS. Their "+" columns are against the node
+// over TLS.
+func (d *deployedRig) startTLS(nodeBin, shardBin, nginxBin string) error {
+	pki, err := issueCerts(filepath.Join(d.dir, "pki"), "node", "router", "nginx", "bench")
+	if err != nil {
+		return err
 	}
-	if ng != nil {
-		ts = append(ts, target{name: "nginx", base: ng.base, c: s.httpClient(1)})
+	hc, err := pki.client("bench", 30*time.Second)
+	if err != nil {
+		return err
 	}
-	return ts
+	nodeAddr, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	n, err := startProc("fenec-node TLS", nodeBin, append([]string{"--dir", filepath.Join(d.dir, "node-tls"), "--http", nodeAddr,
+		"--admin-token", adminToken}, pki.tlsArgs("node")...)...)
+	if err != nil {
+		return err
+	}
+	d.procs = append(d.procs, n)
+	if err := n.waitHTTPWith(hc, "https://"+nodeAddr+"/_health"); err != nil {
+		return err
+	}
+	addrs := make([]string, 3) // listen, etcd client, etcd peer
+	for i := range addrs {
+		if addrs[i], err = freeAddr(); err != nil {
+			return err
+		}
+	}
+	r, err := startProc("fenec-shard TLS", shardBin, append([]string{"--listen", addrs[0], "--id", "bench-tls",
+		"--etcd-dir", filepath.Join(d.dir, "etcd-tls"), "--etcd-client-url", "http://" + addrs[1], "--etcd-peer-url", "http://" + addrs[2]},
+		pki.tlsArgs("router")...)...)
+	if err != nil {
+		return err
+	}
+	d.procs = append(d.procs, r)
+	if err := r.waitHTTPWith(hc, "https://"+addrs[0]+"/_health"); err != nil {
+		return err
+	}
+	if err := fillDeployedWith(hc, "https://"+addrs[0], "https://"+nodeAddr); err != nil {
+		return err
+	}
+	ref := len(d.targets)
+	d.targets = append(d.targets,
+		wtarget{name: "node TLS", base: "https://" + nodeAddr, pids: []int{n.pid()}, ref: ref},
+		wtarget{name: "fenec-shard TLS", base: "https://" + addrs[0], pids: []int{r.pid()}, ref: ref})
+	if nginxBin == "none" {
+		return nil
+	}
+	listen, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(d.dir, "nginx-tls")
+	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
+		return err
+	}
+	cf := filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(cf, []byte(nginxTLSConf(dir, nodeAddr, listen, pki.files["nginx"])), 0o644); err != nil {
+		return err
+	}
+	path, err := exec.LookPath(nginxBin)
+	if err != nil {
+		return err
+	}
+	ng, err := startProc("nginx TLS", path, "-e", filepath.Join(dir, "logs", "error.log"), "-p", dir, "-c", cf)
+	if err != nil {
+		return err
+	}
+	d.procs = append(d.procs, ng)
+	if err := ng.waitHTTPWith(hc, "https://"+listen+"/_health"); err != nil {
+		return err
+	}
+	d.targets = append(d.targets, wtarget{name: "nginx TLS 1 worker", base: "https://" + listen, pids: append([]int{ng.pid()}, childPIDs(ng.pid())...), ref: ref})
+	d.tlsNote = "TLS: TLS 1.3, ECDSA P-256 certificates of one CA; wrk (OpenSSL) to the node, the router or nginx; the router and nginx verify the node " +
+		"and show it a certificate, keeping connections to it (nginx: keepalive 32, proxy_ssl_session_reuse); \"+\" of a TLS target is against the node over TLS"
+	return nil
 }
 
-// startNginxTLS runs nginx terminating TLS with the router's certificate
-// and proxying over TLS to upstream (verified against the CA as "node",
-// showing a client certificate, sessions reused, connections kept).
-func (s *tlsSetup) startNginx(bin, dir, upstream string) (*nginxProc, error) {
-	rf := s.files["router"]
-	return runNginx(bin, dir, "https://", fmt.Sprintf(`
-	upstream node { server %[1]s; keepalive 16; }
+// nginxTLSConf is nginxConf terminating TLS with f's certificate and
+// proxying to upstream over TLS: the node verified against f's CA as
+// "node", f's certificate shown to it, sessions reused, connections kept.
+func nginxTLSConf(dir, upstream, listen string, f tlsx.Files) string {
+	return fmt.Sprintf(`worker_processes 1;
+daemon off;
+master_process on;
+pid %[1]s/nginx.pid;
+error_log %[1]s/logs/error.log warn;
+events { worker_connections 1024; }
+http {
+	access_log off;
+	client_body_temp_path %[1]s/body;
+	proxy_temp_path %[1]s/proxy;
+	fastcgi_temp_path %[1]s/fastcgi;
+	uwsgi_temp_path %[1]s/uwsgi;
+	scgi_temp_path %[1]s/scgi;
+	upstream node { server %[2]s; keepalive 32; }
 	server {
-		listen %%[1]s ssl;
-		ssl_certificate %[2]s;
-		ssl_certificate_key %[3]s;
+		listen %[3]s ssl;
+		ssl_certificate %[4]s;
+		ssl_certificate_key %[5]s;
 		ssl_protocols TLSv1.2 TLSv1.3;
 		ssl_session_cache shared:SSL:1m;
 		location / {
@@ -145,25 +193,89 @@ func (s *tlsSetup) startNginx(bin, dir, upstream string) (*nginxProc, error) {
 			proxy_set_header Connection "";
 			proxy_buffering off;
 			proxy_ssl_verify on;
-			proxy_ssl_trusted_certificate %[4]s;
+			proxy_ssl_trusted_certificate %[6]s;
 			proxy_ssl_name node;
 			proxy_ssl_server_name on;
-			proxy_ssl_certificate %[2]s;
-			proxy_ssl_certificate_key %[3]s;
+			proxy_ssl_certificate %[4]s;
+			proxy_ssl_certificate_key %[5]s;
 			proxy_ssl_session_reuse on;
 			proxy_ssl_protocols TLSv1.2 TLSv1.3;
 		}
-	}`, upstream, rf.Cert, rf.Key, s.ca), s.httpClient(1))
+	}
+}
+`, dir, upstream, listen, f.Cert, f.Key, f.CA)
+}
+
+// tlsCompare says, per load, what the router and nginx add to a request
+// straight to the node, plain and over TLS, from the deployed medians.
+func tlsCompare(w io.Writer, d *deployedRig, loads []wrkLoad, plus func(li, ti int) float64) {
+	find := func(name string) int {
+		for i, t := range d.targets {
+			if t.name == name {
+				return i
+			}
+		}
+		return -1
+	}
+	shard, shardTLS := find("fenec-shard"), find("fenec-shard TLS")
+	ng, ngTLS := find("nginx 1 worker"), find("nginx TLS 1 worker")
+	if shardTLS < 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	for li, l := range loads {
+		line := fmt.Sprintf("%s at %d: p50 added to the node's: fenec-shard %+.0f µs plain, %+.0f µs over TLS", l, l.conns, plus(li, shard), plus(li, shardTLS))
+		if ng >= 0 && ngTLS >= 0 {
+			line += fmt.Sprintf("; nginx 1 worker %+.0f µs plain, %+.0f µs over TLS", plus(li, ng), plus(li, ngTLS))
+		}
+		fmt.Fprintln(w, line)
+	}
+}
+
+// freshBench starts a node over TLS in process, with tenant "b" as the
+// plain node holds it, and measures a fresh connection's cost to each.
+func freshBench(w io.Writer, cfg config, dir string, log *slog.Logger, plainNode *node.Server) error {
+	pki, err := issueCerts(filepath.Join(dir, "pki-fresh"), "node", "bench")
+	if err != nil {
+		return err
+	}
+	n, err := benchkit.StartNode(filepath.Join(dir, "n-fresh"), adminToken, log, func(c *node.Config) { c.TLS = pki.files["node"] })
+	if err != nil {
+		return err
+	}
+	defer n.Close()
+	hc, err := pki.client("bench", 30*time.Second)
+	if err != nil {
+		return err
+	}
+	base := "https://" + n.Addr()
+	req, _ := http.NewRequest("PUT", base+"/_admin/tenants/b", nil)
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	res, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	res.Body.Close()
+	if err := call(hc, "POST", base+"/t/b/query", `{"query":"create collection c (name text, n int @sorted)"}`, 200); err != nil {
+		return err
+	}
+	if err := call(hc, "POST", base+"/t/b/c", `{"name":"row 0","n":0}`, 201); err != nil {
+		return err
+	}
+	src, err := tlsx.Load(pki.files["bench"], nil)
+	if err != nil {
+		return err
+	}
+	return freshTable(w, src, n.Addr(), plainNode.Addr(), cfg.warmup/5, cfg.requests/5)
 }
 
 // freshTable measures a fresh connection to addr and one read on it, for
 // n connections after warmup: plain TCP to plainAddr, TLS with a full
 // handshake each time, and TLS resuming the last session (the router's
 // way to its nodes).
-func (s *tlsSetup) freshTable(w io.Writer, plainAddr string, warmup, n int) error {
-	addr := s.node.Addr()
+func freshTable(w io.Writer, client *tlsx.Source, addr, plainAddr string, warmup, n int) error {
 	noResume := func() *tls.Config {
-		cfg := s.client.Client(addr)
+		cfg := client.Client(addr)
 		cfg.ClientSessionCache = nil
 		return cfg
 	}
@@ -174,7 +286,7 @@ func (s *tlsSetup) freshTable(w io.Writer, plainAddr string, warmup, n int) erro
 	}{
 		{"plain TCP", plainAddr, nil},
 		{"TLS, full handshake", addr, noResume},
-		{"TLS, session resumed", addr, func() *tls.Config { return s.client.Client(addr) }},
+		{"TLS, session resumed", addr, func() *tls.Config { return client.Client(addr) }},
 	}
 	lat := make([][]time.Duration, len(kinds))
 	resumed := make([]int, len(kinds))
@@ -319,42 +431,4 @@ http {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-// tlsBench measures the router and nginx with TLS on every link beside
-// the node over TLS, in the same run as the plain table (plain holds its
-// p50s), then a fresh connection's cost with and without resumption.
-func tlsBench(w io.Writer, cfg config, dir string, log *slog.Logger, plainNode *node.Server, plain [][]time.Duration) error {
-	ts, err := startTLS(filepath.Join(dir, "tls"), log)
-	if err != nil {
-		return err
-	}
-	defer ts.close()
-	ng, err := ts.startNginx(cfg.nginx, filepath.Join(dir, "nginx-tls"), ts.node.Addr())
-	note := "nginx: TLS in (ssl_session_cache), TLS out to the node (verified as \"node\", client certificate, proxy_ssl_session_reuse, keepalive 16)"
-	if err != nil {
-		note = "nginx: not measured: " + err.Error()
-		ng = nil
-	} else {
-		defer ng.stop()
-	}
-	fmt.Fprintln(w, "TLS on every link (TLS 1.3, ECDSA P-256 certificates of one CA; the client shows one, and the router shows the node its own)")
-	fmt.Fprintln(w, note)
-	fmt.Fprintln(w)
-	tls, err := latencyTable(w, cfg, ts.targets(ng))
-	if err != nil {
-		return err
-	}
-	fmt.Fprintln(w)
-	for ki, k := range kinds {
-		add := func(p [][]time.Duration, via int) float64 { return us(p[ki][via] - p[ki][0]) }
-		line := fmt.Sprintf("%s, p50 added to the node's: fenec-shard %.1f µs plain, %.1f µs TLS (%.2f×)", k.name,
-			add(plain, 1), add(tls, 1), add(tls, 1)/add(plain, 1))
-		if len(plain[ki]) > 2 && len(tls[ki]) > 2 {
-			line += fmt.Sprintf("; nginx %.1f µs plain, %.1f µs TLS (%.2f×)", add(plain, 2), add(tls, 2), add(tls, 2)/add(plain, 2))
-		}
-		fmt.Fprintln(w, line)
-	}
-	fmt.Fprintln(w)
-	return ts.freshTable(w, plainNode.Addr(), cfg.warmup/5, cfg.requests/5)
 }
