@@ -34,6 +34,19 @@ const (
 // own lease (the nodes' leases run out about then), at least a second.
 func handoffBound(own time.Duration) time.Duration { return max(own, time.Second) }
 
+// offerWait bounds how long an offer waits for its taker's ready: the
+// giving side's leading router takes back an offer no one answered (the
+// region has no leading router linked to the global tier, or the global
+// tier has none leading), so a handoff never waits in offered for a taker
+// that may come up hours later, and the route's answer is a refusal that
+// says what to start. A variable for the tests alone.
+var offerWait = 20 * time.Second
+
+// unanswered is whether an offer made at at has waited past offerWait.
+func unanswered(h *global.Handoff, now time.Time) bool {
+	return h.State == global.HandoffOffered && now.Sub(h.At) >= offerWait
+}
+
 // linkRecords are the region record in the region's directory (de) and in
 // the global one (dg), as the link last read or wrote them.
 type linkRecords struct {
@@ -63,6 +76,10 @@ func (m *mirror) reconcile(ctx context.Context, s, dgs *global.Store, snap globa
 		return rec, nil
 	}
 	switch {
+	case h.To == global.LeaserGlobal && unanswered(h, m.rt.now()):
+		why := fmt.Sprintf("the global tier's leading router did not take the offer within %v: start or promote one (fenec-shard --auto-failover S, POST /_shard/promote), then ask again", offerWait)
+		rec.dg, err = dgs.UpdateRegion(ctx, m.region, rec.dg, func(r *global.Region) error { return r.RollBack(why, m.rt.now()) })
+		return rec, err
 	case h.State == global.HandoffOffered && h.To == global.LeaserRegion:
 		return m.ready(ctx, s, dgs, rec)
 	case h.State == global.HandoffReady && h.To == global.LeaserGlobal:
@@ -368,6 +385,10 @@ func (g *globalHandoffs) stepRegion(ctx context.Context, name string, rec global
 		return err // the view is behind: the next look acts on what landed
 	}
 	switch {
+	case h.To == global.LeaserRegion && unanswered(h, g.rt.now()):
+		why := fmt.Sprintf("no leading router of region %s took the offer within %v: start one linked to the global tier (fenec-shard --region %s --global URLS --auto-failover S), then ask again", name, offerWait, name)
+		_, err = s.UpdateRegion(ctx, name, at, func(r *global.Region) error { return r.RollBack(why, g.rt.now()) })
+		return err
 	case h.State == global.HandoffOffered && h.To == global.LeaserGlobal:
 		if g.rt.cfg.AutoFailover <= 0 {
 			why := fmt.Sprintf("the global tier's leading router %s runs without --auto-failover: it cannot take region %s's leasing", g.rt.id, name)

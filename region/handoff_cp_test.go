@@ -219,6 +219,33 @@ func TestHandoffRefusalsCP(t *testing.T) {
 	}
 }
 
+// An offer to a region whose leading router is not running (no router of
+// eu links the global tier) is taken back by the global tier once it has
+// waited offerWait: the route answers 409 saying what to start, the
+// record shows it rolled back, and the global tier never stopped leasing
+// the region's node. Before, the offer stayed in offered for good, to be
+// taken by the first router of eu started later, whenever that was.
+func TestHandoffOfferNoOneTakesRolledBackCP(t *testing.T) {
+	defer func(w time.Duration) { offerWait = w }(offerWait)
+	offerWait = 500 * time.Millisecond
+	g := startCPRouter(t, func(c *Config) { c.ID = "g"; c.AutoFailover = testLease })
+	a := startLeaseNode(t, true)
+	g.addLeaseNode(t, "a", a, nil)
+	g.waitLeased(t, "a")
+	st, b := g.shard(t, http.MethodPost, "regions/eu/handoff", map[string]any{"to": "region"}, nil)
+	if st != http.StatusConflict || !strings.Contains(string(b), "--region eu --global") {
+		t.Fatalf("offered to a region no router leads: %d %s, want 409 naming what to start", st, b)
+	}
+	rec := g.region(t, "eu")
+	if rec.Leaser != global.LeaserGlobal || rec.Handoff == nil || rec.Handoff.State != global.HandoffRolledBack {
+		t.Fatalf("the region record after the offer: %+v", rec)
+	}
+	g.waitLeased(t, "a")
+	if st := a.leaseStatus(t); st.Dir != "global" || st.Epoch != 0 {
+		t.Fatalf("a after the offer: %+v", st)
+	}
+}
+
 // The global tier gone (its router and directory stopped), region eu's
 // router forces the takeover: the nodes it reaches take its grants at
 // epoch two and bind to its directory; a node it cannot reach is failed
