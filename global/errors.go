@@ -18,7 +18,7 @@ var (
 	// ErrInvalidKey is returned for an empty key or one outside the layout.
 	ErrInvalidKey = errors.New("invalid key")
 	// ErrInvalidName is returned for a name outside [a-z0-9_-]{1,64}.
-	ErrInvalidName = errors.New("invalid name")
+	ErrInvalidName = errors.New("invalid name: a name is 1 to 64 characters of a-z, 0-9, _ and -")
 	// ErrInvalidRecord is returned for a record that fails validation or
 	// whose stored JSON cannot be decoded.
 	ErrInvalidRecord = errors.New("invalid record")

@@ -47,6 +47,9 @@ func ValidName(s string) bool {
 // CheckName returns ErrInvalidName, saying what was named, unless ValidName.
 func CheckName(what, s string) error {
 	if !ValidName(s) {
+		if len(s) > 72 {
+			s = s[:64] + "…" // the name is not echoed whole: it may be anything a client sent
+		}
 		return fmt.Errorf("%s %q: %w", what, s, ErrInvalidName)
 	}
 	return nil
