@@ -6,7 +6,7 @@ import "errors"
 // HTTP statuses.
 var (
 	ErrBadRequest      = errors.New("bad request")
-	ErrBadName         = errors.New("bad tenant name")
+	ErrBadName         = errors.New("bad tenant name: a name is 1 to 64 characters of a-z, 0-9, _ and -")
 	ErrBadPath         = errors.New("bad path")
 	ErrNoRoute         = errors.New("no such route")
 	ErrUnknownTenant   = errors.New("unknown tenant")
