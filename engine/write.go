@@ -25,18 +25,21 @@ func (r *runner) runPut(coll string, docsExpr fql.Expr, ifAbsent, insert bool, r
 		return nil, err
 	}
 	res := &Result{Kind: ResultAffected, Write: true}
-	for _, o := range objs {
+	for i, o := range objs {
 		d, given, err := r.makeDoc(c, o)
-		if err != nil {
-			return nil, err
+		if err == nil {
+			var stored *doc
+			stored, err = r.putOne(c, d, given, ifAbsent, insert)
+			if err == nil && stored != nil {
+				res.Affected++
+				res.IDs = append(res.IDs, stored.id)
+			}
 		}
-		stored, err := r.putOne(c, d, given, ifAbsent, insert)
 		if err != nil {
+			if len(objs) > 1 {
+				err = fmt.Errorf("document %d of %d: %w", i+1, len(objs), err)
+			}
 			return nil, err
-		}
-		if stored != nil {
-			res.Affected++
-			res.IDs = append(res.IDs, stored.id)
 		}
 	}
 	if err := checkRequire(req, res.Affected); err != nil {
@@ -80,8 +83,11 @@ func (r *runner) makeDoc(c *collection, o map[string]any) (*newDoc, bool, error)
 		if k == "id" {
 			key, ok := keyFor(tInt, v)
 			id, _ := key.(int64)
-			if !ok || id < 1 {
+			if !ok {
 				return nil, false, fmt.Errorf("%w: id must be a positive int, got %s", ErrType, fql.TypeName(v))
+			}
+			if id < 1 {
+				return nil, false, fmt.Errorf("%w: id must be a positive int, got %d", ErrType, id)
 			}
 			d.id, given = id, true
 			continue

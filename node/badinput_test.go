@@ -118,3 +118,26 @@ func freeAddr(t *testing.T) string {
 	}
 	return addr
 }
+
+// A refused insert says what in the body is wrong, in the body's terms:
+// which document of several, a number out of range as the body's (not as
+// a parameter of the statement the insert becomes), an id's value.
+func TestRefusedInsertSaysWhere(t *testing.T) {
+	n := startNode(t, nil)
+	people(t, n)
+	seq := seqOf(t, n, "a")
+	for _, c := range []struct{ body, want string }{
+		{`[{"name": "dee", "n": 4}, {"name": 5}]`, "document 2 of 2: "},
+		{`{"name": "dee", "n": 1e400}`, "body: number 1e400 is out of range"},
+		{`{"name": "dee", "id": -5}`, "id must be a positive int, got -5"},
+	} {
+		r := n.do("POST", "/t/a/c", c.body)
+		wantJSONError(t, r, 400)
+		if !strings.Contains(string(r.Body), c.want) || strings.Contains(string(r.Body), "$1") {
+			t.Errorf("insert %s: %s, want it to say %q", c.body, r.Body, c.want)
+		}
+	}
+	if seqOf(t, n, "a") != seq {
+		t.Fatal("a refused insert wrote")
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/fenec-go/fenec/engine/fql"
 	"net/http"
 	"sort"
 	"strconv"
@@ -93,16 +94,22 @@ func decodeDocs(body []byte) (any, error) {
 	}
 	switch x := v.(type) {
 	case map[string]any:
-		return x, nil
 	case []any:
 		for i, e := range x {
 			if _, ok := e.(map[string]any); !ok {
 				return nil, fmt.Errorf("%w: element %d is not an object", ErrBadRequest, i)
 			}
 		}
-		return x, nil
+	default:
+		return nil, fmt.Errorf("%w: body must be an object or an array of objects", ErrBadRequest)
 	}
-	return nil, fmt.Errorf("%w: body must be an object or an array of objects", ErrBadRequest)
+	// Checked here, so that a number out of range is the body's fault in
+	// the answer rather than a parameter's of the statement it becomes.
+	n, err := fql.Normalize(v)
+	if err != nil {
+		return nil, fmt.Errorf("%w: body: %v", ErrBadRequest, err)
+	}
+	return n, nil
 }
 
 // restUpdate sets the body's fields on the rows the filter matches.

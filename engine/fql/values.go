@@ -291,7 +291,7 @@ func normalize(v any) (any, bool, error) {
 		return v, false, nil
 	case float64:
 		if math.IsInf(x, 0) || math.IsNaN(x) {
-			return nil, false, fmt.Errorf("number %v: %w", x, ErrParam)
+			return nil, false, fmt.Errorf("number %v is not finite: %w", x, ErrParam)
 		}
 		return v, false, nil
 	case json.Number:
@@ -300,7 +300,7 @@ func normalize(v any) (any, bool, error) {
 		}
 		f, err := strconv.ParseFloat(string(x), 64)
 		if err != nil || math.IsInf(f, 0) {
-			return nil, false, fmt.Errorf("number %s: %w", x, ErrParam)
+			return nil, false, fmt.Errorf("number %s is out of range (an int64 or a finite float64): %w", x, ErrParam)
 		}
 		return f, true, nil
 	case int:
