@@ -15,7 +15,7 @@ import (
 // lead). They map to statuses in one table, shardStatus below.
 var (
 	// ErrUnauthorized: the router token is missing or wrong.
-	ErrUnauthorized = errors.New("missing or wrong router token")
+	ErrUnauthorized = errors.New("missing or wrong router token: send Authorization: Bearer <the token fenec-shard --token-file reads>")
 	// ErrClientCert: under --tls-client-auth admin, a /_shard/ or
 	// /_metrics call without a client certificate the router trusts.
 	ErrClientCert = errors.New("this router takes /_shard/ and /_metrics calls only with a client certificate its --tls-ca verifies: call it with one")
@@ -75,7 +75,7 @@ type heldError struct {
 }
 
 func (e *heldError) Error() string {
-	return fmt.Sprintf("tenant %s is held by another operation (%s)", e.tenant, e.by)
+	return fmt.Sprintf("tenant %s is held by another operation (%s): ask again once it ends (GET /_shard/tenants shows held_by until then)", e.tenant, e.by)
 }
 
 func (e *heldError) Is(target error) bool { return target == global.ErrHeld }

@@ -140,7 +140,7 @@ func (c *shardCall) deleteNode(s *global.Store, name string) (int, any, error) {
 	}
 	if len(holds) > 0 {
 		slices.Sort(holds)
-		return 0, nil, fmt.Errorf("%w: %s holds %d (%s)", ErrNodeInUse, name, len(holds), holds[0])
+		return 0, nil, fmt.Errorf("%w: %s holds %d (%s): move them off first (POST /_shard/tenants/<t>/move), or fail the node over if it is gone", ErrNodeInUse, name, len(holds), holds[0])
 	}
 	rev, err := s.Txn().DeleteNode(name, cur.Rev).Commit(c.r.Context())
 	if err != nil {

@@ -144,7 +144,7 @@ func (c *shardCall) chooseNode(s *global.Store, named, region string) (string, e
 		}
 	}
 	if len(cands) == 0 {
-		return "", fmt.Errorf("%w in region %q", ErrNoCandidate, region)
+		return "", fmt.Errorf("%w in region %q: record a node of that region (PUT /_shard/nodes/<n>), or name a region GET /_shard/regions lists", ErrNoCandidate, region)
 	}
 	return leastBytes(measureEach(c.r.Context(), c.rt.nodes, cands, c.rt.cfg.SizesParallel))
 }
