@@ -263,6 +263,14 @@ func (l *NodeLease) Writable(now time.Duration, tenant string) (ok bool, retryAf
 	return false, retry
 }
 
+// Length is the length of the lease the last grant taken gave (0 before
+// any): what a lease runs for from the node's answer.
+func (l *NodeLease) Length() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return time.Duration(l.ms) * time.Millisecond
+}
+
 // CopyStep is how the list a node holds has one tenant's copy.
 type CopyStep struct {
 	// InStep: a write on the tenant waits for its replica, however long,

@@ -79,6 +79,13 @@ type Config struct {
 	// number of milliseconds between fsyncs.
 	Sync string
 
+	// ReplicaWait bounds how long a write under --sync always waits for a
+	// copy to acknowledge it before the copy is counted lagging, or, under
+	// a lease with the copy in step, before the node asks the router to
+	// record it behind (--replica-wait). Under a lease the bound is never
+	// more than half the lease the node holds.
+	ReplicaWait time.Duration
+
 	// IdleClose closes a tenant nobody has used for this long.
 	IdleClose time.Duration
 	// MaxMemory bounds the memory of the open tenants together, in bytes
@@ -118,12 +125,16 @@ const (
 	ClientAuthAll   = "all"   // every connection needs one
 )
 
+// defaultReplicaWait is --replica-wait's default.
+const defaultReplicaWait = 5 * time.Second
+
 // DefaultConfig returns the defaults API.md names.
 func DefaultConfig() Config {
 	return Config{
 		HTTP:            "127.0.0.1:7070",
 		ClientAuth:      ClientAuthNone,
 		Sync:            "100",
+		ReplicaWait:     defaultReplicaWait,
 		IdleClose:       300 * time.Second,
 		IdleTimeout:     60 * time.Second,
 		IdempotencyTTL:  86400 * time.Second,
@@ -153,6 +164,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.ReplicaOf, "replica-of", c.ReplicaOf, "new tenant files on this node follow that node (http://host:port)")
 	fs.StringVar(&c.Resolver, "resolver", c.Resolver, "look the names of nodes followed up at the DNS server `HOST:PORT` (default: the system's way)")
 	fs.StringVar(&c.Sync, "sync", c.Sync, "always | off | <ms>: fsync before answering, never, or every <ms>")
+	fs.Func("replica-wait", "under --sync always, wait S seconds at most for a copy to hold a write before counting it lagging or asking for it to be recorded behind; under --lease never more than half the lease (default 5)", secondsFlag(&c.ReplicaWait))
 	fs.Func("idle-close", "close tenants untouched for S seconds (default 300)", secondsFlag(&c.IdleClose))
 	fs.Func("max-memory", "MiB the open tenants may hold together; closes idle ones LRU first (0: no bound)", func(s string) error {
 		n, err := strconv.ParseInt(s, 10, 64)
@@ -213,6 +225,9 @@ func (c *Config) Validate() error {
 		}
 	default:
 		errs = append(errs, fmt.Errorf("tls-client-auth %q: want none, admin or all", c.ClientAuth))
+	}
+	if c.ReplicaWait <= 0 {
+		errs = append(errs, errors.New("replica-wait: must be positive"))
 	}
 	if c.IdleClose <= 0 {
 		errs = append(errs, errors.New("idle-close: must be positive"))

@@ -17,7 +17,7 @@ func TestConfigFlags(t *testing.T) {
 	err := fs.Parse([]string{"--dir", "/d", "--http", "127.0.0.1:9", "--idle-close", "1.5",
 		"--max-memory", "64", "--idle-timeout", "7", "--idempotency-ttl", "60", "--max-streams", "3",
 		"--sync", "always", "--admin-token", "a", "--http-token", "h", "--audit", "/a.log", "--max-body", "10",
-		"--body-timeout", "2.5"})
+		"--body-timeout", "2.5", "--replica-wait", "0.75"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +27,7 @@ func TestConfigFlags(t *testing.T) {
 	if cfg.Dir != "/d" || cfg.IdleClose != 1500*time.Millisecond || cfg.MaxMemory != 64<<20 ||
 		cfg.IdleTimeout != 7*time.Second || cfg.IdempotencyTTL != time.Minute || cfg.MaxStreams != 3 ||
 		cfg.AdminToken != "a" || cfg.HTTPToken != "h" || cfg.Audit != "/a.log" || cfg.MaxBody != 10 ||
-		cfg.BodyTimeout != 2500*time.Millisecond {
+		cfg.BodyTimeout != 2500*time.Millisecond || cfg.ReplicaWait != 750*time.Millisecond {
 		t.Fatalf("flags parsed into %+v", cfg)
 	}
 	mode, _, err := cfg.syncMode()
@@ -78,6 +78,7 @@ func TestConfigValidate(t *testing.T) {
 		{"replication alone", func(c *Config) { c.ReplicationToken = "r" }, ""},
 		{"body", func(c *Config) { c.MaxBody = 0 }, "max-body"},
 		{"body timeout", func(c *Config) { c.BodyTimeout = 0 }, "body-timeout"},
+		{"replica wait", func(c *Config) { c.ReplicaWait = 0 }, "replica-wait"},
 	}
 	for _, tt := range tests {
 		c := base()

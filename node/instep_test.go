@@ -73,12 +73,12 @@ func TestInStepCopyHoldsWritesUntilRecordedBehind(t *testing.T) {
 	time.Sleep(200 * time.Millisecond) // the write has landed
 	read := pending(func() *resp { return a.q("a", `get c where name = "cut"`) })
 	var asked uint64
-	testkit.Eventually(t, 3*replicaWait, func() bool {
+	testkit.Eventually(t, 3*defaultReplicaWait, func() bool {
 		ans := g.send(nil, inStep.ID())
 		asked = ans.Behind["a"]
 		return asked > w0
 	}, "the node asks for the copy to be recorded behind")
-	if waited := time.Since(start); waited < replicaWait {
+	if waited := time.Since(start); waited < defaultReplicaWait {
 		t.Fatalf("asked after %v, before the bound", waited)
 	}
 	stillHeld := func(what string) {
@@ -113,7 +113,7 @@ func TestInStepCopyHoldsWritesUntilRecordedBehind(t *testing.T) {
 	}
 	begun := time.Now()
 	w2 := answeredSeq(t, a.q("a", `put c {name: "cut 2"}`))
-	if d := time.Since(begun); d > replicaWait/2 {
+	if d := time.Since(begun); d > defaultReplicaWait/2 {
 		t.Fatalf("a write on a copy recorded behind waited %v", d)
 	}
 
@@ -126,7 +126,7 @@ func TestInStepCopyHoldsWritesUntilRecordedBehind(t *testing.T) {
 	// again, a write is held and asked about at a later seq.
 	p.Cut()
 	again := pending(func() *resp { return a.q("a", `put c {name: "cut 3"}`) })
-	testkit.Eventually(t, 3*replicaWait, func() bool {
+	testkit.Eventually(t, 3*defaultReplicaWait, func() bool {
 		return g.send(nil, recorded.ID()).Behind["a"] > asked
 	}, "the node asks again")
 	stillHeld("claimed caught up, then cut")
@@ -173,7 +173,7 @@ func TestInStepCountsOnlyTheNamedReplica(t *testing.T) {
 
 	p.Cut()
 	write := pending(func() *resp { return a.q("a", `put c {name: "only c"}`) })
-	testkit.Eventually(t, 3*replicaWait, func() bool {
+	testkit.Eventually(t, 3*defaultReplicaWait, func() bool {
 		return g.send(nil, named.ID()).Behind["a"] > 0
 	}, "the node asks for n2 to be recorded behind")
 	select {

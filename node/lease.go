@@ -71,6 +71,15 @@ func (l *nodeLease) left() time.Duration {
 	return time.Duration(l.lease.Status(l.clock.Now()).LeftMS) * time.Millisecond
 }
 
+// length is the length of the lease the node last took (0 without
+// --lease, or before any grant).
+func (l *nodeLease) length() time.Duration {
+	if l == nil || l.lease == nil {
+		return 0
+	}
+	return l.lease.Length()
+}
+
 // tenants is how many tenants the lease names (0 without --lease).
 func (l *nodeLease) tenants() int {
 	if l == nil || l.lease == nil {

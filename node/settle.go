@@ -31,8 +31,25 @@ import (
 )
 
 // replicaWait bounds how long a write under --sync always waits for its
-// replicas to acknowledge it durable in their own files.
-const replicaWait = 5 * time.Second
+// copies to acknowledge it durable in their own files before a copy that
+// has not is counted lagging (or, counted on under a lease, asked to be
+// recorded behind): --replica-wait, and under a lease no more than half
+// the lease the node holds. A dead copy then costs its primary's writes
+// about what a dead primary costs its own tenants (a lease, give or take a
+// round of grants), whatever the --replica-wait: a write held for a copy
+// in step is still answered only once the copy holds it or the directory
+// records it behind, so the bound decides only how soon the node asks.
+func replicaWait(configured, lease time.Duration) time.Duration {
+	if lease > 0 && lease/2 < configured {
+		return lease / 2
+	}
+	return configured
+}
+
+// replicaWait is the bound now (the lease may change with every grant).
+func (c *call) replicaWait() time.Duration {
+	return replicaWait(c.s.cfg.ReplicaWait, c.s.lease.length())
+}
 
 // stepPoll is how often a write held for its copy looks at its lease
 // (one that lapsed ends the wait: the write's outcome is then unknown).
@@ -67,9 +84,9 @@ func (c *call) settleWrite(seq uint64) bool {
 	if !c.s.syncAlways {
 		return c.answeredUnderLease(seq)
 	}
-	start := time.Now()
-	acked := c.t.waitAcked(c.r.Context(), seq, replicaWait)
-	c.waitInStep(seq, start)
+	start, bound := time.Now(), c.replicaWait()
+	acked := c.t.waitAcked(c.r.Context(), seq, bound)
+	c.waitInStep(seq, start, bound)
 	if !c.answeredUnderLease(seq) {
 		return false
 	}
@@ -97,11 +114,11 @@ func (c *call) settledFor(seq uint64) {
 	if err := c.t.db.WaitDurable(ctx, seq); err != nil {
 		return // the read answers as it would have; the write it saw fails
 	}
-	start := time.Now()
+	start, bound := time.Now(), c.replicaWait()
 	if !c.t.copiesHold(seq) {
-		c.t.waitAcked(ctx, seq, replicaWait)
+		c.t.waitAcked(ctx, seq, bound)
 	}
-	c.waitInStep(seq, start)
+	c.waitInStep(seq, start, bound)
 }
 
 // answeredUnderLease checks a landed write's lease again as it is
@@ -175,9 +192,9 @@ func (t *tenant) waitAcked(ctx context.Context, seq uint64, d time.Duration) boo
 // waitInStep holds a write at seq (or a read showing it) on a tenant whose
 // copy the list has in step until a copy holds it, or a list taken after
 // the node asked for the copy to be recorded behind (asked once the wait
-// passed start+replicaWait) no longer requires one. It says whether a copy
+// passed start+bound) no longer requires one. It says whether a copy
 // holds seq; false also when the lease lapsed or the client went.
-func (c *call) waitInStep(seq uint64, start time.Time) bool {
+func (c *call) waitInStep(seq uint64, start time.Time, bound time.Duration) bool {
 	nl := c.s.lease
 	if nl == nil || nl.lease == nil {
 		return true
@@ -201,7 +218,7 @@ func (c *call) waitInStep(seq uint64, start time.Time) bool {
 		if t.leaseCheck() != nil {
 			return false
 		}
-		if !asked && time.Since(start) >= replicaWait {
+		if !asked && time.Since(start) >= bound {
 			asked = true
 			nl.steps.ask(t.name, t.db.Seq())
 			c.log.Warn("a copy counted on holds no copy of a write: asking the router to record it behind before answering",

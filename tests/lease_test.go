@@ -520,6 +520,39 @@ func TestLeaseCopyBehindNotPromoted(t *testing.T) {
 	})
 }
 
+// A copy's node killed costs the writes of its primary's tenant no more
+// than a lost primary costs its own (about a lease), not a fixed wait
+// longer than the routers' upstream timeout: with a lease of 1 s and an
+// upstream timeout of 3 s, every write after the kill is answered 200 on
+// its first try — the first once the primary had the copy recorded behind
+// (never answered as held by a copy that did not hold it) — where a 5 s
+// wait for the dead copy had the router answer 502.
+func TestLeaseKilledCopyStallsNoWriteOfItsPrimary(t *testing.T) {
+	_, r, n1, n2 := leasedPairWaiting(t, "3")
+	kvTenant(t, r, "dep", n1, 1)
+	caughtUp(t, "dep", n1, n2)
+	cluster.Eventually(t, wait, func() error {
+		res := n1.Admin().Do("GET", "/_admin/lease", nil)
+		if !strings.Contains(string(res.Body), `"in_step":["dep"]`) {
+			return fmt.Errorf("n1's lease: %s", res)
+		}
+		return nil
+	})
+	via := r.Client()
+	wantStatus(t, via.Do("PATCH", "/t/dep/kv?k=eq.k0", `{"v": 1}`), 200, "a write the copy acknowledges")
+
+	n2.Kill()
+	for i := range 5 {
+		wantStatus(t, via.Do("PATCH", "/t/dep/kv?k=eq.k0", fmt.Sprintf(`{"v": %d}`, 2+i)), 200, "a write after the copy's node was killed")
+	}
+	if b, _ := placement(t, via, "dep")["replica_behind"].(float64); b <= 0 {
+		t.Fatal("writes answered without the copy, which is not recorded behind")
+	}
+	if res := via.Do("GET", "/t/dep/kv?k=eq.k0&select=v", nil); res.Status != 200 || !strings.Contains(string(res.Body), `"v":6`) {
+		t.Fatalf("read back: %s", res)
+	}
+}
+
 // A router restarted on its directory with a shorter lease (from
 // --auto-failover 5 to 1) shortens the node's lease with its first
 // acknowledged grant, and a tenant placed at once takes its first write at
