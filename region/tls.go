@@ -163,7 +163,9 @@ func (rt *Router) loadKeys() error {
 // sealed, or by a router without the key), and seals again under the
 // key file's first key every record sealed under a later one (a key
 // rotation): the record is written again as it is. Until then no router
-// with the key uses a record in clear.
+// with the key uses a record in clear. It returns once the router's own
+// view holds what it sealed: a router serving from a view still holding
+// the records in clear would refuse to forward to their nodes.
 func (rt *Router) sealClearNodes(ctx context.Context) {
 	if rt.keys == nil {
 		return
@@ -177,15 +179,21 @@ func (rt *Router) sealClearNodes(ctx context.Context) {
 		rt.log.Error("seal node tokens", "err", err)
 		return
 	}
+	var sealed int64
 	for name, n := range nodes {
 		if !n.Value.Clear && !n.Value.Rekey {
 			continue
 		}
-		if _, err := s.Txn().PutNode(name, n.Rev, n.Value).Commit(ctx); err != nil {
+		rev, err := s.Txn().PutNode(name, n.Rev, n.Value).Commit(ctx)
+		if err != nil {
 			rt.log.Error("seal node token", "node", name, "err", err)
 			continue
 		}
+		sealed = max(sealed, rev)
 		rt.log.Info("sealed a node token under the first key", "node", name, "was_clear", n.Value.Clear)
+	}
+	if sealed > 0 {
+		rt.settleTo(ctx, sealed)
 	}
 }
 
