@@ -41,8 +41,14 @@ const (
 )
 
 // errCopySilent ends a feed whose copy sent no ack (it answers every
-// keepalive with one) for three keepalive periods: cut off or gone.
-var errCopySilent = errors.New("the copy sent no ack for three keepalive periods")
+// keepalive with one) to silentKeeps keepalives in a row: cut off or gone.
+var errCopySilent = errors.New("the copy answered none of three keepalives in a row")
+
+// silentKeeps is how many keepalives in a row a copy may leave unanswered.
+// Counted in keepalives sent, not in time: a primary that was itself held
+// up (descheduled, its flush slow) and sent nothing meanwhile does not
+// count the copy silent for the keepalives it never sent.
+const silentKeeps = 3
 
 // replHello opens every feed.
 type replHello struct {
@@ -173,9 +179,9 @@ type feed struct {
 	// sentAll is where the stream last stood having sent all the tenant
 	// held durably: a lagging copy that acknowledges it has caught up.
 	sentAll uint64
-	// heardAt is when the copy last sent an ack (unix nanoseconds): one
-	// silent for three keepalive periods has gone, and its feed ends.
-	heardAt atomic.Int64
+	// heard counts the acks the copy sent: one that answers none of
+	// silentKeeps keepalives in a row has gone, and its feed ends.
+	heard atomic.Uint64
 	// lagging: a write stopped waiting for this copy (waitAcked's bound
 	// passed); no write waits for it again until it has acknowledged
 	// everything the tenant held durably as the ack came.
@@ -255,7 +261,7 @@ func (t *tenant) readAcks(body io.Reader, f *feed) error {
 		if kind != frameAck || len(payload) != 8 {
 			return fmt.Errorf("replication ack frame %q of %d bytes", kind, len(payload))
 		}
-		f.heardAt.Store(time.Now().UnixNano())
+		f.heard.Add(1)
 		t.ackedTo(f, binary.BigEndian.Uint64(payload))
 	}
 }
@@ -267,7 +273,6 @@ func (c *call) sendRecords(fw *frameWriter, since uint64, copyName string) error
 	last := since
 	f, drop := t.addFeed(since, copyName)
 	defer drop()
-	f.heardAt.Store(time.Now().UnixNano())
 	ctx, cancel := context.WithCancelCause(c.r.Context())
 	var acks sync.WaitGroup
 	acks.Go(func() {
@@ -289,6 +294,7 @@ func (c *call) sendRecords(fw *frameWriter, since uint64, copyName string) error
 	sentForks := map[[32]byte]bool{} // forks sent at position last
 	keep := time.NewTicker(c.s.cfg.KeepAlive)
 	defer keep.Stop()
+	heard, unanswered := f.heard.Load(), 0        // keepalives sent since an ack
 	poll := time.NewTicker(20 * time.Millisecond) // until what landed is durable
 	defer poll.Stop()
 	for {
@@ -332,12 +338,16 @@ func (c *call) sendRecords(fw *frameWriter, since uint64, copyName string) error
 					continue
 				}
 			case <-keep.C:
-				if time.Since(time.Unix(0, f.heardAt.Load())) > 3*c.s.cfg.KeepAlive {
+				if n := f.heard.Load(); n != heard {
+					heard, unanswered = n, 0
+				}
+				if unanswered >= silentKeeps {
 					return errCopySilent
 				}
 				if fw.frame(frameKeep) != nil || fw.flush() != nil {
 					return io.ErrClosedPipe
 				}
+				unanswered++
 			case <-ctx.Done():
 				return context.Cause(ctx)
 			case <-t.ctx.Done():
