@@ -126,6 +126,10 @@ func (c *call) replicationFeed() {
 	// it: the server would otherwise wait on them to reuse the connection.
 	_ = rc.SetReadDeadline(time.Time{})
 	defer rc.SetReadDeadline(time.Now())
+	// Nor is the connection used again: the server takes the deadline
+	// that ends the reading of acks for the connection failing, and would
+	// start the next request on it with its context already cancelled.
+	c.w.Header().Set("Connection", "close")
 	c.w.Header().Set("Content-Type", "application/octet-stream")
 	c.w.WriteHeader(http.StatusOK)
 	fw := &frameWriter{bw: bufio.NewWriterSize(c.w, 64<<10), rc: rc}

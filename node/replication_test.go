@@ -3,6 +3,7 @@ package node
 import (
 	"bufio"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -205,5 +206,43 @@ func TestFeedOffTheLineageStartsWithTheImage(t *testing.T) {
 	h := replication(t, a, "a")["history"].(json.Number).String()
 	if k := first("since=0&history=" + h); k != frameHello {
 		t.Fatalf("on the lineage the feed began with frame %q, want a hello", k)
+	}
+}
+
+// A feed's connection is not used again once the feed ended: the deadline
+// that ends the reading of the copy's acks would have the server start
+// the next request on it already cancelled (500 "context canceled").
+func TestRequestAfterAFeedOnOneConnection(t *testing.T) {
+	a := startNode(t, withRepl)
+	people(t, a)
+	tr := &http.Transport{MaxConnsPerHost: 1}
+	t.Cleanup(tr.CloseIdleConnections)
+	hc := &http.Client{Transport: tr}
+	for i := range 20 {
+		req, err := http.NewRequest("GET", a.url+"/t/a/_replication?since=0&history=12345", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+replToken)
+		res, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.Copy(io.Discard, res.Body); err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != 200 || !res.Close {
+			t.Fatalf("feed %d: %d, the connection kept (close: %v)", i, res.StatusCode, res.Close)
+		}
+		res, err = hc.Get(a.url + "/t/a/c?count")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != 200 {
+			t.Fatalf("the request after feed %d: %d %s", i, res.StatusCode, body)
+		}
 	}
 }
