@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
+	"strconv"
 	"sync"
 	"time"
 
@@ -562,12 +564,17 @@ func answerOf(r global.Region) handoffAnswer {
 	return handoffAnswer{Region: r.Name, Leaser: r.Leaser, Epoch: r.Epoch, State: stateOf(r), Handoff: r.Handoff}
 }
 
-// postHandoff serves POST /_shard/regions/<r>/handoff {"to", "force"}:
-// on the global tier's leading router or region r's, a planned handoff
-// offered in the global directory and waited for; on region r's, with
-// force, the forced takeover.
+// postHandoff serves POST /_shard/regions/<r>/handoff {"to", "force"}
+// [?wait=S]: on the global tier's leading router or region r's, a planned
+// handoff offered in the global directory and waited for (S seconds,
+// handoffWait at most and by default); on region r's, with force, the
+// forced takeover.
 func (c *shardCall) postHandoff(s *global.Store, region string) (int, any, error) {
 	if err := global.CheckName("region", region); err != nil {
+		return 0, nil, err
+	}
+	wait, err := handoffWaitOf(c.r.URL.Query())
+	if err != nil {
 		return 0, nil, err
 	}
 	var req struct {
@@ -618,13 +625,31 @@ func (c *shardCall) postHandoff(s *global.Store, region string) (int, any, error
 	if rt.mirroring() {
 		rt.link.wake()
 	}
-	return c.awaitHandoff(region, offered.Value.Handoff.At)
+	return c.awaitHandoff(region, offered.Value, wait)
 }
 
-// awaitHandoff waits, within handoffWait, for the handoff asked at at to
-// be done or rolled back, as this router's view shows it.
-func (c *shardCall) awaitHandoff(region string, at time.Time) (int, any, error) {
-	ctx, cancel := context.WithTimeout(c.r.Context(), handoffWait)
+// handoffWaitOf reads ?wait=S, how long POST .../handoff waits for the
+// handoff to end before it answers 202 with the state it is in: from 0 to
+// handoffWait, which is also the default. A client whose own timeout is
+// shorter asks for less, so it hears where the handoff stands.
+func handoffWaitOf(q url.Values) (time.Duration, error) {
+	if !q.Has("wait") {
+		return handoffWait, nil
+	}
+	s, err := strconv.ParseFloat(q.Get("wait"), 64)
+	if err != nil || s < 0 || s > handoffWait.Seconds() {
+		return 0, fmt.Errorf("%w: ?wait is a number of seconds from 0 to %v", ErrBadRequest, handoffWait.Seconds())
+	}
+	return time.Duration(s * float64(time.Second)), nil
+}
+
+// awaitHandoff waits, within wait, for the handoff offered to be done or
+// rolled back, as this router's view shows it; still in flight, it
+// answers 202 with the record as the view has it (as offered, should the
+// view not show the offer yet).
+func (c *shardCall) awaitHandoff(region string, offered global.Region, wait time.Duration) (int, any, error) {
+	at := offered.Handoff.At
+	ctx, cancel := context.WithTimeout(c.r.Context(), wait)
 	defer cancel()
 	for {
 		if v := c.rt.watcher.View(); v != nil {
@@ -641,8 +666,10 @@ func (c *shardCall) awaitHandoff(region string, at time.Time) (int, any, error) 
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			v := c.rt.watcher.View()
-			rec := regionRecord(v, region)
+			rec := regionRecord(c.rt.watcher.View(), region)
+			if rec.Handoff == nil || !rec.Handoff.At.Equal(at) {
+				rec = offered
+			}
 			return http.StatusAccepted, answerOf(rec), nil
 		case <-t.C:
 		}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -11,7 +12,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/fenec-go/fenec/global"
 	"github.com/fenec-go/fenec/tests/cluster"
 )
 
@@ -326,4 +329,90 @@ func TestCLIHealth(t *testing.T) {
 	}
 	port := cluster.FreePorts(t, 1)[0]
 	refused(t, nil, 1, []string{"connection refused"}, "health", fmt.Sprintf("127.0.0.1:%d", port))
+}
+
+// rollBackHandoff rolls region's handoff in flight back in the directory,
+// as a giver past its bound does, saying why.
+func rollBackHandoff(t *testing.T, r *cluster.Router, region, why string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	d, err := global.OpenEtcd(ctx, []string{r.EtcdURL()}, global.DefaultPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	s := global.NewStore(d)
+	at, err := s.ReadRegion(ctx, region)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.UpdateRegion(ctx, region, at, func(g *global.Region) error { return g.RollBack(why, time.Now()) }); err != nil {
+		t.Fatalf("roll back the handoff of %s: %v", region, err)
+	}
+}
+
+// A handoff the router answers 202 (still in flight once the router's
+// wait, half the CLI's --timeout, passed) is no failure: the CLI shows its
+// state and exits 0. With --wait it follows the handoff until it ends: a
+// roll back is a failure, with the giver's why. Nobody takes this
+// region's leasing (it has no router of its own), so its handoffs stay
+// offered until rolled back.
+func TestCLIHandoffInFlight(t *testing.T) {
+	c := cluster.New(t)
+	r := c.StartRouter("router", cluster.RouterOptions{Args: []string{"--auto-failover", leaseSecs}})
+	n1 := c.StartNode("n1", cluster.NodeOptions{Args: []string{"--lease", "--sync", "always"}})
+	r.Register(n1)
+	waitLeased(t, r, "n1")
+	env := operator(t, r)
+	wantError(t, r.Client().Do("POST", "/_shard/regions/local/handoff?wait=31", map[string]any{"to": "region"}), 400, "a wait past the router's own")
+
+	out := ok(t, env, "handoff", "local", "--to", "region", "--timeout", "2s")
+	if !strings.Contains(out, "handoff to region in flight (offered)") {
+		t.Fatalf("handoff in flight: %s", out)
+	}
+	var regions []map[string]any
+	if err := json.Unmarshal([]byte(ok(t, env, "regions", "-o", "json")), &regions); err != nil || len(regions) != 1 {
+		t.Fatalf("regions: %v %v", regions, err)
+	}
+	if h, _ := regions[0]["handoff"].(map[string]any); h["state"] != "offered" {
+		t.Fatalf("the region after the CLI's answer: %v", regions[0])
+	}
+	rollBackHandoff(t, r, "local", "first offer withdrawn")
+
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, cluster.Bins().Fenec, "handoff", "local", "--to", "region", "--timeout", "2s", "--wait")
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	pipe, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 16)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(pipe)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	// The router answered 202 and the CLI says it follows the handoff.
+	first, open := <-lines
+	if !open || !strings.Contains(first, "in flight (offered): waiting") {
+		t.Fatalf("fenec handoff --wait began with %q (stderr %s)", first, stderr.String())
+	}
+	rollBackHandoff(t, r, "local", "the region's router never came")
+	for l := range lines {
+		t.Fatalf("fenec handoff --wait printed %q after the roll back", l)
+	}
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(stderr.String(), "rolled back: the region's router never came") {
+		t.Fatalf("fenec handoff --wait after the roll back: %v\nstderr:\n%s", err, stderr.String())
+	}
 }

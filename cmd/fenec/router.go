@@ -118,19 +118,25 @@ func (c *routerClient) send(req *http.Request, want ...int) (*http.Response, err
 // call sends one JSON request (body nil: none) and returns the answer's
 // body when its status is one of want (200 and 201 when none is named).
 func (c *routerClient) call(ctx context.Context, method, path string, body any, want ...int) ([]byte, error) {
+	_, b, err := c.callStatus(ctx, method, path, body, want...)
+	return b, err
+}
+
+// callStatus is call that also says which of want the answer was.
+func (c *routerClient) callStatus(ctx context.Context, method, path string, body any, want ...int) (int, []byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	var r io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
-			return nil, err
+			return 0, nil, err
 		}
 		r = bytes.NewReader(b)
 	}
 	req, err := c.request(ctx, method, path, r)
 	if err != nil {
-		return nil, err
+		return 0, nil, err
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -140,14 +146,14 @@ func (c *routerClient) call(ctx context.Context, method, path string, body any, 
 	}
 	res, err := c.send(req, want...)
 	if err != nil {
-		return nil, err
+		return 0, nil, err
 	}
 	defer res.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(res.Body, 64<<20))
 	if err != nil {
-		return nil, fmt.Errorf("read the router's answer: %w", err)
+		return 0, nil, fmt.Errorf("read the router's answer: %w", err)
 	}
-	return b, nil
+	return res.StatusCode, b, nil
 }
 
 // unreachable describes a router that could not be reached.
