@@ -2,6 +2,9 @@ package region
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -24,10 +27,36 @@ type nodeWhy struct {
 	Why  string `json:"why"`
 }
 
+// quotaTag is a quota's entity tag (GET's ETag, PUT's If-Match): a digest
+// of its limits, so two reads of the same limits, from any router's view
+// or the directory itself, carry the same tag.
+func quotaTag(q global.Quota) string {
+	b, _ := json.Marshal(q)
+	sum := sha256.Sum256(b)
+	return `"` + hex.EncodeToString(sum[:12]) + `"`
+}
+
+// quotaChangedError refuses a PUT whose If-Match names limits the tenant
+// no longer has: another operator's change landed since it was read. It
+// carries the limits now and their tag, for the client to apply its own
+// change to them and send it again.
+type quotaChangedError struct {
+	tenant string
+	now    global.Quota
+}
+
+func (e *quotaChangedError) Error() string {
+	return fmt.Sprintf("the quota of %s changed since it was read (If-Match): another change landed first; apply yours to the quota it holds now (\"quota\", tag \"etag\") and send it again with that If-Match (fenec quota does this itself)", e.tenant)
+}
+
+func (e *quotaChangedError) Is(target error) bool { return target == ErrQuotaChanged }
+
 // putQuota stores tenant name's quota in the directory, conditioned on the
-// tenant's record and the quota as they were read, then sends it to the
-// tenant's node and its copy. The directory is what counts: a node that
-// does not take it (down) is logged and named in the answer.
+// tenant's record and the quota as they were read — and, with If-Match,
+// on the quota being the one the client read (else 409 with the quota
+// now) — then sends it to the tenant's node and its copy. The directory
+// is what counts: a node that does not take it (down) is logged and named
+// in the answer.
 func (c *shardCall) putQuota(s *global.Store, name string) (int, any, error) {
 	if err := global.CheckName("tenant", name); err != nil {
 		return 0, nil, err
@@ -53,7 +82,17 @@ func (c *shardCall) putQuota(s *global.Store, name string) (int, any, error) {
 	if err != nil && !isNotFound(err) {
 		return 0, nil, err
 	}
+	if want := c.r.Header.Get("If-Match"); want != "" && want != quotaTag(old.Value) {
+		return 0, nil, &quotaChangedError{tenant: name, now: old.Value}
+	}
 	rev, err := s.Txn().RequireTenant(name, at.Rev).PutQuota(name, old.Rev, q).Commit(ctx)
+	if errors.Is(err, global.ErrConflict) {
+		// Another change landed between the read and the write: said as
+		// the quota changed, with what it holds now.
+		if now, gerr := s.GetQuota(ctx, name); gerr == nil || isNotFound(gerr) {
+			return 0, nil, &quotaChangedError{tenant: name, now: now.Value}
+		}
+	}
 	if err != nil {
 		return 0, nil, fmt.Errorf("store quota of %s: %w", name, err)
 	}
@@ -71,6 +110,7 @@ func (c *shardCall) putQuota(s *global.Store, name string) (int, any, error) {
 		ans.Took = append(ans.Took, n)
 	}
 	c.rt.log.Info("quota stored", "tenant", name, "took", ans.Took, "failed", len(ans.Failed))
+	c.w.Header().Set("ETag", quotaTag(q))
 	return http.StatusOK, ans, nil
 }
 
@@ -118,5 +158,6 @@ func (c *shardCall) getQuota(name string) {
 		return
 	}
 	q, _ := v.Quota(name)
+	c.w.Header().Set("ETag", quotaTag(q))
 	cpJSON(c.w, http.StatusOK, q)
 }

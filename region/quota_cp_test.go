@@ -211,3 +211,66 @@ func TestQuotaCarriedCP(t *testing.T) {
 		t.Fatalf("past the rows quota on the promoted copy: %d %s", st, body)
 	}
 }
+
+// A quota PUT with If-Match lands only on the quota it was read as (GET's
+// ETag): one naming limits changed since is refused 409 with the quota now
+// and its tag, and nothing is stored; sent again on those, it lands. A
+// PUT without If-Match is unconditioned, as before.
+func TestQuotaIfMatchCP(t *testing.T) {
+	r := startCPRouter(t, nil)
+	a := startReplNode(t)
+	r.addReplNode(t, "a", a, nil)
+	r.place(t, "q", "a")
+	get := func() (global.Quota, string) {
+		t.Helper()
+		st, hdr, b := cpDo(t, http.MethodGet, r.url+"/_shard/tenants/q/quota", cpRouterToken, nil, nil)
+		var q global.Quota
+		if st != http.StatusOK || json.Unmarshal(b, &q) != nil || hdr.Get("ETag") == "" {
+			t.Fatalf("get quota: %d %v %s", st, hdr, b)
+		}
+		return q, hdr.Get("ETag")
+	}
+	put := func(q global.Quota, tag string) (int, http.Header, []byte) {
+		t.Helper()
+		b, _ := json.Marshal(q)
+		var hdr map[string]string
+		if tag != "" {
+			hdr = map[string]string{"If-Match": tag}
+		}
+		return cpDo(t, http.MethodPut, r.url+"/_shard/tenants/q/quota", cpRouterToken, b, hdr)
+	}
+
+	none, read := get() // operator A reads: no limit
+	if st, _, b := put(global.Quota{Rows: 10}, read); st != http.StatusOK {
+		t.Fatalf("operator B's conditioned put: %d %s", st, b)
+	}
+	none.Bytes = 1 << 20 // A's change, on what A read
+	st, _, b := put(none, read)
+	var refused struct {
+		Error string       `json:"error"`
+		Quota global.Quota `json:"quota"`
+		ETag  string       `json:"etag"`
+	}
+	if st != http.StatusConflict || json.Unmarshal(b, &refused) != nil || refused.Quota != (global.Quota{Rows: 10}) ||
+		refused.ETag == read || !strings.Contains(refused.Error, "send it again") {
+		t.Fatalf("a put on a quota changed since: %d %s", st, b)
+	}
+	if q, tag := get(); q != (global.Quota{Rows: 10}) || tag != refused.ETag {
+		t.Fatalf("after the refused put: %+v %s, the refusal named %s", q, tag, refused.ETag)
+	}
+	now := refused.Quota
+	now.Bytes = 1 << 20
+	st, hdr, b := put(now, refused.ETag)
+	if st != http.StatusOK {
+		t.Fatalf("sent again on the quota now: %d %s", st, b)
+	}
+	if q, tag := get(); q != now || tag != hdr.Get("ETag") {
+		t.Fatalf("after it: %+v %s, the put answered %s", q, tag, hdr.Get("ETag"))
+	}
+	if st, _, b := put(global.Quota{Streams: 3}, ""); st != http.StatusOK {
+		t.Fatalf("an unconditioned put: %d %s", st, b)
+	}
+	if q, _ := get(); q != (global.Quota{Streams: 3}) {
+		t.Fatalf("after the unconditioned put: %+v", q)
+	}
+}

@@ -46,6 +46,9 @@ var (
 	ErrCopyBehind = errors.New("copy did not catch up with its primary")
 	// ErrSameNode: a move onto the node already serving the tenant.
 	ErrSameNode = errors.New("tenant is already on that node")
+	// ErrQuotaChanged: a quota PUT's If-Match names limits the tenant no
+	// longer has.
+	ErrQuotaChanged = errors.New("the quota changed since it was read")
 	// ErrStopping: the router is shutting down.
 	ErrStopping = errors.New("router is shutting down: send the request to another router")
 	// ErrInsecure: a non-loopback listener or etcd URL with no token, no
@@ -129,6 +132,7 @@ var shardStatus = []struct {
 	{ErrCopyBehind, http.StatusBadGateway},
 	{ErrStandbyNode, http.StatusConflict},
 	{global.ErrHeld, http.StatusConflict},
+	{ErrQuotaChanged, http.StatusConflict},
 	{global.ErrState, http.StatusConflict},
 	{global.ErrConflict, http.StatusConflict},
 	{ErrNoCandidate, http.StatusConflict},
@@ -165,6 +169,11 @@ func shardErrorBody(err error) map[string]any {
 	var he *heldError
 	if errors.As(err, &he) {
 		body["held_by"] = he.by
+	}
+	var qc *quotaChangedError
+	if errors.As(err, &qc) {
+		body["quota"] = qc.now
+		body["etag"] = quotaTag(qc.now)
 	}
 	return body
 }

@@ -7,10 +7,15 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -414,5 +419,48 @@ func TestCLIHandoffInFlight(t *testing.T) {
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(stderr.String(), "rolled back: the region's router never came") {
 		t.Fatalf("fenec handoff --wait after the roll back: %v\nstderr:\n%s", err, stderr.String())
+	}
+}
+
+// Two operators setting a tenant's quota at once each keep their limit:
+// operator B's `fenec quota` lands between operator A's read and A's
+// write (a proxy in front of the router holds A's write until B's CLI
+// returned), so A's write, conditioned on the quota A read, is refused and
+// A's CLI applies its limit again to the quota B left.
+func TestCLIQuotaConcurrentOperators(t *testing.T) {
+	c := cluster.New(t)
+	r := c.StartRouter("router", cluster.RouterOptions{})
+	n1 := c.StartNode("n1", cluster.NodeOptions{})
+	r.Register(n1)
+	r.Place("q", n1)
+	envB := operator(t, r)
+	ok(t, envB, "quota", "q", "--streams", "3")
+
+	target, err := url.Parse(r.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	var b cliRun // operator B's run, between A's read and A's write
+	rp := httputil.NewSingleHostReverseProxy(target)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Method == http.MethodPut && strings.HasSuffix(req.URL.Path, "/quota") {
+			once.Do(func() { b = fenecEnv(t, envB, "quota", "q", "--rows", "7") })
+		}
+		rp.ServeHTTP(w, req)
+	}))
+	t.Cleanup(front.Close)
+	envA := append(operator(t, r), "FENEC_ROUTER="+front.URL)
+
+	ok(t, envA, "quota", "q", "--bytes", "4096")
+	if b.code != 0 || !strings.Contains(b.stdout, "rows") {
+		t.Fatalf("operator B's quota, between A's read and write: %s", b)
+	}
+	var q map[string]float64
+	if err := json.Unmarshal([]byte(ok(t, envB, "quota", "q", "-o", "json")), &q); err != nil {
+		t.Fatal(err)
+	}
+	if q["bytes"] != 4096 || q["rows"] != 7 || q["streams"] != 3 {
+		t.Fatalf("the quota after both operators: %v", q)
 	}
 }

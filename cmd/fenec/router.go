@@ -124,36 +124,53 @@ func (c *routerClient) call(ctx context.Context, method, path string, body any, 
 
 // callStatus is call that also says which of want the answer was.
 func (c *routerClient) callStatus(ctx context.Context, method, path string, body any, want ...int) (int, []byte, error) {
+	a, err := c.callWith(ctx, method, path, body, nil, want...)
+	return a.status, a.body, err
+}
+
+// answer is one answer of the router read whole.
+type answer struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// callWith is call with extra request headers (hdr, may be nil), giving
+// the answer's status and headers too.
+func (c *routerClient) callWith(ctx context.Context, method, path string, body any, hdr http.Header, want ...int) (answer, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	var r io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
-			return 0, nil, err
+			return answer{}, err
 		}
 		r = bytes.NewReader(b)
 	}
 	req, err := c.request(ctx, method, path, r)
 	if err != nil {
-		return 0, nil, err
+		return answer{}, err
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, vs := range hdr {
+		req.Header[k] = vs
 	}
 	if len(want) == 0 {
 		want = []int{http.StatusOK, http.StatusCreated}
 	}
 	res, err := c.send(req, want...)
 	if err != nil {
-		return 0, nil, err
+		return answer{}, err
 	}
 	defer res.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(res.Body, 64<<20))
 	if err != nil {
-		return 0, nil, fmt.Errorf("read the router's answer: %w", err)
+		return answer{}, fmt.Errorf("read the router's answer: %w", err)
 	}
-	return res.StatusCode, b, nil
+	return answer{status: res.StatusCode, header: res.Header, body: b}, nil
 }
 
 // unreachable describes a router that could not be reached.

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -424,8 +426,14 @@ var quotaFields = []struct{ name, usage string }{
 	{"bytes_per_s", "bytes written a second"},
 }
 
+// quotaTries bounds how often `fenec quota` applies its limits again to a
+// quota another operator changed meanwhile.
+const quotaTries = 5
+
 // setupQuota is `fenec quota TENANT [--bytes N ...]`: without a limit
-// named it reads the quota; with some, it sets those and keeps the others.
+// named it reads the quota; with some, it sets those and keeps the others
+// — read, changed and written back on the condition that nobody changed
+// it in between (If-Match), else applied again to what it holds now.
 func setupQuota(fs *flag.FlagSet, e *env) runFunc {
 	vals := map[string]*int64{}
 	for _, f := range quotaFields {
@@ -435,34 +443,67 @@ func setupQuota(fs *flag.FlagSet, e *env) runFunc {
 		if err := wantArgs(pos, 1, "one TENANT"); err != nil {
 			return err
 		}
-		b, err := c.call(ctx, http.MethodGet, tenantPath(pos[0], "/quota"), nil, http.StatusOK)
+		got, err := c.callWith(ctx, http.MethodGet, tenantPath(pos[0], "/quota"), nil, nil, http.StatusOK)
 		if err != nil {
 			return err
 		}
-		q := map[string]any{}
-		if err := json.Unmarshal(b, &q); err != nil {
-			return fmt.Errorf("the router's answer: %w", err)
-		}
-		if quota, ok := q["quota"].(map[string]any); ok { // {"tenant", "quota"} or the quota itself
-			q = quota
-		}
-		set := false
+		set := map[string]int64{}
 		fs.Visit(func(f *flag.Flag) {
 			if v, ok := vals[strings.ReplaceAll(f.Name, "-", "_")]; ok {
-				q[strings.ReplaceAll(f.Name, "-", "_")] = *v
-				set = true
+				set[strings.ReplaceAll(f.Name, "-", "_")] = *v
 			}
 		})
-		if set {
-			if b, err = c.call(ctx, http.MethodPut, tenantPath(pos[0], "/quota"), q, http.StatusOK); err != nil {
+		b := got.body
+		if len(set) > 0 {
+			if b, err = c.setQuota(ctx, pos[0], got.body, got.header.Get("ETag"), set); err != nil {
 				return err
 			}
 		}
 		if c.json {
 			return c.printJSON(b)
 		}
-		return printQuota(c, pos[0], b, set)
+		return printQuota(c, pos[0], b, len(set) > 0)
 	})
+}
+
+// setQuota applies the limits set to tenant's quota, read as b with tag,
+// and writes it back if nobody changed it since (If-Match). When someone
+// did, the router answers 409 with the quota now and its tag: the limits
+// are applied to that and sent again, quotaTries times at most. It
+// returns the router's answer to the write that landed.
+func (c *routerClient) setQuota(ctx context.Context, tenant string, b []byte, tag string, set map[string]int64) ([]byte, error) {
+	for range quotaTries {
+		q := map[string]any{}
+		if err := json.Unmarshal(b, &q); err != nil {
+			return nil, fmt.Errorf("the router's answer: %w", err)
+		}
+		for k, v := range set {
+			q[k] = v
+		}
+		var hdr http.Header
+		if tag != "" {
+			hdr = http.Header{"If-Match": {tag}}
+		}
+		a, err := c.callWith(ctx, http.MethodPut, tenantPath(tenant, "/quota"), q, hdr, http.StatusOK, http.StatusConflict)
+		if err != nil {
+			return nil, err
+		}
+		if a.status == http.StatusOK {
+			return a.body, nil
+		}
+		var changed struct {
+			Error string          `json:"error"`
+			Quota json.RawMessage `json:"quota"`
+			ETag  string          `json:"etag"`
+		}
+		if err := json.Unmarshal(a.body, &changed); err != nil || changed.ETag == "" {
+			// Another refusal (a held tenant, a lost race): the router's.
+			return nil, readRefusal(&http.Request{Method: http.MethodPut, URL: &url.URL{Path: tenantPath(tenant, "/quota")}},
+				&http.Response{StatusCode: a.status, Header: a.header, Body: io.NopCloser(bytes.NewReader(a.body))})
+		}
+		b, tag = changed.Quota, changed.ETag
+	}
+	return nil, fmt.Errorf("the quota of %s changed %d times while these limits were being set: look at it (fenec quota %s) and set them again", tenant, quotaTries, tenant)
 }
 
 // printQuota shows a quota answer as a table, and the nodes that did not
