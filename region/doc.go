@@ -14,7 +14,9 @@
 //   - router.go: Router — Start (the directory, the watcher, the
 //     forwarder, the lead, leasing, the mirror or the repair loop, then
 //     serving), Close, ServeHTTP (/t/ to the forwarder, /_shard/,
-//     /_metrics, /_health), the router token.
+//     /_metrics, /_health).
+//   - auth.go: the router token, and the bad-token back-off of /_shard/
+//     and /_metrics per client address (package badtoken, the nodes' own).
 //   - router_config.go: Config, DefaultConfig, AddFlags, Validate.
 //   - router_errors.go: the control plane's sentinels and its one table
 //     from error to status (shardStatus).
@@ -37,7 +39,8 @@
 //     forget, place, delete).
 //   - move.go: a tenant's move (freeze, image, flip, delete source), and
 //     recovering moves left unfinished by a router that stopped.
-//   - quota.go: quotas, stored in the directory and sent to the nodes.
+//   - quota.go: quotas, stored in the directory and sent to the nodes;
+//     a PUT conditioned on the quota read (If-Match on GET's ETag).
 //   - replica.go: copies (placing one, standby nodes, POST
 //     /_shard/replicas); repair.go: the loop that has failed-over nodes'
 //     stale copies follow again and retries copies owed.

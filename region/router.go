@@ -2,7 +2,6 @@ package region
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -22,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/fenec-go/fenec/global"
+	"github.com/fenec-go/fenec/internal/badtoken"
 	"github.com/fenec-go/fenec/internal/bodygap"
 	"github.com/fenec-go/fenec/internal/tlsx"
 	"github.com/fenec-go/fenec/region/forward"
@@ -88,6 +88,9 @@ type Router struct {
 
 	// closing is set as Close begins: /_ready answers 503 from then.
 	closing atomic.Bool
+	// badTokens is the bad-token back-off of /_shard/ and /_metrics, per
+	// client address (auth.go).
+	badTokens *badtoken.Book[string]
 
 	closeOnce sync.Once
 	closeErr  error
@@ -105,7 +108,7 @@ func NewRouter(cfg Config) (*Router, error) {
 	if cfg.Prefix == "" {
 		cfg.Prefix = global.DefaultPrefix
 	}
-	return &Router{cfg: cfg, log: log}, nil
+	return &Router{cfg: cfg, log: log, badTokens: badtoken.New[string]()}, nil
 }
 
 // Run serves cfg until ctx ends (or the embedded member fails), then
@@ -421,42 +424,6 @@ func (rt *Router) ready(w http.ResponseWriter, r *http.Request) {
 	default:
 		cpJSON(w, http.StatusOK, map[string]any{"ready": true})
 	}
-}
-
-// authorize checks the router token in constant time; a missing or wrong
-// one is answered 401 with WWW-Authenticate. No token configured: open.
-func (rt *Router) authorize(w http.ResponseWriter, r *http.Request) bool {
-	if !rt.clientCertOK(w, r) {
-		return false
-	}
-	want := rt.token()
-	if want == "" {
-		return true
-	}
-	got, ok := bearerToken(r.Header.Get("Authorization"))
-	if ok && subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1 {
-		return true
-	}
-	w.Header().Set("WWW-Authenticate", `Bearer realm="fenec-shard"`)
-	cpError(w, ErrUnauthorized)
-	e := rt.auditOf(r, "auth", "", "", ErrUnauthorized, http.StatusUnauthorized)
-	e.Path = r.URL.Path
-	if err := rt.audit.record(e); err != nil {
-		rt.log.Error("audit", "err", err)
-	}
-	return false
-}
-
-// bearerToken is the token of an Authorization header of the Bearer
-// scheme, whose name is matched case-insensitively (RFC 7235 §2.1), with
-// one or more spaces after it.
-func bearerToken(h string) (string, bool) {
-	scheme, token, ok := strings.Cut(h, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", false
-	}
-	token = strings.TrimLeft(token, " ")
-	return token, token != ""
 }
 
 // makeRequestID returns 16 random hex digits (an id, not a secret).

@@ -16,6 +16,9 @@ import (
 var (
 	// ErrUnauthorized: the router token is missing or wrong.
 	ErrUnauthorized = errors.New("missing or wrong router token: send Authorization: Bearer <the token fenec-shard --token-file reads>")
+	// ErrBackoff: too many missing or wrong router tokens from this
+	// client's address (auth.go).
+	ErrBackoff = errors.New("too many missing or wrong router tokens from this address")
 	// ErrClientCert: under --tls-client-auth admin, a /_shard/ or
 	// /_metrics call without a client certificate the router trusts.
 	ErrClientCert = errors.New("this router takes /_shard/ and /_metrics calls only with a client certificate its --tls-ca verifies: call it with one")
@@ -105,6 +108,7 @@ var shardStatus = []struct {
 	code int
 }{
 	{ErrUnauthorized, http.StatusUnauthorized},
+	{ErrBackoff, http.StatusTooManyRequests},
 	{ErrClientCert, http.StatusForbidden},
 	{ErrNotLeader, http.StatusConflict},
 	{ErrMirrored, http.StatusConflict},

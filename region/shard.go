@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -339,7 +340,10 @@ func cpJSON(w http.ResponseWriter, code int, v any) {
 // cpError answers err by the control plane's table.
 func cpError(w http.ResponseWriter, err error) {
 	code := shardCode(err)
-	if code == http.StatusServiceUnavailable {
+	var ra interface{ RetryAfter() time.Duration }
+	if errors.As(err, &ra) {
+		w.Header().Set("Retry-After", strconv.Itoa(retrySeconds(ra.RetryAfter())))
+	} else if code == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1")
 	}
 	cpJSON(w, code, shardErrorBody(err))

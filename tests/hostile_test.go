@@ -3,6 +3,7 @@ package tests
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -187,4 +188,51 @@ func TestCrossTenantReadOnTokenNode(t *testing.T) {
 	read()
 	wantStatus(t, good.Query("t1", "put kv {k: 'after', v: 9}"), 200, "a write after the cross-tenant reads")
 	stillLeased(t, r, "n1", struck)
+}
+
+// A stranger guessing the router's own token is held off after five
+// misses: its address is answered 429 with Retry-After, whatever token it
+// sends, while a client on another address with the right token is served
+// as before. A client that presented the right token (a peer, an
+// operator's machine) is never held off by guesses from its own address:
+// its right token is still taken.
+func TestBadRouterTokensHoldOffOnlyTheirClient(t *testing.T) {
+	c := cluster.New(t)
+	r := c.StartRouter("router", cluster.RouterOptions{})
+	good := r.Client()
+	wantStatus(t, good.Do("GET", "/_shard/nodes", nil), 200, "the operator, with the router token")
+
+	const peerAddr = "127.0.0.3"
+	peer := cluster.NewClientFrom(t, r.URL(), cluster.RouterToken, peerAddr)
+	wantStatus(t, peer.Do("GET", "/_shard/nodes", nil), 200, "a peer, with the router token")
+
+	for i, tok := range []string{"", "guess-1", "guess-2", "guess-3", "guess-4"} {
+		guess := cluster.NewClientFrom(t, r.URL(), tok, stranger)
+		wantError(t, guess.Do("GET", "/_shard/nodes", nil), 401, fmt.Sprintf("the stranger's try %d", i+1))
+		wantStatus(t, good.Do("GET", "/_shard/nodes", nil), 200, "the operator, between the stranger's tries")
+	}
+	for _, tok := range []string{"guess-5", cluster.RouterToken} {
+		held := cluster.NewClientFrom(t, r.URL(), tok, stranger)
+		res := held.Do("GET", "/_shard/nodes", nil)
+		m := wantError(t, res, 429, "the stranger after five misses, token "+tok)
+		if s, err := strconv.Atoi(res.Header.Get("Retry-After")); err != nil || s < 1 || s > 60 {
+			t.Fatalf("the stranger's 429 has Retry-After %q", res.Header.Get("Retry-After"))
+		}
+		if msg := fmt.Sprint(m["error"]); !strings.Contains(msg, "too many") || !strings.Contains(msg, "Retry-After") {
+			t.Fatalf("the stranger's 429 does not say what to do: %v", m)
+		}
+	}
+	wantStatus(t, good.Do("GET", "/_metrics", nil), 200, "the operator's metrics, the stranger held off")
+
+	// Guesses from the peer's own address hold that address off, but not
+	// the peer's right token.
+	for i := range 6 {
+		guess := cluster.NewClientFrom(t, r.URL(), "guess", peerAddr)
+		if res := guess.Do("GET", "/_shard/nodes", nil); res.Status != 401 && res.Status != 429 {
+			t.Fatalf("a guess %d from the peer's address: %s", i+1, res)
+		}
+	}
+	wantError(t, cluster.NewClientFrom(t, r.URL(), "guess", peerAddr).Do("GET", "/_shard/nodes", nil), 429, "a guess from the peer's address, held off")
+	wantStatus(t, peer.Do("GET", "/_shard/nodes", nil), 200, "the peer, after guesses from its address")
+	wantStatus(t, peer.Do("GET", "/_shard/leases", nil), 200, "the peer's leases, after guesses from its address")
 }
