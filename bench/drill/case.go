@@ -145,10 +145,10 @@ func measure(ctx context.Context, cfg config, d *deployment, hc *http.Client, ka
 //
 // The keys are read straight from each tenant's node as the leading router
 // places it now, not through a router: a read that would show a write its
-// dead copy never acknowledged waits for that copy up to the node's bound
-// (5 s), longer than the routers' upstream timeout (4 s), which cuts it
-// before the node gives up on the copy — so through a router it is cut
-// every time (a finding of this drill, in bench/drill.txt's notes).
+// dead copy never acknowledged waits for that copy as a write does (half
+// the lease, then a round of grants; 5 s and more before the node's bound
+// followed the lease, which the routers' upstream timeout, 4 s, cut every
+// time — a finding of this drill, in bench/drill.txt's notes).
 func judge(ctx context.Context, d *deployment, hc *http.Client, leader string, writers []*writer, cutAt, killAt time.Time, after, warm time.Duration, res *result) error {
 	res.victimErrors, res.copyErrors = map[int]int{}, map[int]int{}
 	end := killAt.Add(after)
