@@ -55,9 +55,11 @@ func (rt *Router) authorize(w http.ResponseWriter, r *http.Request) bool {
 		return true
 	case badtoken.HeldOff:
 		err = backoffError{left}
+		rt.metrics.refused.WithLabelValues("held_off").Inc()
 	default:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="fenec-shard"`)
 		err = ErrUnauthorized
+		rt.metrics.refused.WithLabelValues("unauthorized").Inc()
 	}
 	cpError(w, err)
 	e := rt.auditOf(r, "auth", "", "", err, shardCode(err))

@@ -21,6 +21,10 @@ type controlMetrics struct {
 	// /_shard/nodes/<n>/failover), by outcome; the automatic ones are
 	// fenec_router_auto_failovers_total.
 	failovers *prometheus.CounterVec
+	// refused counts calls of /_shard/ and /_metrics refused for their
+	// token: "unauthorized" (401, a missing or wrong one) and "held_off"
+	// (429, from an address past the bad-token back-off).
+	refused *prometheus.CounterVec
 }
 
 // failoverOutcome is a failover's outcome label: done, partial or failed
@@ -46,6 +50,12 @@ func newControlMetrics(reg prometheus.Registerer, w *global.Watcher, lead *leade
 		Name: "fenec_router_failovers_by_hand_total",
 		Help: "Failovers asked of this router by hand (POST /_shard/nodes/<n>/failover), by outcome: done, partial, failed.",
 	}, []string{"outcome"})
+	m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fenec_router_refused_tokens_total",
+		Help: "Calls of /_shard/ and /_metrics refused for their token: unauthorized (401, missing or wrong), held_off (429, an address past the bad-token back-off).",
+	}, []string{"answer"})
+	m.refused.WithLabelValues("unauthorized")
+	m.refused.WithLabelValues("held_off")
 	for _, o := range []string{MoveDone, MoveAborted, MoveStuck, MoveRefused} {
 		m.moves.WithLabelValues(o)
 	}
@@ -65,7 +75,7 @@ func newControlMetrics(reg prometheus.Registerer, w *global.Watcher, lead *leade
 		Name: "fenec_router_term",
 		Help: "The directory's term as this router last saw it lead or follow: it moves on at every promotion.",
 	}, func() float64 { _, t := lead.status(); return float64(t) })
-	for _, c := range []prometheus.Collector{m.moves, m.failovers, &tenantsCollector{w: w}, leading, term} {
+	for _, c := range []prometheus.Collector{m.moves, m.failovers, m.refused, &tenantsCollector{w: w}, leading, term} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -222,7 +222,13 @@ func TestBadRouterTokensHoldOffOnlyTheirClient(t *testing.T) {
 			t.Fatalf("the stranger's 429 does not say what to do: %v", m)
 		}
 	}
-	wantStatus(t, good.Do("GET", "/_metrics", nil), 200, "the operator's metrics, the stranger held off")
+	met := good.Do("GET", "/_metrics", nil)
+	wantStatus(t, met, 200, "the operator's metrics, the stranger held off")
+	for _, want := range []string{`fenec_router_refused_tokens_total{answer="unauthorized"} 5`, `fenec_router_refused_tokens_total{answer="held_off"} 2`} {
+		if !strings.Contains(string(met.Body), want+"\n") {
+			t.Fatalf("the router's metrics lack %s", want)
+		}
+	}
 
 	// Guesses from the peer's own address hold that address off, but not
 	// the peer's right token.
