@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"iter"
 	"strings"
 )
 
@@ -44,6 +45,9 @@ type MirrorResult struct {
 	Rev int64
 	// Put and Deleted count the records written and removed.
 	Put, Deleted int
+	// Written are the copy's revisions of the transactions written, one
+	// per batch (SyncTracked): the copy's watch shows them as changes.
+	Written []int64
 }
 
 // Sync reads From once and makes to's records of the region exactly
@@ -216,4 +220,122 @@ func pickKVs(kvs []KV, r string, leaseRecord bool) (map[string]KV, error) {
 		}
 	}
 	return want, nil
+}
+
+// SyncTracked is Sync from records held in memory: src holds From's
+// records and dst the copy's (to's), each as current as its watch made it,
+// and only the keys dirty names are looked at, with the records they
+// touch — a tenant's quota, and every tenant on a node whose record
+// changed — so a change costs the same whatever the directories hold.
+// With dirty.All every record is looked at: the whole of Sync, without
+// reading either directory again. The rules are Sync's; each write is
+// conditioned on the copy's record as dst holds it (a dst behind the copy
+// makes it ErrConflict, never a lost write), and on whatever to is fenced
+// and guarded on. The result's Written are the copy's revisions of the
+// writes, those made before an error included; dirty is left as it was.
+func (m Mirror) SyncTracked(ctx context.Context, to *Store, src, dst *Tracked, dirty *Dirty) (MirrorResult, error) {
+	res := MirrorResult{Rev: src.Rev()}
+	for _, t := range []*Tracked{src, dst} {
+		if t == dst && !m.Up {
+			break // going down, every mirrored record of the copy is the region's: none decoded
+		}
+		for key := range t.bad {
+			return res, fmt.Errorf("mirror: %s: %w", key, ErrInvalidRecord)
+		}
+	}
+	want := func(key string) (KV, bool) { return src.ofRegion(key, m.Region, !m.Up) }
+	have := func(key string) (KV, bool) {
+		if m.Up {
+			return dst.ofRegion(key, m.Region, false)
+		}
+		kv, ok := dst.Get(key)
+		return kv, ok && mirrored(key, true)
+	}
+	var conds []Cond
+	var ops []Op
+	flush := func() error {
+		if len(ops) == 0 {
+			return nil
+		}
+		tx := to.Txn()
+		tx.conds, tx.ops = append(tx.conds, conds...), ops
+		rev, err := tx.Commit(ctx)
+		if err != nil {
+			return fmt.Errorf("mirror: write the copy: %w", err)
+		}
+		res.Written = append(res.Written, rev)
+		conds, ops = nil, nil
+		return nil
+	}
+	for key := range m.touched(src, dst, dirty) {
+		w, wok := want(key)
+		h, hok := have(key)
+		switch {
+		case wok && hok && bytes.Equal(w.Value, h.Value), !wok && !hok:
+			continue
+		case wok:
+			res.Put++
+			conds, ops = append(conds, IfModRev(key, h.ModRev)), append(ops, OpPut(key, w.Value))
+		default:
+			res.Deleted++
+			conds, ops = append(conds, IfModRev(key, h.ModRev)), append(ops, OpDelete(key))
+		}
+		if len(ops) == mirrorBatch {
+			if err := flush(); err != nil {
+				return res, err
+			}
+		}
+	}
+	return res, flush()
+}
+
+// touched yields, once each, the keys a sync of dirty looks at: every
+// mirrored key of either side with dirty.All, else the keys marked, a
+// tenant's quota with the tenant, and with a node every tenant either
+// side holds on it (its region may have changed) and their quotas.
+func (m Mirror) touched(src, dst *Tracked, dirty *Dirty) iter.Seq[string] {
+	lease := !m.Up
+	return func(yield func(string) bool) {
+		if dirty.all {
+			for key := range src.kvs {
+				if mirrored(key, lease) && !yield(key) {
+					return
+				}
+			}
+			for key := range dst.kvs {
+				if _, dup := src.kvs[key]; !dup && mirrored(key, lease) && !yield(key) {
+					return
+				}
+			}
+			return
+		}
+		seen := map[string]bool{}
+		emit := func(key string) bool {
+			if seen[key] || !mirrored(key, lease) {
+				return true
+			}
+			seen[key] = true
+			return yield(key)
+		}
+		for key := range dirty.keys {
+			if !emit(key) {
+				return
+			}
+			kind, name, _ := splitKey(key)
+			switch kind {
+			case PrefixTenants:
+				if !emit(QuotaKey(name)) {
+					return
+				}
+			case PrefixNodes:
+				for _, t := range []*Tracked{src, dst} {
+					for tenant := range t.tenantsOn(name) {
+						if !emit(TenantKey(tenant)) || !emit(QuotaKey(tenant)) {
+							return
+						}
+					}
+				}
+			}
+		}
+	}
 }

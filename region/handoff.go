@@ -53,7 +53,7 @@ func unanswered(h *global.Handoff, now time.Time) bool {
 // the global one (dg), as the link last read or wrote them.
 type linkRecords struct {
 	de, dg global.Versioned[global.Region]
-	snap   globalSnap // the global directory as this step read it
+	snap   globalSnap // the global directory as this step found it
 }
 
 // reconcile reads the region record in both directories, brings them in
@@ -205,7 +205,7 @@ func (m *mirror) ready(ctx context.Context, s, dgs *global.Store, rec linkRecord
 		rec.dg, err = dgs.UpdateRegion(ctx, m.region, rec.dg, func(r *global.Region) error { return r.RollBack(why, m.rt.now()) })
 		return rec, err
 	}
-	if _, err := m.down(ctx, s, rec.de, rec.snap); err != nil {
+	if _, err := m.down(ctx, s, rec.de, rec.dg); err != nil {
 		return rec, err
 	}
 	rec.dg, err = dgs.UpdateRegion(ctx, m.region, rec.dg, func(r *global.Region) error { return r.Ready(m.rt.id, m.rt.now()) })
@@ -239,7 +239,7 @@ func (m *mirror) give(ctx context.Context, s, dgs *global.Store, rec linkRecords
 	m.rt.settleTo(ctx, rec.de.Rev)
 	m.rt.leasing.resync() // the region's nodes leave the leasing: no grant to them is out from here
 	m.rt.log.Info("handoff: stopped granting the region's nodes", "region", m.region, "term", term)
-	if _, err := m.up(ctx, s, dgs, rec.dg, rec.snap); err != nil {
+	if _, err := m.up(ctx, dgs, rec.de, rec.dg); err != nil {
 		return rec, err
 	}
 	want := rec.de.Value
@@ -282,7 +282,7 @@ func (m *mirror) take(ctx context.Context, s, dgs *global.Store, rec linkRecords
 	if m.rt.cfg.AutoFailover <= 0 {
 		return rec, nil // it said ready only with --auto-failover; a router restarted without waits for the rollback
 	}
-	if _, err := m.down(ctx, s, rec.de, rec.snap); err != nil {
+	if _, err := m.down(ctx, s, rec.de, rec.dg); err != nil {
 		return rec, err
 	}
 	if rec.dg, err = dgs.UpdateRegion(ctx, m.region, rec.dg, func(r *global.Region) error { return r.Take(m.rt.now()) }); err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -35,7 +36,8 @@ var ErrMirrored = errors.New("this router serves its region from a copy of the g
 
 const (
 	// mirrorResync is the longest the link waits for a change before it
-	// reads both directories again anyway.
+	// steps anyway (the region records in line, a handoff's step; the
+	// records are copied from its watches, not read again).
 	mirrorResync = 30 * time.Second
 	// mirrorCallWait bounds one read or write of a sync.
 	mirrorCallWait = 10 * time.Second
@@ -64,12 +66,21 @@ type mirror struct {
 	gaveAt  time.Duration                   // guarded by mu: when this router gave its region to the global tier (0: it did not)
 	ackedAt time.Duration                   // guarded by mu: when the global directory first showed a forced takeover (0: not yet)
 	dgRec   global.Versioned[global.Region] // guarded by mu: the global directory's region record, as last read
+
+	// ls is what the link holds of both directories while it leads; only
+	// run's goroutine touches it (nil: list them again).
+	ls *linkState
+	// lists counts the times the link listed both directories whole.
+	lists atomic.Int64
 }
 
 func newMirror(rt *Router) *mirror {
 	m := &mirror{rt: rt, region: rt.cfg.Region, urls: rt.cfg.GlobalURLs, prefix: rt.cfg.Prefix,
 		clock: lease.NewMonoClock(), poke: make(chan struct{}, 1)}
 	m.open = func(ctx context.Context) (global.Directory, error) {
+		if rt.cfg.Global != nil {
+			return global.Sealing(unclosed{rt.cfg.Global}, rt.keys), nil
+		}
 		d, err := global.OpenEtcd(ctx, m.urls, m.prefix, rt.etcdOptions(m.urls)...)
 		if err != nil {
 			return nil, err
@@ -78,6 +89,12 @@ func newMirror(rt *Router) *mirror {
 	}
 	return m
 }
+
+// unclosed is a directory the router does not own: its Close does
+// nothing.
+type unclosed struct{ global.Directory }
+
+func (unclosed) Close() error { return nil }
 
 // register adds the link's gauges: how long ago the copy last matched
 // the global directory, and the global revision it matched.
@@ -139,12 +156,14 @@ func (m *mirror) awaitGlobal(ctx context.Context) *global.Store {
 	}
 }
 
-// run links until ctx ends: a step whenever this router leads, then a wait
-// for a change of either directory (or mirrorResync, or linkInFlight
-// while a handoff is in flight); a failed open or step is tried again
-// after a back-off, the copy left as it was.
+// run links until ctx ends: while this router leads, both directories are
+// listed once and followed by their watches (link.go), and a step runs
+// whenever either changed (or mirrorResync passed, or linkInFlight while a
+// handoff is in flight); a failed open, list or step is tried again after
+// a back-off, the copy left as it was.
 func (m *mirror) run(ctx context.Context) {
 	defer func() {
+		m.drop()
 		m.mu.Lock()
 		from := m.from
 		m.from = nil
@@ -162,6 +181,7 @@ func (m *mirror) run(ctx context.Context) {
 	}
 	for ctx.Err() == nil {
 		if leading, _ := m.rt.lead.status(); !leading {
+			m.drop()
 			if !m.sleep(ctx, time.Second) {
 				return
 			}
@@ -181,7 +201,15 @@ func (m *mirror) run(ctx context.Context) {
 			m.from = d
 			m.mu.Unlock()
 		}
-		rev, inFlight, err := m.step(ctx)
+		if m.ls == nil {
+			if err := m.follow(ctx); err != nil {
+				if !failed("list the directories", err) {
+					return
+				}
+				continue
+			}
+		}
+		inFlight, err := m.step(ctx)
 		if err != nil {
 			if !failed("sync", err) {
 				return
@@ -189,7 +217,7 @@ func (m *mirror) run(ctx context.Context) {
 			continue
 		}
 		backoff = 100 * time.Millisecond
-		m.awaitChange(ctx, rev, inFlight)
+		m.awaitChange(ctx, inFlight)
 	}
 }
 
@@ -207,35 +235,41 @@ func (m *mirror) sleep(ctx context.Context, d time.Duration) bool {
 
 // step brings the two region records in line, takes the region's side of
 // a handoff in flight, and copies the region's records the way its leasing
-// goes: down while the global tier leases, up while the region does. It
-// returns the global revision read and whether a handoff is in flight.
-func (m *mirror) step(ctx context.Context) (int64, bool, error) {
+// goes: down while the global tier leases, up while the region does —
+// those the watches changed since the last step, or all of them after a
+// list. It returns whether a handoff is in flight.
+func (m *mirror) step(ctx context.Context) (bool, error) {
 	sctx, cancel := context.WithTimeout(ctx, mirrorCallWait)
 	defer cancel()
 	s, err := m.rt.lead.changes(sctx)
 	if err != nil {
-		return 0, false, err
+		return false, err
 	}
+	m.ls.drain(m) // what came before the step: changed from here on is what came during it
+	if m.ls == nil {
+		return false, errLinkLost
+	}
+	m.ls.changed = false
 	dgs := m.global()
-	snap, err := snapGlobal(sctx, dgs.Directory(), m.region)
+	snap, err := m.snapGlobal(sctx, dgs.Directory())
 	if err != nil {
-		return 0, false, err
+		return false, err
 	}
 	rec, err := m.reconcile(sctx, s, dgs, snap)
 	if err != nil {
 		m.rt.lead.lost(sctx, err)
-		return 0, false, err
+		return false, err
 	}
-	res := global.MirrorResult{Rev: snap.rev}
+	var res global.MirrorResult
 	switch rec.de.Value.LeasedBy() {
 	case global.LeaserGlobal:
-		res, err = m.down(sctx, s, rec.de, snap)
+		res, err = m.down(sctx, s, rec.de, rec.dg)
 	case global.LeaserRegion:
-		res, err = m.up(sctx, s, dgs, rec.dg, snap)
+		res, err = m.up(sctx, dgs, rec.de, rec.dg)
 	}
 	if err != nil {
 		m.rt.lead.lost(sctx, err)
-		return 0, false, err
+		return false, err
 	}
 	m.mu.Lock()
 	m.synced, m.rev = time.Now(), res.Rev
@@ -244,93 +278,96 @@ func (m *mirror) step(ctx context.Context) (int64, bool, error) {
 		m.rt.log.Info("link: region records copied", "region", m.region, "up", rec.de.Value.LeasedBy() == global.LeaserRegion,
 			"rev", res.Rev, "put", res.Put, "deleted", res.Deleted)
 	}
-	return res.Rev, rec.de.Value.InFlight(), nil
+	return rec.de.Value.InFlight(), nil
 }
 
-// down copies the region's records from the global directory, as snap
-// listed it, into the region's, guarded on the region's record as read
-// (de).
-func (m *mirror) down(ctx context.Context, s *global.Store, de global.Versioned[global.Region], snap globalSnap) (global.MirrorResult, error) {
+// down copies the region's records from the global directory into the
+// region's, guarded on the region's record as read (de), once the records
+// held are as new as both region records (dg: the global one).
+func (m *mirror) down(ctx context.Context, s *global.Store, de, dg global.Versioned[global.Region]) (global.MirrorResult, error) {
+	if m.ls == nil {
+		return global.MirrorResult{}, errLinkLost
+	}
 	guarded := s.Guarded(global.IfModRev(global.RegionKey(m.region), de.Rev))
-	return global.Mirror{Region: m.region}.SyncListed(ctx, guarded, snap.kvs, snap.rev, nil)
+	return m.ls.sync(ctx, m, false, guarded, de.Rev, dg.Rev)
 }
 
 // up copies the region's records from the region's directory into the
-// global one (whose records snap listed), guarded on the global record as
-// read (dg): once the global tier takes the region back, nothing more is
-// copied up.
-func (m *mirror) up(ctx context.Context, s *global.Store, dgs *global.Store, dg global.Versioned[global.Region], snap globalSnap) (global.MirrorResult, error) {
-	kvs, rev, err := s.Directory().List(ctx, "")
-	if err != nil {
-		return global.MirrorResult{}, err
+// global one, guarded on the global record as read (dg): once the global
+// tier takes the region back, nothing more is copied up. The records held
+// are first brought as new as both region records (de: the region's, the
+// last the region wrote before asking for it).
+func (m *mirror) up(ctx context.Context, dgs *global.Store, de, dg global.Versioned[global.Region]) (global.MirrorResult, error) {
+	if m.ls == nil {
+		return global.MirrorResult{}, errLinkLost
 	}
 	guarded := dgs.Guarded(global.IfModRev(global.RegionKey(m.region), dg.Rev))
-	res, err := global.Mirror{Region: m.region, Up: true}.SyncListed(ctx, guarded, kvs, rev, snap.kvs)
-	res.Rev = snap.rev // the link waits on the global directory's revision
-	return res, err
+	return m.ls.sync(ctx, m, true, guarded, de.Rev, dg.Rev)
 }
 
-// globalSnap is the global directory as one list read it: every record,
-// the view of them, and the region record with its revision. A step of
-// the link reads the global directory once (it may be a wide-area round
-// trip away).
+// globalSnap is what a step reads of the global directory: the region
+// record with its revision, and the view of the directory's own records
+// (its term, leader and longest-lease record), as the records held show
+// them once they are as new as the global directory's region record.
 type globalSnap struct {
-	kvs    []global.KV
-	rev    int64
 	view   *global.View
 	region global.Versioned[global.Region]
 }
 
-func snapGlobal(ctx context.Context, d global.Directory, r string) (globalSnap, error) {
-	kvs, rev, err := d.List(ctx, "")
-	if err != nil {
+// snapGlobal reads the global directory's region record (one small read:
+// it says the global tier answers, and how new the records held must be)
+// and returns the snap from the records held, once they are that new.
+func (m *mirror) snapGlobal(ctx context.Context, d global.Directory) (globalSnap, error) {
+	kv, err := d.Get(ctx, global.RegionKey(m.region))
+	if err != nil && !errors.Is(err, global.ErrNotFound) {
 		return globalSnap{}, fmt.Errorf("read the global directory: %w", err)
 	}
-	snap := globalSnap{kvs: kvs, rev: rev}
-	snap.view, _ = global.ViewOf(kvs, rev)
-	snap.region = global.Versioned[global.Region]{Value: regionRecord(snap.view, r)}
-	for _, kv := range kvs {
-		if kv.Key == global.RegionKey(r) {
-			snap.region.Rev = kv.ModRev
-		}
+	if m.ls == nil {
+		return globalSnap{}, errLinkLost
 	}
-	return snap, nil
+	if err := m.ls.await(ctx, m, false, kv.ModRev); err != nil {
+		return globalSnap{}, err
+	}
+	return m.ls.snap(m.region), nil
 }
 
-// awaitChange returns once either directory changed after what was read,
-// the link was poked, or mirrorResync (linkInFlight while a handoff is in
-// flight) passed.
-func (m *mirror) awaitChange(ctx context.Context, rev int64, inFlight bool) {
-	wait := mirrorResync
-	if inFlight {
-		wait = linkInFlight
+// awaitChange returns once either directory changed after the last step
+// began (other than by the link's own copies), the link was poked, or mirrorResync
+// (linkInFlight while a handoff is in flight) passed. A watch that ended
+// drops what the link holds: the next step lists again.
+func (m *mirror) awaitChange(ctx context.Context, inFlight bool) {
+	ls := m.ls
+	if ls == nil {
+		return
 	}
-	wctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
-	var gch <-chan global.WatchResponse
-	if from := m.global(); from != nil {
-		if ch, err := from.Directory().Watch(wctx, "", rev); err == nil {
-			gch = ch
+	if !ls.changed && ls.dirty.Empty() {
+		wait := mirrorResync
+		if inFlight {
+			wait = linkInFlight
 		}
-	}
-	var lch <-chan global.WatchResponse
-	if ch, err := m.rt.dir.Watch(wctx, "", m.rt.watcher.Rev()); err == nil {
-		lch = ch
-	}
-	select {
-	case <-gch:
-	case <-lch:
-	case <-m.poke:
-	case <-wctx.Done():
+		t := time.NewTimer(wait)
+		select {
+		case r, ok := <-ls.gch:
+			ls.take(m, false, r, ok)
+		case r, ok := <-ls.rch:
+			ls.take(m, true, r, ok)
+		case <-m.poke:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
 	}
 	// Changes come in bursts (a failover of a node's tenants): a moment's
-	// pause lets one sync take the burst.
+	// pause lets one step take the burst.
 	m.sleep(ctx, 20*time.Millisecond)
+	if m.ls != nil {
+		m.ls.drain(m)
+	}
 }
 
 // mirroring says whether the router is a region's linked to the global
 // directory.
-func (rt *Router) mirroring() bool { return len(rt.cfg.GlobalURLs) > 0 }
+func (rt *Router) mirroring() bool { return len(rt.cfg.GlobalURLs) > 0 || rt.cfg.Global != nil }
 
 // ownsOwnRegion says whether a region's router owns its region's
 // placements now (its region leases its nodes), by its view, or why not.

@@ -85,6 +85,9 @@ type Config struct {
 	// routers forward from, and up while the region leases its own nodes
 	// (with AutoFailover), when it takes the region's changes. --global.
 	GlobalURLs []string
+	// Global, if set with Region, is used as the global directory as it is
+	// (tests); the router does not close it. It overrides GlobalURLs.
+	Global global.Directory
 	// Standby never claims the lead on its own: it forwards, answers
 	// /_shard/ reads, and leads only once promoted. --standby.
 	Standby bool
@@ -206,7 +209,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: move timeout %v below the node timeout %v", ErrBadConfig, c.MoveTimeout, c.NodeTimeout)
 	case c.SizesParallel <= 0:
 		return fmt.Errorf("%w: sizes parallelism must be positive", ErrBadConfig)
-	case len(c.GlobalURLs) > 0 && c.Region == "":
+	case (len(c.GlobalURLs) > 0 || c.Global != nil) && c.Region == "":
 		return fmt.Errorf("%w: --global mirrors one region: name it with --region", ErrBadConfig)
 	case c.AutoFailover < 0 || (c.AutoFailover > 0 && c.AutoFailover < 30*time.Millisecond):
 		return fmt.Errorf("%w: --auto-failover %v: at least 0.03 s, or 0", ErrBadConfig, c.AutoFailover)
