@@ -55,6 +55,28 @@ func BenchmarkLookup(b *testing.B) {
 	}
 }
 
+// BenchmarkLookupWorkingSet is one lookup at a time over n tenants with
+// how many distinct tenants are asked: the view's size alone against the
+// share of it the asking touches (what a profile of the lookup at 100 000
+// tenants needs: bench/lookup-profile.txt).
+func BenchmarkLookupWorkingSet(b *testing.B) {
+	for _, c := range []struct{ n, asked int }{{10, 10}, {100000, 10}, {100000, 4096}, {100000, 100000}} {
+		b.Run(fmt.Sprintf("tenants=%d/asked=%d", c.n, c.asked), func(b *testing.B) {
+			_, w := benchWatcher(b, c.n)
+			names := make([]string, max(4096, c.asked))
+			for i := range names {
+				names[i] = fmt.Sprintf("t%d", (i*7919)%c.asked)
+			}
+			b.ResetTimer()
+			for i := range b.N {
+				if _, _, ok := w.Lookup(names[i%len(names)]); !ok {
+					b.Fatal("tenant not found")
+				}
+			}
+		})
+	}
+}
+
 // BenchmarkWatcherApply is the cost of one tenant change reaching the
 // watcher's view (write, watch, copy of one shard, publish), with n tenants.
 func BenchmarkWatcherApply(b *testing.B) {

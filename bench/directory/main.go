@@ -13,9 +13,14 @@
 //     against many, in turns;
 //   - one change reaching a standby router's copy (a Watcher over the same
 //     member: from the write's start until the copy shows it);
-//   - one change reaching a region's mirror (global.Mirror.Sync into a
-//     region's directory: what one change costs the mirror today, which
-//     reads the whole global directory for it).
+//   - a region's leading router linked to the member (in process, its own
+//     embedded member): its start until its directory holds the region
+//     (every tenant here), then one change from the global write until a
+//     watcher of the region's directory shows it (the link applies it from
+//     the global directory's watch);
+//   - a full sync of the region (global.Mirror.Sync, which reads both
+//     directories whole: what a link falls back to when a watch is lost),
+//     and one change synced that way, beside.
 //
 // It prints a table and writes it to -out. Run it from the repository's
 // root (it builds fenec-shard).
@@ -28,6 +33,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -44,10 +50,12 @@ import (
 	"time"
 
 	"github.com/fenec-go/fenec/global"
+	"github.com/fenec-go/fenec/region"
 )
 
 type config struct {
 	tenants, changes, seqPlace, parallel int
+	linkChanges                          int
 	out                                  string
 }
 
@@ -57,6 +65,7 @@ func main() {
 	flag.IntVar(&cfg.changes, "changes", 200, "changes timed to a standby's copy, per size")
 	flag.IntVar(&cfg.seqPlace, "seq", 1000, "placements timed one at a time, per size")
 	flag.IntVar(&cfg.parallel, "parallel", 32, "placements at once for the bulk load")
+	flag.IntVar(&cfg.linkChanges, "link-changes", 100, "changes timed to a region's copy, per size")
 	flag.StringVar(&cfg.out, "out", "bench/directory.txt", "file the table is written to")
 	flag.Parse()
 	if err := run(cfg); err != nil {
@@ -77,8 +86,12 @@ type size struct {
 	change        []time.Duration
 	mirrorFirst   time.Duration // the first sync: every record written
 	mirrorOne     []time.Duration
-	lookupNS      float64
-	bulkRate      float64 // placements a second, cfg.parallel at once
+	linkStart     time.Duration   // a region's router: start until its directory holds the region
+	linkOne       []time.Duration // one change: the global write until the region's copy shows it
+	lookupNS      float64         // 4096 names asked in turn (of 10 tenants: the 10)
+	lookupFewNS   float64         // the 10 tenants' names asked of the big copy
+	lookupEveryNS float64         // every tenant of the big copy asked in turn
+	bulkRate      float64         // placements a second, cfg.parallel at once
 	bulkPlacement int
 	dbMB          float64 // the member's database file
 }
@@ -163,11 +176,16 @@ func run(cfg config) error {
 	fmt.Fprintf(tw, "  its resident memory then, MB\t%.1f\t%.1f\t\n", small.rssMB, big.rssMB)
 	fmt.Fprintf(tw, "Go heap one copy holds (global.Watcher, in process), MB\t%.2f\t%.1f\t\n", small.heapMB, big.heapMB)
 	fmt.Fprintf(tw, "etcd's database file (history not yet compacted included), MB\t%.1f\t%.1f\t\n", small.dbMB, big.dbMB)
-	fmt.Fprintf(tw, "lookup per forwarded request (Watcher.Lookup, in turns), ns\t%.0f\t%.0f\t\n", small.lookupNS, big.lookupNS)
+	fmt.Fprintf(tw, "lookup per forwarded request (Watcher.Lookup, in turns; 4096 names asked, spread over the tenants), ns\t%.0f\t%.0f\t\n", small.lookupNS, big.lookupNS)
+	fmt.Fprintf(tw, "  the same 10 tenants asked of the big copy (its size alone), ns\t\t%.0f\t\n", big.lookupFewNS)
+	fmt.Fprintf(tw, "  every tenant asked in turn (cache-cold: bench/lookup-profile.txt), ns\t\t%.0f\t\n", big.lookupEveryNS)
 	fmt.Fprintf(tw, "one change until a standby's copy shows it, p50 µs (%d changes)\t%.0f\t%.0f\t\n", cfg.changes, us(pct(small.change, 50)), us(pct(big.change, 50)))
 	fmt.Fprintf(tw, "  p99 µs\t%.0f\t%.0f\t\n", us(pct(small.change, 99)), us(pct(big.change, 99)))
-	fmt.Fprintf(tw, "region mirror: first sync (every record of the region written), ms\t%.1f\t%.0f\t\n", ms(small.mirrorFirst), ms(big.mirrorFirst))
-	fmt.Fprintf(tw, "region mirror: one change, one sync (re-reads both directories whole), p50 ms\t%.2f\t%.0f\t\n", ms(pct(small.mirrorOne, 50)), ms(pct(big.mirrorOne, 50)))
+	fmt.Fprintf(tw, "region's link (fenec-shard --region eu --global, in process): start until its directory holds the region, ms\t%.0f\t%.0f\t\n", ms(small.linkStart), ms(big.linkStart))
+	fmt.Fprintf(tw, "  one change: the global write until the region's copy shows it (from the watch), p50 ms (%d changes)\t%.2f\t%.2f\t\n", cfg.linkChanges, ms(pct(small.linkOne, 50)), ms(pct(big.linkOne, 50)))
+	fmt.Fprintf(tw, "  p99 ms\t%.2f\t%.2f\t\n", ms(pct(small.linkOne, 99)), ms(pct(big.linkOne, 99)))
+	fmt.Fprintf(tw, "a full sync, as a lost watch falls back to: first (every record written), ms\t%.1f\t%.0f\t\n", ms(small.mirrorFirst), ms(big.mirrorFirst))
+	fmt.Fprintf(tw, "  then one change, one full sync (global.Mirror.Sync re-reads both directories whole), p50 ms\t%.2f\t%.0f\t\n", ms(pct(small.mirrorOne, 50)), ms(pct(big.mirrorOne, 50)))
 	if err := tw.Flush(); err != nil {
 		return err
 	}
@@ -248,7 +266,10 @@ func measureSize(ctx context.Context, cfg config, sz *size, s *global.Store, d g
 	if sz.change, err = changes(ctx, s, w, cfg.changes); err != nil {
 		return err
 	}
-	sz.mirrorFirst, sz.mirrorOne, err = mirror(ctx, s, d, 20)
+	if sz.linkStart, sz.linkOne, err = link(ctx, s, d, filepath.Join(dir, fmt.Sprintf("region-%d", sz.tenants)), sz.tenants, cfg.linkChanges); err != nil {
+		return err
+	}
+	sz.mirrorFirst, sz.mirrorOne, err = mirror(ctx, s, d, 5)
 	return err
 }
 
@@ -350,6 +371,50 @@ func mirror(ctx context.Context, s *global.Store, d global.Directory, n int) (ti
 	return first, out, nil
 }
 
+// link starts region eu's leading router (its own embedded member) linked
+// to d, times it until its directory holds the region's tenants (every
+// one of the bench's), and then times n changes of one tenant from the
+// global write until a watcher of the region's directory shows it.
+func link(ctx context.Context, s *global.Store, d global.Directory, dir string, tenants, n int) (time.Duration, []time.Duration, error) {
+	cfg := region.DefaultConfig()
+	cfg.Listen, cfg.Token, cfg.ID, cfg.Region, cfg.Global = "127.0.0.1:0", "bench-router-token", "eu-1", "eu", d
+	cfg.Etcd = global.DefaultEmbedConfig(dir)
+	cfg.Etcd.ClientURL, cfg.Etcd.PeerURL = "http://127.0.0.1:0", "http://127.0.0.1:0"
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	start := time.Now()
+	rt, err := region.NewRouter(cfg)
+	if err != nil {
+		return 0, nil, err
+	}
+	if err := rt.Start(ctx); err != nil {
+		return 0, nil, err
+	}
+	defer rt.Close()
+	rd, err := global.OpenEtcd(ctx, rt.DirectoryURLs(), global.DefaultPrefix)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer rd.Close()
+	w := global.StartWatcher(ctx, rd, nil)
+	defer w.Close()
+	for {
+		if v := w.View(); v != nil && v.NumTenants() == tenants {
+			break
+		}
+		if time.Since(start) > 5*time.Minute {
+			return 0, nil, errors.New("the region's directory never held the region")
+		}
+		select {
+		case <-ctx.Done():
+			return 0, nil, ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	first := time.Since(start)
+	out, err := changes(ctx, s, w, n)
+	return first, out, err
+}
+
 // lookups times Watcher.Lookup over the small and the big directory's
 // copies in turns: the small directory is a memory one holding the same
 // records as the member had at 10 tenants.
@@ -381,14 +446,18 @@ func lookups(ctx context.Context, d global.Directory, small, big *size) error {
 		return out
 	}
 	sn, bn := names(small.tenants), names(big.tenants)
+	every := make([]string, big.tenants) // every tenant in turn: the cache-cold case
+	for i := range every {
+		every[i] = tenantName(int((int64(i) * 7919) % int64(big.tenants)))
+	}
 	const per = 200_000
-	var ts, tb []float64
+	var ts, tb, tbs, tbe []float64
 	for range 9 {
 		for _, c := range []struct {
 			w     *global.Watcher
 			names []string
 			to    *[]float64
-		}{{ws, sn, &ts}, {wb, bn, &tb}} {
+		}{{ws, sn, &ts}, {wb, bn, &tb}, {wb, sn, &tbs}, {wb, every, &tbe}} {
 			start := time.Now()
 			for i := range per {
 				if _, _, ok := c.w.Lookup(c.names[i%len(c.names)]); !ok {
@@ -399,6 +468,7 @@ func lookups(ctx context.Context, d global.Directory, small, big *size) error {
 		}
 	}
 	small.lookupNS, big.lookupNS = median(ts), median(tb)
+	big.lookupFewNS, big.lookupEveryNS = median(tbs), median(tbe)
 	return nil
 }
 
