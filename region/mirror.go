@@ -357,9 +357,10 @@ func (m *mirror) awaitChange(ctx context.Context, inFlight bool) {
 		}
 		t.Stop()
 	}
-	// Changes come in bursts (a failover of a node's tenants): a moment's
-	// pause lets one step take the burst.
-	m.sleep(ctx, 20*time.Millisecond)
+	// Changes come in bursts (a failover of a node's tenants): one step
+	// takes what has come so far, and what comes while it runs goes to the
+	// next (a step costs what its changes do, not a read of everything,
+	// so it no longer waits to gather more).
 	if m.ls != nil {
 		m.ls.drain(m)
 	}

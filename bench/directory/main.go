@@ -269,7 +269,7 @@ func measureSize(ctx context.Context, cfg config, sz *size, s *global.Store, d g
 	if sz.linkStart, sz.linkOne, err = link(ctx, s, d, filepath.Join(dir, fmt.Sprintf("region-%d", sz.tenants)), sz.tenants, cfg.linkChanges); err != nil {
 		return err
 	}
-	sz.mirrorFirst, sz.mirrorOne, err = mirror(ctx, s, d, 5)
+	sz.mirrorFirst, sz.mirrorOne, err = mirror(ctx, s, d, 6) // even: tenant 1 ends as it began
 	return err
 }
 

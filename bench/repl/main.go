@@ -56,6 +56,7 @@ type config struct {
 	warmup, writes, lagWrites int
 	tenants                   []int
 	out                       string
+	failoverOnly              bool
 }
 
 func main() {
@@ -75,7 +76,11 @@ func main() {
 		return nil
 	})
 	flag.StringVar(&cfg.out, "out", "bench/repl.txt", "file the table is written to")
+	flag.BoolVar(&cfg.failoverOnly, "failover-only", false, "measure the failovers by hand alone (the table printed, no file written unless -out is given)")
 	flag.Parse()
+	if cfg.failoverOnly && !flagSet("out") {
+		cfg.out = ""
+	}
 	if cfg.tenants == nil {
 		cfg.tenants = []int{20, 1000}
 	}
@@ -83,6 +88,13 @@ func main() {
 		fmt.Fprintln(os.Stderr, "repl bench:", err)
 		os.Exit(1)
 	}
+}
+
+// flagSet says whether the flag named was given.
+func flagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 func run(cfg config) error {
@@ -98,8 +110,10 @@ func run(cfg config) error {
 	var out bytes.Buffer
 	fmt.Fprintf(&out, "fenec replication bench, %s, %s\n", time.Now().UTC().Format(time.DateOnly), benchkit.Machine())
 	fmt.Fprintf(&out, "nodes and router in one process on loopback; files under %s\n\n", os.TempDir())
-	if err := ackAndLag(&out, c, cfg, filepath.Join(dir, "ack"), log); err != nil {
-		return err
+	if !cfg.failoverOnly {
+		if err := ackAndLag(&out, c, cfg, filepath.Join(dir, "ack"), log); err != nil {
+			return err
+		}
 	}
 	var fos []failoverFigures
 	for _, n := range cfg.tenants {
