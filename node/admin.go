@@ -47,6 +47,11 @@ func (c *call) admin(rest []string) {
 		}
 	case len(rest) == 1 && rest[0] == "lease":
 		c.serveLease()
+	case len(rest) == 1 && rest[0] == "promote":
+		c.route = "admin_promote_many"
+		if c.method(http.MethodPost) {
+			c.adminPromoteMany() // promote_many.go
+		}
 	case len(rest) >= 2 && rest[0] == "tenants":
 		c.adminTenant(rest[1], rest[2:])
 	default:

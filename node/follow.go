@@ -66,10 +66,19 @@ func (r *registry) storeFollow(name string, st followState) error {
 
 // dropFollow makes a file a primary's again on disk.
 func (r *registry) dropFollow(name string) error {
+	if err := r.unfollow(name); err != nil {
+		return err
+	}
+	return syncDir(r.dir)
+}
+
+// unfollow removes a file's follow state, not yet durably: a syncDir of
+// the registry's directory makes it so (dropFollow, or one for many).
+func (r *registry) unfollow(name string) error {
 	if err := os.Remove(r.followPath(name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("remove follow state: %w", err)
 	}
-	return syncDir(r.dir)
+	return nil
 }
 
 // writeFileAtomic writes b to a temp file in dir, syncs it and renames it

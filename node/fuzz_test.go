@@ -29,6 +29,7 @@ var adminRoutes = []struct {
 	{"PUT", "tenants/a/quota", []int{200, 400, 413}},
 	{"POST", "tenants/a/follow", []int{200, 400, 413}},
 	{"POST", "tenants/a/promote", []int{200, 400, 409, 413}},
+	{"POST", "promote", []int{200, 400, 409, 413}},
 	{"POST", "lease", []int{200, 400, 409, 412}},
 	{"POST", "tenants/a/compact", []int{200}},
 	{"PUT", "tenants/b/file", []int{201, 400, 409}},

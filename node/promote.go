@@ -1,7 +1,8 @@
 package node
 
 // Promotion: a replica's file takes writes, its history forked, once it
-// has been checked to be the tenant's (POST /_admin/tenants/<t>/promote).
+// has been checked to be the tenant's (POST /_admin/tenants/<t>/promote,
+// and POST /_admin/promote for many tenants in one call).
 
 import (
 	"bytes"
@@ -35,58 +36,109 @@ func (c *call) adminPromote(name string) {
 		c.s.auditf(c, "promote", name, why)
 		return
 	}
-	t, err := c.s.reg.acquire(c.r.Context(), name)
-	if err != nil {
-		c.fail(err)
+	p := c.s.checkPromote(c.r.Context(), name, body)
+	if p.t != nil {
+		if err := c.s.reg.dropFollow(name); err != nil {
+			c.s.reg.release(p.t)
+			c.fail(err)
+			return
+		}
+		p.fork()
+	}
+	if p.err != nil {
+		c.failWith(p.err, p.fields)
+		if p.why != "" {
+			c.s.auditf(c, "promote", name, p.why)
+		}
 		return
 	}
-	defer c.s.reg.release(t)
+	writeJSON(c.w, http.StatusOK, p.ans)
+	c.promoted(p, body.Force)
+}
+
+// promotion is one tenant's promotion under way: checked (and, while t is
+// held, to be forked), or answered already — ans, or err with fields
+// beside it and why for the audit log.
+type promotion struct {
+	name   string
+	reg    *registry
+	t      *tenant // held, checked, its follower stopped: fork it
+	ans    wire.Promoted
+	err    error
+	fields map[string]any
+	why    string
+}
+
+// checkPromote holds tenant name, stops its follower and checks its copy
+// may be promoted as body asks; the promotion returned holds the tenant
+// (t set) if so. A refused copy follows on as it did; a file already a
+// primary's (a promotion finished before) is answered as it is, if of the
+// tenant's lineage.
+func (s *Server) checkPromote(ctx context.Context, name string, body wire.Promote) promotion {
+	p := promotion{name: name, reg: s.reg}
+	t, err := s.reg.acquire(ctx, name)
+	if err != nil {
+		p.err = err
+		return p
+	}
 	// Stop following at once (a connect to a lost primary is not waited
 	// out), so the file holds still while it is checked; an open feed is
 	// first given a moment to end on its own, so what a lost primary sent
 	// before it went is applied.
-	t.drainFollower(c.r.Context(), promoteDrain)
+	t.drainFollower(ctx, promoteDrain)
 	t.stopFollower()
 	st := t.follow.Load()
 	lineage := t.db.Lineage()
 	if st == nil {
-		// Already a primary's file (a promotion finished before): it is
-		// the tenant only if it is of the tenant's lineage.
+		defer s.reg.release(t)
 		if !body.Force && body.Lineage != 0 && lineageID(lineage) != body.Lineage {
-			why := "the file is of another lineage"
-			c.failWith(fmt.Errorf("%w: %s", ErrPromoteRefused, why), map[string]any{"lineage": lineageID(lineage)})
-			c.s.auditf(c, "promote", name, why)
-			return
+			p.why = "the file is of another lineage"
+			p.err, p.fields = fmt.Errorf("%w: %s", ErrPromoteRefused, p.why), map[string]any{"lineage": lineageID(lineage)}
+			return p
 		}
-		writeJSON(c.w, http.StatusOK, wire.Promoted{Promoted: false, Seq: t.db.Seq(), History: t.db.History()})
-		return
+		p.ans = wire.Promoted{Promoted: false, Seq: t.db.Seq(), History: t.db.History()}
+		return p
 	}
 	if !body.Force {
 		if why := promoteRefusal(body, st, lineage); why != "" {
-			c.s.reg.startFollower(t, st) // refused: it follows on as it did
-			c.failWith(fmt.Errorf("%w: %s", ErrPromoteRefused, why), map[string]any{"lineage": lineageID(lineage)})
-			c.s.auditf(c, "promote", name, why)
-			return
+			s.reg.startFollower(t, st) // refused: it follows on as it did
+			s.reg.release(t)
+			p.why = why
+			p.err, p.fields = fmt.Errorf("%w: %s", ErrPromoteRefused, why), map[string]any{"lineage": lineageID(lineage)}
+			return p
 		}
 	}
-	if err := c.s.reg.dropFollow(name); err != nil {
-		c.fail(err)
-		return
-	}
+	p.t = t
+	return p
+}
+
+// fork makes the held, checked file a primary's (its follow state gone
+// durably first) and lets the tenant go.
+func (p *promotion) fork() {
+	t := p.t
+	defer p.reg.release(t)
+	p.t = nil
 	t.follow.Store(nil)
 	h, err := t.db.Fork()
 	if err != nil {
-		c.fail(fmt.Errorf("promote: %w", err))
+		p.err = fmt.Errorf("promote: %w", err)
 		return
 	}
 	t.role.Store(int32(RolePrimary))
-	writeJSON(c.w, http.StatusOK, wire.Promoted{Promoted: true, Seq: t.db.Seq(), History: h})
+	p.ans = wire.Promoted{Promoted: true, Seq: t.db.Seq(), History: h}
+}
+
+// promoted records a promotion done in the audit log and the node's log.
+func (c *call) promoted(p promotion, force bool) {
+	if !p.ans.Promoted {
+		return
+	}
 	detail := ""
-	if body.Force {
+	if force {
 		detail = "forced"
 	}
-	c.s.auditf(c, "promote", name, detail)
-	c.log.Info("admin change", "what", "promote", "tenant", name, "forced", body.Force)
+	c.s.auditf(c, "promote", p.name, detail)
+	c.log.Info("admin change", "what", "promote", "tenant", p.name, "forced", force)
 }
 
 // promoteRefusal says why a copy may not be promoted ("" if it may).

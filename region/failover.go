@@ -127,7 +127,8 @@ type promoted struct {
 
 // failoverBatch fails over up to failoverBatch tenants, read as tenants
 // holds them: one transaction holds them all, their copies are promoted
-// in parallel, one transaction releases the promoted onto their copies.
+// in one call per node holding them (those nodes in parallel), one
+// transaction releases the promoted onto their copies.
 // A lost race on either transaction falls back to one tenant at a time,
 // which reads each again and reports each on its own.
 func (rt *Router) failoverBatch(ctx context.Context, s *global.Store, node string, names []string, tenants map[string]global.Versioned[global.Tenant], force bool, res *FailoverResult) {
@@ -160,20 +161,22 @@ func (rt *Router) failoverBatch(ctx context.Context, s *global.Store, node strin
 		}
 		return
 	}
+	rt.settleTo(ctx, rev) // the view shows the held records (their quotas, which a hold keeps still)
+	byCopy := map[string][]int{}
+	for i := range names {
+		byCopy[held[i].Value.Replica] = append(byCopy[held[i].Value.Replica], i)
+	}
 	var mu sync.Mutex // guards res and ok below
 	var ok []promoted
 	var g errgroup.Group
 	g.SetLimit(failoverParallel)
-	for i, t := range names {
+	for replica, idx := range byCopy {
 		g.Go(func() error {
-			ans, err := rt.promoteHeld(ctx, s, nodes, t, held[i], force)
+			got, failed := rt.promoteOn(ctx, s, nodes, replica, names, held, idx, force)
 			mu.Lock()
 			defer mu.Unlock()
-			if err != nil {
-				res.Failed = append(res.Failed, FailoverFailure{Tenant: t, Why: err.Error()})
-			} else {
-				ok = append(ok, promoted{name: t, held: held[i], ans: ans})
-			}
+			ok = append(ok, got...)
+			res.Failed = append(res.Failed, failed...)
 			return nil
 		})
 	}
@@ -181,6 +184,82 @@ func (rt *Router) failoverBatch(ctx context.Context, s *global.Store, node strin
 	if len(ok) > 0 {
 		rt.pointAtCopies(ctx, s, ok, force, res)
 	}
+}
+
+// promoteOn promotes the held tenants names[idx] on their copies on node
+// replica in one call (POST /_admin/promote), each checked by the node as
+// alone, and carries their quotas there; a node without that route has
+// each promoted in a call of its own. A tenant not promoted is released.
+func (rt *Router) promoteOn(ctx context.Context, s *global.Store, nodes map[string]global.Versioned[global.Node], replica string,
+	names []string, held []global.Versioned[global.Tenant], idx []int, force bool) ([]promoted, []FailoverFailure) {
+	var ok []promoted
+	var failed []FailoverFailure
+	fail := func(i int, err error) {
+		rt.releaseHeld(ctx, s, names[i], held[i])
+		failed = append(failed, FailoverFailure{Tenant: names[i], Why: err.Error()})
+	}
+	copyNode, known := nodes[replica]
+	if !known {
+		for _, i := range idx {
+			fail(i, fmt.Errorf("copy of %s: node %s: %w: %w", names[i], replica, ErrUnknownNode, global.ErrNotFound))
+		}
+		return nil, failed
+	}
+	sub, recs := make([]string, len(idx)), make([]global.Tenant, len(idx))
+	for j, i := range idx {
+		sub[j], recs[j] = names[i], held[i].Value
+	}
+	ans, err := rt.nodes.promoteMany(ctx, copyNode.Value, sub, recs, force, rt.promoteFence(copyNode.Value.Region))
+	switch {
+	case errors.Is(err, errNoBulkPromote):
+		return rt.promoteEach(ctx, s, nodes, names, held, idx, force)
+	case err != nil:
+		for _, i := range idx {
+			fail(i, fmt.Errorf("promote %s on %s: %w", names[i], replica, err))
+		}
+		return nil, failed
+	}
+	v := rt.watcher.View()
+	for j, i := range idx {
+		a := ans.Tenants[j]
+		if a.Tenant != names[i] || a.Status != http.StatusOK {
+			fail(i, fmt.Errorf("promote %s on %s: %w: node answered %d for %s: %s", names[i], replica, ErrNodeCall, a.Status, a.Tenant, a.Error))
+			continue
+		}
+		if q, has := v.Quota(names[i]); has {
+			if err := rt.nodes.putQuota(ctx, copyNode.Value, names[i], q); err != nil {
+				rt.log.Warn("quota not carried to a node", "tenant", names[i], "node", replica, "err", err)
+			}
+		}
+		ok = append(ok, promoted{name: names[i], held: held[i], ans: wire.Promoted{Promoted: a.Promoted, Seq: a.Seq, History: a.History}})
+	}
+	return ok, failed
+}
+
+// promoteEach promotes the held tenants names[idx] one call each,
+// failoverParallel at a time.
+func (rt *Router) promoteEach(ctx context.Context, s *global.Store, nodes map[string]global.Versioned[global.Node],
+	names []string, held []global.Versioned[global.Tenant], idx []int, force bool) ([]promoted, []FailoverFailure) {
+	var mu sync.Mutex // guards ok and failed
+	var ok []promoted
+	var failed []FailoverFailure
+	var g errgroup.Group
+	g.SetLimit(failoverParallel)
+	for _, i := range idx {
+		g.Go(func() error {
+			ans, err := rt.promoteHeld(ctx, s, nodes, names[i], held[i], force)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				failed = append(failed, FailoverFailure{Tenant: names[i], Why: err.Error()})
+			} else {
+				ok = append(ok, promoted{name: names[i], held: held[i], ans: ans})
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
+	return ok, failed
 }
 
 // promoteHeld promotes the held tenant's copy and carries its quota there;

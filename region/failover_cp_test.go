@@ -1,8 +1,11 @@
 package region
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -13,6 +16,7 @@ import (
 	"github.com/fenec-go/fenec/global"
 	"github.com/fenec-go/fenec/internal/testkit/testnode"
 	"github.com/fenec-go/fenec/node"
+	"github.com/fenec-go/fenec/wire"
 )
 
 // txnCounter is a directory that counts the transactions sent to it while
@@ -96,7 +100,58 @@ func TestFailoverOfManyTenantsFewTransactionsCP(t *testing.T) {
 	r.mustQuery(t, names[n-1], `put c {n: 1}`)
 }
 
-// The copies are promoted several at once, never more than the bound.
+// The copies a node holds are promoted in one call per batch naming them
+// all (POST /_admin/promote), not a call a tenant.
+func TestFailoverPromotesInOneCallPerNodeCP(t *testing.T) {
+	const n = failoverBatch + 30 // two batches
+	mem := global.NewMemory()
+	t.Cleanup(func() { mem.Close() })
+	var bulk, single atomic.Int64
+	var named sync.Map
+	gate := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			switch {
+			case req.Method == http.MethodPost && req.URL.Path == "/_admin/promote":
+				bulk.Add(1)
+				var body wire.PromoteMany
+				b, _ := io.ReadAll(req.Body)
+				if err := json.Unmarshal(b, &body); err == nil {
+					for _, t := range body.Tenants {
+						named.Store(t.Tenant, true)
+					}
+				}
+				req.Body = io.NopCloser(bytes.NewReader(b))
+			case req.Method == http.MethodPost && strings.HasSuffix(req.URL.Path, "/promote"):
+				single.Add(1)
+			}
+			next.ServeHTTP(w, req)
+		})
+	}
+	r, a, _, names := failoverRig(t, mem, n, gate)
+	bulk.Store(0)
+	a.down(t)
+	var res FailoverResult
+	if st, body := r.shard(t, http.MethodPost, "nodes/a/failover", map[string]any{}, &res); st != http.StatusOK {
+		t.Fatalf("failover: %d %s", st, body)
+	}
+	if len(res.Promoted) != n || len(res.Failed) != 0 {
+		t.Fatalf("failover: %d promoted, failed %+v", len(res.Promoted), res.Failed)
+	}
+	if b, s := bulk.Load(), single.Load(); b != 2 || s != 0 {
+		t.Fatalf("%d calls of many tenants and %d of one for %d tenants, want 2 and 0", b, s, n)
+	}
+	for _, name := range names {
+		if _, ok := named.Load(name); !ok {
+			t.Fatalf("%s promoted without being named in a call of many", name)
+		}
+	}
+	r.mustQuery(t, names[0], "create collection c (n int)")
+	r.mustQuery(t, names[0], `put c {n: 1}`)
+}
+
+// A node without the route of many promotions (older than the router)
+// answers it 404: its copies are promoted one call each, several at
+// once, never more than the bound.
 func TestFailoverPromotesInParallelCP(t *testing.T) {
 	const n = failoverParallel + 4
 	mem := global.NewMemory()
@@ -106,6 +161,10 @@ func TestFailoverPromotesInParallelCP(t *testing.T) {
 	var counting atomic.Bool
 	gate := func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			if req.URL.Path == "/_admin/promote" {
+				http.Error(w, `{"error":"no route"}`, http.StatusNotFound)
+				return
+			}
 			if !counting.Load() || req.Method != http.MethodPost || !strings.HasSuffix(req.URL.Path, "/promote") {
 				next.ServeHTTP(w, req)
 				return

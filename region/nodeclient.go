@@ -186,6 +186,34 @@ func (c *nodeClient) promote(ctx context.Context, n global.Node, t string, rec g
 	return ans, err
 }
 
+// promoteMany asks the node to promote its copies of many tenants in one
+// call, each checked as promote checks one (rec: each tenant's record).
+// A node that does not know the route (older than it) answers it 404:
+// errNoBulkPromote.
+func (c *nodeClient) promoteMany(ctx context.Context, n global.Node, names []string, recs []global.Tenant, force bool, fence wire.Promote) (wire.PromotedMany, error) {
+	req := wire.PromoteMany{Force: force, Dir: fence.Dir, Epoch: fence.Epoch, Term: fence.Term, Tenants: make([]wire.PromoteTenant, len(names))}
+	for i, t := range names {
+		req.Tenants[i] = wire.PromoteTenant{Tenant: t, Lineage: recs[i].Lineage, ForkedHistory: recs[i].ForkedHistory}
+	}
+	var ans wire.PromotedMany
+	err := c.bounded(ctx, func(ctx context.Context) (err error) {
+		ans, err = c.admin(n).PromoteMany(ctx, req)
+		return err
+	})
+	var we *wire.Error
+	if errors.As(err, &we) && we.Status == http.StatusNotFound {
+		return ans, fmt.Errorf("%w: %w", errNoBulkPromote, err)
+	}
+	if err == nil && len(ans.Tenants) != len(names) {
+		return ans, fmt.Errorf("%w: promoted %d tenants answered for %d asked", ErrNodeCall, len(ans.Tenants), len(names))
+	}
+	return ans, err
+}
+
+// errNoBulkPromote: a node without POST /_admin/promote; its copies are
+// promoted one call each.
+var errNoBulkPromote = errors.New("the node promotes one tenant a call")
+
 // putQuota sends the tenant's quota to the node.
 func (c *nodeClient) putQuota(ctx context.Context, n global.Node, t string, q global.Quota) error {
 	return c.bounded(ctx, func(ctx context.Context) error {

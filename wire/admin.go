@@ -78,6 +78,49 @@ type Promote struct {
 	Term  uint64 `json:"term,omitempty"`
 }
 
+// PromoteMany is the body of POST /_admin/promote: many tenants' copies
+// promoted in one call, each checked as Promote checks one, with Force,
+// Dir, Epoch and Term the call's, for every tenant. A tenant is named once;
+// at most MaxPromoteMany of them.
+type PromoteMany struct {
+	Tenants []PromoteTenant `json:"tenants"`
+	Force   bool            `json:"force"`
+	Dir     string          `json:"dir,omitempty"`
+	Epoch   uint64          `json:"epoch,omitempty"`
+	Term    uint64          `json:"term,omitempty"`
+}
+
+// MaxPromoteMany bounds the tenants of one PromoteMany.
+const MaxPromoteMany = 1000
+
+// PromoteTenant is one tenant of a PromoteMany: its lineage and the
+// history its primary forked at its last failover, as in Promote.
+type PromoteTenant struct {
+	Tenant        string `json:"tenant"`
+	Lineage       uint64 `json:"lineage"`
+	ForkedHistory uint64 `json:"forked_history"`
+}
+
+// PromotedMany is the answer to PromoteMany: one entry per tenant, in the
+// order asked.
+type PromotedMany struct {
+	Tenants []PromotedTenant `json:"tenants"`
+}
+
+// PromotedTenant is one tenant's outcome in a PromotedMany: Status is 200
+// with Promoted, Seq and History as Promote answers them, or the status
+// POST /_admin/tenants/<t>/promote would have answered with its error
+// (409 refused, saying why, with the file's Lineage; 404 no such tenant).
+type PromotedTenant struct {
+	Tenant   string `json:"tenant"`
+	Status   int    `json:"status"`
+	Promoted bool   `json:"promoted"`
+	Seq      uint64 `json:"seq,omitempty"`
+	History  uint64 `json:"history,omitempty"`
+	Error    string `json:"error,omitempty"`
+	Lineage  uint64 `json:"lineage,omitempty"`
+}
+
 // Promoted is the answer to Promote: Promoted is false when the file was
 // already a primary's; History is the history it writes in now.
 type Promoted struct {

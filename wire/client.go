@@ -207,6 +207,15 @@ func (c *AdminClient) Promote(ctx context.Context, t string, p Promote) (Promote
 	return out, err
 }
 
+// PromoteMany has the node's copies of many tenants take writes in one
+// call (POST /_admin/promote); each tenant's outcome is in the answer, a
+// refusal of the whole call (the lease's fence) a 409 *Error.
+func (c *AdminClient) PromoteMany(ctx context.Context, p PromoteMany) (PromotedMany, error) {
+	var out PromotedMany
+	_, err := c.json(ctx, http.MethodPost, "/_admin/promote", p, &out, http.StatusOK)
+	return out, err
+}
+
 // Follow has the node's file of t follow another node's copy.
 func (c *AdminClient) Follow(ctx context.Context, t string, f Follow) (Followed, error) {
 	var out Followed
