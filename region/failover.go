@@ -44,15 +44,24 @@ type FailoverFailure struct {
 // tenant's record is about 100 bytes).
 const failoverBatch = 100
 
-// failoverParallel bounds the promotions a failover has running at once.
+// failoverParallel bounds the promotions a failover has running at once
+// (calls to nodes without POST /_admin/promote; calls of many, one per
+// copy node, within a batch).
 const failoverParallel = 16
+
+// failoverBatches bounds the batches a failover has under way at once:
+// one's promotions wait on the copies' disks while the next is held and
+// sent, so a node of many tenants does not cost its batches one after
+// another.
+const failoverBatches = 4
 
 // FailoverNode promotes every tenant of node on its copy (sending the node
 // the tenant's lineage and the history its primary forked at its last
 // failover) and points the directory at the copy: the tenants are held in
-// one transaction per failoverBatch, promoted failoverParallel at a time,
-// and released onto their copies in one transaction per batch again, so a
-// node of many tenants costs a few directory writes, not three a tenant. A
+// one transaction per failoverBatch, promoted in one call per batch and
+// copy node, and released onto their copies in one transaction per batch
+// again, failoverBatches batches under way at once, so a node of many
+// tenants costs a few directory writes and node calls, not three a tenant. A
 // tenant held by another operation is failed over when that operation
 // ends, onto the copy it had then. Calling it again finishes what a call
 // left. force promotes copies the nodes would refuse.
@@ -93,9 +102,21 @@ func (rt *Router) FailoverNode(ctx context.Context, node string, force bool) Fai
 		}
 		todo = append(todo, t)
 	}
+	var mu sync.Mutex // guards res while batches run
+	var g errgroup.Group
+	g.SetLimit(failoverBatches)
 	for batch := range slices.Chunk(todo, failoverBatch) {
-		rt.failoverBatch(ctx, s, node, batch, tenants, force, &res)
+		g.Go(func() error {
+			var part FailoverResult
+			rt.failoverBatch(ctx, s, node, batch, tenants, force, &part)
+			mu.Lock()
+			defer mu.Unlock()
+			res.Promoted = append(res.Promoted, part.Promoted...)
+			res.Failed = append(res.Failed, part.Failed...)
+			return nil
+		})
 	}
+	_ = g.Wait()
 	slices.Sort(res.Promoted)
 	outcome := "done"
 	if len(res.Failed) > 0 {

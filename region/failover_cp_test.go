@@ -101,18 +101,38 @@ func TestFailoverOfManyTenantsFewTransactionsCP(t *testing.T) {
 }
 
 // The copies a node holds are promoted in one call per batch naming them
-// all (POST /_admin/promote), not a call a tenant.
+// all (POST /_admin/promote), not a call a tenant, and the batches are
+// under way at once, not one after another.
 func TestFailoverPromotesInOneCallPerNodeCP(t *testing.T) {
 	const n = failoverBatch + 30 // two batches
 	mem := global.NewMemory()
 	t.Cleanup(func() { mem.Close() })
 	var bulk, single atomic.Int64
 	var named sync.Map
+	var mu sync.Mutex
+	inFlight, most := 0, 0 // guarded by mu: calls of many under way
 	gate := func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 			switch {
 			case req.Method == http.MethodPost && req.URL.Path == "/_admin/promote":
 				bulk.Add(1)
+				mu.Lock()
+				inFlight++
+				most = max(most, inFlight)
+				// Hold the call until the other batch's comes (or a while
+				// has passed: batches one after another show as most == 1).
+				deadline := time.Now().Add(3 * time.Second)
+				for inFlight < 2 && time.Now().Before(deadline) {
+					mu.Unlock()
+					time.Sleep(time.Millisecond)
+					mu.Lock()
+				}
+				mu.Unlock()
+				defer func() {
+					mu.Lock()
+					inFlight--
+					mu.Unlock()
+				}()
 				var body wire.PromoteMany
 				b, _ := io.ReadAll(req.Body)
 				if err := json.Unmarshal(b, &body); err == nil {
@@ -144,6 +164,11 @@ func TestFailoverPromotesInOneCallPerNodeCP(t *testing.T) {
 		if _, ok := named.Load(name); !ok {
 			t.Fatalf("%s promoted without being named in a call of many", name)
 		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if most != 2 {
+		t.Fatalf("at most %d calls of many under way at once for two batches, want 2", most)
 	}
 	r.mustQuery(t, names[0], "create collection c (n int)")
 	r.mustQuery(t, names[0], `put c {n: 1}`)
