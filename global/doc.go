@@ -31,7 +31,9 @@
 //     Give, Take, RollBack, Force: handoff.go), each written by one
 //     compare-and-swap (UpdateRegion, TakeHandoff, AdoptRegion); Mirror
 //     copies a region's records between the global directory and the
-//     region's, down or up.
+//     region's, down or up: Sync reads both whole, SyncTracked copies only
+//     the keys a watch changed, from the records a Tracked holds of each
+//     directory (tracked.go).
 //   - Watcher, a router's in-memory copy of a whole directory: it lists,
 //     watches from the list's revision and lists again after a compaction,
 //     publishing immutable Views through an atomic pointer, so Lookup costs

@@ -69,7 +69,9 @@
 //     steps of a handoff, the region's (run by its link), a forced
 //     takeover; mirror.go: a region's leading router's link to the global
 //     directory (--global) — the region records kept in line, the
-//     region's records copied down or up by who leases.
+//     region's records copied down or up by who leases; link.go: what the
+//     link holds of both directories, listed once and then kept by their
+//     watches, so each change is copied from its event.
 //
 // # Locks, in order
 //
