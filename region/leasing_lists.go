@@ -118,9 +118,19 @@ func (l *leasing) sync() {
 			grant = append(grant, node)
 		}
 	}
-	for node := range l.lists {
+	// Out of scope: every node the Leaser leases that want lacks, whether
+	// or not a list of it is kept here (a failover forgets the node's list
+	// as it ends; a scope that changed meanwhile must still let it go).
+	for node := range failedOver {
 		if _, ok := want[node]; !ok {
 			gone = append(gone, node)
+		}
+	}
+	for node := range l.lists {
+		if _, ok := want[node]; !ok {
+			if _, listed := failedOver[node]; !listed {
+				gone = append(gone, node)
+			}
 			delete(l.lists, node)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -154,6 +155,11 @@ type leaseSim struct {
 	net   *simNet
 	l     *leasing
 
+	// pinned, when set, is the view the leasing is shown instead of the
+	// watcher's; hold, when set, runs as a failover begins.
+	pinned atomic.Pointer[global.View]
+	hold   func()
+
 	mu        sync.Mutex
 	failovers []simFailover // guarded by mu
 }
@@ -175,9 +181,14 @@ func newLeaseSim(t *testing.T) *leaseSim {
 		net:  &simNet{clock: clock, nodes: map[string]*simNode{}},
 	}
 	s.l = newLeasing(leasingDeps{
-		id:        "sim",
-		own:       simLeaseLen,
-		view:      s.w.View,
+		id:  "sim",
+		own: simLeaseLen,
+		view: func() *global.View {
+			if v := s.pinned.Load(); v != nil {
+				return v
+			}
+			return s.w.View()
+		},
 		lead:      s.lead,
 		transport: s.net,
 		probe:     s.net.probe,
@@ -199,6 +210,9 @@ func newLeaseSim(t *testing.T) *leaseSim {
 // failover points every tenant of node at its replica, as the router's
 // failover does once each copy is promoted, and records the call.
 func (s *leaseSim) failover(ctx context.Context, node string, _ bool) FailoverResult {
+	if s.hold != nil {
+		s.hold()
+	}
 	s.mu.Lock()
 	s.failovers = append(s.failovers, simFailover{node: node, at: s.clock.Now()})
 	s.mu.Unlock()
@@ -596,4 +610,51 @@ func (s *leaseSim) leasingOver(ld *leadership, own time.Duration) *leasing {
 	unwatch := s.w.OnTenantChange(l.changed)
 	s.t.Cleanup(func() { unwatch(); l.close() })
 	return l
+}
+
+// A node whose failover is under way when its region leaves the leasing's
+// scope (the region handed over, or fenced) is let go once the failover
+// ends, though the failover forgot the node's list as it ended and the
+// leasing first saw the new scope after that: before, such a node stayed
+// in the Leaser for good, granted and listed in GET /_shard/leases by a
+// router whose directory no longer leased it.
+func TestLeasingLetsGoANodeFailedOverAsItsRegionLeftSim(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newLeaseSim(t)
+		s.lead.lead(t)
+		s.l.start(t.Context())
+		s.addNode("a", true)
+		s.addNode("b", true)
+		s.sleepTo(200 * time.Millisecond)
+		s.place("t1", "a", "b")
+
+		// The leasing sees the directory as it was until a's failover has
+		// run; the region is handed to its own router meanwhile.
+		s.pinned.Store(s.w.View())
+		s.hold = func() {
+			ctx := context.Background()
+			at, err := s.store.ReadRegion(ctx, "eu")
+			if err == nil {
+				_, err = s.store.UpdateRegion(ctx, "eu", at, func(r *global.Region) error {
+					r.Leaser, r.Epoch = global.LeaserRegion, 1
+					return nil
+				})
+			}
+			if err != nil {
+				t.Error(err)
+			}
+			_ = s.w.WaitRev(ctx, s.w.Rev()+1)
+			s.pinned.Store(nil)
+		}
+		s.net.setDown("a", true)
+		s.sleepTo(2*time.Second + 2*simLeaseLen)
+		if fo := s.failedOver(); len(fo) != 1 || fo[0].node != "a" {
+			t.Fatalf("failovers %+v, want a's", fo)
+		}
+		for _, n := range []string{"a", "b"} {
+			if st, ok := s.status(n); ok {
+				t.Fatalf("%s still leased by a router whose directory no longer leases its region: %+v", n, st)
+			}
+		}
+	})
 }
