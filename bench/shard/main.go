@@ -54,6 +54,8 @@ type config struct {
 	out              string
 	nginx            string
 	tls              bool
+	only             map[string]bool // parts run (nil: all)
+	moveImage        string          // the moved tenant's image, kept between runs
 
 	wrk         string        // wrk binary ("none": no deployed tables)
 	rounds      int           // rounds of the deployed table
@@ -75,6 +77,19 @@ func main() {
 	flag.IntVar(&cfg.rounds, "rounds", 5, "rounds of the deployed table, every target once a round")
 	flag.DurationVar(&cfg.dur, "dur", 3*time.Second, "one wrk run (whole seconds)")
 	flag.StringVar(&cfg.profileOut, "profile-out", "bench/shard-profile.txt", "file the router's CPU profile is written to (empty: none)")
+	flag.StringVar(&cfg.moveImage, "move-image", "", "file the moved tenant's image is kept in: read from it when it exists (no loading), else written once loaded")
+	flag.Func("only", "comma-separated parts to run: deployed, inprocess, move (default: all)", func(v string) error {
+		cfg.only = map[string]bool{}
+		for _, f := range strings.Split(v, ",") {
+			switch f = strings.TrimSpace(f); f {
+			case "deployed", "inprocess", "move":
+				cfg.only[f] = true
+			default:
+				return fmt.Errorf("part %q: deployed, inprocess or move", f)
+			}
+		}
+		return nil
+	})
 	flag.Func("router-procs", "comma-separated GOMAXPROCS values: one more (standby) router each, run with it", func(v string) error {
 		for _, f := range strings.Split(v, ",") {
 			n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -106,7 +121,7 @@ func run(cfg config) error {
 
 	var out bytes.Buffer
 	fmt.Fprintf(&out, "fenec shard bench, %s, %s, %d cores\n\n", time.Now().UTC().Format("2006-01-02 15:04 MST"), benchkit.Machine(), runtime.NumCPU())
-	if cfg.wrk != "none" {
+	if cfg.wrk != "none" && cfg.runs("deployed") {
 		if err := deployed(ctx, &out, cfg, filepath.Join(dir, "deployed")); err != nil {
 			return err
 		}
@@ -139,6 +154,27 @@ func run(cfg config) error {
 		return err
 	}
 
+	if cfg.runs("inprocess") {
+		if err := inProcess(&out, cfg, dir, log, n1, router); err != nil {
+			return err
+		}
+	}
+	if cfg.moveDocs > 0 && cfg.runs("move") {
+		fmt.Fprintln(&out)
+		if err := moveBench(&out, cfg, c, router, n1); err != nil {
+			return err
+		}
+	}
+	c.CloseIdleConnections()
+	return benchkit.Emit(cfg.out, out.Bytes())
+}
+
+// runs reports whether part is to be run (-only).
+func (cfg config) runs(part string) bool { return cfg.only == nil || cfg.only[part] }
+
+// inProcess prints the in-process table (and, with -tls, a fresh
+// connection's cost).
+func inProcess(out *bytes.Buffer, cfg config, dir string, log *slog.Logger, n1 *node.Server, router string) error {
 	targets := []target{
 		{name: "node", base: "http://" + n1.Addr()},
 		{name: "fenec-shard", base: router},
@@ -153,27 +189,20 @@ func run(cfg config) error {
 		nginxNote = "nginx: " + ng.version + ", one worker, upstream keepalive 16, HTTP/1.1 to the node"
 	}
 
-	fmt.Fprintf(&out, "In process: node, router and client (net/http) in one process, GOMAXPROCS %d, nginx a child process;\n", runtime.GOMAXPROCS(0))
-	fmt.Fprintf(&out, "one keep-alive client per target; %d requests after %d of warm-up, per target and kind, in turns of 500; load average %s\n", cfg.requests, cfg.warmup, loadAvg())
-	fmt.Fprintln(&out, nginxNote)
-	fmt.Fprintln(&out)
-	if _, err := latencyTable(&out, cfg, targets); err != nil {
+	fmt.Fprintf(out, "In process: node, router and client (net/http) in one process, GOMAXPROCS %d, nginx a child process;\n", runtime.GOMAXPROCS(0))
+	fmt.Fprintf(out, "one keep-alive client per target; %d requests after %d of warm-up, per target and kind, in turns of 500; load average %s\n", cfg.requests, cfg.warmup, loadAvg())
+	fmt.Fprintln(out, nginxNote)
+	fmt.Fprintln(out)
+	if _, err := latencyTable(out, cfg, targets); err != nil {
 		return err
 	}
 	if cfg.tls {
-		fmt.Fprintln(&out)
-		if err := freshBench(&out, cfg, dir, log, n1); err != nil {
+		fmt.Fprintln(out)
+		if err := freshBench(out, cfg, dir, log, n1); err != nil {
 			return err
 		}
 	}
-	if cfg.moveDocs > 0 {
-		fmt.Fprintln(&out)
-		if err := moveBench(&out, cfg, c, router, n1); err != nil {
-			return err
-		}
-	}
-	c.CloseIdleConnections()
-	return benchkit.Emit(cfg.out, out.Bytes())
+	return nil
 }
 
 func startNode(dir string, log *slog.Logger) (*node.Server, error) {
@@ -338,7 +367,24 @@ func moveBench(w io.Writer, cfg config, c *http.Client, router string, n1 *node.
 	}
 	load := time.Now()
 	direct := "http://" + n1.Addr()
-	for done := 0; done < cfg.moveDocs; {
+	cached, err := os.ReadFile(cfg.moveImage)
+	switch {
+	case cfg.moveImage == "" || errors.Is(err, os.ErrNotExist):
+		cached = nil
+	case err != nil:
+		return err
+	}
+	if cached != nil {
+		// The image of an earlier run, restored in place of the empty
+		// tenant; the probe's vector is drawn as if the rows were.
+		if _, err := benchkit.Call(c, "PUT", direct+"/_admin/tenants/mv/file?replace=true", adminToken, string(cached), 200); err != nil {
+			return fmt.Errorf("restore %s: %w", cfg.moveImage, err)
+		}
+		for range cfg.moveDocs {
+			vec()
+		}
+	}
+	for done := 0; cached == nil && done < cfg.moveDocs; {
 		step := min(1000, cfg.moveDocs-done)
 		var rows []string
 		for range step {
@@ -350,6 +396,18 @@ func moveBench(w io.Writer, cfg config, c *http.Client, router string, n1 *node.
 		done += step
 	}
 	loadTime := time.Since(load)
+	how := "loaded in %.1f s, 1 000 a block, straight to the node"
+	if cached != nil {
+		how = "restored from " + filepath.Base(cfg.moveImage) + " in %.1f s"
+	} else if cfg.moveImage != "" {
+		img, err := benchkit.Call(c, "GET", direct+"/_admin/tenants/mv/file", adminToken, "", 200)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(cfg.moveImage, img, 0o644); err != nil {
+			return err
+		}
+	}
 	probe := fmt.Sprintf(`{"query":"get v select id near e %s limit 10"}`, vec())
 	warm := time.Now()
 	before, err := callBody(c, "POST", router+"/t/mv/query", probe, 200)
@@ -387,7 +445,7 @@ func moveBench(w io.Writer, cfg config, c *http.Client, router string, n1 *node.
 	if !bytes.Equal(stripScores(before), stripScores(after)) {
 		same = "OTHER ids than on the source"
 	}
-	fmt.Fprintf(w, "move of a tenant of %d × %d @hnsw(cosine) (loaded in %.1f s, 1 000 a block, straight to the node)\n", cfg.moveDocs, cfg.dims, loadTime.Seconds())
+	fmt.Fprintf(w, "move of a tenant of %d × %d @hnsw(cosine) ("+how+"); load average %s\n", cfg.moveDocs, cfg.dims, loadTime.Seconds(), loadAvg())
 	fmt.Fprintf(w, "  image                %.1f MB\n", float64(ans.Bytes)/1e6)
 	fmt.Fprintf(w, "  move (router's ms)   %d ms (source removed: %v)\n", ans.MS, ans.SourceRemoved)
 	fmt.Fprintf(w, "  move (client's wall) %d ms\n", moveWall.Milliseconds())
