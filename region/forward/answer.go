@@ -52,7 +52,8 @@ func (f *Forwarder) reuse(fl *flight, p *pool, pc *pconn, tgt Target, closing bo
 		pc.close()
 		return
 	}
-	_ = pc.c.SetDeadline(time.Time{})
+	// The deadline stays: the next request to take it sets its own
+	// before anything is read or written (takeIdle).
 	p.put(pc, dialAddr(tgt.Addr), f.now(), f.cfg.MaxIdlePerNode)
 }
 

@@ -414,7 +414,6 @@ func (f *Forwarder) attempt(w http.ResponseWriter, x *exchange, tgt Target, fres
 		pc.close()
 		return f.ended(fl, false, x)
 	}
-	_ = pc.c.SetDeadline(x.deadline)
 	x.sends++
 	if err := x.writeRequest(pc.bw, f.now(), f.proof(tgt.Token)); err != nil {
 		if r, c, n := f.ended(fl, false, x); r != resDone {
@@ -508,11 +507,12 @@ func (f *Forwarder) ended(fl *flight, sentWhole bool, x *exchange) (result, int,
 }
 
 // connect takes a quiet pooled connection, or dials a fresh one bounded by
-// the dial timeout, the request's deadline, a cut and the client.
+// the dial timeout, the request's deadline, a cut and the client; the
+// connection has the request's deadline.
 func (f *Forwarder) connect(x *exchange, p *pool, fresh bool) (*pconn, result) {
 	now := f.now()
 	if !fresh {
-		if pc := p.takeIdle(now, f.cfg.IdleTimeout); pc != nil {
+		if pc := p.takeIdle(now, f.cfg.IdleTimeout, x.deadline, x.replayable); pc != nil {
 			return pc, resDone
 		}
 	}
@@ -542,7 +542,9 @@ func (f *Forwarder) connect(x *exchange, p *pool, fresh bool) (*pconn, result) {
 		f.log.Debug("dial node", "node", p.node, "addr", addr, "err", err)
 		return nil, resDialFail
 	}
-	return newPconn(c, raw), resDone
+	pc := newPconn(c, raw)
+	_ = pc.c.SetDeadline(x.deadline)
+	return pc, resDone
 }
 
 // handshake runs TLS over raw, a connection just dialled to a node

@@ -430,6 +430,100 @@ func TestPooledConnClosedByNodeIsDropped(t *testing.T) {
 	}
 }
 
+// TestRecentPooledConnTakenWithoutALook: a connection back in the pool
+// less than recentUse ago is taken for a replayable request without the
+// look at its socket; for a plain write, or once it sat longer, it is
+// looked at, and one the node closed is let go of.
+func TestRecentPooledConnTakenWithoutALook(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	closed := func() *pconn { // a connection the node has closed
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		peer, err := ln.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = peer.Close()
+		pc := newPconn(c, c)
+		testkit.Eventually(t, 10*time.Second, func() bool { return !pc.usable() })
+		return pc
+	}
+	now := time.Now()
+	deadline := now.Add(time.Minute)
+	cases := []struct {
+		name  string
+		idle  time.Duration
+		trust bool
+		taken bool
+	}{
+		{"replayable, recent", 0, true, true},
+		{"replayable, just under recentUse", recentUse - time.Millisecond, true, true},
+		{"replayable, idle recentUse", recentUse, true, false},
+		{"plain write, recent", 0, false, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &pool{node: "n1", addr: ln.Addr().String()}
+			pc := closed()
+			defer pc.close()
+			p.put(pc, p.addr, now.Add(-tc.idle), 4)
+			got := p.takeIdle(now, time.Minute, deadline, tc.trust)
+			if (got != nil) != tc.taken {
+				t.Fatalf("taken %v, want %v", got != nil, tc.taken)
+			}
+			if n := p.idleCount(); n != 0 {
+				t.Fatalf("%d left idle", n)
+			}
+		})
+	}
+}
+
+// TestReadOnRecentPooledConnClosedByNode: a read that took, without a
+// look, a pooled connection the node had closed meets no answer and is
+// sent again on a fresh connection: answered 200, the node reached twice.
+func TestReadOnRecentPooledConnClosedByNode(t *testing.T) {
+	node := newScripted(t,
+		func(c net.Conn, br *bufio.Reader) {
+			if _, err := http.ReadRequest(br); err != nil {
+				return
+			}
+			_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+			_ = c.Close() // as a node that stops does
+		},
+		serveOK(nil),
+	)
+	place := newPlacements(map[string]Target{"acme": {Node: "n1", Addr: node.addr()}})
+	clock := newOffsetClock()
+	r := newRouter(t, place, fwdOpts{now: clock.now})
+	c := client(t)
+	if resp, _ := do(t, c, "GET", r.url+"/t/acme/x", nil, nil); resp.StatusCode != 200 {
+		t.Fatalf("first: %d", resp.StatusCode)
+	}
+	p := r.f.pools.lookup("n1")
+	testkit.Eventually(t, 10*time.Second, func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return len(p.idle) == 1 && !p.idle[0].usable()
+	})
+	p.mu.Lock()
+	back := p.idle[0].idleSince
+	p.mu.Unlock()
+	clock.advance(back.Sub(clock.now())) // taken as just back in the pool
+	resp, body := do(t, c, "GET", r.url+"/t/acme/x", nil, nil)
+	if resp.StatusCode != 200 {
+		t.Fatalf("read on a closed recent pooled conn: %d %s", resp.StatusCode, body)
+	}
+	if n := node.accepts.Load(); n != 2 {
+		t.Fatalf("node accepted %d, want 2", n)
+	}
+}
+
 // TestIdleTimeoutDropsConn: a pooled connection idle past --idle-timeout is
 // not used.
 func TestIdleTimeoutDropsConn(t *testing.T) {

@@ -67,9 +67,21 @@ func splitAddr(addr string) (hostport string, secure bool) {
 	return strings.CutPrefix(addr, "https://")
 }
 
+// recentUse is how recently a pooled connection must have ended an
+// exchange for a replayable request to take it without a look at its
+// socket. The node drops a connection for its silence only after its idle
+// timeout (60 s), so one used this recently is closed under such a
+// request only by the node stopping; that request may then run twice,
+// which replayable requests allow: the send meets no answer and goes
+// again on a fresh connection (afterFailure).
+const recentUse = time.Second
+
 // takeIdle pops the most recent idle connection that is still usable,
-// closing the ones idle longer than idleTimeout or closed by the node.
-func (p *pool) takeIdle(now time.Time, idleTimeout time.Duration) *pconn {
+// closing the ones idle longer than idleTimeout or closed by the node, and
+// gives it deadline. A connection back in the pool less than recentUse ago
+// is taken without the look at its socket (a system call) when trust is
+// set: the request it is for may be sent twice.
+func (p *pool) takeIdle(now time.Time, idleTimeout time.Duration, deadline time.Time, trust bool) *pconn {
 	for {
 		p.mu.Lock()
 		n := len(p.idle)
@@ -81,8 +93,14 @@ func (p *pool) takeIdle(now time.Time, idleTimeout time.Duration) *pconn {
 		p.idle[n-1] = nil
 		p.idle = p.idle[:n-1]
 		p.mu.Unlock()
-		if now.Sub(pc.idleSince) <= idleTimeout && pc.usable() {
-			return pc
+		idle := now.Sub(pc.idleSince)
+		if idle <= idleTimeout {
+			// The look (a read) is bounded by the request's deadline, not
+			// one left from the connection's last exchange.
+			_ = pc.c.SetDeadline(deadline)
+			if trust && idle < recentUse && pc.br.Buffered() == 0 || pc.usable() {
+				return pc
+			}
 		}
 		pc.close()
 	}
