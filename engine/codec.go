@@ -322,6 +322,31 @@ func (d *doc) val(i int) any {
 	return dec.value(0)
 }
 
+// vectorInto decodes d's i-th value, a vector of len(dst) numbers, into
+// dst; false if it is not one.
+func (d *doc) vectorInto(i int, dst []float32) bool {
+	b := d.raw
+	for range i {
+		k := skipValue(b, 0)
+		if k < 0 {
+			return false
+		}
+		b = b[k:]
+	}
+	if len(b) == 0 || b[0] != vVector {
+		return false
+	}
+	n, k := binary.Uvarint(b[1:])
+	if k <= 0 || n != uint64(len(dst)) || uint64(len(b)-1-k) < 4*n {
+		return false
+	}
+	b = b[1+k:]
+	for j := range dst {
+		dst[j] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*j:]))
+	}
+	return true
+}
+
 // values decodes all n values of d.
 func (d *doc) values(n int) []any {
 	out := make([]any, n)

@@ -74,6 +74,7 @@ func (db *DB) snapshotLocked() (*snapshot, error) {
 		for i, x := range c.search {
 			if g, ok := x.(*vectorIndex); ok {
 				var buf bytes.Buffer
+				buf.Grow(int(g.x.SavedLen()))
 				if _, err := g.x.WriteTo(&buf); err != nil {
 					return nil, fmt.Errorf("write graph %s.%s: %w", n, c.sch.Fields[i].Name, err)
 				}
@@ -314,13 +315,15 @@ func (ir *imageReader) readGraphs(st *state, logger *slog.Logger) error {
 			return fmt.Errorf("image graph for %s field %d that has none", string(name), fi)
 		}
 		i := int(fi)
-		g, err := hnsw.Load(bytes.NewReader(data), func(id int64) ([]float32, bool) {
-			d := c.get(id)
-			if d == nil {
-				return nil, false
-			}
-			v, ok := d.val(i).([]float32)
-			return v, ok
+		g, err := hnsw.LoadBytes(data, func(put func(id int64) []float32) bool {
+			ok := true
+			c.order.Ascend(func(d *doc) bool {
+				if dst := put(d.id); dst != nil {
+					ok = d.vectorInto(i, dst)
+				}
+				return ok
+			})
+			return ok
 		})
 		if err != nil {
 			logger.Warn("graph did not load; rebuilding it", "collection", c.sch.Name,

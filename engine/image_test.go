@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"strings"
 	"testing"
@@ -266,6 +267,33 @@ func TestOpenErrors(t *testing.T) {
 	var de *DamagedError
 	if !errors.As(err, &de) || de.Offset <= 0 {
 		t.Fatalf("damaged file: %v", err)
+	}
+}
+
+// TestGraphLoadedNotRebuilt: an image's graphs load as they travelled —
+// each live node's vector read from its document — with nothing rebuilt,
+// and searches answer as on the source.
+func TestGraphLoadedNotRebuilt(t *testing.T) {
+	db, _ := newTestDB(t, Options{NoSweep: true})
+	populate(t, db, 60)
+	q := "get docs select id near v [0.5, 0.5, 0.5, 0.5] limit 5"
+	want := mustExec(t, db, q)
+	var img bytes.Buffer
+	if _, err := db.WriteImage(&img); err != nil {
+		t.Fatal(err)
+	}
+	var logged bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logged, nil))
+	got, err := InstallOpen(filepath.Join(t.TempDir(), "copy.fenec"), &img, Options{NoSweep: true, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer got.Close()
+	if strings.Contains(logged.String(), "rebuilding") {
+		t.Fatalf("a graph was rebuilt: %q", logged.String())
+	}
+	if ans := mustExec(t, got, q); !reflect.DeepEqual(ans, want) {
+		t.Fatalf("near on the copy %v, on the source %v", ans, want)
 	}
 }
 

@@ -43,7 +43,9 @@ type Index struct {
 	l0     []uint32  // by slot, m0+1 each: count, then neighbours at level 0
 	up     [][]uint32
 	slotOf map[int64]uint32 // live ids only
-	free   []uint32
+	// scratch holds one slot's links as a graph is read.
+	scratch []uint32
+	free    []uint32
 
 	entry uint32 // a node of the top level, or noEntry
 	top   int    // level of entry

@@ -1,7 +1,6 @@
 package hnsw
 
 import (
-	"bufio"
 	"encoding/binary"
 	"fmt"
 	"hash"
@@ -9,6 +8,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"slices"
 )
 
 // The saved graph:
@@ -41,7 +41,7 @@ func (x *Index) WriteTo(w io.Writer) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("save level draw: %w", err)
 	}
-	bw := &binWriter{w: bufio.NewWriterSize(w, 64<<10), crc: crc32.New(castagnoli)}
+	bw := newBinWriter(w)
 	bw.bytes([]byte(magic))
 	bw.u32(version)
 	bw.u64(uint64(x.bodyLen(len(pcg))))
@@ -68,10 +68,8 @@ func (x *Index) WriteTo(w io.Writer) (int64, error) {
 	for s := range x.ids {
 		x.writeSlot(bw, uint32(s), remap)
 	}
-	bw.u32(bw.crc.Sum32())
-	if bw.err == nil {
-		bw.err = bw.w.Flush()
-	}
+	bw.u32(bw.sum())
+	bw.spill()
 	if bw.err != nil {
 		return bw.n, fmt.Errorf("write graph: %w", bw.err)
 	}
@@ -131,37 +129,76 @@ func (x *Index) bodyLen(pcgLen int) int64 {
 }
 
 // binWriter writes little-endian values, summing and counting them, and
-// keeps the first error.
+// keeps the first error. Values gather in buf and go on (summed, then
+// written) a chunk at a time.
 type binWriter struct {
-	w   *bufio.Writer
+	w   io.Writer
 	crc hash.Hash32
+	buf []byte
 	n   int64
 	err error
-	buf [8]byte
+}
+
+// binChunk is how much a binWriter gathers before it writes.
+const binChunk = 64 << 10
+
+func newBinWriter(w io.Writer) *binWriter {
+	return &binWriter{w: w, crc: crc32.New(castagnoli), buf: make([]byte, 0, binChunk+64)}
+}
+
+// spill sums and writes what was gathered.
+func (b *binWriter) spill() {
+	if b.err != nil || len(b.buf) == 0 {
+		return
+	}
+	b.crc.Write(b.buf)
+	var k int
+	k, b.err = b.w.Write(b.buf)
+	b.n += int64(k)
+	b.buf = b.buf[:0]
+}
+
+// sum spills what was gathered and returns the sum of all written.
+func (b *binWriter) sum() uint32 {
+	b.spill()
+	return b.crc.Sum32()
 }
 
 func (b *binWriter) bytes(p []byte) {
-	if b.err != nil {
+	if len(b.buf)+len(p) > binChunk {
+		b.spill()
+	}
+	if len(p) > binChunk {
+		if b.err == nil {
+			b.crc.Write(p)
+			var k int
+			k, b.err = b.w.Write(p)
+			b.n += int64(k)
+		}
 		return
 	}
-	b.crc.Write(p)
-	var k int
-	k, b.err = b.w.Write(p)
-	b.n += int64(k)
+	b.buf = append(b.buf, p...)
 }
 
-func (b *binWriter) u8(v uint8) { b.buf[0] = v; b.bytes(b.buf[:1]) }
-func (b *binWriter) u16(v uint16) {
-	binary.LittleEndian.PutUint16(b.buf[:], v)
-	b.bytes(b.buf[:2])
+func (b *binWriter) room() {
+	if len(b.buf) > binChunk {
+		b.spill()
+	}
 }
-func (b *binWriter) u32(v uint32) {
-	binary.LittleEndian.PutUint32(b.buf[:], v)
-	b.bytes(b.buf[:4])
-}
-func (b *binWriter) u64(v uint64) {
-	binary.LittleEndian.PutUint64(b.buf[:], v)
-	b.bytes(b.buf[:8])
+
+func (b *binWriter) u8(v uint8)   { b.buf = append(b.buf, v); b.room() }
+func (b *binWriter) u16(v uint16) { b.buf = binary.LittleEndian.AppendUint16(b.buf, v); b.room() }
+func (b *binWriter) u32(v uint32) { b.buf = binary.LittleEndian.AppendUint32(b.buf, v); b.room() }
+func (b *binWriter) u64(v uint64) { b.buf = binary.LittleEndian.AppendUint64(b.buf, v); b.room() }
+
+// SavedLen is the number of bytes WriteTo would write now (0 if it would
+// fail).
+func (x *Index) SavedLen() int64 {
+	pcg, err := x.pcg.MarshalBinary()
+	if err != nil {
+		return 0
+	}
+	return int64(headerBytes) + x.bodyLen(len(pcg)) + 4
 }
 
 // Load reads a graph written by WriteTo, restoring every link as it was,
@@ -174,15 +211,9 @@ func Load(r io.Reader, vector func(id int64) ([]float32, bool)) (*Index, error) 
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		return nil, fmt.Errorf("%w: header: %w", ErrCorrupt, err)
 	}
-	if string(hdr[:len(magic)]) != magic {
-		return nil, fmt.Errorf("%w: not a graph", ErrCorrupt)
-	}
-	if v := binary.LittleEndian.Uint32(hdr[len(magic):]); v != version {
-		return nil, fmt.Errorf("%w: version %d, want %d", ErrCorrupt, v, version)
-	}
-	body := binary.LittleEndian.Uint64(hdr[len(magic)+4:])
-	if body > math.MaxInt64-4 {
-		return nil, fmt.Errorf("%w: body length %d", ErrCorrupt, body)
+	body, err := checkHeader(hdr[:])
+	if err != nil {
+		return nil, err
 	}
 	// Read the body whole and check its sum before parsing: a damaged
 	// graph is refused before anything is built from it.
@@ -193,7 +224,90 @@ func Load(r io.Reader, vector func(id int64) ([]float32, bool)) (*Index, error) 
 	if uint64(len(data)) != body+4 {
 		return nil, fmt.Errorf("%w: cut short at %d of %d bytes", ErrCorrupt, len(data), body+4)
 	}
-	crc := crc32.Update(crc32.Checksum(hdr[:], castagnoli), castagnoli, data[:body])
+	return load(hdr[:], data, func(x *Index) error {
+		for s := range x.ids {
+			if x.state[s] != slotLive {
+				continue
+			}
+			v, ok := vector(x.ids[s])
+			if !ok {
+				return fmt.Errorf("%w: id %d", ErrMissingVector, x.ids[s])
+			}
+			if len(v) != x.dim {
+				return fmt.Errorf("vector of id %d: %w: got %d, want %d", x.ids[s], ErrDimension, len(v), x.dim)
+			}
+			copy(x.vec(uint32(s)), v)
+		}
+		return nil
+	})
+}
+
+// LoadBytes is Load of a graph held whole in data, exactly the bytes
+// WriteTo wrote, which it only reads (nothing of the graph refers to data
+// once it returns). The live nodes' vectors come from fill, called once:
+// for each vector it holds it calls put with its id, which returns where
+// that vector goes (Dim numbers), or nil if no live node has the id or
+// it was given already; fill writes it there, and returns false if a
+// vector could not be read. A live node left without one is
+// ErrMissingVector.
+func LoadBytes(data []byte, fill func(put func(id int64) []float32) bool) (*Index, error) {
+	if len(data) < headerBytes {
+		return nil, fmt.Errorf("%w: header: %w", ErrCorrupt, io.ErrUnexpectedEOF)
+	}
+	body, err := checkHeader(data[:headerBytes])
+	if err != nil {
+		return nil, err
+	}
+	if rest := uint64(len(data) - headerBytes); rest != body+4 {
+		if rest < body+4 {
+			return nil, fmt.Errorf("%w: cut short at %d of %d bytes", ErrCorrupt, rest, body+4)
+		}
+		return nil, fmt.Errorf("%w: %d bytes after the graph", ErrCorrupt, rest-body-4)
+	}
+	return load(data[:headerBytes], data[headerBytes:], func(x *Index) error {
+		given := make([]bool, len(x.ids))
+		n := 0
+		ok := fill(func(id int64) []float32 {
+			s, live := x.slotOf[id]
+			if !live || given[s] {
+				return nil
+			}
+			given[s] = true
+			n++
+			return x.vec(s)
+		})
+		if !ok || n != x.live {
+			for s := range x.ids {
+				if x.state[s] == slotLive && !given[s] {
+					return fmt.Errorf("%w: id %d", ErrMissingVector, x.ids[s])
+				}
+			}
+			return fmt.Errorf("%w: a vector could not be read", ErrMissingVector)
+		}
+		return nil
+	})
+}
+
+// checkHeader checks a graph's header and returns its body's length.
+func checkHeader(hdr []byte) (uint64, error) {
+	if string(hdr[:len(magic)]) != magic {
+		return 0, fmt.Errorf("%w: not a graph", ErrCorrupt)
+	}
+	if v := binary.LittleEndian.Uint32(hdr[len(magic):]); v != version {
+		return 0, fmt.Errorf("%w: version %d, want %d", ErrCorrupt, v, version)
+	}
+	body := binary.LittleEndian.Uint64(hdr[len(magic)+4:])
+	if body > math.MaxInt64-4 {
+		return 0, fmt.Errorf("%w: body length %d", ErrCorrupt, body)
+	}
+	return body, nil
+}
+
+// load builds the graph of header hdr from data, its body and checksum;
+// fill puts the live nodes' vectors in place, which are then checked.
+func load(hdr, data []byte, fill func(x *Index) error) (*Index, error) {
+	body := len(data) - 4
+	crc := crc32.Update(crc32.Checksum(hdr, castagnoli), castagnoli, data[:body])
 	if crc != binary.LittleEndian.Uint32(data[body:]) {
 		return nil, fmt.Errorf("%w: checksum", ErrCorrupt)
 	}
@@ -205,7 +319,10 @@ func Load(r io.Reader, vector func(id int64) ([]float32, bool)) (*Index, error) 
 	for _, t := range tomb {
 		copy(x.vec(t.slot), t.v)
 	}
-	if err := x.loadVectors(vector); err != nil {
+	if err := fill(x); err != nil {
+		return nil, err
+	}
+	if err := x.checkVectors(); err != nil {
 		return nil, err
 	}
 	return x, nil
@@ -248,6 +365,9 @@ func readBody(br *binReader) (*Index, []tombVec, error) {
 	if br.err != nil {
 		return nil, nil, br.fail("counts")
 	}
+	// Sized for the slots once: a slot takes at least minSlotBytes, so
+	// a damaged count cannot make this allocate more than the body holds.
+	x.grow(int(min(uint64(slots), uint64(len(br.p)/minSlotBytes))))
 	var tomb []tombVec
 	for s := uint32(0); s < slots; s++ {
 		t, err := x.readSlot(br, s)
@@ -287,7 +407,7 @@ func (x *Index) readSlot(br *binReader, s uint32) (tombVec, error) {
 	if lvl > 0 {
 		x.up[s] = make([]uint32, lvl*(x.m+1))
 	}
-	ns := make([]uint32, 0, x.m0)
+	ns := x.scratch[:0]
 	for l := 0; l <= lvl; l++ {
 		k := int(br.u16())
 		if br.err != nil {
@@ -325,6 +445,24 @@ func (x *Index) readSlot(br *binReader, s uint32) (tombVec, error) {
 	x.slotOf[id] = s
 	x.live++
 	return tombVec{}, nil
+}
+
+// minSlotBytes is the least a slot takes in a graph's body: state, id,
+// level and one link count.
+const minSlotBytes = 1 + 8 + 1 + 2
+
+// grow makes room for n more slots in the arrays allocEmpty appends to,
+// and in the map of live ids.
+func (x *Index) grow(n int) {
+	x.ids = slices.Grow(x.ids, n)
+	x.state = slices.Grow(x.state, n)
+	x.level = slices.Grow(x.level, n)
+	x.up = slices.Grow(x.up, n)
+	x.l0 = slices.Grow(x.l0, n*(x.m0+1))
+	if len(x.slotOf) == 0 {
+		x.slotOf = make(map[int64]uint32, n)
+	}
+	x.scratch = make([]uint32, 0, x.m0)
 }
 
 // allocEmpty grows the arrays, all but the vectors, by one free slot
@@ -373,22 +511,20 @@ func (x *Index) check(live, dead uint32) error {
 	return nil
 }
 
-// loadVectors fills every live slot's vector from vector.
-func (x *Index) loadVectors(vector func(id int64) ([]float32, bool)) error {
+// checkVectors checks every live slot's vector as prepare does (finite)
+// and normalises it for Cosine.
+func (x *Index) checkVectors() error {
 	for s := range x.ids {
 		if x.state[s] != slotLive {
 			continue
 		}
-		id := x.ids[s]
-		v, ok := vector(id)
-		if !ok {
-			return fmt.Errorf("%w: id %d", ErrMissingVector, id)
+		v := x.vec(uint32(s))
+		if !finite(v) {
+			return fmt.Errorf("vector of id %d: %w", x.ids[s], ErrNotFinite)
 		}
-		c, err := x.prepare(v)
-		if err != nil {
-			return fmt.Errorf("vector of id %d: %w", id, err)
+		if x.cfg.Metric == Cosine {
+			normalize(v)
 		}
-		copy(x.vec(uint32(s)), c)
 	}
 	return nil
 }

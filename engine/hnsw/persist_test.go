@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
+	"maps"
 	"math"
 	"slices"
 	"testing"
@@ -177,6 +178,83 @@ func TestLoadVectorProblems(t *testing.T) {
 	short := func(id int64) ([]float32, bool) { return live[id][:3], true }
 	if _, err := Load(bytes.NewReader(data), short); !errors.Is(err, ErrDimension) {
 		t.Fatalf("short vector: err = %v, want ErrDimension", err)
+	}
+}
+
+// fillFrom gives LoadBytes the vectors of live, in id order, skipping
+// skip.
+func fillFrom(live map[int64][]float32, skip int64) func(put func(int64) []float32) bool {
+	return func(put func(int64) []float32) bool {
+		ids := slices.Sorted(maps.Keys(live))
+		for _, id := range ids {
+			if id == skip {
+				continue
+			}
+			if dst := put(id); dst != nil {
+				copy(dst, live[id])
+				if put(id) != nil {
+					return false // a vector is given once
+				}
+			}
+		}
+		return put(1<<40) == nil // no live node has it
+	}
+}
+
+// TestLoadBytes: a graph held whole loads as Load reads it; cut short,
+// with bytes after it, damaged, or short of a live node's vector, it is
+// refused.
+func TestLoadBytes(t *testing.T) {
+	for _, metric := range []Metric{Cosine, L2} {
+		x, live := churned(t, 600, 8, metric)
+		data := save(t, x)
+		y, err := LoadBytes(data, fillFrom(live, -1))
+		if err != nil {
+			t.Fatalf("%v: load: %v", metric, err)
+		}
+		z, err := Load(bytes.NewReader(data), vectorsOf(live))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameAnswers(t, z, y, randVecs(23, 20, 8))
+		if again := save(t, y); !bytes.Equal(again, data) {
+			t.Fatalf("%v: loaded graph saves differently", metric)
+		}
+		if !slices.Equal(y.vecs, z.vecs) {
+			t.Fatalf("%v: vectors differ from Load's", metric)
+		}
+		if n := y.SavedLen(); n != int64(len(data)) {
+			t.Fatalf("%v: SavedLen %d, WriteTo wrote %d", metric, n, len(data))
+		}
+	}
+	x, live := churned(t, 120, 4, Cosine)
+	data := save(t, x)
+	for n := range len(data) {
+		if _, err := LoadBytes(data[:n], fillFrom(live, -1)); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("cut at %d of %d: err = %v, want ErrCorrupt", n, len(data), err)
+		}
+	}
+	if _, err := LoadBytes(append(slices.Clone(data), 0), fillFrom(live, -1)); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("a byte after the graph: err = %v, want ErrCorrupt", err)
+	}
+	for i := range data {
+		bad := slices.Clone(data)
+		bad[i] ^= 0x10
+		if _, err := LoadBytes(bad, fillFrom(live, -1)); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("byte %d flipped: err = %v, want ErrCorrupt", i, err)
+		}
+	}
+	var some int64
+	for id := range live {
+		some = id
+		break
+	}
+	if _, err := LoadBytes(data, fillFrom(live, some)); !errors.Is(err, ErrMissingVector) {
+		t.Fatalf("missing vector: err = %v, want ErrMissingVector", err)
+	}
+	refuse := func(put func(int64) []float32) bool { return false }
+	if _, err := LoadBytes(data, refuse); !errors.Is(err, ErrMissingVector) {
+		t.Fatalf("unreadable vectors: err = %v, want ErrMissingVector", err)
 	}
 }
 
