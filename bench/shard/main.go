@@ -56,6 +56,7 @@ type config struct {
 	tls              bool
 	only             map[string]bool // parts run (nil: all)
 	moveImage        string          // the moved tenant's image, kept between runs
+	logFile          string          // the in-process nodes' and router's log
 
 	wrk         string        // wrk binary ("none": no deployed tables)
 	rounds      int           // rounds of the deployed table
@@ -77,6 +78,7 @@ func main() {
 	flag.IntVar(&cfg.rounds, "rounds", 5, "rounds of the deployed table, every target once a round")
 	flag.DurationVar(&cfg.dur, "dur", 3*time.Second, "one wrk run (whole seconds)")
 	flag.StringVar(&cfg.profileOut, "profile-out", "bench/shard-profile.txt", "file the router's CPU profile is written to (empty: none)")
+	flag.StringVar(&cfg.logFile, "log", "", "file the in-process nodes and router log to (default: none)")
 	flag.StringVar(&cfg.moveImage, "move-image", "", "file the moved tenant's image is kept in: read from it when it exists (no loading), else written once loaded")
 	flag.Func("only", "comma-separated parts to run: deployed, inprocess, move (default: all)", func(v string) error {
 		cfg.only = map[string]bool{}
@@ -117,7 +119,16 @@ func run(cfg config) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	logTo := io.Discard
+	if cfg.logFile != "" {
+		f, err := os.Create(cfg.logFile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		logTo = f
+	}
+	log := slog.New(slog.NewTextHandler(logTo, nil))
 
 	var out bytes.Buffer
 	fmt.Fprintf(&out, "fenec shard bench, %s, %s, %d cores\n\n", time.Now().UTC().Format("2006-01-02 15:04 MST"), benchkit.Machine(), runtime.NumCPU())
@@ -382,6 +393,10 @@ func moveBench(w io.Writer, cfg config, c *http.Client, router string, n1 *node.
 		}
 		for range cfg.moveDocs {
 			vec()
+		}
+		// Opened by a first read, as a tenant loaded row by row is.
+		if _, err := callBody(c, "POST", router+"/t/mv/query", `{"query":"get v limit 1"}`, 200); err != nil {
+			return err
 		}
 	}
 	for done := 0; cached == nil && done < cfg.moveDocs; {

@@ -157,21 +157,69 @@ func installOpen(path string, r io.Reader, opts Options, h Replayer) (*Log, int6
 	return l, n, nil
 }
 
+// installChunk is the size of the buffers an arriving image is read into;
+// installAhead bounds the buffers the decoder may lag behind the copy.
+const (
+	installChunk = 1 << 20
+	installAhead = 8
+)
+
 // copyDecoding copies r into f and, as the bytes arrive, decodes the
 // image they start with into h (streamImage). streamed reports that h has
 // the image; a stream that starts otherwise is only copied. A decode that
-// fails is the install's failure: the image is damaged.
+// fails is the install's failure: the image is damaged. What each read
+// brings is written and handed on to the decoder without waiting for it,
+// which works through the pieces in turn.
 func copyDecoding(f *os.File, r io.Reader, h Replayer) (n int64, streamed bool, err error) {
-	pr, pw := io.Pipe()
+	cr := &chunkReader{full: make(chan piece, installAhead*64), free: make(chan []byte, installAhead+1)}
 	decoded := make(chan error, 1)
 	go func() {
-		err := streamImage(bufio.NewReaderSize(pr, 1<<20), h)
+		err := streamImage(bufio.NewReaderSize(cr, 1<<20), h)
 		// Whatever the decode made of it, the copy goes on to the end.
-		_, _ = io.Copy(io.Discard, pr)
+		cr.drain()
 		decoded <- err
 	}()
-	n, err = io.Copy(f, io.TeeReader(r, pw))
-	pw.CloseWithError(err)
+	made := 0
+	var b []byte
+	off := 0
+	for {
+		if off == len(b) {
+			select {
+			case b = <-cr.free:
+			default:
+				if made <= installAhead {
+					made++
+					b = make([]byte, installChunk)
+				} else {
+					b = <-cr.free
+				}
+			}
+			off = 0
+		}
+		k, rerr := r.Read(b[off:])
+		if k > 0 {
+			if _, werr := f.Write(b[off : off+k]); werr != nil {
+				err = werr
+				break
+			}
+			n += int64(k)
+			p := piece{b: b[off : off+k]}
+			if off+k == len(b) {
+				p.whole = b // its last piece: the buffer goes back once read
+			}
+			cr.full <- p
+			off += k
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			err = rerr
+			break
+		}
+	}
+	cr.copyErr = err // read by the decoder once full is closed
+	close(cr.full)
 	derr := <-decoded
 	switch {
 	case err != nil:
@@ -182,6 +230,55 @@ func copyDecoding(f *os.File, r io.Reader, h Replayer) (n int64, streamed bool, 
 		return n, false, fmt.Errorf("%w: %v", ErrBadImage, derr)
 	}
 	return n, true, nil
+}
+
+// piece is what one read brought, a part of a buffer; the buffer's last
+// piece carries it whole, to be given back once read.
+type piece struct {
+	b, whole []byte
+}
+
+// chunkReader reads the pieces the copy hands on, in order, giving each
+// buffer back once its last piece is read; after the last piece, the
+// copy's error or io.EOF.
+type chunkReader struct {
+	full    chan piece  // pieces copied, in order; closed when the copy ends
+	free    chan []byte // buffers read, for the copy to fill again
+	cur     piece       // the piece being read
+	copyErr error       // set before full is closed
+}
+
+func (c *chunkReader) Read(p []byte) (int, error) {
+	for len(c.cur.b) == 0 {
+		c.done()
+		next, ok := <-c.full
+		if !ok {
+			if c.copyErr != nil {
+				return 0, c.copyErr
+			}
+			return 0, io.EOF
+		}
+		c.cur = next
+	}
+	k := copy(p, c.cur.b)
+	c.cur.b = c.cur.b[k:]
+	return k, nil
+}
+
+// done gives the current piece's buffer back if it was its last.
+func (c *chunkReader) done() {
+	if c.cur.whole != nil {
+		c.free <- c.cur.whole
+	}
+	c.cur = piece{}
+}
+
+// drain gives back every buffer still to come, until the copy ends.
+func (c *chunkReader) drain() {
+	c.done()
+	for c.cur = range c.full {
+		c.done()
+	}
 }
 
 // installScan checks every frame of the image file f (no tail may be cut,
