@@ -60,14 +60,18 @@ e2e:
 # in-process rows, and a 100 000 × 128 move; writes bench/shard.txt and
 # bench/shard-profile.txt, then the replication and lease benches.
 # Installs Debian's nginx and wrk first when they are missing; the bench
-# stops every process it starts.
+# stops every process it starts. SHARD_BENCH_FLAGS are passed on, e.g.
+# "-only deployed -tls=false -rounds 3" for the wrk rows alone, or
+# "-only move -wrk none -tls=false -move-image /tmp/mv.img" for the move
+# (the tenant loaded once, its image restored from the file after).
+SHARD_BENCH_FLAGS ?=
 .PHONY: shard-bench
 shard-bench:
 	@missing=""; for p in nginx wrk; do command -v $$p >/dev/null || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing; \
 	  else sudo apt-get update && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing; fi; fi
-	$(GO) run ./bench/shard -out bench/shard.txt -profile-out bench/shard-profile.txt
+	$(GO) run ./bench/shard -out bench/shard.txt -profile-out bench/shard-profile.txt $(SHARD_BENCH_FLAGS)
 	$(MAKE) repl-bench lease-bench
 
 # A directory of 100 000 tenant records in an embedded etcd member against
