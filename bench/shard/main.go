@@ -34,6 +34,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -57,6 +58,7 @@ type config struct {
 	only             map[string]bool // parts run (nil: all)
 	moveImage        string          // the moved tenant's image, kept between runs
 	logFile          string          // the in-process nodes' and router's log
+	moveProfileOut   string          // the CPU profile of this process over the move
 
 	wrk         string        // wrk binary ("none": no deployed tables)
 	rounds      int           // rounds of the deployed table
@@ -78,6 +80,7 @@ func main() {
 	flag.IntVar(&cfg.rounds, "rounds", 5, "rounds of the deployed table, every target once a round")
 	flag.DurationVar(&cfg.dur, "dur", 3*time.Second, "one wrk run (whole seconds)")
 	flag.StringVar(&cfg.profileOut, "profile-out", "bench/shard-profile.txt", "file the router's CPU profile is written to (empty: none)")
+	flag.StringVar(&cfg.moveProfileOut, "move-profile-out", "bench/shard-move-profile.txt", "file the CPU profile of the move (both nodes and the router, in this process) is written to (empty: none)")
 	flag.StringVar(&cfg.logFile, "log", "", "file the in-process nodes and router log to (default: none)")
 	flag.StringVar(&cfg.moveImage, "move-image", "", "file the moved tenant's image is kept in: read from it when it exists (no loading), else written once loaded")
 	flag.Func("only", "comma-separated parts to run: deployed, inprocess, move (default: all)", func(v string) error {
@@ -431,12 +434,22 @@ func moveBench(w io.Writer, cfg config, c *http.Client, router string, n1 *node.
 	}
 	firstOnSource := time.Since(warm)
 
+	var prof bytes.Buffer
+	profiling := cfg.moveProfileOut != "" && pprof.StartCPUProfile(&prof) == nil
 	start := time.Now()
 	b, err := callBody(c, "POST", router+"/_shard/tenants/mv/move", `{"to":"n2"}`, 200)
+	moveWall := time.Since(start)
+	if profiling {
+		pprof.StopCPUProfile()
+	}
 	if err != nil {
 		return err
 	}
-	moveWall := time.Since(start)
+	if profiling {
+		if err := moveProfile(cfg.moveProfileOut, prof.Bytes(), moveWall); err != nil {
+			return err
+		}
+	}
 	var ans struct {
 		Bytes         int64 `json:"bytes"`
 		MS            int64 `json:"ms"`
@@ -566,6 +579,38 @@ func installTurns(w io.Writer, img []byte) error {
 	fmt.Fprintf(w, "  the image installed and opened in this process, in turns: Install then Open (as before) %s ms; InstallOpen %s ms\n",
 		msList(before), msList(now))
 	return nil
+}
+
+// moveProfile writes the top of the move's CPU profile, cumulative and
+// flat, to out.
+func moveProfile(out string, raw []byte, wall time.Duration) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	f, err := os.CreateTemp("", "fenec-move-*.pprof")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.Write(raw); err != nil {
+		f.Close()
+		return err
+	}
+	f.Close()
+	var text bytes.Buffer
+	fmt.Fprintf(&text, "CPU profile of the move (%d ms wall): the source node, the router and the target node are all in the bench's process, GOMAXPROCS %d; load average %s\n\n",
+		wall.Milliseconds(), runtime.GOMAXPROCS(0), loadAvg())
+	for _, mode := range []string{"-top -cum", "-top"} {
+		args := append([]string{"tool", "pprof"}, strings.Fields(mode)...)
+		args = append(args, "-nodecount=50", exe, f.Name())
+		b, err := exec.Command(goBin(), args...).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("go tool pprof: %w\n%s", err, b)
+		}
+		fmt.Fprintf(&text, "$ go tool pprof %s -nodecount=50\n%s\n", mode, b)
+	}
+	return os.WriteFile(out, text.Bytes(), 0o644)
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

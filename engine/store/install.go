@@ -289,7 +289,9 @@ func installScan(f *os.File, size int64, opts Options, h Replayer, streamed bool
 	if size < headerSize {
 		return nil, fmt.Errorf("%w: header cut short", ErrBadImage)
 	}
-	data, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
+	// Populated at once: every page is read, and the file was just
+	// written, so its pages are all in memory.
+	data, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED|unix.MAP_POPULATE)
 	if err != nil {
 		return nil, fmt.Errorf("map image: %w", err)
 	}
