@@ -374,12 +374,14 @@ type requestIDKey struct{}
 
 // ServeHTTP routes the router's paths; every answer carries X-Request-Id.
 func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	id := r.Header.Get("X-Request-Id")
-	if !forward.SaneRequestID(id) {
-		id = makeRequestID()
-		r.Header.Set("X-Request-Id", id)
+	rw := &idWriter{ResponseWriter: w}
+	if v := r.Header["X-Request-Id"]; len(v) == 1 && forward.SaneRequestID(v[0]) {
+		rw.id[0] = v[0]
+	} else {
+		rw.id[0] = makeRequestID()
+		r.Header["X-Request-Id"] = rw.id[:]
 	}
-	rw := &idWriter{ResponseWriter: w, id: id}
+	id := rw.id[0]
 	// A body nobody reads is cut after the body timeout too.
 	bodygap.Arm(rw, r, rt.cfg.Forward.BodyTimeout)
 	p := r.URL.Path
@@ -437,7 +439,7 @@ func makeRequestID() string {
 // own errors clear the header map before they answer).
 type idWriter struct {
 	http.ResponseWriter
-	id    string
+	id    [1]string // the request's id, as a header's values (no copy made)
 	wrote bool
 }
 
@@ -445,7 +447,7 @@ func (w *idWriter) WriteHeader(code int) {
 	if !w.wrote {
 		w.wrote = true
 		if h := w.ResponseWriter.Header(); len(h["X-Request-Id"]) == 0 {
-			h["X-Request-Id"] = []string{w.id}
+			h["X-Request-Id"] = w.id[:]
 		}
 	}
 	w.ResponseWriter.WriteHeader(code)
