@@ -122,18 +122,30 @@ func installOpen(path string, r io.Reader, opts Options, h Replayer) (*Log, int6
 		unregister()
 		return nil, 0, fmt.Errorf("install: %w", err)
 	}
-	n, streamed, err := copyDecoding(f, r, h)
-	if err != nil {
-		return fail(err)
-	}
-	// The disk takes the bytes while the file is checked (and, if it was
-	// not decoded as it came, loaded); it is linked into place only once
-	// both are done.
-	synced := make(chan error, 1)
-	go func() { synced <- datasync(f) }()
-	s, err := installScan(f, n, opts, h, streamed)
-	if serr := <-synced; err == nil {
-		err = serr
+	// Once the last byte is written, the disk takes the bytes and the
+	// file's frames are scanned (for the Log's index) while the decoder
+	// finishes what it has; the file is linked into place only once all
+	// three are done.
+	var (
+		synced = make(chan error, 1)
+		scans  = make(chan fileScan, 1)
+		began  bool
+	)
+	n, streamed, err := copyDecoding(f, r, h, func(n int64) {
+		began = true
+		go func() { synced <- datasync(f) }()
+		go func() { scans <- scanImageFile(f, n, opts) }()
+	})
+	var s *scanned
+	if began {
+		fs := <-scans
+		if err == nil {
+			s, err = fs.replay(h, streamed)
+		}
+		fs.unmap()
+		if serr := <-synced; err == nil {
+			err = serr
+		}
 	}
 	if err != nil {
 		return fail(err)
@@ -169,8 +181,9 @@ const (
 // the image; a stream that starts otherwise is only copied. A decode that
 // fails is the install's failure: the image is damaged. What each read
 // brings is written and handed on to the decoder without waiting for it,
-// which works through the pieces in turn.
-func copyDecoding(f *os.File, r io.Reader, h Replayer) (n int64, streamed bool, err error) {
+// which works through the pieces in turn; copied is called with the
+// length once the whole stream is in f, before the decoder is waited for.
+func copyDecoding(f *os.File, r io.Reader, h Replayer, copied func(n int64)) (n int64, streamed bool, err error) {
 	cr := &chunkReader{full: make(chan piece, installAhead*64), free: make(chan []byte, installAhead+1)}
 	decoded := make(chan error, 1)
 	go func() {
@@ -220,6 +233,9 @@ func copyDecoding(f *os.File, r io.Reader, h Replayer) (n int64, streamed bool, 
 	}
 	cr.copyErr = err // read by the decoder once full is closed
 	close(cr.full)
+	if err == nil {
+		copied(n)
+	}
 	derr := <-decoded
 	switch {
 	case err != nil:
@@ -281,39 +297,62 @@ func (c *chunkReader) drain() {
 	}
 }
 
-// installScan checks every frame of the image file f (no tail may be cut,
-// and it must hold an image) and replays it into h — only the records
-// after its image if streamed says h has that image already, which must
-// then be the file's only one.
-func installScan(f *os.File, size int64, opts Options, h Replayer, streamed bool) (*scanned, error) {
+// fileScan is an installed image file mapped and its frames scanned
+// (every checksum checked, no tail cut, at least one image): what
+// replaying it needs.
+type fileScan struct {
+	data []byte
+	s    *scanned
+	err  error
+}
+
+// scanImageFile maps the image file f of size bytes and scans it.
+func scanImageFile(f *os.File, size int64, opts Options) fileScan {
 	if size < headerSize {
-		return nil, fmt.Errorf("%w: header cut short", ErrBadImage)
+		return fileScan{err: fmt.Errorf("%w: header cut short", ErrBadImage)}
 	}
 	// Populated at once: every page is read, and the file was just
 	// written, so its pages are all in memory.
 	data, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED|unix.MAP_POPULATE)
 	if err != nil {
-		return nil, fmt.Errorf("map image: %w", err)
+		return fileScan{err: fmt.Errorf("map image: %w", err)}
 	}
-	defer unix.Munmap(data)
 	s, err := scan(data, opts.indexEvery, true)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrBadImage, err)
+		return fileScan{data: data, err: fmt.Errorf("%w: %v", ErrBadImage, err)}
 	}
 	if len(s.images) == 0 {
-		return nil, fmt.Errorf("%w: no image in it", ErrBadImage)
+		return fileScan{data: data, err: fmt.Errorf("%w: no image in it", ErrBadImage)}
 	}
+	return fileScan{data: data, s: s}
+}
+
+// replay gives h what it does not have yet: only the records after the
+// image if streamed says h has that image already, which must then be the
+// file's only one; else the whole file.
+func (fs fileScan) replay(h Replayer, streamed bool) (*scanned, error) {
+	if fs.err != nil {
+		return nil, fs.err
+	}
+	s := fs.s
 	if streamed {
 		if len(s.images) != 1 || s.images[0].start != headerSize {
 			return nil, fmt.Errorf("%w: the image decoded as it came is not the file's only one", ErrBadImage)
 		}
-		if err := replayRecords(data[:s.end], s.images[0].end, h); err != nil {
+		if err := replayRecords(fs.data[:s.end], s.images[0].end, h); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrBadImage, err)
 		}
 		return s, nil
 	}
-	if err := replay(data[:s.end], s, h); err != nil {
+	if err := replay(fs.data[:s.end], s, h); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadImage, err)
 	}
 	return s, nil
+}
+
+// unmap lets go of the mapping.
+func (fs fileScan) unmap() {
+	if fs.data != nil {
+		_ = unix.Munmap(fs.data)
+	}
 }
