@@ -238,7 +238,7 @@ func Load(r io.Reader, vector func(id int64) ([]float32, bool)) (*Index, error) 
 			}
 			copy(x.vec(uint32(s)), v)
 		}
-		return nil
+		return x.checkVectors()
 	})
 }
 
@@ -267,15 +267,31 @@ func LoadBytes(data []byte, fill func(put func(id int64) []float32) bool) (*Inde
 	return load(data[:headerBytes], data[headerBytes:], func(x *Index) error {
 		given := make([]bool, len(x.ids))
 		n := 0
+		// Each vector is checked as the next is asked for (or at the end),
+		// while its numbers are still at hand.
+		var bad error
+		pending := -1
+		check := func() {
+			if pending >= 0 && bad == nil {
+				bad = x.checkVector(uint32(pending))
+			}
+			pending = -1
+		}
 		ok := fill(func(id int64) []float32 {
+			check()
 			s, live := x.slotOf[id]
 			if !live || given[s] {
 				return nil
 			}
 			given[s] = true
 			n++
+			pending = int(s)
 			return x.vec(s)
 		})
+		check()
+		if bad != nil {
+			return bad
+		}
 		if !ok || n != x.live {
 			for s := range x.ids {
 				if x.state[s] == slotLive && !given[s] {
@@ -320,9 +336,6 @@ func load(hdr, data []byte, fill func(x *Index) error) (*Index, error) {
 		copy(x.vec(t.slot), t.v)
 	}
 	if err := fill(x); err != nil {
-		return nil, err
-	}
-	if err := x.checkVectors(); err != nil {
 		return nil, err
 	}
 	return x, nil
@@ -511,20 +524,28 @@ func (x *Index) check(live, dead uint32) error {
 	return nil
 }
 
-// checkVectors checks every live slot's vector as prepare does (finite)
-// and normalises it for Cosine.
+// checkVectors checks every live slot's vector (checkVector).
 func (x *Index) checkVectors() error {
 	for s := range x.ids {
 		if x.state[s] != slotLive {
 			continue
 		}
-		v := x.vec(uint32(s))
-		if !finite(v) {
-			return fmt.Errorf("vector of id %d: %w", x.ids[s], ErrNotFinite)
+		if err := x.checkVector(uint32(s)); err != nil {
+			return err
 		}
-		if x.cfg.Metric == Cosine {
-			normalize(v)
-		}
+	}
+	return nil
+}
+
+// checkVector checks slot s's vector as prepare does (finite) and
+// normalises it for Cosine.
+func (x *Index) checkVector(s uint32) error {
+	v := x.vec(s)
+	if !finite(v) {
+		return fmt.Errorf("vector of id %d: %w", x.ids[s], ErrNotFinite)
+	}
+	if x.cfg.Metric == Cosine {
+		normalize(v)
 	}
 	return nil
 }

@@ -252,6 +252,20 @@ func TestLoadBytes(t *testing.T) {
 	if _, err := LoadBytes(data, fillFrom(live, some)); !errors.Is(err, ErrMissingVector) {
 		t.Fatalf("missing vector: err = %v, want ErrMissingVector", err)
 	}
+	withNaN := func(put func(int64) []float32) bool {
+		for _, id := range slices.Sorted(maps.Keys(live)) {
+			if dst := put(id); dst != nil {
+				copy(dst, live[id])
+				if id == some {
+					dst[0] = float32(math.NaN())
+				}
+			}
+		}
+		return true
+	}
+	if _, err := LoadBytes(data, withNaN); !errors.Is(err, ErrNotFinite) {
+		t.Fatalf("a vector not finite: err = %v, want ErrNotFinite", err)
+	}
 	refuse := func(put func(int64) []float32) bool { return false }
 	if _, err := LoadBytes(data, refuse); !errors.Is(err, ErrMissingVector) {
 		t.Fatalf("unreadable vectors: err = %v, want ErrMissingVector", err)
