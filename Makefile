@@ -57,8 +57,9 @@ e2e:
 
 # Router cost as deployed (node, router and nginx each a process, driven
 # by wrk), per-request system calls and the router's profile, the
-# in-process rows, and a 100 000 × 128 move; writes bench/shard.txt and
-# bench/shard-profile.txt, then the replication and lease benches.
+# in-process rows, and a 100 000 × 128 move; writes bench/shard.txt,
+# bench/shard-profile.txt and bench/shard-move-profile.txt, then the
+# replication and lease benches.
 # Installs Debian's nginx and wrk first when they are missing; the bench
 # stops every process it starts. SHARD_BENCH_FLAGS are passed on, e.g.
 # "-only deployed -tls=false -rounds 3" for the wrk rows alone, or
