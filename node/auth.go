@@ -3,10 +3,8 @@ package node
 import (
 	"crypto/subtle"
 	"fmt"
-	"net"
 	"net/http"
 	"net/netip"
-	"strings"
 	"sync"
 	"time"
 
@@ -137,7 +135,7 @@ func (g *guard) checkEither(r *http.Request, s surface, want, also string) error
 // proof that does not match is a strike on the remote address's admin
 // surface (it is a guess at the admin token's hash).
 func (g *guard) client(r *http.Request, now time.Time) (string, error) {
-	remote := badtoken.ClientKey(clientAddr(r))
+	remote := badtoken.ClientKey(badtoken.RemoteHost(r))
 	got := r.Header.Get(forwarded.HeaderProof)
 	if got == "" {
 		return remote, nil
@@ -165,7 +163,7 @@ func (g *guard) client(r *http.Request, now time.Time) (string, error) {
 // named beside a proof that matches (via the router's address), else the
 // remote address. It counts nothing.
 func (g *guard) who(r *http.Request) (client, via string) {
-	remote := clientAddr(r)
+	remote := badtoken.RemoteHost(r)
 	got := r.Header.Get(forwarded.HeaderProof)
 	g.mu.Lock()
 	matches := got != "" && g.proofMatchesLocked(got)
@@ -182,30 +180,9 @@ func (g *guard) who(r *http.Request) (client, via string) {
 
 // tokenMatches compares the bearer token in constant time.
 func tokenMatches(r *http.Request, want string) bool {
-	got, ok := bearerToken(r.Header.Get("Authorization"))
+	got, ok := badtoken.Bearer(r.Header.Get("Authorization"))
 	if !ok {
 		return false
 	}
 	return subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
-}
-
-// bearerToken is the token of an Authorization header of the Bearer
-// scheme, whose name is matched case-insensitively (RFC 7235 §2.1), with
-// one or more spaces after it.
-func bearerToken(h string) (string, bool) {
-	scheme, token, ok := strings.Cut(h, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", false
-	}
-	token = strings.TrimLeft(token, " ")
-	return token, token != ""
-}
-
-// clientAddr is the request's remote host without its port.
-func clientAddr(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
 }

@@ -3,9 +3,7 @@ package region
 import (
 	"crypto/subtle"
 	"fmt"
-	"net"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/fenec-go/fenec/internal/badtoken"
@@ -47,10 +45,10 @@ func (rt *Router) authorize(w http.ResponseWriter, r *http.Request) bool {
 	if want == "" {
 		return true
 	}
-	got, ok := bearerToken(r.Header.Get("Authorization"))
+	got, ok := badtoken.Bearer(r.Header.Get("Authorization"))
 	right := ok && subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
 	var err error
-	switch v, left := rt.badTokens.Check(badtoken.ClientKey(remoteHost(r)), right, true, time.Now()); v {
+	switch v, left := rt.badTokens.Check(badtoken.ClientKey(badtoken.RemoteHost(r)), right, true, time.Now()); v {
 	case badtoken.Pass:
 		return true
 	case badtoken.HeldOff:
@@ -68,25 +66,4 @@ func (rt *Router) authorize(w http.ResponseWriter, r *http.Request) bool {
 		rt.log.Error("audit", "err", aerr)
 	}
 	return false
-}
-
-// remoteHost is the request's remote address without its port.
-func remoteHost(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
-}
-
-// bearerToken is the token of an Authorization header of the Bearer
-// scheme, whose name is matched case-insensitively (RFC 7235 §2.1), with
-// one or more spaces after it.
-func bearerToken(h string) (string, bool) {
-	scheme, token, ok := strings.Cut(h, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", false
-	}
-	token = strings.TrimLeft(token, " ")
-	return token, token != ""
 }

@@ -7,7 +7,8 @@
 // leasing router and copies, are never locked out by a stranger's guesses
 // from their address.
 //
-// It keeps the books only: which key a request counts against, what a
-// token is and how a refusal is answered are the caller's (node/auth.go,
-// region/auth.go). It is not a rate limit on right tokens.
+// It keeps the books, and reads what both servers read alike: a Bearer
+// token and a request's remote host. Which key a request counts against,
+// which token is right and how a refusal is answered are the caller's
+// (node/auth.go, region/auth.go). It is not a rate limit on right tokens.
 package badtoken
