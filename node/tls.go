@@ -62,22 +62,5 @@ func (s *Server) Reload() error {
 // reloadLoop reloads on cfg.Reload and watches the TLS files, until the
 // node stops.
 func (s *Server) reloadLoop() {
-	every := s.cfg.TLSWatch
-	if every <= 0 {
-		every = tlsx.DefaultWatch
-	}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stopping:
-			return
-		case <-s.cfg.Reload:
-			if err := s.Reload(); err != nil {
-				s.log.Error("reload", "err", err)
-			}
-		case <-t.C:
-			_ = s.tls.Reload() // a failure is logged once by the source
-		}
-	}
+	tlsx.Loop(s.stopping, s.cfg.Reload, s.cfg.TLSWatch, s.Reload, func() { _ = s.tls.Reload() }, s.log)
 }

@@ -290,22 +290,5 @@ func (rt *Router) token() string {
 // reloadLoop reloads on cfg.Reload and watches the TLS files until the
 // router closes.
 func (rt *Router) reloadLoop() {
-	every := rt.cfg.TLSWatch
-	if every <= 0 {
-		every = tlsx.DefaultWatch
-	}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-rt.ctx.Done():
-			return
-		case <-rt.cfg.Reload:
-			if err := rt.Reload(); err != nil {
-				rt.log.Error("reload", "err", err)
-			}
-		case <-t.C:
-			_ = rt.reloadTLS() // a failure is logged once by the source
-		}
-	}
+	tlsx.Loop(rt.ctx.Done(), rt.cfg.Reload, rt.cfg.TLSWatch, rt.Reload, func() { _ = rt.reloadTLS() }, rt.log)
 }

@@ -1,7 +1,6 @@
 package tlsx
 
 import (
-	"context"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
@@ -85,11 +84,13 @@ func (s *Source) Reload() error {
 	return nil
 }
 
-// Watch reloads the files every time they change, looking every `every`
-// (DefaultWatch when zero), until ctx ends. A failed load (a certificate
-// written before its key, say) is logged once and tried again at the
-// next look.
-func (s *Source) Watch(ctx context.Context, every time.Duration) {
+// Loop is a server's reload loop, until done closes: at every signal
+// from reload (SIGHUP) it calls reloadAll (the TLS files and whatever else
+// the server reads again, token files say), logging a failure; every
+// `every` (DefaultWatch when zero) it calls look, which reloads the TLS
+// files if they changed (a failed load, a certificate written before its
+// key say, is logged once by the Source and tried again at the next look).
+func Loop(done <-chan struct{}, reload <-chan os.Signal, every time.Duration, reloadAll func() error, look func(), log *slog.Logger) {
 	if every <= 0 {
 		every = DefaultWatch
 	}
@@ -97,10 +98,14 @@ func (s *Source) Watch(ctx context.Context, every time.Duration) {
 	defer t.Stop()
 	for {
 		select {
-		case <-ctx.Done():
+		case <-done:
 			return
+		case <-reload:
+			if err := reloadAll(); err != nil {
+				log.Error("reload", "err", err)
+			}
 		case <-t.C:
-			_ = s.Reload()
+			look()
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -249,7 +250,9 @@ func TestWatchReloadsChangedFiles(t *testing.T) {
 	srv := load(t, f)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	wg.Go(func() { srv.Watch(ctx, 10*time.Millisecond) })
+	wg.Go(func() {
+		Loop(ctx.Done(), nil, 10*time.Millisecond, srv.Reload, func() { _ = srv.Reload() }, slog.New(slog.DiscardHandler))
+	})
 	defer func() {
 		cancel()
 		wg.Wait()
