@@ -637,7 +637,7 @@ func handoffWaitOf(q url.Values) (time.Duration, error) {
 		return handoffWait, nil
 	}
 	s, err := strconv.ParseFloat(q.Get("wait"), 64)
-	if err != nil || s < 0 || s > handoffWait.Seconds() {
+	if err != nil || !(s >= 0 && s <= handoffWait.Seconds()) { // NaN too
 		return 0, fmt.Errorf("%w: ?wait is a number of seconds from 0 to %v", ErrBadRequest, handoffWait.Seconds())
 	}
 	return time.Duration(s * float64(time.Second)), nil

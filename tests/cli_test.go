@@ -370,7 +370,9 @@ func TestCLIHandoffInFlight(t *testing.T) {
 	r.Register(n1)
 	waitLeased(t, r, "n1")
 	env := operator(t, r)
-	wantError(t, r.Client().Do("POST", "/_shard/regions/local/handoff?wait=31", map[string]any{"to": "region"}), 400, "a wait past the router's own")
+	for _, w := range []string{"31", "-1", "NaN", "Inf", "abc", ""} {
+		wantError(t, r.Client().Do("POST", "/_shard/regions/local/handoff?wait="+w, map[string]any{"to": "region"}), 400, "a wait of "+w)
+	}
 
 	out := ok(t, env, "handoff", "local", "--to", "region", "--timeout", "2s")
 	if !strings.Contains(out, "handoff to region in flight (offered)") {
