@@ -49,6 +49,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/fenec-go/fenec/bench/internal/benchkit"
 	"github.com/fenec-go/fenec/global"
 	"github.com/fenec-go/fenec/region"
 )
@@ -132,7 +133,7 @@ func run(cfg config) error {
 			return err
 		}
 	}
-	load0 := loadAvg()
+	load0 := benchkit.LoadAvg()
 	small, big := &size{tenants: 10}, &size{tenants: cfg.tenants}
 	// 10 tenants, measured; then cfg.seqPlace placed one at a time (the
 	// rate of a directory that small), the bulk at once, and the last
@@ -166,7 +167,7 @@ func run(cfg config) error {
 	}
 
 	var out bytes.Buffer
-	fmt.Fprintf(&out, "fenec directory bench, %s, %s, %d cores; load average %s at the start, %s at the end\n", time.Now().UTC().Format("2006-01-02 15:04 MST"), cpuName(), runtime.NumCPU(), load0, loadAvg())
+	fmt.Fprintf(&out, "fenec directory bench, %s, %s, %d cores; load average %s at the start, %s at the end\n", time.Now().UTC().Format("2006-01-02 15:04 MST"), benchkit.CPUName(), runtime.NumCPU(), load0, benchkit.LoadAvg())
 	fmt.Fprintf(&out, "one embedded etcd member (this process), %d nodes in region eu, tenant records only (no node holds a file)\n\n", nodes)
 	tw := tabwriter.NewWriter(&out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "\t%d tenants\t%d tenants\t\n", small.tenants, big.tenants)
@@ -467,8 +468,8 @@ func lookups(ctx context.Context, d global.Directory, small, big *size) error {
 			*c.to = append(*c.to, float64(time.Since(start).Nanoseconds())/per)
 		}
 	}
-	small.lookupNS, big.lookupNS = median(ts), median(tb)
-	big.lookupFewNS, big.lookupEveryNS = median(tbs), median(tbe)
+	small.lookupNS, big.lookupNS = benchkit.Median(ts), benchkit.Median(tb)
+	big.lookupFewNS, big.lookupEveryNS = benchkit.Median(tbs), benchkit.Median(tbe)
 	return nil
 }
 
@@ -568,36 +569,5 @@ func pct(d []time.Duration, p int) time.Duration {
 	return s[min(len(s)-1, len(s)*p/100)]
 }
 
-func median(x []float64) float64 {
-	s := slices.Clone(x)
-	slices.Sort(s)
-	return s[len(s)/2]
-}
-
 func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-func loadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
-}
-
-func cpuName() string {
-	b, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
-		return "cpu unknown"
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-			return strings.TrimSpace(v)
-		}
-	}
-	return "cpu unknown"
-}

@@ -85,7 +85,7 @@ func run(cfg config) error {
 	}
 
 	var out bytes.Buffer
-	fmt.Fprintf(&out, "fenec quota bench, %s, %s, %d cores, load average %s\n\n", time.Now().UTC().Format("2006-01-02 15:04 MST"), cpuName(), runtime.NumCPU(), loadAvg())
+	fmt.Fprintf(&out, "fenec quota bench, %s, %s, %d cores, load average %s\n\n", time.Now().UTC().Format("2006-01-02 15:04 MST"), benchkit.CPUName(), runtime.NumCPU(), benchkit.LoadAvg())
 	fmt.Fprintf(&out, "Over HTTP: a node in process on loopback, one keep-alive client, %d requests per tenant and kind in turns of %d (order swapped each turn);\n", cfg.requests, cfg.turn)
 	fmt.Fprintf(&out, "\"every quota\" is %s\n\n", every)
 	if err := httpTable(&out, cfg, c, base); err != nil {
@@ -243,7 +243,7 @@ func putTable(w io.Writer, cfg config) error {
 		return fmt.Errorf("no figures in the benchmark's output:\n%s", outb)
 	}
 	fmt.Fprintf(w, "In process: one put of one document into a tenant's file (--sync off) through the node's own quota hook; the four files take\n")
-	fmt.Fprintf(w, "their puts in turns of 32 within each run (node.BenchmarkQuotaPut, %d puts each), the median turn of each; %d runs: median [lowest, highest]; load average %s\n\n", cfg.puts, cfg.rounds, loadAvg())
+	fmt.Fprintf(w, "their puts in turns of 32 within each run (node.BenchmarkQuotaPut, %d puts each), the median turn of each; %d runs: median [lowest, highest]; load average %s\n\n", cfg.puts, cfg.rounds, benchkit.LoadAvg())
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "put\tns\tlowest\thighest\t×no quota\t")
 	rows := []struct{ key, name string }{
@@ -252,44 +252,10 @@ func putTable(w io.Writer, cfg config) error {
 		{"bytes_rows", "held to bytes and rows"},
 		{"bytes_rows_bps", "bytes, rows and a bytes-a-second bucket"},
 	}
-	none := median(got["none"])
+	none := benchkit.Median(got["none"])
 	for _, r := range rows {
 		v := got[r.key]
-		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.0f\t%.3f\t\n", r.name, median(v), slices.Min(v), slices.Max(v), median(v)/none)
+		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.0f\t%.3f\t\n", r.name, benchkit.Median(v), slices.Min(v), slices.Max(v), benchkit.Median(v)/none)
 	}
 	return tw.Flush()
-}
-
-func median(x []float64) float64 {
-	s := slices.Clone(x)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
-func loadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
-}
-
-func cpuName() string {
-	b, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
-		return "cpu unknown"
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-			return strings.TrimSpace(v)
-		}
-	}
-	return "cpu unknown"
 }

@@ -399,7 +399,7 @@ func failover(c *http.Client, n int, dir string, log *slog.Logger) (failoverFigu
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	f := failoverFigures{tenants: n, firstWrite: make([]time.Duration, len(sample)), load: loadAvg()}
+	f := failoverFigures{tenants: n, firstWrite: make([]time.Duration, len(sample)), load: benchkit.LoadAvg()}
 	start := time.Now()
 	var wg sync.WaitGroup
 	for i, t := range sample {
@@ -555,16 +555,3 @@ func pct(ds []time.Duration, p int) time.Duration { return benchkit.Percentile(d
 func us(d time.Duration) string { return fmt.Sprintf("%d", d.Microseconds()) }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-// loadAvg is the machine's 1, 5 and 15 minute load averages.
-func loadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
-}

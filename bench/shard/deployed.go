@@ -13,6 +13,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/fenec-go/fenec/bench/internal/benchkit"
 )
 
 // The deployed shape: fenec-node, fenec-shard and nginx each a process of
@@ -295,7 +297,7 @@ func deployedTable(ctx context.Context, w io.Writer, cfg config, d *deployedRig)
 			}
 		}
 	}
-	load0 := loadAvg()
+	load0 := benchkit.LoadAvg()
 	for round := range cfg.rounds {
 		for li, l := range loads {
 			for k := range d.targets {
@@ -307,9 +309,9 @@ func deployedTable(ctx context.Context, w io.Writer, cfg config, d *deployedRig)
 				res[li][ti] = append(res[li][ti], r)
 			}
 		}
-		fmt.Fprintf(os.Stderr, "shard bench: deployed round %d of %d done, load %s\n", round+1, cfg.rounds, loadAvg())
+		fmt.Fprintf(os.Stderr, "shard bench: deployed round %d of %d done, load %s\n", round+1, cfg.rounds, benchkit.LoadAvg())
 	}
-	load1 := loadAvg()
+	load1 := benchkit.LoadAvg()
 	fmt.Fprintf(w, "Deployed: fenec-node, fenec-shard (embedded etcd) and nginx each a process of its own, built by go build;\n")
 	fmt.Fprintf(w, "wrk %s, one thread, keep-alive; %d rounds of %s per target and load, targets in turns (order rotated each round);\n", wrkVersion(d.wrk), cfg.rounds, cfg.dur)
 	fmt.Fprintf(w, "medians over the rounds; \"+\" is the median of each round's difference to the node; load average %s at the start, %s at the end\n", load0, load1)
@@ -326,7 +328,7 @@ func deployedTable(ctx context.Context, w io.Writer, cfg config, d *deployedRig)
 		for i, r := range rs {
 			dp50 = append(dp50, r.p50-node[i].p50)
 		}
-		return median(dp50)
+		return benchkit.Median(dp50)
 	}
 	for li, l := range loads {
 		for ti, t := range d.targets {
@@ -338,15 +340,15 @@ func deployedTable(ctx context.Context, w io.Writer, cfg config, d *deployedRig)
 				dp99 = append(dp99, r.p99-node[i].p99)
 				ratio = append(ratio, r.rps/node[i].rps)
 			}
-			plus50, plus99 := fmt.Sprintf("%+.0f", median(dp50)), fmt.Sprintf("%+.0f", median(dp99))
+			plus50, plus99 := fmt.Sprintf("%+.0f", benchkit.Median(dp50)), fmt.Sprintf("%+.0f", benchkit.Median(dp99))
 			if ti == t.ref {
 				plus50, plus99 = "", ""
 			}
 			fmt.Fprintf(tw, "%s\t%d\t%s\t%.0f\t%.0f\t%s\t%s\t%.0f\t%.2f\t\n", l, l.conns, t.name,
-				median(field(rs, func(r wrkResult) float64 { return r.p50 })),
-				median(field(rs, func(r wrkResult) float64 { return r.p99 })),
+				benchkit.Median(field(rs, func(r wrkResult) float64 { return r.p50 })),
+				benchkit.Median(field(rs, func(r wrkResult) float64 { return r.p99 })),
 				plus50, plus99,
-				median(field(rs, func(r wrkResult) float64 { return r.rps })), median(ratio))
+				benchkit.Median(field(rs, func(r wrkResult) float64 { return r.rps })), benchkit.Median(ratio))
 		}
 	}
 	if err := tw.Flush(); err != nil {
@@ -362,31 +364,6 @@ func field(rs []wrkResult, f func(wrkResult) float64) []float64 {
 		out[i] = f(r)
 	}
 	return out
-}
-
-func median(x []float64) float64 {
-	if len(x) == 0 {
-		return 0
-	}
-	s := slices.Clone(x)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
-// loadAvg is the machine's 1, 5 and 15 minute load averages.
-func loadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
 }
 
 func wrkVersion(bin string) string {

@@ -204,7 +204,7 @@ func inProcess(out *bytes.Buffer, cfg config, dir string, log *slog.Logger, n1 *
 	}
 
 	fmt.Fprintf(out, "In process: node, router and client (net/http) in one process, GOMAXPROCS %d, nginx a child process;\n", runtime.GOMAXPROCS(0))
-	fmt.Fprintf(out, "one keep-alive client per target; %d requests after %d of warm-up, per target and kind, in turns of 500; load average %s\n", cfg.requests, cfg.warmup, loadAvg())
+	fmt.Fprintf(out, "one keep-alive client per target; %d requests after %d of warm-up, per target and kind, in turns of 500; load average %s\n", cfg.requests, cfg.warmup, benchkit.LoadAvg())
 	fmt.Fprintln(out, nginxNote)
 	fmt.Fprintln(out)
 	if _, err := latencyTable(out, cfg, targets); err != nil {
@@ -473,7 +473,7 @@ func moveBench(w io.Writer, cfg config, c *http.Client, router string, n1 *node.
 	if !bytes.Equal(stripScores(before), stripScores(after)) {
 		same = "OTHER ids than on the source"
 	}
-	fmt.Fprintf(w, "move of a tenant of %d × %d @hnsw(cosine) ("+how+"); load average %s\n", cfg.moveDocs, cfg.dims, loadTime.Seconds(), loadAvg())
+	fmt.Fprintf(w, "move of a tenant of %d × %d @hnsw(cosine) ("+how+"); load average %s\n", cfg.moveDocs, cfg.dims, loadTime.Seconds(), benchkit.LoadAvg())
 	fmt.Fprintf(w, "  image                %.1f MB\n", float64(ans.Bytes)/1e6)
 	fmt.Fprintf(w, "  move (router's ms)   %d ms (source removed: %v)\n", ans.MS, ans.SourceRemoved)
 	fmt.Fprintf(w, "  move (client's wall) %d ms\n", moveWall.Milliseconds())
@@ -600,7 +600,7 @@ func moveProfile(out string, raw []byte, wall time.Duration) error {
 	f.Close()
 	var text bytes.Buffer
 	fmt.Fprintf(&text, "CPU profile of the move (%d ms wall): the source node, the router and the target node are all in the bench's process, GOMAXPROCS %d; load average %s\n\n",
-		wall.Milliseconds(), runtime.GOMAXPROCS(0), loadAvg())
+		wall.Milliseconds(), runtime.GOMAXPROCS(0), benchkit.LoadAvg())
 	for _, mode := range []string{"-top -cum", "-top"} {
 		args := append([]string{"tool", "pprof"}, strings.Fields(mode)...)
 		args = append(args, "-nodecount=50", exe, f.Name())

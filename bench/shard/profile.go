@@ -14,6 +14,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/fenec-go/fenec/bench/internal/benchkit"
 )
 
 // What a request costs the process that serves or proxies it, counted by
@@ -43,7 +45,7 @@ func costTable(ctx context.Context, w io.Writer, cfg config, d *deployedRig) err
 		fmt.Fprintln(w, "system calls per request: not measured (perf not installed: Debian's linux-perf)")
 		perf = ""
 	}
-	fmt.Fprintf(w, "Per request, reads (GET %s), counted by the kernel on the serving process alone while wrk ran %s (load average %s);\n", readPath, cfg.dur, loadAvg())
+	fmt.Fprintf(w, "Per request, reads (GET %s), counted by the kernel on the serving process alone while wrk ran %s (load average %s);\n", readPath, cfg.dur, benchkit.LoadAvg())
 	fmt.Fprintln(w, "read = read+readv, recv = recvfrom (the router's look at a pooled connection is one), write = write+writev+sendto, switches = context switches")
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -218,7 +220,7 @@ func (d *deployedRig) cpuProfile(ctx context.Context, cfg config) error {
 	}
 	var out bytes.Buffer
 	fmt.Fprintf(&out, "fenec-shard CPU profile, %s, as deployed (its own process), reads GET %s through it at 16 connections by wrk: %.0f req/s over the %d s profiled; load average %s\n\n",
-		time.Now().UTC().Format("2006-01-02 15:04 MST"), readPath, r.rps, secs, loadAvg())
+		time.Now().UTC().Format("2006-01-02 15:04 MST"), readPath, r.rps, secs, benchkit.LoadAvg())
 	for _, mode := range []string{"-top", "-top -cum", "-top -sample_index=alloc_objects -diff_base " + base} {
 		file := raw
 		if strings.Contains(mode, "alloc") {

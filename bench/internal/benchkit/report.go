@@ -63,7 +63,7 @@ func Percentile(ds []time.Duration, q float64) time.Duration {
 // Machine says what a table was measured on: the CPU's model, the
 // GOMAXPROCS the run had, and the load average as it began.
 func Machine() string {
-	return fmt.Sprintf("%s, GOMAXPROCS %d, load average %s", cpuName(), runtime.GOMAXPROCS(0), loadAvg())
+	return fmt.Sprintf("%s, GOMAXPROCS %d, load average %s", CPUName(), runtime.GOMAXPROCS(0), LoadAvg())
 }
 
 // Emit prints a table and, when path is set, writes it there too.
@@ -80,7 +80,8 @@ func Emit(path string, table []byte) error {
 	return nil
 }
 
-func cpuName() string {
+// CPUName is the CPU's model, as /proc/cpuinfo names it.
+func CPUName() string {
 	b, err := os.ReadFile("/proc/cpuinfo")
 	if err != nil {
 		return "cpu unknown"
@@ -93,7 +94,8 @@ func cpuName() string {
 	return "cpu unknown"
 }
 
-func loadAvg() string {
+// LoadAvg is the machine's 1, 5 and 15 minute load averages.
+func LoadAvg() string {
 	b, err := os.ReadFile("/proc/loadavg")
 	if err != nil {
 		return "unknown"
@@ -103,4 +105,18 @@ func loadAvg() string {
 		return "unknown"
 	}
 	return strings.Join(f[:3], " ")
+}
+
+// Median is the middle of x (the mean of the two middle values of an even
+// count), 0 for none; x is left as it was.
+func Median(x []float64) float64 {
+	if len(x) == 0 {
+		return 0
+	}
+	s := slices.Clone(x)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
