@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/fenec-go/fenec/internal/tlsx"
 )
 
 // proc is one child process the bench started; stop ends it.
@@ -141,8 +143,28 @@ func buildBinaries(ctx context.Context, dir string) (nodeBin, shardBin string, e
 
 // nginxConf is a plain reverse proxy to upstream with keep-alive
 // connections to it, listening on listen, with workers worker processes
-// ("1" or "auto").
-func nginxConf(dir, upstream, listen, workers string) string {
+// ("1" or "auto"). With f it terminates TLS with f's certificate and
+// proxies over TLS: the node verified against f's CA as "node", f's
+// certificate shown to it, sessions reused, connections kept.
+func nginxConf(dir, upstream, listen, workers string, f *tlsx.Files) string {
+	scheme, ssl, proxySSL := "http", "", ""
+	if f != nil {
+		scheme = "https"
+		ssl = fmt.Sprintf(` ssl;
+		ssl_certificate %[1]s;
+		ssl_certificate_key %[2]s;
+		ssl_protocols TLSv1.2 TLSv1.3;
+		ssl_session_cache shared:SSL:1m`, f.Cert, f.Key)
+		proxySSL = fmt.Sprintf(`
+			proxy_ssl_verify on;
+			proxy_ssl_trusted_certificate %[3]s;
+			proxy_ssl_name node;
+			proxy_ssl_server_name on;
+			proxy_ssl_certificate %[1]s;
+			proxy_ssl_certificate_key %[2]s;
+			proxy_ssl_session_reuse on;
+			proxy_ssl_protocols TLSv1.2 TLSv1.3;`, f.Cert, f.Key, f.CA)
+	}
 	return fmt.Sprintf(`worker_processes %[4]s;
 daemon off;
 master_process on;
@@ -158,16 +180,16 @@ http {
 	scgi_temp_path %[1]s/scgi;
 	upstream node { server %[2]s; keepalive 32; }
 	server {
-		listen %[3]s;
+		listen %[3]s%[6]s;
 		location / {
-			proxy_pass http://node;
+			proxy_pass %[5]s://node;
 			proxy_http_version 1.1;
 			proxy_set_header Connection "";
-			proxy_buffering off;
+			proxy_buffering off;%[7]s
 		}
 	}
 }
-`, dir, upstream, listen, workers)
+`, dir, upstream, listen, workers, scheme, ssl, proxySSL)
 }
 
 // startNginxProc runs nginx with nginxConf in dir.
@@ -184,7 +206,7 @@ func startNginxProc(bin, dir, upstream, workers string) (p *proc, base string, e
 		return nil, "", err
 	}
 	cf := filepath.Join(dir, "nginx.conf")
-	if err := os.WriteFile(cf, []byte(nginxConf(dir, upstream, listen, workers)), 0o644); err != nil {
+	if err := os.WriteFile(cf, []byte(nginxConf(dir, upstream, listen, workers, nil)), 0o644); err != nil {
 		return nil, "", err
 	}
 	p, err = startProc("nginx ("+workers+" worker)", path, "-e", filepath.Join(dir, "logs", "error.log"), "-p", dir, "-c", cf)

@@ -141,8 +141,8 @@ func (d *deployedRig) startTLS(nodeBin, shardBin, nginxBin string) error {
 	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
 		return err
 	}
-	cf := filepath.Join(dir, "nginx.conf")
-	if err := os.WriteFile(cf, []byte(nginxTLSConf(dir, nodeAddr, listen, pki.files["nginx"])), 0o644); err != nil {
+	cf, nf := filepath.Join(dir, "nginx.conf"), pki.files["nginx"]
+	if err := os.WriteFile(cf, []byte(nginxConf(dir, nodeAddr, listen, "1", &nf)), 0o644); err != nil {
 		return err
 	}
 	path, err := exec.LookPath(nginxBin)
@@ -161,49 +161,6 @@ func (d *deployedRig) startTLS(nodeBin, shardBin, nginxBin string) error {
 	d.tlsNote = "TLS: TLS 1.3, ECDSA P-256 certificates of one CA; wrk (OpenSSL) to the node, the router or nginx; the router and nginx verify the node " +
 		"and show it a certificate, keeping connections to it (nginx: keepalive 32, proxy_ssl_session_reuse); \"+\" of a TLS target is against the node over TLS"
 	return nil
-}
-
-// nginxTLSConf is nginxConf terminating TLS with f's certificate and
-// proxying to upstream over TLS: the node verified against f's CA as
-// "node", f's certificate shown to it, sessions reused, connections kept.
-func nginxTLSConf(dir, upstream, listen string, f tlsx.Files) string {
-	return fmt.Sprintf(`worker_processes 1;
-daemon off;
-master_process on;
-pid %[1]s/nginx.pid;
-error_log %[1]s/logs/error.log warn;
-events { worker_connections 1024; }
-http {
-	access_log off;
-	client_body_temp_path %[1]s/body;
-	proxy_temp_path %[1]s/proxy;
-	fastcgi_temp_path %[1]s/fastcgi;
-	uwsgi_temp_path %[1]s/uwsgi;
-	scgi_temp_path %[1]s/scgi;
-	upstream node { server %[2]s; keepalive 32; }
-	server {
-		listen %[3]s ssl;
-		ssl_certificate %[4]s;
-		ssl_certificate_key %[5]s;
-		ssl_protocols TLSv1.2 TLSv1.3;
-		ssl_session_cache shared:SSL:1m;
-		location / {
-			proxy_pass https://node;
-			proxy_http_version 1.1;
-			proxy_set_header Connection "";
-			proxy_buffering off;
-			proxy_ssl_verify on;
-			proxy_ssl_trusted_certificate %[6]s;
-			proxy_ssl_name node;
-			proxy_ssl_server_name on;
-			proxy_ssl_certificate %[4]s;
-			proxy_ssl_certificate_key %[5]s;
-			proxy_ssl_session_reuse on;
-			proxy_ssl_protocols TLSv1.2 TLSv1.3;
-		}
-	}
-}
-`, dir, upstream, listen, f.Cert, f.Key, f.CA)
 }
 
 // tlsCompare says, per load, what the router and nginx add to a request
