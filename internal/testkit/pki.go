@@ -1,6 +1,7 @@
 package testkit
 
 import (
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -16,14 +17,24 @@ type PKI struct {
 	CA  *tlsx.CA
 }
 
-// NewPKI makes a CA named name and writes its bundle to Dir/ca.pem.
+// NewPKI makes a CA named name and writes its bundle to Dir/ca.pem, Dir
+// a temp dir of the test.
 func NewPKI(tb testing.TB, name string) *PKI {
+	tb.Helper()
+	return NewPKIAt(tb, name, tb.TempDir())
+}
+
+// NewPKIAt is NewPKI with its files in dir (made if missing).
+func NewPKIAt(tb testing.TB, name, dir string) *PKI {
 	tb.Helper()
 	ca, err := tlsx.NewCA(name, 24*time.Hour)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	p := &PKI{tb: tb, Dir: tb.TempDir(), CA: ca}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	p := &PKI{tb: tb, Dir: dir, CA: ca}
 	if err := tlsx.WriteFile(p.Bundle(), ca.PEM, 0o644); err != nil {
 		tb.Fatal(err)
 	}

@@ -12,15 +12,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fenec-go/fenec/internal/testkit"
 	"github.com/fenec-go/fenec/internal/tlsx"
 )
 
 // PKI is a cluster's certificate authority, the certificates it issued
 // its processes (files named after them), and the routers' key.
 type PKI struct {
-	tb  testing.TB
-	Dir string
-	CA  *tlsx.CA
+	*testkit.PKI
+	tb testing.TB
 	// KeyFile is the routers' --directory-key-file.
 	KeyFile string
 	// operator is the client certificate the cluster's clients show.
@@ -40,17 +40,7 @@ const Operator = "operator"
 // Call it before starting any process.
 func (c *Cluster) UseTLS() *PKI {
 	c.tb.Helper()
-	ca, err := tlsx.NewCA("e2e CA", 24*time.Hour)
-	if err != nil {
-		c.tb.Fatal(err)
-	}
-	p := &PKI{tb: c.tb, Dir: filepath.Join(c.dir, "pki"), CA: ca}
-	if err := os.MkdirAll(p.Dir, 0o755); err != nil {
-		c.tb.Fatal(err)
-	}
-	if err := tlsx.WriteFile(p.Bundle(), ca.PEM, 0o644); err != nil {
-		c.tb.Fatal(err)
-	}
+	p := &PKI{PKI: testkit.NewPKIAt(c.tb, "e2e CA", filepath.Join(c.dir, "pki")), tb: c.tb}
 	p.KeyFile = filepath.Join(p.Dir, "directory.key")
 	var key [32]byte
 	if _, err := rand.Read(key[:]); err != nil {
@@ -59,15 +49,10 @@ func (c *Cluster) UseTLS() *PKI {
 	if err := tlsx.WriteFile(p.KeyFile, []byte(base64.StdEncoding.EncodeToString(key[:])+"\n"), 0o600); err != nil {
 		c.tb.Fatal(err)
 	}
-	if p.operator, err = tlsx.Load(p.Issue(Operator), nil); err != nil {
-		c.tb.Fatal(err)
-	}
+	p.operator = testkit.Source(c.tb, p.Issue(Operator))
 	c.tls = p
 	return p
 }
-
-// Bundle is the CA's certificate: what every process verifies peers by.
-func (p *PKI) Bundle() string { return filepath.Join(p.Dir, "ca.pem") }
 
 // Files are the certificate, key and bundle of name, issued or not.
 func (p *PKI) Files(name string) tlsx.Files {
@@ -83,14 +68,8 @@ func (p *PKI) Files(name string) tlsx.Files {
 // started with them, given them again, rotates its certificate.
 func (p *PKI) Issue(name string, hosts ...string) tlsx.Files {
 	p.tb.Helper()
-	leaf, err := p.CA.Issue(name, append([]string{"127.0.0.1", name}, hosts...), time.Hour)
-	if err != nil {
-		p.tb.Fatal(err)
-	}
 	f := p.Files(name)
-	if err := leaf.Write(f.Cert, f.Key); err != nil {
-		p.tb.Fatal(err)
-	}
+	p.Reissue(f, name, append([]string{"127.0.0.1", name}, hosts...)...)
 	return f
 }
 
@@ -199,14 +178,7 @@ func NewClientWith(tb testing.TB, base, token string, src *tlsx.Source) *Client 
 }
 
 // MustSource loads files, failing tb on an error.
-func MustSource(tb testing.TB, files tlsx.Files) *tlsx.Source {
-	tb.Helper()
-	src, err := tlsx.Load(files, nil)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return src
-}
+var MustSource = testkit.Source
 
 // Fresh makes c open a new connection for every request (no keep-alive):
 // every request then shakes hands, resuming a session where it can.
