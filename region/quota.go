@@ -82,7 +82,7 @@ func (c *shardCall) putQuota(s *global.Store, name string) (int, any, error) {
 	if err != nil && !isNotFound(err) {
 		return 0, nil, err
 	}
-	if want := c.r.Header.Get("If-Match"); want != "" && want != quotaTag(old.Value) {
+	if want := c.r.Header.Get("If-Match"); want != "" && want != "*" && want != quotaTag(old.Value) {
 		return 0, nil, &quotaChangedError{tenant: name, now: old.Value}
 	}
 	rev, err := s.Txn().RequireTenant(name, at.Rev).PutQuota(name, old.Rev, q).Commit(ctx)

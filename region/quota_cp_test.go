@@ -273,4 +273,17 @@ func TestQuotaIfMatchCP(t *testing.T) {
 	if q, _ := get(); q != (global.Quota{Streams: 3}) {
 		t.Fatalf("after the unconditioned put: %+v", q)
 	}
+	// A tag no read gave (garbage, a weak one, a list) stores nothing;
+	// "*" is any quota the tenant has (RFC 9110 §13.1.1).
+	for _, tag := range []string{"zzz", `W/` + hdr.Get("ETag"), `"a", "b"`, `""`} {
+		if st, _, b := put(global.Quota{Rows: 1}, tag); st != http.StatusConflict {
+			t.Fatalf("If-Match %s: %d %s", tag, st, b)
+		}
+	}
+	if q, _ := get(); q != (global.Quota{Streams: 3}) {
+		t.Fatalf("after the refused tags: %+v", q)
+	}
+	if st, _, b := put(global.Quota{Rows: 2}, "*"); st != http.StatusOK {
+		t.Fatalf("If-Match *: %d %s", st, b)
+	}
 }
