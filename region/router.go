@@ -23,6 +23,7 @@ import (
 	"github.com/fenec-go/fenec/global"
 	"github.com/fenec-go/fenec/internal/badtoken"
 	"github.com/fenec-go/fenec/internal/bodygap"
+	"github.com/fenec-go/fenec/internal/h1"
 	"github.com/fenec-go/fenec/internal/tlsx"
 	"github.com/fenec-go/fenec/region/forward"
 )
@@ -56,9 +57,10 @@ type Router struct {
 	audit    *auditLog
 	metricsH http.Handler
 
-	ln  net.Listener
-	srv *http.Server
-	id  string
+	ln   net.Listener
+	srv  *http.Server
+	loop *h1.Server // the data path's own loop over plain TCP (nil over TLS)
+	id   string
 	// tls is the router's certificate and CA bundle (its listener, its
 	// calls to nodes); etcdTLS the directory's links' (tls itself unless
 	// --etcd-* names other files). Both reloaded.
@@ -232,8 +234,10 @@ func (rt *Router) wire() error {
 	return rt.wireLeasing()
 }
 
-// serve starts the HTTP server on the router's listener, on a goroutine
-// Close waits for.
+// serve starts serving on the router's listener, on a goroutine Close
+// waits for. Over plain TCP the data path runs in the router's own loop
+// (package h1), which hands anything else to the net/http server; over
+// TLS net/http serves everything.
 func (rt *Router) serve() {
 	rt.srv = &http.Server{
 		Handler:           rt,
@@ -241,8 +245,14 @@ func (rt *Router) serve() {
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(rt.log.Handler(), slog.LevelWarn),
 	}
+	serve := rt.srv.Serve
+	if !rt.cfg.TLS.On() {
+		rt.loop = &h1.Server{Handler: rt, Fallback: rt.srv, Prefix: "/t/",
+			ReadHeaderTimeout: rt.srv.ReadHeaderTimeout, IdleTimeout: rt.srv.IdleTimeout, Log: rt.log}
+		serve = rt.loop.Serve
+	}
 	rt.wg.Go(func() {
-		if err := rt.srv.Serve(rt.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := serve(rt.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			rt.log.Error("serve", "err", err)
 		}
 	})
@@ -328,7 +338,11 @@ func (rt *Router) Close() error {
 		}
 		if rt.srv != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			if err := rt.srv.Shutdown(ctx); err != nil {
+			if rt.loop != nil {
+				if err := rt.loop.Shutdown(ctx); err != nil {
+					_ = rt.loop.Close()
+				}
+			} else if err := rt.srv.Shutdown(ctx); err != nil {
 				_ = rt.srv.Close()
 			}
 			cancel()
