@@ -52,6 +52,7 @@ type conn struct {
 	armed    bool          // the watch was started for this request
 	aborting atomic.Bool   // the watch's read is being ended on purpose
 	watched  chan struct{} // the watch's read returned
+	deadline time.Time     // the read deadline set last (zero: none)
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -91,12 +92,11 @@ func (c *conn) serve() {
 		if c.s.shutting.Load() {
 			return
 		}
-		_ = c.nc.SetReadDeadline(time.Now().Add(c.s.IdleTimeout))
+		c.idleDeadline()
 		if _, err := c.br.Peek(1); err != nil {
 			return
 		}
 		c.state.Store(stateActive)
-		_ = c.nc.SetReadDeadline(time.Now().Add(c.s.ReadHeaderTimeout))
 		n, ok, err := c.readHead()
 		if err != nil {
 			return
@@ -105,7 +105,6 @@ func (c *conn) serve() {
 			handed = c.handOver()
 			return
 		}
-		_ = c.nc.SetReadDeadline(time.Time{})
 		if !c.run(n) {
 			return
 		}
@@ -115,6 +114,12 @@ func (c *conn) serve() {
 // readHead waits for a whole head in the buffer and parses it into req;
 // ok is false when the loop does not take it (n is then meaningless).
 func (c *conn) readHead() (n int, ok bool, err error) {
+	timed := false
+	defer func() {
+		if timed {
+			c.setReadDeadline(time.Time{}) // a body is not bound by it
+		}
+	}()
 	for {
 		buf, _ := c.br.Peek(c.br.Buffered())
 		end, bare := headEnd(buf)
@@ -127,10 +132,31 @@ func (c *conn) readHead() (n int, ok bool, err error) {
 		if len(buf) >= HeadBytes {
 			return 0, false, nil
 		}
+		if !timed {
+			timed = true // most heads come whole with their first byte
+			c.setReadDeadline(time.Now().Add(c.s.ReadHeaderTimeout))
+		}
 		if _, err := c.br.Peek(len(buf) + 1); err != nil {
 			return 0, false, err // cut short or too slow: closed unanswered
 		}
 	}
+}
+
+// idleDeadline bounds the wait for the next request by the idle timeout,
+// give or take a quarter of it (at most a second): a deadline is not set
+// again for every request on a busy connection.
+func (c *conn) idleDeadline() {
+	now := time.Now()
+	slack := min(time.Second, c.s.IdleTimeout/4)
+	if c.deadline.IsZero() || c.deadline.Before(now.Add(c.s.IdleTimeout-slack)) {
+		c.setReadDeadline(now.Add(c.s.IdleTimeout))
+	}
+}
+
+// setReadDeadline sets the connection's read deadline and notes it.
+func (c *conn) setReadDeadline(t time.Time) {
+	c.deadline = t
+	_ = c.nc.SetReadDeadline(t)
 }
 
 // handOver gives the connection, with the bytes read and not used, to the
@@ -213,11 +239,27 @@ func (c *conn) arm() {
 // ends the request's context; a byte (a request sent behind this one)
 // stays buffered for the loop. The loop ends the wait (disarm) by moving
 // the read deadline into the past.
+//
+// The idle deadline may pass while a long request runs: that is no
+// hang-up, and the watch goes on without a deadline. (If disarm moved it
+// meanwhile, aborting is already set when the watch looks again.)
 func (c *conn) watch() {
-	if _, err := c.br.Peek(1); err != nil && !c.aborting.Load() {
-		c.cancel()
+	defer func() { c.watched <- struct{}{} }()
+	for {
+		_, err := c.br.Peek(1)
+		switch {
+		case err == nil || c.aborting.Load():
+			return
+		case isTimeout(err):
+			_ = c.nc.SetReadDeadline(time.Time{})
+			if c.aborting.Load() {
+				return
+			}
+		default:
+			c.cancel()
+			return
+		}
 	}
-	c.watched <- struct{}{}
 }
 
 // disarm stops the watch before the loop touches the reader again.
@@ -232,7 +274,7 @@ func (c *conn) disarm() {
 	c.aborting.Store(true)
 	_ = c.nc.SetReadDeadline(aLongTimeAgo)
 	<-c.watched
-	_ = c.nc.SetReadDeadline(time.Time{})
+	c.setReadDeadline(time.Time{})
 }
 
 var aLongTimeAgo = time.Unix(1, 0)

@@ -458,3 +458,29 @@ func TestConcurrentClients(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// A request that runs past the idle timeout is no hang-up: the idle
+// deadline passing under the watch does not end it.
+func TestLongRequestPastIdle(t *testing.T) {
+	ended := make(chan error, 1)
+	h := func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+			ended <- r.Context().Err()
+		case <-time.After(time.Second):
+			ended <- nil
+			io.WriteString(w, "done")
+		}
+	}
+	_, addr := start(t, h, func(s *Server) { s.IdleTimeout = 300 * time.Millisecond })
+	c, br := dial(t, addr)
+	for range 2 { // the second on a connection whose deadline was set before
+		io.WriteString(c, "GET /t/long HTTP/1.1\r\nHost: h\r\n\r\n")
+		if err := <-ended; err != nil {
+			t.Fatalf("a request longer than the idle timeout was ended: %v", err)
+		}
+		if _, body := answer(t, br, "GET"); body != "done" {
+			t.Fatalf("answer %q", body)
+		}
+	}
+}

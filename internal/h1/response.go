@@ -121,7 +121,10 @@ func (w *response) Flush() {
 }
 
 // SetReadDeadline and SetWriteDeadline serve http.ResponseController.
-func (w *response) SetReadDeadline(t time.Time) error  { return w.c.nc.SetReadDeadline(t) }
+func (w *response) SetReadDeadline(t time.Time) error {
+	w.c.setReadDeadline(t)
+	return nil
+}
 func (w *response) SetWriteDeadline(t time.Time) error { return w.c.nc.SetWriteDeadline(t) }
 
 // finish ends the answer once the handler returned; false if it is short
