@@ -59,7 +59,7 @@ type Router struct {
 
 	ln   net.Listener
 	srv  *http.Server
-	loop *h1.Server // the data path's own loop over plain TCP (nil over TLS)
+	loop *h1.Server // serves the listener; srv is its fallback
 	id   string
 	// tls is the router's certificate and CA bundle (its listener, its
 	// calls to nodes); etcdTLS the directory's links' (tls itself unless
@@ -235,9 +235,8 @@ func (rt *Router) wire() error {
 }
 
 // serve starts serving on the router's listener, on a goroutine Close
-// waits for. Over plain TCP the data path runs in the router's own loop
-// (package h1), which hands anything else to the net/http server; over
-// TLS net/http serves everything.
+// waits for. The data path runs in the router's own loop (package h1),
+// which hands anything else, connection and all, to the net/http server.
 func (rt *Router) serve() {
 	rt.srv = &http.Server{
 		Handler:           rt,
@@ -245,12 +244,9 @@ func (rt *Router) serve() {
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(rt.log.Handler(), slog.LevelWarn),
 	}
-	serve := rt.srv.Serve
-	if !rt.cfg.TLS.On() {
-		rt.loop = &h1.Server{Handler: rt, Fallback: rt.srv, Prefix: "/t/",
-			ReadHeaderTimeout: rt.srv.ReadHeaderTimeout, IdleTimeout: rt.srv.IdleTimeout, Log: rt.log}
-		serve = rt.loop.Serve
-	}
+	rt.loop = &h1.Server{Handler: rt, Fallback: rt.srv, Prefix: "/t/",
+		ReadHeaderTimeout: rt.srv.ReadHeaderTimeout, IdleTimeout: rt.srv.IdleTimeout, Log: rt.log}
+	serve := rt.loop.Serve
 	rt.wg.Go(func() {
 		if err := serve(rt.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			rt.log.Error("serve", "err", err)
@@ -336,14 +332,10 @@ func (rt *Router) Close() error {
 		if rt.leasing != nil {
 			rt.leasing.close() // its failovers may start jobs of the router's
 		}
-		if rt.srv != nil {
+		if rt.loop != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			if rt.loop != nil {
-				if err := rt.loop.Shutdown(ctx); err != nil {
-					_ = rt.loop.Close()
-				}
-			} else if err := rt.srv.Shutdown(ctx); err != nil {
-				_ = rt.srv.Close()
+			if err := rt.loop.Shutdown(ctx); err != nil {
+				_ = rt.loop.Close()
 			}
 			cancel()
 		} else if rt.ln != nil {

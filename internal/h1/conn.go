@@ -3,6 +3,7 @@ package h1
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -36,6 +37,7 @@ type conn struct {
 	br     *bufio.Reader
 	bw     *bufio.Writer
 	remote string
+	tls    *tls.ConnectionState // a TLS connection's, once its handshake is done
 	state  atomic.Int32
 
 	ctx    context.Context // ends when the client is gone or the loop ends
@@ -87,6 +89,9 @@ func (c *conn) serve() {
 		}
 		c.s.track(c, false)
 	}()
+	if !c.handshake() {
+		return
+	}
 	for {
 		c.state.Store(stateIdle)
 		if c.s.shutting.Load() {
@@ -109,6 +114,24 @@ func (c *conn) serve() {
 			return
 		}
 	}
+}
+
+// handshake runs a TLS connection's handshake under the header timeout
+// and keeps its state for the requests; a plain connection has none.
+func (c *conn) handshake() bool {
+	tc, ok := c.nc.(*tls.Conn)
+	if !ok {
+		return true
+	}
+	_ = tc.SetDeadline(time.Now().Add(c.s.ReadHeaderTimeout))
+	if err := tc.HandshakeContext(c.ctx); err != nil {
+		c.s.Log.Debug("tls handshake", "remote", c.remote, "err", err)
+		return false
+	}
+	_ = tc.SetDeadline(time.Time{})
+	st := tc.ConnectionState()
+	c.tls = &st
+	return true
 }
 
 // readHead waits for a whole head in the buffer and parses it into req;
@@ -164,7 +187,7 @@ func (c *conn) setReadDeadline(t time.Time) {
 func (c *conn) handOver() bool {
 	pending, _ := c.br.Peek(c.br.Buffered())
 	_ = c.nc.SetDeadline(time.Time{})
-	rc := &replayConn{Conn: c.nc, pending: append([]byte(nil), pending...)}
+	rc := &replayConn{Conn: c.nc, pending: append([]byte(nil), pending...), tls: c.tls}
 	c.s.give(rc)
 	return true
 }
@@ -316,6 +339,7 @@ func (b *body) Close() error { return nil }
 type replayConn struct {
 	net.Conn
 	pending []byte
+	tls     *tls.ConnectionState // nil on plain TCP
 }
 
 func (rc *replayConn) Read(p []byte) (int, error) {

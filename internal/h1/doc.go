@@ -23,6 +23,8 @@
 // net/http would refuse (FuzzHead holds it to that), and every odd case
 // is answered by the server that always answered it.
 //
-// Plain TCP only: a TLS connection cannot be handed over with its state,
-// so a router serving TLS serves through net/http alone.
+// Over TLS the loop runs the handshake itself (under ReadHeaderTimeout)
+// and gives each request the connection's state; a connection handed over
+// carries that state to the fallback's handler too, which net/http alone
+// would not (it sees a wrapper, not a *tls.Conn).
 package h1

@@ -36,7 +36,7 @@ func (c *conn) parse(raw []byte) bool {
 	s := string(raw[:len(raw)-2])
 	line, rest, _ := strings.Cut(s, "\r\n")
 	method, target, proto, ok := requestLine(line)
-	if !ok || proto != "HTTP/1.1" || !strings.HasPrefix(target, c.s.Prefix) || target == "" || target[0] != '/' {
+	if !ok || proto != "HTTP/1.1" || c.tls != nil && c.tls.NegotiatedProtocol != "" && c.tls.NegotiatedProtocol != "http/1.1" || !strings.HasPrefix(target, c.s.Prefix) || target == "" || target[0] != '/' {
 		return false
 	}
 	clear(c.hdr)
@@ -81,7 +81,7 @@ func (c *conn) parse(raw []byte) bool {
 	*r = *c.tmpl
 	r.Method, r.URL, r.RequestURI, r.Host = method, u, target, host
 	r.Proto, r.ProtoMajor, r.ProtoMinor = "HTTP/1.1", 1, 1
-	r.Header, r.Close, r.RemoteAddr = c.hdr, closing, c.remote
+	r.Header, r.Close, r.RemoteAddr, r.TLS = c.hdr, closing, c.remote, c.tls
 	r.ContentLength = max(length, 0)
 	c.body.n = r.ContentLength
 	r.Body = http.NoBody

@@ -2,6 +2,7 @@ package h1
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net"
@@ -19,7 +20,9 @@ type Server struct {
 	// for the connection's next request.
 	Handler http.Handler
 	// Fallback serves every connection handed over. Its Handler should be
-	// the same as Handler; Serve starts it and Shutdown stops it.
+	// the same as Handler; Serve starts it and Shutdown stops it. Serve
+	// also sets its ConnContext and wraps its Handler so that a request
+	// on a handed-over TLS connection has its TLS state, as on any other.
 	Fallback *http.Server
 	// Prefix is what a request target must start with for the loop to
 	// take it ("/t/"; "" takes every origin-form target).
@@ -74,6 +77,8 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.handover = newHandoverListener(ln.Addr())
 	ho := s.handover
 	s.mu.Unlock()
+	s.Fallback.ConnContext = handedContext(s.Fallback.ConnContext)
+	s.Fallback.Handler = handedTLS{s.Fallback.Handler}
 	s.wg.Go(func() {
 		if err := s.Fallback.Serve(ho); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.Log.Error("fallback server", "err", err)
@@ -264,3 +269,33 @@ func (l *handoverListener) Close() error {
 }
 
 func (l *handoverListener) Addr() net.Addr { return l.addr }
+
+// tlsKey carries a handed-over connection's TLS state in its context.
+type tlsKey struct{}
+
+// handedContext notes a handed-over TLS connection's state in its
+// context, after what next (the fallback's own ConnContext, if any) does.
+func handedContext(next func(context.Context, net.Conn) context.Context) func(context.Context, net.Conn) context.Context {
+	return func(ctx context.Context, nc net.Conn) context.Context {
+		if next != nil {
+			ctx = next(ctx, nc)
+		}
+		if rc, ok := nc.(*replayConn); ok && rc.tls != nil {
+			ctx = context.WithValue(ctx, tlsKey{}, rc.tls)
+		}
+		return ctx
+	}
+}
+
+// handedTLS gives a request on a handed-over TLS connection its state:
+// net/http sees only the wrapper and leaves Request.TLS nil.
+type handedTLS struct{ h http.Handler }
+
+func (h handedTLS) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if st, ok := r.Context().Value(tlsKey{}).(*tls.ConnectionState); ok && r.TLS == nil {
+		r2 := *r
+		r2.TLS = st
+		r = &r2
+	}
+	h.h.ServeHTTP(w, r)
+}
