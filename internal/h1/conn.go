@@ -15,8 +15,10 @@ import (
 )
 
 // HeadBytes is the longest head the loop reads itself; a longer one goes
-// to the fallback with the connection (net/http allows 1 MB).
-const HeadBytes = 8 << 10
+// to the fallback with the connection (net/http allows 1 MB). It is the
+// read buffer's size: with the write buffer's, a connection holds 8 KB, as
+// one of net/http's does.
+const HeadBytes = 4 << 10
 
 // maxDiscard is how much of a body its handler left unread is read and
 // dropped to keep the connection; past it the connection is closed.
@@ -62,7 +64,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		s:       s,
 		nc:      nc,
 		br:      bufio.NewReaderSize(nc, HeadBytes),
-		bw:      bufio.NewWriterSize(nc, 8<<10),
+		bw:      bufio.NewWriterSize(nc, 4<<10),
 		remote:  nc.RemoteAddr().String(),
 		hdr:     http.Header{},
 		watched: make(chan struct{}, 1),
