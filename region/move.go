@@ -6,20 +6,21 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/fenec-go/fenec/global"
 )
 
-// moveAnswer is POST /_shard/tenants/<t>/move's answer.
+// moveAnswer is POST /_shard/tenants/<t>/move's answer. The source's file
+// is deleted after it (removeSource).
 type moveAnswer struct {
-	Tenant        string `json:"tenant"`
-	From          string `json:"from"`
-	To            string `json:"to"`
-	Bytes         int64  `json:"bytes"`
-	MS            int64  `json:"ms"`
-	SourceRemoved bool   `json:"source_removed"`
+	Tenant string `json:"tenant"`
+	From   string `json:"from"`
+	To     string `json:"to"`
+	Bytes  int64  `json:"bytes"`
+	MS     int64  `json:"ms"`
 }
 
 // moveTenant serves the move route: {"to": node}.
@@ -74,6 +75,11 @@ func (rt *Router) move(ctx context.Context, s *global.Store, name, to string) (m
 		return moveAnswer{}, errNotFoundAs(err, ErrUnknownTenant)
 	}
 	m := &moveRun{rt: rt, s: s, name: name}
+	// A move of the tenant back onto the last one's source must not race
+	// that source's deletion.
+	if err := rt.sources.wait(ctx, name, to); err != nil {
+		return moveAnswer{}, err
+	}
 	rt.opMu.Lock() // a move's target must not be forgotten as it begins
 	err = m.begin(ctx, at, to)
 	rt.opMu.Unlock()
@@ -100,12 +106,12 @@ func (rt *Router) move(ctx context.Context, s *global.Store, name, to string) (m
 		rt.log.Warn("move failed", "tenant", name, "from", ans.From, "to", to, "outcome", outcome, "err", err)
 		return moveAnswer{}, err
 	}
-	ans.SourceRemoved = m.removeSource(ctx)
+	m.removeSourceLater(ctx)
 	rt.afterMove(ctx, s, name) // the copy follows the new node (replica.go)
 	ans.MS = time.Since(start).Milliseconds()
 	rt.metrics.moves.WithLabelValues(MoveDone).Inc()
 	rt.log.Info("tenant moved", "tenant", name, "from", ans.From, "to", to, "bytes", n, "ms", ans.MS,
-		"source_removed", ans.SourceRemoved, "begin_ms", began.Sub(start).Milliseconds(),
+		"begin_ms", began.Sub(start).Milliseconds(),
 		"copy_ms", copied.Sub(began).Milliseconds(), "flip_ms", flipped.Sub(copied).Milliseconds())
 	return ans, nil
 }
@@ -241,13 +247,36 @@ func (m *moveRun) putBack(ctx context.Context) error {
 // still meet the 404.
 const sourceGrace = 50 * time.Millisecond
 
-// removeSource deletes the source's file once this router's own view
-// forwards to the target and the grace has passed; it reports whether
-// that worked.
+// removeSourceLater deletes the source's file once the grace has passed,
+// on a goroutine of the router's: the move answers without waiting for it.
+// That is safe because it starts only after the flip (the directory points
+// at the target, which serves: its install answered) and this router's
+// view forwards there; the grace runs from then, as it did when the move
+// waited. Until the file is gone, sources holds the source, so a move or
+// a copy that would put the tenant back on that node waits for it rather
+// than have its new file deleted.
+func (m *moveRun) removeSourceLater(ctx context.Context) {
+	id, _ := ctx.Value(requestIDKey{}).(string)
+	done := m.rt.sources.add(m.name, m.from)
+	m.rt.wg.Go(func() {
+		defer done()
+		ctx, cancel := context.WithTimeout(m.rt.ctx, sourceGrace+2*m.rt.cfg.NodeTimeout)
+		defer cancel()
+		m.removeSource(context.WithValue(ctx, requestIDKey{}, id))
+	})
+}
+
+// removeSource deletes the source's file once the grace has passed and the
+// directory still places nothing of the tenant on the source's node; it
+// reports whether the file went.
 func (m *moveRun) removeSource(ctx context.Context) bool {
 	select {
 	case <-time.After(sourceGrace):
 	case <-ctx.Done():
+	}
+	if at, err := m.s.GetTenant(ctx, m.name); err == nil && placesOn(at.Value, m.from) {
+		m.rt.log.Warn("a moved tenant's source not deleted: the tenant is placed there again", "tenant", m.name, "node", m.from)
+		return false
 	}
 	src, err := m.rt.apart(ctx, m.s, m.at.Value.Node, m.from) // the target keeps it now
 	if err != nil {
@@ -258,7 +287,62 @@ func (m *moveRun) removeSource(ctx context.Context) bool {
 		m.rt.log.Warn("delete a moved tenant's source", "tenant", m.name, "err", err)
 		return false
 	}
+	m.rt.log.Info("deleted a moved tenant's source", "tenant", m.name, "node", m.from)
 	return true
+}
+
+// placesOn reports whether t has its file, its copy or a move's target on
+// node.
+func placesOn(t global.Tenant, node string) bool {
+	return t.Node == node || t.Replica == node || t.Target == node
+}
+
+// sourceDeletes are the moved tenants whose source file is still to be
+// deleted, by tenant: the source's node and a channel closed once done.
+type sourceDeletes struct {
+	mu sync.Mutex
+	m  map[string]pendingSource
+}
+
+type pendingSource struct {
+	node string
+	done chan struct{}
+}
+
+// add records tenant's source on node as to be deleted; the func returned
+// says it is done.
+func (d *sourceDeletes) add(tenant, node string) func() {
+	p := pendingSource{node: node, done: make(chan struct{})}
+	d.mu.Lock()
+	if d.m == nil {
+		d.m = map[string]pendingSource{}
+	}
+	d.m[tenant] = p
+	d.mu.Unlock()
+	return func() {
+		d.mu.Lock()
+		if d.m[tenant].done == p.done {
+			delete(d.m, tenant)
+		}
+		d.mu.Unlock()
+		close(p.done)
+	}
+}
+
+// wait returns once no deletion of tenant's source on node is pending.
+func (d *sourceDeletes) wait(ctx context.Context, tenant, node string) error {
+	d.mu.Lock()
+	p, ok := d.m[tenant]
+	d.mu.Unlock()
+	if !ok || p.node != node {
+		return nil
+	}
+	select {
+	case <-p.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // settleTo waits (bounded) until the router's view is current to rev.

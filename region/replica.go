@@ -198,6 +198,10 @@ func (rt *Router) addReplica(ctx context.Context, s *global.Store, name, target 
 	if err := rt.nodes.checkToken(ctx, primary.Value); err != nil {
 		return fmt.Errorf("primary %s of %s does not answer: %w", at.Value.Node, name, err)
 	}
+	// A moved tenant's source still to be deleted there goes first.
+	if err := rt.sources.wait(ctx, name, target); err != nil {
+		return err
+	}
 	// Whatever the target holds of the tenant goes: first make sure,
 	// asking both now, that the target is not the primary by another name.
 	dst, err := rt.apart(ctx, s, at.Value.Node, target)

@@ -42,6 +42,8 @@ type Router struct {
 	ctx    context.Context // ends at Close: bounds every background job
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // background jobs (recovering moves, serving)
+	// sources are the moved tenants' source files still to be deleted.
+	sources sourceDeletes
 
 	member   *global.Embedded     // nil unless embedded
 	dir      global.Directory     // the directory

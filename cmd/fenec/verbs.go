@@ -181,16 +181,11 @@ func setupMove(fs *flag.FlagSet, e *env) runFunc {
 			return err
 		}
 		var ans struct {
-			From, To      string
-			Bytes, MS     int64
-			SourceRemoved bool `json:"source_removed"`
+			From, To  string
+			Bytes, MS int64
 		}
 		_ = json.Unmarshal(b, &ans)
-		line := fmt.Sprintf("moved %s from %s to %s: %d bytes in %d ms", pos[0], ans.From, ans.To, ans.Bytes, ans.MS)
-		if !ans.SourceRemoved {
-			line += " (its file on " + ans.From + " could not be deleted: the router deletes it later)"
-		}
-		return c.done(b, line)
+		return c.done(b, fmt.Sprintf("moved %s from %s to %s: %d bytes in %d ms", pos[0], ans.From, ans.To, ans.Bytes, ans.MS))
 	})
 }
 
