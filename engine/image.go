@@ -16,16 +16,27 @@ import (
 
 // The state payload of an image, streamed:
 //
-//	"FNI1"
+//	"FNI2"
 //	counters: uvarint n, n × (string name, varint last id)
-//	collections: uvarint n, n × (uvarint len, schema; uvarint docs,
-//	    docs × (uvarint len, varint id, uvarint values, values))
-//	graphs: uvarint n, n × (string coll, uvarint field, uvarint len, graph)
+//	collections: uvarint n, n × (uvarint len, schema;
+//	    graphs: uvarint g, g × (uvarint field, uvarint len, graph);
+//	    uvarint docs, docs × (uvarint len, varint id, uvarint values, values))
 //
 // Documents are written one at a time, so neither writing nor reading an
 // image holds it whole in memory. Text indexes are rebuilt on load; HNSW
-// graphs travel as links and are rebuilt only if they fail to load.
-const imageMagic = "FNI1"
+// graphs travel as links ahead of their collection's documents, each
+// document's vector put in its graph as it is read (an image arriving is
+// decoded as it comes, and nothing of a graph is left to do once the last
+// document is in), and are rebuilt only if they fail to load. An image of
+// "FNI1" carries the graphs after all the documents, as
+//
+//	graphs: uvarint n, n × (string coll, uvarint field, uvarint len, graph)
+//
+// and is read still.
+const (
+	imageMagic   = "FNI2"
+	imageMagicV1 = "FNI1"
+)
 
 // maxImageItem bounds one length-prefixed item of an image.
 const maxImageItem = 1 << 30
@@ -109,6 +120,18 @@ func (s *snapshot) write(w io.Writer) error {
 		item = appendSchema(item[:0], cs.sch)
 		b = appendUvarint(b[:0], uint64(len(item)))
 		b = append(b, item...)
+		b = appendUvarint(b, uint64(len(cs.graphs)))
+		for _, g := range cs.graphs {
+			b = appendUvarint(b, uint64(g.field))
+			b = appendUvarint(b, uint64(len(g.data)))
+			if _, err := bw.Write(b); err != nil {
+				return err
+			}
+			if _, err := bw.Write(g.data); err != nil {
+				return err
+			}
+			b = b[:0]
+		}
 		b = appendUvarint(b, uint64(len(cs.docs)))
 		if _, err := bw.Write(b); err != nil {
 			return err
@@ -122,27 +145,6 @@ func (s *snapshot) write(w io.Writer) error {
 				return err
 			}
 			if _, err := bw.Write(item); err != nil {
-				return err
-			}
-		}
-	}
-	var graphs int
-	for _, cs := range s.colls {
-		graphs += len(cs.graphs)
-	}
-	b = appendUvarint(b[:0], uint64(graphs))
-	if _, err := bw.Write(b); err != nil {
-		return err
-	}
-	for _, cs := range s.colls {
-		for _, g := range cs.graphs {
-			b = appendString(b[:0], cs.sch.Name)
-			b = appendUvarint(b, uint64(g.field))
-			b = appendUvarint(b, uint64(len(g.data)))
-			if _, err := bw.Write(b); err != nil {
-				return err
-			}
-			if _, err := bw.Write(g.data); err != nil {
 				return err
 			}
 		}
@@ -199,9 +201,10 @@ func (ir *imageReader) item() ([]byte, error) {
 func readImage(r io.Reader, logger *slog.Logger) (*state, error) {
 	ir := &imageReader{br: bufio.NewReaderSize(r, 256<<10)}
 	magic := make([]byte, len(imageMagic))
-	if _, err := io.ReadFull(ir.br, magic); err != nil || string(magic) != imageMagic {
+	if _, err := io.ReadFull(ir.br, magic); err != nil || string(magic) != imageMagic && string(magic) != imageMagicV1 {
 		return nil, errors.New("image state: bad magic")
 	}
+	v1 := string(magic) == imageMagicV1
 	st := newState()
 	n, err := ir.uvarint()
 	if err != nil {
@@ -223,17 +226,30 @@ func readImage(r io.Reader, logger *slog.Logger) (*state, error) {
 		return nil, err
 	}
 	for range n {
-		if err := ir.readColl(st); err != nil {
+		if err := ir.readColl(st, !v1, logger); err != nil {
 			return nil, err
 		}
 	}
-	if err := ir.readGraphs(st, logger); err != nil {
-		return nil, err
+	if v1 {
+		if err := ir.readGraphs(st, logger); err != nil {
+			return nil, err
+		}
+	}
+	// Any graph missing or refused is built from the documents.
+	for _, c := range st.colls {
+		for i := range c.sch.Fields {
+			if c.sch.Fields[i].HNSW != nil && c.search[i] == nil {
+				c.search[i] = newSearchIndex(&c.sch.Fields[i])
+				fillSearch(c, i)
+			}
+		}
 	}
 	return st, nil
 }
 
-func (ir *imageReader) readColl(st *state) error {
+// readColl reads a collection; with graphs (FNI2), its graphs first, the
+// documents' vectors put in them as the documents come.
+func (ir *imageReader) readColl(st *state, graphs bool, logger *slog.Logger) error {
 	raw, err := ir.item()
 	if err != nil {
 		return err
@@ -243,14 +259,20 @@ func (ir *imageReader) readColl(st *state) error {
 		return fmt.Errorf("image schema: %w", err)
 	}
 	c := newCollection(sch)
-	// Graphs come after the documents: keep them aside so loading the
-	// documents does not build them link by link.
+	// Graphs are loaded, not built link by link as documents are set:
+	// keep them aside (a field left without one is built at the end).
 	for i, x := range c.search {
 		if _, ok := x.(*vectorIndex); ok {
 			c.search[i] = nil
 		}
 	}
 	st.colls[sch.Name] = c
+	var loading []graphLoad
+	if graphs {
+		if loading, err = ir.readCollGraphs(c, logger); err != nil {
+			return err
+		}
+	}
 	docs, err := ir.uvarint()
 	if err != nil {
 		return err
@@ -283,20 +305,72 @@ func (ir *imageReader) readColl(st *state) error {
 		if err := conforms(sch, vals); err != nil {
 			return fmt.Errorf("image doc %d of %s: %w", id, sch.Name, err)
 		}
-		c.set(&doc{id: id, raw: slices.Clone(vals)}, nil)
+		kept := &doc{id: id, raw: slices.Clone(vals)}
+		c.set(kept, nil)
 		if !serverColl(sch.Name) {
 			st.rows++
 		}
+		for _, g := range loading {
+			if dst := g.l.Put(id); dst != nil && !kept.vectorInto(g.field, dst) {
+				g.l.Fail()
+			}
+		}
+	}
+	for _, g := range loading {
+		x, err := g.l.Finish()
+		if err != nil {
+			logger.Warn("graph did not load; rebuilding it", "collection", sch.Name,
+				"field", sch.Fields[g.field].Name, "err", err)
+			continue
+		}
+		c.search[g.field] = &vectorIndex{x: x}
 	}
 	return nil
 }
 
+// graphLoad is a collection's graph being loaded as its documents come.
+type graphLoad struct {
+	field int
+	l     *hnsw.Loader
+}
+
+// readCollGraphs reads collection c's graphs, which come before its
+// documents. A graph that does not read is left to be rebuilt.
+func (ir *imageReader) readCollGraphs(c *collection, logger *slog.Logger) ([]graphLoad, error) {
+	n, err := ir.uvarint()
+	if err != nil {
+		return nil, err
+	}
+	var out []graphLoad
+	for range n {
+		fi, err := ir.uvarint()
+		if err != nil {
+			return nil, err
+		}
+		data, err := ir.item()
+		if err != nil {
+			return nil, err
+		}
+		if fi >= uint64(len(c.sch.Fields)) || c.sch.Fields[fi].HNSW == nil || slices.ContainsFunc(out, func(g graphLoad) bool { return g.field == int(fi) }) {
+			return nil, fmt.Errorf("image graph for %s field %d that has none", c.sch.Name, fi)
+		}
+		l, err := hnsw.NewLoader(data)
+		if err != nil {
+			logger.Warn("graph did not load; rebuilding it", "collection", c.sch.Name,
+				"field", c.sch.Fields[fi].Name, "err", err)
+			continue
+		}
+		out = append(out, graphLoad{field: int(fi), l: l})
+	}
+	return out, nil
+}
+
+// readGraphs reads the graphs of an FNI1 image, after all the documents.
 func (ir *imageReader) readGraphs(st *state, logger *slog.Logger) error {
 	n, err := ir.uvarint()
 	if err != nil {
 		return err
 	}
-	loaded := map[*collection]map[int]bool{}
 	for range n {
 		name, err := ir.item()
 		if err != nil {
@@ -331,19 +405,6 @@ func (ir *imageReader) readGraphs(st *state, logger *slog.Logger) error {
 			continue
 		}
 		c.search[i] = &vectorIndex{x: g}
-		if loaded[c] == nil {
-			loaded[c] = map[int]bool{}
-		}
-		loaded[c][i] = true
-	}
-	// Any graph missing or refused is built from the documents.
-	for _, c := range st.colls {
-		for i := range c.sch.Fields {
-			if c.sch.Fields[i].HNSW != nil && !loaded[c][i] {
-				c.search[i] = newSearchIndex(&c.sch.Fields[i])
-				fillSearch(c, i)
-			}
-		}
 	}
 	return nil
 }

@@ -94,11 +94,29 @@ func score64(m Metric, a, b []float32) float64 {
 }
 
 // normalize scales v in place to unit length; a zero vector stays zero.
-func normalize(v []float32) {
+func normalize(v []float32) { scaleUnit(v, sumSquares(v)) }
+
+// normalizeFinite is normalize of a vector not yet known finite: it
+// reports whether it is, and scales it only then.
+func normalizeFinite(v []float32) bool {
+	s := sumSquares(v)
+	if math.IsNaN(s) || math.IsInf(s, 0) {
+		return false
+	}
+	scaleUnit(v, s)
+	return true
+}
+
+func sumSquares(v []float32) float64 {
 	var s float64
 	for _, x := range v {
 		s += float64(x) * float64(x)
 	}
+	return s
+}
+
+// scaleUnit scales v, whose squares sum to s, to unit length.
+func scaleUnit(v []float32, s float64) {
 	if s == 0 {
 		return
 	}

@@ -2,6 +2,7 @@ package hnsw
 
 import (
 	"math"
+	"slices"
 	"testing"
 )
 
@@ -48,4 +49,34 @@ func BenchmarkDotGo128(b *testing.B) {
 		s += dotGo(vs[0], vs[1])
 	}
 	_ = s
+}
+
+// normalizeFinite refuses what finite refuses, leaving it as it was, and
+// scales the rest exactly as normalize does.
+func TestNormalizeFinite(t *testing.T) {
+	inf, nan := float32(math.Inf(1)), float32(math.NaN())
+	for _, v := range [][]float32{
+		{3, 4}, {0, 0}, {1e-30, 2e-30}, {math.MaxFloat32, math.MaxFloat32}, {-2, 0.5, 7},
+		{1, inf}, {-inf, 2}, {nan, 1}, {0, 0, nan},
+	} {
+		got, want := slices.Clone(v), slices.Clone(v)
+		ok := normalizeFinite(got)
+		if ok != finite(v) {
+			t.Fatalf("%v: finite %v, said %v", v, finite(v), ok)
+		}
+		if ok {
+			normalize(want)
+		}
+		if !slices.Equal(math32bits(got), math32bits(want)) {
+			t.Fatalf("%v: %v, want %v", v, got, want)
+		}
+	}
+}
+
+func math32bits(v []float32) []uint32 {
+	out := make([]uint32, len(v))
+	for i, x := range v {
+		out[i] = math.Float32bits(x)
+	}
+	return out
 }

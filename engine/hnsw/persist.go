@@ -224,22 +224,27 @@ func Load(r io.Reader, vector func(id int64) ([]float32, bool)) (*Index, error) 
 	if uint64(len(data)) != body+4 {
 		return nil, fmt.Errorf("%w: cut short at %d of %d bytes", ErrCorrupt, len(data), body+4)
 	}
-	return load(hdr[:], data, func(x *Index) error {
-		for s := range x.ids {
-			if x.state[s] != slotLive {
-				continue
-			}
-			v, ok := vector(x.ids[s])
-			if !ok {
-				return fmt.Errorf("%w: id %d", ErrMissingVector, x.ids[s])
-			}
-			if len(v) != x.dim {
-				return fmt.Errorf("vector of id %d: %w: got %d, want %d", x.ids[s], ErrDimension, len(v), x.dim)
-			}
-			copy(x.vec(uint32(s)), v)
+	x, err := load(hdr[:], data)
+	if err != nil {
+		return nil, err
+	}
+	for s := range x.ids {
+		if x.state[s] != slotLive {
+			continue
 		}
-		return x.checkVectors()
-	})
+		v, ok := vector(x.ids[s])
+		if !ok {
+			return nil, fmt.Errorf("%w: id %d", ErrMissingVector, x.ids[s])
+		}
+		if len(v) != x.dim {
+			return nil, fmt.Errorf("vector of id %d: %w: got %d, want %d", x.ids[s], ErrDimension, len(v), x.dim)
+		}
+		copy(x.vec(uint32(s)), v)
+	}
+	if err := x.checkVectors(); err != nil {
+		return nil, err
+	}
+	return x, nil
 }
 
 // LoadBytes is Load of a graph held whole in data, exactly the bytes
@@ -251,6 +256,32 @@ func Load(r io.Reader, vector func(id int64) ([]float32, bool)) (*Index, error) 
 // vector could not be read. A live node left without one is
 // ErrMissingVector.
 func LoadBytes(data []byte, fill func(put func(id int64) []float32) bool) (*Index, error) {
+	l, err := NewLoader(data)
+	if err != nil {
+		return nil, err
+	}
+	if !fill(l.Put) {
+		l.Fail()
+	}
+	return l.Finish()
+}
+
+// A Loader is a graph read back but for its live nodes' vectors, which are
+// put in one at a time as they come (Put) — say, as the documents holding
+// them arrive — and checked as they are; Finish returns the graph.
+type Loader struct {
+	x       *Index
+	given   []bool
+	n       int   // vectors given
+	pending int   // the slot whose vector was given last, to check (-1: none)
+	bad     error // the first vector refused
+	failed  bool  // a vector could not be read
+}
+
+// NewLoader reads the graph held whole in data, exactly the bytes WriteTo
+// wrote, which it only reads. A graph damaged, cut short or of another
+// version is ErrCorrupt.
+func NewLoader(data []byte) (*Loader, error) {
 	if len(data) < headerBytes {
 		return nil, fmt.Errorf("%w: header: %w", ErrCorrupt, io.ErrUnexpectedEOF)
 	}
@@ -264,44 +295,57 @@ func LoadBytes(data []byte, fill func(put func(id int64) []float32) bool) (*Inde
 		}
 		return nil, fmt.Errorf("%w: %d bytes after the graph", ErrCorrupt, rest-body-4)
 	}
-	return load(data[:headerBytes], data[headerBytes:], func(x *Index) error {
-		given := make([]bool, len(x.ids))
-		n := 0
-		// Each vector is checked as the next is asked for (or at the end),
-		// while its numbers are still at hand.
-		var bad error
-		pending := -1
-		check := func() {
-			if pending >= 0 && bad == nil {
-				bad = x.checkVector(uint32(pending))
-			}
-			pending = -1
-		}
-		ok := fill(func(id int64) []float32 {
-			check()
-			s, live := x.slotOf[id]
-			if !live || given[s] {
-				return nil
-			}
-			given[s] = true
-			n++
-			pending = int(s)
-			return x.vec(s)
-		})
-		check()
-		if bad != nil {
-			return bad
-		}
-		if !ok || n != x.live {
-			for s := range x.ids {
-				if x.state[s] == slotLive && !given[s] {
-					return fmt.Errorf("%w: id %d", ErrMissingVector, x.ids[s])
-				}
-			}
-			return fmt.Errorf("%w: a vector could not be read", ErrMissingVector)
-		}
+	x, err := load(data[:headerBytes], data[headerBytes:])
+	if err != nil {
+		return nil, err
+	}
+	return &Loader{x: x, given: make([]bool, len(x.ids)), pending: -1}, nil
+}
+
+// Put returns where the vector of id goes (Dim numbers), for the caller
+// to write it there before the next Put or Finish; nil if no live node has
+// the id or it was given already. The vector given before is checked now,
+// while its numbers are still at hand.
+func (l *Loader) Put(id int64) []float32 {
+	l.check()
+	s, live := l.x.slotOf[id]
+	if !live || l.given[s] {
 		return nil
-	})
+	}
+	l.given[s] = true
+	l.n++
+	l.pending = int(s)
+	return l.x.vec(s)
+}
+
+// Fail says a vector could not be read: Finish refuses the graph.
+func (l *Loader) Fail() { l.failed = true }
+
+func (l *Loader) check() {
+	if l.pending >= 0 && l.bad == nil {
+		l.bad = l.x.checkVector(uint32(l.pending))
+	}
+	l.pending = -1
+}
+
+// Finish checks the last vector given and returns the graph; a live node
+// left without a vector is ErrMissingVector, and a vector refused its
+// error.
+func (l *Loader) Finish() (*Index, error) {
+	l.check()
+	if l.bad != nil {
+		return nil, l.bad
+	}
+	x := l.x
+	if l.failed || l.n != x.live {
+		for s := range x.ids {
+			if x.state[s] == slotLive && !l.given[s] {
+				return nil, fmt.Errorf("%w: id %d", ErrMissingVector, x.ids[s])
+			}
+		}
+		return nil, fmt.Errorf("%w: a vector could not be read", ErrMissingVector)
+	}
+	return x, nil
 }
 
 // checkHeader checks a graph's header and returns its body's length.
@@ -319,9 +363,9 @@ func checkHeader(hdr []byte) (uint64, error) {
 	return body, nil
 }
 
-// load builds the graph of header hdr from data, its body and checksum;
-// fill puts the live nodes' vectors in place, which are then checked.
-func load(hdr, data []byte, fill func(x *Index) error) (*Index, error) {
+// load builds the graph of header hdr from data, its body and checksum,
+// all but the live nodes' vectors.
+func load(hdr, data []byte) (*Index, error) {
 	body := len(data) - 4
 	crc := crc32.Update(crc32.Checksum(hdr, castagnoli), castagnoli, data[:body])
 	if crc != binary.LittleEndian.Uint32(data[body:]) {
@@ -334,9 +378,6 @@ func load(hdr, data []byte, fill func(x *Index) error) (*Index, error) {
 	x.vecs = make([]float32, len(x.ids)*x.dim)
 	for _, t := range tomb {
 		copy(x.vec(t.slot), t.v)
-	}
-	if err := fill(x); err != nil {
-		return nil, err
 	}
 	return x, nil
 }
@@ -538,14 +579,19 @@ func (x *Index) checkVectors() error {
 }
 
 // checkVector checks slot s's vector as prepare does (finite) and
-// normalises it for Cosine.
+// normalises it for Cosine, in one pass over it for Cosine: the sum of
+// the squares is finite exactly when every number is (a float32 squared
+// cannot overflow a float64).
 func (x *Index) checkVector(s uint32) error {
 	v := x.vec(s)
-	if !finite(v) {
-		return fmt.Errorf("vector of id %d: %w", x.ids[s], ErrNotFinite)
-	}
+	ok := true
 	if x.cfg.Metric == Cosine {
-		normalize(v)
+		ok = normalizeFinite(v)
+	} else {
+		ok = finite(v)
+	}
+	if !ok {
+		return fmt.Errorf("vector of id %d: %w", x.ids[s], ErrNotFinite)
 	}
 	return nil
 }
