@@ -195,6 +195,7 @@ func copyDecoding(f *os.File, r io.Reader, h Replayer, copied func(n int64)) (n 
 	made := 0
 	var b []byte
 	off := 0
+	var started int64 // bytes the disk was asked to take
 	for {
 		if off == len(b) {
 			select {
@@ -216,6 +217,10 @@ func copyDecoding(f *os.File, r io.Reader, h Replayer, copied func(n int64)) (n 
 				break
 			}
 			n += int64(k)
+			if n-started >= writebackStep {
+				startWriteback(f, started, n-started)
+				started = n
+			}
 			p := piece{b: b[off : off+k]}
 			if off+k == len(b) {
 				p.whole = b // its last piece: the buffer goes back once read
@@ -246,6 +251,18 @@ func copyDecoding(f *os.File, r io.Reader, h Replayer, copied func(n int64)) (n 
 		return n, false, fmt.Errorf("%w: %v", ErrBadImage, derr)
 	}
 	return n, true, nil
+}
+
+// writebackStep is how much an install writes before it asks the disk to
+// take it (startWriteback).
+const writebackStep = 4 << 20
+
+// startWriteback asks the kernel to start writing n bytes of f at off to
+// the disk, without waiting for them: the datasync once the whole image
+// is in then waits for the last of it only, not for all of it. Only a
+// start: a failure is seen by that datasync.
+func startWriteback(f *os.File, off, n int64) {
+	_ = unix.SyncFileRange(int(f.Fd()), off, n, unix.SYNC_FILE_RANGE_WRITE)
 }
 
 // piece is what one read brought, a part of a buffer; the buffer's last
