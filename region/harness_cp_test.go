@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -36,10 +37,12 @@ func cpCtx(tb testing.TB) context.Context {
 
 // cpNode is a real fenec-node served in process (testnode), behind a
 // handler that can refuse or hold image installs (a target that refuses a
-// move, or one caught copying).
+// move, or one caught copying), or cut the images it sends (a source that
+// fails mid-move).
 type cpNode struct {
 	*testnode.Node
 	refuseInstall atomic.Bool
+	cutImage      atomic.Bool
 	// holdInstall, when set, holds an image install until it is closed.
 	holdInstall atomic.Pointer[chan struct{}]
 }
@@ -66,10 +69,29 @@ func startCPNode(tb testing.TB) *cpNode {
 					_, _ = w.Write([]byte(`{"error": "no room for this image"}` + "\n"))
 					return
 				}
+				if n.cutImage.Load() && r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/file") {
+					w = &cutWriter{ResponseWriter: w, left: 100}
+				}
 				next.ServeHTTP(w, r)
 			})
 		}})
 	return n
+}
+
+// cutWriter fails every write past its first left bytes.
+type cutWriter struct {
+	http.ResponseWriter
+	left int
+}
+
+func (c *cutWriter) Write(p []byte) (int, error) {
+	if len(p) <= c.left {
+		c.left -= len(p)
+		return c.ResponseWriter.Write(p)
+	}
+	n, _ := c.ResponseWriter.Write(p[:c.left])
+	c.left = 0
+	return n, errors.New("image cut")
 }
 
 // admin calls the node's /_admin/ directly.

@@ -179,28 +179,72 @@ func (m *moveRun) copy(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("read %s's image on %s: %w", m.name, m.at.Value.Node, err)
 	}
 	defer img.Close()
-	pr, pw := io.Pipe()
-	var n atomic.Int64
-	copied := make(chan error, 1)
-	go func() { // ends when the image is read whole, fails, or the install stops reading
-		c, err := io.Copy(pw, img)
-		n.Store(c)
-		pw.CloseWithError(err)
-		copied <- err
-	}()
-	err = m.rt.nodes.imageIn(ctx, m.dst, m.name, pr)
-	pr.CloseWithError(io.ErrClosedPipe) // unblocks the copy if the install stopped early
+	body := &imageBody{r: img}
+	err = m.rt.nodes.imageIn(ctx, m.dst, m.name, body)
 	if err != nil {
-		img.Close() // unblocks the copy if it waits on the source
+		img.Close() // unblocks a read of the source the install no longer waits for
 	}
-	cerr := <-copied
-	if err == nil && cerr != nil {
-		err = cerr
+	if serr := body.failed(); serr != nil {
+		err = fmt.Errorf("read from %s: %w (%v)", m.at.Value.Node, serr, err)
 	}
 	if err != nil {
-		return n.Load(), fmt.Errorf("install %s's image on %s: %w", m.name, m.at.Value.Target, err)
+		return body.n.Load(), fmt.Errorf("install %s's image on %s: %w", m.name, m.at.Value.Target, err)
 	}
-	return n.Load(), nil
+	return body.n.Load(), nil
+}
+
+// imageBody is a move's image as the target's install reads it: straight
+// from the source's answer, the pieces as large as the source sends them
+// (WriteTo), with no pipe or small buffer between the two connections.
+type imageBody struct {
+	r   io.Reader
+	n   atomic.Int64 // bytes read
+	mu  sync.Mutex   // guards err
+	err error        // the source's failure
+}
+
+// imageBodyPiece bounds one piece copied; the source writes 256 KB.
+const imageBodyPiece = 1 << 20
+
+func (b *imageBody) Read(p []byte) (int, error) {
+	k, err := b.r.Read(p)
+	b.n.Add(int64(k))
+	if err != nil && err != io.EOF {
+		b.mu.Lock()
+		if b.err == nil {
+			b.err = err
+		}
+		b.mu.Unlock()
+	}
+	return k, err
+}
+
+func (b *imageBody) WriteTo(w io.Writer) (int64, error) {
+	buf := make([]byte, imageBodyPiece)
+	var n int64
+	for {
+		k, err := b.Read(buf)
+		if k > 0 {
+			wk, werr := w.Write(buf[:k])
+			n += int64(wk)
+			if werr != nil {
+				return n, werr
+			}
+		}
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+}
+
+// failed is the source's failure, if reading it failed.
+func (b *imageBody) failed() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.err
 }
 
 // flip points the directory at the target in one transaction. A write

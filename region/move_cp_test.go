@@ -314,6 +314,42 @@ func TestMoveTargetRefusesCP(t *testing.T) {
 	}
 }
 
+// A source whose image is cut midway aborts the move: the target keeps
+// nothing it would serve, the source takes writes again, and a move once
+// the source sends whole images goes through.
+func TestMoveSourceCutCP(t *testing.T) {
+	r := startCPRouter(t, nil)
+	n1, n2 := startCPNode(t), startCPNode(t)
+	r.addNode(t, "n1", n1)
+	r.addNode(t, "n2", n2)
+	r.place(t, "cut", "n1")
+	r.mustQuery(t, "cut", "create collection docs (title text, v vector<2> @hnsw(l2))")
+	r.mustQuery(t, "cut", "put docs [{title: 'one', v: [1, 0]}, {title: 'two', v: [0, 1]}]")
+
+	n1.cutImage.Store(true)
+	if st, b := r.shard(t, http.MethodPost, "tenants/cut/move", map[string]any{"to": "n2"}, nil); st/100 != 5 {
+		t.Fatalf("move from a source that cuts its image: %d %s", st, b)
+	}
+	var list []tenantEntry
+	r.shard(t, http.MethodGet, "tenants", nil, &list)
+	if len(list) != 1 || list[0].Node != "n1" || list[0].State != "active" || list[0].HeldBy != "" {
+		t.Fatalf("after a cut move %+v", list)
+	}
+	if _, b := n2.admin(t, http.MethodGet, "/_admin/tenants", nil); strings.Contains(string(b), "cut") {
+		t.Fatalf("the target kept a cut image: %s", b)
+	}
+	if st, _, b := r.query(t, "cut", "put docs {title: 'three', v: [1, 1]}"); st != http.StatusOK {
+		t.Fatalf("write after a cut move: %d %s", st, b)
+	}
+	n1.cutImage.Store(false)
+	if st, b := r.shard(t, http.MethodPost, "tenants/cut/move", map[string]any{"to": "n2"}, nil); st != http.StatusOK {
+		t.Fatalf("move once whole: %d %s", st, b)
+	}
+	if got := len(nodeIDs(t, n2, "cut")); got != 3 {
+		t.Fatalf("target holds %d docs, want 3", got)
+	}
+}
+
 func TestMoveReplacesStaleCopyCP(t *testing.T) {
 	r := startCPRouter(t, nil)
 	n1, n2 := startCPNode(t), startCPNode(t)
