@@ -274,6 +274,7 @@ type Loader struct {
 	given   []bool
 	n       int   // vectors given
 	pending int   // the slot whose vector was given last, to check (-1: none)
+	next    int   // the slot after the last given, likely the next asked
 	bad     error // the first vector refused
 	failed  bool  // a vector could not be read
 }
@@ -308,14 +309,25 @@ func NewLoader(data []byte) (*Loader, error) {
 // while its numbers are still at hand.
 func (l *Loader) Put(id int64) []float32 {
 	l.check()
-	s, live := l.x.slotOf[id]
-	if !live || l.given[s] {
+	x := l.x
+	var s uint32
+	if l.next < len(x.ids) && x.ids[l.next] == id && x.state[l.next] == slotLive {
+		// Documents come in id order, as a graph never purged numbers
+		// its slots: no map to look the id up in.
+		s = uint32(l.next)
+	} else {
+		var live bool
+		if s, live = x.slotOf[id]; !live {
+			return nil
+		}
+	}
+	if l.given[s] {
 		return nil
 	}
 	l.given[s] = true
 	l.n++
-	l.pending = int(s)
-	return l.x.vec(s)
+	l.pending, l.next = int(s), int(s)+1
+	return x.vec(s)
 }
 
 // Fail says a vector could not be read: Finish refuses the graph.
