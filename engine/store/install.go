@@ -315,33 +315,42 @@ func (c *chunkReader) drain() {
 }
 
 // fileScan is an installed image file mapped and its frames scanned
-// (every checksum checked, no tail cut, at least one image): what
+// (every checksum checked but those of the image it starts with, which
+// its decode as it came checked; no tail cut, at least one image): what
 // replaying it needs.
 type fileScan struct {
 	data []byte
 	s    *scanned
 	err  error
+	opts Options
 }
 
-// scanImageFile maps the image file f of size bytes and scans it.
+// scanImageFile maps the image file f of size bytes and scans it, the
+// checksums of the image it starts with left to the decode as it came.
 func scanImageFile(f *os.File, size int64, opts Options) fileScan {
 	if size < headerSize {
 		return fileScan{err: fmt.Errorf("%w: header cut short", ErrBadImage)}
 	}
-	// Populated at once: every page is read, and the file was just
-	// written, so its pages are all in memory.
-	data, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED|unix.MAP_POPULATE)
+	// Not populated: the scan reads the leading image's frame heads
+	// only, not their bodies.
+	data, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
 		return fileScan{err: fmt.Errorf("map image: %w", err)}
 	}
-	s, err := scan(data, opts.indexEvery, true)
+	return checkScan(data, opts, true)
+}
+
+// checkScan scans the mapped image file data (trusting its leading image
+// with lead).
+func checkScan(data []byte, opts Options, lead bool) fileScan {
+	s, err := scanTrusting(data, opts.indexEvery, true, lead)
 	if err != nil {
 		return fileScan{data: data, err: fmt.Errorf("%w: %v", ErrBadImage, err)}
 	}
 	if len(s.images) == 0 {
 		return fileScan{data: data, err: fmt.Errorf("%w: no image in it", ErrBadImage)}
 	}
-	return fileScan{data: data, s: s}
+	return fileScan{data: data, s: s, opts: opts}
 }
 
 // replay gives h what it does not have yet: only the records after the
@@ -352,6 +361,15 @@ func (fs fileScan) replay(h Replayer, streamed bool) (*scanned, error) {
 		return nil, fs.err
 	}
 	s := fs.s
+	if !streamed {
+		// Nothing was decoded as it came, so nothing was checked:
+		// the leading image's checksums are checked now.
+		again := checkScan(fs.data, fs.opts, false)
+		if again.err != nil {
+			return nil, again.err
+		}
+		s = again.s
+	}
 	if streamed {
 		if len(s.images) != 1 || s.images[0].start != headerSize {
 			return nil, fmt.Errorf("%w: the image decoded as it came is not the file's only one", ErrBadImage)

@@ -84,13 +84,22 @@ func (e *scanError) Error() string { return fmt.Sprintf("offset %d: %s", e.off, 
 // valid after it is the tail (s.end stops there); a bad frame followed by a
 // valid one is damage. strict refuses any bad frame (an image to install).
 func scan(data []byte, indexEvery int64, strict bool) (*scanned, error) {
+	return scanTrusting(data, indexEvery, strict, false)
+}
+
+// scanTrusting is scan that, with lead, takes the image the file starts
+// with as checked already: its frames' checksums are not computed again
+// (an install decoded it as it came, each frame's checksum checked).
+func scanTrusting(data []byte, indexEvery int64, strict, lead bool) (*scanned, error) {
 	base, err := decodeHeader(data)
 	if err != nil {
 		return nil, &scanError{0, err.Error()}
 	}
 	sc := &scanner{scanned: scanned{base: base, seq: base, end: headerSize, idx: newIndexer(indexEvery)}}
 	for off := int64(headerSize); off < int64(len(data)); {
-		rec, size, why := frameAt(data, off, sc.seq)
+		leading := off == headerSize || sc.inImage && sc.imgStart == headerSize
+		sum := !lead || len(sc.images) > 0 || !leading
+		rec, size, why := frameAt(data, off, sc.seq, sum)
 		if why != "" {
 			if err := badFrame(data, off, sc.seq, why, strict); err != nil {
 				return nil, err
@@ -200,9 +209,10 @@ func (sc *scanner) finish(strict bool) (*scanned, error) {
 	return &sc.scanned, nil
 }
 
-// frameAt checks the frame at off against the seq before it. It returns
-// the record (Body aliasing data), the frame's size, or why it is bad.
-func frameAt(data []byte, off int64, seq uint64) (Record, int64, string) {
+// frameAt checks the frame at off against the seq before it, and against
+// its checksum with sum. It returns the record (Body aliasing data), the
+// frame's size, or why it is bad.
+func frameAt(data []byte, off int64, seq uint64, sum bool) (Record, int64, string) {
 	rem := int64(len(data)) - off
 	if rem < frameHead {
 		return Record{}, 0, "frame header cut short"
@@ -215,7 +225,7 @@ func frameAt(data []byte, off int64, seq uint64) (Record, int64, string) {
 		return Record{}, 0, "frame runs past the end of the file"
 	}
 	p := data[off+frameHead : off+frameHead+l]
-	if binary.LittleEndian.Uint32(data[off+4:]) != checksum(p) {
+	if sum && binary.LittleEndian.Uint32(data[off+4:]) != checksum(p) {
 		return Record{}, 0, "checksum does not match"
 	}
 	rec, err := decodePayload(p)

@@ -13,8 +13,10 @@ import (
 // off the stream as the side file takes the same bytes, each frame's
 // checksum checked before its body goes on, and the bodies given to the
 // replayer as one state stream. The whole file is scanned again once it is
-// in (the frames, for the Log's index; checksums once more), which costs a
-// fraction of a decode.
+// in, for the Log's index: the image's frames are trusted then (their
+// checksums were checked as they came, in the very bytes the file took),
+// and only what follows the image is checked. A file that does not start
+// with an image was not decoded as it came, and is checked whole.
 
 // errNotStreamed: the file does not start with an image; nothing was
 // given to the replayer, and it is replayed from the file once in.

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"io"
 	"math/rand/v2"
@@ -97,11 +98,12 @@ func TestInstallOpenDecodesAsItArrives(t *testing.T) {
 
 // A file that does not start with its image (a tenant file as a Log
 // keeps it: a store record first, the image, records after it)
-// is installed from the whole file, its image given once; a damaged
-// stream is refused whatever byte was hit, nothing left behind.
+// is installed from the whole file, its image given once, and refused if
+// its image is damaged; a damaged stream is refused whatever byte was
+// hit, nothing left behind.
 func TestInstallOpenOtherShapesAndDamage(t *testing.T) {
 	src := tenantPath(t)
-	l := mustCreate(t, src, testOptions())
+	l := mustCreate(t, src, func() Options { o := testOptions(); o.imageChunk = 500; return o }())
 	appendN(t, l, 3, 1, 20)
 	state := bytes.Repeat([]byte("s"), 3000)
 	if err := l.Checkpoint(stateWriter(state)); err != nil {
@@ -121,6 +123,24 @@ func TestInstallOpenOtherShapesAndDamage(t *testing.T) {
 	mustClose(t, got)
 	if !bytes.Equal(c.image, state) || len(c.recs) != 2 {
 		t.Fatalf("a checkpointed file: state %d bytes, %d records", len(c.image), len(c.recs))
+	}
+	// Its image was not decoded as it came, so its checksums and those of
+	// the records before it are checked once it is in: a byte flipped in
+	// the first record or in the image is refused.
+	first := headerSize + frameHead + int(binary.LittleEndian.Uint32(file[headerSize:])) - 2
+	for what, at := range map[string]int{"first record": first, "image": bytes.LastIndex(file, state[:100]) + 50} {
+		bad := bytes.Clone(file)
+		bad[at] ^= 0x20
+		dir := t.TempDir()
+		if l, _, err := InstallOpen(filepath.Join(dir, "bad.fenec"), bytes.NewReader(bad), testOptions(), &collected{}); err == nil {
+			mustClose(t, l)
+			t.Fatalf("a checkpointed file damaged in its %s was installed", what)
+		} else if !errors.Is(err, ErrBadImage) {
+			t.Fatalf("a checkpointed file damaged in its %s: %v, want ErrBadImage", what, err)
+		}
+		if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+			t.Fatalf("a checkpointed file damaged in its %s left %d files", what, len(ents))
+		}
 	}
 
 	l2 := mustCreate(t, tenantPath(t), func() Options { o := testOptions(); o.imageChunk = 500; return o }())

@@ -168,7 +168,7 @@ func TestImageWithoutItsEndIsDamage(t *testing.T) {
 	off := int64(headerSize)
 	var lastStart int64
 	for off < int64(len(data)) {
-		_, size, why := frameAt(data, off, 0)
+		_, size, why := frameAt(data, off, 0, true)
 		if why != "" {
 			t.Fatal(why)
 		}
