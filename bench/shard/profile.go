@@ -33,6 +33,7 @@ var perfEvents = []string{
 	"syscalls:sys_enter_epoll_wait", "syscalls:sys_enter_epoll_pwait",
 	"syscalls:sys_enter_futex", "syscalls:sys_enter_nanosleep",
 	"context-switches",
+	"task-clock", // ms of CPU the process ran
 }
 
 // costTable prints system calls, context switches and (router) allocations
@@ -46,10 +47,10 @@ func costTable(ctx context.Context, w io.Writer, cfg config, d *deployedRig) err
 		perf = ""
 	}
 	fmt.Fprintf(w, "Per request, reads (GET %s), counted by the kernel on the serving process alone while wrk ran %s (load average %s);\n", readPath, cfg.dur, benchkit.LoadAvg())
-	fmt.Fprintln(w, "read = read+readv, recv = recvfrom (the router's look at a pooled connection is one), write = write+writev+sendto, switches = context switches")
+	fmt.Fprintln(w, "cpu = µs of CPU the process ran (user and system), read = read+readv, recv = recvfrom (the router's look at a pooled connection is one), write = write+writev+sendto, switches = context switches")
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "conns\tprocess\tsyscalls\tread\trecv\twrite\tepoll\tfutex\tswitches\tallocs\t")
+	fmt.Fprintln(tw, "conns\tprocess\tcpu µs\tsyscalls\tread\trecv\twrite\tepoll\tfutex\tswitches\tallocs\t")
 	for _, conns := range []int{1, 16} {
 		for _, t := range d.targets {
 			if strings.HasPrefix(t.name, "nginx auto") {
@@ -83,7 +84,11 @@ func costTable(ctx context.Context, w io.Writer, cfg config, d *deployedRig) err
 				}
 				return fmt.Sprintf("%.2f", n/float64(res.requests))
 			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", conns, t.name,
+			cpu := "?"
+			if counts != nil {
+				cpu = fmt.Sprintf("%.1f", counts["task-clock"]*1000/float64(res.requests))
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", conns, t.name, cpu,
 				per("raw_syscalls:sys_enter"),
 				per("syscalls:sys_enter_read", "syscalls:sys_enter_readv"),
 				per("syscalls:sys_enter_recvfrom"),

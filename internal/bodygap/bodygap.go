@@ -26,10 +26,20 @@ import (
 // ErrStalled is a read of a body that sent no byte for the gap.
 var ErrStalled = errors.New("request body stopped arriving")
 
+// Arrived is a body that can tell it is already read off the connection
+// whole (package h1's, when its buffer holds all of it): its reads never
+// wait, so no deadline is set for it.
+type Arrived interface{ Arrived() bool }
+
+func arrived(body io.Reader) bool {
+	a, ok := body.(Arrived)
+	return ok && a.Arrived()
+}
+
 // Arm sets w's connection's read deadline gap from now when r has a body;
 // false when it did nothing.
 func Arm(w http.ResponseWriter, r *http.Request, gap time.Duration) bool {
-	if gap <= 0 || r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+	if gap <= 0 || r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 || arrived(r.Body) {
 		return false
 	}
 	return http.NewResponseController(w).SetReadDeadline(time.Now().Add(gap)) == nil
@@ -39,8 +49,11 @@ func Arm(w http.ResponseWriter, r *http.Request, gap time.Duration) bool {
 // the start of each read; a read that waits longer fails with an error
 // wrapping ErrStalled. At the body's end (io.EOF) the deadline is cleared.
 func Reader(w http.ResponseWriter, body io.Reader, gap time.Duration) io.Reader {
+	if gap <= 0 || arrived(body) {
+		return body
+	}
 	rc := http.NewResponseController(w)
-	if gap <= 0 || rc.SetReadDeadline(time.Now().Add(gap)) != nil {
+	if rc.SetReadDeadline(time.Now().Add(gap)) != nil {
 		return body
 	}
 	return &reader{body: body, rc: rc, gap: gap}

@@ -336,6 +336,10 @@ func (b *body) Read(p []byte) (int, error) {
 
 func (b *body) Close() error { return nil }
 
+// Arrived reports whether what is left of the body is in the buffer
+// already, so reading it cannot wait (package bodygap sets no deadline).
+func (b *body) Arrived() bool { return b.n <= int64(b.c.br.Buffered()) }
+
 // replayConn is a handed-over connection: its reads return the bytes the
 // loop had read and not used, then the connection's own.
 type replayConn struct {

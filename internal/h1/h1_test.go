@@ -484,3 +484,26 @@ func TestLongRequestPastIdle(t *testing.T) {
 		}
 	}
 }
+
+// A body already in the buffer says so (package bodygap then sets no
+// deadline for it); one still to come does not.
+func TestBodyArrived(t *testing.T) {
+	h := func(w http.ResponseWriter, r *http.Request) {
+		a, ok := r.Body.(interface{ Arrived() bool })
+		arrived := ok && a.Arrived()
+		b, err := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "arrived=%v %q %v", arrived, b, err)
+	}
+	_, addr := start(t, h, nil)
+	c, br := dial(t, addr)
+	io.WriteString(c, "POST /t/a HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhello")
+	if _, got := answer(t, br, "POST"); got != `arrived=true "hello" <nil>` {
+		t.Fatalf("whole: %s", got)
+	}
+	io.WriteString(c, "POST /t/a HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhe")
+	time.Sleep(100 * time.Millisecond)
+	io.WriteString(c, "llo")
+	if _, got := answer(t, br, "POST"); got != `arrived=false "hello" <nil>` {
+		t.Fatalf("in two pieces: %s", got)
+	}
+}
