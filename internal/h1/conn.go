@@ -241,7 +241,7 @@ func (c *conn) discardBody() bool {
 	if c.body.n > maxDiscard {
 		return false
 	}
-	_ = c.nc.SetReadDeadline(time.Now().Add(c.s.ReadHeaderTimeout))
+	c.setReadDeadline(time.Now().Add(c.s.ReadHeaderTimeout))
 	m, err := c.br.Discard(int(c.body.n))
 	c.body.n -= int64(m)
 	return err == nil
