@@ -25,6 +25,7 @@ var importRules = map[string][]string{
 	"engine":                    {"engine"},
 	"engine/fql":                nil,
 	"internal":                  {"wire"},
+	"internal/h1":               {"internal/httptoken"},
 	"internal/testkit":          {"internal/tlsx"},
 	"internal/testkit/testnode": {"internal/testkit", "node", "wire"},
 	"global":                    {"wire", "internal/tlsx"},

@@ -6,6 +6,8 @@ import (
 	"net/textproto"
 	"net/url"
 	"strings"
+
+	"github.com/fenec-go/fenec/internal/httptoken"
 )
 
 // headEnd finds the end of the head in buf: the index just past the empty
@@ -55,7 +57,7 @@ func (c *conn) parse(raw []byte) bool {
 			host = v
 			continue // net/http moves it to Request.Host
 		case "Content-Length":
-			n, ok := parseLength(v)
+			n, ok := httptoken.Decimal(v, 18)
 			if !ok || length >= 0 {
 				return false
 			}
@@ -63,10 +65,10 @@ func (c *conn) parse(raw []byte) bool {
 		case "Transfer-Encoding", "Expect", "Upgrade", "Trailer":
 			return false
 		case "Connection":
-			if hasToken(v, "upgrade") {
+			if httptoken.HasToken(v, "upgrade") {
 				return false
 			}
-			closing = closing || hasToken(v, "close")
+			closing = closing || httptoken.HasToken(v, "close")
 		}
 		c.add(k, v)
 	}
@@ -142,7 +144,7 @@ func requestLine(line string) (method, target, proto string, ok bool) {
 		return "", "", "", false
 	}
 	for i := 0; i < len(method); i++ {
-		if !isTokenByte(method[i]) {
+		if !httptoken.IsTokenByte(method[i]) {
 			return "", "", "", false
 		}
 	}
@@ -164,7 +166,7 @@ func headerLine(line string) (k, v string, ok bool) {
 	}
 	k = line[:i]
 	for j := 0; j < len(k); j++ {
-		if !isTokenByte(k[j]) {
+		if !httptoken.IsTokenByte(k[j]) {
 			return "", "", false
 		}
 	}
@@ -174,7 +176,7 @@ func headerLine(line string) (k, v string, ok bool) {
 			return "", "", false
 		}
 	}
-	if !isCanonical(k) {
+	if !httptoken.Canonical(k) {
 		k = textproto.CanonicalMIMEHeaderKey(k)
 	}
 	return k, v, true
@@ -191,58 +193,6 @@ func saneHost(h string) bool {
 		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9') && !strings.ContainsRune(".-_:[]", rune(c)) {
 			return false
 		}
-	}
-	return true
-}
-
-func parseLength(s string) (int64, bool) {
-	if len(s) == 0 || len(s) > 18 {
-		return 0, false
-	}
-	var n int64
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		n = n*10 + int64(c-'0')
-	}
-	return n, true
-}
-
-// hasToken reports whether a comma-separated value lists tok (any case).
-func hasToken(v, tok string) bool {
-	for v != "" {
-		var t string
-		t, v, _ = strings.Cut(v, ",")
-		if strings.EqualFold(strings.TrimSpace(t), tok) {
-			return true
-		}
-	}
-	return false
-}
-
-func isTokenByte(c byte) bool {
-	switch {
-	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		return true
-	}
-	switch c {
-	case '!', '#', '$', '%', '&', '\'', '*', '+', '-', '.', '^', '_', '`', '|', '~':
-		return true
-	}
-	return false
-}
-
-// isCanonical: upper case first and after each hyphen, lower elsewhere.
-func isCanonical(k string) bool {
-	upper := true
-	for i := 0; i < len(k); i++ {
-		c := k[i]
-		if upper && 'a' <= c && c <= 'z' || !upper && 'A' <= c && c <= 'Z' {
-			return false
-		}
-		upper = c == '-'
 	}
 	return true
 }

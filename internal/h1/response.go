@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/fenec-go/fenec/internal/httptoken"
 )
 
 // bufferBody is how much of an answer without a Content-Length is held to
@@ -48,7 +50,7 @@ func (w *response) WriteHeader(code int) {
 	}
 	w.wrote, w.status = true, code
 	if v := w.hdr["Content-Length"]; len(v) == 1 {
-		if n, ok := parseLength(v[0]); ok {
+		if n, ok := httptoken.Decimal(v[0], 18); ok {
 			w.length = n
 		} else {
 			delete(w.hdr, "Content-Length") // as net/http: a bad one is dropped
@@ -56,7 +58,7 @@ func (w *response) WriteHeader(code int) {
 	} else if len(v) > 1 {
 		delete(w.hdr, "Content-Length")
 	}
-	if hasToken(strings.Join(w.hdr["Connection"], ","), "close") {
+	if httptoken.HasToken(strings.Join(w.hdr["Connection"], ","), "close") {
 		w.closeAfter = true
 	}
 }
@@ -245,7 +247,7 @@ func validName(k string) bool {
 		return false
 	}
 	for i := 0; i < len(k); i++ {
-		if !isTokenByte(k[i]) {
+		if !httptoken.IsTokenByte(k[i]) {
 			return false
 		}
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/fenec-go/fenec/internal/bodygap"
 	"github.com/fenec-go/fenec/internal/forwarded"
+	"github.com/fenec-go/fenec/internal/httptoken"
 	"github.com/fenec-go/fenec/internal/netx"
 	"github.com/fenec-go/fenec/wire"
 )
@@ -276,7 +277,7 @@ func (x *exchange) classify() {
 	}
 	x.wait = -1
 	if v := h[wire.HeaderWait]; len(v) == 1 {
-		if ms, ok := parseMillis(v[0]); ok {
+		if ms, ok := httptoken.Decimal(v[0], 12); ok {
 			x.wait = ms
 		}
 	}

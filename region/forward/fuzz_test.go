@@ -17,6 +17,7 @@ import (
 	"testing"
 
 	"github.com/fenec-go/fenec/internal/forwarded"
+	"github.com/fenec-go/fenec/internal/httptoken"
 )
 
 // framingClient is the address every fuzzed request comes from.
@@ -112,7 +113,7 @@ func serverTakes(req *http.Request) bool {
 		return false
 	}
 	for k := range req.Header {
-		if k == "" || strings.IndexFunc(k, func(r rune) bool { return r > 0x7f || !isTokenByte(byte(r)) }) >= 0 {
+		if k == "" || strings.IndexFunc(k, func(r rune) bool { return r > 0x7f || !httptoken.IsTokenByte(byte(r)) }) >= 0 {
 			return false
 		}
 	}
@@ -126,7 +127,7 @@ func serverTakes(req *http.Request) bool {
 func validHost(h string) bool {
 	for i := 0; i < len(h); i++ {
 		c := h[i]
-		if isTokenByte(c) || strings.IndexByte("[]:;,=()@/", c) >= 0 {
+		if httptoken.IsTokenByte(c) || strings.IndexByte("[]:;,=()@/", c) >= 0 {
 			continue
 		}
 		return false

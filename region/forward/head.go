@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/textproto"
 
+	"github.com/fenec-go/fenec/internal/httptoken"
 	"github.com/fenec-go/fenec/wire"
 )
 
@@ -114,14 +115,14 @@ func (h *head) headerLine(line []byte, http10 bool) error {
 	}
 	key := line[:colon]
 	for _, c := range key {
-		if !isTokenByte(c) {
+		if !httptoken.IsTokenByte(c) {
 			return ErrBadAnswer
 		}
 	}
 	val := bytes.TrimSpace(line[colon+1:])
 	switch {
 	case bytes.EqualFold(key, []byte("Content-Length")):
-		n, ok := parseLength(val)
+		n, ok := httptoken.Decimal(val, 18)
 		if !ok || h.length >= 0 && h.length != n {
 			return ErrBadAnswer
 		}
@@ -133,9 +134,9 @@ func (h *head) headerLine(line []byte, http10 bool) error {
 		h.chunked = true
 	case bytes.EqualFold(key, []byte("Connection")):
 		h.conn = len(h.spans)
-		if hasToken(val, "close") {
+		if httptoken.HasToken(val, "close") {
 			h.close = true
-		} else if http10 && hasToken(val, "keep-alive") {
+		} else if http10 && httptoken.HasToken(val, "keep-alive") {
 			h.close = false
 		}
 	case bytes.EqualFold(key, []byte(wire.HeaderRefused)):
@@ -164,7 +165,7 @@ func (h *head) fill(dst http.Header) {
 	}
 	for i, sp := range h.spans {
 		key := s[sp.k0:sp.k1]
-		if !isCanonical(key) {
+		if !httptoken.Canonical(key) {
 			key = textproto.CanonicalMIMEHeaderKey(key)
 		}
 		if hopByHop(key) || conn != "" && namedByConnection(key, []string{conn}) {
@@ -201,59 +202,4 @@ func trimEOL(b []byte) []byte {
 		}
 	}
 	return b
-}
-
-func parseLength(b []byte) (int64, bool) {
-	if len(b) == 0 || len(b) > 18 {
-		return 0, false
-	}
-	var n int64
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		n = n*10 + int64(c-'0')
-	}
-	return n, true
-}
-
-// hasToken reports whether a comma-separated header value lists tok.
-func hasToken(v []byte, tok string) bool {
-	for len(v) > 0 {
-		var t []byte
-		if i := bytes.IndexByte(v, ','); i >= 0 {
-			t, v = v[:i], v[i+1:]
-		} else {
-			t, v = v, nil
-		}
-		if bytes.EqualFold(bytes.TrimSpace(t), []byte(tok)) {
-			return true
-		}
-	}
-	return false
-}
-
-func isTokenByte(c byte) bool {
-	switch {
-	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		return true
-	}
-	switch c {
-	case '!', '#', '$', '%', '&', '\'', '*', '+', '-', '.', '^', '_', '`', '|', '~':
-		return true
-	}
-	return false
-}
-
-// isCanonical: upper case after each hyphen and first, lower case elsewhere.
-func isCanonical(k string) bool {
-	upper := true
-	for i := 0; i < len(k); i++ {
-		c := k[i]
-		if upper && 'a' <= c && c <= 'z' || !upper && 'A' <= c && c <= 'Z' {
-			return false
-		}
-		upper = c == '-'
-	}
-	return true
 }

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/fenec-go/fenec/internal/httptoken"
 )
 
 func TestHeadParse(t *testing.T) {
@@ -104,7 +106,7 @@ func FuzzHead(f *testing.F) {
 		dst := http.Header{}
 		h.fill(dst)
 		for k := range dst {
-			if hopByHop(k) || !isCanonical(k) {
+			if hopByHop(k) || !httptoken.Canonical(k) {
 				t.Fatalf("key %q passed", k)
 			}
 		}

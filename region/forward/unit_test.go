@@ -6,6 +6,8 @@ import (
 	"io"
 	"testing"
 	"time"
+
+	"github.com/fenec-go/fenec/internal/httptoken"
 )
 
 func TestParseTarget(t *testing.T) {
@@ -64,12 +66,12 @@ func TestHeaderRules(t *testing.T) {
 		}
 	}
 	for s, want := range map[string]int64{"0": 0, "5000": 5000, "-1": -1, "1e3": -1, "": -1} {
-		got, ok := parseMillis(s)
+		got, ok := httptoken.Decimal(s, 12) // Fenec-Wait's reading
 		if !ok {
 			got = -1
 		}
 		if got != want {
-			t.Errorf("parseMillis(%q) = %d", s, got)
+			t.Errorf("Fenec-Wait %q read as %d", s, got)
 		}
 	}
 }

@@ -83,22 +83,6 @@ func newRequestID(buf *[16]byte) []byte {
 	return buf[:]
 }
 
-// parseMillis reads a non-negative decimal Fenec-Wait.
-func parseMillis(s string) (int64, bool) {
-	if len(s) == 0 || len(s) > 12 {
-		return 0, false
-	}
-	var n int64
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		n = n*10 + int64(c-'0')
-	}
-	return n, true
-}
-
 // hopByHop names the headers that belong to one connection and are never
 // passed on.
 func hopByHop(k string) bool {
