@@ -127,13 +127,34 @@ func (c *conn) handshake() bool {
 	}
 	_ = tc.SetDeadline(time.Now().Add(c.s.ReadHeaderTimeout))
 	if err := tc.HandshakeContext(c.ctx); err != nil {
-		c.s.Log.Debug("tls handshake", "remote", c.remote, "err", err)
+		var rh tls.RecordHeaderError
+		switch {
+		case errors.As(err, &rh) && rh.Conn != nil && looksLikeHTTP(rh.RecordHeader[:]):
+			// Plain HTTP to a TLS listener: say so, as net/http does.
+			_ = rh.Conn.SetWriteDeadline(time.Now().Add(time.Second))
+			_, _ = io.WriteString(rh.Conn, "HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n")
+		case errors.Is(err, io.EOF):
+			// Connected and left (a TCP health check): nothing to say.
+		default:
+			c.s.Log.Warn("tls handshake", "remote", c.remote, "err", err)
+		}
 		return false
 	}
 	_ = tc.SetDeadline(time.Time{})
 	st := tc.ConnectionState()
 	c.tls = &st
 	return true
+}
+
+// looksLikeHTTP reports whether the first bytes a TLS listener got are
+// an HTTP method's.
+func looksLikeHTTP(hdr []byte) bool {
+	for _, m := range []string{"GET /", "HEAD ", "POST ", "PUT /", "OPTIO", "DELET", "PATCH"} {
+		if string(hdr) == m {
+			return true
+		}
+	}
+	return false
 }
 
 // readHead waits for a whole head in the buffer and parses it into req;

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -74,5 +75,28 @@ func TestTLS(t *testing.T) {
 			t.Fatal("a client without a certificate was answered")
 		}
 		c2.Close()
+	}
+}
+
+// Plain HTTP sent to the TLS listener is told so, as net/http tells it.
+func TestPlainHTTPToTLS(t *testing.T) {
+	pki := testkit.NewPKI(t, "h1-plain")
+	srvTLS := testkit.Source(t, pki.Issue("server"))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{Handler: http.HandlerFunc(echo), Fallback: &http.Server{Handler: http.HandlerFunc(echo)}, Prefix: "/t/"}
+	errc := make(chan error, 1)
+	go func() { errc <- s.Serve(srvTLS.Listen(ln, false)) }()
+	t.Cleanup(func() {
+		_ = s.Close()
+		<-errc
+	})
+	c, br := dial(t, ln.Addr().String())
+	io.WriteString(c, "GET /t/a HTTP/1.1\r\nHost: h\r\n\r\n")
+	res, body := answer(t, br, "GET")
+	if res.StatusCode != http.StatusBadRequest || !strings.Contains(body, "HTTPS server") {
+		t.Fatalf("plain HTTP to TLS: %d %q", res.StatusCode, body)
 	}
 }
