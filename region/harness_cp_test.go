@@ -45,16 +45,29 @@ type cpNode struct {
 	cutImage      atomic.Bool
 	// holdInstall, when set, holds an image install until it is closed.
 	holdInstall atomic.Pointer[chan struct{}]
+	// holdCreate, when set, holds the making of a tenant's file until it is
+	// closed; creating is sent a value as each such call arrives.
+	holdCreate atomic.Pointer[chan struct{}]
+	creating   chan string
 }
 
 func startCPNode(tb testing.TB) *cpNode {
 	tb.Helper()
-	n := &cpNode{}
+	n := &cpNode{creating: make(chan string, 4)}
 	n.Node = testnode.Start(tb, testnode.Options{
 		Configure: func(c *node.Config) { c.ReplicationToken = "" }, // follows nothing
 		Wrap: func(next http.Handler) http.Handler {
 			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				install := r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, "/file")
+				create := r.Method == http.MethodPut && !install && strings.HasPrefix(r.URL.Path, "/_admin/tenants/")
+				if hold := n.holdCreate.Load(); hold != nil && create {
+					n.creating <- r.URL.Path
+					select {
+					case <-*hold:
+					case <-r.Context().Done():
+						return
+					}
+				}
 				if hold := n.holdInstall.Load(); hold != nil && install {
 					select {
 					case <-*hold:

@@ -2,6 +2,7 @@ package region
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -94,7 +95,7 @@ func (c *shardCall) placeTenant(s *global.Store, name string) (int, any, error) 
 	if err := c.rt.nodes.create(ctx, node.Value, name); err != nil {
 		return 0, nil, fmt.Errorf("create %s on %s: %w", name, nodeName, err)
 	}
-	placed, err := s.PlaceTenant(ctx, name, global.Tenant{Node: nodeName, State: global.StateActive}, node.Rev)
+	placed, err := c.record(s, name, nodeName, node)
 	if err != nil {
 		// Not recorded: the empty file made above goes again.
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.rt.cfg.NodeTimeout)
@@ -108,6 +109,29 @@ func (c *shardCall) placeTenant(s *global.Store, name string) (int, any, error) 
 	c.rt.afterPlace(ctx, s, name) // lineage and copy (replica.go)
 	c.rt.log.Info("tenant placed", "tenant", name, "node", nodeName)
 	return http.StatusCreated, map[string]any{"tenant": name, "node": nodeName}, nil
+}
+
+// record writes the tenant's record on the node read at node.Rev. The
+// node's record may change as the tenant's file is made on it — its id
+// learned, the leasing router marking it leased — which is no reason to
+// refuse: the place is recorded against the record read again, as long
+// as it still names the node the file was made on.
+func (c *shardCall) record(s *global.Store, name, nodeName string, node global.Versioned[global.Node]) (global.Versioned[global.Tenant], error) {
+	ctx := c.r.Context()
+	t := global.Tenant{Node: nodeName, State: global.StateActive}
+	placed, err := s.PlaceTenant(ctx, name, t, node.Rev)
+	for range nodeRetries {
+		if !errors.Is(err, global.ErrConflict) {
+			break
+		}
+		now, gerr := s.GetNode(ctx, nodeName)
+		if gerr != nil || !sameAddr(now.Value.Addr, node.Value.Addr) || node.Value.ID != "" && now.Value.ID != node.Value.ID {
+			break // gone, or another node by that name now
+		}
+		node = now
+		placed, err = s.PlaceTenant(ctx, name, t, node.Rev)
+	}
+	return placed, err
 }
 
 // chooseNode returns the named node (which must be recorded) or the least
