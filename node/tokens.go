@@ -80,9 +80,12 @@ func (s *Server) reloadTokens() ([]string, error) {
 	if next == *cur {
 		return nil, nil
 	}
-	s.tok.Store(&next)
+	// The proofs and the replication token first: once a request sees the
+	// new tokens, everything made from them is in place (the proofs of the
+	// tokens replaced stay taken until the next reload anyway).
 	s.guard.setProofs(proofsOf(next.admin, next.prevAdmin))
 	s.reg.setReplToken(next.repl)
+	s.tok.Store(&next)
 	if len(changed) == 0 {
 		s.log.Info("token files read again: the tokens the last reload replaced are no longer taken")
 	}
