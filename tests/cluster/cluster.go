@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -172,6 +173,54 @@ func Members(tb testing.TB, names ...string) map[string]*Member {
 // health check.
 func (c *Cluster) StartRouter(name string, o RouterOptions) *Router {
 	c.tb.Helper()
+	for attempt := 1; ; attempt++ {
+		r := c.startRouter(name, o)
+		if o.NoWait {
+			return r
+		}
+		if o.Member == nil && attempt < bindRetries && c.exitedOnBind(r.Proc, r.URL()+"/_health") {
+			c.tb.Logf("router %s: a port it was given was taken before it bound it; starting it again on others", name)
+			_ = os.RemoveAll(r.DataDir)
+			continue
+		}
+		r.WaitHealthy()
+		return r
+	}
+}
+
+// bindRetries bounds the starts of a router on fresh ports when one it was
+// given was taken before it bound it: FreePorts lets its ports go, and
+// any outgoing connection on the machine may take one meanwhile.
+const bindRetries = 3
+
+// exitedOnBind waits, at most ReadyWait, for p to answer 200 at url or to
+// exit, and reports whether it exited because an address was in use.
+func (c *Cluster) exitedOnBind(p *Proc, url string) bool {
+	hc := &http.Client{Timeout: 2 * time.Second, Transport: c.transport(1)}
+	defer hc.CloseIdleConnections()
+	for deadline := time.Now().Add(ReadyWait); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		select {
+		case <-p.Exited():
+			log := p.Log()
+			if i := strings.LastIndex(log, "=== start"); i >= 0 {
+				log = log[i:] // this start's lines, not an earlier one's
+			}
+			return strings.Contains(log, "address already in use")
+		default:
+		}
+		if res, err := hc.Get(url); err == nil {
+			res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				return false
+			}
+		}
+	}
+	return false
+}
+
+// startRouter starts a router on ports picked now (or its member's).
+func (c *Cluster) startRouter(name string, o RouterOptions) *Router {
+	c.tb.Helper()
 	ports := FreePorts(c.tb, 3)
 	if o.Member != nil {
 		ports = []int{o.Member.Listen, o.Member.Client, o.Member.Peer}
@@ -194,9 +243,6 @@ func (c *Cluster) StartRouter(name string, o RouterOptions) *Router {
 	args = append(args, c.routerTLSArgs(name)...)
 	args = append(args, o.Args...)
 	r.Proc = StartProc(c.tb, c.dir, name, Bins().Shard, args...)
-	if !o.NoWait {
-		r.WaitHealthy()
-	}
 	return r
 }
 
