@@ -38,9 +38,20 @@ func echo(w http.ResponseWriter, r *http.Request) {
 // it is shut down at cleanup.
 func start(t *testing.T, h http.HandlerFunc, tune func(*Server)) (*Server, string) {
 	t.Helper()
+	return startOn(t, h, tune, nil)
+}
+
+// startOn is start over the loopback listener as wrap makes it (nil: as
+// it is), a TLS listener say.
+func startOn(t *testing.T, h http.HandlerFunc, tune func(*Server), wrap func(net.Listener) net.Listener) (*Server, string) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	if wrap != nil {
+		ln = wrap(ln)
 	}
 	s := &Server{Handler: h, Fallback: &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}, Prefix: "/t/"}
 	if tune != nil {
@@ -58,7 +69,7 @@ func start(t *testing.T, h http.HandlerFunc, tune func(*Server)) (*Server, strin
 			t.Errorf("serve returned %v", err)
 		}
 	})
-	return s, ln.Addr().String()
+	return s, addr
 }
 
 // plain serves h with net/http alone, to compare answers with.

@@ -2,9 +2,7 @@ package h1
 
 import (
 	"bufio"
-	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -31,22 +29,8 @@ func TestTLS(t *testing.T) {
 		}
 		fmt.Fprintf(w, "%s %s", served(w), who)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &Server{Handler: http.HandlerFunc(h), Fallback: &http.Server{Handler: http.HandlerFunc(h)}, Prefix: "/t/"}
-	errc := make(chan error, 1)
-	go func() { errc <- s.Serve(srvTLS.Listen(ln, true)) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = s.Shutdown(ctx)
-		if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
-			t.Errorf("serve: %v", err)
-		}
-	})
-	c, err := tls.Dial("tcp", ln.Addr().String(), cliTLS.Client(ln.Addr().String()))
+	_, addr := startOn(t, h, nil, func(ln net.Listener) net.Listener { return srvTLS.Listen(ln, true) })
+	c, err := tls.Dial("tcp", addr, cliTLS.Client(addr))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,8 +51,8 @@ func TestTLS(t *testing.T) {
 		}
 	}
 	// A client without a certificate is refused at the handshake.
-	anon := &tls.Config{RootCAs: cliTLS.Client(ln.Addr().String()).RootCAs, ServerName: "127.0.0.1"}
-	if c2, err := tls.Dial("tcp", ln.Addr().String(), anon); err == nil {
+	anon := &tls.Config{RootCAs: cliTLS.Client(addr).RootCAs, ServerName: "127.0.0.1"}
+	if c2, err := tls.Dial("tcp", addr, anon); err == nil {
 		_ = c2.SetDeadline(time.Now().Add(5 * time.Second))
 		_, _ = io.WriteString(c2, "GET /t/a HTTP/1.1\r\nHost: h\r\n\r\n")
 		if _, err := http.ReadResponse(bufio.NewReader(c2), nil); err == nil {
@@ -82,18 +66,8 @@ func TestTLS(t *testing.T) {
 func TestPlainHTTPToTLS(t *testing.T) {
 	pki := testkit.NewPKI(t, "h1-plain")
 	srvTLS := testkit.Source(t, pki.Issue("server"))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &Server{Handler: http.HandlerFunc(echo), Fallback: &http.Server{Handler: http.HandlerFunc(echo)}, Prefix: "/t/"}
-	errc := make(chan error, 1)
-	go func() { errc <- s.Serve(srvTLS.Listen(ln, false)) }()
-	t.Cleanup(func() {
-		_ = s.Close()
-		<-errc
-	})
-	c, br := dial(t, ln.Addr().String())
+	_, addr := startOn(t, echo, nil, func(ln net.Listener) net.Listener { return srvTLS.Listen(ln, false) })
+	c, br := dial(t, addr)
 	io.WriteString(c, "GET /t/a HTTP/1.1\r\nHost: h\r\n\r\n")
 	res, body := answer(t, br, "GET")
 	if res.StatusCode != http.StatusBadRequest || !strings.Contains(body, "HTTPS server") {
