@@ -416,7 +416,8 @@ func (f *Forwarder) attempt(w http.ResponseWriter, x *exchange, tgt Target, fres
 		return f.ended(fl, false, x)
 	}
 	x.sends++
-	if err := x.writeRequest(pc.bw, f.now(), f.proof(tgt.Token)); err != nil {
+	x.writeRequest(pc.bw, f.now(), f.proof(tgt.Token))
+	if err := pc.sendRequest(&fl.sent); err != nil {
 		if r, c, n := f.ended(fl, false, x); r != resDone {
 			pc.close()
 			return r, c, n
