@@ -57,7 +57,8 @@ e2e:
 
 # Router cost as deployed (node, router and nginx each a process, driven
 # by wrk), per-request system calls and the router's profile, the
-# in-process rows, and a 100 000 × 128 move; writes bench/shard.txt,
+# in-process rows, and a 100 000 × 128 move (as deployed, then in
+# process); writes bench/shard.txt,
 # bench/shard-profile.txt and bench/shard-move-profile.txt, then the
 # replication and lease benches.
 # Installs Debian's nginx and wrk first when they are missing; the bench

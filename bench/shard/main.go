@@ -14,8 +14,12 @@
 //     for comparison with older figures);
 //
 // then the time to move a tenant of 100 000 vectors of 128 dimensions with
-// an HNSW index between two nodes, and its first `near` on the target.
-// Run it from the repository's root (it builds the binaries).
+// an HNSW index between two nodes, and its first `near` on the target: as
+// deployed (two fenec-node processes and a fenec-shard process; three
+// moves, the first onto a node that never held the tenant,
+// movedeployed.go), then with both nodes and the router in this process
+// (with the move's CPU profile). Run it from the repository's root (it
+// builds the binaries).
 package main
 
 import (
@@ -142,6 +146,13 @@ func run(cfg config) error {
 		fmt.Fprintln(&out)
 	}
 
+	if cfg.moveDocs > 0 && cfg.runs("move") {
+		if err := moveDeployed(ctx, &out, cfg, filepath.Join(dir, "move")); err != nil {
+			return err
+		}
+		fmt.Fprintln(&out)
+	}
+
 	n1, err := startNode(filepath.Join(dir, "n1"), log)
 	if err != nil {
 		return err
@@ -175,7 +186,11 @@ func run(cfg config) error {
 	}
 	if cfg.moveDocs > 0 && cfg.runs("move") {
 		fmt.Fprintln(&out)
-		if err := moveBench(&out, cfg, c, router, n1); err != nil {
+		rig := moveRig{router: router, source: "http://" + n1.Addr(), cpu: processCPU, shape: "in this process", profile: true}
+		if _, err := moveBench(&out, cfg, c, rig); err != nil {
+			return err
+		}
+		if err := moveParts(&out, c, n2URL(router, c)); err != nil {
 			return err
 		}
 	}
@@ -356,15 +371,27 @@ func percentiles(d []time.Duration) [3]time.Duration {
 
 func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
+// moveRig is where a move is measured: the router, the source node n1
+// (its address, for what the bench sends it directly), the CPU the parts
+// have used so far, and how they run.
+type moveRig struct {
+	router, source string
+	cpu            func() time.Duration
+	shape          string // "in this process", "each a process of its own"
+	profile        bool   // the move's CPU profile is taken (the parts are in this process)
+}
+
 // moveBench fills tenant "mv" on n1 with vectors, moves it to n2 through
-// the router, and times the move and the first near on the target.
-func moveBench(w io.Writer, cfg config, c *http.Client, router string, n1 *node.Server) error {
+// the router, and times the move and the first near on the target. It
+// returns the near query it timed.
+func moveBench(w io.Writer, cfg config, c *http.Client, rig moveRig) (string, error) {
+	router := rig.router
 	if err := call(c, "PUT", router+"/_shard/tenants/mv", `{"node":"n1"}`, 201); err != nil {
-		return err
+		return "", err
 	}
 	q := fmt.Sprintf(`{"query":"create collection v (e vector<%d> @hnsw(cosine))"}`, cfg.dims)
 	if err := call(c, "POST", router+"/t/mv/query", q, 200); err != nil {
-		return err
+		return "", err
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	vec := func() string {
@@ -380,26 +407,26 @@ func moveBench(w io.Writer, cfg config, c *http.Client, router string, n1 *node.
 		return b.String()
 	}
 	load := time.Now()
-	direct := "http://" + n1.Addr()
+	direct := rig.source
 	cached, err := os.ReadFile(cfg.moveImage)
 	switch {
 	case cfg.moveImage == "" || errors.Is(err, os.ErrNotExist):
 		cached = nil
 	case err != nil:
-		return err
+		return "", err
 	}
 	if cached != nil {
 		// The image of an earlier run, restored in place of the empty
 		// tenant; the probe's vector is drawn as if the rows were.
 		if _, err := benchkit.Call(c, "PUT", direct+"/_admin/tenants/mv/file?replace=true", adminToken, string(cached), 200); err != nil {
-			return fmt.Errorf("restore %s: %w", cfg.moveImage, err)
+			return "", fmt.Errorf("restore %s: %w", cfg.moveImage, err)
 		}
 		for range cfg.moveDocs {
 			vec()
 		}
 		// Opened by a first read, as a tenant loaded row by row is.
 		if _, err := callBody(c, "POST", router+"/t/mv/query", `{"query":"get v limit 1"}`, 200); err != nil {
-			return err
+			return "", err
 		}
 	}
 	for done := 0; cached == nil && done < cfg.moveDocs; {
@@ -409,7 +436,7 @@ func moveBench(w io.Writer, cfg config, c *http.Client, router string, n1 *node.
 			rows = append(rows, `{"e":`+vec()+`}`)
 		}
 		if err := call(c, "POST", direct+"/t/mv/v", "["+strings.Join(rows, ",")+"]", 201); err != nil {
-			return err
+			return "", err
 		}
 		done += step
 	}
@@ -420,50 +447,50 @@ func moveBench(w io.Writer, cfg config, c *http.Client, router string, n1 *node.
 	} else if cfg.moveImage != "" {
 		img, err := benchkit.Call(c, "GET", direct+"/_admin/tenants/mv/file", adminToken, "", 200)
 		if err != nil {
-			return err
+			return "", err
 		}
 		if err := os.WriteFile(cfg.moveImage, img, 0o644); err != nil {
-			return err
+			return "", err
 		}
 	}
 	probe := fmt.Sprintf(`{"query":"get v select id near e %s limit 10"}`, vec())
 	warm := time.Now()
 	before, err := callBody(c, "POST", router+"/t/mv/query", probe, 200)
 	if err != nil {
-		return err
+		return "", err
 	}
 	firstOnSource := time.Since(warm)
 
 	var prof bytes.Buffer
-	profiling := cfg.moveProfileOut != "" && pprof.StartCPUProfile(&prof) == nil
-	cpu0 := processCPU()
+	profiling := rig.profile && cfg.moveProfileOut != "" && pprof.StartCPUProfile(&prof) == nil
+	cpu0 := rig.cpu()
 	start := time.Now()
 	b, err := callBody(c, "POST", router+"/_shard/tenants/mv/move", `{"to":"n2"}`, 200)
 	moveWall := time.Since(start)
-	moveCPU := processCPU() - cpu0
+	moveCPU := rig.cpu() - cpu0
 	answered := time.Now()
 	if profiling {
 		pprof.StopCPUProfile()
 	}
 	if err != nil {
-		return err
+		return "", err
 	}
 	var ans struct {
 		Bytes int64 `json:"bytes"`
 		MS    int64 `json:"ms"`
 	}
 	if err := json.Unmarshal(b, &ans); err != nil {
-		return err
+		return "", err
 	}
 	start = time.Now()
 	after, err := callBody(c, "POST", router+"/t/mv/query", probe, 200)
 	if err != nil {
-		return err
+		return "", err
 	}
 	firstNear := time.Since(start)
 	start = time.Now()
 	if _, err := callBody(c, "POST", router+"/t/mv/query", probe, 200); err != nil {
-		return err
+		return "", err
 	}
 	secondNear := time.Since(start)
 	gone := sourceGone(c, direct, answered)
@@ -471,20 +498,20 @@ func moveBench(w io.Writer, cfg config, c *http.Client, router string, n1 *node.
 	// would be what the first near waits behind.
 	if profiling {
 		if err := moveProfile(cfg.moveProfileOut, prof.Bytes(), moveWall); err != nil {
-			return err
+			return "", err
 		}
 	}
 	same := "the same 10 ids as on the source"
 	if !bytes.Equal(stripScores(before), stripScores(after)) {
 		same = "OTHER ids than on the source"
 	}
-	fmt.Fprintf(w, "move of a tenant of %d × %d @hnsw(cosine) ("+how+"); load average %s\n", cfg.moveDocs, cfg.dims, loadTime.Seconds(), benchkit.LoadAvg())
+	fmt.Fprintf(w, "move of a tenant of %d × %d @hnsw(cosine), nodes and router %s ("+how+"); load average %s\n", cfg.moveDocs, cfg.dims, rig.shape, loadTime.Seconds(), benchkit.LoadAvg())
 	fmt.Fprintf(w, "  image                %.1f MB\n", float64(ans.Bytes)/1e6)
 	fmt.Fprintf(w, "  move (router's ms)   %d ms (%s)\n", ans.MS, gone)
 	fmt.Fprintf(w, "  move (client's wall) %d ms, %d ms of CPU (source, router and target, user and system)\n", moveWall.Milliseconds(), moveCPU.Milliseconds())
 	fmt.Fprintf(w, "  first near on target %.1f ms (its first request after the move), then %.1f ms; %s\n", ms(firstNear), ms(secondNear), same)
 	fmt.Fprintf(w, "  first near on source %.1f ms (open already)\n", ms(firstOnSource))
-	return moveParts(w, c, n2URL(router, c))
+	return probe, nil
 }
 
 // sourceGone waits (at most a second) for the source node to have deleted
