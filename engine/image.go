@@ -176,16 +176,7 @@ func (ir *imageReader) item() ([]byte, error) {
 		return nil, fmt.Errorf("image item of %d bytes", n)
 	}
 	if n > itemTrust && uint64(cap(ir.buf)) < n {
-		// A length past itemTrust is believed only as its bytes arrive: a
-		// damaged or cut-short image cannot make the reader allocate what
-		// it does not hold.
-		b := bytes.NewBuffer(ir.buf[:0])
-		got, err := b.ReadFrom(io.LimitReader(ir.br, int64(n)))
-		if err != nil || uint64(got) != n {
-			return nil, fmt.Errorf("%w: an item of %d bytes ends after %d (%v)", errShort, n, got, err)
-		}
-		ir.buf = b.Bytes()
-		return ir.buf, nil
+		return ir.longItem(int(n))
 	}
 	if uint64(cap(ir.buf)) < n {
 		ir.buf = make([]byte, n)
@@ -195,6 +186,35 @@ func (ir *imageReader) item() ([]byte, error) {
 		return nil, fmt.Errorf("%w: %v", errShort, err)
 	}
 	return ir.buf, nil
+}
+
+// itemGrowth bounds how far ahead of the bytes read the buffer of a long
+// item grows.
+const itemGrowth = 8
+
+// longItem reads an item of n bytes, past itemTrust, into ir.buf. Its
+// length is believed only as its bytes arrive: a damaged or cut-short
+// image cannot make the reader allocate more than itemGrowth times what
+// it holds. The buffer grows by that factor, not by doubling, and is made
+// rather than appended to: memory fresh from the system is not cleared on
+// allocation, so a graph's tens of megabytes are touched about once, as
+// they are read, rather than cleared and copied at every doubling.
+func (ir *imageReader) longItem(n int) ([]byte, error) {
+	b := ir.buf[:0]
+	for len(b) < n {
+		if len(b) == cap(b) {
+			nb := make([]byte, len(b), min(n, max(itemTrust, itemGrowth*len(b))))
+			copy(nb, b)
+			b = nb
+		}
+		k, err := io.ReadFull(ir.br, b[len(b):min(n, cap(b))])
+		b = b[:len(b)+k]
+		if err != nil {
+			return nil, fmt.Errorf("%w: an item of %d bytes ends after %d (%v)", errShort, n, len(b), err)
+		}
+	}
+	ir.buf = b
+	return b, nil
 }
 
 // readImage rebuilds a state from an image's payload.

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"os"
@@ -426,6 +427,38 @@ func TestImageItemLengthBelievedAsItArrives(t *testing.T) {
 		}
 		if grew := after.TotalAlloc - before.TotalAlloc; claim > itemTrust && grew > 4*itemTrust {
 			t.Fatalf("claim %d allocated %d bytes for 16 that came", claim, grew)
+		}
+	}
+}
+
+// An item past itemTrust reads back whole, byte for byte, whatever the
+// buffer held before; one cut short anywhere, even past a growth of the
+// buffer, is refused as cut short.
+func TestImageLongItem(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, n := range []int{itemTrust + 1, 3*itemTrust + 5, itemGrowth*itemTrust + 7, 20 * itemTrust} {
+		want := make([]byte, n)
+		for i := range want {
+			want[i] = byte(rng.Uint32())
+		}
+		p := binary.AppendUvarint(nil, uint64(n))
+		p = append(p, want...)
+		p = append(p, "next"...)
+		for _, held := range []int{0, 100, itemTrust / 2} {
+			ir := &imageReader{br: bufio.NewReader(bytes.NewReader(p)), buf: make([]byte, held)}
+			got, err := ir.item()
+			if err != nil || !bytes.Equal(got, want) {
+				t.Fatalf("item of %d bytes, %d held before: %v, equal %v", n, held, err, bytes.Equal(got, want))
+			}
+			if rest, _ := io.ReadAll(ir.br); string(rest) != "next" {
+				t.Fatalf("item of %d bytes left %q after it", n, rest)
+			}
+		}
+		for _, cut := range []int{n / 3, n - 1} {
+			ir := &imageReader{br: bufio.NewReader(bytes.NewReader(p[:len(p)-len(want)-4+cut]))}
+			if _, err := ir.item(); !errors.Is(err, errShort) {
+				t.Fatalf("item of %d bytes cut at %d: %v", n, cut, err)
+			}
 		}
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
-	"slices"
 )
 
 // The saved graph:
@@ -520,15 +519,28 @@ const minSlotBytes = 1 + 8 + 1 + 2
 // grow makes room for n more slots in the arrays allocEmpty appends to,
 // and in the map of live ids.
 func (x *Index) grow(n int) {
-	x.ids = slices.Grow(x.ids, n)
-	x.state = slices.Grow(x.state, n)
-	x.level = slices.Grow(x.level, n)
-	x.up = slices.Grow(x.up, n)
-	x.l0 = slices.Grow(x.l0, n*(x.m0+1))
+	x.ids = reserve(x.ids, n)
+	x.state = reserve(x.state, n)
+	x.level = reserve(x.level, n)
+	x.up = reserve(x.up, n)
+	x.l0 = reserve(x.l0, n*(x.m0+1))
 	if len(x.slotOf) == 0 {
 		x.slotOf = make(map[int64]uint32, n)
 	}
 	x.scratch = make([]uint32, 0, x.m0)
+}
+
+// reserve returns s with room for n more elements. It makes the new array
+// rather than growing s by append (slices.Grow), which clears all of it
+// first: memory fresh from the system is not cleared on allocation, so a
+// loaded graph's arrays are touched once, as their slots are read.
+func reserve[E any](s []E, n int) []E {
+	if cap(s)-len(s) >= n {
+		return s
+	}
+	r := make([]E, len(s), len(s)+n)
+	copy(r, s)
+	return r
 }
 
 // allocEmpty grows the arrays, all but the vectors, by one free slot
