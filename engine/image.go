@@ -11,6 +11,7 @@ import (
 	"slices"
 
 	"github.com/fenec-go/fenec/engine/hnsw"
+	"github.com/fenec-go/fenec/engine/internal/hugemem"
 	"github.com/fenec-go/fenec/engine/store"
 )
 
@@ -198,12 +199,13 @@ const itemGrowth = 8
 // it holds. The buffer grows by that factor, not by doubling, and is made
 // rather than appended to: memory fresh from the system is not cleared on
 // allocation, so a graph's tens of megabytes are touched about once, as
-// they are read, rather than cleared and copied at every doubling.
+// they are read (in huge pages where the system gives them), rather than
+// cleared and copied at every doubling.
 func (ir *imageReader) longItem(n int) ([]byte, error) {
 	b := ir.buf[:0]
 	for len(b) < n {
 		if len(b) == cap(b) {
-			nb := make([]byte, len(b), min(n, max(itemTrust, itemGrowth*len(b))))
+			nb := hugemem.Make[byte](len(b), min(n, max(itemTrust, itemGrowth*len(b))))
 			copy(nb, b)
 			b = nb
 		}

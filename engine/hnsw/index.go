@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 )
 
 // Slot states.
@@ -58,7 +59,8 @@ type Index struct {
 	cursor  int
 	doomed  []bool
 
-	visited sync.Pool // *visitSet
+	visited sync.Pool                // *visitSet
+	primed  atomic.Pointer[visitSet] // the next walk's, made as a graph loads
 }
 
 // Hit is one search answer: a document id and its score (higher is better).

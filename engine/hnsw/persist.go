@@ -8,6 +8,8 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+
+	"github.com/fenec-go/fenec/engine/internal/hugemem"
 )
 
 // The saved graph:
@@ -243,6 +245,7 @@ func Load(r io.Reader, vector func(id int64) ([]float32, bool)) (*Index, error) 
 	if err := x.checkVectors(); err != nil {
 		return nil, err
 	}
+	x.primeVisited()
 	return x, nil
 }
 
@@ -356,6 +359,7 @@ func (l *Loader) Finish() (*Index, error) {
 		}
 		return nil, fmt.Errorf("%w: a vector could not be read", ErrMissingVector)
 	}
+	x.primeVisited()
 	return x, nil
 }
 
@@ -386,7 +390,7 @@ func load(hdr, data []byte) (*Index, error) {
 	if err != nil {
 		return nil, err
 	}
-	x.vecs = make([]float32, len(x.ids)*x.dim)
+	x.vecs = hugemem.Make[float32](len(x.ids)*x.dim, len(x.ids)*x.dim)
 	for _, t := range tomb {
 		copy(x.vec(t.slot), t.v)
 	}
@@ -533,12 +537,13 @@ func (x *Index) grow(n int) {
 // reserve returns s with room for n more elements. It makes the new array
 // rather than growing s by append (slices.Grow), which clears all of it
 // first: memory fresh from the system is not cleared on allocation, so a
-// loaded graph's arrays are touched once, as their slots are read.
+// loaded graph's arrays are touched once, as their slots are read, and a
+// large one in huge pages.
 func reserve[E any](s []E, n int) []E {
 	if cap(s)-len(s) >= n {
 		return s
 	}
-	r := make([]E, len(s), len(s)+n)
+	r := hugemem.Make[E](len(s), len(s)+n)
 	copy(r, s)
 	return r
 }

@@ -9,6 +9,8 @@ import (
 	"math"
 	"slices"
 	"testing"
+
+	"github.com/fenec-go/fenec/engine/internal/hugemem"
 )
 
 // churned returns an index of n vectors of length dim that has been through
@@ -364,4 +366,41 @@ func fillServed(vector func(id int64) ([]float32, bool)) func(put func(id int64)
 		}
 		return true
 	}
+}
+
+// TestLoadedGraphGrows: a graph loaded into arrays large enough to be made
+// for huge pages (its vectors past hugemem.Min) answers as the graph it was
+// saved from, and still does after both take the same inserts, which grow
+// the loaded arrays past what the load made.
+func TestLoadedGraphGrows(t *testing.T) {
+	const n, dim = 2100, 512 // vectors of 4.3 MB
+	vs := randVecs(31, n+300, dim)
+	cfg := Config{Dim: dim, Metric: Cosine, M: 8, EfConstruction: 32, EfSearch: 64}
+	a := build(t, cfg, vs[:n])
+	live := map[int64][]float32{}
+	for i, v := range vs[:n] {
+		live[int64(i)] = v
+	}
+	b, err := LoadBytes(save(t, a), fillFrom(live, -1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cap(b.vecs) * 4; got < hugemem.Min {
+		t.Fatalf("the loaded vectors take %d bytes, under hugemem.Min", got)
+	}
+	qs := randVecs(32, 5, dim)
+	sameAnswers(t, a, b, qs)
+	made := cap(b.vecs)
+	for i, v := range vs[n:] {
+		for _, x := range []*Index{a, b} {
+			if err := x.Add(int64(n+i), v); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if cap(b.vecs) == made {
+		t.Fatalf("the inserts did not grow the loaded vectors (%d)", made)
+	}
+	sameAnswers(t, a, b, qs)
+	sameAnswers(t, a, b, vs[n:n+5])
 }

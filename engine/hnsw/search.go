@@ -241,10 +241,30 @@ type visitSet struct {
 }
 
 func (x *Index) getVisited() *visitSet {
+	// Loaded before swapped: once the primed set is taken, searches only
+	// read the pointer, and concurrent ones do not contend for its line.
+	if x.primed.Load() != nil {
+		if v := x.primed.Swap(nil); v != nil {
+			return v
+		}
+	}
 	if v, ok := x.visited.Get().(*visitSet); ok {
 		return v
 	}
 	return &visitSet{}
+}
+
+// primeVisited makes the visit set the next walk takes, sized for the
+// graph and its marks written once: the first search after a load then
+// marks memory already in place rather than faulting in fresh pages one
+// by one as its walk lands on them (a page fault is dear on a virtual
+// machine). It is held aside, not put in the pool, which hands a set put
+// by one thread to another only sometimes.
+func (x *Index) primeVisited() {
+	vs := &visitSet{}
+	vs.reset(len(x.ids))
+	clear(vs.marks)
+	x.primed.Store(vs)
 }
 
 // reset readies the set for a walk over n slots.

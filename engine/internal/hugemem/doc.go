@@ -1,0 +1,19 @@
+// Package hugemem makes the large arrays a tenant loads (an HNSW graph's
+// vectors and links, an image's graph as read) on the Go heap, asking the
+// kernel to back them with huge pages.
+//
+// Loading a tenant writes tens of megabytes of memory the process has not
+// touched before, and on a machine where a first touch of a page is dear
+// (a virtual machine whose hypervisor takes a fault of its own for each
+// one) most of a load's time goes to those faults: one per 4 KB page,
+// against one per 2 MB huge page. Transparent huge pages are often given
+// only to memory that asks for them (madvise mode), and the Go runtime
+// does not ask. An array made here is asked for while still untouched, so
+// its first writes fault in huge pages.
+//
+// The arrays stay ordinary Go slices: the garbage collector owns them,
+// and nothing has to be freed by hand. It is not an allocator: arrays
+// below Min are made as make makes them, and where the advice is refused
+// (a kernel without transparent huge pages, or a system other than Linux)
+// the array is made as make makes it.
+package hugemem
