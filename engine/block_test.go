@@ -364,7 +364,7 @@ func TestSpilledBlock(t *testing.T) {
 	if err := db.Sync(); err != nil {
 		t.Fatal(err)
 	}
-	err := db.ReadRecords(rep.Seq(), func(r RawRecord) error { return rep.ApplyRecord(r) })
+	err := db.ReadRecords(nil, rep.Seq(), func(r RawRecord) error { return rep.ApplyRecord(r) })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -111,11 +111,18 @@ func (db *DB) ChangesSince(since uint64, limit int) ([]Change, error) {
 	return out, nil
 }
 
+// RecordCursor is where a ReadRecords stopped: the next, from where it
+// left the caller, starts there.
+type RecordCursor = store.Cursor
+
 // ReadRecords calls fn for every durable record whose writes come after
-// seq since, in order; ErrCursorGone when they are no longer kept.
-func (db *DB) ReadRecords(since uint64, fn func(RawRecord) error) error {
+// seq since, in order; ErrCursorGone when they are no longer kept. With a
+// cursor (nil: none) a read from the seq the last one left it at starts
+// where that one stopped, giving none of the records it gave again, and
+// leaves the cursor where it stops.
+func (db *DB) ReadRecords(cur *RecordCursor, since uint64, fn func(RawRecord) error) error {
 	var fnErr error
-	err := db.log.ReadFrom(since, func(rec store.Record) error {
+	err := db.log.ReadAt(cur, since, func(rec store.Record) error {
 		if fnErr = fn(RawRecord{First: rec.First, Last: rec.Last, Bytes: rec.Frame}); fnErr != nil {
 			return fnErr
 		}

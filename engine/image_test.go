@@ -194,7 +194,7 @@ func TestReplicaFollows(t *testing.T) {
 		t.Fatal(err)
 	}
 	var recs []RawRecord
-	if err := prim.ReadRecords(from, func(r RawRecord) error { recs = append(recs, r); return nil }); err != nil {
+	if err := prim.ReadRecords(nil, from, func(r RawRecord) error { recs = append(recs, r); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if len(recs) != 5 {

@@ -301,11 +301,14 @@ func (c *call) sendRecords(fw *frameWriter, since uint64, copyName string) error
 	heard, unanswered := f.heard.Load(), 0        // keepalives sent since an ack
 	poll := time.NewTicker(20 * time.Millisecond) // until what landed is durable
 	defer poll.Stop()
+	// Each read starts where the last stopped: a copy that keeps up has
+	// every record read from the file once.
+	var cur engine.RecordCursor
 	for {
 		_, changed := t.seqNow()
-		lineage := len(db.Lineage())
+		history := db.History() // a fork moves it
 		durable := db.Durable()
-		err := db.ReadRecords(last, func(rec engine.RawRecord) error {
+		err := db.ReadRecords(&cur, last, func(rec engine.RawRecord) error {
 			if rec.First > rec.Last { // a fork: sent once
 				sum := sha256.Sum256(rec.Bytes)
 				if sentForks[sum] {
@@ -333,7 +336,7 @@ func (c *call) sendRecords(fw *frameWriter, since uint64, copyName string) error
 		if last >= durable {
 			t.sentAllTo(f, last)
 		}
-		for db.Durable() <= last && len(db.Lineage()) == lineage {
+		for db.Durable() <= last && db.History() == history {
 			select {
 			case <-changed:
 				_, changed = t.seqNow()

@@ -36,7 +36,10 @@ func (it *frameIter) next() ([]byte, int64, error) {
 		return nil, 0, io.EOF
 	}
 	if it.r == nil {
-		it.r = bufio.NewReaderSize(io.NewSectionReader(it.f, it.off, it.end-it.off), 256<<10)
+		// No bigger than what is to be read: a reader that resumes near
+		// the end reads a record or two, and would clear 256 KiB for them.
+		size := int(min(it.end-it.off, readBuffer))
+		it.r = bufio.NewReaderSize(io.NewSectionReader(it.f, it.off, it.end-it.off), size)
 	}
 	var head [frameHead]byte
 	if _, err := io.ReadFull(it.r, head[:]); err != nil {
@@ -56,6 +59,9 @@ func (it *frameIter) next() ([]byte, int64, error) {
 	return frame, off, nil
 }
 
+// readBuffer is the most a frameIter buffers of the file at a time.
+const readBuffer = 256 << 10
+
 func unexpected(err error) error {
 	if errors.Is(err, io.EOF) {
 		return io.ErrUnexpectedEOF
@@ -74,42 +80,87 @@ func indexStart(index []indexEntry, since uint64) int64 {
 	return index[i-1].off
 }
 
+// Cursor is where a read of the records stopped, so that the next read,
+// asked from where this one left the caller (Seq), starts there rather
+// than at the sparse index's entry before it: a reader that follows the
+// end of the file reads each record once, not the index's stride again
+// every time. It is valid while the file and its offsets are the ones it
+// was taken in (a checkpoint, or a refused block cut off, ends it); the
+// zero Cursor is none.
+type Cursor struct {
+	seq     uint64   // the since a read from here continues
+	file    *fileRef // the file it was taken in (compared, never read)
+	lsnBase int64    // and that file's offsets
+	off     int64    // the offset the next read starts at
+}
+
+// Seq is the seq a read resuming at c is asked from.
+func (c *Cursor) Seq() uint64 { return c.seq }
+
 // readPlan says what a ReadFrom reads: the file (a reference it must
 // release), where to start and stop, and the images to step over. A nil
-// ref means there is nothing to read.
-func (l *Log) readPlan(since uint64) (ref *fileRef, start, end int64, images []span, err error) {
+// ref means there is nothing to read. A read from cur's own seq in cur's
+// file starts where cur stopped.
+func (l *Log) readPlan(since uint64, cur *Cursor) (readSpan, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch {
 	case l.closed:
-		return nil, 0, 0, nil, ErrClosed
+		return readSpan{}, ErrClosed
 	case since < l.base:
-		return nil, 0, 0, nil, fmt.Errorf("read from %d (kept from %d): %w", since, l.base, ErrCursorGone)
+		return readSpan{}, fmt.Errorf("read from %d (kept from %d): %w", since, l.base, ErrCursorGone)
 	case since > l.seq:
-		return nil, 0, 0, nil, nil
+		return readSpan{}, nil
 	}
-	start = indexStart(l.idx.entries, since)
-	end = min(l.durableLSN-l.lsnBase, l.size)
+	p := readSpan{start: indexStart(l.idx.entries, since), end: min(l.durableLSN-l.lsnBase, l.size), lsnBase: l.lsnBase}
 	if l.spills > 0 {
-		end = min(end, l.spillStart) // a block not landed may yet be cut off
+		p.end = min(p.end, l.spillStart) // a block not landed may yet be cut off
 	}
-	return l.file.acquire(), start, end, l.images, nil
+	if cur != nil && cur.file == l.file && cur.lsnBase == l.lsnBase && cur.seq == since && cur.off >= p.start && cur.off <= p.end {
+		p.start = cur.off
+	}
+	p.ref, p.images = l.file.acquire(), l.images
+	return p, nil
 }
 
-func (l *Log) readFrom(since uint64, fn func(Record) error) error {
-	ref, start, end, images, err := l.readPlan(since)
-	if ref == nil {
+// readSpan is a read's plan: the file (a reference it must release; nil
+// when there is nothing to read), where to start and stop, the images to
+// step over, and the file's lsnBase as planned.
+type readSpan struct {
+	ref        *fileRef
+	start, end int64
+	images     []span
+	lsnBase    int64
+}
+
+func (l *Log) readFrom(since uint64, cur *Cursor, fn func(Record) error) error {
+	p, err := l.readPlan(since, cur)
+	if p.ref == nil {
 		return err
 	}
+	ref := p.ref
 	defer ref.release()
-	it := newFrameIter(ref.f, start, end, images)
+	if cur != nil {
+		*cur = Cursor{} // until this read ends well
+	}
+	it := newFrameIter(ref.f, p.start, p.end, p.images)
 	var spills []span // a block's spills, sent only with the block
+	// resume is where a read that has given fn everything up to seq
+	// would start again: after the last frame that is not a spill of a
+	// block still to come.
+	resume, seq := p.start, since
 	for {
 		if l.closing.Load() {
 			return ErrClosed
 		}
 		frame, off, err := it.next()
 		if errors.Is(err, io.EOF) {
+			if len(spills) > 0 {
+				resume = spills[0].start
+			}
+			if cur != nil {
+				*cur = Cursor{seq: seq, file: ref, lsnBase: p.lsnBase, off: resume}
+			}
 			return nil // spills left are a block not landed (or not durable) yet
 		}
 		if err != nil {
@@ -125,20 +176,20 @@ func (l *Log) readFrom(since uint64, fn func(Record) error) error {
 			continue
 		case rec.Kind == KindSpillDrop:
 			spills = nil // a refused block: nothing to send
-			continue
 		case rec.First <= since && rec.Last <= since:
 			spills = nil
-			continue
-		}
-		if len(spills) > 0 {
-			if rec, err = sendSpills(ref.f, spills, rec, fn); err != nil {
+		default:
+			if len(spills) > 0 {
+				if rec, err = sendSpills(ref.f, spills, rec, fn); err != nil {
+					return err
+				}
+				spills = nil
+			}
+			if err := fn(rec); err != nil {
 				return err
 			}
-			spills = nil
 		}
-		if err := fn(rec); err != nil {
-			return err
-		}
+		resume, seq = off+int64(len(frame)), max(seq, rec.Last)
 	}
 }
 

@@ -392,7 +392,17 @@ func (l *Log) WriteImage(w io.Writer, writeState WriteStateFunc) (int64, error) 
 // returns if it is not nil. Appends go on while it reads; it reads up to
 // what was durable when it started.
 func (l *Log) ReadFrom(since uint64, fn func(Record) error) error {
-	return l.readFrom(since, fn)
+	return l.readFrom(since, nil, fn)
+}
+
+// ReadAt is ReadFrom that starts where the read that left cur stopped,
+// when it is asked from cur.Seq() in the file cur was taken in (else as
+// ReadFrom does), and leaves cur where it stops. Records before that
+// point, forks at since among them, were given to an earlier read's fn
+// and are not given again. cur is left the zero Cursor when the read
+// fails.
+func (l *Log) ReadAt(cur *Cursor, since uint64, fn func(Record) error) error {
+	return l.readFrom(since, cur, fn)
 }
 
 // AppendRaw appends a frame read from a primary's ReadFrom verbatim: its
