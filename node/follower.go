@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -86,7 +87,8 @@ func (t *tenant) runFollower(ctx context.Context, from string) {
 // followOnce reads one feed from the primary, applying what it sends,
 // and acknowledges what its own file holds durably on the same request:
 // its body streams acks while the answer streams records. Records are
-// synced once per batch (what arrived together), then acknowledged. A
+// synced once per batch (what arrived together), then acknowledged
+// (under --sync off on both nodes, acknowledged once applied). A
 // feed silent for three keepalive periods (a primary cut off) is dropped
 // and asked again.
 func (t *tenant) followOnce(ctx context.Context, from string) error {
@@ -139,6 +141,8 @@ func (t *tenant) followOnce(ctx context.Context, from string) error {
 		}
 	}()
 	unsynced := 0 // records applied since the last sync
+	// unsyncedAcks: acks count what is applied, unsynced (acksUnsynced).
+	unsyncedAcks := false
 	for {
 		kind, payload, err := readFrame(br)
 		if err != nil {
@@ -151,6 +155,7 @@ func (t *tenant) followOnce(ctx context.Context, from string) error {
 			if err := t.heard(); err != nil {
 				return err
 			}
+			unsyncedAcks = t.acksUnsynced(payload)
 		case frameRecord:
 			if len(payload) < 16 {
 				return errors.New("replication record frame too short")
@@ -184,8 +189,10 @@ func (t *tenant) followOnce(ctx context.Context, from string) error {
 		// the primary knows the copy still listens.
 		if unsynced > 0 && (br.Buffered() == 0 || unsynced >= maxAckBatch) {
 			seq := t.db.Seq()
-			if err := t.db.Sync(); err != nil {
-				return fmt.Errorf("sync replicated records: %w", err)
+			if !unsyncedAcks {
+				if err := t.db.Sync(); err != nil {
+					return fmt.Errorf("sync replicated records: %w", err)
+				}
 			}
 			unsynced = 0
 			ack.offer(seq, false)
@@ -193,6 +200,19 @@ func (t *tenant) followOnce(ctx context.Context, from string) error {
 			ack.offer(0, true)
 		}
 	}
+}
+
+// acksUnsynced says whether this copy acknowledges records once applied,
+// with no sync of its own: when it runs --sync off (its file is never
+// synced on a write's account) and the primary's hello says no write
+// there waits on the ack. Anything else, a hello it cannot read among
+// them, has every ack follow a sync.
+func (t *tenant) acksUnsynced(hello []byte) bool {
+	if t.reg.engineOpts.Sync != engine.SyncOff {
+		return false
+	}
+	var h replHello
+	return json.Unmarshal(hello, &h) == nil && h.Applied
 }
 
 // maxAckBatch bounds the records a follower applies between two syncs

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fenec-go/fenec/engine"
 	"github.com/fenec-go/fenec/internal/testkit"
 	"github.com/fenec-go/fenec/tests/proxy"
 )
@@ -298,5 +299,37 @@ func TestReadShowsNoWriteTheCopyLacks(t *testing.T) {
 			t.Fatalf("the write: %d %s", w.Status, w.Body)
 		}
 		p.Heal()
+	}
+}
+
+// A copy acknowledges records unsynced only when it runs --sync off and
+// its primary's hello says no write there waits on the ack; a primary
+// that does not say so (one that predates the field, or a hello the copy
+// cannot read) gets acks of synced records.
+func TestAcksUnsyncedOnlyUnderSyncOffOnBoth(t *testing.T) {
+	hello := func(applied bool) []byte {
+		b, err := json.Marshal(replHello{History: 7, Seq: 3, Applied: applied})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	for _, c := range []struct {
+		name  string
+		copy  engine.SyncMode
+		hello []byte
+		want  bool
+	}{
+		{"off on both", engine.SyncOff, hello(true), true},
+		{"primary --sync always", engine.SyncOff, hello(false), false},
+		{"primary says nothing", engine.SyncOff, []byte(`{"history":7,"seq":3,"lineage":[]}`), false},
+		{"hello unreadable", engine.SyncOff, []byte(`{"applied":`), false},
+		{"copy --sync always", engine.SyncAlways, hello(true), false},
+		{"copy syncing every ms", engine.SyncEvery, hello(true), false},
+	} {
+		tn := &tenant{reg: &registry{engineOpts: engine.Options{Sync: c.copy}}}
+		if got := tn.acksUnsynced(c.hello); got != c.want {
+			t.Errorf("%s: acks unsynced %v, want %v", c.name, got, c.want)
+		}
 	}
 }

@@ -55,6 +55,11 @@ type replHello struct {
 	History uint64                `json:"history"`
 	Seq     uint64                `json:"seq"`
 	Lineage []engine.LineageEntry `json:"lineage"`
+	// Applied: the primary answers no write on its copies' acks (it runs
+	// no --sync always), so a copy that itself runs --sync off may
+	// acknowledge what it applied without syncing it first. A primary
+	// that does not say so gets acks of what the copy synced.
+	Applied bool `json:"applied,omitempty"`
 }
 
 // frameWriter writes frames and flushes them to the client.
@@ -140,7 +145,7 @@ func (c *call) replicationFeed() {
 		c.sendImage(fw)
 		return
 	}
-	hello, _ := json.Marshal(replHello{History: db.History(), Seq: db.Seq(), Lineage: db.Lineage()})
+	hello, _ := json.Marshal(replHello{History: db.History(), Seq: db.Seq(), Lineage: db.Lineage(), Applied: !c.s.syncAlways})
 	if fw.frame(frameHello, hello) != nil {
 		return
 	}

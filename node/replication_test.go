@@ -246,3 +246,37 @@ func TestRequestAfterAFeedOnOneConnection(t *testing.T) {
 		}
 	}
 }
+
+// A primary's hello says whether its copies may acknowledge records
+// unsynced: only when it answers no write on their acks (no --sync always).
+func TestFeedHelloSaysWhetherAcksMayBeUnsynced(t *testing.T) {
+	for _, c := range []struct {
+		sync string
+		want bool
+	}{{"always", false}, {"off", true}, {"100", true}} {
+		a := startNode(t, func(cfg *Config) { withRepl(cfg); cfg.Sync = c.sync })
+		people(t, a)
+		h := replication(t, a, "a")["history"].(json.Number).String()
+		req, err := http.NewRequest("GET", a.url+"/t/a/_replication?since=0&history="+h, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+replToken)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kind, payload, err := readFrame(bufio.NewReader(res.Body))
+		res.Body.Close()
+		if err != nil || kind != frameHello {
+			t.Fatalf("--sync %s: first frame %q (%v), want a hello", c.sync, kind, err)
+		}
+		var hello replHello
+		if err := json.Unmarshal(payload, &hello); err != nil {
+			t.Fatal(err)
+		}
+		if hello.Applied != c.want {
+			t.Errorf("--sync %s: hello says applied %v, want %v", c.sync, hello.Applied, c.want)
+		}
+	}
+}
