@@ -546,6 +546,10 @@ func (db *DB) Seq() uint64 { return db.log.Seq() }
 // Durable is the highest seq known to be on disk.
 func (db *DB) Durable() uint64 { return db.log.Durable() }
 
+// DurableMoved returns a channel closed the next time Durable moves on,
+// or the file fails or closes.
+func (db *DB) DurableMoved() <-chan struct{} { return db.log.DurableMoved() }
+
 // WaitDurable waits until seq is on disk (under SyncAlways it leads the
 // sync itself): a read of a write not yet durable waits for it to be.
 func (db *DB) WaitDurable(ctx context.Context, seq uint64) error {

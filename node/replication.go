@@ -303,9 +303,7 @@ func (c *call) sendRecords(fw *frameWriter, since uint64, copyName string) error
 	sentForks := map[[32]byte]bool{} // forks sent at position last
 	keep := time.NewTicker(c.s.cfg.KeepAlive)
 	defer keep.Stop()
-	heard, unanswered := f.heard.Load(), 0        // keepalives sent since an ack
-	poll := time.NewTicker(20 * time.Millisecond) // until what landed is durable
-	defer poll.Stop()
+	heard, unanswered := f.heard.Load(), 0 // keepalives sent since an ack
 	// Each read starts where the last stopped: a copy that keeps up has
 	// every record read from the file once.
 	var cur engine.RecordCursor
@@ -341,14 +339,18 @@ func (c *call) sendRecords(fw *frameWriter, since uint64, copyName string) error
 		if last >= durable {
 			t.sentAllTo(f, last)
 		}
-		for db.Durable() <= last && db.History() == history {
+		for {
+			// Only what is durable is sent: a block that landed wakes the
+			// stream, and so does its sync (or, under --sync off, its
+			// append), whichever mode the file runs.
+			moved := db.DurableMoved()
+			if db.Durable() > last || db.History() != history {
+				break
+			}
 			select {
 			case <-changed:
 				_, changed = t.seqNow()
-			case <-poll.C:
-				if db.Seq() > db.Durable() {
-					continue
-				}
+			case <-moved:
 			case <-keep.C:
 				if n := f.heard.Load(); n != heard {
 					heard, unanswered = n, 0

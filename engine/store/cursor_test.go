@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"testing"
+	"time"
 )
 
 // readAt collects ReadAt(cur, since) and returns the seq a caller would
@@ -88,5 +89,45 @@ func TestReadAtAfterACheckpoint(t *testing.T) {
 	sameRecords(t, engineOnly(got), after)
 	if next != l.Seq() || cur.Seq() != next || cur.off != l.Size() {
 		t.Fatalf("cursor at seq %d offset %d after the checkpoint, want %d and %d", cur.Seq(), cur.off, l.Seq(), l.Size())
+	}
+}
+
+// DurableMoved is closed as durability moves on: at an append under
+// SyncOff, at a sync under the other modes (not at their append), and as
+// the Log closes.
+func TestDurableMovedClosesAsDurabilityMoves(t *testing.T) {
+	closed := func(ch <-chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+	off := mustCreate(t, tenantPath(t), testOptions())
+	ch := off.DurableMoved()
+	appendN(t, off, 1, 1, 20)
+	if !closed(ch) {
+		t.Fatal("under SyncOff an append left DurableMoved open")
+	}
+
+	opts := testOptions()
+	opts.Sync, opts.SyncEvery = SyncEvery, time.Hour
+	every := mustCreate(t, tenantPath(t), opts)
+	ch = every.DurableMoved()
+	appendN(t, every, 1, 1, 20)
+	if closed(ch) || every.Durable() != 0 {
+		t.Fatalf("under SyncEvery an append not yet synced closed DurableMoved (durable %d)", every.Durable())
+	}
+	if err := every.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if !closed(ch) || every.Durable() != 1 {
+		t.Fatalf("a sync left DurableMoved open (durable %d)", every.Durable())
+	}
+	ch = every.DurableMoved()
+	mustClose(t, every)
+	if !closed(ch) {
+		t.Fatal("closing the Log left DurableMoved open")
 	}
 }

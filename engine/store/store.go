@@ -301,6 +301,16 @@ func (l *Log) Durable() uint64 {
 	return l.durableSeq
 }
 
+// DurableMoved returns a channel closed the next time what is durable
+// moves on (an fsync, or under SyncOff an append), and as the Log fails
+// or closes: a reader of durable records waits on it, not on a timer.
+func (l *Log) DurableMoved() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.chTaken = true
+	return l.durableCh
+}
+
 // Size is the bytes in the file, counted (no system call).
 func (l *Log) Size() int64 {
 	l.mu.Lock()
