@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -108,19 +107,15 @@ func (t *tenant) followOnce(ctx context.Context, from string) error {
 	if st := t.follow.Load(); st != nil && st.As != "" {
 		u += "&copy=" + url.QueryEscape(st.As)
 	}
-	ackR, ackW := io.Pipe()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, ackR)
+	ack := newAcker(ctx, since)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, ack)
 	if err != nil {
 		return err
 	}
 	req.ContentLength = -1 // streamed, chunked
 	req.Header.Set("Authorization", "Bearer "+t.reg.replTokenNow())
 	req.Header.Set("Content-Type", "application/octet-stream")
-	ack := newAcker(ackW, since)
-	var wg sync.WaitGroup
-	wg.Go(func() { ack.run(ctx) })
-	defer wg.Wait()
-	defer ackW.CloseWithError(errFeedEnded) // ends an ack write held up
+	defer ack.Close() // ends a read of acks held up
 	defer cancel()
 	res, err := t.reg.replClient.Do(req)
 	if err != nil {
@@ -219,20 +214,29 @@ func (t *tenant) acksUnsynced(hello []byte) bool {
 // (and acks) while more keep arriving.
 const maxAckBatch = 512
 
-// acker sends a follower's acks on the feed's request body: the newest
-// durable seq offered, skipping any a slow connection overtook.
+// acker is a feed request's body: the transport reads the follower's
+// acks from it, each an ack frame of the newest durable seq offered
+// (those a slow connection overtook are skipped), and waits in it until
+// there is one to send. The follower's offer wakes the transport's writer
+// itself: no goroutine of the follower's stands between them.
 type acker struct {
-	w     *io.PipeWriter
-	wake  chan struct{} // cap 1
+	ctx  context.Context
+	wake chan struct{} // cap 1: an offer came
+	done chan struct{} // closed by Close
+	once sync.Once
+
 	mu    sync.Mutex
 	want  uint64 // guarded by mu: the newest seq to acknowledge
 	again bool   // guarded by mu: send it even if sent already
+
+	// The reader's own: Read is called by one goroutine at a time.
+	sent    uint64
+	frame   [13]byte
+	pending []byte // what is left to read of the frame being sent
 }
 
-func newAcker(w *io.PipeWriter, first uint64) *acker {
-	a := &acker{w: w, wake: make(chan struct{}, 1), want: first, again: true}
-	a.wake <- struct{}{}
-	return a
+func newAcker(ctx context.Context, first uint64) *acker {
+	return &acker{ctx: ctx, wake: make(chan struct{}, 1), done: make(chan struct{}), want: first, again: true}
 }
 
 // offer has seq acknowledged soon; again, the newest ack sent again.
@@ -247,32 +251,48 @@ func (a *acker) offer(seq uint64, again bool) {
 	}
 }
 
-// run writes acks until ctx ends or the body is closed.
-func (a *acker) run(ctx context.Context) {
-	var sent uint64
-	for {
-		select {
-		case <-ctx.Done():
-			a.w.CloseWithError(ctx.Err())
-			return
-		case <-a.wake:
+// Read gives the transport the next ack frame, waiting for one until the
+// feed's context ends or the body is closed.
+func (a *acker) Read(p []byte) (int, error) {
+	for len(a.pending) == 0 {
+		if err := a.next(); err != nil {
+			return 0, err
 		}
+	}
+	n := copy(p, a.pending)
+	a.pending = a.pending[n:]
+	return n, nil
+}
+
+// next waits until there is an ack to send and makes its frame pending.
+func (a *acker) next() error {
+	for {
 		a.mu.Lock()
 		seq, again := a.want, a.again
 		a.again = false
 		a.mu.Unlock()
-		if seq <= sent && !again {
-			continue
+		if seq > a.sent || again {
+			a.frame[0] = frameAck
+			binary.BigEndian.PutUint32(a.frame[1:5], 8)
+			binary.BigEndian.PutUint64(a.frame[5:], seq)
+			a.pending, a.sent = a.frame[:], seq
+			return nil
 		}
-		var buf [13]byte
-		buf[0] = frameAck
-		binary.BigEndian.PutUint32(buf[1:5], 8)
-		binary.BigEndian.PutUint64(buf[5:], seq)
-		if _, err := a.w.Write(buf[:]); err != nil {
-			return
+		select {
+		case <-a.wake:
+		case <-a.done:
+			return errFeedEnded
+		case <-a.ctx.Done():
+			return a.ctx.Err()
 		}
-		sent = seq
 	}
+}
+
+// Close ends the body: a Read waiting, and every one after, fails. Safe
+// to call twice, and beside a Read.
+func (a *acker) Close() error {
+	a.once.Do(func() { close(a.done) })
+	return nil
 }
 
 // takeImage installs a received image beside the file, then has the

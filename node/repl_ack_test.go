@@ -1,8 +1,12 @@
 package node
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -331,5 +335,62 @@ func TestAcksUnsyncedOnlyUnderSyncOffOnBoth(t *testing.T) {
 		if got := tn.acksUnsynced(c.hello); got != c.want {
 			t.Errorf("%s: acks unsynced %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// The acker gives the transport one ack frame per read: the position
+// asked from first, then the newest seq offered (offers a read did not
+// take in between are overtaken), an ack again when asked to; a read
+// waiting for an offer ends as the body is closed or the feed's context
+// ends.
+func TestAckerFramesTheNewestOffer(t *testing.T) {
+	ack := newAcker(context.Background(), 4)
+	read := func() uint64 {
+		t.Helper()
+		buf := make([]byte, 64)
+		n, err := ack.Read(buf)
+		if err != nil || n != 13 || buf[0] != frameAck {
+			t.Fatalf("read %d bytes %q, %v: want one ack frame", n, buf[:n], err)
+		}
+		kind, payload, err := readFrame(bufio.NewReader(bytes.NewReader(buf[:n])))
+		if err != nil || kind != frameAck {
+			t.Fatalf("frame %q: %v", kind, err)
+		}
+		return binary.BigEndian.Uint64(payload)
+	}
+	if got := read(); got != 4 {
+		t.Fatalf("first ack %d, want the position asked from, 4", got)
+	}
+	ack.offer(5, false)
+	ack.offer(7, false)
+	if got := read(); got != 7 {
+		t.Fatalf("ack %d, want the newest offered, 7", got)
+	}
+	ack.offer(6, true) // a keepalive answered: the newest again
+	if got := read(); got != 7 {
+		t.Fatalf("ack again %d, want 7", got)
+	}
+
+	ended := make(chan error)
+	go func() {
+		_, err := ack.Read(make([]byte, 64))
+		ended <- err
+	}()
+	ack.Close()
+	if err := <-ended; !errors.Is(err, errFeedEnded) {
+		t.Fatalf("a read waiting as the body closed: %v", err)
+	}
+	ack.Close() // twice is fine
+
+	ctx, cancel := context.WithCancel(context.Background())
+	ack = newAcker(ctx, 1)
+	read()
+	go func() {
+		_, err := ack.Read(make([]byte, 64))
+		ended <- err
+	}()
+	cancel()
+	if err := <-ended; !errors.Is(err, context.Canceled) {
+		t.Fatalf("a read waiting as the feed ended: %v", err)
 	}
 }
