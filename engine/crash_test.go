@@ -42,6 +42,7 @@ func TestCrashWriter(t *testing.T) {
 		fmt.Println("error", err)
 		os.Exit(2)
 	}
+	fmt.Println("ready") // the file and its collection are in place: kill from now on
 	out := bufio.NewWriter(os.Stdout)
 	pad := strings.Repeat("p", 300)
 	for b := int(db.Seq()); ; b++ {
@@ -89,13 +90,22 @@ func TestCrashSafety(t *testing.T) {
 			}
 			close(lines)
 		}()
-		kill := time.After(time.Duration(20+rng.IntN(200)) * time.Millisecond)
+		// The kill is timed from the writer's "ready", not its start: a
+		// loaded machine can take longer than the kill's delay to start a
+		// test binary, and a writer killed before it made the file leaves
+		// nothing to check.
+		after := time.Duration(20+rng.IntN(200)) * time.Millisecond
+		var kill <-chan time.Time
 	read:
 		for {
 			select {
 			case l, ok := <-lines:
 				if !ok {
 					break read
+				}
+				if l == "ready" {
+					kill = time.After(after)
+					continue
 				}
 				recordAck(t, l, acked)
 			case <-kill:
