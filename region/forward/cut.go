@@ -4,7 +4,6 @@ import (
 	"context"
 	"net"
 	"sync"
-	"sync/atomic"
 )
 
 // phase is where a request to a node stands, which decides what a cut
@@ -39,10 +38,6 @@ type flight struct {
 	cut        bool               // guarded by mu: a failover cut this attempt
 	to         Target             // guarded by mu: where a cut sends it
 	gone       bool               // guarded by mu: the client went away
-	// sent is set by the connection's writer as the request is wholly
-	// sent, within its wait for the answer, where taking mu could wait on
-	// a Close that waits on that wait: the phase is then sent.
-	sent atomic.Bool
 }
 
 // begin readies the flight for an attempt; the owner calls it before
@@ -55,7 +50,6 @@ func (fl *flight) begin(tenant string) {
 	fl.cancelDial = nil
 	fl.cut = false
 	fl.to = Target{}
-	fl.sent.Store(false)
 	fl.mu.Unlock()
 }
 
@@ -222,12 +216,8 @@ func (f *Forwarder) inFlight(node, tenant string) []phase {
 			continue
 		}
 		fl.mu.Lock()
-		ph := fl.phase
+		out = append(out, fl.phase)
 		fl.mu.Unlock()
-		if ph == phaseSending && fl.sent.Load() {
-			ph = phaseSent
-		}
-		out = append(out, ph)
 	}
 	p.mu.Unlock()
 	return out

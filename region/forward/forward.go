@@ -416,8 +416,7 @@ func (f *Forwarder) attempt(w http.ResponseWriter, x *exchange, tgt Target, fres
 		return f.ended(fl, false, x)
 	}
 	x.sends++
-	x.writeRequest(pc.bw, f.now(), f.proof(tgt.Token))
-	if err := pc.sendRequest(&fl.sent); err != nil {
+	if err := x.writeRequest(pc.bw, f.now(), f.proof(tgt.Token)); err != nil {
 		if r, c, n := f.ended(fl, false, x); r != resDone {
 			pc.close()
 			return r, c, n

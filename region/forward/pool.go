@@ -6,7 +6,6 @@ import (
 	"net"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -17,15 +16,16 @@ type pconn struct {
 	bw        *bufio.Writer
 	idleSince time.Time // set as it goes back to the pool
 	peek      peeker    // non-blocking look at a pooled connection
-	send      sendConn  // what bw writes to
 }
 
 // newPconn wraps c, which runs over raw: the same connection, or the TCP
 // connection under TLS, which is what a look at the socket needs.
 func newPconn(c, raw net.Conn) *pconn {
-	pc := &pconn{c: c, br: bufio.NewReaderSize(c, 8<<10)}
-	pc.send.init(c, raw)
-	pc.bw = bufio.NewWriterSize(&pc.send, 16<<10)
+	pc := &pconn{
+		c:  c,
+		br: bufio.NewReaderSize(c, 8<<10),
+		bw: bufio.NewWriterSize(c, 16<<10),
+	}
 	pc.peek.init(raw)
 	return pc
 }
@@ -41,15 +41,6 @@ func (pc *pconn) usable() bool {
 }
 
 func (pc *pconn) close() { _ = pc.c.Close() }
-
-// sendRequest sends what bw holds of a request, its last bytes. Once they
-// are all sent, whole is set and the answer is waited for (see sendConn).
-func (pc *pconn) sendRequest(whole *atomic.Bool) error {
-	pc.send.arm(whole)
-	err := pc.bw.Flush()
-	pc.send.armed = false // a flush with nothing left to write never reached it
-	return err
-}
 
 // pool holds one node's idle connections and the requests in flight to it.
 type pool struct {
