@@ -86,7 +86,7 @@ func main() {
 	flag.StringVar(&cfg.profileOut, "profile-out", "bench/shard-profile.txt", "file the router's CPU profile is written to (empty: none)")
 	flag.StringVar(&cfg.moveProfileOut, "move-profile-out", "bench/shard-move-profile.txt", "file the CPU profile of the move (both nodes and the router, in this process) is written to (empty: none)")
 	flag.StringVar(&cfg.logFile, "log", "", "file the in-process nodes and router log to (default: none)")
-	flag.StringVar(&cfg.moveImage, "move-image", "", "file the moved tenant's image is kept in: read from it when it exists (no loading), else written once loaded")
+	flag.StringVar(&cfg.moveImage, "move-image", "", "file the moved tenant's image is kept in: read from it when it exists (no loading), else written once loaded (empty: a file of this run's, so the tenant is loaded once for both moves)")
 	flag.Func("only", "comma-separated parts to run: deployed, inprocess, move (default: all)", func(v string) error {
 		cfg.only = map[string]bool{}
 		for _, f := range strings.Split(v, ",") {
@@ -146,6 +146,11 @@ func run(cfg config) error {
 		fmt.Fprintln(&out)
 	}
 
+	if cfg.moveImage == "" {
+		// The tenant is loaded once, for the first move, and its image
+		// restored for the second.
+		cfg.moveImage = filepath.Join(dir, "mv.img")
+	}
 	if cfg.moveDocs > 0 && cfg.runs("move") {
 		if err := moveDeployed(ctx, &out, cfg, filepath.Join(dir, "move")); err != nil {
 			return err
