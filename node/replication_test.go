@@ -181,20 +181,7 @@ func TestFeedOffTheLineageStartsWithTheImage(t *testing.T) {
 	people(t, a)
 	first := func(query string) byte {
 		t.Helper()
-		req, err := http.NewRequest("GET", a.url+"/t/a/_replication?"+query, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer "+replToken)
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		if res.StatusCode != 200 {
-			t.Fatalf("feed: %d", res.StatusCode)
-		}
-		kind, _, err := readFrame(bufio.NewReader(res.Body))
+		kind, _, err := firstFrame(t, a.url+"/t/a/_replication?"+query)
 		if err != nil {
 			t.Fatalf("first frame: %v", err)
 		}
@@ -257,17 +244,7 @@ func TestFeedHelloSaysWhetherAcksMayBeUnsynced(t *testing.T) {
 		a := startNode(t, func(cfg *Config) { withRepl(cfg); cfg.Sync = c.sync })
 		people(t, a)
 		h := replication(t, a, "a")["history"].(json.Number).String()
-		req, err := http.NewRequest("GET", a.url+"/t/a/_replication?since=0&history="+h, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer "+replToken)
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		kind, payload, err := readFrame(bufio.NewReader(res.Body))
-		res.Body.Close()
+		kind, payload, err := firstFrame(t, a.url+"/t/a/_replication?since=0&history="+h)
 		if err != nil || kind != frameHello {
 			t.Fatalf("--sync %s: first frame %q (%v), want a hello", c.sync, kind, err)
 		}
@@ -279,4 +256,24 @@ func TestFeedHelloSaysWhetherAcksMayBeUnsynced(t *testing.T) {
 			t.Errorf("--sync %s: hello says applied %v, want %v", c.sync, hello.Applied, c.want)
 		}
 	}
+}
+
+// firstFrame opens the replication feed at url with the replication token
+// and reads its first frame.
+func firstFrame(t *testing.T, url string) (kind byte, payload []byte, err error) {
+	t.Helper()
+	req, err := http.NewRequest("GET", url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+replToken)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != 200 {
+		t.Fatalf("feed: %d", res.StatusCode)
+	}
+	return readFrame(bufio.NewReader(res.Body))
 }
