@@ -166,6 +166,17 @@ func orderedKind(k typeKind) bool {
 }
 
 // field returns the position of name, or -1.
+// hasTTL reports whether a field of s has a TTL (documents past it are
+// not seen).
+func (s *schema) hasTTL() bool {
+	for i := range s.Fields {
+		if s.Fields[i].TTLms != 0 {
+			return true
+		}
+	}
+	return false
+}
+
 func (s *schema) field(name string) int {
 	if i, ok := s.pos[name]; ok {
 		return i

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/json"
 	"errors"
 	"testing"
 
@@ -142,6 +143,51 @@ func TestSearchCountIgnoresLimit(t *testing.T) {
 	} {
 		if got := mustExec(t, db, q); !jsonEq(t, got, want) {
 			t.Errorf("%s: %s, want %s", q, got, want)
+		}
+	}
+}
+
+// A near with no where asks the graph with no filter; it answers as one
+// whose where keeps every row, never a deleted row, and a collection with
+// a TTL still has its expired rows left out.
+func TestNearWithoutWhere(t *testing.T) {
+	clock := newFakeClock(t0)
+	db, _ := newTestDB(t, Options{NoSweep: true, Now: clock.Now})
+	mustExec(t, db, "create collection d (n int, v vector<2> @hnsw(l2, m=4, ef_construction=16))")
+	mustExec(t, db, "create collection e (n int, at timestamp @ttl(10s), v vector<2> @hnsw(l2, m=4, ef_construction=16))")
+	var docs, expiring []any
+	for i := range 300 {
+		v := []any{float64(i % 17), float64(i % 13)}
+		docs = append(docs, map[string]any{"n": int64(i), "v": v})
+		at := t0 + 60_000
+		if i%2 == 0 {
+			at = t0 // expires at t0 + 10 s
+		}
+		expiring = append(expiring, map[string]any{"n": int64(i), "at": at, "v": v})
+	}
+	for coll, rows := range map[string][]any{"d": docs, "e": expiring} {
+		if _, _, err := db.Exec(t.Context(), Statement{Query: "put " + coll + " $1", Params: []any{rows}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustExec(t, db, "del d where n < 150")
+	clock.Add(10_000)
+	for _, coll := range []string{"d", "e"} {
+		for _, q := range []string{"[3, 4]", "[0, 0]", "[16, 12]"} {
+			plain := mustExec(t, db, "get "+coll+" select n near v "+q+" limit 20")
+			kept := mustExec(t, db, "get "+coll+" select n near v "+q+" where n >= 0 limit 20")
+			if plain != kept {
+				t.Errorf("%s near %s: no where %s, a where keeping all %s", coll, q, plain, kept)
+			}
+			var rows []struct{ N int64 }
+			if err := json.Unmarshal([]byte(plain), &rows); err != nil || len(rows) != 20 {
+				t.Fatalf("%s near %s: %s (%v)", coll, q, plain, err)
+			}
+			for _, r := range rows {
+				if coll == "d" && r.N < 150 || coll == "e" && r.N%2 == 0 {
+					t.Errorf("%s near %s answered n %d, deleted or expired", coll, q, r.N)
+				}
+			}
 		}
 	}
 }
