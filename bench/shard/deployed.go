@@ -101,49 +101,27 @@ func startDeployed(ctx context.Context, cfg config, dir string) (_ *deployedRig,
 		return nil, err
 	}
 	d.shardBin = shardBin
-	nodeAddr, err := freeAddr()
-	if err != nil {
-		return nil, err
-	}
-	n, err := startProc("fenec-node", nodeBin, "--dir", filepath.Join(dir, "node"), "--http", nodeAddr, "--admin-token", adminToken)
+	n, nodeAddr, err := startNodeProc(nodeBin, filepath.Join(dir, "node"), "fenec-node")
 	if err != nil {
 		return nil, err
 	}
 	d.procs = append(d.procs, n)
-	if err := n.waitHTTP("http://" + nodeAddr + "/_health"); err != nil {
-		return nil, err
-	}
-	routerAddr, err := freeAddr()
-	if err != nil {
-		return nil, err
-	}
 	if d.pprof, err = freeAddr(); err != nil {
 		return nil, err
 	}
-	etcdClient, err := freeAddr()
+	rp, err := startRouterProc(shardBin, dir, "bench", "--pprof", d.pprof)
 	if err != nil {
 		return nil, err
 	}
-	etcdPeer, err := freeAddr()
-	if err != nil {
-		return nil, err
-	}
-	r, err := startProc("fenec-shard", shardBin, "--listen", routerAddr, "--id", "bench", "--pprof", d.pprof,
-		"--etcd-dir", filepath.Join(dir, "etcd"), "--etcd-client-url", "http://"+etcdClient, "--etcd-peer-url", "http://"+etcdPeer)
-	if err != nil {
-		return nil, err
-	}
+	r, etcdClient := rp.p, rp.etcd
 	d.procs = append(d.procs, r)
 	d.router = r
-	if err := r.waitHTTP("http://" + routerAddr + "/_health"); err != nil {
-		return nil, err
-	}
-	if err := fillDeployed("http://"+routerAddr, nodeAddr); err != nil {
+	if err := fillDeployed(rp.url, nodeAddr); err != nil {
 		return nil, err
 	}
 	d.targets = []wtarget{
 		{name: "node", base: "http://" + nodeAddr, pids: []int{n.pid()}},
-		{name: "fenec-shard", base: "http://" + routerAddr, pids: []int{r.pid()}},
+		{name: "fenec-shard", base: rp.url, pids: []int{r.pid()}},
 	}
 	// More routers over the same directory (standbys: they forward as the
 	// leader does), each run with a GOMAXPROCS of its own.
@@ -153,7 +131,7 @@ func startDeployed(ctx context.Context, cfg config, dir string) (_ *deployedRig,
 			return nil, err
 		}
 		name := fmt.Sprintf("fenec-shard P=%d", procs)
-		p, err := startProcEnv(name, []string{fmt.Sprintf("GOMAXPROCS=%d", procs)}, shardBin, "--listen", addr, "--id", fmt.Sprintf("bench-p%d", procs), "--standby", "--directory", "http://"+etcdClient)
+		p, err := startProcEnv(name, []string{fmt.Sprintf("GOMAXPROCS=%d", procs)}, shardBin, "--listen", addr, "--id", fmt.Sprintf("bench-p%d", procs), "--standby", "--directory", etcdClient)
 		if err != nil {
 			return nil, err
 		}

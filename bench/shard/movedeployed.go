@@ -33,21 +33,14 @@ func moveDeployed(ctx context.Context, w io.Writer, cfg config, dir string) erro
 	}()
 	nodes := map[string]string{}
 	for _, name := range []string{"n1", "n2"} {
-		addr, err := freeAddr()
-		if err != nil {
-			return err
-		}
-		p, err := startProc("fenec-node "+name, nodeBin, "--dir", filepath.Join(dir, name), "--http", addr, "--admin-token", adminToken)
+		p, addr, err := startNodeProc(nodeBin, filepath.Join(dir, name), name)
 		if err != nil {
 			return err
 		}
 		procs = append(procs, p)
-		if err := p.waitHTTP("http://" + addr + "/_health"); err != nil {
-			return err
-		}
 		nodes[name] = addr
 	}
-	r, err := startRouterProc(shardBin, dir)
+	r, err := startRouterProc(shardBin, dir, "bench-move")
 	if err != nil {
 		return err
 	}
@@ -76,33 +69,6 @@ func moveDeployed(ctx context.Context, w io.Writer, cfg config, dir string) erro
 		}
 	}
 	return nil
-}
-
-// routerProc is a fenec-shard process over an embedded etcd member.
-type routerProc struct {
-	p   *proc
-	url string
-}
-
-func startRouterProc(bin, dir string) (routerProc, error) {
-	var addrs [3]string
-	for i := range addrs {
-		a, err := freeAddr()
-		if err != nil {
-			return routerProc{}, err
-		}
-		addrs[i] = a
-	}
-	p, err := startProc("fenec-shard", bin, "--listen", addrs[0], "--id", "bench-move",
-		"--etcd-dir", filepath.Join(dir, "etcd"), "--etcd-client-url", "http://"+addrs[1], "--etcd-peer-url", "http://"+addrs[2])
-	if err != nil {
-		return routerProc{}, err
-	}
-	if err := p.waitHTTP("http://" + addrs[0] + "/_health"); err != nil {
-		p.stop()
-		return routerProc{}, err
-	}
-	return routerProc{p: p, url: "http://" + addrs[0]}, nil
 }
 
 // moveAgain moves mv to node to and times it and the first near there.

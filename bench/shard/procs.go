@@ -119,6 +119,56 @@ func (p *proc) waitHTTPWith(hc *http.Client, url string) error {
 	}
 }
 
+// startNodeProc starts fenec-node over the directory dir on a free
+// loopback address and waits for it to answer; it returns that address.
+func startNodeProc(bin, dir, name string) (*proc, string, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, "", err
+	}
+	p, err := startProc(name, bin, "--dir", dir, "--http", addr, "--admin-token", adminToken)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := p.waitHTTP("http://" + addr + "/_health"); err != nil {
+		p.stop()
+		return nil, "", err
+	}
+	return p, addr, nil
+}
+
+// routerProc is a fenec-shard process over an embedded etcd member.
+type routerProc struct {
+	p    *proc
+	url  string // where it listens
+	etcd string // its etcd member's client URL (standbys read the directory there)
+}
+
+// startRouterProc starts fenec-shard with id and its etcd member's data
+// under dir, on free loopback addresses (extra: more flags), and waits
+// for it to answer.
+func startRouterProc(bin, dir, id string, extra ...string) (routerProc, error) {
+	var addrs [3]string
+	for i := range addrs {
+		a, err := freeAddr()
+		if err != nil {
+			return routerProc{}, err
+		}
+		addrs[i] = a
+	}
+	args := append([]string{"--listen", addrs[0], "--id", id, "--etcd-dir", filepath.Join(dir, "etcd"),
+		"--etcd-client-url", "http://" + addrs[1], "--etcd-peer-url", "http://" + addrs[2]}, extra...)
+	p, err := startProc("fenec-shard", bin, args...)
+	if err != nil {
+		return routerProc{}, err
+	}
+	if err := p.waitHTTP("http://" + addrs[0] + "/_health"); err != nil {
+		p.stop()
+		return routerProc{}, err
+	}
+	return routerProc{p: p, url: "http://" + addrs[0], etcd: "http://" + addrs[1]}, nil
+}
+
 // freeAddr returns a loopback address free right now.
 func freeAddr() (string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
