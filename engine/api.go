@@ -7,8 +7,15 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/fenec-go/fenec/engine/internal/hugemem"
 	"github.com/fenec-go/fenec/engine/store"
 )
+
+// AdviseHugePages turns on or off, for the whole process, asking the
+// kernel for huge pages for the large arrays a tenant loads: a graph's
+// vectors and links, an installed image's graph as it arrives. Off unless
+// turned on; whether it pays depends on the host (docs/runbook.md).
+func AdviseHugePages(on bool) { hugemem.Advise(on) }
 
 // SyncMode says when appended records reach the disk: the store's modes.
 type SyncMode = store.SyncMode

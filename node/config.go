@@ -86,6 +86,11 @@ type Config struct {
 	// more than half the lease the node holds.
 	ReplicaWait time.Duration
 
+	// HugePages has the node ask the kernel for huge pages for a loaded
+	// graph's arrays and an installed image's large items (--huge-pages):
+	// the whole process's, so it is Run's to apply, not New's.
+	HugePages bool
+
 	// IdleClose closes a tenant nobody has used for this long.
 	IdleClose time.Duration
 	// MaxMemory bounds the memory of the open tenants together, in bytes
@@ -163,6 +168,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	tokenfile.FlagPath(fs, "replication-token", &c.ReplicationToken, &c.TokenFiles.Replication, "the replication token")
 	fs.StringVar(&c.ReplicaOf, "replica-of", c.ReplicaOf, "new tenant files on this node follow that node (http://host:port)")
 	fs.StringVar(&c.Resolver, "resolver", c.Resolver, "look the names of nodes followed up at the DNS server `HOST:PORT` (default: the system's way)")
+	fs.BoolVar(&c.HugePages, "huge-pages", c.HugePages, "ask the kernel for huge pages for loaded graphs and installed images (faster first touch on most hosts, slower on VMs that hand freed memory back: docs/runbook.md)")
 	fs.StringVar(&c.Sync, "sync", c.Sync, "always | off | <ms>: fsync before answering, never, or every <ms>")
 	fs.Func("replica-wait", "under --sync always, wait S seconds at most for a copy to hold a write before counting it lagging or asking for it to be recorded behind; under --lease never more than half the lease (default 5)", secondsFlag(&c.ReplicaWait))
 	fs.Func("idle-close", "close tenants untouched for S seconds (default 300)", secondsFlag(&c.IdleClose))

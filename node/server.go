@@ -221,6 +221,7 @@ func (s *Server) shutdown() error {
 // Run serves cfg until ctx ends, then shuts down gracefully. It returns
 // nil after a clean shutdown.
 func Run(ctx context.Context, cfg Config) error {
+	engine.AdviseHugePages(cfg.HugePages)
 	s, err := New(cfg)
 	if err != nil {
 		return err

@@ -16,7 +16,9 @@ import (
 // a fenec-shard process. The first move lands in a node process that has
 // never held the tenant (its memory fresh from the system, as a node
 // taking a tenant it never had); the tenant is then moved back and forth
-// twice more, each time onto the node that held it last.
+// twice more, each time onto the node that held it last. Last it is moved
+// onto four more fresh nodes, in turns with --huge-pages and without, so
+// the table says what the advice does on this host.
 func moveDeployed(ctx context.Context, w io.Writer, cfg config, dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -32,8 +34,20 @@ func moveDeployed(ctx context.Context, w io.Writer, cfg config, dir string) erro
 		}
 	}()
 	nodes := map[string]string{}
-	for _, name := range []string{"n1", "n2"} {
-		p, addr, err := startNodeProc(nodeBin, filepath.Join(dir, name), name)
+	fresh := []struct {
+		name string
+		huge bool
+	}{{"h1", true}, {"p1", false}, {"h2", true}, {"p2", false}}
+	names := []string{"n1", "n2"}
+	for _, f := range fresh {
+		names = append(names, f.name)
+	}
+	for _, name := range names {
+		var extra []string
+		if name[0] == 'h' {
+			extra = []string{"--huge-pages"}
+		}
+		p, addr, err := startNodeProc(nodeBin, filepath.Join(dir, name), name, extra...)
 		if err != nil {
 			return err
 		}
@@ -47,7 +61,7 @@ func moveDeployed(ctx context.Context, w io.Writer, cfg config, dir string) erro
 	procs = append(procs, r.p)
 	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
 	defer c.CloseIdleConnections()
-	for _, name := range []string{"n1", "n2"} {
+	for _, name := range names {
 		body := fmt.Sprintf(`{"addr":"http://%s","token":%q,"region":"bench"}`, nodes[name], adminToken)
 		if err := call(c, "PUT", r.url+"/_shard/nodes/"+name, body, 201); err != nil {
 			return err
@@ -68,6 +82,21 @@ func moveDeployed(ctx context.Context, w io.Writer, cfg config, dir string) erro
 			return err
 		}
 	}
+	var with, without []string
+	for _, f := range fresh {
+		start := time.Now()
+		if _, err := callBody(c, "POST", rig.router+"/_shard/tenants/mv/move", fmt.Sprintf(`{"to":%q}`, f.name), 200); err != nil {
+			return err
+		}
+		ms := strconv.FormatInt(time.Since(start).Milliseconds(), 10)
+		if f.huge {
+			with = append(with, ms)
+		} else {
+			without = append(without, ms)
+		}
+	}
+	fmt.Fprintf(w, "  onto nodes that never held it, in turns: with --huge-pages %s ms; without (the default, as above) %s ms\n",
+		strings.Join(with, ", "), strings.Join(without, ", "))
 	return nil
 }
 

@@ -121,12 +121,12 @@ func (p *proc) waitHTTPWith(hc *http.Client, url string) error {
 
 // startNodeProc starts fenec-node over the directory dir on a free
 // loopback address and waits for it to answer; it returns that address.
-func startNodeProc(bin, dir, name string) (*proc, string, error) {
+func startNodeProc(bin, dir, name string, extra ...string) (*proc, string, error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, "", err
 	}
-	p, err := startProc(name, bin, "--dir", dir, "--http", addr, "--admin-token", adminToken)
+	p, err := startProc(name, bin, append([]string{"--dir", dir, "--http", addr, "--admin-token", adminToken}, extra...)...)
 	if err != nil {
 		return nil, "", err
 	}

@@ -373,6 +373,8 @@ func fillServed(vector func(id int64) ([]float32, bool)) func(put func(id int64)
 // saved from, and still does after both take the same inserts, which grow
 // the loaded arrays past what the load made.
 func TestLoadedGraphGrows(t *testing.T) {
+	hugemem.Advise(true)
+	t.Cleanup(func() { hugemem.Advise(false) })
 	const n, dim = 2100, 512 // vectors of 4.3 MB
 	vs := randVecs(31, n+300, dim)
 	cfg := Config{Dim: dim, Metric: Cosine, M: 8, EfConstruction: 32, EfSearch: 64}

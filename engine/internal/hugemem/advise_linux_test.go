@@ -11,10 +11,24 @@ import (
 	"unsafe"
 )
 
-// An array of Min bytes or more is advised: its mapping is marked for huge
-// pages, and the kernel counts it eligible for them unless the system's
-// transparent huge pages are off.
+// Until Advise turns it on, a large array is made as make makes it, with
+// no advice. (First in the package's tests: the heap has advised nothing
+// yet that the array could be cut from.)
+func TestMakeAdvisesNothingUnasked(t *testing.T) {
+	big := Make[byte](0, 16*Min)
+	at := uintptr(unsafe.Pointer(unsafe.SliceData(big)))
+	_, flags := vma(t, at+uintptr(cap(big))/2)
+	runtime.KeepAlive(big)
+	if strings.Contains(flags, " hg") {
+		t.Fatalf("an array made with the advice off is advised: flags %s", flags)
+	}
+}
+
+// An array of Min bytes or more is advised once Advise turned it on: its
+// mapping is marked for huge pages, and the kernel counts it eligible for
+// them unless the system's transparent huge pages are off.
 func TestMakeAdvisesLargeArrays(t *testing.T) {
+	advised(t)
 	mode := thpMode(t)
 	big := Make[byte](0, 4*Min)
 	at := uintptr(unsafe.Pointer(unsafe.SliceData(big)))

@@ -1,6 +1,17 @@
 package hugemem
 
-import "unsafe"
+import (
+	"sync/atomic"
+	"unsafe"
+)
+
+// advising is whether Make asks for huge pages; off until Advise turns it
+// on.
+var advising atomic.Bool
+
+// Advise turns the asking for huge pages on or off for the process, for
+// the arrays made from then on.
+func Advise(on bool) { advising.Store(on) }
 
 // Min is the least size, in bytes, of an array worth advising: below two
 // huge pages, little of an array spans a whole huge page.
@@ -10,8 +21,8 @@ const Min = 4 << 20
 // page tables' middle level, on amd64 and arm64 with 4 KB pages).
 const hugePage = 2 << 20
 
-// Make returns an array like make([]E, n, c)'s. When it is Min bytes or
-// more, it asks the kernel to back it with huge pages, and it starts on a
+// Make returns an array like make([]E, n, c)'s. When Advise turned the
+// advice on and the array is Min bytes or more, it asks the kernel to back it with huge pages, and it starts on a
 // huge page's boundary if E's size divides the heap's page: the array is
 // then cut from a larger one, whose head before the boundary (under 2 MB)
 // is never written, so it costs address space, not memory. The advice
@@ -20,7 +31,7 @@ const hugePage = 2 << 20
 // made, so already in place, and the advice changes nothing.
 func Make[E any](n, c int) []E {
 	size := uintptr(c) * unsafe.Sizeof(*new(E))
-	if size < Min {
+	if size < Min || !advising.Load() {
 		return make([]E, n, c)
 	}
 	if heapPage%unsafe.Sizeof(*new(E)) != 0 {

@@ -5,15 +5,30 @@ import (
 	"unsafe"
 )
 
+// advised turns the advice on for the test.
+func advised(t *testing.T) {
+	t.Helper()
+	Advise(true)
+	t.Cleanup(func() { Advise(false) })
+}
+
 // Make gives an array as make does, cleared and of the length and room
-// asked, a large one starting on a huge page.
+// asked, a large one starting on a huge page once advised.
 func TestMakeIsMake(t *testing.T) {
+	t.Run("unadvised", func(t *testing.T) { makeIsMake(t, false) })
+	t.Run("advised", func(t *testing.T) {
+		advised(t)
+		makeIsMake(t, true)
+	})
+}
+
+func makeIsMake(t *testing.T, aligned bool) {
 	for _, c := range [][2]int{{0, 0}, {3, 10}, {Min / 4, Min / 4}, {0, 3 * Min}, {5 * Min / 4, 5 * Min / 4}} {
 		s := Make[float32](c[0], c[1])
 		if len(s) != c[0] || cap(s) != c[1] {
 			t.Fatalf("Make(%d, %d): len %d cap %d", c[0], c[1], len(s), cap(s))
 		}
-		if at := uintptr(unsafe.Pointer(unsafe.SliceData(s))); cap(s)*4 >= Min && at%hugePage != 0 {
+		if at := uintptr(unsafe.Pointer(unsafe.SliceData(s))); aligned && cap(s)*4 >= Min && at%hugePage != 0 {
 			t.Fatalf("Make(%d, %d) starts at %#x, not on a huge page", c[0], c[1], at)
 		}
 		s = s[:cap(s)]
@@ -54,6 +69,7 @@ func TestAligned(t *testing.T) {
 // An array of elements whose size does not divide the heap's page is made
 // and advised where it lies.
 func TestMakeOddElements(t *testing.T) {
+	advised(t)
 	type odd [3]int64
 	s := Make[odd](7, Min/24+1)
 	if len(s) != 7 || cap(s) != Min/24+1 {
