@@ -27,6 +27,9 @@ func (r *runner) runGet(s *fql.Get) (*Result, error) {
 	if err := checkGetFields(c, s); err != nil {
 		return nil, err
 	}
+	if err := r.checkCompared(c, s.Where); err != nil {
+		return nil, err
+	}
 	grouped := len(s.Group) > 0 || slices.ContainsFunc(s.Select, func(it fql.SelectItem) bool { return it.Agg != fql.AggNone })
 	searching := s.Match != nil || s.Near != nil
 	if s.Count && !searching && s.Lookup == nil && !grouped {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
@@ -51,6 +52,108 @@ func fieldOf(c *collection, x fql.Expr) (int, bool) {
 	}
 	i := c.sch.field(f.Path[0])
 	return i, i >= 0
+}
+
+// checkCompared refuses a where clause that compares a declared bool,
+// number, timestamp or text field with a constant of another kind (n >
+// "abc" on an int field, name = 5 on a text one), in = < <= > >= != or in,
+// or asks has of a typed list with an element of another kind. Such a
+// comparison is never true, so a clause holding it would answer no rows
+// with no word of why; it is ErrType, naming the field, its type and the
+// value. A null constant, a json field and a field inside a json one are
+// left alone: they may hold anything.
+func (r *runner) checkCompared(c *collection, x fql.Expr) error {
+	var err error
+	walkExpr(x, func(e fql.Expr) {
+		if err != nil {
+			return
+		}
+		switch e := e.(type) {
+		case *fql.Binary:
+			if e.Op < fql.OpEq || e.Op > fql.OpHas {
+				return
+			}
+			fi, ok := fieldOf(c, e.L)
+			val, op := e.R, e.Op
+			if !ok || !isConst(e.R) {
+				if fi, ok = fieldOf(c, e.R); !ok || !isConst(e.L) || e.Op == fql.OpHas {
+					return
+				}
+				val, op = e.L, flip(e.Op)
+			}
+			err = r.comparable(c, fi, op, val)
+		case *fql.In:
+			if fi, ok := fieldOf(c, e.X); ok && isConst(e.Set) {
+				err = r.comparable(c, fi, fql.OpHas, e.Set)
+			}
+		}
+	})
+	return err
+}
+
+// comparable checks constant x against field fi for op: with OpHas, x is
+// an element of the field's list or, for in, the list of its candidates.
+func (r *runner) comparable(c *collection, fi int, op fql.BinaryOp, x fql.Expr) error {
+	if fi < 0 {
+		return nil // id: compared as a number by the planner and the scan alike
+	}
+	v, err := r.eval(x)
+	if err != nil {
+		return nil // the scan reports it as it evaluates
+	}
+	f := &c.sch.Fields[fi]
+	kind := f.Type.kind
+	vals := []any{v}
+	if op == fql.OpHas {
+		switch kind {
+		case tListText:
+			kind = tText
+		case tListInt:
+			kind = tInt
+		case tListFloat:
+			kind = tFloat
+		default:
+			l, ok := v.([]any)
+			if !ok { // has of a scalar field: the scan says what it makes of it
+				return nil
+			}
+			vals = l // in
+		}
+	}
+	for _, v := range vals {
+		if v == nil || kindTakes(kind, v) {
+			continue
+		}
+		shown, _ := json.Marshal(v)
+		want := "give a value of type " + f.Type.String()
+		if kind == tText {
+			quoted, _ := json.Marshal(string(shown))
+			want = "to compare it as text, quote it: " + string(quoted)
+		}
+		return fmt.Errorf("%w: field %s is %s and %s is %s, which no %s value equals or orders against, so nothing would match; %s",
+			ErrType, f.Name, f.Type, shown, fql.TypeName(v), f.Type, want)
+	}
+	return nil
+}
+
+// kindTakes reports whether a value v can be compared with a field of
+// kind k; kinds with no scalar value (json, vectors, lists) take anything.
+func kindTakes(k typeKind, v any) bool {
+	switch k {
+	case tBool:
+		_, ok := v.(bool)
+		return ok
+	case tInt, tFloat, tTimestamp:
+		switch v.(type) {
+		case int64, float64:
+			return true
+		}
+		return false
+	case tText:
+		_, ok := v.(string)
+		return ok
+	}
+	return true
 }
 
 func flip(op fql.BinaryOp) fql.BinaryOp {
@@ -321,6 +424,9 @@ func errUnknownField(name string, c *collection) error {
 // limit (negative: no limit).
 func (r *runner) selectDocs(c *collection, where fql.Expr, order []fql.OrderKey, limit, offset int64) ([]*doc, error) {
 	if err := checkFields(c, where); err != nil {
+		return nil, err
+	}
+	if err := r.checkCompared(c, where); err != nil {
 		return nil, err
 	}
 	for _, k := range order {

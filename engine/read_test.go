@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -72,5 +73,60 @@ func TestReadRunsReadsOnly(t *testing.T) {
 	}
 	if got := mustExec(t, db, "get c select n order n"); !jsonEq(t, got, `[{"n": 1}, {"n": 2}]`) {
 		t.Fatalf("rows after refused writes: %s", got)
+	}
+}
+
+// A where clause comparing a declared field with a value of a kind it can
+// never equal or order against is refused, naming the field, its type and
+// the value, rather than answering no rows: in get, count, a search's
+// filter, update and delete alike, with a literal or a parameter. A
+// number of the other kind, null, a json field and a comparison the field
+// can answer still run.
+func TestWhereComparesAgainstTheFieldsType(t *testing.T) {
+	db, _ := newTestDB(t, Options{})
+	mustExec(t, db, `create collection c (n int @sorted, x float, name text, ok bool, at timestamp, tags [text], ns [int], j json, v vector<2> @hnsw(l2))`)
+	mustExec(t, db, `insert c {n: 5, x: 1.5, name: "5", ok: true, at: 1000, tags: ["a"], ns: [1], j: {"k": "abc"}, v: [1, 0]}`)
+	refused := []struct{ q, field, says string }{
+		{`get c where n > "abc"`, "n", `"abc" is text`},
+		{`get c where n = $1`, "n", `"abc" is text`},
+		{`get c where "abc" < n`, "n", `"abc" is text`},
+		{`get c where n in (1, "abc")`, "n", `"abc" is text`},
+		{`get c where name = 5`, "name", `quote it: "5"`},
+		{`get c where ok = "true"`, "ok", `"true" is text`},
+		{`get c where at >= "2026-01-01"`, "at", `is text`},
+		{`get c where x != true`, "x", `true is bool`},
+		{`get c where tags has 5`, "tags", `5 is int`},
+		{`get c where ns has "1"`, "ns", `"1" is text`},
+		{`get c where n > 1 and not (name = 5)`, "name", `5 is int`},
+		{`get c where n > "abc" count`, "n", `is text`},
+		{`get c near v [1, 0] where n = "abc" limit 1`, "n", `is text`},
+		{`set c {x: 2} where n = "abc"`, "n", `is text`},
+		{`del c where name = 5`, "name", `is int`},
+	}
+	for _, r := range refused {
+		err := execErr(t, db, r.q, "abc")
+		if !errors.Is(err, ErrType) || !strings.Contains(err.Error(), "field "+r.field+" is ") || !strings.Contains(err.Error(), r.says) {
+			t.Errorf("%s: got %v, want ErrType naming field %s and saying %s", r.q, err, r.field, r.says)
+		}
+	}
+	kept := map[string]string{
+		`get c where n > 4.5 select n`:             `[{"n":5}]`,
+		`get c where x = 1.5 select n`:             `[{"n":5}]`,
+		`get c where x < 2 select n`:               `[{"n":5}]`,
+		`get c where name = "5" select n`:          `[{"n":5}]`,
+		`get c where n = null select n`:            `[]`,
+		`get c where n in (5, null) select n`:      `[{"n":5}]`,
+		`get c where j.k = "abc" select n`:         `[{"n":5}]`,
+		`get c where j = 5 select n`:               `[]`,
+		`get c where tags has "a" select n`:        `[{"n":5}]`,
+		`get c where ns has 1 select n`:            `[{"n":5}]`,
+		`get c where at > 999 select n`:            `[{"n":5}]`,
+		`get c where ok = true and n = 5 select n`: `[{"n":5}]`,
+		`get c where id = 1 select n`:              `[{"n":5}]`,
+	}
+	for q, want := range kept {
+		if got := mustExec(t, db, q); !jsonEq(t, got, want) {
+			t.Errorf("%s: %s, want %s", q, got, want)
+		}
 	}
 }

@@ -160,6 +160,23 @@ func TestREST(t *testing.T) {
 	wantJSONError(t, n.do("POST", "/t/a/nothere", `{"n":1}`), 404)
 	wantJSONError(t, n.do("GET", "/t/a/c?n=like.1", ""), 400)
 	wantJSONError(t, n.do("PUT", "/t/a/c", ""), 405)
+	// A filter whose value the field can never equal or order against is
+	// refused, saying which field and what to send, not answered with no
+	// rows; a delete or patch so filtered changes nothing.
+	for _, c := range []struct{ method, path, says string }{
+		{"GET", "/t/a/c?n=gt.abc", `field n is int and "abc" is text`},
+		{"GET", "/t/a/c?n=in.(1,abc)", `field n is int and "abc" is text`},
+		{"GET", "/t/a/c?name=eq.5", `quote it: "5"`},
+		{"DELETE", "/t/a/c?n=eq.abc", `field n is int`},
+		{"PATCH", "/t/a/c?name=lt.5", `field name is text`},
+	} {
+		if m := wantJSONError(t, n.do(c.method, c.path, `{"owner":"x"}`), 400); !strings.Contains(m["error"].(string), c.says) {
+			t.Errorf("%s %s: %q, want it to say %s", c.method, c.path, m["error"], c.says)
+		}
+	}
+	if got := names(`/t/a/c?name=eq."bob"`); got != "bob" {
+		t.Errorf(`a quoted value on a text field: %q, want bob`, got)
+	}
 	if n.seq("a") != seq || fileSize(t, n, "a") != size {
 		t.Fatal("a refused request wrote")
 	}
