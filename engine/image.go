@@ -289,10 +289,15 @@ func (ir *imageReader) readColl(st *state, graphs bool, logger *slog.Logger) err
 		}
 	}
 	st.colls[sch.Name] = c
-	var loading []graphLoad
+	var feed *graphFeed
 	if graphs {
-		if loading, err = ir.readCollGraphs(c, logger); err != nil {
+		items, err := ir.readCollGraphs(c)
+		if err != nil {
 			return err
+		}
+		if len(items) > 0 {
+			feed = startGraphs(c, items, logger)
+			defer feed.stop()
 		}
 	}
 	docs, err := ir.uvarint()
@@ -332,13 +337,14 @@ func (ir *imageReader) readColl(st *state, graphs bool, logger *slog.Logger) err
 		if !serverColl(sch.Name) {
 			st.rows++
 		}
-		for _, g := range loading {
-			if dst := g.l.Put(id); dst != nil && !kept.vectorInto(g.field, dst) {
-				g.l.Fail()
-			}
+		if feed != nil {
+			feed.add(kept)
 		}
 	}
-	for _, g := range loading {
+	if feed == nil {
+		return nil
+	}
+	for _, g := range feed.finish() {
 		x, err := g.l.Finish()
 		if err != nil {
 			logger.Warn("graph did not load; rebuilding it", "collection", sch.Name,
@@ -350,20 +356,20 @@ func (ir *imageReader) readColl(st *state, graphs bool, logger *slog.Logger) err
 	return nil
 }
 
-// graphLoad is a collection's graph being loaded as its documents come.
-type graphLoad struct {
+// graphItem is one graph of a collection as the image carries it.
+type graphItem struct {
 	field int
-	l     *hnsw.Loader
+	data  []byte
 }
 
 // readCollGraphs reads collection c's graphs, which come before its
-// documents. A graph that does not read is left to be rebuilt.
-func (ir *imageReader) readCollGraphs(c *collection, logger *slog.Logger) ([]graphLoad, error) {
+// documents, each into an array of its own.
+func (ir *imageReader) readCollGraphs(c *collection) ([]graphItem, error) {
 	n, err := ir.uvarint()
 	if err != nil {
 		return nil, err
 	}
-	var out []graphLoad
+	var out []graphItem
 	for range n {
 		fi, err := ir.uvarint()
 		if err != nil {
@@ -373,18 +379,99 @@ func (ir *imageReader) readCollGraphs(c *collection, logger *slog.Logger) ([]gra
 		if err != nil {
 			return nil, err
 		}
-		if fi >= uint64(len(c.sch.Fields)) || c.sch.Fields[fi].HNSW == nil || slices.ContainsFunc(out, func(g graphLoad) bool { return g.field == int(fi) }) {
+		ir.buf = nil // the graph's now: the documents are read into another
+		if fi >= uint64(len(c.sch.Fields)) || c.sch.Fields[fi].HNSW == nil || slices.ContainsFunc(out, func(g graphItem) bool { return g.field == int(fi) }) {
 			return nil, fmt.Errorf("image graph for %s field %d that has none", c.sch.Name, fi)
 		}
-		l, err := hnsw.NewLoader(data)
-		if err != nil {
-			logger.Warn("graph did not load; rebuilding it", "collection", c.sch.Name,
-				"field", c.sch.Fields[fi].Name, "err", err)
-			continue
-		}
-		out = append(out, graphLoad{field: int(fi), l: l})
+		out = append(out, graphItem{field: int(fi), data: data})
 	}
 	return out, nil
+}
+
+// graphLoad is a collection's graph being loaded as its documents come.
+type graphLoad struct {
+	field int
+	l     *hnsw.Loader
+}
+
+// graphFeed loads a collection's graphs on a goroutine of its own while
+// the collection's documents are read, and puts each document's vectors
+// in them as the reader hands the documents on, in batches: reading the
+// links of a graph of 100 000 nodes and putting its vectors take about as
+// long as decoding the documents, so an install does both at once rather
+// than one after the other. The reader owns the goroutine: finish or stop
+// ends it and waits for it.
+type graphFeed struct {
+	batch  []*doc
+	docs   chan []*doc
+	closed bool // docs is
+	done   chan struct{}
+	loads  []graphLoad // the goroutine's until done is closed
+}
+
+// graphBatch is how many documents go to the feed at once.
+const graphBatch = 256
+
+// startGraphs starts loading c's graphs from items.
+func startGraphs(c *collection, items []graphItem, logger *slog.Logger) *graphFeed {
+	docs := make(chan []*doc, 64)
+	f := &graphFeed{docs: docs, done: make(chan struct{})}
+	go func() {
+		defer close(f.done)
+		for _, it := range items {
+			l, err := hnsw.NewLoader(it.data)
+			if err != nil {
+				logger.Warn("graph did not load; rebuilding it", "collection", c.sch.Name,
+					"field", c.sch.Fields[it.field].Name, "err", err)
+				continue
+			}
+			f.loads = append(f.loads, graphLoad{field: it.field, l: l})
+		}
+		items = nil // the graphs' bytes can go
+		for batch := range docs {
+			for _, d := range batch {
+				for _, g := range f.loads {
+					if dst := g.l.Put(d.id); dst != nil && !d.vectorInto(g.field, dst) {
+						g.l.Fail()
+					}
+				}
+			}
+		}
+	}()
+	return f
+}
+
+// add hands d on to have its vectors put in the graphs.
+func (f *graphFeed) add(d *doc) {
+	if f.batch == nil {
+		f.batch = make([]*doc, 0, graphBatch)
+	}
+	f.batch = append(f.batch, d)
+	if len(f.batch) == graphBatch {
+		f.docs <- f.batch
+		f.batch = nil
+	}
+}
+
+// finish hands on the last documents, waits for the goroutine, and
+// returns the graphs that loaded, every document's vectors put.
+func (f *graphFeed) finish() []graphLoad {
+	if len(f.batch) > 0 {
+		f.docs <- f.batch
+		f.batch = nil
+	}
+	f.stop()
+	return f.loads
+}
+
+// stop ends the goroutine and waits for it; once is enough, more is
+// harmless.
+func (f *graphFeed) stop() {
+	if !f.closed {
+		close(f.docs)
+		f.closed = true
+	}
+	<-f.done
 }
 
 // readGraphs reads the graphs of an FNI1 image, after all the documents.
