@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fenec-go/fenec/internal/netx"
+	"github.com/fenec-go/fenec/internal/rawtcp"
 	"github.com/fenec-go/fenec/internal/tlsx"
 )
 
@@ -26,10 +27,11 @@ func loadTLS(cfg Config, log *slog.Logger, reg *registry) (*tlsx.Source, error) 
 	return src, nil
 }
 
-// listen wraps ln in TLS when the node serves it.
+// listen has ln's connections read and write raw (internal/rawtcp), and
+// wraps it in TLS when the node serves it.
 func (s *Server) listen(ln net.Listener) net.Listener {
 	if !s.cfg.TLS.On() {
-		return ln
+		return rawtcp.Listener(ln) // reads and writes that wake no monitor thread
 	}
 	return s.tls.Listen(ln, s.cfg.ClientAuth == ClientAuthAll)
 }

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/fenec-go/fenec/internal/rawtcp"
 )
 
 // Server serves HTTP/1.1 on a listener: requests it can frame strictly go
@@ -101,7 +103,7 @@ func (s *Server) Serve(ln net.Listener) error {
 			continue
 		}
 		pause = 0
-		c := newConn(s, nc)
+		c := newConn(s, rawtcp.Wrap(nc)) // a plain connection's reads and writes made raw
 		if !s.track(c, true) {
 			_ = nc.Close()
 			continue

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+
+	"github.com/fenec-go/fenec/internal/rawtcp"
 )
 
 // alpn is the one application protocol fenec speaks over TLS.
@@ -24,7 +26,7 @@ func (s *Source) Server(requireClientCert bool) *tls.Config {
 
 // Listen wraps ln in TLS with s's listener config.
 func (s *Source) Listen(ln net.Listener, requireClientCert bool) net.Listener {
-	return tls.NewListener(ln, s.Server(requireClientCert))
+	return tls.NewListener(rawtcp.Listener(ln), s.Server(requireClientCert))
 }
 
 // forClient hands a handshake the config built over the material current

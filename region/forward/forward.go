@@ -19,6 +19,7 @@ import (
 	"github.com/fenec-go/fenec/internal/forwarded"
 	"github.com/fenec-go/fenec/internal/httptoken"
 	"github.com/fenec-go/fenec/internal/netx"
+	"github.com/fenec-go/fenec/internal/rawtcp"
 	"github.com/fenec-go/fenec/wire"
 )
 
@@ -528,9 +529,9 @@ func (f *Forwarder) connect(x *exchange, p *pool, fresh bool) (*pconn, result) {
 	}
 	hostport, secure := splitAddr(addr)
 	raw, err := f.dial(ctx, "tcp", hostport)
-	c := raw
+	c := rawtcp.Wrap(raw) // its reads and writes wake no monitor thread
 	if err == nil && secure {
-		c, err = f.handshake(ctx, raw, hostport)
+		c, err = f.handshake(ctx, c, hostport)
 	}
 	x.fl.clearDial()
 	if err != nil {

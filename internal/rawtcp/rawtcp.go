@@ -1,0 +1,166 @@
+// Package rawtcp makes the reads and writes of a TCP connection without
+// telling the Go scheduler they are system calls.
+//
+// A socket the runtime's poller holds is non-blocking: a read or write on
+// it returns at once, with bytes or EAGAIN, and the poller parks the
+// goroutine until the socket is ready. net.Conn still makes each such call
+// as a blocking system call would be made (entersyscall and exitsyscall
+// around it), and on a process whose processors all went idle between
+// requests — a proxy waiting on its clients and its nodes — that entry
+// wakes the runtime's monitor thread (sysmon) from its deep sleep, which
+// then polls every 20 µs for the next millisecond. On a small machine
+// serving keyed reads, that thread's wake-ups and sleeps were an eighth of
+// the router's CPU.
+//
+// A Conn here makes the same calls as raw system calls inside the
+// connection's syscall.RawConn: the poller, deadlines, Close ending a
+// blocked read, and the errors a net.Conn returns stay as they were. Only
+// read and write change; everything else is the *net.TCPConn's.
+package rawtcp
+
+import (
+	"io"
+	"net"
+	"os"
+	"sync"
+	"syscall"
+)
+
+// Conn is a *net.TCPConn whose Read and Write are raw system calls.
+type Conn struct {
+	*net.TCPConn
+	raw syscall.RawConn
+
+	rmu     sync.Mutex // one Read at a time owns rbuf, rn and rerr
+	rbuf    []byte
+	rn      int
+	rerr    error
+	readFn  func(fd uintptr) bool
+	wmu     sync.Mutex // one Write at a time owns wbuf, wn and werr
+	wbuf    []byte
+	wn      int
+	werr    error
+	writeFn func(fd uintptr) bool
+}
+
+// Wrap returns c as a Conn when it is a plain TCP connection and raw calls
+// can be made on it here, and c itself otherwise (and always under -race:
+// raceBuild).
+func Wrap(c net.Conn) net.Conn {
+	if raceBuild {
+		return c
+	}
+	return wrap(c)
+}
+
+// wrap is Wrap whatever the build.
+func wrap(c net.Conn) net.Conn {
+	tc, ok := c.(*net.TCPConn)
+	if !ok || !supported {
+		return c
+	}
+	raw, err := tc.SyscallConn()
+	if err != nil {
+		return c
+	}
+	rc := &Conn{TCPConn: tc, raw: raw}
+	rc.readFn = rc.read
+	rc.writeFn = rc.write
+	return rc
+}
+
+// Read reads as net.Conn's Read does.
+func (c *Conn) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	c.rbuf, c.rn, c.rerr = p, 0, nil
+	err := c.raw.Read(c.readFn)
+	n, rerr := c.rn, c.rerr
+	c.rbuf, c.rerr = nil, nil
+	switch {
+	case err != nil:
+		return 0, c.opError("read", err)
+	case rerr != nil:
+		return 0, c.opError("read", rerr)
+	case n == 0:
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+func (c *Conn) read(fd uintptr) bool {
+	for {
+		n, errno := sysRead(fd, c.rbuf)
+		switch errno {
+		case 0:
+			c.rn = n
+			return true
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return false // the poller waits for the socket
+		}
+		c.rerr = os.NewSyscallError("read", errno)
+		return true
+	}
+}
+
+// Write writes as net.Conn's Write does: all of p, or an error.
+func (c *Conn) Write(p []byte) (int, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.wbuf, c.wn, c.werr = p, 0, nil
+	var err error
+	if len(p) > 0 {
+		err = c.raw.Write(c.writeFn)
+	}
+	n, werr := c.wn, c.werr
+	c.wbuf, c.werr = nil, nil
+	switch {
+	case err != nil:
+		return n, c.opError("write", err)
+	case werr != nil:
+		return n, c.opError("write", werr)
+	}
+	return n, nil
+}
+
+func (c *Conn) write(fd uintptr) bool {
+	for c.wn < len(c.wbuf) {
+		n, errno := sysWrite(fd, c.wbuf[c.wn:])
+		switch errno {
+		case 0:
+			c.wn += n
+			continue
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return false // the poller waits for room
+		}
+		c.werr = os.NewSyscallError("write", errno)
+		return true
+	}
+	return true
+}
+
+// opError dresses err as net.Conn's own errors are dressed.
+func (c *Conn) opError(op string, err error) error {
+	return &net.OpError{Op: op, Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
+}
+
+// Listener returns ln with every plain TCP connection it accepts wrapped
+// (a listener under TLS: the handshake and records ride on raw calls too).
+func Listener(ln net.Listener) net.Listener { return listener{ln} }
+
+type listener struct{ net.Listener }
+
+func (l listener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return Wrap(c), nil
+}

@@ -1,0 +1,11 @@
+//go:build !linux
+
+package rawtcp
+
+import "syscall"
+
+// supported is false: Wrap leaves connections as they are.
+const supported = false
+
+func sysRead(fd uintptr, p []byte) (int, syscall.Errno)  { return 0, syscall.ENOSYS }
+func sysWrite(fd uintptr, p []byte) (int, syscall.Errno) { return 0, syscall.ENOSYS }
