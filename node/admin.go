@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"time"
 
 	"github.com/fenec-go/fenec/wire"
 )
@@ -152,7 +153,9 @@ func (c *call) adminFreeze(name string, freeze bool) {
 		return
 	}
 	if freeze {
-		if !t.frozen.CompareAndSwap(false, true) {
+		if t.frozen.CompareAndSwap(false, true) {
+			t.frozenAt.Store(time.Now().UnixNano())
+		} else {
 			c.s.reg.release(t) // already frozen: that freeze holds it
 		}
 		if err := t.writes.wait(c.r.Context()); err != nil {
@@ -161,6 +164,7 @@ func (c *call) adminFreeze(name string, freeze bool) {
 		}
 	} else {
 		if t.frozen.CompareAndSwap(true, false) {
+			t.frozenAt.Store(0)
 			c.s.reg.release(t) // the freeze's reference
 		}
 		c.s.reg.release(t)

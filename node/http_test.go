@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // rawRequest writes raw bytes on a fresh connection and reads the answer.
@@ -231,6 +232,45 @@ func TestMetrics(t *testing.T) {
 		t.Error("a metric names a tenant")
 	}
 	wantJSONError(t, n.do("GET", "/_metrics", ""), 401)
+}
+
+// A frozen tenant is counted, and how long the longest-frozen one has
+// been is told, until it thaws: what the alert on a move's source left
+// frozen reads.
+func TestMetricsFrozen(t *testing.T) {
+	n := startNode(t, nil)
+	n.mkTenant("a")
+	n.mkTenant("b")
+	series := func() (frozen, oldest float64) {
+		t.Helper()
+		r := n.do("GET", "/_metrics", "", "Authorization", "Bearer "+adminToken)
+		for _, line := range strings.Split(string(r.Body), "\n") {
+			var v float64
+			if _, err := fmt.Sscanf(line, "fenec_node_tenants_frozen %g", &v); err == nil {
+				frozen = v
+			}
+			if _, err := fmt.Sscanf(line, "fenec_node_frozen_oldest_seconds %g", &v); err == nil {
+				oldest = v
+			}
+		}
+		return frozen, oldest
+	}
+	if f, o := series(); f != 0 || o != 0 {
+		t.Fatalf("nothing frozen: frozen %v, oldest %v s", f, o)
+	}
+	if r := n.admin("POST", "tenants/a/freeze", ""); r.Status != 200 {
+		t.Fatalf("freeze: %d %s", r.Status, r.Body)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if f, o := series(); f != 1 || o < 0.05 || o > 60 {
+		t.Fatalf("one frozen 50 ms ago: frozen %v, oldest %v s", f, o)
+	}
+	if r := n.admin("POST", "tenants/a/thaw", ""); r.Status != 200 {
+		t.Fatalf("thaw: %d %s", r.Status, r.Body)
+	}
+	if f, o := series(); f != 0 || o != 0 {
+		t.Fatalf("thawed: frozen %v, oldest %v s", f, o)
+	}
 }
 
 // TestBearerSchemeAnyCase: the scheme of an Authorization header is

@@ -3,6 +3,7 @@ package node
 import (
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -82,6 +83,14 @@ func newMetrics(reg *registry, nl *nodeLease) *metrics {
 			Help: "Tenants the node's lease names.",
 		}, func() float64 { return float64(nl.tenants()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "fenec_node_tenants_frozen",
+			Help: "Open tenants frozen (writes answer 503): a move's source while it copies, or one left so.",
+		}, func() float64 { n, _ := reg.frozen(); return float64(n) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "fenec_node_frozen_oldest_seconds",
+			Help: "How long the longest-frozen tenant has been frozen (0: none is). A move freezes its source for the copy, well under a minute; longer is a move that never finished or a moved tenant's source never deleted.",
+		}, func() float64 { _, oldest := reg.frozen(); return oldest.Seconds() }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "fenec_node_copies_lagging",
 			Help: "Copies streaming from this node's open primaries that a write no longer waits for (they lagged past the bound).",
 		}, func() float64 { lagging, _ := reg.copyLag(); return float64(lagging) }),
@@ -93,6 +102,24 @@ func newMetrics(reg *registry, nl *nodeLease) *metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	return m
+}
+
+// frozen counts the open tenants frozen and says how long the one frozen
+// longest has been.
+func (r *registry) frozen() (n int, oldest time.Duration) {
+	now := time.Now().UnixNano()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, t := range r.tenants {
+		if !t.frozen.Load() {
+			continue
+		}
+		n++
+		if at := t.frozenAt.Load(); at > 0 && time.Duration(now-at) > oldest {
+			oldest = time.Duration(now - at)
+		}
+	}
+	return n, oldest
 }
 
 // copyLag looks at the copies streaming from every open primary: how many

@@ -43,9 +43,12 @@ type tenant struct {
 
 	mem    atomic.Int64 // MemoryBytes as last read (after open, after each request)
 	frozen atomic.Bool
-	quota  atomic.Pointer[Quota]
-	rates  rateBuckets  // rows_per_s and bytes_per_s of the quota
-	active atomic.Int64 // data requests running (the requests quota)
+	// frozenAt is when the freeze now on it began (unix nanoseconds; 0
+	// when not frozen, or a moment ago).
+	frozenAt atomic.Int64
+	quota    atomic.Pointer[Quota]
+	rates    rateBuckets  // rows_per_s and bytes_per_s of the quota
+	active   atomic.Int64 // data requests running (the requests quota)
 	// leaseGate, set under --lease, is the lease's write check for this
 	// tenant: nil lets writes through.
 	leaseGate atomic.Pointer[func() error]
