@@ -81,19 +81,31 @@ func (r *runner) checkCompared(c *collection, x fql.Expr) error {
 				}
 				val, op = e.L, flip(e.Op)
 			}
-			err = r.comparable(c, fi, op, val)
+			how := asValue
+			if op == fql.OpHas {
+				how = asElement
+			}
+			err = r.comparable(c, fi, how, val)
 		case *fql.In:
 			if fi, ok := fieldOf(c, e.X); ok && isConst(e.Set) {
-				err = r.comparable(c, fi, fql.OpHas, e.Set)
+				err = r.comparable(c, fi, asCandidates, e.Set)
 			}
 		}
 	})
 	return err
 }
 
-// comparable checks constant x against field fi for op: with OpHas, x is
-// an element of the field's list or, for in, the list of its candidates.
-func (r *runner) comparable(c *collection, fi int, op fql.BinaryOp, x fql.Expr) error {
+// compareHow is what a constant is to the field it is compared with.
+type compareHow int
+
+const (
+	asValue      compareHow = iota // = != < <= > >=: a value of the field
+	asElement                      // has: an element of the field's list
+	asCandidates                   // in: a list of values of the field
+)
+
+// comparable checks constant x against field fi, as how says.
+func (r *runner) comparable(c *collection, fi int, how compareHow, x fql.Expr) error {
 	if fi < 0 {
 		return nil // id: compared as a number by the planner and the scan alike
 	}
@@ -104,7 +116,8 @@ func (r *runner) comparable(c *collection, fi int, op fql.BinaryOp, x fql.Expr) 
 	f := &c.sch.Fields[fi]
 	kind := f.Type.kind
 	vals := []any{v}
-	if op == fql.OpHas {
+	switch how {
+	case asElement:
 		switch kind {
 		case tListText:
 			kind = tText
@@ -113,12 +126,14 @@ func (r *runner) comparable(c *collection, fi int, op fql.BinaryOp, x fql.Expr) 
 		case tListFloat:
 			kind = tFloat
 		default:
-			l, ok := v.([]any)
-			if !ok { // has of a scalar field: the scan says what it makes of it
-				return nil
-			}
-			vals = l // in
+			return nil // has of a field that is no typed list: the scan says what it makes of it
 		}
+	case asCandidates:
+		l, ok := v.([]any)
+		if !ok {
+			return nil // the scan says what in makes of a set that is no list
+		}
+		vals = l
 	}
 	for _, v := range vals {
 		if v == nil || kindTakes(kind, v) {

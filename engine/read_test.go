@@ -119,6 +119,7 @@ func TestWhereComparesAgainstTheFieldsType(t *testing.T) {
 		`get c where j.k = "abc" select n`:         `[{"n":5}]`,
 		`get c where j = 5 select n`:               `[]`,
 		`get c where tags has "a" select n`:        `[{"n":5}]`,
+		`get c where tags in ("a", 5) select n`:    `[]`,
 		`get c where ns has 1 select n`:            `[{"n":5}]`,
 		`get c where at > 999 select n`:            `[{"n":5}]`,
 		`get c where ok = true and n = 5 select n`: `[{"n":5}]`,
