@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"time"
 
 	"github.com/fenec-go/fenec/wire"
 )
@@ -153,9 +152,7 @@ func (c *call) adminFreeze(name string, freeze bool) {
 		return
 	}
 	if freeze {
-		if t.frozen.CompareAndSwap(false, true) {
-			t.frozenAt.Store(time.Now().UnixNano())
-		} else {
+		if !t.freeze() {
 			c.s.reg.release(t) // already frozen: that freeze holds it
 		}
 		if err := t.writes.wait(c.r.Context()); err != nil {
@@ -163,8 +160,7 @@ func (c *call) adminFreeze(name string, freeze bool) {
 			return
 		}
 	} else {
-		if t.frozen.CompareAndSwap(true, false) {
-			t.frozenAt.Store(0)
+		if t.thaw() {
 			c.s.reg.release(t) // the freeze's reference
 		}
 		c.s.reg.release(t)

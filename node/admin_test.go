@@ -107,7 +107,7 @@ func TestFreezeWaitsForWritesInFlight(t *testing.T) {
 	tn.writes.add() // a write in flight
 	froze := make(chan *resp, 1)
 	go func() { froze <- n.admin("POST", "tenants/a/freeze", "") }()
-	testkit.Eventually(t, 5*time.Second, func() bool { return tn.frozen.Load() }, "the freeze took effect")
+	testkit.Eventually(t, 5*time.Second, func() bool { return tn.isFrozen() }, "the freeze took effect")
 	select {
 	case r := <-froze:
 		t.Fatalf("freeze answered %d before the write in flight finished", r.Status)

@@ -111,13 +111,12 @@ func (r *registry) frozen() (n int, oldest time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, t := range r.tenants {
-		if !t.frozen.Load() {
+		at := t.frozenAt.Load()
+		if at == 0 {
 			continue
 		}
 		n++
-		if at := t.frozenAt.Load(); at > 0 && time.Duration(now-at) > oldest {
-			oldest = time.Duration(now - at)
-		}
+		oldest = max(oldest, time.Duration(now-at))
 	}
 	return n, oldest
 }

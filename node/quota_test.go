@@ -40,11 +40,11 @@ func TestGateAndQuota(t *testing.T) {
 	if err := tn.gate(); err != nil {
 		t.Fatalf("open gate: %v", err)
 	}
-	tn.frozen.Store(true)
+	tn.freeze()
 	if err := tn.gate(); !errors.Is(err, ErrFrozen) {
 		t.Fatalf("frozen gate: %v", err)
 	}
-	tn.frozen.Store(false)
+	tn.thaw()
 	tn.role.Store(int32(RoleReplica))
 	if err := tn.gate(); !errors.Is(err, ErrReplica) {
 		t.Fatalf("replica gate: %v", err)

@@ -402,7 +402,7 @@ func (r *registry) remove(name string, cause error, after func(path string) erro
 		if t.openErr != nil {
 			continue
 		}
-		if t.frozen.CompareAndSwap(true, false) {
+		if t.thaw() {
 			r.release(t)
 		}
 		t.cancel(cause)
@@ -504,7 +504,7 @@ func (r *registry) close() error {
 		if next.openErr != nil {
 			continue
 		}
-		if next.frozen.CompareAndSwap(true, false) {
+		if next.thaw() {
 			r.release(next)
 		}
 		next.cancel(ErrShuttingDown)

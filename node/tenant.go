@@ -41,10 +41,9 @@ type tenant struct {
 	lastUsed time.Time // when the last reference was let go
 	closing  bool      // on its way out: new acquires wait for done
 
-	mem    atomic.Int64 // MemoryBytes as last read (after open, after each request)
-	frozen atomic.Bool
-	// frozenAt is when the freeze now on it began (unix nanoseconds; 0
-	// when not frozen, or a moment ago).
+	mem atomic.Int64 // MemoryBytes as last read (after open, after each request)
+	// frozenAt is when the freeze now on it began, in unix nanoseconds;
+	// 0 while it is not frozen (freeze, thaw, isFrozen).
 	frozenAt atomic.Int64
 	quota    atomic.Pointer[Quota]
 	rates    rateBuckets  // rows_per_s and bytes_per_s of the quota
@@ -137,7 +136,7 @@ func (t *tenant) attach(db *engine.DB) {
 // gate is the engine's write gate: every reason this node refuses a
 // write to this tenant, asked as a block lands.
 func (t *tenant) gate() error {
-	if t.frozen.Load() {
+	if t.isFrozen() {
 		return ErrFrozen
 	}
 	if Role(t.role.Load()) == RoleReplica {
@@ -246,3 +245,11 @@ func (f *inflight) wait(ctx context.Context) error {
 		return ctx.Err()
 	}
 }
+
+// freeze marks t frozen from now; it reports whether t was not already.
+func (t *tenant) freeze() bool { return t.frozenAt.CompareAndSwap(0, time.Now().UnixNano()) }
+
+// thaw ends t's freeze; it reports whether t was frozen.
+func (t *tenant) thaw() bool { return t.frozenAt.Swap(0) != 0 }
+
+func (t *tenant) isFrozen() bool { return t.frozenAt.Load() != 0 }
