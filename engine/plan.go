@@ -441,9 +441,6 @@ func (r *runner) selectDocs(c *collection, where fql.Expr, order []fql.OrderKey,
 	if err := checkFields(c, where); err != nil {
 		return nil, err
 	}
-	if err := r.checkCompared(c, where); err != nil {
-		return nil, err
-	}
 	for _, k := range order {
 		if len(k.Path) > 0 && k.Agg == fql.AggNone {
 			if n := k.Path[0]; n != "id" && c.sch.field(n) < 0 {

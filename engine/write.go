@@ -203,6 +203,9 @@ func (r *runner) runSet(s *fql.Set) (*Result, error) {
 			return nil, err
 		}
 	}
+	if err := r.checkCompared(c, s.Where); err != nil {
+		return nil, err
+	}
 	docs, err := r.selectDocs(c, s.Where, s.Order, limitOf(s.Limit), 0)
 	if err != nil {
 		return nil, err
@@ -255,6 +258,9 @@ func (r *runner) runDel(s *fql.Del) (*Result, error) {
 	}
 	c, err := r.coll(s.Coll)
 	if err != nil {
+		return nil, err
+	}
+	if err := r.checkCompared(c, s.Where); err != nil {
 		return nil, err
 	}
 	docs, err := r.selectDocs(c, s.Where, s.Order, limitOf(s.Limit), 0)
