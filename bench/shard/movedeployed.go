@@ -39,12 +39,14 @@ func moveDeployed(ctx context.Context, w io.Writer, cfg config, dir string) erro
 		huge bool
 	}{{"h1", true}, {"p1", false}, {"h2", true}, {"p2", false}}
 	names := []string{"n1", "n2"}
+	huge := map[string]bool{}
 	for _, f := range fresh {
 		names = append(names, f.name)
+		huge[f.name] = f.huge
 	}
 	for _, name := range names {
 		var extra []string
-		if name[0] == 'h' {
+		if huge[name] {
 			extra = []string{"--huge-pages"}
 		}
 		p, addr, err := startNodeProc(nodeBin, filepath.Join(dir, name), name, extra...)
