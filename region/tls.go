@@ -13,6 +13,7 @@ import (
 
 	"github.com/fenec-go/fenec/global"
 	"github.com/fenec-go/fenec/internal/netx"
+	"github.com/fenec-go/fenec/internal/rawtcp"
 	"github.com/fenec-go/fenec/internal/tlsx"
 	"github.com/fenec-go/fenec/internal/tokenfile"
 )
@@ -215,10 +216,11 @@ func (rt *Router) loadTLS() error {
 	return nil
 }
 
-// listen wraps ln in TLS when the router serves it.
+// listen has ln's connections read and write raw (internal/rawtcp), and
+// wraps it in TLS when the router serves it.
 func (rt *Router) listen(ln net.Listener) net.Listener {
 	if !rt.cfg.TLS.On() {
-		return ln
+		return rawtcp.Listener(ln) // reads and writes that wake no monitor thread
 	}
 	return rt.tls.Listen(ln, rt.cfg.ClientAuth == ClientAuthAll)
 }

@@ -25,7 +25,7 @@ var importRules = map[string][]string{
 	"engine":                    {"engine"},
 	"engine/fql":                nil,
 	"internal":                  {"wire"},
-	"internal/h1":               {"internal/httptoken", "internal/rawtcp"},
+	"internal/h1":               {"internal/httptoken"},
 	"internal/rawtcp":           nil,
 	"internal/tlsx":             {"internal/rawtcp"},
 	"internal/testkit":          {"internal/tlsx"},

@@ -10,8 +10,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/fenec-go/fenec/internal/rawtcp"
 )
 
 // Server serves HTTP/1.1 on a listener: requests it can frame strictly go
@@ -103,7 +101,7 @@ func (s *Server) Serve(ln net.Listener) error {
 			continue
 		}
 		pause = 0
-		c := newConn(s, rawtcp.Wrap(nc)) // a plain connection's reads and writes made raw
+		c := newConn(s, nc)
 		if !s.track(c, true) {
 			_ = nc.Close()
 			continue
