@@ -305,6 +305,55 @@ func NewLoader(data []byte) (*Loader, error) {
 	return &Loader{x: x, given: make([]bool, len(x.ids)), pending: -1}, nil
 }
 
+// ReadLoader is NewLoader of a graph read from r as it comes: exactly n
+// bytes, what WriteTo wrote, parsed a piece at a time rather than held
+// whole first, so a graph of tens of megabytes arriving in an image costs
+// no buffer of its size and is read by the time its last byte is. Its sum
+// is checked once the last byte is read: a damaged graph is built, then
+// refused (ErrCorrupt), and nothing of it is kept. A failure of r itself
+// comes back wrapped too (as ErrCorrupt, r's error within); the caller
+// tells the two apart by what is left of r. ReadLoader never reads past
+// the n bytes, and stops at the first error.
+func ReadLoader(r io.Reader, n int64) (*Loader, error) {
+	return readLoader(r, n, readPiece)
+}
+
+// readLoader is ReadLoader reading piece bytes at a time.
+func readLoader(r io.Reader, n int64, piece int) (*Loader, error) {
+	var hdr [headerBytes]byte
+	if n < int64(headerBytes)+4 {
+		return nil, fmt.Errorf("%w: %d bytes is shorter than a graph", ErrCorrupt, n)
+	}
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return nil, fmt.Errorf("%w: header: %w", ErrCorrupt, err)
+	}
+	body, err := checkHeader(hdr[:])
+	if err != nil {
+		return nil, err
+	}
+	if rest := uint64(n) - uint64(headerBytes); rest != body+4 {
+		return nil, fmt.Errorf("%w: a body of %d bytes in a graph of %d", ErrCorrupt, body, n)
+	}
+	br := &binReader{src: r, left: int64(body), buf: make([]byte, min(uint64(piece), body)),
+		crc: crc32.Checksum(hdr[:], castagnoli)}
+	x, tomb, err := readBody(br)
+	if err != nil {
+		return nil, err
+	}
+	var sum [4]byte
+	if _, err := io.ReadFull(r, sum[:]); err != nil {
+		return nil, fmt.Errorf("%w: checksum: %w", ErrCorrupt, err)
+	}
+	if br.crc != binary.LittleEndian.Uint32(sum[:]) {
+		return nil, fmt.Errorf("%w: checksum", ErrCorrupt)
+	}
+	x.placeVectors(tomb)
+	return &Loader{x: x, given: make([]bool, len(x.ids)), pending: -1}, nil
+}
+
+// readPiece is how much of a graph ReadLoader reads at a time.
+const readPiece = 256 << 10
+
 // Put returns where the vector of id goes (Dim numbers), for the caller
 // to write it there before the next Put or Finish; nil if no live node has
 // the id or it was given already. The vector given before is checked now,
@@ -390,11 +439,17 @@ func load(hdr, data []byte) (*Index, error) {
 	if err != nil {
 		return nil, err
 	}
+	x.placeVectors(tomb)
+	return x, nil
+}
+
+// placeVectors makes the array of a graph just read's vectors and puts
+// its tombstones' in it; the live nodes' come later.
+func (x *Index) placeVectors(tomb []tombVec) {
 	x.vecs = hugemem.Make[float32](len(x.ids)*x.dim, len(x.ids)*x.dim)
 	for _, t := range tomb {
 		copy(x.vec(t.slot), t.v)
 	}
-	return x, nil
 }
 
 // tombVec is a tombstone's vector as read, placed once the graph checks.
@@ -434,11 +489,14 @@ func readBody(br *binReader) (*Index, []tombVec, error) {
 	if br.err != nil {
 		return nil, nil, br.fail("counts")
 	}
-	// Sized for the slots once: a slot takes at least minSlotBytes, so
-	// a damaged count cannot make this allocate more than the body holds.
-	x.grow(int(min(uint64(slots), uint64(len(br.p)/minSlotBytes))))
+	if uint64(slots) > uint64(br.remaining()/minSlotBytes) {
+		return nil, nil, fmt.Errorf("%w: %d slots in a body of %d bytes", ErrCorrupt, slots, br.remaining())
+	}
 	var tomb []tombVec
 	for s := uint32(0); s < slots; s++ {
+		if len(x.ids) == cap(x.ids) {
+			x.grow(x.roomFor(slots-s, br))
+		}
 		t, err := x.readSlot(br, s)
 		if err != nil {
 			return nil, nil, err
@@ -447,8 +505,8 @@ func readBody(br *binReader) (*Index, []tombVec, error) {
 			tomb = append(tomb, t)
 		}
 	}
-	if len(br.p) != 0 {
-		return nil, nil, fmt.Errorf("%w: %d bytes left in body", ErrCorrupt, len(br.p))
+	if n := br.remaining(); n != 0 {
+		return nil, nil, fmt.Errorf("%w: %d bytes left in body", ErrCorrupt, n)
 	}
 	if err := x.check(live, dead); err != nil {
 		return nil, nil, err
@@ -495,7 +553,7 @@ func (x *Index) readSlot(br *binReader, s uint32) (tombVec, error) {
 		x.setLinks(s, l, ns)
 	}
 	if st == slotDead {
-		if len(br.p) < 4*x.dim {
+		if br.remaining() < 4*int64(x.dim) {
 			return tombVec{}, fmt.Errorf("%w: slot %d tombstone vector cut short", ErrCorrupt, s)
 		}
 		v := make([]float32, x.dim)
@@ -519,6 +577,17 @@ func (x *Index) readSlot(br *binReader, s uint32) (tombVec, error) {
 // minSlotBytes is the least a slot takes in a graph's body: state, id,
 // level and one link count.
 const minSlotBytes = 1 + 8 + 1 + 2
+
+// roomFor is how many more slots to make room for, of the left still to
+// read: all of them when the bytes at hand could hold them (a graph held
+// whole: one allocation), else as many as those bytes could hold or seven
+// times those made already, whichever is more. A slot takes at least
+// minSlotBytes, so a damaged count never makes a graph allocate for more
+// slots than eight times what the bytes read so far could hold, or 1024.
+func (x *Index) roomFor(left uint32, br *binReader) int {
+	held := max(int64(len(br.p))/minSlotBytes, 7*int64(len(x.ids)), 1024)
+	return int(min(int64(left), held))
+}
 
 // grow makes room for n more slots in the arrays allocEmpty appends to,
 // and in the map of live ids.
@@ -625,10 +694,39 @@ func (x *Index) checkVector(s uint32) error {
 	return nil
 }
 
-// binReader reads little-endian values from p and keeps the first error.
+// binReader reads little-endian values and keeps the first error: from p,
+// and, reading a stream (src), from the pieces read into buf as p runs
+// out, each summed into crc as it comes.
 type binReader struct {
 	p   []byte
 	err error
+
+	src  io.Reader // nil: p is all there is
+	left int64     // bytes src holds still
+	buf  []byte    // what p is a part of, reading src
+	crc  uint32    // of all read from src
+}
+
+// remaining is the bytes not read yet, at hand or still in src.
+func (b *binReader) remaining() int64 { return int64(len(b.p)) + b.left }
+
+// fill reads from src until p holds n bytes, keeping what p held; false
+// if src does not hold them (err set), or n is more than a piece.
+func (b *binReader) fill(n int) bool {
+	if b.src == nil || int64(n) > b.remaining() || n > len(b.buf) {
+		b.err = io.ErrUnexpectedEOF
+		return false
+	}
+	k := copy(b.buf, b.p)
+	m, err := io.ReadFull(b.src, b.buf[k:k+int(min(int64(len(b.buf)-k), b.left))])
+	b.crc = crc32.Update(b.crc, castagnoli, b.buf[k:k+m])
+	b.left -= int64(m)
+	b.p = b.buf[:k+m]
+	if err != nil {
+		b.err = err
+		return false
+	}
+	return true
 }
 
 func (b *binReader) fail(what string) error {
@@ -640,8 +738,11 @@ func (b *binReader) take(n int) []byte {
 	if b.err != nil {
 		return nil
 	}
-	if n < 0 || n > len(b.p) {
+	if n < 0 {
 		b.err = io.ErrUnexpectedEOF
+		return nil
+	}
+	if n > len(b.p) && !b.fill(n) {
 		return nil
 	}
 	out := b.p[:n:n]

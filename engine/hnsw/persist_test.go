@@ -5,10 +5,14 @@ import (
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
+	"io"
 	"maps"
 	"math"
+	"runtime"
 	"slices"
+	"strings"
 	"testing"
+	"testing/iotest"
 
 	"github.com/fenec-go/fenec/engine/internal/hugemem"
 )
@@ -274,6 +278,113 @@ func TestLoadBytes(t *testing.T) {
 	}
 }
 
+// readLoad is LoadBytes of a graph read from r (ReadLoader), n bytes.
+func readLoad(r io.Reader, n int64, fill func(put func(int64) []float32) bool) (*Index, error) {
+	return readLoadBy(r, n, readPiece, fill)
+}
+
+// readLoadBy is readLoad reading piece bytes at a time.
+func readLoadBy(r io.Reader, n int64, piece int, fill func(put func(int64) []float32) bool) (*Index, error) {
+	l, err := readLoader(r, n, piece)
+	if err != nil {
+		return nil, err
+	}
+	if !fill(l.Put) {
+		l.Fail()
+	}
+	return l.Finish()
+}
+
+// TestReadLoader: a graph read as it comes — a byte at a time, or as a
+// reader gives it, read in pieces of ReadLoader's size or of a few bytes,
+// which the values cross — is the graph LoadBytes takes from the same
+// bytes, and ReadLoader reads not a byte past it; cut short, damaged
+// anywhere or said to be of another length, it is refused.
+func TestReadLoader(t *testing.T) {
+	for _, metric := range []Metric{Cosine, L2} {
+		x, live := churned(t, 600, 8, metric)
+		data := save(t, x)
+		want, err := LoadBytes(data, fillFrom(live, -1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		after := append(slices.Clone(data), "next"...)
+		for _, c := range []struct {
+			name  string
+			r     io.Reader
+			piece int
+		}{
+			{"a byte at a time", iotest.OneByteReader(bytes.NewReader(after)), readPiece},
+			{"as a reader gives", bytes.NewReader(after), readPiece},
+			{"half at a time, in pieces of 61 bytes", iotest.HalfReader(bytes.NewReader(after)), 61},
+			{"in pieces of 4 KB", bytes.NewReader(after), 4096},
+		} {
+			name, r := c.name, c.r
+			y, err := readLoadBy(r, int64(len(data)), c.piece, fillFrom(live, -1))
+			if err != nil {
+				t.Fatalf("%v, %s: %v", metric, name, err)
+			}
+			sameAnswers(t, want, y, randVecs(29, 20, 8))
+			if !bytes.Equal(save(t, y), data) || !slices.Equal(y.vecs, want.vecs) {
+				t.Fatalf("%v, %s: the graph read differs from the one held whole", metric, name)
+			}
+			if rest, _ := io.ReadAll(r); string(rest) != "next" {
+				t.Fatalf("%v, %s: %q left after the graph", metric, name, rest)
+			}
+		}
+	}
+	x, live := churned(t, 120, 4, Cosine)
+	data := save(t, x)
+	for n := range len(data) {
+		if _, err := readLoad(bytes.NewReader(data[:n]), int64(len(data)), fillFrom(live, -1)); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("cut at %d of %d: err = %v, want ErrCorrupt", n, len(data), err)
+		}
+	}
+	for _, n := range []int{0, headerBytes + 3, len(data) - 1, len(data) + 1} {
+		if _, err := readLoad(bytes.NewReader(data), int64(n), fillFrom(live, -1)); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("said to be %d bytes of %d: err = %v, want ErrCorrupt", n, len(data), err)
+		}
+	}
+	for i := range data {
+		bad := slices.Clone(data)
+		bad[i] ^= 0x10
+		if _, err := readLoad(bytes.NewReader(bad), int64(len(bad)), fillFrom(live, -1)); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("byte %d flipped: err = %v, want ErrCorrupt", i, err)
+		}
+	}
+	// A stream failing within the graph is refused, its error kept.
+	failing := io.MultiReader(bytes.NewReader(data[:len(data)/2]), iotest.ErrReader(errors.New("cut")))
+	if _, err := ReadLoader(failing, int64(len(data))); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "cut") {
+		t.Fatalf("a stream failing within the graph: err = %v", err)
+	}
+}
+
+// TestReadLoaderBelievesCountsAsBytesCome: a graph whose header and slot
+// count claim far more than the bytes that come is refused without
+// allocating for what it claims.
+func TestReadLoaderBelievesCountsAsBytesCome(t *testing.T) {
+	x, _ := churned(t, 40, 4, L2)
+	data := save(t, x)
+	// The slot count follows the configuration and the level draw.
+	at := headerBytes + 4 + 1 + 4 + 4 + 4 + 8
+	at += 4 + int(binary.LittleEndian.Uint32(data[at:]))
+	const claim = 1 << 30
+	body := slices.Clone(data[headerBytes : len(data)-4])
+	binary.LittleEndian.PutUint32(body[at-headerBytes:], claim/minSlotBytes-1) // as many slots as a gigabyte holds
+	padded := withHeader(body)
+	binary.LittleEndian.PutUint64(padded[len(magic)+4:], claim) // and a body of a gigabyte, said
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := ReadLoader(bytes.NewReader(padded), int64(headerBytes)+claim+4)
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("err = %v, want ErrCorrupt", err)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 64<<20 {
+		t.Fatalf("a graph of %d bytes claiming %d allocated %d bytes", len(padded), claim, grew)
+	}
+}
+
 // withHeader frames body as a graph with a correct header and checksum,
 // so the fuzzer reaches the parser behind the checksum.
 func withHeader(body []byte) []byte {
@@ -313,8 +424,17 @@ func FuzzLoad(f *testing.F) {
 				dim = int(binary.LittleEndian.Uint32(in[headerBytes:]))
 			}
 			// The same bytes as an image holds them: whatever LoadBytes
-			// takes (its vectors put where it says) is safe to search.
-			if y, err := LoadBytes(in, fillServed(vector)); err == nil {
+			// takes (its vectors put where it says) is safe to search,
+			// and the same bytes read as they come load alike.
+			y, err := LoadBytes(in, fillServed(vector))
+			z, zerr := readLoad(iotest.HalfReader(bytes.NewReader(in)), int64(len(in)), fillServed(vector))
+			if (err == nil) != (zerr == nil) {
+				t.Fatalf("held whole: %v; read as it comes: %v", err, zerr)
+			}
+			if err == nil && (y.Len() != z.Len() || !slices.Equal(y.vecs, z.vecs)) {
+				t.Fatalf("held whole and read as it comes, the graphs differ")
+			}
+			if err == nil {
 				q := make([]float32, y.dim)
 				q[0] = 1
 				if _, err := y.Search(q, Query{K: 3}); err != nil {
