@@ -42,10 +42,8 @@ func (db *DB) Shrink() (bool, error) {
 	if db.closed {
 		return false, ErrClosed
 	}
-	snap, err := db.snapshotLocked()
-	if err != nil {
-		return false, err
-	}
+	snap := db.snapshotLocked(nil)
+	defer snap.wait()
 	did, err := db.log.Shrink(snap.write)
 	if err != nil {
 		return false, fmt.Errorf("checkpoint: %w", storeErr(err))

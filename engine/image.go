@@ -2,7 +2,6 @@ package engine
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -47,26 +46,42 @@ const maxImageItem = 1 << 30
 const itemTrust = 1 << 20
 
 // snapshot is a still copy of the state an image writes: schemas copied,
-// documents by pointer (a stored doc never changes), graphs serialised.
+// documents by pointer (a stored doc never changes), graphs serialised as
+// the image is written (snapshotLocked).
 type snapshot struct {
 	counters map[string]int64
 	colls    []collSnap
+	done     chan struct{} // closed once every graph is serialised
 }
 
 type collSnap struct {
 	sch    *schema
 	docs   []*doc
-	graphs []graphSnap
+	graphs []*graphSnap
 }
 
+// graphSnap is a graph being serialised for an image: its bytes come
+// through p, size of them (its SavedLen as the snapshot was taken); err
+// is the serialisation's failure, set before p is closed.
 type graphSnap struct {
 	field int
-	data  []byte
+	x     *hnsw.Index
+	size  int64
+	p     *piecePipe
+	err   error
 }
 
-// snapshotLocked copies what an image needs. Called with mu held (read).
-func (db *DB) snapshotLocked() (*snapshot, error) {
-	s := &snapshot{counters: make(map[string]int64, len(db.st.counters))}
+// snapshotLocked copies what an image needs; called with mu held (read).
+// Its graphs are serialised on a goroutine of their own, still under that
+// lock, while the image is written: the first bytes of an image go out as
+// its graphs are read, not once the tens of megabytes of a large one are
+// serialised, and the lock is held no longer than before. The goroutine
+// calls release once it is done with the graphs (the read lock handed over
+// to it), or, release nil, the caller keeps the lock until wait returns.
+// The goroutine never waits on the image's writer: a writer that stops
+// early leaves it to finish on its own.
+func (db *DB) snapshotLocked(release func()) *snapshot {
+	s := &snapshot{counters: make(map[string]int64, len(db.st.counters)), done: make(chan struct{})}
 	for k, v := range db.st.counters {
 		s.counters[k] = v
 	}
@@ -85,17 +100,45 @@ func (db *DB) snapshotLocked() (*snapshot, error) {
 		})
 		for i, x := range c.search {
 			if g, ok := x.(*vectorIndex); ok {
-				var buf bytes.Buffer
-				buf.Grow(int(g.x.SavedLen()))
-				if _, err := g.x.WriteTo(&buf); err != nil {
-					return nil, fmt.Errorf("write graph %s.%s: %w", n, c.sch.Fields[i].Name, err)
-				}
-				cs.graphs = append(cs.graphs, graphSnap{field: i, data: buf.Bytes()})
+				size := g.x.SavedLen()
+				cs.graphs = append(cs.graphs, &graphSnap{field: i, x: g.x, size: size, p: newPiecePipe(size)})
 			}
 		}
 		s.colls = append(s.colls, cs)
 	}
-	return s, nil
+	go func() {
+		defer close(s.done)
+		if release != nil {
+			defer release()
+		}
+		for _, cs := range s.colls {
+			for _, g := range cs.graphs {
+				if _, err := g.x.WriteTo(g.p); err != nil {
+					g.err = fmt.Errorf("write graph %s.%s: %w", cs.sch.Name, cs.sch.Fields[g.field].Name, err)
+				}
+				g.p.close()
+			}
+		}
+	}()
+	return s
+}
+
+// wait returns once the snapshot's graphs are serialised.
+func (s *snapshot) wait() { <-s.done }
+
+// copyTo writes the graph's bytes to w as they are serialised: all size
+// of them, or an error.
+func (g *graphSnap) copyTo(w io.Writer) error {
+	n, err := io.Copy(w, g.p)
+	switch {
+	case err != nil:
+		return err
+	case g.err != nil: // set before the pipe closed, so seen once it is read to its end
+		return g.err
+	case n != g.size:
+		return fmt.Errorf("graph of %d bytes serialised as %d", g.size, n)
+	}
+	return nil
 }
 
 // write streams the snapshot as an image's state payload.
@@ -124,11 +167,11 @@ func (s *snapshot) write(w io.Writer) error {
 		b = appendUvarint(b, uint64(len(cs.graphs)))
 		for _, g := range cs.graphs {
 			b = appendUvarint(b, uint64(g.field))
-			b = appendUvarint(b, uint64(len(g.data)))
+			b = appendUvarint(b, uint64(g.size))
 			if _, err := bw.Write(b); err != nil {
 				return err
 			}
-			if _, err := bw.Write(g.data); err != nil {
+			if err := g.copyTo(bw); err != nil {
 				return err
 			}
 			b = b[:0]
@@ -291,13 +334,13 @@ func (ir *imageReader) readColl(st *state, graphs bool, logger *slog.Logger) err
 	st.colls[sch.Name] = c
 	var feed *graphFeed
 	if graphs {
-		items, err := ir.readCollGraphs(c)
+		f, err := ir.readCollGraphs(c, logger)
+		if f != nil {
+			feed = f
+			defer feed.stop()
+		}
 		if err != nil {
 			return err
-		}
-		if len(items) > 0 {
-			feed = startGraphs(c, items, logger)
-			defer feed.stop()
 		}
 	}
 	docs, err := ir.uvarint()
@@ -356,36 +399,42 @@ func (ir *imageReader) readColl(st *state, graphs bool, logger *slog.Logger) err
 	return nil
 }
 
-// graphItem is one graph of a collection as the image carries it.
-type graphItem struct {
-	field int
-	data  []byte
-}
-
-// readCollGraphs reads collection c's graphs, which come before its
-// documents, each into an array of its own.
-func (ir *imageReader) readCollGraphs(c *collection) ([]graphItem, error) {
+// readCollGraphs hands collection c's graphs, which come before its
+// documents, to a feed (startGraphs) that reads each as its bytes come
+// (hnsw.ReadLoader), and returns it, the bytes handed on; nil if c has no
+// graph. The feed is returned with an error too, for the caller to stop.
+func (ir *imageReader) readCollGraphs(c *collection, logger *slog.Logger) (*graphFeed, error) {
 	n, err := ir.uvarint()
-	if err != nil {
+	if err != nil || n == 0 {
 		return nil, err
 	}
-	var out []graphItem
+	if n > uint64(len(c.sch.Fields)) {
+		return nil, fmt.Errorf("image of %s: %d graphs for %d fields", c.sch.Name, n, len(c.sch.Fields))
+	}
+	f := startGraphs(c, int(n), logger)
+	seen := make([]bool, len(c.sch.Fields))
 	for range n {
 		fi, err := ir.uvarint()
 		if err != nil {
-			return nil, err
+			return f, err
 		}
-		data, err := ir.item()
+		size, err := ir.uvarint()
 		if err != nil {
-			return nil, err
+			return f, err
 		}
-		ir.buf = nil // the graph's now: the documents are read into another
-		if fi >= uint64(len(c.sch.Fields)) || c.sch.Fields[fi].HNSW == nil || slices.ContainsFunc(out, func(g graphItem) bool { return g.field == int(fi) }) {
-			return nil, fmt.Errorf("image graph for %s field %d that has none", c.sch.Name, fi)
+		if size > maxImageItem {
+			return f, fmt.Errorf("image item of %d bytes", size)
 		}
-		out = append(out, graphItem{field: int(fi), data: data})
+		if fi >= uint64(len(c.sch.Fields)) || c.sch.Fields[fi].HNSW == nil || seen[fi] {
+			return f, fmt.Errorf("image graph for %s field %d that has none", c.sch.Name, fi)
+		}
+		seen[fi] = true
+		if err := f.graph(ir.br, int(fi), int64(size)); err != nil {
+			return f, err
+		}
 	}
-	return out, nil
+	f.graphsDone()
+	return f, nil
 }
 
 // graphLoad is a collection's graph being loaded as its documents come.
@@ -394,41 +443,59 @@ type graphLoad struct {
 	l     *hnsw.Loader
 }
 
-// graphFeed loads a collection's graphs on a goroutine of its own while
-// the collection's documents are read, and puts each document's vectors
-// in them as the reader hands the documents on, in batches: reading the
-// links of a graph of 100 000 nodes and putting its vectors take about as
-// long as decoding the documents, so an install does both at once rather
+// graphFeed reads a collection's graphs, then puts each document's
+// vectors in them, on a goroutine of its own while the image's reader
+// goes on: it hands the graphs' bytes on as they come, pieces queued so it
+// never waits, and then the documents as it decodes them, in batches.
+// Reading the links of a graph of 100 000 nodes takes about as long as its
+// bytes take to come, and checking and placing its vectors about as long
+// as decoding the documents: an install does each beside the other rather
 // than one after the other. The reader owns the goroutine: finish or stop
 // ends it and waits for it.
 type graphFeed struct {
-	batch  []*doc
-	docs   chan []*doc
-	closed bool // docs is
-	done   chan struct{}
-	loads  []graphLoad // the goroutine's until done is closed
+	graphs     chan graphBytes // one a graph, closed once the documents come
+	graphsShut bool            // graphs is closed
+	batch      []*doc
+	docs       chan []*doc
+	closed     bool // docs is
+	done       chan struct{}
+	loads      []graphLoad // the goroutine's until done is closed
+}
+
+// graphBytes is one graph of an image, handed on as its bytes come.
+type graphBytes struct {
+	field int
+	size  int64
+	p     *piecePipe
 }
 
 // graphBatch is how many documents go to the feed at once.
 const graphBatch = 256
 
-// startGraphs starts loading c's graphs from items.
-func startGraphs(c *collection, items []graphItem, logger *slog.Logger) *graphFeed {
-	docs := make(chan []*doc, 64)
-	f := &graphFeed{docs: docs, done: make(chan struct{})}
+// graphDocsAhead is how many batches of documents the reader may hand on
+// before the feed takes them: enough for the documents that come while
+// the last of a graph is read.
+const graphDocsAhead = 512
+
+// startGraphs starts the feed of collection c's n graphs.
+func startGraphs(c *collection, n int, logger *slog.Logger) *graphFeed {
+	f := &graphFeed{graphs: make(chan graphBytes, n), docs: make(chan []*doc, graphDocsAhead), done: make(chan struct{})}
 	go func() {
 		defer close(f.done)
-		for _, it := range items {
-			l, err := hnsw.NewLoader(it.data)
-			if err != nil {
+		for g := range f.graphs {
+			l, err := hnsw.ReadLoader(g.p, g.size)
+			io.Copy(io.Discard, g.p) // what a graph refused left: the pipe never fails
+			if err != nil && g.p.n == g.size {
+				// Whole, yet refused (an image cut short is the reader's
+				// error to report).
 				logger.Warn("graph did not load; rebuilding it", "collection", c.sch.Name,
-					"field", c.sch.Fields[it.field].Name, "err", err)
-				continue
+					"field", c.sch.Fields[g.field].Name, "err", err)
 			}
-			f.loads = append(f.loads, graphLoad{field: it.field, l: l})
+			if err == nil {
+				f.loads = append(f.loads, graphLoad{field: g.field, l: l})
+			}
 		}
-		items = nil // the graphs' bytes can go
-		for batch := range docs {
+		for batch := range f.docs {
 			for _, d := range batch {
 				for _, g := range f.loads {
 					if dst := g.l.Put(d.id); dst != nil && !d.vectorInto(g.field, dst) {
@@ -453,6 +520,124 @@ func (f *graphFeed) add(d *doc) {
 	}
 }
 
+// graphPiece is the most a piece of a graph handed on holds.
+const graphPiece = 256 << 10
+
+// graph hands on field's graph, the next size bytes of r, piece by piece.
+func (f *graphFeed) graph(r io.Reader, field int, size int64) error {
+	p := newPiecePipe(size)
+	f.graphs <- graphBytes{field: field, size: size, p: p} // room for every graph
+	defer p.close()
+	for left := size; left > 0; {
+		b := p.get(int(min(left, graphPiece)))
+		k, err := io.ReadFull(r, b)
+		if k > 0 {
+			p.put(b[:k])
+		}
+		left -= int64(k)
+		if err != nil {
+			return fmt.Errorf("%w: a graph of %d bytes ends after %d (%v)", errShort, size, size-left, err)
+		}
+	}
+	return nil
+}
+
+// graphsDone says every graph was handed on: the documents come next.
+func (f *graphFeed) graphsDone() {
+	if !f.graphsShut {
+		close(f.graphs)
+		f.graphsShut = true
+	}
+}
+
+// piecePipe carries bytes from one goroutine to another in pieces of at
+// most graphPiece, queued so the writer never waits: its queue holds all
+// the pieces the bytes it was made for take. Each piece read goes back to
+// be filled again, so a reader keeping up holds a few pieces, not all.
+type piecePipe struct {
+	full chan []byte // closed by the writer after its last piece
+	free chan []byte
+	room int64  // bytes the writer may queue still
+	fill []byte // the piece Write is filling
+	cur  []byte // what is left of the piece being read
+	held []byte // that piece, whole
+	n    int64  // bytes read
+}
+
+// newPiecePipe makes a pipe for size bytes.
+func newPiecePipe(size int64) *piecePipe {
+	k := size/graphPiece + 1
+	return &piecePipe{full: make(chan []byte, k), free: make(chan []byte, k), room: size}
+}
+
+// errPipeFull refuses bytes past those a piecePipe was made for: queued,
+// they could fill its queue and hold the writer.
+var errPipeFull = errors.New("more bytes than the pipe was made for")
+
+// Write queues b's bytes, a piece queued as it fills (close queues the
+// last); past the bytes the pipe was made for, it queues none.
+func (p *piecePipe) Write(b []byte) (int, error) {
+	if int64(len(b)) > p.room {
+		return 0, errPipeFull
+	}
+	p.room -= int64(len(b))
+	n := len(b)
+	for len(b) > 0 {
+		if p.fill == nil {
+			p.fill = p.get(graphPiece)[:0]
+		}
+		k := copy(p.fill[len(p.fill):graphPiece], b)
+		p.fill, b = p.fill[:len(p.fill)+k], b[k:]
+		if len(p.fill) == graphPiece {
+			p.put(p.fill)
+			p.fill = nil
+		}
+	}
+	return n, nil
+}
+
+// get returns a piece of n bytes to fill, one read already if there is.
+func (p *piecePipe) get(n int) []byte {
+	select {
+	case b := <-p.free:
+		return b[:n]
+	default:
+		return make([]byte, n, graphPiece)
+	}
+}
+
+// put queues b.
+func (p *piecePipe) put(b []byte) { p.full <- b }
+
+// close queues what Write was filling and says it was the last.
+func (p *piecePipe) close() {
+	if len(p.fill) > 0 {
+		p.put(p.fill)
+		p.fill = nil
+	}
+	close(p.full)
+}
+
+// Read reads what was queued, in order; io.EOF once the writer closed the
+// pipe and all was read.
+func (p *piecePipe) Read(b []byte) (int, error) {
+	for len(p.cur) == 0 {
+		if p.held != nil {
+			p.free <- p.held // never more pieces than the queue holds
+			p.held = nil
+		}
+		piece, ok := <-p.full
+		if !ok {
+			return 0, io.EOF
+		}
+		p.cur, p.held = piece, piece
+	}
+	k := copy(b, p.cur)
+	p.cur = p.cur[k:]
+	p.n += int64(k)
+	return k, nil
+}
+
 // finish hands on the last documents, waits for the goroutine, and
 // returns the graphs that loaded, every document's vectors put.
 func (f *graphFeed) finish() []graphLoad {
@@ -467,6 +652,7 @@ func (f *graphFeed) finish() []graphLoad {
 // stop ends the goroutine and waits for it; once is enough, more is
 // harmless.
 func (f *graphFeed) stop() {
+	f.graphsDone()
 	if !f.closed {
 		close(f.docs)
 		f.closed = true
@@ -533,10 +719,9 @@ func (db *DB) rewrite(compact bool) error {
 	if db.closed {
 		return ErrClosed
 	}
-	snap, err := db.snapshotLocked()
-	if err != nil {
-		return err
-	}
+	snap := db.snapshotLocked(nil)
+	defer snap.wait()
+	var err error
 	if compact {
 		err = db.log.Compact(snap.write)
 	} else {
@@ -557,11 +742,7 @@ func (db *DB) WriteImage(w io.Writer) (int64, error) {
 		return 0, ErrClosed
 	}
 	pos := db.log.Position()
-	snap, err := db.snapshotLocked()
-	db.mu.RUnlock()
-	if err != nil {
-		return 0, err
-	}
+	snap := db.snapshotLocked(db.mu.RUnlock) // the read lock is the snapshot's now
 	n, err := store.WriteImage(w, pos, snap.write)
 	if err != nil {
 		return n, fmt.Errorf("write image: %w", storeErr(err))

@@ -9,7 +9,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"testing/iotest"
+	"time"
 
 	"github.com/fenec-go/fenec/engine/store"
 )
@@ -109,11 +112,7 @@ func TestInstallOpenRefusesADamagedGraphOrVector(t *testing.T) {
 func TestImageOfTheFirstFormatReads(t *testing.T) {
 	src, _ := cosineTenant(t)
 	src.mu.RLock()
-	snap, err := src.snapshotLocked()
-	src.mu.RUnlock()
-	if err != nil {
-		t.Fatal(err)
-	}
+	snap := src.snapshotLocked(src.mu.RUnlock)
 	var log bytes.Buffer
 	st, err := readImage(bytes.NewReader(writeV1(t, snap)), slog.New(slog.NewTextHandler(&log, nil)))
 	if err != nil {
@@ -147,10 +146,8 @@ type snapshotOf struct{ st *state }
 
 func (s *snapshotOf) write(w io.Writer) error {
 	db := &DB{st: s.st}
-	snap, err := db.snapshotLocked()
-	if err != nil {
-		return err
-	}
+	snap := db.snapshotLocked(nil)
+	defer snap.wait()
 	return snap.write(w)
 }
 
@@ -187,10 +184,14 @@ func writeV1(t *testing.T, snap *snapshot) []byte {
 	b = appendUvarint(b, uint64(graphs))
 	for _, cs := range snap.colls {
 		for _, g := range cs.graphs {
+			var data bytes.Buffer
+			if err := g.copyTo(&data); err != nil {
+				t.Fatal(err)
+			}
 			b = appendString(b, cs.sch.Name)
 			b = appendUvarint(b, uint64(g.field))
-			b = appendUvarint(b, uint64(len(g.data)))
-			b = append(b, g.data...)
+			b = appendUvarint(b, uint64(data.Len()))
+			b = append(b, data.Bytes()...)
 		}
 	}
 	bw.Write(b)
@@ -198,4 +199,96 @@ func writeV1(t *testing.T, snap *snapshot) []byte {
 		t.Fatal(err)
 	}
 	return out.Bytes()
+}
+
+// A graph's bytes go to the feed's goroutine through a piecePipe whose
+// writer never waits: the pipe holds every piece the bytes it was made for
+// take, read or not, and a reader gets them back in order, to the end.
+func TestPiecePipeNeverHoldsTheWriter(t *testing.T) {
+	want := bytes.Repeat([]byte("fenec graph "), 3*graphPiece/12+5)
+	f := &graphFeed{graphs: make(chan graphBytes, 1)}
+	if err := f.graph(bytes.NewReader(want), 0, int64(len(want))); err != nil {
+		t.Fatal(err) // it would hang here, were the writer held
+	}
+	g := <-f.graphs
+	got, err := io.ReadAll(iotest.HalfReader(g.p))
+	if err != nil || !bytes.Equal(got, want) || g.p.n != int64(len(want)) {
+		t.Fatalf("read %d of %d bytes (counted %d), equal %v, err %v", len(got), len(want), g.p.n, bytes.Equal(got, want), err)
+	}
+	// Cut short, the writer says so and the reader sees the pipe end.
+	f = &graphFeed{graphs: make(chan graphBytes, 1)}
+	if err := f.graph(bytes.NewReader(want[:graphPiece+7]), 0, int64(len(want))); !errors.Is(err, errShort) {
+		t.Fatalf("a graph cut short: %v", err)
+	}
+	g = <-f.graphs
+	if got, _ := io.ReadAll(g.p); len(got) != graphPiece+7 {
+		t.Fatalf("read %d bytes of a graph cut after %d", len(got), graphPiece+7)
+	}
+}
+
+// stalledWriter says when it is first given bytes, then takes nothing
+// until it is let go, as a client that stops reading an image would.
+type stalledWriter struct {
+	given chan struct{}
+	once  sync.Once
+	let   chan struct{}
+}
+
+func (w *stalledWriter) Write(p []byte) (int, error) {
+	w.once.Do(func() { close(w.given) })
+	<-w.let
+	return len(p), nil
+}
+
+// An image's graphs are serialised under the tenant's read lock on a
+// goroutine of their own while the image is written: a client that stops
+// reading the image holds no write back once the graphs are serialised,
+// and the image it takes in the end is whole, from the state as it was.
+func TestImageWriterStalledHoldsNoWrite(t *testing.T) {
+	db, want := cosineTenant(t)
+	w := &stalledWriter{given: make(chan struct{}), let: make(chan struct{})}
+	var img bytes.Buffer
+	written := make(chan error, 1)
+	go func() {
+		_, err := db.WriteImage(io.MultiWriter(w, &img))
+		written <- err
+	}()
+	<-w.given // the image is under way, its state taken
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		mustExec(t, db, "put v {e: [1, 1, 1], n: 1000}")
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		close(w.let)
+		t.Fatal("a write waited on a stalled image's writer")
+	}
+	close(w.let)
+	if err := <-written; err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(img.Bytes(), want) {
+		t.Fatal("the image written beside a write differs from the image before it")
+	}
+}
+
+// A piecePipe takes no more than the bytes it was made for: more would
+// fill its queue and hold its writer.
+func TestPiecePipeRefusesMoreThanMadeFor(t *testing.T) {
+	p := newPiecePipe(10)
+	if n, err := p.Write(make([]byte, 6)); n != 6 || err != nil {
+		t.Fatalf("6 of 10: %d, %v", n, err)
+	}
+	if n, err := p.Write(make([]byte, 5)); n != 0 || !errors.Is(err, errPipeFull) {
+		t.Fatalf("5 more: %d, %v", n, err)
+	}
+	if n, err := p.Write(make([]byte, 4)); n != 4 || err != nil {
+		t.Fatalf("the last 4: %d, %v", n, err)
+	}
+	p.close()
+	if got, _ := io.ReadAll(p); len(got) != 10 {
+		t.Fatalf("read %d bytes, want 10", len(got))
+	}
 }

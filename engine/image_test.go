@@ -304,24 +304,17 @@ func TestGraphRebuiltWhenDamaged(t *testing.T) {
 	db, _ := newTestDB(t, Options{NoSweep: true})
 	populate(t, db, 60)
 	want := mustExec(t, db, "get docs select id near v [0.5, 0.5, 0.5, 0.5] exact limit 5")
-	db.mu.RLock()
-	snap, err := db.snapshotLocked()
-	db.mu.RUnlock()
-	if err != nil {
-		t.Fatal(err)
+	full := statePayload(t, db)
+	// A byte in the middle of the graph's body (after its magic, version
+	// and body length), flipped.
+	at := bytes.Index(full, []byte("FNCHNSW\x00"))
+	if at < 0 {
+		t.Fatal("no graph in the payload")
 	}
-	for i := range snap.colls {
-		for j := range snap.colls[i].graphs {
-			g := snap.colls[i].graphs[j].data
-			g[len(g)/2] ^= 0xff
-		}
-	}
-	var buf bytes.Buffer
-	if err := snap.write(&buf); err != nil {
-		t.Fatal(err)
-	}
+	damaged := bytes.Clone(full)
+	damaged[at+20+int(binary.LittleEndian.Uint64(full[at+12:]))/2] ^= 0xff
 	var logged bytes.Buffer
-	st, err := readImage(&buf, slog.New(slog.NewTextHandler(&logged, nil)))
+	st, err := readImage(bytes.NewReader(damaged), slog.New(slog.NewTextHandler(&logged, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,15 +334,23 @@ func TestGraphRebuiltWhenDamaged(t *testing.T) {
 		t.Fatalf("after rebuild: %s, want %s", got, want)
 	}
 	// A state payload cut short is an error, never a panic.
-	var full bytes.Buffer
-	if err := snap.write(&full); err != nil {
-		t.Fatal(err)
-	}
-	for cut := 0; cut < full.Len(); cut += 1 + full.Len()/97 {
-		if _, err := readImage(bytes.NewReader(full.Bytes()[:cut]), discardLogger()); err == nil {
-			t.Fatalf("a state cut at %d of %d was read", cut, full.Len())
+	for cut := 0; cut < len(full); cut += 1 + len(full)/97 {
+		if _, err := readImage(bytes.NewReader(full[:cut]), discardLogger()); err == nil {
+			t.Fatalf("a state cut at %d of %d was read", cut, len(full))
 		}
 	}
+}
+
+// statePayload is db's state as an image's payload.
+func statePayload(t testing.TB, db *DB) []byte {
+	t.Helper()
+	db.mu.RLock()
+	snap := db.snapshotLocked(db.mu.RUnlock)
+	var buf bytes.Buffer
+	if err := snap.write(&buf); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
 }
 
 // An image whose documents do not fit its id counters (an id past its
@@ -372,11 +373,7 @@ func TestInstallRefusesIdsPastTheirCounter(t *testing.T) {
 	} {
 		db.mu.RLock()
 		pos := db.log.Position()
-		snap, err := db.snapshotLocked()
-		db.mu.RUnlock()
-		if err != nil {
-			t.Fatal(err)
-		}
+		snap := db.snapshotLocked(db.mu.RUnlock)
 		spoil(snap)
 		var img bytes.Buffer
 		if _, err := store.WriteImage(&img, pos, snap.write); err != nil {
@@ -395,17 +392,7 @@ func FuzzReadImage(f *testing.F) {
 	mustExec(f, db, "create collection c (a text @unique @text, n int @sorted, l [int], v vector<2> @hnsw(l2))")
 	mustExec(f, db, `put c [{a: "one two", n: 1, l: [1, 2], v: [0.5, 1]}, {a: "two", n: 2, v: [1, 0]}]`)
 	mustExec(f, db, "create collection d (t timestamp @ttl(30m), j json)")
-	db.mu.RLock()
-	snap, err := db.snapshotLocked()
-	db.mu.RUnlock()
-	if err != nil {
-		f.Fatal(err)
-	}
-	var seed bytes.Buffer
-	if err := snap.write(&seed); err != nil {
-		f.Fatal(err)
-	}
-	f.Add(seed.Bytes())
+	f.Add(statePayload(f, db))
 	f.Fuzz(func(t *testing.T, p []byte) {
 		_, _ = readImage(bytes.NewReader(p), discardLogger())
 	})
