@@ -1,12 +1,15 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -74,7 +77,11 @@ func moveDeployed(ctx context.Context, w io.Writer, cfg config, dir string) erro
 		pids[i] = p.pid()
 	}
 	rig := moveRig{router: r.url, source: "http://" + nodes["n1"], shape: "each a process of its own",
-		cpu: func() time.Duration { return procsCPU(pids) }}
+		cpu: func() time.Duration { return procsCPU(pids) },
+		parts: func() map[string]procStat {
+			return map[string]procStat{"n1": readProcStat(procs[0].pid()), "n2": readProcStat(procs[1].pid()), "router": readProcStat(r.p.pid())}
+		}}
+	fmt.Fprintf(w, "%s\n", faultCost())
 	probe, err := moveBench(w, cfg, c, rig)
 	if err != nil {
 		return err
@@ -104,44 +111,89 @@ func moveDeployed(ctx context.Context, w io.Writer, cfg config, dir string) erro
 
 // moveAgain moves mv to node to and times it and the first near there.
 func moveAgain(w io.Writer, c *http.Client, rig moveRig, probe, to string, nth int) error {
-	cpu0 := rig.cpu()
+	cpu0, parts0 := rig.cpu(), rig.readParts()
 	start := time.Now()
 	if _, err := callBody(c, "POST", rig.router+"/_shard/tenants/mv/move", fmt.Sprintf(`{"to":%q}`, to), 200); err != nil {
 		return err
 	}
 	wall := time.Since(start)
-	cpu := rig.cpu() - cpu0
+	cpu, parts := rig.cpu()-cpu0, rig.partsSince(parts0)
 	start = time.Now()
 	if _, err := callBody(c, "POST", rig.router+"/t/mv/query", probe, 200); err != nil {
 		return err
 	}
 	near := time.Since(start)
-	fmt.Fprintf(w, "  move %d, back onto %s (the node that held it before): %d ms, %d ms of CPU; first near there %.1f ms\n",
-		nth, to, wall.Milliseconds(), cpu.Milliseconds(), ms(near))
+	steady, err := nearMedian(c, rig.router, probe)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "  move %d, back onto %s (the node that held it before): %d ms, %d ms of CPU; first near there %.1f ms, then %.1f ms (median of %d)\n",
+		nth, to, wall.Milliseconds(), cpu.Milliseconds(), ms(near), ms(steady), nearsAfter)
+	fmt.Fprintf(w, "    by process %s\n", parts)
 	return nil
+}
+
+// procStat is what a process has used so far: CPU (user and system) and
+// minor page faults, each a page of memory it touched first.
+type procStat struct {
+	cpu    time.Duration
+	faults int64
+}
+
+// readProcStat reads pid's procStat from /proc; zero where it cannot.
+func readProcStat(pid int) procStat {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return procStat{}
+	}
+	// Fields after the command's closing parenthesis: state is the first,
+	// minflt the 8th, utime and stime the 12th and 13th.
+	i := strings.LastIndexByte(string(b), ')')
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return procStat{}
+	}
+	minflt, _ := strconv.ParseInt(f[7], 10, 64)
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return procStat{cpu: time.Duration(u+st) * time.Second / clockTicks, faults: minflt}
+}
+
+// readParts is rig.parts(), nil in process.
+func (rig moveRig) readParts() map[string]procStat {
+	if rig.parts == nil {
+		return nil
+	}
+	return rig.parts()
+}
+
+// partsSince says what each process used since before, target first
+// (the one that used the most CPU); empty in process.
+func (rig moveRig) partsSince(before map[string]procStat) string {
+	if before == nil {
+		return ""
+	}
+	now := rig.parts()
+	names := slices.Sorted(maps.Keys(now))
+	slices.SortStableFunc(names, func(a, b string) int {
+		return cmp.Compare(now[b].cpu-before[b].cpu, now[a].cpu-before[a].cpu)
+	})
+	var out []string
+	for _, n := range names {
+		out = append(out, fmt.Sprintf("%s %d ms of CPU, %d page faults", n,
+			(now[n].cpu-before[n].cpu).Milliseconds(), now[n].faults-before[n].faults))
+	}
+	return strings.Join(out, "; ")
 }
 
 // procsCPU is the CPU time (user and system) the processes have used, from
 // /proc; zero where it cannot be read.
 func procsCPU(pids []int) time.Duration {
-	var ticks int64
+	var sum time.Duration
 	for _, pid := range pids {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			return 0
-		}
-		// Fields after the command's closing parenthesis: state is the
-		// first, utime and stime the 12th and 13th.
-		i := strings.LastIndexByte(string(b), ')')
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) < 13 {
-			return 0
-		}
-		u, _ := strconv.ParseInt(f[11], 10, 64)
-		s, _ := strconv.ParseInt(f[12], 10, 64)
-		ticks += u + s
+		sum += readProcStat(pid).cpu
 	}
-	return time.Duration(ticks) * time.Second / clockTicks
+	return sum
 }
 
 // clockTicks is the kernel's USER_HZ, the unit of /proc's CPU times (100
