@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"os/exec"
 	"runtime"
 	"strings"
 	"testing"
@@ -12,9 +13,19 @@ import (
 )
 
 // Until Advise turns it on, a large array is made as make makes it, with
-// no advice. (First in the package's tests: the heap has advised nothing
-// yet that the array could be cut from.)
+// no advice. Checked in a process of its own (this test binary, run again
+// for this test alone): there the heap has advised nothing the array could
+// be cut from, whatever the package's other tests did before, in whatever
+// order they ran.
 func TestMakeAdvisesNothingUnasked(t *testing.T) {
+	if os.Getenv(unaskedChild) == "" {
+		cmd := exec.Command(os.Args[0], "-test.run", "^TestMakeAdvisesNothingUnasked$", "-test.count", "1")
+		cmd.Env = append(os.Environ(), unaskedChild+"=1")
+		if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "PASS") {
+			t.Fatalf("in a process of its own: %v\n%s", err, out)
+		}
+		return
+	}
 	big := Make[byte](0, 16*Min)
 	at := uintptr(unsafe.Pointer(unsafe.SliceData(big)))
 	_, flags := vma(t, at+uintptr(cap(big))/2)
@@ -23,6 +34,10 @@ func TestMakeAdvisesNothingUnasked(t *testing.T) {
 		t.Fatalf("an array made with the advice off is advised: flags %s", flags)
 	}
 }
+
+// unaskedChild, set, has TestMakeAdvisesNothingUnasked check in the
+// process it runs in.
+const unaskedChild = "HUGEMEM_TEST_UNASKED_CHILD"
 
 // An array of Min bytes or more is advised once Advise turned it on: its
 // mapping is marked for huge pages, and the kernel counts it eligible for
