@@ -1,10 +1,12 @@
 package engine
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"reflect"
 	"slices"
 	"strings"
@@ -247,6 +249,39 @@ func TestReplayCopiesBorrowedBodies(t *testing.T) {
 		}
 		if got := d.values(2); !reflect.DeepEqual(got, []any{"kept", int64(7)}) {
 			t.Fatalf("doc after its borrowed body changed: %#v", got)
+		}
+	}
+}
+
+// A vector's numbers are copied as bytes where the machine is little
+// endian: the bytes written and the numbers read back are those of the
+// number-at-a-time code, bit for bit (NaN payloads, -0 and infinities
+// among them), at any length and from a source at any offset.
+func TestFloat32sCopyAsEachNumber(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, n := range []int{0, 1, 3, 128, 1000} {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = math.Float32frombits(rng.Uint32())
+		}
+		if n > 3 {
+			v[0], v[1], v[2] = float32(math.Inf(-1)), float32(math.Copysign(0, -1)), math.Float32frombits(0x7fc00001)
+		}
+		for off := range 4 {
+			pre := make([]byte, off)
+			got, want := appendFloat32s(pre, v), appendFloat32sEach(pre, v)
+			if !bytes.Equal(got, want) {
+				t.Fatalf("%d numbers after %d bytes: written differently", n, off)
+			}
+			back, each := make([]float32, n), make([]float32, n)
+			getFloat32s(back, got[off:])
+			getFloat32sEach(each, got[off:])
+			for i := range v {
+				if math.Float32bits(back[i]) != math.Float32bits(v[i]) || math.Float32bits(each[i]) != math.Float32bits(v[i]) {
+					t.Fatalf("%d numbers after %d bytes: number %d read back as %x and %x, was %x", n, off, i,
+						math.Float32bits(back[i]), math.Float32bits(each[i]), math.Float32bits(v[i]))
+				}
+			}
 		}
 	}
 }
