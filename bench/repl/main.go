@@ -221,7 +221,7 @@ func ackAndLag(w io.Writer, c *http.Client, cfg config, dir string, log *slog.Lo
 			return err
 		}
 	}
-	var lag, answered, lagOff, answeredOff []time.Duration
+	var lag, answered, lagOff, answeredOff, behindOff []time.Duration
 	for i := range cfg.lagWrites {
 		l, a, err := lagOnce(c, write, pu, cu, -i, false)
 		if err != nil {
@@ -232,6 +232,7 @@ func ackAndLag(w io.Writer, c *http.Client, cfg config, dir string, log *slog.Lo
 			return err
 		}
 		lagOff, answeredOff = append(lagOff, l), append(answeredOff, a)
+		behindOff = append(behindOff, l-a)
 	}
 
 	// Reads: a read shows no write before the copy holds it, so a read
@@ -283,6 +284,7 @@ func ackAndLag(w io.Writer, c *http.Client, cfg config, dir string, log *slog.Lo
 	fmt.Fprintf(tw, "  one poll of the copy's status alone (the lag above includes up to one)\t%s\t%s\t\n", us(pct(polls, 50)), us(pct(polls, 99)))
 	fmt.Fprintf(tw, "replica lag, --sync off on both: sent until a read on the copy held for it (Fenec-After) answers (%d writes, in turns with the above)\t%s\t%s\t\n", cfg.lagWrites, us(pct(lagOff, 50)), us(pct(lagOff, 99)))
 	fmt.Fprintf(tw, "  the same writes, answered (the held read beside them)\t%s\t%s\t\n", us(pct(answeredOff, 50)), us(pct(answeredOff, 99)))
+	fmt.Fprintf(tw, "  the copy's answer after the primary's, write by write (each write's lag less its own answer)\t%s\t%s\t\n", us(pct(behindOff, 50)), us(pct(behindOff, 99)))
 	fmt.Fprintf(tw, "  one such read alone, of a write the copy holds (the lag above ends with its answer)\t%s\t%s\t\n", us(pct(reads0, 50)), us(pct(reads0, 99)))
 	fmt.Fprintln(tw, "\t\t\t")
 	fmt.Fprintf(tw, "read by id, --sync always (%d each)\tp50 µs\tp99 µs\t\n", cfg.writes)
