@@ -529,7 +529,7 @@ func (f *graphFeed) graph(r io.Reader, field int, size int64) error {
 	f.graphs <- graphBytes{field: field, size: size, p: p} // room for every graph
 	defer p.close()
 	for left := size; left > 0; {
-		b := p.get(int(min(left, graphPiece)))
+		b := p.get(int(min(left, int64(p.piece))))
 		k, err := io.ReadFull(r, b)
 		if k > 0 {
 			p.put(b[:k])
@@ -555,19 +555,20 @@ func (f *graphFeed) graphsDone() {
 // the pieces the bytes it was made for take. Each piece read goes back to
 // be filled again, so a reader keeping up holds a few pieces, not all.
 type piecePipe struct {
-	full chan []byte // closed by the writer after its last piece
-	free chan []byte
-	room int64  // bytes the writer may queue still
-	fill []byte // the piece Write is filling
-	cur  []byte // what is left of the piece being read
-	held []byte // that piece, whole
-	n    int64  // bytes read
+	full  chan []byte // closed by the writer after its last piece
+	free  chan []byte
+	piece int    // the room of a piece: graphPiece, or all the bytes if fewer
+	room  int64  // bytes the writer may queue still
+	fill  []byte // the piece Write is filling
+	cur   []byte // what is left of the piece being read
+	held  []byte // that piece, whole
+	n     int64  // bytes read
 }
 
 // newPiecePipe makes a pipe for size bytes.
 func newPiecePipe(size int64) *piecePipe {
 	k := size/graphPiece + 1
-	return &piecePipe{full: make(chan []byte, k), free: make(chan []byte, k), room: size}
+	return &piecePipe{full: make(chan []byte, k), free: make(chan []byte, k), piece: int(min(size, graphPiece)), room: size}
 }
 
 // errPipeFull refuses bytes past those a piecePipe was made for: queued,
@@ -584,11 +585,11 @@ func (p *piecePipe) Write(b []byte) (int, error) {
 	n := len(b)
 	for len(b) > 0 {
 		if p.fill == nil {
-			p.fill = p.get(graphPiece)[:0]
+			p.fill = p.get(p.piece)[:0]
 		}
-		k := copy(p.fill[len(p.fill):graphPiece], b)
+		k := copy(p.fill[len(p.fill):p.piece], b)
 		p.fill, b = p.fill[:len(p.fill)+k], b[k:]
-		if len(p.fill) == graphPiece {
+		if len(p.fill) == p.piece {
 			p.put(p.fill)
 			p.fill = nil
 		}
@@ -596,13 +597,14 @@ func (p *piecePipe) Write(b []byte) (int, error) {
 	return n, nil
 }
 
-// get returns a piece of n bytes to fill, one read already if there is.
+// get returns a piece of n bytes (at most p.piece) to fill, one read
+// already if there is.
 func (p *piecePipe) get(n int) []byte {
 	select {
 	case b := <-p.free:
 		return b[:n]
 	default:
-		return make([]byte, n, graphPiece)
+		return make([]byte, n, p.piece)
 	}
 }
 

@@ -275,7 +275,8 @@ func TestImageWriterStalledHoldsNoWrite(t *testing.T) {
 }
 
 // A piecePipe takes no more than the bytes it was made for: more would
-// fill its queue and hold its writer.
+// fill its queue and hold its writer. Its pieces are no larger than
+// those bytes: a small graph costs no piece of graphPiece.
 func TestPiecePipeRefusesMoreThanMadeFor(t *testing.T) {
 	p := newPiecePipe(10)
 	if n, err := p.Write(make([]byte, 6)); n != 6 || err != nil {
@@ -288,7 +289,10 @@ func TestPiecePipeRefusesMoreThanMadeFor(t *testing.T) {
 		t.Fatalf("the last 4: %d, %v", n, err)
 	}
 	p.close()
-	if got, _ := io.ReadAll(p); len(got) != 10 {
-		t.Fatalf("read %d bytes, want 10", len(got))
+	if b := <-p.full; len(b) != 10 || cap(b) != 10 {
+		t.Fatalf("a pipe of 10 bytes queued a piece of %d bytes in room for %d", len(b), cap(b))
+	}
+	if _, ok := <-p.full; ok {
+		t.Fatal("a pipe of 10 bytes queued a second piece")
 	}
 }
