@@ -166,7 +166,7 @@ func (t *tenant) followOnce(ctx context.Context, from string) error {
 			unsynced++
 		case frameImage:
 			if image == nil {
-				if image, err = os.CreateTemp(t.reg.dir, t.name+".image.*.part"); err != nil {
+				if image, err = os.CreateTemp(t.reg.dir, t.name+imagePartMark+"*.part"); err != nil {
 					return fmt.Errorf("receive image: %w", err)
 				}
 			}

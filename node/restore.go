@@ -69,22 +69,53 @@ func (r *registry) replaceImage(name string, src io.Reader) (bool, error) {
 	})
 }
 
-// removeStaged removes images a restore left half-taken when the node
-// stopped (they are verified copies, never a tenant's only one).
+// removeStaged removes, as the node starts, the images it was taking when
+// it stopped, none of them a tenant's only copy: one a restore was
+// verifying beside the tenant; an install's side file (<t>.fenec.install:
+// a move, a copy placed or a new tenant restored — the router put the
+// tenant back or asks again, and a tenant file opened removes its own,
+// but one never installed had nobody to); and the part of an image a copy
+// was receiving from its primary (<t>.image.*.part: it asks again).
 func (r *registry) removeStaged() {
 	ents, err := os.ReadDir(r.dir)
 	if err != nil {
 		return
 	}
 	for _, e := range ents {
-		name, _, ok := strings.Cut(e.Name(), restoreMark)
-		if ok && validName(name) && e.Type().IsRegular() {
-			if err := os.Remove(filepath.Join(r.dir, e.Name())); err == nil {
-				r.log.Info("removed an image a restore left", "tenant", name, "file", e.Name())
-			}
+		name, what := stagedImage(e.Name())
+		if what == "" || !validName(name) || !e.Type().IsRegular() {
+			continue
+		}
+		if err := os.Remove(filepath.Join(r.dir, e.Name())); err == nil {
+			r.log.Info("removed an image left as the node stopped", "tenant", name, "file", e.Name(), "by", what)
 		}
 	}
 }
+
+// stagedImage says whose image file is, and what left it (empty: not an
+// image being taken).
+func stagedImage(file string) (tenant, what string) {
+	if name, _, ok := strings.Cut(file, restoreMark); ok {
+		return name, "a restore"
+	}
+	if name, ok := strings.CutSuffix(file, fileExt+installExt); ok {
+		return name, "an install"
+	}
+	if rest, ok := strings.CutSuffix(file, ".part"); ok {
+		if name, _, ok := strings.Cut(rest, imagePartMark); ok {
+			return name, "a copy's image from its primary"
+		}
+	}
+	return "", ""
+}
+
+// installExt ends the side file an image is installed into (the store's
+// name for it); imagePartMark is in the name of a copy's image as it
+// arrives (follower.go).
+const (
+	installExt    = ".install"
+	imagePartMark = ".image."
+)
 
 // adminImageIn serves PUT /_admin/tenants/<t>/file: a new tenant from the
 // image (409 when it exists), or with ?replace=true the tenant restored

@@ -84,8 +84,11 @@ func TestRestoreInPlace(t *testing.T) {
 	}
 }
 
-// TestRestoreLeftoversRemoved: an image a restore was verifying when the
-// node stopped is removed at the next start, the tenants left alone.
+// TestRestoreLeftoversRemoved: the images a node was taking when it
+// stopped — one a restore was verifying, an install's side file (a move
+// onto the node killed midway, of a tenant it never held), the part of an
+// image a copy was receiving — are removed at the next start; the tenants
+// and every other file are left alone.
 func TestRestoreLeftoversRemoved(t *testing.T) {
 	dir := t.TempDir()
 	n := startNode(t, func(c *Config) { c.Dir = dir })
@@ -93,13 +96,30 @@ func TestRestoreLeftoversRemoved(t *testing.T) {
 	if err := n.s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	left := dir + "/a" + restoreMark + "0011223344556677"
-	if err := os.WriteFile(left, []byte("half an image"), 0o644); err != nil {
+	var left []string
+	for _, name := range []string{"a" + restoreMark + "0011223344556677", "moved" + fileExt + installExt, "a" + imagePartMark + "12345.part"} {
+		left = append(left, dir+"/"+name)
+		if err := os.WriteFile(dir+"/"+name, []byte("half an image"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kept := []string{dir + "/notes.part", dir + "/Upper" + fileExt + installExt, dir + "/a" + fileExt}
+	if err := os.WriteFile(kept[0], []byte("not fenec's"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(kept[1], []byte("not a tenant's name"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	n = startNode(t, func(c *Config) { c.Dir = dir })
-	if _, err := os.Stat(left); !os.IsNotExist(err) {
-		t.Fatalf("leftover %v", err)
+	for _, f := range left {
+		if _, err := os.Stat(f); !os.IsNotExist(err) {
+			t.Fatalf("leftover %s: %v", f, err)
+		}
+	}
+	for _, f := range kept {
+		if _, err := os.Stat(f); err != nil {
+			t.Fatalf("%s was not the node's to remove: %v", f, err)
+		}
 	}
 	if got := strings.TrimSpace(string(n.do("GET", "/t/a/c?count", "").Body)); got != `{"count":3}` {
 		t.Fatalf("a after the start: %s", got)
