@@ -26,10 +26,10 @@ const hugePage = 2 << 20
 // it with huge pages, and it starts on a huge page's boundary if E's size
 // divides the heap's page: the array is then cut from a larger one, whose
 // head before the boundary (under 2 MB) is never written, so it costs
-// address space, not memory. The advice
-// helps only while the array is untouched: memory fresh from the system,
-// which make does not clear. Memory the heap had before is cleared when
-// made, so already in place, and the advice changes nothing.
+// address space, not memory. The advice helps only while the array is
+// untouched: memory fresh from the system, which make does not clear.
+// Memory the heap had before is cleared when made, so already in place,
+// and the advice changes nothing.
 func Make[E any](n, c int) []E {
 	size := uintptr(c) * unsafe.Sizeof(*new(E))
 	if size < Min || !advising.Load() {
