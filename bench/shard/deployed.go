@@ -67,8 +67,8 @@ type deployedRig struct {
 	dir       string
 	shardBin  string
 	pprof     string // the router's profile listener
-	router    *proc
-	procs     []*proc
+	router    *benchkit.Proc
+	procs     []*benchkit.Proc
 	targets   []wtarget
 	nginxNote string
 	tlsNote   string // what the TLS targets are ("" without them)
@@ -78,7 +78,7 @@ type deployedRig struct {
 
 func (d *deployedRig) close() {
 	for _, p := range slices.Backward(d.procs) {
-		p.stop()
+		p.Stop()
 	}
 }
 
@@ -96,50 +96,50 @@ func startDeployed(ctx context.Context, cfg config, dir string) (_ *deployedRig,
 			d.close()
 		}
 	}()
-	nodeBin, shardBin, err := buildBinaries(ctx, filepath.Join(dir, "bin"))
+	nodeBin, shardBin, err := benchkit.BuildBinaries(ctx, filepath.Join(dir, "bin"))
 	if err != nil {
 		return nil, err
 	}
 	d.shardBin = shardBin
-	n, nodeAddr, err := startNodeProc(nodeBin, filepath.Join(dir, "node"), "fenec-node")
+	n, nodeAddr, err := benchkit.StartNodeProc(nodeBin, filepath.Join(dir, "node"), "fenec-node", adminToken)
 	if err != nil {
 		return nil, err
 	}
 	d.procs = append(d.procs, n)
-	if d.pprof, err = freeAddr(); err != nil {
+	if d.pprof, err = benchkit.FreeAddr(); err != nil {
 		return nil, err
 	}
-	rp, err := startRouterProc(shardBin, dir, "bench", "--pprof", d.pprof)
+	rp, err := benchkit.StartRouterProc(shardBin, dir, "bench", "--pprof", d.pprof)
 	if err != nil {
 		return nil, err
 	}
-	r, etcdClient := rp.p, rp.etcd
+	r, etcdClient := rp.P, rp.Etcd
 	d.procs = append(d.procs, r)
 	d.router = r
-	if err := fillDeployed(rp.url, nodeAddr); err != nil {
+	if err := fillDeployed(rp.URL, nodeAddr); err != nil {
 		return nil, err
 	}
 	d.targets = []wtarget{
-		{name: "node", base: "http://" + nodeAddr, pids: []int{n.pid()}},
-		{name: "fenec-shard", base: rp.url, pids: []int{r.pid()}},
+		{name: "node", base: "http://" + nodeAddr, pids: []int{n.PID()}},
+		{name: "fenec-shard", base: rp.URL, pids: []int{r.PID()}},
 	}
 	// More routers over the same directory (standbys: they forward as the
 	// leader does), each run with a GOMAXPROCS of its own.
 	for _, procs := range cfg.routerProcs {
-		addr, err := freeAddr()
+		addr, err := benchkit.FreeAddr()
 		if err != nil {
 			return nil, err
 		}
 		name := fmt.Sprintf("fenec-shard P=%d", procs)
-		p, err := startProcEnv(name, []string{fmt.Sprintf("GOMAXPROCS=%d", procs)}, shardBin, "--listen", addr, "--id", fmt.Sprintf("bench-p%d", procs), "--standby", "--directory", etcdClient)
+		p, err := benchkit.StartProc(name, []string{fmt.Sprintf("GOMAXPROCS=%d", procs)}, shardBin, "--listen", addr, "--id", fmt.Sprintf("bench-p%d", procs), "--standby", "--directory", etcdClient)
 		if err != nil {
 			return nil, err
 		}
 		d.procs = append(d.procs, p)
-		if err := p.waitHTTP("http://" + addr + "/_health"); err != nil {
+		if err := p.WaitHTTP("http://" + addr + "/_health"); err != nil {
 			return nil, err
 		}
-		d.targets = append(d.targets, wtarget{name: name, base: "http://" + addr, pids: []int{p.pid()}})
+		d.targets = append(d.targets, wtarget{name: name, base: "http://" + addr, pids: []int{p.PID()}})
 	}
 	d.nginxNote = "nginx: " + nginxVersion(cfg.nginx) + " as a plain reverse proxy: upstream keepalive 32, HTTP/1.1 to the node, proxy_buffering off, access log off"
 	for _, w := range []string{"1", "auto"} {
@@ -154,9 +154,9 @@ func startDeployed(ctx context.Context, cfg config, dir string) (_ *deployedRig,
 		d.procs = append(d.procs, p)
 		name := "nginx 1 worker"
 		if w == "auto" {
-			name = fmt.Sprintf("nginx auto (%d)", len(childPIDs(p.pid())))
+			name = fmt.Sprintf("nginx auto (%d)", len(childPIDs(p.PID())))
 		}
-		d.targets = append(d.targets, wtarget{name: name, base: base, pids: append([]int{p.pid()}, childPIDs(p.pid())...)})
+		d.targets = append(d.targets, wtarget{name: name, base: base, pids: append([]int{p.PID()}, childPIDs(p.PID())...)})
 	}
 	if cfg.tls {
 		if err := d.startTLS(nodeBin, shardBin, cfg.nginx); err != nil {

@@ -688,7 +688,7 @@ func moveProfile(out string, raw []byte, wall time.Duration) error {
 	for _, mode := range []string{"-top -cum", "-top"} {
 		args := append([]string{"tool", "pprof"}, strings.Fields(mode)...)
 		args = append(args, "-nodecount=50", exe, f.Name())
-		b, err := exec.Command(goBin(), args...).CombinedOutput()
+		b, err := exec.Command(benchkit.GoBin(), args...).CombinedOutput()
 		if err != nil {
 			return fmt.Errorf("go tool pprof: %w\n%s", err, b)
 		}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/fenec-go/fenec/bench/internal/benchkit"
+
 	"cmp"
 	"context"
 	"fmt"
@@ -26,14 +28,14 @@ func moveDeployed(ctx context.Context, w io.Writer, cfg config, dir string) erro
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	nodeBin, shardBin, err := buildBinaries(ctx, filepath.Join(dir, "bin"))
+	nodeBin, shardBin, err := benchkit.BuildBinaries(ctx, filepath.Join(dir, "bin"))
 	if err != nil {
 		return err
 	}
-	var procs []*proc
+	var procs []*benchkit.Proc
 	defer func() {
 		for i := len(procs) - 1; i >= 0; i-- {
-			procs[i].stop()
+			procs[i].Stop()
 		}
 	}()
 	nodes := map[string]string{}
@@ -52,34 +54,34 @@ func moveDeployed(ctx context.Context, w io.Writer, cfg config, dir string) erro
 		if huge[name] {
 			extra = []string{"--huge-pages"}
 		}
-		p, addr, err := startNodeProc(nodeBin, filepath.Join(dir, name), name, extra...)
+		p, addr, err := benchkit.StartNodeProc(nodeBin, filepath.Join(dir, name), name, adminToken, extra...)
 		if err != nil {
 			return err
 		}
 		procs = append(procs, p)
 		nodes[name] = addr
 	}
-	r, err := startRouterProc(shardBin, dir, "bench-move")
+	r, err := benchkit.StartRouterProc(shardBin, dir, "bench-move")
 	if err != nil {
 		return err
 	}
-	procs = append(procs, r.p)
+	procs = append(procs, r.P)
 	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
 	defer c.CloseIdleConnections()
 	for _, name := range names {
 		body := fmt.Sprintf(`{"addr":"http://%s","token":%q,"region":"bench"}`, nodes[name], adminToken)
-		if err := call(c, "PUT", r.url+"/_shard/nodes/"+name, body, 201); err != nil {
+		if err := call(c, "PUT", r.URL+"/_shard/nodes/"+name, body, 201); err != nil {
 			return err
 		}
 	}
 	pids := make([]int, len(procs))
 	for i, p := range procs {
-		pids[i] = p.pid()
+		pids[i] = p.PID()
 	}
-	rig := moveRig{router: r.url, source: "http://" + nodes["n1"], shape: "each a process of its own",
+	rig := moveRig{router: r.URL, source: "http://" + nodes["n1"], shape: "each a process of its own",
 		cpu: func() time.Duration { return procsCPU(pids) },
 		parts: func() map[string]procStat {
-			return map[string]procStat{"n1": readProcStat(procs[0].pid()), "n2": readProcStat(procs[1].pid()), "router": readProcStat(r.p.pid())}
+			return map[string]procStat{"n1": readProcStat(procs[0].PID()), "n2": readProcStat(procs[1].PID()), "router": readProcStat(r.P.PID())}
 		}}
 	fmt.Fprintf(w, "%s\n", faultCost())
 	probe, err := moveBench(w, cfg, c, rig)

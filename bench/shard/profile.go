@@ -37,21 +37,21 @@ var perfEvents = []string{
 }
 
 // costTable prints system calls, context switches and (router) allocations
-// per request for reads at 1 and 16 connections, for the node, the router
-// and nginx with one worker; and writes the router's CPU profile under
-// profileOut.
+// per request for reads at 1 and 16 connections and writes at 16, for the
+// node, the router and nginx with one worker; and writes the router's CPU
+// profile under profileOut.
 func costTable(ctx context.Context, w io.Writer, cfg config, d *deployedRig) error {
 	perf, err := exec.LookPath("perf")
 	if err != nil {
 		fmt.Fprintln(w, "system calls per request: not measured (perf not installed: Debian's linux-perf)")
 		perf = ""
 	}
-	fmt.Fprintf(w, "Per request, reads (GET %s), counted by the kernel on the serving process alone while wrk ran %s (load average %s);\n", readPath, cfg.dur, benchkit.LoadAvg())
+	fmt.Fprintf(w, "Per request, reads (GET %s) and writes (POST, a new key each), counted by the kernel on the serving process alone while wrk ran %s (load average %s);\n", readPath, cfg.dur, benchkit.LoadAvg())
 	fmt.Fprintln(w, "cpu = µs of CPU the process ran (user and system), read = read+readv, recv = recvfrom (the router's look at a pooled connection is one), write = write+writev+sendto, switches = context switches")
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "conns\tprocess\tcpu µs\tsyscalls\tread\trecv\twrite\tepoll\tfutex\tswitches\tallocs\t")
-	for _, conns := range []int{1, 16} {
+	fmt.Fprintln(tw, "request\tconns\tprocess\tcpu µs\tsyscalls\tread\trecv\twrite\tepoll\tfutex\tswitches\tallocs\t")
+	for _, l := range []wrkLoad{{"read", 1}, {"read", 16}, {"write", 16}} {
 		for _, t := range d.targets {
 			if strings.HasPrefix(t.name, "nginx auto") {
 				continue
@@ -62,7 +62,7 @@ func costTable(ctx context.Context, w io.Writer, cfg config, d *deployedRig) err
 					return err
 				}
 			}
-			counts, res, err := d.countWhile(ctx, perf, t, wrkLoad{"read", conns}, cfg.dur)
+			counts, res, err := d.countWhile(ctx, perf, t, l, cfg.dur)
 			if err != nil {
 				return err
 			}
@@ -88,7 +88,7 @@ func costTable(ctx context.Context, w io.Writer, cfg config, d *deployedRig) err
 			if counts != nil {
 				cpu = fmt.Sprintf("%.1f", counts["task-clock"]*1000/float64(res.requests))
 			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", conns, t.name, cpu,
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", l.kind, l.conns, t.name, cpu,
 				per("raw_syscalls:sys_enter"),
 				per("syscalls:sys_enter_read", "syscalls:sys_enter_readv"),
 				per("syscalls:sys_enter_recvfrom"),
@@ -234,7 +234,7 @@ func (d *deployedRig) cpuProfile(ctx context.Context, cfg config) error {
 		}
 		args := append([]string{"tool", "pprof"}, strings.Fields(mode)...)
 		args = append(args, "-nodecount=40", d.shardBin, file)
-		cmd := exec.CommandContext(ctx, goBin(), args...)
+		cmd := exec.CommandContext(ctx, benchkit.GoBin(), args...)
 		b, err := cmd.CombinedOutput()
 		if err != nil {
 			return fmt.Errorf("go tool pprof: %w\n%s", err, b)
@@ -256,11 +256,4 @@ func fetch(url string, timeout time.Duration) ([]byte, error) {
 		return nil, fmt.Errorf("GET %s: %d", url, res.StatusCode)
 	}
 	return io.ReadAll(res.Body)
-}
-
-func goBin() string {
-	if g := os.Getenv("GO"); g != "" {
-		return g
-	}
-	return "go"
 }

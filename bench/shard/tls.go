@@ -94,33 +94,33 @@ func (d *deployedRig) startTLS(nodeBin, shardBin, nginxBin string) error {
 	if err != nil {
 		return err
 	}
-	nodeAddr, err := freeAddr()
+	nodeAddr, err := benchkit.FreeAddr()
 	if err != nil {
 		return err
 	}
-	n, err := startProc("fenec-node TLS", nodeBin, append([]string{"--dir", filepath.Join(d.dir, "node-tls"), "--http", nodeAddr,
+	n, err := benchkit.StartProc("fenec-node TLS", nil, nodeBin, append([]string{"--dir", filepath.Join(d.dir, "node-tls"), "--http", nodeAddr,
 		"--admin-token", adminToken}, pki.tlsArgs("node")...)...)
 	if err != nil {
 		return err
 	}
 	d.procs = append(d.procs, n)
-	if err := n.waitHTTPWith(hc, "https://"+nodeAddr+"/_health"); err != nil {
+	if err := n.WaitHTTPWith(hc, "https://"+nodeAddr+"/_health"); err != nil {
 		return err
 	}
 	addrs := make([]string, 3) // listen, etcd client, etcd peer
 	for i := range addrs {
-		if addrs[i], err = freeAddr(); err != nil {
+		if addrs[i], err = benchkit.FreeAddr(); err != nil {
 			return err
 		}
 	}
-	r, err := startProc("fenec-shard TLS", shardBin, append([]string{"--listen", addrs[0], "--id", "bench-tls",
+	r, err := benchkit.StartProc("fenec-shard TLS", nil, shardBin, append([]string{"--listen", addrs[0], "--id", "bench-tls",
 		"--etcd-dir", filepath.Join(d.dir, "etcd-tls"), "--etcd-client-url", "http://" + addrs[1], "--etcd-peer-url", "http://" + addrs[2]},
 		pki.tlsArgs("router")...)...)
 	if err != nil {
 		return err
 	}
 	d.procs = append(d.procs, r)
-	if err := r.waitHTTPWith(hc, "https://"+addrs[0]+"/_health"); err != nil {
+	if err := r.WaitHTTPWith(hc, "https://"+addrs[0]+"/_health"); err != nil {
 		return err
 	}
 	if err := fillDeployedWith(hc, "https://"+addrs[0], "https://"+nodeAddr); err != nil {
@@ -128,12 +128,12 @@ func (d *deployedRig) startTLS(nodeBin, shardBin, nginxBin string) error {
 	}
 	ref := len(d.targets)
 	d.targets = append(d.targets,
-		wtarget{name: "node TLS", base: "https://" + nodeAddr, pids: []int{n.pid()}, ref: ref},
-		wtarget{name: "fenec-shard TLS", base: "https://" + addrs[0], pids: []int{r.pid()}, ref: ref})
+		wtarget{name: "node TLS", base: "https://" + nodeAddr, pids: []int{n.PID()}, ref: ref},
+		wtarget{name: "fenec-shard TLS", base: "https://" + addrs[0], pids: []int{r.PID()}, ref: ref})
 	if nginxBin == "none" {
 		return nil
 	}
-	listen, err := freeAddr()
+	listen, err := benchkit.FreeAddr()
 	if err != nil {
 		return err
 	}
@@ -149,15 +149,15 @@ func (d *deployedRig) startTLS(nodeBin, shardBin, nginxBin string) error {
 	if err != nil {
 		return err
 	}
-	ng, err := startProc("nginx TLS", path, "-e", filepath.Join(dir, "logs", "error.log"), "-p", dir, "-c", cf)
+	ng, err := benchkit.StartProc("nginx TLS", nil, path, "-e", filepath.Join(dir, "logs", "error.log"), "-p", dir, "-c", cf)
 	if err != nil {
 		return err
 	}
 	d.procs = append(d.procs, ng)
-	if err := ng.waitHTTPWith(hc, "https://"+listen+"/_health"); err != nil {
+	if err := ng.WaitHTTPWith(hc, "https://"+listen+"/_health"); err != nil {
 		return err
 	}
-	d.targets = append(d.targets, wtarget{name: "nginx TLS 1 worker", base: "https://" + listen, pids: append([]int{ng.pid()}, childPIDs(ng.pid())...), ref: ref})
+	d.targets = append(d.targets, wtarget{name: "nginx TLS 1 worker", base: "https://" + listen, pids: append([]int{ng.PID()}, childPIDs(ng.PID())...), ref: ref})
 	d.tlsNote = "TLS: TLS 1.3, ECDSA P-256 certificates of one CA; wrk (OpenSSL) to the node, the router or nginx; the router and nginx verify the node " +
 		"and show it a certificate, keeping connections to it (nginx: keepalive 32, proxy_ssl_session_reuse); \"+\" of a TLS target is against the node over TLS"
 	return nil

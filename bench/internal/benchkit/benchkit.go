@@ -1,5 +1,6 @@
-// Package benchkit is what the benchmark programs share: it starts the
-// in-process nodes and routers they measure, on loopback with throwaway
+// Package benchkit is what the benchmark programs share: it builds and
+// starts the node and router processes they measure as deployed (and the
+// in-process ones of their second tables), on loopback with throwaway
 // data, makes their HTTP calls, takes percentiles, says what machine a
 // table was measured on, and prints and saves the table. It is for
 // benchmarks only: no flags, no retries, nothing a deployment would want.
