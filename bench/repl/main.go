@@ -1,5 +1,7 @@
-// Command repl measures what a copy costs and what it buys, with nodes and
-// a router in this process on loopback:
+// Command repl measures what a copy costs and what it buys, as deployed:
+// each node and the router a process of its own (fenec-node, fenec-shard
+// over its embedded etcd, built from this checkout by go build), this
+// program their client over loopback HTTP:
 //
 //   - write acknowledgement time under --sync always, one keep-alive
 //     client: a tenant with one copy (answered once the copy acknowledged
@@ -17,10 +19,10 @@
 //     copy and woken as it applies the write, so the figure holds no poll
 //     period, only that read's answer (one alone is timed beside);
 //   - a failover by hand of a lost node's tenants (20, and 1 000, by
-//     default) through a region.Router over an embedded etcd: the whole
-//     POST /_shard/nodes/<n>/failover, how it grew with the tenants, and
-//     for up to 20 tenants the time from the failover's start until a
-//     write through the router succeeds.
+//     default) through fenec-shard, the node killed (SIGKILL, as a
+//     machine lost): the whole POST /_shard/nodes/<n>/failover, how it
+//     grew with the tenants, and for up to 20 tenants the time from the
+//     failover's start until a write through the router succeeds.
 //
 // It prints a table and writes it to -out.
 package main
@@ -32,7 +34,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -44,7 +45,6 @@ import (
 	"time"
 
 	"github.com/fenec-go/fenec/bench/internal/benchkit"
-	"github.com/fenec-go/fenec/node"
 	"github.com/fenec-go/fenec/region"
 	"github.com/fenec-go/fenec/wire"
 )
@@ -106,21 +106,26 @@ func run(cfg config) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	bins := filepath.Join(dir, "bin")
+	var p procs
+	if p.node, p.shard, err = benchkit.BuildBinaries(context.Background(), bins); err != nil {
+		return err
+	}
 	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}}
 	defer c.CloseIdleConnections()
 
 	var out bytes.Buffer
 	fmt.Fprintf(&out, "fenec replication bench, %s, %s\n", time.Now().UTC().Format(time.DateOnly), benchkit.Machine())
-	fmt.Fprintf(&out, "nodes and router in one process on loopback; files under %s\n\n", os.TempDir())
+	fmt.Fprintf(&out, "as deployed: each node and the router a process of its own (fenec-node, fenec-shard over its embedded etcd),\n")
+	fmt.Fprintf(&out, "this program their client over loopback HTTP; files under %s\n\n", os.TempDir())
 	if !cfg.failoverOnly {
-		if err := ackAndLag(&out, c, cfg, filepath.Join(dir, "ack"), log); err != nil {
+		if err := ackAndLag(&out, c, cfg, p, filepath.Join(dir, "ack")); err != nil {
 			return err
 		}
 	}
 	var fos []failoverFigures
 	for _, n := range cfg.tenants {
-		f, err := failover(c, n, filepath.Join(dir, fmt.Sprintf("failover-%d", n)), log)
+		f, err := failover(c, n, p, filepath.Join(dir, fmt.Sprintf("failover-%d", n)))
 		if err != nil {
 			return err
 		}
@@ -134,18 +139,17 @@ func run(cfg config) error {
 
 // ackAndLag measures write acknowledgement with and without a copy, and
 // the copy's lag.
-func ackAndLag(w io.Writer, c *http.Client, cfg config, dir string, log *slog.Logger) error {
-	p, err := startNode(filepath.Join(dir, "primary"), "always", log)
+func ackAndLag(w io.Writer, c *http.Client, cfg config, bins procs, dir string) error {
+	p, pu, err := bins.startNode(filepath.Join(dir, "primary"), "always")
 	if err != nil {
 		return err
 	}
-	defer p.Close()
-	cp, err := startNode(filepath.Join(dir, "copy"), "100", log)
+	defer p.Stop()
+	cp, cu, err := bins.startNode(filepath.Join(dir, "copy"), "100")
 	if err != nil {
 		return err
 	}
-	defer cp.Close()
-	pu, cu := "http://"+p.Addr(), "http://"+cp.Addr()
+	defer cp.Stop()
 	for _, t := range []string{"solo", "pair"} {
 		if err := mkTenant(c, pu, t); err != nil {
 			return err
@@ -193,17 +197,16 @@ func ackAndLag(w io.Writer, c *http.Client, cfg config, dir string, log *slog.Lo
 	// sent, the copy's status polled until it holds it — durable in its
 	// file under --sync always, applied under --sync off (nothing there is
 	// ever durable by fsync).
-	op, err := startNode(filepath.Join(dir, "off-primary"), "off", log)
+	op, opu, err := bins.startNode(filepath.Join(dir, "off-primary"), "off")
 	if err != nil {
 		return err
 	}
-	defer op.Close()
-	ocp, err := startNode(filepath.Join(dir, "off-copy"), "off", log)
+	defer op.Stop()
+	ocp, ocu, err := bins.startNode(filepath.Join(dir, "off-copy"), "off")
 	if err != nil {
 		return err
 	}
-	defer ocp.Close()
-	opu, ocu := "http://"+op.Addr(), "http://"+ocp.Addr()
+	defer ocp.Stop()
 	if err := mkTenant(c, opu, "pair"); err != nil {
 		return err
 	}
@@ -354,35 +357,30 @@ type failoverFigures struct {
 // failover it times.
 const failoverSample = 20
 
-// failover places n tenants on node a (standby b), loses a, and fails it
+// failover places n tenants on node a (standby b), kills a, and fails it
 // over by hand through the router.
-func failover(c *http.Client, n int, dir string, log *slog.Logger) (failoverFigures, error) {
-	a, err := startNode(filepath.Join(dir, "a"), "always", log)
+func failover(c *http.Client, n int, bins procs, dir string) (failoverFigures, error) {
+	a, au, err := bins.startNode(filepath.Join(dir, "a"), "always")
 	if err != nil {
 		return failoverFigures{}, err
 	}
-	aUp := true
-	defer func() {
-		if aUp {
-			a.Close()
-		}
-	}()
-	b, err := startNode(filepath.Join(dir, "b"), "always", log)
+	defer a.Stop() // nothing, once killed
+	b, bu, err := bins.startNode(filepath.Join(dir, "b"), "always")
 	if err != nil {
 		return failoverFigures{}, err
 	}
-	defer b.Close()
-	rt, err := startRouter(filepath.Join(dir, "etcd"), log)
+	defer b.Stop()
+	rt, err := benchkit.StartRouterProc(bins.shard, dir, "bench-failover", "--token", routerToken)
 	if err != nil {
 		return failoverFigures{}, err
 	}
-	defer rt.Close()
-	ru := "http://" + rt.Addr()
+	defer rt.P.Stop()
+	ru := rt.URL
 	shard := func(method, path, body string, want int, out any) error {
 		return call(c, method, ru+"/_shard/"+path, body, want, routerToken, out)
 	}
 	for _, n := range []struct{ name, addr, extra string }{
-		{"a", a.Addr(), ""}, {"b", b.Addr(), ""}, {"a", a.Addr(), `,"standby":"b"`},
+		{"a", au, ""}, {"b", bu, ""}, {"a", au, `,"standby":"b"`},
 	} {
 		body := fmt.Sprintf(`{"addr":%q,"token":%q,"region":"eu"%s}`, n.addr, adminToken, n.extra)
 		if err := shard("PUT", "nodes/"+n.name, body, 201, nil); err != nil {
@@ -403,7 +401,7 @@ func failover(c *http.Client, n int, dir string, log *slog.Logger) (failoverFigu
 		}
 	}
 	for _, t := range names {
-		if err := waitCaughtUp(c, "http://"+a.Addr(), "http://"+b.Addr(), t); err != nil {
+		if err := waitCaughtUp(c, au, bu, t); err != nil {
 			return failoverFigures{}, err
 		}
 	}
@@ -412,10 +410,7 @@ func failover(c *http.Client, n int, dir string, log *slog.Logger) (failoverFigu
 		sample = append(sample, names[i*n/min(n, failoverSample)])
 	}
 
-	aUp = false
-	if err := a.Close(); err != nil {
-		return failoverFigures{}, fmt.Errorf("stop node a: %w", err)
-	}
+	a.Kill()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	f := failoverFigures{tenants: n, firstWrite: make([]time.Duration, len(sample)), load: benchkit.LoadAvg()}
@@ -547,15 +542,15 @@ func pollDurable(c *http.Client, cu string, want uint64) error {
 	}
 }
 
-func startNode(dir, syncMode string, log *slog.Logger) (*node.Server, error) {
-	return benchkit.StartNode(dir, adminToken, log, func(c *node.Config) {
-		c.ReplicationToken = replToken
-		c.Sync = syncMode
-	})
-}
+// procs are the programs the bench runs, built from this checkout.
+type procs struct{ node, shard string }
 
-func startRouter(dir string, log *slog.Logger) (*region.Router, error) {
-	return benchkit.StartRouter(dir, log, func(c *region.Config) { c.Token = routerToken })
+// startNode starts fenec-node over dir with --sync syncMode, serving
+// replication feeds; it returns the process and its base URL.
+func (b procs) startNode(dir, syncMode string) (*benchkit.Proc, string, error) {
+	p, addr, err := benchkit.StartNodeProc(b.node, dir, "fenec-node "+filepath.Base(dir), adminToken,
+		"--replication-token", replToken, "--sync", syncMode)
+	return p, "http://" + addr, err
 }
 
 // admin is the admin API of the node at base.
