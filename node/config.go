@@ -108,6 +108,7 @@ type Config struct {
 	// BodyTimeout cuts a request body that sends no byte for this long
 	// (408, the connection closed): the gap between bytes, not the whole,
 	// so a large image upload that keeps coming is never cut for its size.
+	// It bounds an answer's writes the same way (respWriter).
 	BodyTimeout time.Duration
 
 	// Audit, if set, is a file receiving JSON lines about refusals and
@@ -184,7 +185,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.Func("idempotency-ttl", "keep an Idempotency-Key S seconds (default 86400)", secondsFlag(&c.IdempotencyTTL))
 	fs.IntVar(&c.MaxStreams, "max-streams", c.MaxStreams, "subscriptions per tenant")
 	fs.Int64Var(&c.MaxBody, "max-body", c.MaxBody, "largest request body in bytes (413 past it)")
-	fs.Func("body-timeout", "cut a request body that sends no byte for S seconds (408; default 30)", secondsFlag(&c.BodyTimeout))
+	fs.Func("body-timeout", "cut a request body that sends no byte for S seconds (408), and an answer whose write waits S seconds on a client taking no byte (default 30)", secondsFlag(&c.BodyTimeout))
 	fs.StringVar(&c.Audit, "audit", c.Audit, "file of JSON lines: refusals and admin changes")
 }
 

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/fenec-go/fenec/internal/bodygap"
@@ -26,11 +28,36 @@ type call struct {
 	t     *tenant      // for data and per-tenant admin routes, once acquired
 }
 
-// respWriter remembers the status for metrics and logs.
+// respWriter remembers the status for metrics and logs, and bounds how
+// long a client may leave an answer untaken: once an answer is long (more
+// than quietAnswer bytes, or flushed: a stream, an image), each write is
+// given the connection's write deadline gap ahead (the body timeout), so a
+// client that stops reading holds the handler, and the tenant it holds, no
+// longer than that, while one that keeps reading is never cut for the
+// answer's size. Small answers go out as before: the server's buffer takes
+// them whole after the handler is done.
 type respWriter struct {
 	http.ResponseWriter
 	status int
+
+	gap     time.Duration
+	written int64
+	movedAt time.Time // when the handler last moved the deadline on (its goroutine only)
+
+	mu       sync.Mutex               // guards rc, armed, cut, finished
+	rc       *http.ResponseController // made once a deadline is set
+	armed    bool                     // a write deadline is set on the connection
+	cut      bool                     // cutSoon was called: the deadline moves no further
+	finished bool                     // the handler returned: the connection is no longer its
 }
+
+// quietAnswer is how much of an answer goes out without a write deadline:
+// what the server's own buffers take without waiting on the client.
+const quietAnswer = 4 << 10
+
+// writeStep bounds one write under the deadline, so a large answer is
+// given it anew every so many bytes rather than once for the whole.
+const writeStep = 64 << 10
 
 func (w *respWriter) WriteHeader(code int) {
 	if w.status == 0 {
@@ -43,16 +70,106 @@ func (w *respWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
-	return w.ResponseWriter.Write(b)
+	if w.written+int64(len(b)) <= quietAnswer || w.gap <= 0 {
+		w.written += int64(len(b))
+		return w.ResponseWriter.Write(b)
+	}
+	var done int
+	for done < len(b) {
+		w.moveDeadline()
+		k, err := w.ResponseWriter.Write(b[done:min(len(b), done+writeStep)])
+		done += k
+		w.written += int64(k)
+		if err != nil {
+			return done, err
+		}
+	}
+	return done, nil
 }
 
-func (w *respWriter) Flush() {
-	if f, ok := w.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
+// Flush sends what is buffered; FlushError says whether it went.
+func (w *respWriter) Flush() { _ = w.FlushError() }
+
+func (w *respWriter) FlushError() error {
+	w.moveDeadline()
+	return http.NewResponseController(w.ResponseWriter).Flush()
 }
 
 func (w *respWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// moveDeadline sets the write deadline gap from now, unless it was set
+// less than a quarter of gap ago (a write starting now has at least three
+// quarters of it) or a cut was asked.
+func (w *respWriter) moveDeadline() {
+	if w.gap <= 0 {
+		return
+	}
+	now := time.Now()
+	if now.Sub(w.movedAt) < w.gap/4 {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cut || w.finished {
+		return
+	}
+	if w.rc == nil {
+		w.rc = http.NewResponseController(w.ResponseWriter)
+	}
+	if err := w.rc.SetWriteDeadline(now.Add(w.gap)); err != nil {
+		w.gap = 0 // a connection that takes no deadline (a test's recorder)
+		return
+	}
+	w.armed, w.movedAt = true, now
+}
+
+// cutSoon gives the answer grace to be taken and no more: the tenant it
+// serves is going, or the node is stopping. A client that reads gets the
+// stream's last event; one that stopped is cut, and what the handler
+// holds is let go. Safe from any goroutine; nothing once the handler is
+// done.
+func (w *respWriter) cutSoon(grace time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.finished {
+		return
+	}
+	w.cut = true
+	if w.rc == nil {
+		w.rc = http.NewResponseController(w.ResponseWriter)
+	}
+	if w.rc.SetWriteDeadline(time.Now().Add(grace)) == nil {
+		w.armed = true
+	}
+}
+
+// finish ends the handler's hold on the connection: a deadline it set is
+// cleared, so the next request on it is not cut by this one's.
+func (w *respWriter) finish() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.finished = true
+	if w.armed {
+		_ = w.rc.SetWriteDeadline(time.Time{})
+	}
+}
+
+// streamGrace is how long a stream is given to take its last event once
+// its tenant goes or the node stops (cutWhenGone).
+const streamGrace = 2 * time.Second
+
+// cutWhenGone has c's answer, a stream of c.t's, cut streamGrace after its
+// tenant goes or the node starts stopping (respWriter.cutSoon): a stream's
+// handler waits on those between events, but one blocked in a write to a
+// client that stopped reading would hold the tenant, and the removal or
+// shutdown waiting on it, until the body timeout. It returns what lets the
+// watch go, for the handler to defer.
+func (c *call) cutWhenGone() (release func()) {
+	cut := func() { c.w.cutSoon(streamGrace) }
+	gone := context.AfterFunc(c.t.ctx, cut)
+	stop := context.AfterFunc(c.s.stopped, cut)
+	return func() { gone(); stop() }
+}
 
 // ServeHTTP is the node's one entry: request id, path checks, routing,
 // metrics.
@@ -60,7 +177,7 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	id := requestID(r.Header.Get("X-Request-Id"))
 	rw.Header().Set("X-Request-Id", id)
-	c := &call{s: s, w: &respWriter{ResponseWriter: rw}, r: r, id: id, route: "unknown"}
+	c := &call{s: s, w: &respWriter{ResponseWriter: rw, gap: s.cfg.BodyTimeout}, r: r, id: id, route: "unknown"}
 	c.log = s.log.With("request_id", id)
 	// A body nobody reads is cut after the body timeout too; one read is
 	// read through c.body.
@@ -69,6 +186,7 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		if c.w.status == 0 {
 			c.w.WriteHeader(http.StatusOK)
 		}
+		c.w.finish()
 		s.metrics.duration.WithLabelValues(c.route).Observe(time.Since(start).Seconds())
 		s.metrics.countError(c.w.status)
 		c.log.Debug("request", "method", r.Method, "route", c.route, "status", c.w.status,

@@ -137,6 +137,7 @@ func (c *call) replicationFeed() {
 	c.w.Header().Set("Connection", "close")
 	c.w.Header().Set("Content-Type", "application/octet-stream")
 	c.w.WriteHeader(http.StatusOK)
+	defer c.cutWhenGone()()
 	fw := &frameWriter{bw: bufio.NewWriterSize(c.w, 64<<10), rc: rc}
 	db := c.t.db
 	if !db.Holds(hist, since) {

@@ -38,8 +38,11 @@ type Server struct {
 	syncAlways bool
 
 	// stopping is closed as Close begins: held requests answer, streams
-	// end, new requests are refused 503.
+	// end, new requests are refused 503. stopped is cancelled with it,
+	// for what waits on a context (a stream's cut: cutWhenGone).
 	stopping chan struct{}
+	stopped  context.Context
+	stop     context.CancelFunc
 
 	// open is set once Start has begun serving and following: /_ready.
 	open atomic.Bool
@@ -100,6 +103,7 @@ func New(cfg Config) (*Server, error) {
 		stopping:   make(chan struct{}),
 		serveErr:   make(chan error, 1),
 	}
+	s.stopped, s.stop = context.WithCancel(context.Background())
 	s.reg.removeStaged()
 	if s.tls, err = loadTLS(cfg, log, s.reg); err != nil {
 		s.reg.close()
@@ -195,6 +199,7 @@ func (s *Server) Close() error {
 func (s *Server) shutdown() error {
 	s.open.Store(false)
 	close(s.stopping)
+	s.stop()
 	var errs []error
 	s.mu.Lock()
 	srv := s.srv

@@ -113,6 +113,7 @@ func (c *call) subscribe(coll string) {
 		return
 	}
 	defer c.t.dropSub(sub)
+	defer c.cutWhenGone()()
 	c.s.metrics.streams.Inc()
 	defer c.s.metrics.streams.Dec()
 

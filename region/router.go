@@ -247,7 +247,8 @@ func (rt *Router) serve() {
 		ErrorLog:          slog.NewLogLogger(rt.log.Handler(), slog.LevelWarn),
 	}
 	rt.loop = &h1.Server{Handler: rt, Fallback: rt.srv, Prefix: "/t/",
-		ReadHeaderTimeout: rt.srv.ReadHeaderTimeout, IdleTimeout: rt.srv.IdleTimeout, Log: rt.log}
+		ReadHeaderTimeout: rt.srv.ReadHeaderTimeout, IdleTimeout: rt.srv.IdleTimeout,
+		WriteGap: rt.cfg.Forward.BodyTimeout, Log: rt.log}
 	serve := rt.loop.Serve
 	rt.wg.Go(func() {
 		if err := serve(rt.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

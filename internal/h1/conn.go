@@ -64,7 +64,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		s:       s,
 		nc:      nc,
 		br:      bufio.NewReaderSize(nc, HeadBytes),
-		bw:      bufio.NewWriterSize(nc, 4<<10),
+		bw:      bufio.NewWriterSize(&gapWriter{nc: nc, gap: s.WriteGap}, 4<<10),
 		remote:  nc.RemoteAddr().String(),
 		hdr:     http.Header{},
 		watched: make(chan struct{}, 1),
@@ -75,6 +75,25 @@ func newConn(s *Server, nc net.Conn) *conn {
 	c.w.hdr = http.Header{}
 	c.body.c = c
 	return c
+}
+
+// gapWriter is the connection as answers are written to it: each write
+// finds the connection's write deadline at least three quarters of gap
+// ahead (moved on once a quarter has passed since it was set), so a write
+// waits on a client that takes nothing for gap at most. Written by the
+// serving goroutine alone; handOver clears the deadline.
+type gapWriter struct {
+	nc      net.Conn
+	gap     time.Duration
+	movedAt time.Time
+}
+
+func (g *gapWriter) Write(p []byte) (int, error) {
+	if now := time.Now(); now.Sub(g.movedAt) >= g.gap/4 {
+		_ = g.nc.SetWriteDeadline(now.Add(g.gap))
+		g.movedAt = now
+	}
+	return g.nc.Write(p)
 }
 
 // serve runs the connection's requests until it closes, is handed over,

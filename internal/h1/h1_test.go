@@ -2,6 +2,7 @@ package h1
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -516,5 +517,100 @@ func TestBodyArrived(t *testing.T) {
 	io.WriteString(c, "llo")
 	if _, got := answer(t, br, "POST"); got != `arrived=false "hello" <nil>` {
 		t.Fatalf("in two pieces: %s", got)
+	}
+}
+
+// longAnswer writes pieces of 32 KB, a stream's way (flushed each time),
+// and reports how its writing ended on done.
+func longAnswer(pieces int, done chan<- error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		piece := bytes.Repeat([]byte("s"), 32<<10)
+		var err error
+		for i := 0; i < pieces && err == nil; i++ {
+			if _, err = w.Write(piece); err == nil {
+				err = http.NewResponseController(w).Flush()
+			}
+		}
+		done <- err
+	}
+}
+
+// A client that stops reading is cut once a write waited the gap; the
+// handler's write fails and it lets go of what it holds.
+func TestWriteGapCutsAStalledClient(t *testing.T) {
+	done := make(chan error, 1)
+	_, addr := start(t, longAnswer(512, done), func(s *Server) { s.WriteGap = 300 * time.Millisecond })
+	c, _ := dial(t, addr)
+	_ = c.(*net.TCPConn).SetReadBuffer(1024)
+	io.WriteString(c, "GET /t/long HTTP/1.1\r\nHost: x\r\n\r\n")
+	select {
+	case err := <-done:
+		var ne net.Error
+		if !errors.As(err, &ne) || !ne.Timeout() {
+			t.Fatalf("the stalled answer ended with %v, want a write timeout", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("a handler still writes to a client that read nothing for 15 s, with a gap of 300 ms")
+	}
+}
+
+// smallSendBuffers gives each accepted connection a send buffer of 64 KB:
+// a write then waits on the client no longer than the client's own pauses
+// (with the megabytes loopback grows a buffer to, the kernel wakes a
+// writer only once half of it drained, however steadily).
+type smallSendBuffers struct{ net.Listener }
+
+func (l smallSendBuffers) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetWriteBuffer(64 << 10)
+	}
+	return c, err
+}
+
+// A client that reads slowly but steadily is never cut, however long its
+// answer takes; and the connection serves its next request after an idle
+// longer than the gap (the deadline is moved on before each write).
+func TestWriteGapSparesASteadyReader(t *testing.T) {
+	const gap = 200 * time.Millisecond
+	done := make(chan error, 1)
+	_, addr := startOn(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/t/short" {
+			io.WriteString(w, "short")
+			return
+		}
+		longAnswer(64, done)(w, r) // 2 MB
+	}, func(s *Server) { s.WriteGap = gap }, func(l net.Listener) net.Listener { return smallSendBuffers{l} })
+	c, br := dial(t, addr)
+	_ = c.(*net.TCPConn).SetReadBuffer(64 << 10)
+	io.WriteString(c, "GET /t/long HTTP/1.1\r\nHost: x\r\n\r\n")
+	res, err := http.ReadResponse(br, &http.Request{Method: "GET"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	buf := make([]byte, 64<<10)
+	var got int
+	for {
+		k, err := io.ReadFull(res.Body, buf)
+		got += k
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("cut after %d bytes: %v", got, err)
+		}
+		time.Sleep(gap / 4) // 64 KB each quarter gap: 2 MB over eight gaps
+	}
+	if err := <-done; err != nil || got != 2<<20 {
+		t.Fatalf("a steady reader got %d bytes in %v; the handler's writes ended with %v", got, time.Since(start), err)
+	}
+	if took := time.Since(start); took < 3*gap {
+		t.Fatalf("the steady read took %v: no longer than the gap it tests", took)
+	}
+	time.Sleep(3 * gap)
+	io.WriteString(c, "GET /t/short HTTP/1.1\r\nHost: x\r\n\r\n")
+	if res, body := answer(t, br, "GET"); res.StatusCode != 200 || body != "short" {
+		t.Fatalf("the next request after an idle: %d %q", res.StatusCode, body)
 	}
 }

@@ -34,6 +34,12 @@ type Server struct {
 	// HangupAfter is how long a request runs before its connection is
 	// watched for the client hanging up (its context then ends). Zero: 10 ms.
 	HangupAfter time.Duration
+	// WriteGap bounds how long a write of an answer waits on a client that
+	// takes no byte: every write finds the connection's write deadline at
+	// least three quarters of it ahead, so a client that stops reading is
+	// cut, and one reading a long answer or a stream steadily never is.
+	// Zero: 30 s.
+	WriteGap time.Duration
 	// Log records handler panics (nil: discarded).
 	Log *slog.Logger
 
@@ -56,6 +62,9 @@ func (s *Server) defaults() {
 	}
 	if s.HangupAfter <= 0 {
 		s.HangupAfter = 10 * time.Millisecond
+	}
+	if s.WriteGap <= 0 {
+		s.WriteGap = 30 * time.Second
 	}
 	if s.Log == nil {
 		s.Log = slog.New(slog.DiscardHandler)

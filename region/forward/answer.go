@@ -27,13 +27,16 @@ func (f *Forwarder) answer(w http.ResponseWriter, x *exchange, p *pool, pc *pcon
 	w.WriteHeader(h.status)
 	if !h.noBody && h.length > 0 {
 		x.lr = io.LimitedReader{R: pc.br, N: h.length}
+		x.cw = clientWriter{w: w}
 		buf := streamBufs.Get().(*[]byte)
-		n, err := io.CopyBuffer(w, &x.lr, *buf)
+		n, err := io.CopyBuffer(&x.cw, &x.lr, *buf)
 		streamBufs.Put(buf)
 		x.lr.R = nil
+		failed := x.cw.err != nil
+		x.cw = clientWriter{}
 		if err != nil || n != h.length {
 			pc.close()
-			if _, gone, _ := fl.state(); gone {
+			if _, gone, _ := fl.state(); gone || failed {
 				return resDone, statusClient, Target{}
 			}
 			f.metrics.upstreamError(tgt.Node)
@@ -42,6 +45,22 @@ func (f *Forwarder) answer(w http.ResponseWriter, x *exchange, p *pool, pc *pcon
 	}
 	f.reuse(fl, p, pc, tgt, h.close)
 	return resDone, h.status, Target{}
+}
+
+// clientWriter is the client's side of an answer's copy: it keeps the
+// error of a write, so a client that went or stopped reading (cut by the
+// write gap, h1.Server) is told from a node that failed midway.
+type clientWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (c *clientWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	if err != nil {
+		c.err = err
+	}
+	return n, err
 }
 
 // reuse gives a connection whose exchange ended cleanly back to the pool,

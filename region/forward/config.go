@@ -28,7 +28,8 @@ type Config struct {
 	MaxBodyBytes int64
 	// BodyTimeout cuts a request body that sends no byte for this long
 	// (408, the connection closed): the gap between bytes, not the whole.
-	// --body-timeout, default 30 s.
+	// The router's loop bounds a write to a client the same way
+	// (h1.Server.WriteGap). --body-timeout, default 30 s.
 	BodyTimeout time.Duration
 	// MaxIdlePerNode bounds the idle connections kept per node. Default 128.
 	MaxIdlePerNode int
@@ -89,5 +90,5 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Resolver, "resolver", c.Resolver, "look node names up at the DNS server `HOST:PORT` (default: the system's way)")
 	fs.Var((*flagx.Seconds)(&c.UpstreamTimeout), "upstream-timeout", "bound on a forwarded request, in seconds")
 	fs.Var((*flagx.Seconds)(&c.IdleTimeout), "idle-timeout", "drop a pooled node connection idle this many seconds")
-	fs.Var((*flagx.Seconds)(&c.BodyTimeout), "body-timeout", "cut a request body that sends no byte for this many seconds (408)")
+	fs.Var((*flagx.Seconds)(&c.BodyTimeout), "body-timeout", "cut a request body that sends no byte for this many seconds (408), and an answer whose write waits this long on a client taking no byte")
 }

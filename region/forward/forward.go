@@ -157,6 +157,7 @@ type exchange struct {
 	goneFn     func() // x.fl.clientGone, made once per exchange
 	hd         head
 	lr         io.LimitedReader
+	cw         clientWriter
 }
 
 var exchangePool = sync.Pool{New: func() any {

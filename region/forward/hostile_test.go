@@ -2,15 +2,20 @@ package forward
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/fenec-go/fenec/internal/forwarded"
+	"github.com/fenec-go/fenec/internal/h1"
+	"github.com/fenec-go/fenec/internal/testkit"
 )
 
 // The forwarder names the client to the node beside the proof of the
@@ -144,5 +149,47 @@ func TestHangUpAfterAnswerLeavesPooledConnAlone(t *testing.T) {
 	a := <-got
 	if a.code != 200 || !strings.Contains(a.body, `"second"`) {
 		t.Fatalf("the second write was answered %d %s", a.code, a.body)
+	}
+}
+
+// A client that stops reading a long answer is cut by the router's loop
+// once a write waited the gap (h1.Server.WriteGap), and the request counts
+// as the client's (499), not as the node failing midway: the node's answer
+// came whole and in time.
+func TestStalledClientIsCutAndCountedAsTheClients(t *testing.T) {
+	const size = 16 << 20
+	node := newRecorder(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", strconv.Itoa(size))
+		_, _ = w.Write(bytes.Repeat([]byte("a"), size))
+	})
+	tgt := Target{Node: "a", Addr: node.addr()}
+	r := newRouter(t, newPlacements(map[string]Target{"acme": tgt}), fwdOpts{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	loop := &h1.Server{Handler: r.f, Fallback: &http.Server{Handler: r.f, ReadHeaderTimeout: 5 * time.Second},
+		Prefix: "/t/", WriteGap: 300 * time.Millisecond}
+	served := make(chan error, 1)
+	go func() { served <- loop.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = loop.Shutdown(ctx)
+		<-served
+	})
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.(*net.TCPConn).SetReadBuffer(1024)
+	if _, err := io.WriteString(c, "GET /t/acme/c HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 15*time.Second, func() bool { return r.requests(t, "rest", "499") == 1 },
+		"the stalled client's request ended, counted as the client's")
+	if n := r.upstreamErrors(t, "a"); n != 0 {
+		t.Fatalf("%v upstream errors counted against node a for a client that stopped reading", n)
 	}
 }
