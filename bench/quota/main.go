@@ -1,7 +1,8 @@
 // Command quota measures what quotas cost, side by side in one run:
 //
-//   - over HTTP, a node in this process on loopback, one keep-alive
-//     client: keyed reads (GET /t/<t>/kv?k=eq.N) and writes (POST
+//   - over HTTP, as deployed: fenec-node a process of its own (built from
+//     this checkout), this program its one keep-alive client on loopback:
+//     keyed reads (GET /t/<t>/kv?k=eq.N) and writes (POST
 //     /t/<t>/kv) to a tenant with no quota and to one with every quota
 //     (bytes, rows, streams, requests, rows and bytes a second, all set
 //     far above what the run reaches, so that every check runs and none
@@ -16,10 +17,10 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
@@ -66,13 +67,16 @@ func run(cfg config) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	n, err := benchkit.StartNode(filepath.Join(dir, "node"), adminToken, log, nil)
+	nodeBin, _, err := benchkit.BuildBinaries(context.Background(), filepath.Join(dir, "bin"))
 	if err != nil {
 		return err
 	}
-	defer n.Close()
-	base := "http://" + n.Addr()
+	n, addr, err := benchkit.StartNodeProc(nodeBin, filepath.Join(dir, "node"), "fenec-node", adminToken)
+	if err != nil {
+		return err
+	}
+	defer n.Stop()
+	base := "http://" + addr
 	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1, DisableCompression: true}}
 	defer c.CloseIdleConnections()
 	for _, t := range []string{"free", "held"} {
@@ -86,7 +90,7 @@ func run(cfg config) error {
 
 	var out bytes.Buffer
 	fmt.Fprintf(&out, "fenec quota bench, %s, %s, %d cores, load average %s\n\n", time.Now().UTC().Format("2006-01-02 15:04 MST"), benchkit.CPUName(), runtime.NumCPU(), benchkit.LoadAvg())
-	fmt.Fprintf(&out, "Over HTTP: a node in process on loopback, one keep-alive client, %d requests per tenant and kind in turns of %d (order swapped each turn);\n", cfg.requests, cfg.turn)
+	fmt.Fprintf(&out, "Over HTTP, as deployed: fenec-node a process of its own, this program its one keep-alive client on loopback, %d requests per tenant and kind in turns of %d (order swapped each turn);\n", cfg.requests, cfg.turn)
 	fmt.Fprintf(&out, "\"every quota\" is %s\n\n", every)
 	if err := httpTable(&out, cfg, c, base); err != nil {
 		return err
