@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -117,17 +118,29 @@ func TestStalledReadersAreCutAfterTheBodyTimeout(t *testing.T) {
 }
 
 func TestSlowReaderOfALongAnswerIsNotCut(t *testing.T) {
-	const gap = 300 * time.Millisecond
+	// The reader pauses a fortieth of the gap, and keeps its receive
+	// buffer small so the node's send buffer stays so too (the kernel
+	// wakes a writer once a third of that buffer drained, however steady
+	// the reader): the answer takes over three gaps, and no write waits
+	// near one.
+	const gap = time.Second
 	n := startNode(t, func(c *Config) { c.BodyTimeout = gap })
 	people(t, n)
-	bulkRows(t, n, 300) // 1.2 MB
+	bulkRows(t, n, 1200) // 4.8 MB
 	whole := n.do("GET", "/t/a/c", "")
 	if whole.Status != http.StatusOK {
 		t.Fatalf("get: %d", whole.Status)
 	}
-	// 32 KB every 30 ms: the answer takes over a second, several times
-	// the gap, and never waits a gap for the reader.
-	res, err := http.Get(n.url + "/t/a/c")
+	c, err := net.Dial("tcp", strings.TrimPrefix(n.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.(*net.TCPConn).SetReadBuffer(64 << 10)
+	if _, err := io.WriteString(c, "GET /t/a/c HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +157,7 @@ func TestSlowReaderOfALongAnswerIsNotCut(t *testing.T) {
 		if err != nil {
 			t.Fatalf("cut after %d bytes, %v in: %v", got.Len(), time.Since(start), err)
 		}
-		time.Sleep(30 * time.Millisecond)
+		time.Sleep(gap / 40)
 	}
 	if got.String() != string(whole.Body) {
 		t.Fatalf("read %d bytes slowly, %d at once", got.Len(), len(whole.Body))
@@ -158,7 +171,7 @@ func TestLongAnswerLeavesItsConnectionUsable(t *testing.T) {
 	// A long answer sets a write deadline on its connection; the next
 	// request on the same connection, sent after that deadline passed,
 	// must not inherit it.
-	const gap = 200 * time.Millisecond
+	const gap = 500 * time.Millisecond
 	n := startNode(t, func(c *Config) { c.BodyTimeout = gap })
 	people(t, n)
 	bulkRows(t, n, 100)

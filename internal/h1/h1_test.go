@@ -572,14 +572,16 @@ func (l smallSendBuffers) Accept() (net.Conn, error) {
 // answer takes; and the connection serves its next request after an idle
 // longer than the gap (the deadline is moved on before each write).
 func TestWriteGapSparesASteadyReader(t *testing.T) {
-	const gap = 200 * time.Millisecond
+	// The reader pauses a tenth of the gap: room for a loaded machine's
+	// scheduling, never enough to look stalled.
+	const gap = time.Second
 	done := make(chan error, 1)
 	_, addr := startOn(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/t/short" {
 			io.WriteString(w, "short")
 			return
 		}
-		longAnswer(64, done)(w, r) // 2 MB
+		longAnswer(32, done)(w, r) // 1 MB
 	}, func(s *Server) { s.WriteGap = gap }, func(l net.Listener) net.Listener { return smallSendBuffers{l} })
 	c, br := dial(t, addr)
 	_ = c.(*net.TCPConn).SetReadBuffer(64 << 10)
@@ -589,7 +591,7 @@ func TestWriteGapSparesASteadyReader(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	buf := make([]byte, 64<<10)
+	buf := make([]byte, 32<<10)
 	var got int
 	for {
 		k, err := io.ReadFull(res.Body, buf)
@@ -600,15 +602,15 @@ func TestWriteGapSparesASteadyReader(t *testing.T) {
 		if err != nil {
 			t.Fatalf("cut after %d bytes: %v", got, err)
 		}
-		time.Sleep(gap / 4) // 64 KB each quarter gap: 2 MB over eight gaps
+		time.Sleep(gap / 10) // 32 KB each tenth of the gap: 1 MB over three gaps
 	}
-	if err := <-done; err != nil || got != 2<<20 {
+	if err := <-done; err != nil || got != 1<<20 {
 		t.Fatalf("a steady reader got %d bytes in %v; the handler's writes ended with %v", got, time.Since(start), err)
 	}
 	if took := time.Since(start); took < 3*gap {
 		t.Fatalf("the steady read took %v: no longer than the gap it tests", took)
 	}
-	time.Sleep(3 * gap)
+	time.Sleep(2 * gap)
 	io.WriteString(c, "GET /t/short HTTP/1.1\r\nHost: x\r\n\r\n")
 	if res, body := answer(t, br, "GET"); res.StatusCode != 200 || body != "short" {
 		t.Fatalf("the next request after an idle: %d %q", res.StatusCode, body)

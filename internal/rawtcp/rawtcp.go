@@ -152,7 +152,8 @@ func (c *Conn) opError(op string, err error) error {
 }
 
 // Listener returns ln with every plain TCP connection it accepts wrapped
-// (a listener under TLS: the handshake and records ride on raw calls too).
+// (a listener under TLS: the handshake and records ride on raw calls too)
+// and holding at most NotSentLowat bytes unsent in the kernel.
 func Listener(ln net.Listener) net.Listener { return listener{ln} }
 
 type listener struct{ net.Listener }
@@ -162,5 +163,19 @@ func (l listener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
+	if tc, ok := c.(*net.TCPConn); ok {
+		limitNotSent(tc)
+	}
 	return Wrap(c), nil
 }
+
+// NotSentLowat is how many bytes an accepted connection keeps queued in
+// the kernel and not yet sent (TCP_NOTSENT_LOWAT, Linux): a write beyond
+// it waits until the client's reading lets the queue drain below it. A
+// server's write then waits on its client's own pace, not on megabytes of
+// send buffer draining first (the kernel otherwise wakes a writer only
+// once a third of a buffer grown to 4 MB has gone), so a write deadline
+// measures the client's silence, and a slow client pins 128 KB of kernel
+// memory rather than megabytes. Bytes in flight are not counted: a fast
+// link's window is not held to it.
+const NotSentLowat = 128 << 10

@@ -3,6 +3,7 @@
 package rawtcp
 
 import (
+	"net"
 	"syscall"
 	"unsafe"
 
@@ -22,4 +23,16 @@ func sysRead(fd uintptr, p []byte) (int, syscall.Errno) {
 func sysWrite(fd uintptr, p []byte) (int, syscall.Errno) {
 	n, _, e := unix.RawSyscall(unix.SYS_WRITE, fd, uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
 	return int(n), e
+}
+
+// limitNotSent sets TCP_NOTSENT_LOWAT on c (NotSentLowat); a socket that
+// refuses it is left as it was.
+func limitNotSent(c *net.TCPConn) {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return
+	}
+	_ = raw.Control(func(fd uintptr) {
+		_ = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_NOTSENT_LOWAT, NotSentLowat)
+	})
 }
