@@ -34,7 +34,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -476,7 +475,7 @@ func lookups(ctx context.Context, d global.Directory, small, big *size) error {
 // routerStart starts fenec-shard as a standby over the member and times
 // it until its /_health says its copy is ready; its resident memory then.
 func routerStart(ctx context.Context, bin string, urls []string, dir string) (float64, float64, error) {
-	addr, err := freeAddr()
+	addr, err := benchkit.FreeAddr()
 	if err != nil {
 		return 0, 0, err
 	}
@@ -551,14 +550,6 @@ func buildShard(ctx context.Context, dir string) (string, error) {
 	return bin, nil
 }
 
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
 
 func pct(d []time.Duration, p int) time.Duration {
 	if len(d) == 0 {
