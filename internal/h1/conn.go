@@ -80,18 +80,24 @@ func newConn(s *Server, nc net.Conn) *conn {
 // gapWriter is the connection as answers are written to it: each write
 // finds the connection's write deadline at least three quarters of gap
 // ahead (moved on once a quarter has passed since it was set), so a write
-// waits on a client that takes nothing for gap at most. Written by the
-// serving goroutine alone; handOver clears the deadline.
+// waits on a client that takes nothing for gap at most. The loop writes
+// from the serving goroutine alone; net/http, serving a handed-over
+// connection, may write from another in turn, hence the atomic.
 type gapWriter struct {
 	nc      net.Conn
 	gap     time.Duration
-	movedAt time.Time
+	movedAt atomic.Int64 // since monoStart, when the deadline was last set; 0: never
 }
 
+// monoStart is the origin gapWriter measures from: durations since it
+// follow the monotonic clock, whatever the wall clock does.
+var monoStart = time.Now()
+
 func (g *gapWriter) Write(p []byte) (int, error) {
-	if now := time.Now(); now.Sub(g.movedAt) >= g.gap/4 {
-		_ = g.nc.SetWriteDeadline(now.Add(g.gap))
-		g.movedAt = now
+	now := time.Since(monoStart)
+	if m := time.Duration(g.movedAt.Load()); m == 0 || now-m >= g.gap/4 {
+		_ = g.nc.SetWriteDeadline(time.Now().Add(g.gap))
+		g.movedAt.Store(int64(now))
 	}
 	return g.nc.Write(p)
 }
@@ -230,6 +236,7 @@ func (c *conn) handOver() bool {
 	pending, _ := c.br.Peek(c.br.Buffered())
 	_ = c.nc.SetDeadline(time.Time{})
 	rc := &replayConn{Conn: c.nc, pending: append([]byte(nil), pending...), tls: c.tls}
+	rc.gw.nc, rc.gw.gap = c.nc, c.s.WriteGap
 	c.s.give(rc)
 	return true
 }
@@ -386,7 +393,10 @@ type replayConn struct {
 	net.Conn
 	pending []byte
 	tls     *tls.ConnectionState // nil on plain TCP
+	gw      gapWriter            // its writes: bounded as the loop's are
 }
+
+func (rc *replayConn) Write(p []byte) (int, error) { return rc.gw.Write(p) }
 
 func (rc *replayConn) Read(p []byte) (int, error) {
 	if len(rc.pending) > 0 {

@@ -616,3 +616,22 @@ func TestWriteGapSparesASteadyReader(t *testing.T) {
 		t.Fatalf("the next request after an idle: %d %q", res.StatusCode, body)
 	}
 }
+
+// A connection handed over to the fallback (a target outside the loop's
+// prefix) has its writes bounded by the gap as the loop's are.
+func TestWriteGapHoldsOnAHandedOverConnection(t *testing.T) {
+	done := make(chan error, 1)
+	_, addr := start(t, longAnswer(512, done), func(s *Server) { s.WriteGap = 300 * time.Millisecond })
+	c, _ := dial(t, addr)
+	_ = c.(*net.TCPConn).SetReadBuffer(1024)
+	io.WriteString(c, "GET /elsewhere HTTP/1.1\r\nHost: x\r\n\r\n")
+	select {
+	case err := <-done:
+		var ne net.Error
+		if !errors.As(err, &ne) || !ne.Timeout() {
+			t.Fatalf("the stalled answer ended with %v, want a write timeout", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the fallback still writes to a client that read nothing for 15 s, with a gap of 300 ms")
+	}
+}

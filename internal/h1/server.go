@@ -38,7 +38,7 @@ type Server struct {
 	// takes no byte: every write finds the connection's write deadline at
 	// least three quarters of it ahead, so a client that stops reading is
 	// cut, and one reading a long answer or a stream steadily never is.
-	// Zero: 30 s.
+	// A connection handed over to Fallback keeps the bound. Zero: 30 s.
 	WriteGap time.Duration
 	// Log records handler panics (nil: discarded).
 	Log *slog.Logger
