@@ -550,7 +550,6 @@ func buildShard(ctx context.Context, dir string) (string, error) {
 	return bin, nil
 }
 
-
 func pct(d []time.Duration, p int) time.Duration {
 	if len(d) == 0 {
 		return 0
