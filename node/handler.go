@@ -52,8 +52,11 @@ type respWriter struct {
 }
 
 // quietAnswer is how much of an answer goes out without a write deadline:
-// what the server's own buffers take without waiting on the client.
-const quietAnswer = 4 << 10
+// what net/http holds, unsent, until the handler returns (its buffer
+// before it picks a length or chunks), so no write of it inside the
+// handler can wait on the client. Past it, a write may flush to the socket
+// and wait there.
+const quietAnswer = 2 << 10
 
 // writeStep bounds one write under the deadline, so a large answer is
 // given it anew every so many bytes rather than once for the whole.
