@@ -216,3 +216,22 @@ func TestIdleSubscriberOutlivesTheBodyTimeout(t *testing.T) {
 		s.mustNext(t, "change")
 	}
 }
+
+func TestPipelinedUnreadAnswersLetTheTenantGo(t *testing.T) {
+	// Answers just under 4 KB to a client that pipelines requests and
+	// reads none: once its socket is full, the next answer's write waits.
+	// No such wait may hold the tenant past the gap: an answer past
+	// net/http's 2 KB buffer whose head and body overflow its 4 KB one is
+	// flushed from inside the handler (with the deadline taken only past
+	// 4 KB, this removal waited for good).
+	n := startNode(t, func(c *Config) { c.BodyTimeout = 500 * time.Millisecond })
+	people(t, n)
+	n.q("a", "put c {name: $1, n: 10}", strings.Repeat("q", 3950))
+	var pipe strings.Builder
+	for range 3000 {
+		pipe.WriteString("GET /t/a/c?n=eq.10 HTTP/1.1\r\nHost: x\r\n\r\n")
+	}
+	stalledClient(t, n, pipe.String()) // 3000 answers of 4 KB: 12 MB unread
+	time.Sleep(time.Second)
+	removeWithin(t, n, 20*time.Second)
+}
