@@ -37,12 +37,13 @@ type Server struct {
 	// replicas following them.
 	syncAlways bool
 
-	// stopping is closed as Close begins: held requests answer, streams
-	// end, new requests are refused 503. stopped is cancelled with it,
-	// for what waits on a context (a stream's cut: cutWhenGone).
-	stopping chan struct{}
+	// stopped is cancelled as Close begins: held requests answer, streams
+	// end, new requests are refused 503. stopping is its Done channel, for
+	// the selects; the context serves what waits on one (a stream's cut:
+	// cutWhenGone).
 	stopped  context.Context
 	stop     context.CancelFunc
+	stopping <-chan struct{}
 
 	// open is set once Start has begun serving and following: /_ready.
 	open atomic.Bool
@@ -100,10 +101,10 @@ func New(cfg Config) (*Server, error) {
 		id:         id,
 		absDir:     absDir,
 		syncAlways: mode == engine.SyncAlways,
-		stopping:   make(chan struct{}),
 		serveErr:   make(chan error, 1),
 	}
 	s.stopped, s.stop = context.WithCancel(context.Background())
+	s.stopping = s.stopped.Done()
 	s.reg.removeStaged()
 	if s.tls, err = loadTLS(cfg, log, s.reg); err != nil {
 		s.reg.close()
@@ -198,7 +199,6 @@ func (s *Server) Close() error {
 
 func (s *Server) shutdown() error {
 	s.open.Store(false)
-	close(s.stopping)
 	s.stop()
 	var errs []error
 	s.mu.Lock()
