@@ -29,24 +29,25 @@ type call struct {
 }
 
 // respWriter remembers the status for metrics and logs, and bounds how
-// long a client may leave an answer untaken: once an answer is long (more
-// than quietAnswer bytes, or flushed: a stream, an image), each write is
-// given the connection's write deadline gap ahead (the body timeout), so a
-// client that stops reading holds the handler, and the tenant it holds, no
-// longer than that, while one that keeps reading is never cut for the
-// answer's size. Small answers go out as before: the server's buffer takes
-// them whole after the handler is done.
+// long a client may leave an answer untaken. Every request starts with
+// the connection's write deadline gap ahead (the body timeout: the
+// server's WriteTimeout sets it as it reads the head). Once an answer is
+// long (more than quietAnswer bytes, or flushed: a stream, an image), the
+// deadline is moved on before its writes, so a client that stops reading
+// holds the handler, and the tenant it holds, no longer than gap, while
+// one that keeps reading is never cut for the answer's size. A small
+// answer is written by the server after the handler returns, and finish
+// gives that write gap too when the handler ran long.
 type respWriter struct {
 	http.ResponseWriter
 	status int
 
 	gap     time.Duration
 	written int64
-	movedAt time.Time // when the handler last moved the deadline on (its goroutine only)
+	movedAt time.Time // when the deadline was last set: the request's start, then by moveDeadline
 
-	mu       sync.Mutex               // guards rc, armed, cut, finished
-	rc       *http.ResponseController // made once a deadline is set
-	armed    bool                     // a write deadline is set on the connection
+	mu       sync.Mutex               // guards rc, cut, finished
+	rc       *http.ResponseController // made once the deadline is moved
 	cut      bool                     // cutSoon was called: the deadline moves no further
 	finished bool                     // the handler returned: the connection is no longer its
 }
@@ -116,6 +117,11 @@ func (w *respWriter) moveDeadline() {
 	if w.cut || w.finished {
 		return
 	}
+	w.setLocked(now)
+}
+
+// setLocked sets the write deadline gap from now; w.mu is held.
+func (w *respWriter) setLocked(now time.Time) {
 	if w.rc == nil {
 		w.rc = http.NewResponseController(w.ResponseWriter)
 	}
@@ -123,7 +129,7 @@ func (w *respWriter) moveDeadline() {
 		w.gap = 0 // a connection that takes no deadline (a test's recorder)
 		return
 	}
-	w.armed, w.movedAt = true, now
+	w.movedAt = now
 }
 
 // cutSoon gives the answer grace to be taken and no more: the tenant it
@@ -141,19 +147,23 @@ func (w *respWriter) cutSoon(grace time.Duration) {
 	if w.rc == nil {
 		w.rc = http.NewResponseController(w.ResponseWriter)
 	}
-	if w.rc.SetWriteDeadline(time.Now().Add(grace)) == nil {
-		w.armed = true
-	}
+	_ = w.rc.SetWriteDeadline(time.Now().Add(grace))
 }
 
-// finish ends the handler's hold on the connection: a deadline it set is
-// cleared, so the next request on it is not cut by this one's.
+// finish ends the handler's hold on the connection. What the server
+// writes after it — a small answer whole, the end of a long one — is
+// bounded by the deadline in force, moved gap ahead if a quarter of it
+// passed since it was set (a handler that ran long); a cut's stands. The
+// next request on the connection starts with its own (WriteTimeout).
 func (w *respWriter) finish() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.finished = true
-	if w.armed {
-		_ = w.rc.SetWriteDeadline(time.Time{})
+	if w.cut || w.gap <= 0 {
+		return
+	}
+	if now := time.Now(); now.Sub(w.movedAt) >= w.gap/4 {
+		w.setLocked(now)
 	}
 }
 
@@ -180,7 +190,7 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	id := requestID(r.Header.Get("X-Request-Id"))
 	rw.Header().Set("X-Request-Id", id)
-	c := &call{s: s, w: &respWriter{ResponseWriter: rw, gap: s.cfg.BodyTimeout}, r: r, id: id, route: "unknown"}
+	c := &call{s: s, w: &respWriter{ResponseWriter: rw, gap: s.cfg.BodyTimeout, movedAt: start}, r: r, id: id, route: "unknown"}
 	c.log = s.log.With("request_id", id)
 	// A body nobody reads is cut after the body timeout too; one read is
 	// read through c.body.

@@ -148,8 +148,11 @@ func (s *Server) Start() error {
 		Handler:           s,
 		IdleTimeout:       s.cfg.IdleTimeout,
 		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
-		ConnState:         s.connState,
+		// Every answer's writes start gap-bounded; a long one's moves on
+		// as it goes (respWriter).
+		WriteTimeout: s.cfg.BodyTimeout,
+		ErrorLog:     slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		ConnState:    s.connState,
 	}
 	srv := s.srv
 	s.wg.Go(func() {

@@ -11,6 +11,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/fenec-go/fenec/wire"
 )
 
 // Clients that stop reading what the node sends them: a subscriber, a
@@ -234,4 +238,83 @@ func TestPipelinedUnreadAnswersLetTheTenantGo(t *testing.T) {
 	stalledClient(t, n, pipe.String()) // 3000 answers of 4 KB: 12 MB unread
 	time.Sleep(time.Second)
 	removeWithin(t, n, 20*time.Second)
+}
+
+func TestPipelinedSmallUnreadAnswersEndTheConnection(t *testing.T) {
+	// Answers under 2 KB, which the server writes itself after the handler
+	// returns, to a client that pipelines requests and reads none: once
+	// its socket is full, that write waits. It is bounded by the gap too:
+	// the node closes the connection rather than keep it, and a goroutine
+	// on it, for good.
+	n := startNode(t, func(c *Config) { c.BodyTimeout = 300 * time.Millisecond })
+	people(t, n)
+	n.q("a", "put c {name: $1, n: 10}", strings.Repeat("q", 1200))
+	open := func() float64 {
+		var m dto.Metric
+		if err := n.s.metrics.conns.Write(&m); err != nil {
+			t.Fatal(err)
+		}
+		return m.GetGauge().GetValue()
+	}
+	waitOpen := func(want float64, within time.Duration, what string) {
+		t.Helper()
+		for end := time.Now().Add(within); open() != want; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(end) {
+				t.Fatalf("%v open connections after %v, want %v: %s", open(), within, want, what)
+			}
+		}
+	}
+	n.client.CloseIdleConnections()
+	waitOpen(0, 5*time.Second, "the test client's connections closed")
+
+	c, err := net.Dial("tcp", strings.TrimPrefix(n.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.(*net.TCPConn).SetReadBuffer(1024); err != nil {
+		t.Fatal(err)
+	}
+	sent := make(chan struct{})
+	t.Cleanup(func() { c.Close(); <-sent })
+	go func() { // 10 000 answers of 1.3 KB: more than both sockets hold
+		defer close(sent)
+		for range 10000 {
+			if _, err := io.WriteString(c, "GET /t/a/c?n=eq.10 HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+				return // the node closed it
+			}
+		}
+	}()
+	waitOpen(1, 5*time.Second, "the pipelining client connected")
+	waitOpen(0, 20*time.Second, "a client that reads no answer keeps its connection")
+}
+
+func TestHandlerLongerThanTheGapStillAnswers(t *testing.T) {
+	// Every request starts with its write deadline one gap ahead, but a
+	// handler may run longer than that before it answers — here a read
+	// held 700 ms for a write that never comes, with a gap of 200 ms. Its
+	// answer, written by the server after the handler, must still go out;
+	// twice, the second on the connection the first kept.
+	n := startNode(t, func(c *Config) { c.BodyTimeout = 200 * time.Millisecond })
+	people(t, n)
+	for _, path := range []string{"/t/a/c?n=eq.1", "/t/a/c?limit=1"} {
+		req, err := http.NewRequest("GET", n.url+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set(wire.HeaderAfter, "1000000")
+		req.Header.Set(wire.HeaderWait, "700")
+		start := time.Now()
+		resp, err := n.client.Do(req)
+		if err != nil {
+			t.Fatalf("%s held past the gap: %v", path, err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode < 400 || !strings.Contains(string(body), "seq") {
+			t.Fatalf("%s held past the gap: %d %q, %v", path, resp.StatusCode, body, err)
+		}
+		if held := time.Since(start); held < 600*time.Millisecond {
+			t.Fatalf("%s answered after %v: it was not held", path, held)
+		}
+	}
 }
