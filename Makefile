@@ -13,9 +13,12 @@ vet:
 	$(GO) vet $(PKGS)
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1)
 
-# The whole suite, race detector on (it needs cgo).
+# The whole suite, race detector on (it needs cgo); then the router's own
+# loop and forwarder again without it, as they are built to run: a -race
+# build leaves out their raw system calls (package rawtcp).
 test: vet
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 15m $(PKGS)
+	$(GO) test -count=1 ./internal/rawtcp ./internal/h1 ./region/forward
 	$(MAKE) fuzz
 
 # Each fuzz target briefly (their seed corpora run in `test` already), for

@@ -141,6 +141,23 @@ func startDeployed(ctx context.Context, cfg config, dir string) (_ *deployedRig,
 		}
 		d.targets = append(d.targets, wtarget{name: name, base: "http://" + addr, pids: []int{p.PID()}})
 	}
+	// A router of another build (an earlier commit's, to weigh a change
+	// in the same turns), a standby over the same directory.
+	if cfg.compareRouter != "" {
+		addr, err := benchkit.FreeAddr()
+		if err != nil {
+			return nil, err
+		}
+		p, err := benchkit.StartProc("fenec-shard (compared build)", nil, cfg.compareRouter, "--listen", addr, "--id", "bench-compared", "--standby", "--directory", etcdClient)
+		if err != nil {
+			return nil, err
+		}
+		d.procs = append(d.procs, p)
+		if err := p.WaitHTTP("http://" + addr + "/_health"); err != nil {
+			return nil, err
+		}
+		d.targets = append(d.targets, wtarget{name: "fenec-shard compared", base: "http://" + addr, pids: []int{p.PID()}})
+	}
 	d.nginxNote = "nginx: " + nginxVersion(cfg.nginx) + " as a plain reverse proxy: upstream keepalive 32, HTTP/1.1 to the node, proxy_buffering off, access log off"
 	for _, w := range []string{"1", "auto"} {
 		if cfg.nginx == "none" {

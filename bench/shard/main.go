@@ -64,11 +64,12 @@ type config struct {
 	logFile          string          // the in-process nodes' and router's log
 	moveProfileOut   string          // the CPU profile of this process over the move
 
-	wrk         string        // wrk binary ("none": no deployed tables)
-	rounds      int           // rounds of the deployed table
-	dur         time.Duration // one wrk run
-	profileOut  string        // the router's CPU profile, as text
-	routerProcs []int         // more routers, each with this GOMAXPROCS
+	wrk           string        // wrk binary ("none": no deployed tables)
+	rounds        int           // rounds of the deployed table
+	dur           time.Duration // one wrk run
+	profileOut    string        // the router's CPU profile, as text
+	routerProcs   []int         // more routers, each with this GOMAXPROCS
+	compareRouter string        // a fenec-shard binary of another build, measured beside this one's
 }
 
 func main() {
@@ -99,6 +100,7 @@ func main() {
 		}
 		return nil
 	})
+	flag.StringVar(&cfg.compareRouter, "compare-router", "", "a fenec-shard binary of another build (say, the commit before a change), run as one more (standby) router and measured in the same turns")
 	flag.Func("router-procs", "comma-separated GOMAXPROCS values: one more (standby) router each, run with it", func(v string) error {
 		for _, f := range strings.Split(v, ",") {
 			n, err := strconv.Atoi(strings.TrimSpace(f))

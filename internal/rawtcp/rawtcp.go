@@ -41,6 +41,10 @@ type Conn struct {
 	wn      int
 	werr    error
 	writeFn func(fd uintptr) bool
+	// WriteAwait's state, owned like wbuf by the Write lock.
+	awaitFn  func(fd uintptr) bool
+	awaiting bool        // the bytes are written: the next call means readable
+	then     func() bool // WriteAwait's written
 }
 
 // Wrap returns c as a Conn when it is a plain TCP connection and raw calls
@@ -66,6 +70,7 @@ func wrap(c net.Conn) net.Conn {
 	rc := &Conn{TCPConn: tc, raw: raw}
 	rc.readFn = rc.read
 	rc.writeFn = rc.write
+	rc.awaitFn = rc.writeThenWait
 	return rc
 }
 
@@ -144,6 +149,80 @@ func (c *Conn) write(fd uintptr) bool {
 		return true
 	}
 	return true
+}
+
+// WriteAwait writes p as Write does and then waits, without reading, for
+// the connection to have something to read — the reply to what p asks —
+// or its read deadline to pass or the connection to close. A reader of the
+// reply then finds it at its first read. written, if not nil, is called
+// once p is wholly written and before the wait; false skips the wait.
+//
+// It saves the read a reply's wait would otherwise begin with: the
+// poller waits only after a read came back empty (EAGAIN), because a
+// readiness it saw before that read was prepared for is forgotten. Here
+// the wait is prepared first and the write made inside it, so a reply,
+// however quick, can only arrive after, and the first read is not needed.
+//
+// Bytes already unread on the socket when it is called may not end the
+// wait: call it on a connection with nothing to read. A socket that takes
+// only part of p at once gets the rest as Write gives it, and no wait is
+// made. Whether the wait ended with a reply, a deadline or a close is not
+// reported: the reader's first read says it.
+func (c *Conn) WriteAwait(p []byte, written func() bool) (int, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if len(p) == 0 {
+		return 0, nil
+	}
+	c.wbuf, c.wn, c.werr, c.awaiting, c.then = p, 0, nil, false, written
+	err := c.raw.Read(c.awaitFn)
+	n, werr, wrote := c.wn, c.werr, c.awaiting
+	c.wbuf, c.werr, c.awaiting, c.then = nil, nil, false, nil
+	switch {
+	case werr != nil:
+		return n, c.opError("write", werr)
+	case wrote:
+		return n, nil // whatever ended the wait, the reader meets it again
+	case err != nil:
+		return n, c.opError("write", err) // nothing written: closed, or past the read deadline
+	}
+	c.wbuf = p[n:]
+	c.wn = 0
+	err = c.raw.Write(c.writeFn) // the socket was full: the rest as Write does
+	m, werr := c.wn, c.werr
+	c.wbuf, c.werr = nil, nil
+	switch {
+	case err != nil:
+		return n + m, c.opError("write", err)
+	case werr != nil:
+		return n + m, c.opError("write", werr)
+	}
+	return n + m, nil
+}
+
+// writeThenWait is WriteAwait's step inside the connection's read: first
+// the write, then (returning false) the poller's wait, then (called again
+// once readable) done.
+func (c *Conn) writeThenWait(fd uintptr) bool {
+	if c.awaiting {
+		return true
+	}
+	for c.wn < len(c.wbuf) {
+		n, errno := sysWrite(fd, c.wbuf[c.wn:])
+		switch errno {
+		case 0:
+			c.wn += n
+			continue
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return true // the socket is full: WriteAwait writes the rest
+		}
+		c.werr = os.NewSyscallError("write", errno)
+		return true
+	}
+	c.awaiting = true
+	return c.then != nil && !c.then()
 }
 
 // opError dresses err as net.Conn's own errors are dressed.

@@ -154,7 +154,8 @@ type exchange struct {
 	idBuf      [16]byte
 	scratch    [24]byte
 	fl         flight
-	goneFn     func() // x.fl.clientGone, made once per exchange
+	goneFn     func()      // x.fl.clientGone, made once per exchange
+	sentFn     func() bool // x.fl.enter(phaseSent, nil), made once too
 	hd         head
 	lr         io.LimitedReader
 	cw         clientWriter
@@ -163,6 +164,7 @@ type exchange struct {
 var exchangePool = sync.Pool{New: func() any {
 	x := &exchange{body: new(bytes.Buffer)}
 	x.goneFn = x.fl.clientGone
+	x.sentFn = func() bool { return x.fl.enter(phaseSent, nil) }
 	return x
 }}
 
@@ -418,7 +420,8 @@ func (f *Forwarder) attempt(w http.ResponseWriter, x *exchange, tgt Target, fres
 		return f.ended(fl, false, x)
 	}
 	x.sends++
-	if err := x.writeRequest(pc.bw, f.now(), f.proof(tgt.Token)); err != nil {
+	x.writeRequest(pc.bw, f.now(), f.proof(tgt.Token))
+	if err := pc.send(x.sentFn); err != nil {
 		if r, c, n := f.ended(fl, false, x); r != resDone {
 			pc.close()
 			return r, c, n

@@ -7,13 +7,16 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/fenec-go/fenec/internal/rawtcp"
 )
 
 // pconn is one kept-alive connection to a node with its buffers.
 type pconn struct {
 	c         net.Conn
 	br        *bufio.Reader
-	bw        *bufio.Writer
+	bw        *bufio.Writer // writes to sw
+	sw        sendWriter
 	idleSince time.Time // set as it goes back to the pool
 	peek      peeker    // non-blocking look at a pooled connection
 }
@@ -24,10 +27,42 @@ func newPconn(c, raw net.Conn) *pconn {
 	pc := &pconn{
 		c:  c,
 		br: bufio.NewReaderSize(c, 8<<10),
-		bw: bufio.NewWriterSize(c, 16<<10),
 	}
+	pc.sw.c = c
+	pc.sw.rc, _ = c.(*rawtcp.Conn)
+	pc.bw = bufio.NewWriterSize(&pc.sw, 16<<10)
 	pc.peek.init(raw)
 	return pc
+}
+
+// sendWriter is the connection as requests are written to it.
+type sendWriter struct {
+	c      net.Conn
+	rc     *rawtcp.Conn // c, when its writes can wait for the answer
+	writes int          // writes since the request began
+	sent   func() bool  // set for the request's last write: see send
+}
+
+func (sw *sendWriter) Write(p []byte) (int, error) {
+	sw.writes++
+	if sw.sent != nil && sw.writes == 1 && sw.rc != nil {
+		return sw.rc.WriteAwait(p, sw.sent)
+	}
+	return sw.c.Write(p)
+}
+
+// send writes out the request buffered in bw. A request wholly in the
+// buffer goes in one write, which on a plain TCP connection also waits for
+// the answer's first bytes (rawtcp.Conn.WriteAwait), calling sent once the
+// request is written: the answer's first read then finds bytes rather
+// than coming back empty before the wait. A request that overflowed the
+// buffer had bytes written before, and a node may have answered them
+// already (refusing the body unread): its last write waits for nothing.
+func (pc *pconn) send(sent func() bool) error {
+	pc.sw.sent = sent
+	err := pc.bw.Flush()
+	pc.sw.sent, pc.sw.writes = nil, 0
+	return err
 }
 
 // usable reports whether a pooled connection can carry a request: nothing

@@ -141,9 +141,8 @@ func writeHeaderLine(bw *bufio.Writer, k, v string) {
 // writeRequest writes the request line with the original raw target, the
 // headers minus hop-by-hop ones, X-Request-Id and X-Forwarded-For, the
 // client's address with proof (the proof of the node's admin token; ""
-// sends neither), and the buffered body, then flushes. nil means the
-// request was wholly sent.
-func (x *exchange) writeRequest(bw *bufio.Writer, now time.Time, proof string) error {
+// sends neither), and the buffered body into bw; pconn.send sends it.
+func (x *exchange) writeRequest(bw *bufio.Writer, now time.Time, proof string) {
 	r := x.r
 	resend := x.sends > 1
 	bw.WriteString(r.Method)
@@ -188,7 +187,6 @@ func (x *exchange) writeRequest(bw *bufio.Writer, now time.Time, proof string) e
 	if x.body.Len() > 0 {
 		bw.Write(x.body.Bytes())
 	}
-	return bw.Flush()
 }
 
 // writeForwardedFor appends the client's address to what proxies before
