@@ -103,7 +103,8 @@ repl-bench:
 
 # Automatic failover under leases of 1 s and 5 s, three runs each: a node
 # cut off from the router, its tenants' writes on their copies again, what
-# was cut, lost or doubled; writes bench/lease.txt.
+# was cut, lost or doubled; router and nodes each a process; writes
+# bench/lease.txt.
 .PHONY: lease-bench
 lease-bench:
 	$(GO) run ./bench/lease -leases 1,5 -runs 3 -out bench/lease.txt

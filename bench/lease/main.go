@@ -13,17 +13,17 @@
 // that began after the copy had acknowledged one). It prints a table and
 // writes it to -out.
 //
-// Nodes and router run in this process on loopback.
+// Nodes and router each run as a process of their own (fenec-node,
+// fenec-shard), built once at the start; the proxy is this process's.
 package main
 
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -34,8 +34,6 @@ import (
 	"time"
 
 	"github.com/fenec-go/fenec/bench/internal/benchkit"
-	"github.com/fenec-go/fenec/node"
-	"github.com/fenec-go/fenec/region"
 )
 
 const (
@@ -48,6 +46,8 @@ type config struct {
 	runs    int
 	tenants int
 	out     string
+	// the binaries every run starts, built once
+	nodeBin, shardBin string
 }
 
 func main() {
@@ -72,9 +72,18 @@ func main() {
 }
 
 func run(cfg config) error {
+	bins, err := os.MkdirTemp("", "fenec-lease-bench-bin-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(bins)
+	if cfg.nodeBin, cfg.shardBin, err = benchkit.BuildBinaries(context.Background(), bins); err != nil {
+		return err
+	}
 	var out bytes.Buffer
 	fmt.Fprintf(&out, "fenec lease bench, %s, %s\n", time.Now().UTC().Format("2006-01-02 15:04 MST"), benchkit.Machine())
 	fmt.Fprintf(&out, "router leasing two --lease nodes (--sync always, n2 n1's standby), %d tenants on n1, each written through the router by a keyed writer and straight to n1 by a client of its own; n1 cut off from the router at 0\n", cfg.tenants)
+	fmt.Fprintln(&out, "router and nodes each a process of their own (fenec-shard with its embedded etcd member, fenec-node), on loopback; the cut is a proxy's, in front of n1, in the bench's process")
 	fmt.Fprintln(&out, "n1 lease lapsed: n1 (asked directly) held no lease, so its write gate refused every write; n1 refused own: every tenant's own client had a 503 from n1 (a write waiting for its copy ends when the lease lapses)")
 	fmt.Fprintln(&out, "resumed: every tenant took a write through the router again (on n2); own 500 unknown: n1's own writes that landed under the lease and were answered after it lapsed")
 	fmt.Fprintln(&out)
@@ -113,57 +122,56 @@ type result struct {
 	twoPrimaries        int
 }
 
-// cluster is one run's nodes, proxy and router.
+// cluster is one run's node and router processes and the proxy.
 type cluster struct {
 	dir    string
-	n1, n2 *node.Server
+	n1, n2 *benchkit.Proc
+	n1Addr string // n1's own address, not the proxy's
+	n2Addr string
 	proxy  *proxy
-	rt     *region.Router
+	rt     *benchkit.Proc
 	url    string
 	c      *http.Client
 }
 
 func (cl *cluster) close() {
 	if cl.rt != nil {
-		cl.rt.Close()
+		cl.rt.Stop()
 	}
 	if cl.proxy != nil {
 		cl.proxy.close()
 	}
-	for _, n := range []*node.Server{cl.n1, cl.n2} {
+	for _, n := range []*benchkit.Proc{cl.n1, cl.n2} {
 		if n != nil {
-			n.Close()
+			n.Stop()
 		}
 	}
 	cl.c.CloseIdleConnections()
 	os.RemoveAll(cl.dir)
 }
 
-func startCluster(l time.Duration, tenants int) (*cluster, error) {
+func startCluster(cfg config, l time.Duration) (*cluster, error) {
 	dir, err := os.MkdirTemp("", "fenec-lease-bench-")
 	if err != nil {
 		return nil, err
 	}
-	var logTo io.Writer = io.Discard
-	if os.Getenv("FENEC_BENCH_LOG") != "" {
-		logTo = os.Stderr
-	}
-	log := slog.New(slog.NewTextHandler(logTo, nil))
 	cl := &cluster{dir: dir, c: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
-	if cl.n1, err = startNode(filepath.Join(dir, "n1"), log); err != nil {
+	if cl.n1, cl.n1Addr, err = startNode(cfg, filepath.Join(dir, "n1")); err != nil {
 		return cl, err
 	}
-	if cl.n2, err = startNode(filepath.Join(dir, "n2"), log); err != nil {
+	if cl.n2, cl.n2Addr, err = startNode(cfg, filepath.Join(dir, "n2")); err != nil {
 		return cl, err
 	}
-	if cl.proxy, err = newProxy(cl.n1.Addr()); err != nil {
+	if cl.proxy, err = newProxy(cl.n1Addr); err != nil {
 		return cl, err
 	}
-	if cl.rt, err = startRouter(filepath.Join(dir, "shard"), l, log); err != nil {
+	rp, err := benchkit.StartRouterProc(cfg.shardBin, filepath.Join(dir, "shard"), "bench-lease",
+		"--auto-failover", strconv.FormatFloat(l.Seconds(), 'g', -1, 64))
+	if err != nil {
 		return cl, err
 	}
-	cl.url = "http://" + cl.rt.Addr()
-	for name, addr := range map[string]string{"n1": cl.proxy.addr(), "n2": cl.n2.Addr()} {
+	cl.rt, cl.url = rp.P, rp.URL
+	for name, addr := range map[string]string{"n1": cl.proxy.addr(), "n2": cl.n2Addr} {
 		body := fmt.Sprintf(`{"addr":"http://%s","token":%q,"region":"bench"}`, addr, adminToken)
 		if _, err := cl.call("PUT", "/_shard/nodes/"+name, body, 201); err != nil {
 			return cl, err
@@ -175,7 +183,7 @@ func startCluster(l time.Duration, tenants int) (*cluster, error) {
 	if err := cl.waitLeased("n1", "n2"); err != nil {
 		return cl, err
 	}
-	for i := range tenants {
+	for i := range cfg.tenants {
 		t := tenantName(i)
 		if _, err := cl.call("PUT", "/_shard/tenants/"+t, `{"node":"n1"}`, 201); err != nil {
 			return cl, err
@@ -189,16 +197,11 @@ func startCluster(l time.Duration, tenants int) (*cluster, error) {
 
 func tenantName(i int) string { return "t" + strconv.Itoa(i) }
 
-func startNode(dir string, log *slog.Logger) (*node.Server, error) {
-	return benchkit.StartNode(dir, adminToken, log, func(c *node.Config) {
-		c.ReplicationToken = replToken
-		c.Lease = true
-		c.Sync = "always"
-	})
-}
-
-func startRouter(dir string, l time.Duration, log *slog.Logger) (*region.Router, error) {
-	return benchkit.StartRouter(dir, log, func(c *region.Config) { c.AutoFailover = l })
+// startNode starts a --lease, --sync always node process over dir and
+// returns it with its address.
+func startNode(cfg config, dir string) (*benchkit.Proc, string, error) {
+	return benchkit.StartNodeProc(cfg.nodeBin, dir, "fenec-node "+filepath.Base(dir), adminToken,
+		"--replication-token", replToken, "--lease", "--sync", "always")
 }
 
 // call sends one request to the router and wants the status.

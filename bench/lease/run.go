@@ -45,7 +45,7 @@ func (tr *tenantRun) since(t time.Time) time.Duration {
 // oneRun starts a fresh cluster with lease l, writes, cuts n1 off, and
 // measures.
 func oneRun(cfg config, l time.Duration) (result, error) {
-	cl, err := startCluster(l, cfg.tenants)
+	cl, err := startCluster(cfg, l)
 	defer cl.close()
 	if err != nil {
 		return result{}, err
@@ -67,14 +67,14 @@ func oneRun(cfg config, l time.Duration) (result, error) {
 		runs[i] = tr
 		t := tenantName(i)
 		wg.Go(func() { cl.routerWriter(ctx, t, tr) })
-		wg.Go(func() { ownWriter(ctx, direct, "http://"+cl.n1.Addr(), t, tr) })
+		wg.Go(func() { ownWriter(ctx, direct, "http://"+cl.n1Addr, t, tr) })
 	}
 	time.Sleep(l / 2) // writes under the lease before the cut
 	*cutAt = time.Now()
 	cl.proxy.cut()
 	close(cutCh)
 	lapsed := make(chan time.Duration, 1)
-	wg.Go(func() { lapsed <- watchLapse(ctx, direct, "http://"+cl.n1.Addr(), *cutAt) })
+	wg.Go(func() { lapsed <- watchLapse(ctx, direct, "http://"+cl.n1Addr, *cutAt) })
 
 	deadline := time.Now().Add(10*l + 30*time.Second)
 	for time.Now().Before(deadline) {
