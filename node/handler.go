@@ -43,6 +43,7 @@ type respWriter struct {
 	status int
 
 	gap     time.Duration
+	body    bool // the request declared a body, which the handler may leave unread
 	written int64
 	movedAt time.Time // when the deadline was last set: the request's start, then by moveDeadline
 
@@ -117,15 +118,15 @@ func (w *respWriter) moveDeadline() {
 	if w.cut || w.finished {
 		return
 	}
-	w.setLocked(now)
+	w.setLocked(now, w.gap)
 }
 
-// setLocked sets the write deadline gap from now; w.mu is held.
-func (w *respWriter) setLocked(now time.Time) {
+// setLocked sets the write deadline d from now; w.mu is held.
+func (w *respWriter) setLocked(now time.Time, d time.Duration) {
 	if w.rc == nil {
 		w.rc = http.NewResponseController(w.ResponseWriter)
 	}
-	if err := w.rc.SetWriteDeadline(now.Add(w.gap)); err != nil {
+	if err := w.rc.SetWriteDeadline(now.Add(d)); err != nil {
 		w.gap = 0 // a connection that takes no deadline (a test's recorder)
 		return
 	}
@@ -153,8 +154,11 @@ func (w *respWriter) cutSoon(grace time.Duration) {
 // finish ends the handler's hold on the connection. What the server
 // writes after it — a small answer whole, the end of a long one — is
 // bounded by the deadline in force, moved gap ahead if a quarter of it
-// passed since it was set (a handler that ran long); a cut's stands. The
-// next request on the connection starts with its own (WriteTimeout).
+// passed since it was set (a handler that ran long); a cut's stands. With
+// a request body, the server may first read what the handler left of it,
+// which waits up to a gap (package bodygap), so the deadline is two gaps
+// ahead. The next request on the connection starts with its own
+// (WriteTimeout).
 func (w *respWriter) finish() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -162,8 +166,11 @@ func (w *respWriter) finish() {
 	if w.cut || w.gap <= 0 {
 		return
 	}
-	if now := time.Now(); now.Sub(w.movedAt) >= w.gap/4 {
-		w.setLocked(now)
+	switch now := time.Now(); {
+	case w.body:
+		w.setLocked(now, 2*w.gap)
+	case now.Sub(w.movedAt) >= w.gap/4:
+		w.setLocked(now, w.gap)
 	}
 }
 
@@ -190,7 +197,8 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	id := requestID(r.Header.Get("X-Request-Id"))
 	rw.Header().Set("X-Request-Id", id)
-	c := &call{s: s, w: &respWriter{ResponseWriter: rw, gap: s.cfg.BodyTimeout, movedAt: start}, r: r, id: id, route: "unknown"}
+	body := r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody
+	c := &call{s: s, w: &respWriter{ResponseWriter: rw, gap: s.cfg.BodyTimeout, body: body, movedAt: start}, r: r, id: id, route: "unknown"}
 	c.log = s.log.With("request_id", id)
 	// A body nobody reads is cut after the body timeout too; one read is
 	// read through c.body.

@@ -318,3 +318,31 @@ func TestHandlerLongerThanTheGapStillAnswers(t *testing.T) {
 		}
 	}
 }
+
+func TestUnreadStalledBodyStillAnswered(t *testing.T) {
+	// A body the handler refuses unread (an unknown tenant) and that then
+	// stops arriving: the server reads what is left of a small body before
+	// it answers, which waits out the gap, and only then writes. The
+	// answer must still go out, and the connection then close.
+	n := startNode(t, func(c *Config) { c.BodyTimeout = 300 * time.Millisecond })
+	c, err := net.Dial("tcp", strings.TrimPrefix(n.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(c, "POST /t/nothere/query HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{\"query\"")
+	br := bufio.NewReader(c)
+	res, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("no answer to a refused body that stalled: %v", err)
+	}
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusNotFound {
+		t.Fatalf("%d, want 404", res.StatusCode)
+	}
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Fatalf("the connection stayed open after the stalled body (%v)", err)
+	}
+}
