@@ -13,11 +13,12 @@
 //     of the global tier beside it (a global standby, looking eu's nodes
 //     up as eu does), p50 and p99: both forward from an in-memory copy.
 //
-// Nodes and routers run in this process on loopback; every node is
-// recorded by name and each side looks names up at a DNS server of its
-// own, which is how the global tier's router reaches eu's nodes through
-// the slow proxies while eu's routers reach them straight. It prints a
-// table and writes it to -out.
+// Nodes and routers each run as a process of their own (fenec-node,
+// fenec-shard), built once at the start, on loopback; the proxies and the
+// name servers are the bench's. Every node is recorded by name and each
+// side looks names up at a DNS server of its own, which is how the global
+// tier's router reaches eu's nodes through the slow proxies while eu's
+// routers reach them straight. It prints a table and writes it to -out.
 package main
 
 import (
@@ -28,13 +29,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -43,8 +42,6 @@ import (
 	"time"
 
 	"github.com/fenec-go/fenec/bench/internal/benchkit"
-	"github.com/fenec-go/fenec/node"
-	"github.com/fenec-go/fenec/region"
 	"github.com/fenec-go/fenec/tests/dnsstub"
 	"github.com/fenec-go/fenec/tests/proxy"
 )
@@ -61,6 +58,8 @@ type config struct {
 	tenants int
 	reads   int
 	out     string
+	// the binaries every run starts, built once
+	nodeBin, shardBin string
 }
 
 func main() {
@@ -79,11 +78,20 @@ func main() {
 }
 
 func run(cfg config) error {
+	bins, err := os.MkdirTemp("", "fenec-region-bench-bin-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(bins)
+	if cfg.nodeBin, cfg.shardBin, err = benchkit.BuildBinaries(context.Background(), bins); err != nil {
+		return err
+	}
 	var out bytes.Buffer
-	fmt.Fprintf(&out, "fenec region bench, %s, GOMAXPROCS %d\n", time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.GOMAXPROCS(0))
+	fmt.Fprintf(&out, "fenec region bench, %s, %s\n", time.Now().UTC().Format("2006-01-02 15:04 MST"), benchkit.Machine())
 	fmt.Fprintf(&out, "the global tier (a leading router on the global directory) %v away each way from region eu (a leading router linked to the global directory, two --lease --sync always nodes, each the other's standby); lease %v\n",
 		cfg.wan, cfg.lease)
-	fmt.Fprintf(&out, "%d tenants on eu1, each written through eu's router by a keyed writer\n\n", cfg.tenants)
+	fmt.Fprintf(&out, "%d tenants on eu1, each written through eu's router by a keyed writer\n", cfg.tenants)
+	fmt.Fprintf(&out, "routers and nodes each a process of their own (fenec-shard, fenec-node) on loopback; the wide-area link and the cut are proxies in the bench's process\n\n")
 
 	kills := map[string][]time.Duration{}
 	for _, leaser := range []string{"global", "region"} {
@@ -228,22 +236,23 @@ func handoffAndForward(cfg config) (handoffResult, error) {
 	return h, err
 }
 
-// benchRouter is one in-process router and a client of it.
+// benchRouter is one router process and where it listens.
 type benchRouter struct {
-	rt  *region.Router
-	url string
+	p    *benchkit.Proc
+	id   string
+	url  string
+	etcd string // its embedded etcd member's client URL ("" for a standby)
 }
 
 // deployment is one run's routers, nodes, proxies and name servers.
 type deployment struct {
 	cfg    config
 	dir    string
-	log    *slog.Logger
 	c      *http.Client
 	global *benchRouter // the global tier's leading router
 	beside *benchRouter // a standby of the global tier, looking names up as eu does
 	eu     *benchRouter // eu's leading router
-	nodes  map[string]*node.Server
+	nodes  map[string]*benchkit.Proc
 	fronts []*proxy.Proxy            // every proxy, closed at the end
 	cuts   map[string][]*proxy.Proxy // each node's proxies, cut to kill it
 	dns    []*dnsstub.Server
@@ -251,15 +260,15 @@ type deployment struct {
 
 func (d *deployment) close() {
 	for _, r := range []*benchRouter{d.eu, d.beside, d.global} {
-		if r != nil && r.rt != nil {
-			r.rt.Close()
+		if r != nil && r.p != nil {
+			r.p.Stop()
 		}
 	}
 	for _, p := range d.fronts {
 		p.Close()
 	}
 	for _, n := range d.nodes {
-		n.Close()
+		n.Stop()
 	}
 	for _, s := range d.dns {
 		s.Close()
@@ -273,12 +282,8 @@ func startDeployment(cfg config) (*deployment, error) {
 	if err != nil {
 		return &deployment{c: &http.Client{}}, err
 	}
-	var logTo io.Writer = io.Discard
-	if os.Getenv("FENEC_BENCH_LOG") != "" {
-		logTo = os.Stderr
-	}
-	d := &deployment{cfg: cfg, dir: dir, log: slog.New(slog.NewTextHandler(logTo, nil)),
-		c: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}, nodes: map[string]*node.Server{}, cuts: map[string][]*proxy.Proxy{}}
+	d := &deployment{cfg: cfg, dir: dir,
+		c: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}, nodes: map[string]*benchkit.Proc{}, cuts: map[string][]*proxy.Proxy{}}
 	globalDNS, err := dnsstub.Start()
 	if err != nil {
 		return d, err
@@ -288,22 +293,17 @@ func startDeployment(cfg config) (*deployment, error) {
 		return d, err
 	}
 	d.dns = append(d.dns, globalDNS, euDNS)
-	if d.global, err = d.router("global", func(c *region.Config) { c.Forward.Resolver = globalDNS.Addr() }); err != nil {
+	if d.global, err = d.router("global", true, "--resolver", globalDNS.Addr()); err != nil {
 		return d, err
 	}
-	gurls := d.global.rt.DirectoryURLs()
-	wan, err := d.front("127.0.0.1:0", strings.TrimPrefix(gurls[0], "http://"), cfg.wan)
+	wan, err := d.front("127.0.0.1:0", strings.TrimPrefix(d.global.etcd, "http://"), cfg.wan)
 	if err != nil {
 		return d, err
 	}
-	if d.beside, err = d.router("beside", func(c *region.Config) {
-		c.Standby, c.DirectoryURLs, c.Forward.Resolver = true, gurls, euDNS.Addr()
-	}); err != nil {
+	if d.beside, err = d.router("beside", false, "--standby", "--directory", d.global.etcd, "--resolver", euDNS.Addr()); err != nil {
 		return d, err
 	}
-	if d.eu, err = d.router("eu", func(c *region.Config) {
-		c.Region, c.GlobalURLs, c.Forward.Resolver = "eu", []string{"http://" + wan.Addr()}, euDNS.Addr()
-	}); err != nil {
+	if d.eu, err = d.router("eu", true, "--region", "eu", "--global", "http://"+wan.Addr(), "--resolver", euDNS.Addr()); err != nil {
 		return d, err
 	}
 	for _, name := range []string{"eu1", "eu2"} {
@@ -342,18 +342,32 @@ func startDeployment(cfg config) (*deployment, error) {
 	return d, nil
 }
 
-// router starts one in-process router leasing for the run's lease.
-func (d *deployment) router(name string, adjust func(*region.Config)) (*benchRouter, error) {
-	rt, err := benchkit.StartRouter(filepath.Join(d.dir, name), d.log, func(c *region.Config) {
-		c.ID = name
-		c.AutoFailover = d.cfg.lease
-		c.Forward.UpstreamTimeout = 5 * time.Second
-		adjust(c)
-	})
+// router starts one router process leasing for the run's lease, with an
+// etcd member of its own (embed) or reading another's (extra says where).
+func (d *deployment) router(name string, embed bool, extra ...string) (*benchRouter, error) {
+	// --insecure: nodes are recorded by name (resolved to loopback by the
+	// bench's name servers), which a router otherwise takes only over TLS.
+	args := append([]string{"--auto-failover", strconv.FormatFloat(d.cfg.lease.Seconds(), 'g', -1, 64), "--upstream-timeout", "5", "--insecure"}, extra...)
+	if embed {
+		rp, err := benchkit.StartRouterProc(d.cfg.shardBin, filepath.Join(d.dir, name), name, args...)
+		if err != nil {
+			return nil, fmt.Errorf("router %s: %w", name, err)
+		}
+		return &benchRouter{p: rp.P, id: name, url: rp.URL, etcd: rp.Etcd}, nil
+	}
+	addr, err := benchkit.FreeAddr()
+	if err != nil {
+		return nil, err
+	}
+	p, err := benchkit.StartProc("fenec-shard "+name, nil, d.cfg.shardBin, append([]string{"--listen", addr, "--id", name}, args...)...)
 	if err != nil {
 		return nil, fmt.Errorf("router %s: %w", name, err)
 	}
-	return &benchRouter{rt: rt, url: "http://" + rt.Addr()}, nil
+	if err := p.WaitHTTP("http://" + addr + "/_health"); err != nil {
+		p.Stop()
+		return nil, fmt.Errorf("router %s: %w", name, err)
+	}
+	return &benchRouter{p: p, id: name, url: "http://" + addr}, nil
 }
 
 // front starts a proxy on listen in front of target, holding each chunk
@@ -372,22 +386,18 @@ func (d *deployment) front(listen, target string, delay time.Duration) (*proxy.P
 // which eu's name server names, and 127.0.0.2, the global tier's, slow;
 // and records it at the global tier by name.
 func (d *deployment) startNode(name string, euDNS, globalDNS *dnsstub.Server) error {
-	s, err := benchkit.StartNode(filepath.Join(d.dir, name), adminToken, d.log, func(c *node.Config) {
-		c.ReplicationToken = replToken
-		c.Lease = true
-		c.Sync = "always"
-		c.Resolver = euDNS.Addr()
-	})
+	s, addr, err := benchkit.StartNodeProc(d.cfg.nodeBin, filepath.Join(d.dir, name), "fenec-node "+name, adminToken,
+		"--replication-token", replToken, "--lease", "--sync", "always", "--resolver", euDNS.Addr())
 	if err != nil {
 		return fmt.Errorf("node %s: %w", name, err)
 	}
 	d.nodes[name] = s
-	near, err := d.front("127.0.0.1:0", s.Addr(), 0)
+	near, err := d.front("127.0.0.1:0", addr, 0)
 	if err != nil {
 		return err
 	}
 	_, port, _ := net.SplitHostPort(near.Addr())
-	far, err := d.front("127.0.0.2:"+port, s.Addr(), d.cfg.wan)
+	far, err := d.front("127.0.0.2:"+port, addr, d.cfg.wan)
 	if err != nil {
 		return err
 	}
@@ -477,7 +487,7 @@ func (d *deployment) waitLeased(r *benchRouter, nodes ...string) error {
 			}) bool {
 				return n.Node == want && n.Ran && n.LeftMS > 0
 			}) {
-				return fmt.Errorf("%s not leased by %s", want, r.rt.ID())
+				return fmt.Errorf("%s not leased by %s", want, r.id)
 			}
 		}
 		return nil
