@@ -117,6 +117,11 @@ func (c *Conn) read(fd uintptr) bool {
 func (c *Conn) Write(p []byte) (int, error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	return c.writeLocked(p)
+}
+
+// writeLocked is Write with the write lock held.
+func (c *Conn) writeLocked(p []byte) (int, error) {
 	c.wbuf, c.wn, c.werr = p, 0, nil
 	var err error
 	if len(p) > 0 {
@@ -133,7 +138,14 @@ func (c *Conn) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-func (c *Conn) write(fd uintptr) bool {
+// write is Write's step inside the connection's write: false while the
+// socket has no room (the poller waits).
+func (c *Conn) write(fd uintptr) bool { return !c.writeOut(fd) }
+
+// writeOut writes what is left of wbuf from wn on; full reports that the
+// socket took no more (EAGAIN) before its end. Any other error is kept in
+// werr.
+func (c *Conn) writeOut(fd uintptr) (full bool) {
 	for c.wn < len(c.wbuf) {
 		n, errno := sysWrite(fd, c.wbuf[c.wn:])
 		switch errno {
@@ -143,12 +155,12 @@ func (c *Conn) write(fd uintptr) bool {
 		case syscall.EINTR:
 			continue
 		case syscall.EAGAIN:
-			return false // the poller waits for room
+			return true
 		}
 		c.werr = os.NewSyscallError("write", errno)
-		return true
+		return false
 	}
-	return true
+	return false
 }
 
 // WriteAwait writes p as Write does and then waits, without reading, for
@@ -186,18 +198,8 @@ func (c *Conn) WriteAwait(p []byte, written func() bool) (int, error) {
 	case err != nil:
 		return n, c.opError("write", err) // nothing written: closed, or past the read deadline
 	}
-	c.wbuf = p[n:]
-	c.wn = 0
-	err = c.raw.Write(c.writeFn) // the socket was full: the rest as Write does
-	m, werr := c.wn, c.werr
-	c.wbuf, c.werr = nil, nil
-	switch {
-	case err != nil:
-		return n + m, c.opError("write", err)
-	case werr != nil:
-		return n + m, c.opError("write", werr)
-	}
-	return n + m, nil
+	m, err := c.writeLocked(p[n:]) // the socket was full: the rest as Write does
+	return n + m, err
 }
 
 // writeThenWait is WriteAwait's step inside the connection's read: first
@@ -207,19 +209,8 @@ func (c *Conn) writeThenWait(fd uintptr) bool {
 	if c.awaiting {
 		return true
 	}
-	for c.wn < len(c.wbuf) {
-		n, errno := sysWrite(fd, c.wbuf[c.wn:])
-		switch errno {
-		case 0:
-			c.wn += n
-			continue
-		case syscall.EINTR:
-			continue
-		case syscall.EAGAIN:
-			return true // the socket is full: WriteAwait writes the rest
-		}
-		c.werr = os.NewSyscallError("write", errno)
-		return true
+	if c.writeOut(fd) || c.werr != nil {
+		return true // full: WriteAwait writes the rest; or failed
 	}
 	c.awaiting = true
 	return c.then != nil && !c.then()
