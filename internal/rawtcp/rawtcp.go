@@ -167,7 +167,9 @@ func (c *Conn) writeOut(fd uintptr) (full bool) {
 // the connection to have something to read — the reply to what p asks —
 // or its read deadline to pass or the connection to close. A reader of the
 // reply then finds it at its first read. written, if not nil, is called
-// once p is wholly written and before the wait; false skips the wait.
+// once p is wholly written and before the wait; false skips the wait. It
+// runs inside the connection's read, whose hold on the socket Close waits
+// to see released: it must not wait on anything a closer may hold.
 //
 // It saves the read a reply's wait would otherwise begin with: the
 // poller waits only after a read came back empty (EAGAIN), because a

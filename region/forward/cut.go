@@ -78,6 +78,24 @@ func (fl *flight) enter(ph phase, c net.Conn) bool {
 	return true
 }
 
+// tryEnterSent is enter(phaseSent, nil) for a caller that must not wait
+// on mu: one inside the connection's own read (rawtcp.Conn.WriteAwait's
+// written), which holds a reference on the socket that Close, called
+// under mu by a cut or a client gone, waits to see released. Whoever holds
+// mu then is ending the attempt or looking at it; false either way, and
+// the caller goes on without the wait (its owner enters the phase after).
+func (fl *flight) tryEnterSent() bool {
+	if !fl.mu.TryLock() {
+		return false
+	}
+	defer fl.mu.Unlock()
+	if fl.cut || fl.gone {
+		return false
+	}
+	fl.phase = phaseSent
+	return true
+}
+
 // setDial records the dial's cancel; false when already cut or gone.
 func (fl *flight) setDial(cancel context.CancelFunc) bool {
 	fl.mu.Lock()

@@ -342,3 +342,36 @@ func TestCutThenRefusedUntilGranted(t *testing.T) {
 		t.Fatalf("cut resent = %v", v)
 	}
 }
+
+// The step that marks a request sent from inside the wait for its answer
+// never waits on the flight's lock: a cut holds that lock while it closes
+// the connection, and the close waits for the wait's hold on the socket
+// to end. Held by another, the step says no at once and the request goes
+// on without the wait; free, it enters the phase unless the attempt was
+// stopped.
+func TestTryEnterSentNeverWaits(t *testing.T) {
+	var fl flight
+	fl.begin("acme")
+	fl.mu.Lock()
+	done := make(chan bool, 1)
+	go func() { done <- fl.tryEnterSent() }()
+	select {
+	case ok := <-done:
+		if ok {
+			t.Fatal("entered the phase while another held the lock")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("waited on the lock a cut holds while it closes the connection")
+	}
+	fl.mu.Unlock()
+	if !fl.tryEnterSent() {
+		t.Fatal("a free, live attempt did not enter the phase")
+	}
+	if fl.phase != phaseSent {
+		t.Fatalf("phase %v, want sent", fl.phase)
+	}
+	fl.clientGone()
+	if fl.tryEnterSent() {
+		t.Fatal("an attempt whose client left entered the phase")
+	}
+}

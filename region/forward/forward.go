@@ -155,7 +155,7 @@ type exchange struct {
 	scratch    [24]byte
 	fl         flight
 	goneFn     func()      // x.fl.clientGone, made once per exchange
-	sentFn     func() bool // x.fl.enter(phaseSent, nil), made once too
+	sentFn     func() bool // x.fl.tryEnterSent, made once too
 	hd         head
 	lr         io.LimitedReader
 	cw         clientWriter
@@ -164,7 +164,7 @@ type exchange struct {
 var exchangePool = sync.Pool{New: func() any {
 	x := &exchange{body: new(bytes.Buffer)}
 	x.goneFn = x.fl.clientGone
-	x.sentFn = func() bool { return x.fl.enter(phaseSent, nil) }
+	x.sentFn = x.fl.tryEnterSent
 	return x
 }}
 
