@@ -169,7 +169,8 @@ func (c *Conn) writeOut(fd uintptr) (full bool) {
 // reply then finds it at its first read. written, if not nil, is called
 // once p is wholly written and before the wait; false skips the wait. It
 // runs inside the connection's read, whose hold on the socket Close waits
-// to see released: it must not wait on anything a closer may hold.
+// to see released: it must not wait on anything a closer may hold. No
+// other Write on the connection goes ahead until WriteAwait returns.
 //
 // It saves the read a reply's wait would otherwise begin with: the
 // poller waits only after a read came back empty (EAGAIN), because a
