@@ -20,7 +20,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -72,14 +71,12 @@ func main() {
 }
 
 func run(cfg config) error {
-	bins, err := os.MkdirTemp("", "fenec-lease-bench-bin-")
+	nodeBin, shardBin, remove, err := benchkit.BuildTemp("lease-bench")
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(bins)
-	if cfg.nodeBin, cfg.shardBin, err = benchkit.BuildBinaries(context.Background(), bins); err != nil {
-		return err
-	}
+	defer remove()
+	cfg.nodeBin, cfg.shardBin = nodeBin, shardBin
 	var out bytes.Buffer
 	fmt.Fprintf(&out, "fenec lease bench, %s, %s\n", time.Now().UTC().Format("2006-01-02 15:04 MST"), benchkit.Machine())
 	fmt.Fprintf(&out, "router leasing two --lease nodes (--sync always, n2 n1's standby), %d tenants on n1, each written through the router by a keyed writer and straight to n1 by a client of its own; n1 cut off from the router at 0\n", cfg.tenants)

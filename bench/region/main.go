@@ -78,14 +78,12 @@ func main() {
 }
 
 func run(cfg config) error {
-	bins, err := os.MkdirTemp("", "fenec-region-bench-bin-")
+	nodeBin, shardBin, remove, err := benchkit.BuildTemp("region-bench")
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(bins)
-	if cfg.nodeBin, cfg.shardBin, err = benchkit.BuildBinaries(context.Background(), bins); err != nil {
-		return err
-	}
+	defer remove()
+	cfg.nodeBin, cfg.shardBin = nodeBin, shardBin
 	var out bytes.Buffer
 	fmt.Fprintf(&out, "fenec region bench, %s, %s\n", time.Now().UTC().Format("2006-01-02 15:04 MST"), benchkit.Machine())
 	fmt.Fprintf(&out, "the global tier (a leading router on the global directory) %v away each way from region eu (a leading router linked to the global directory, two --lease --sync always nodes, each the other's standby); lease %v\n",

@@ -22,26 +22,8 @@ func TestListenerLimitsWhatWaitsUnsent(t *testing.T) {
 	}
 	l := Listener(ln)
 	defer l.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, err := l.Accept()
-		if err != nil {
-			accepted <- nil
-			return
-		}
-		accepted <- c
-	}()
-	client, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
+	c, client := connect(t, l)
 	_ = client.(*net.TCPConn).SetReadBuffer(4 << 10) // the window stays small
-	c := <-accepted
-	if c == nil {
-		t.Fatal("accept failed")
-	}
-	defer c.Close()
 
 	raw, err := c.(interface {
 		SyscallConn() (syscall.RawConn, error)

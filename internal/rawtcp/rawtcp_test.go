@@ -19,29 +19,39 @@ func pair(t *testing.T) (net.Conn, net.Conn) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	accepted := make(chan net.Conn, 1)
+	a, d := connect(t, ln)
+	w := wrap(d)
+	if _, ok := w.(*Conn); !ok && supported {
+		t.Fatalf("a TCP connection was not wrapped: %T", w)
+	}
+	t.Cleanup(func() { w.Close() })
+	return w, a
+}
+
+// connect dials ln and returns the end ln accepted and the end dialled,
+// both closed at cleanup.
+func connect(t *testing.T, ln net.Listener) (accepted, dialled net.Conn) {
+	t.Helper()
+	got := make(chan net.Conn, 1)
 	go func() {
 		c, err := ln.Accept()
 		if err != nil {
-			accepted <- nil
+			got <- nil
 			return
 		}
-		accepted <- c
+		got <- c
 	}()
 	d, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := <-accepted
+	t.Cleanup(func() { d.Close() })
+	a := <-got
 	if a == nil {
 		t.Fatal("accept failed")
 	}
-	w := wrap(d)
-	if _, ok := w.(*Conn); !ok && supported {
-		t.Fatalf("a TCP connection was not wrapped: %T", w)
-	}
-	t.Cleanup(func() { w.Close(); a.Close() })
-	return w, a
+	t.Cleanup(func() { a.Close() })
+	return a, d
 }
 
 // Bytes written either way arrive whole and in order, past what a socket

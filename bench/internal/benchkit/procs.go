@@ -158,6 +158,21 @@ func BuildBinaries(ctx context.Context, dir string) (nodeBin, shardBin string, e
 	return filepath.Join(dir, "fenec-node"), filepath.Join(dir, "fenec-shard"), nil
 }
 
+// BuildTemp is BuildBinaries into a temporary directory named for the
+// bench; remove deletes it.
+func BuildTemp(bench string) (nodeBin, shardBin string, remove func(), err error) {
+	dir, err := os.MkdirTemp("", "fenec-"+bench+"-bin-")
+	if err != nil {
+		return "", "", nil, err
+	}
+	remove = func() { os.RemoveAll(dir) }
+	if nodeBin, shardBin, err = BuildBinaries(context.Background(), dir); err != nil {
+		remove()
+		return "", "", nil, err
+	}
+	return nodeBin, shardBin, remove, nil
+}
+
 // StartNodeProc starts fenec-node over the directory dir on a free
 // loopback address with adminToken (extra: more flags) and waits for it
 // to answer; it returns that address.
