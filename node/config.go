@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fenec-go/fenec/engine"
+	"github.com/fenec-go/fenec/internal/connlimit"
 	"github.com/fenec-go/fenec/internal/tlsx"
 	"github.com/fenec-go/fenec/internal/tokenfile"
 	"github.com/fenec-go/fenec/lease"
@@ -105,6 +106,9 @@ type Config struct {
 	MaxStreams int
 	// MaxBody bounds a request body in bytes; larger is 413.
 	MaxBody int64
+	// Conns bounds the client connections open at once, in all and from
+	// one address (--max-conns, --max-conns-per-addr).
+	Conns connlimit.Limits
 	// BodyTimeout cuts a request body that sends no byte for this long
 	// (408, the connection closed): the gap between bytes, not the whole,
 	// so a large image upload that keeps coming is never cut for its size.
@@ -134,6 +138,13 @@ const (
 // defaultReplicaWait is --replica-wait's default.
 const defaultReplicaWait = 5 * time.Second
 
+// DefaultMaxConns is --max-conns's default: a stranger's flood of idle
+// connections is held to a few GB, and leaves descriptors for the tenant
+// files. No bound per address by default: a node's clients are its
+// routers, each holding many connections to it, and its copies, which
+// follow every tenant on a connection of its own.
+const DefaultMaxConns = 65536
+
 // DefaultConfig returns the defaults API.md names.
 func DefaultConfig() Config {
 	return Config{
@@ -147,6 +158,7 @@ func DefaultConfig() Config {
 		MaxStreams:      64,
 		MaxBody:         32 << 20,
 		BodyTimeout:     30 * time.Second,
+		Conns:           connlimit.Limits{Total: DefaultMaxConns},
 		KeepAlive:       15 * time.Second,
 		ShutdownTimeout: 30 * time.Second,
 	}
@@ -186,6 +198,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.MaxStreams, "max-streams", c.MaxStreams, "subscriptions per tenant")
 	fs.Int64Var(&c.MaxBody, "max-body", c.MaxBody, "largest request body in bytes (413 past it)")
 	fs.Func("body-timeout", "cut a request body that sends no byte for S seconds (408), and an answer whose write waits S seconds on a client taking no byte (default 30)", secondsFlag(&c.BodyTimeout))
+	c.Conns.AddFlags(fs)
 	fs.StringVar(&c.Audit, "audit", c.Audit, "file of JSON lines: refusals and admin changes")
 }
 

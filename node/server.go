@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fenec-go/fenec/engine"
+	"github.com/fenec-go/fenec/internal/connlimit"
 	"github.com/fenec-go/fenec/internal/tlsx"
 )
 
@@ -27,6 +28,9 @@ type Server struct {
 	audit   *auditLog
 	metrics *metrics
 	lease   *nodeLease
+	// conns bounds the client connections open (--max-conns,
+	// --max-conns-per-addr); connState releases each as it ends.
+	conns *connlimit.Limiter
 	// id is the node's own (identity.go), kept in its directory.
 	id string
 	// absDir is the directory's absolute path, which no answer shows.
@@ -112,6 +116,8 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.metrics = newMetrics(s.reg, nl)
+	s.conns = connlimit.New(cfg.Conns, "fenec_node")
+	s.metrics.reg.MustRegister(s.conns.Collectors(false)...)
 	s.reg.onStatements = s.countStatements
 	s.reg.stopping = s.stopping
 	s.reg.leaseGate = nl.gate
@@ -142,7 +148,7 @@ func (s *Server) Start() error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	ln = s.listen(ln)
+	ln = s.conns.Listener(s.listen(ln))
 	s.ln, s.started = ln, true
 	s.srv = &http.Server{
 		Handler:           s,
@@ -183,12 +189,13 @@ func (s *Server) Addr() string {
 func (s *Server) Done() <-chan struct{} { return s.stopping }
 
 // connState counts open client connections.
-func (s *Server) connState(_ net.Conn, st http.ConnState) {
+func (s *Server) connState(c net.Conn, st http.ConnState) {
 	switch st {
 	case http.StateNew:
 		s.metrics.conns.Inc()
 	case http.StateClosed, http.StateHijacked:
 		s.metrics.conns.Dec()
+		s.conns.Release(c)
 	}
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/fenec-go/fenec/global"
 	"github.com/fenec-go/fenec/internal/badtoken"
 	"github.com/fenec-go/fenec/internal/bodygap"
+	"github.com/fenec-go/fenec/internal/connlimit"
 	"github.com/fenec-go/fenec/internal/h1"
 	"github.com/fenec-go/fenec/internal/tlsx"
 	"github.com/fenec-go/fenec/region/forward"
@@ -62,7 +63,10 @@ type Router struct {
 	ln   net.Listener
 	srv  *http.Server
 	loop *h1.Server // serves the listener; srv is its fallback
-	id   string
+	// conns bounds the client connections open (--max-conns,
+	// --max-conns-per-addr): the loop and srv release each as it ends.
+	conns *connlimit.Limiter
+	id    string
 	// tls is the router's certificate and CA bundle (its listener, its
 	// calls to nodes); etcdTLS the directory's links' (tls itself unless
 	// --etcd-* names other files). Both reloaded.
@@ -231,6 +235,12 @@ func (rt *Router) wire() error {
 	if rt.metrics, err = newControlMetrics(rt.reg, rt.watcher, rt.lead); err != nil {
 		return err
 	}
+	rt.conns = connlimit.New(rt.cfg.Conns, "fenec_router")
+	for _, c := range rt.conns.Collectors(true) {
+		if err := rt.reg.Register(c); err != nil {
+			return err
+		}
+	}
 	rt.metricsH = promhttp.HandlerFor(rt.reg, promhttp.HandlerOpts{Registry: rt.reg})
 	rt.unwatch = rt.watcher.OnTenantChange(cutOnFailover(rt.watcher, rt.fwd, rt.log))
 	return rt.wireLeasing()
@@ -245,13 +255,18 @@ func (rt *Router) serve() {
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(rt.log.Handler(), slog.LevelWarn),
+		ConnState: func(c net.Conn, st http.ConnState) {
+			if st == http.StateClosed || st == http.StateHijacked {
+				rt.conns.Release(c)
+			}
+		},
 	}
 	rt.loop = &h1.Server{Handler: rt, Fallback: rt.srv, Prefix: "/t/",
 		ReadHeaderTimeout: rt.srv.ReadHeaderTimeout, IdleTimeout: rt.srv.IdleTimeout,
-		WriteGap: rt.cfg.Forward.BodyTimeout, Log: rt.log}
-	serve := rt.loop.Serve
+		WriteGap: rt.cfg.Forward.BodyTimeout, Log: rt.log, ConnDone: rt.conns.Release}
+	serve, ln := rt.loop.Serve, rt.conns.Listener(rt.ln)
 	rt.wg.Go(func() {
-		if err := serve(rt.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			rt.log.Error("serve", "err", err)
 		}
 	})

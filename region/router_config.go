@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fenec-go/fenec/global"
+	"github.com/fenec-go/fenec/internal/connlimit"
 	"github.com/fenec-go/fenec/internal/flagx"
 	"github.com/fenec-go/fenec/internal/tlsx"
 	"github.com/fenec-go/fenec/internal/tokenfile"
@@ -94,6 +95,9 @@ type Config struct {
 
 	// Forward bounds the forwarding path (--upstream-timeout, --idle-timeout).
 	Forward forward.Config
+	// Conns bounds the client connections open at once, in all and from
+	// one address (--max-conns, --max-conns-per-addr).
+	Conns connlimit.Limits
 	// NodeTimeout bounds one admin call to a node (a token check, sizes,
 	// create, delete, freeze, thaw). Default 10 s.
 	NodeTimeout time.Duration
@@ -135,11 +139,24 @@ func DefaultConfig() Config {
 		Etcd:          global.DefaultEmbedConfig("data/shard"),
 		Prefix:        global.DefaultPrefix,
 		Forward:       forward.DefaultConfig(),
+		Conns:         connlimit.Limits{Total: DefaultMaxConns, PerAddr: DefaultMaxConnsPerAddr},
 		NodeTimeout:   10 * time.Second,
 		MoveTimeout:   30 * time.Minute,
 		SizesParallel: 8,
 	}
 }
+
+// The router's connection bounds by default. An idle client connection
+// costs the router a few tens of KB, so the total keeps a stranger's
+// flood of them to a few GB and leaves descriptors for the nodes and the
+// directory; one address may hold a sixty-fourth of it, far more than an
+// application's pool, so one stranger alone cannot fill it. Clients
+// behind one proxy share its address: such a deployment raises the
+// address's bound or sets it to 0.
+const (
+	DefaultMaxConns        = 65536
+	DefaultMaxConnsPerAddr = 1024
+)
 
 // AddFlags registers the router's flags with c's values as defaults.
 func (c *Config) AddFlags(fs *flag.FlagSet) {
@@ -159,6 +176,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.Replicas, "replicas", c.Replicas, "give each tenant a replica on another node of its region")
 	fs.Var((*flagx.Seconds)(&c.AutoFailover), "auto-failover", "lease each node for `S` seconds; fail over lost ones (0: never)")
 	c.Forward.AddFlags(fs)
+	c.Conns.AddFlags(fs)
 	fs.StringVar(&c.Audit, "audit", c.Audit, "append a JSON line for every change and refusal to `PATH`")
 }
 

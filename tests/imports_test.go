@@ -25,6 +25,7 @@ var importRules = map[string][]string{
 	"engine":                    {"engine"},
 	"engine/fql":                nil,
 	"internal":                  {"wire"},
+	"internal/connlimit":        {"internal/badtoken"},
 	"internal/h1":               {"internal/httptoken"},
 	"internal/rawtcp":           nil,
 	"internal/tlsx":             {"internal/rawtcp"},

@@ -113,6 +113,7 @@ func (c *conn) serve() {
 		}
 		if !handed {
 			_ = c.nc.Close()
+			c.s.connDone(c.nc)
 		}
 		c.s.track(c, false)
 	}()

@@ -42,6 +42,11 @@ type Server struct {
 	WriteGap time.Duration
 	// Log records handler panics (nil: discarded).
 	Log *slog.Logger
+	// ConnDone, if set, is called once for each connection accepted that
+	// ends without reaching Fallback: served by the loop to its end, or
+	// closed as the server shuts down. Fallback's ConnState reports the
+	// connections handed over to it.
+	ConnDone func(net.Conn)
 
 	mu       sync.Mutex
 	conns    map[*conn]struct{} // guarded by mu: connections the loop serves
@@ -113,6 +118,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		c := newConn(s, nc)
 		if !s.track(c, true) {
 			_ = nc.Close()
+			s.connDone(nc)
 			continue
 		}
 		s.wg.Go(c.serve)
@@ -145,6 +151,14 @@ func (s *Server) give(nc net.Conn) {
 	s.mu.Unlock()
 	if !ho.give(nc) {
 		_ = nc.Close()
+		s.connDone(nc)
+	}
+}
+
+// connDone reports a connection's end to ConnDone.
+func (s *Server) connDone(nc net.Conn) {
+	if s.ConnDone != nil {
+		s.ConnDone(nc)
 	}
 }
 
