@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,8 +34,9 @@ const soakLease = "2"
 // allocated.
 const soakMemoryBound = 256 << 20
 
-// A short soak: slow, early-hanging-up and bad-token clients, and clients
-// declaring bodies they never send, against a real router and two real
+// A short soak: slow, early-hanging-up and bad-token clients, clients
+// declaring bodies they never send, and floods of idle connections past an
+// address's bound on router and node, against a real router and two real
 // nodes under leases, beside well-behaved writers. Every well-behaved
 // request succeeds and is answered its own answer (its request id, its
 // own row read back), every acknowledged write is there at the end, the
@@ -42,9 +45,10 @@ const soakMemoryBound = 256 << 20
 func TestSoakHostileClients(t *testing.T) {
 	c := cluster.New(t)
 	r := c.StartRouter("router", cluster.RouterOptions{Args: []string{
-		"--auto-failover", soakLease, "--upstream-timeout", "5", "--body-timeout", "1"}})
+		"--auto-failover", soakLease, "--upstream-timeout", "5", "--body-timeout", "1",
+		"--max-conns-per-addr", strconv.Itoa(soakRouterPerAddr)}})
 	args := []string{"--lease", "--sync", "always", "--replication-token", replToken,
-		"--http-token", dataToken, "--body-timeout", "1"}
+		"--http-token", dataToken, "--body-timeout", "1", "--max-conns-per-addr", strconv.Itoa(soakNodePerAddr)}
 	n1 := c.StartNode("n1", cluster.NodeOptions{Args: args})
 	n2 := c.StartNode("n2", cluster.NodeOptions{Args: args})
 	r.Register(n1)
@@ -70,6 +74,8 @@ func TestSoakHostileClients(t *testing.T) {
 	hostile.Go(func() { badTokens(ctx, r.URL(), "127.0.0.4", &hits) })
 	hostile.Go(func() { hugeDeclared(ctx, r.Addr(), "127.0.0.5", &hits) })
 	hostile.Go(func() { slowBodies(ctx, n1.Direct(), "127.0.0.6", &hits) })
+	hostile.Go(func() { floodConns(ctx, r.Addr(), "127.0.0.7", 3*soakRouterPerAddr, &hits.routerFlood) })
+	hostile.Go(func() { floodConns(ctx, n1.Direct(), "127.0.0.8", 2*soakNodePerAddr, &hits.nodeFlood) })
 
 	const writers = 4
 	acked := make([][]string, writers)
@@ -112,6 +118,10 @@ func TestSoakHostileClients(t *testing.T) {
 			t.Fatalf("tenant %s moved to %v", name, got)
 		}
 	}
+	// The floods met their bounds.
+	if hits.routerFlood.refused.Load() == 0 || hits.nodeFlood.refused.Load() == 0 {
+		t.Errorf("a flood of connections was never refused: %s", hits.String())
+	}
 	for name, peak := range peaks() {
 		if peak > soakMemoryBound {
 			t.Errorf("%s: resident peak %d MiB, past %d MiB", name, peak>>20, soakMemoryBound>>20)
@@ -123,11 +133,64 @@ func TestSoakHostileClients(t *testing.T) {
 // hostileCounts counts what the hostile clients did and met.
 type hostileCounts struct {
 	slow, hungUp, badToken, held, declared atomic.Int64
+	routerFlood, nodeFlood                 floodCounts
 }
 
+// floodCounts counts a flood's connections: left unanswered at once
+// (taken by the server, or refused after the flood stopped waiting), and
+// refused at once.
+type floodCounts struct{ held, refused atomic.Int64 }
+
 func (h *hostileCounts) String() string {
-	return fmt.Sprintf("%d stalled bodies cut, %d early hang-ups, %d bad tokens (%d held off 429), %d bodies of 60 MB declared and never sent",
-		h.slow.Load(), h.hungUp.Load(), h.badToken.Load(), h.held.Load(), h.declared.Load())
+	return fmt.Sprintf("%d stalled bodies cut, %d early hang-ups, %d bad tokens (%d held off 429), %d bodies of 60 MB declared and never sent; "+
+		"a flood of connections had %d unanswered at once (taken, or refused late) and %d refused 429 on the router, %d and %d on a node",
+		h.slow.Load(), h.hungUp.Load(), h.badToken.Load(), h.held.Load(), h.declared.Load(),
+		h.routerFlood.held.Load(), h.routerFlood.refused.Load(), h.nodeFlood.held.Load(), h.nodeFlood.refused.Load())
+}
+
+// Each address's bound on connections in the soak (--max-conns-per-addr):
+// the router's low enough that a flood meets it at once; a node's above
+// the router's own connections to it.
+const (
+	soakRouterPerAddr = 64
+	soakNodePerAddr   = 96
+)
+
+// floodConns opens connections to addr from ip and keeps up to hold of
+// them open, sending nothing: a stranger taking a server's connections.
+// A connection answered at once is a refusal (it must be 429); one left
+// unanswered was taken, and is held. All are closed at the end.
+func floodConns(ctx context.Context, addr, ip string, hold int, h *floodCounts) {
+	var held []net.Conn
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	buf := make([]byte, 12)
+	for ctx.Err() == nil {
+		c, err := dialFrom(ctx, addr, ip)
+		if err != nil {
+			continue
+		}
+		c.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
+		n, err := io.ReadFull(c, buf)
+		switch {
+		case n == len(buf) && string(buf) == "HTTP/1.1 429":
+			h.refused.Add(1)
+			c.Close()
+		case n == 0 && errors.Is(err, os.ErrDeadlineExceeded):
+			c.SetReadDeadline(time.Time{})
+			held = append(held, c)
+			h.held.Add(1)
+			if len(held) > hold {
+				held[0].Close()
+				held = held[1:]
+			}
+		default: // closed by the server (its header timeout): not a refusal
+			c.Close()
+		}
+	}
 }
 
 // dialFrom dials addr from the local ip, bounded by ctx.
