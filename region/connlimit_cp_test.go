@@ -13,22 +13,6 @@ import (
 	"github.com/fenec-go/fenec/internal/testkit"
 )
 
-// ask sends one request on c, kept alive, and returns the answer's status.
-func ask(t *testing.T, c net.Conn, br *bufio.Reader, req string) int {
-	t.Helper()
-	c.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.WriteString(c, req); err != nil {
-		t.Fatal(err)
-	}
-	res, err := http.ReadResponse(br, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	io.Copy(io.Discard, res.Body)
-	res.Body.Close()
-	return res.StatusCode
-}
-
 // A stranger past --max-conns-per-addr is answered 429 as it connects;
 // the router's other clients, and the stranger's open connections, are
 // served as before. Its connections give their room back as they end,
@@ -40,43 +24,32 @@ func TestRouterStrangerPastItsConnectionsIsRefused(t *testing.T) {
 	r.place(t, "a", "n1")
 	r.mustQuery(t, "a", "create collection c (name text)")
 	addr := strings.TrimPrefix(r.url, "http://")
-	dial := func() net.Conn {
-		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}, Timeout: 5 * time.Second}
-		c, err := d.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
+	dial := func() net.Conn { return testkit.DialFrom(t, "127.0.0.2", addr) }
+	ask := func(c net.Conn, br *bufio.Reader, req string) int {
+		st, _ := testkit.Ask(t, c, br, req)
+		return st
 	}
 	const read = "POST /t/a/query HTTP/1.1\r\nHost: r\r\nContent-Length: 23\r\n\r\n{\"query\":\"get c count\"}"
 	const healthReq = "GET /_health HTTP/1.1\r\nHost: r\r\n\r\n"
 	loop, handed := dial(), dial()
 	loopR, handedR := bufio.NewReader(loop), bufio.NewReader(handed)
-	if st := ask(t, loop, loopR, read); st != 200 {
+	if st := ask(loop, loopR, read); st != 200 {
 		t.Fatalf("a read through the loop: %d", st)
 	}
-	if st := ask(t, handed, handedR, healthReq); st != 200 {
+	if st := ask(handed, handedR, healthReq); st != 200 {
 		t.Fatalf("health, handed over: %d", st)
 	}
 	third := dial()
-	third.SetDeadline(time.Now().Add(5 * time.Second))
-	io.WriteString(third, read)
-	res, err := http.ReadResponse(bufio.NewReader(third), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(res.Body)
-	if res.StatusCode != http.StatusTooManyRequests || res.Header.Get("Retry-After") == "" ||
+	if st, body := testkit.Ask(t, third, bufio.NewReader(third), read); st != http.StatusTooManyRequests ||
 		!strings.Contains(string(body), "--max-conns-per-addr 2") {
-		t.Fatalf("the third connection: %d %v %s", res.StatusCode, res.Header, body)
+		t.Fatalf("the third connection: %d %s", st, body)
 	}
 	// Another client, and the stranger's open connections, are served.
 	r.mustQuery(t, "a", "get c count")
-	if st := ask(t, loop, loopR, read); st != 200 {
+	if st := ask(loop, loopR, read); st != 200 {
 		t.Fatalf("the open loop connection: %d", st)
 	}
-	if st := ask(t, handed, handedR, healthReq); st != 200 {
+	if st := ask(handed, handedR, healthReq); st != 200 {
 		t.Fatalf("the open handed-over connection: %d", st)
 	}
 	st, _, b := cpDo(t, http.MethodGet, r.url+"/_metrics", cpRouterToken, nil, nil)
@@ -110,7 +83,7 @@ func TestRouterStrangerPastItsConnectionsIsRefused(t *testing.T) {
 		if i%2 == 1 {
 			req = healthReq
 		}
-		if st := ask(t, c, br, req); st != 200 {
+		if st := ask(c, br, req); st != 200 {
 			t.Fatalf("round %d: %d", i, st)
 		}
 		ends[i%len(ends)](c, br)

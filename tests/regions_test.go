@@ -15,6 +15,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
+	"github.com/fenec-go/fenec/internal/testkit"
 	"github.com/fenec-go/fenec/tests/cluster"
 )
 
@@ -437,19 +438,8 @@ func TestRegionLeasesWithoutTheGlobalTier(t *testing.T) {
 	w.check()
 	m := eu.Leader.Client().Do("GET", "/_metrics", nil)
 	if !strings.Contains(string(m.Body), `fenec_router_auto_failovers_total{outcome="done"} 1`) {
-		t.Fatalf("eu's router did not count its failover: %s", grepLines(string(m.Body), "auto_failovers"))
+		t.Fatalf("eu's router did not count its failover: %s", testkit.LinesWith(string(m.Body), "auto_failovers"))
 	}
-}
-
-// grepLines is the lines of s holding sub.
-func grepLines(s, sub string) string {
-	var out []string
-	for _, l := range strings.Split(s, "\n") {
-		if strings.Contains(l, sub) {
-			out = append(out, l)
-		}
-	}
-	return strings.Join(out, "\n")
 }
 
 // eu is leased by the global tier when the global tier is cut off from eu

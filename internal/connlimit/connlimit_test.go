@@ -87,13 +87,7 @@ func (s *server) none(t *testing.T) {
 // dialFrom connects to s from the loopback address ip (any of 127/8).
 func dialFrom(t *testing.T, s *server, ip string) net.Conn {
 	t.Helper()
-	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 5 * time.Second}
-	c, err := d.Dial("tcp", s.ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
+	return testkit.DialFrom(t, ip, s.ln.Addr().String())
 }
 
 // refusal reads the answer to a refused connection, and checks the
