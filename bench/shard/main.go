@@ -63,6 +63,7 @@ type config struct {
 	moveImage        string          // the moved tenant's image, kept between runs
 	logFile          string          // the in-process nodes' and router's log
 	moveProfileOut   string          // the CPU profile of this process over the move
+	moveFaultsOut    string          // where a fresh node's page faults during a move are taken
 
 	wrk           string        // wrk binary ("none": no deployed tables)
 	rounds        int           // rounds of the deployed table
@@ -85,6 +86,7 @@ func main() {
 	flag.IntVar(&cfg.rounds, "rounds", 5, "rounds of the deployed table, every target once a round")
 	flag.DurationVar(&cfg.dur, "dur", 3*time.Second, "one wrk run (whole seconds)")
 	flag.StringVar(&cfg.profileOut, "profile-out", "bench/shard-profile.txt", "file the router's CPU profile is written to (empty: none)")
+	flag.StringVar(&cfg.moveFaultsOut, "move-faults-out", "bench/shard-move-faults.txt", "file perf's report of where a fresh node's page faults are taken as it takes the moved tenant, as deployed, is written to (empty, or perf missing: none)")
 	flag.StringVar(&cfg.moveProfileOut, "move-profile-out", "bench/shard-move-profile.txt", "file the CPU profile of the move (both nodes and the router, in this process) is written to (empty: none)")
 	flag.StringVar(&cfg.logFile, "log", "", "file the in-process nodes and router log to (default: none)")
 	flag.StringVar(&cfg.moveImage, "move-image", "", "file the moved tenant's image is kept in: read from it when it exists (no loading), else written once loaded (empty: a file of this run's, so the tenant is loaded once for both moves)")

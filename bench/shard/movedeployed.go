@@ -108,7 +108,7 @@ func moveDeployed(ctx context.Context, w io.Writer, cfg config, dir string) erro
 	}
 	fmt.Fprintf(w, "  onto nodes that never held it, in turns: with --huge-pages %s ms; without (the default, as above) %s ms\n",
 		strings.Join(with, ", "), strings.Join(without, ", "))
-	return nil
+	return moveFaults(ctx, cfg.moveFaultsOut, c, rig, nodeBin, dir)
 }
 
 // moveAgain moves mv to node to and times it and the first near there.
