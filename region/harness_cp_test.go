@@ -43,8 +43,10 @@ type cpNode struct {
 	*testnode.Node
 	refuseInstall atomic.Bool
 	cutImage      atomic.Bool
-	// holdInstall, when set, holds an image install until it is closed.
-	holdInstall atomic.Pointer[chan struct{}]
+	// holdInstall, when set, holds an image install until it is closed;
+	// installsHeld counts the installs that reached it.
+	holdInstall  atomic.Pointer[chan struct{}]
+	installsHeld atomic.Int64
 	// holdCreate, when set, holds the making of a tenant's file until it is
 	// closed; creating is sent a value as each such call arrives.
 	holdCreate atomic.Pointer[chan struct{}]
@@ -69,6 +71,7 @@ func startCPNode(tb testing.TB) *cpNode {
 					}
 				}
 				if hold := n.holdInstall.Load(); hold != nil && install {
+					n.installsHeld.Add(1)
 					select {
 					case <-*hold:
 					case <-r.Context().Done():

@@ -503,6 +503,9 @@ func TestMovingTenantServedBySourceCP(t *testing.T) {
 		}
 		return nil
 	})
+	// The directory says "moving" as the move begins, and the source is
+	// frozen just after: once the image reaches the target, it is.
+	testkit.Eventually(t, cpWait, func() bool { return n2.installsHeld.Load() > 0 }, "the image reaches the target")
 	// While moving it is served by its source: reads answer, writes are
 	// refused with Retry-After (frozen), and a second operation is 409.
 	if b := r.mustQuery(t, "mvg", "get docs count"); !strings.Contains(string(b), `"count":1`) {
