@@ -61,9 +61,9 @@ e2e:
 # Router cost as deployed (node, router and nginx each a process, driven
 # by wrk), per-request system calls and the router's profile, the
 # in-process rows, and a 100 000 × 128 move (as deployed, then in
-# process); writes bench/shard.txt,
-# bench/shard-profile.txt and bench/shard-move-profile.txt, then the
-# replication and lease benches.
+# process); writes bench/shard.txt, bench/shard-profile.txt,
+# bench/shard-move-profile.txt and (with perf) bench/shard-move-faults.txt,
+# then the replication and lease benches.
 # Installs Debian's nginx and wrk first when they are missing; the bench
 # stops every process it starts. SHARD_BENCH_FLAGS are passed on, e.g.
 # "-only deployed -tls=false -rounds 3" for the wrk rows alone, or
@@ -71,32 +71,34 @@ e2e:
 # (the tenant loaded once, its image restored from the file after).
 SHARD_BENCH_FLAGS ?=
 .PHONY: shard-bench
-shard-bench:
-	@missing=""; for p in nginx wrk; do command -v $$p >/dev/null || missing="$$missing $$p"; done; \
-	if [ -n "$$missing" ]; then \
-	  if [ "$$(id -u)" = 0 ]; then apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing; \
-	  else sudo apt-get update && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing; fi; fi
+shard-bench: bench-tools
 	$(GO) run ./bench/shard -out bench/shard.txt -profile-out bench/shard-profile.txt $(SHARD_BENCH_FLAGS)
 	$(MAKE) repl-bench lease-bench
+
+# Debian's nginx and wrk, which the deployed benches drive and compare
+# against, installed when missing.
+.PHONY: bench-tools
+bench-tools:
+	@missing=""; for p in nginx wrk; do command -v $$p >/dev/null || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	  else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi; fi
 
 # Every bench once at its smallest (bench/smoke.sh), its tables in a
 # directory of its own, never bench/: what CI runs, so that a bench that
 # stopped running is seen the day it breaks. Installs nginx and wrk like
 # shard-bench.
 .PHONY: bench-smoke
-bench-smoke:
-	@missing=""; for p in nginx wrk; do command -v $$p >/dev/null || missing="$$missing $$p"; done; \
-	if [ -n "$$missing" ]; then \
-	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
-	  else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi; fi
+bench-smoke: bench-tools
 	GO=$(GO) bench/smoke.sh
 
 # A directory of 100 000 tenant records in an embedded etcd member against
 # one of 10: placements a second, a router's start and memory, the lookup
-# per request, a change reaching a standby's copy and a region's mirror;
-# writes bench/directory.txt.
+# per request (in process, and a keyed read through a router over each,
+# as deployed, driven by wrk), a change reaching a standby's copy and a
+# region's mirror; writes bench/directory.txt.
 .PHONY: directory-bench
-directory-bench:
+directory-bench: bench-tools
 	$(GO) run ./bench/directory -out bench/directory.txt
 
 # What quotas cost: a tenant with no quota against one with every quota

@@ -40,7 +40,7 @@ lane \
   quota "$GO run ./bench/quota -n 500 -rounds 1 -puts 2000 -out $dir/quota.txt" \
   repl "$GO run ./bench/repl -warmup 20 -n 100 -lag 50 -tenants 2,20 -out $dir/repl.txt" \
   region "$GO run ./bench/region -runs 1 -tenants 2 -reads 100 -out $dir/region.txt" \
-  directory "$GO run ./bench/directory -tenants 2000 -changes 20 -seq 50 -link-changes 10 -out $dir/directory.txt" &
+  directory "$GO run ./bench/directory -tenants 2000 -changes 20 -seq 50 -link-changes 10 -routed-rounds 1 -out $dir/directory.txt" &
 b=$!
 failed=0
 wait $a || failed=1

@@ -57,6 +57,8 @@ type config struct {
 	tenants, changes, seqPlace, parallel int
 	linkChanges                          int
 	out                                  string
+	wrk                                  string // "none": no routed reads
+	routedRounds                         int
 }
 
 func main() {
@@ -67,6 +69,8 @@ func main() {
 	flag.IntVar(&cfg.parallel, "parallel", 32, "placements at once for the bulk load")
 	flag.IntVar(&cfg.linkChanges, "link-changes", 100, "changes timed to a region's copy, per size")
 	flag.StringVar(&cfg.out, "out", "bench/directory.txt", "file the table is written to")
+	flag.StringVar(&cfg.wrk, "wrk", "wrk", "wrk binary for the routed reads (none: skip them)")
+	flag.IntVar(&cfg.routedRounds, "routed-rounds", 3, "rounds of the routed reads, both routers once a round")
 	flag.Parse()
 	if err := run(cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "directory bench:", err)
@@ -124,13 +128,8 @@ func run(cfg config) error {
 	}
 	defer d.Close()
 	s := global.NewStore(d)
-	if _, err := s.Txn().PutRegion(0, global.Region{Name: "eu", Leaser: global.LeaserGlobal}).Commit(ctx); err != nil {
+	if err := seedNodes(ctx, s); err != nil {
 		return err
-	}
-	for i := range nodes {
-		if _, err := s.Txn().PutNode(nodeName(i), 0, global.Node{Addr: fmt.Sprintf("http://127.0.0.1:%d", 9000+i), Region: "eu"}).Commit(ctx); err != nil {
-			return err
-		}
 	}
 	load0 := benchkit.LoadAvg()
 	small, big := &size{tenants: 10}, &size{tenants: cfg.tenants}
@@ -164,10 +163,22 @@ func run(cfg config) error {
 	if err := lookups(ctx, d, small, big); err != nil {
 		return err
 	}
+	var rr *routedResult
+	if cfg.wrk != "none" {
+		r, err := routed(ctx, cfg.wrk, cfg.routedRounds, s, m.ClientURLs(), dir)
+		if err != nil {
+			return fmt.Errorf("routed reads: %w", err)
+		}
+		rr = &r
+	}
 
 	var out bytes.Buffer
 	fmt.Fprintf(&out, "fenec directory bench, %s, %s, %d cores; load average %s at the start, %s at the end\n", time.Now().UTC().Format("2006-01-02 15:04 MST"), benchkit.CPUName(), runtime.NumCPU(), load0, benchkit.LoadAvg())
-	fmt.Fprintf(&out, "one embedded etcd member (this process), %d nodes in region eu, tenant records only (no node holds a file)\n\n", nodes)
+	fmt.Fprintf(&out, "one embedded etcd member (this process), %d nodes in region eu, tenant records only (no node holds a file)", nodes)
+	if rr != nil {
+		fmt.Fprintf(&out, "; for the reads as deployed, a second member holding the small directory, and in both a tenant on a real node")
+	}
+	fmt.Fprintf(&out, "\n\n")
 	tw := tabwriter.NewWriter(&out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "\t%d tenants\t%d tenants\t\n", small.tenants, big.tenants)
 	fmt.Fprintf(tw, "placements a second, %d one at a time as the leader places (records only), from 10 / up to the last\t%.0f\t%.0f\t\n", cfg.seqPlace, small.seqRate, big.seqRate)
@@ -179,6 +190,13 @@ func run(cfg config) error {
 	fmt.Fprintf(tw, "lookup per forwarded request (Watcher.Lookup, in turns; 4096 names asked, spread over the tenants), ns\t%.0f\t%.0f\t\n", small.lookupNS, big.lookupNS)
 	fmt.Fprintf(tw, "  the same 10 tenants asked of the big copy (its size alone), ns\t\t%.0f\t\n", big.lookupFewNS)
 	fmt.Fprintf(tw, "  every tenant asked in turn (cache-cold: bench/lookup-profile.txt), ns\t\t%.0f\t\n", big.lookupEveryNS)
+	if rr != nil {
+		fmt.Fprintf(tw, "a keyed read as deployed (GET %s: fenec-node and two fenec-shard standbys, each a process, one over each directory; wrk, 16 connections, %d rounds of 3 s in turns), reads a second\t%.0f\t%.0f\t\n",
+			routedRead, rr.rounds, rr.small.RPS, rr.big.RPS)
+		fmt.Fprintf(tw, "  p50 µs\t%.0f\t%.0f\t\n", rr.small.P50, rr.big.P50)
+		fmt.Fprintf(tw, "  p99 µs\t%.0f\t%.0f\t\n", rr.small.P99, rr.big.P99)
+		fmt.Fprintf(tw, "  the big directory's router over the small's (median of the rounds' ratios): reads a second, p50\t\t%.2f×, %.2f×\t\n", rr.ratioRPS, rr.ratioP50)
+	}
 	fmt.Fprintf(tw, "one change until a standby's copy shows it, p50 µs (%d changes)\t%.0f\t%.0f\t\n", cfg.changes, us(pct(small.change, 50)), us(pct(big.change, 50)))
 	fmt.Fprintf(tw, "  p99 µs\t%.0f\t%.0f\t\n", us(pct(small.change, 99)), us(pct(big.change, 99)))
 	fmt.Fprintf(tw, "region's link (fenec-shard --region eu --global, in process): start until its directory holds the region, ms\t%.0f\t%.0f\t\n", ms(small.linkStart), ms(big.linkStart))
@@ -192,6 +210,19 @@ func run(cfg config) error {
 	os.Stdout.Write(out.Bytes())
 	if cfg.out != "" {
 		return os.WriteFile(cfg.out, out.Bytes(), 0o644)
+	}
+	return nil
+}
+
+// seedNodes writes region eu and its nodes (records only).
+func seedNodes(ctx context.Context, s *global.Store) error {
+	if _, err := s.Txn().PutRegion(0, global.Region{Name: "eu", Leaser: global.LeaserGlobal}).Commit(ctx); err != nil {
+		return err
+	}
+	for i := range nodes {
+		if _, err := s.Txn().PutNode(nodeName(i), 0, global.Node{Addr: fmt.Sprintf("http://127.0.0.1:%d", 9000+i), Region: "eu"}).Commit(ctx); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -28,13 +28,8 @@ const readPath = "/t/acme/kv?k=eq.1"
 // wrkScripts: reads are wrk's fixed request (no Lua per request); writes
 // insert a row with a key no other run used (base from the bench, then a
 // range per wrk thread). Both print one line of figures when done.
-const wrkDone = `
-function done(s, lat, req)
-  io.write(string.format("FENEC requests=%d duration_us=%d p50_us=%.1f p99_us=%.1f mean_us=%.1f status=%d connect=%d read=%d write=%d timeout=%d\n",
-    s.requests, s.duration, lat:percentile(50), lat:percentile(99), lat.mean,
-    s.errors.status, s.errors.connect, s.errors.read, s.errors.write, s.errors.timeout))
-end
-`
+// wrkDone is the done() every script ends with.
+const wrkDone = benchkit.WrkDone
 
 const wrkWrite = `
 wrk.method = "POST"
@@ -238,38 +233,8 @@ func (d *deployedRig) runWrk(ctx context.Context, t wtarget, l wrkLoad, dur time
 		script = filepath.Join(d.dir, "write.lua")
 		url = t.base + "/t/acme/kv"
 	}
-	threads := 1
-	secs := max(1, int(dur.Round(time.Second)/time.Second))
-	args := []string{"-t", strconv.Itoa(threads), "-c", strconv.Itoa(l.conns), "-d", fmt.Sprintf("%ds", secs),
-		"--timeout", "5s", "-s", script, url, "--", strconv.Itoa(d.runs * 100_000_000)}
-	out, err := exec.CommandContext(ctx, d.wrk, args...).CombinedOutput()
-	if err != nil {
-		return wrkResult{}, fmt.Errorf("wrk %s: %w\n%s", t.name, err, out)
-	}
-	return parseWrk(string(out), t.name)
-}
-
-// parseWrk reads the FENEC line the scripts print.
-func parseWrk(out, name string) (wrkResult, error) {
-	i := strings.Index(out, "FENEC ")
-	if i < 0 {
-		return wrkResult{}, fmt.Errorf("wrk %s: no figures in its output:\n%s", name, out)
-	}
-	line, _, _ := strings.Cut(out[i+len("FENEC "):], "\n")
-	f := map[string]float64{}
-	for _, kv := range strings.Fields(line) {
-		k, v, _ := strings.Cut(kv, "=")
-		x, err := strconv.ParseFloat(v, 64)
-		if err != nil {
-			return wrkResult{}, fmt.Errorf("wrk %s: %q: %w", name, kv, err)
-		}
-		f[k] = x
-	}
-	if bad := f["status"] + f["connect"] + f["read"] + f["write"] + f["timeout"]; bad > 0 || f["requests"] == 0 {
-		return wrkResult{}, fmt.Errorf("wrk %s: %s", name, line)
-	}
-	return wrkResult{p50: f["p50_us"], p99: f["p99_us"], mean: f["mean_us"],
-		rps: f["requests"] / (f["duration_us"] / 1e6), requests: int64(f["requests"])}, nil
+	r, err := benchkit.RunWrk(ctx, d.wrk, script, url, t.name, l.conns, dur, strconv.Itoa(d.runs*100_000_000))
+	return wrkResult{p50: r.P50, p99: r.P99, mean: r.Mean, rps: r.RPS, requests: r.Requests}, err
 }
 
 // deployedTable measures every load on every target, rounds × targets in
