@@ -147,11 +147,9 @@ func send(c *http.Client, method, url, token, body string) error {
 
 // placeHot records the node at addr as "real" in s and places "hot" on it.
 func placeHot(ctx context.Context, s *global.Store, addr string) error {
-	rev, err := s.Txn().PutNode("real", 0, global.Node{Addr: addr, Token: routedAdmin, Region: "eu"}).Commit(ctx)
-	if err != nil {
+	if _, err := s.Txn().PutNode("real", 0, global.Node{Addr: addr, Token: routedAdmin, Region: "eu"}).Commit(ctx); err != nil {
 		return fmt.Errorf("record the node: %w", err)
 	}
-	_ = rev
 	n, err := s.GetNode(ctx, "real")
 	if err != nil {
 		return err
