@@ -112,25 +112,12 @@ func run(cfg config) error {
 	if err != nil {
 		return err
 	}
-	cfgE := global.DefaultEmbedConfig(filepath.Join(dir, "etcd"))
-	cfgE.ClientURL, cfgE.PeerURL = "http://127.0.0.1:0", "http://127.0.0.1:0"
-	m, err := global.StartEmbedded(ctx, cfgE)
+	member, err := startMember(ctx, filepath.Join(dir, "etcd"))
 	if err != nil {
 		return err
 	}
-	defer m.Close()
-	if err := m.WaitReady(ctx); err != nil {
-		return err
-	}
-	d, err := m.Open(ctx, global.DefaultPrefix)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	s := global.NewStore(d)
-	if err := seedNodes(ctx, s); err != nil {
-		return err
-	}
+	defer member.close()
+	d, s := member.d, member.store
 	load0 := benchkit.LoadAvg()
 	small, big := &size{tenants: 10}, &size{tenants: cfg.tenants}
 	// 10 tenants, measured; then cfg.seqPlace placed one at a time (the
@@ -139,7 +126,7 @@ func run(cfg config) error {
 	if _, err = placeSeq(ctx, s, 0, small.tenants); err != nil {
 		return err
 	}
-	if err := measureSize(ctx, cfg, small, s, d, m.ClientURLs(), shardBin, dir); err != nil {
+	if err := measureSize(ctx, cfg, small, s, d, member.urls, shardBin, dir); err != nil {
 		return err
 	}
 	bulk := cfg.tenants - small.tenants - 2*cfg.seqPlace
@@ -157,7 +144,7 @@ func run(cfg config) error {
 	if big.seqRate, err = placeSeq(ctx, s, small.tenants+cfg.seqPlace+bulk, cfg.seqPlace); err != nil {
 		return err
 	}
-	if err := measureSize(ctx, cfg, big, s, d, m.ClientURLs(), shardBin, dir); err != nil {
+	if err := measureSize(ctx, cfg, big, s, d, member.urls, shardBin, dir); err != nil {
 		return err
 	}
 	if err := lookups(ctx, d, small, big); err != nil {
@@ -165,7 +152,7 @@ func run(cfg config) error {
 	}
 	var rr *routedResult
 	if cfg.wrk != "none" {
-		r, err := routed(ctx, cfg.wrk, cfg.routedRounds, s, m.ClientURLs(), dir)
+		r, err := routed(ctx, cfg.wrk, cfg.routedRounds, s, member.urls, dir)
 		if err != nil {
 			return fmt.Errorf("routed reads: %w", err)
 		}

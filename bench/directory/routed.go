@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -48,12 +47,15 @@ func routed(ctx context.Context, wrk string, rounds int, bigStore *global.Store,
 	defer node.Stop()
 	base := "http://" + addr
 	c := &http.Client{Timeout: 10 * time.Second}
-	for _, step := range []struct{ method, path, token, body string }{
-		{"PUT", "/_admin/tenants/hot", routedAdmin, ""},
-		{"POST", "/t/hot/query", "", `{"query": "create collection kv (k int @unique, v text)"}`},
-		{"POST", "/t/hot/kv", "", `{"k": 1, "v": "one"}`},
+	for _, step := range []struct {
+		method, path, token, body string
+		want                      int
+	}{
+		{"PUT", "/_admin/tenants/hot", routedAdmin, "", http.StatusCreated},
+		{"POST", "/t/hot/query", "", `{"query": "create collection kv (k int @unique, v text)"}`, http.StatusOK},
+		{"POST", "/t/hot/kv", "", `{"k": 1, "v": "one"}`, http.StatusCreated},
 	} {
-		if err := send(c, step.method, base+step.path, step.token, step.body); err != nil {
+		if _, err := benchkit.Call(c, step.method, base+step.path, step.token, step.body, step.want); err != nil {
 			return res, err
 		}
 	}
@@ -108,41 +110,9 @@ func routed(ctx context.Context, wrk string, rounds int, bigStore *global.Store,
 		rps = append(rps, r[1].RPS/r[0].RPS)
 		p50 = append(p50, r[1].P50/r[0].P50)
 	}
-	med := func(rs []benchkit.WrkResult) benchkit.WrkResult {
-		f := func(g func(benchkit.WrkResult) float64) float64 {
-			var xs []float64
-			for _, r := range rs {
-				xs = append(xs, g(r))
-			}
-			return benchkit.Median(xs)
-		}
-		return benchkit.WrkResult{P50: f(func(r benchkit.WrkResult) float64 { return r.P50 }),
-			P99: f(func(r benchkit.WrkResult) float64 { return r.P99 }), RPS: f(func(r benchkit.WrkResult) float64 { return r.RPS })}
-	}
-	res.small, res.big = med(got[0]), med(got[1])
+	res.small, res.big = medianRun(got[0]), medianRun(got[1])
 	res.ratioRPS, res.ratioP50 = benchkit.Median(rps), benchkit.Median(p50)
 	return res, nil
-}
-
-// send makes one call and wants a 2xx answer.
-func send(c *http.Client, method, url, token, body string) error {
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	if err != nil {
-		return err
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	res, err := c.Do(req)
-	if err != nil {
-		return err
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	if res.StatusCode/100 != 2 {
-		return fmt.Errorf("%s %s: %d %s", method, url, res.StatusCode, b)
-	}
-	return nil
 }
 
 // placeHot records the node at addr as "real" in s and places "hot" on it.
@@ -172,9 +142,9 @@ func (m *memberDir) close() {
 	m.m.Close()
 }
 
-// smallDirectory starts a second member holding what the small size of
-// the bench holds: region eu, its nodes, 10 tenants.
-func smallDirectory(ctx context.Context, dir string) (*memberDir, error) {
+// startMember starts an embedded etcd member in dir, opens its directory
+// and writes region eu and its nodes there.
+func startMember(ctx context.Context, dir string) (*memberDir, error) {
 	cfgE := global.DefaultEmbedConfig(dir)
 	cfgE.ClientURL, cfgE.PeerURL = "http://127.0.0.1:0", "http://127.0.0.1:0"
 	m, err := global.StartEmbedded(ctx, cfgE)
@@ -195,9 +165,28 @@ func smallDirectory(ctx context.Context, dir string) (*memberDir, error) {
 		md.close()
 		return nil, err
 	}
+	return md, nil
+}
+
+// smallDirectory starts a second member holding what the small size of
+// the bench holds: region eu, its nodes, 10 tenants.
+func smallDirectory(ctx context.Context, dir string) (*memberDir, error) {
+	md, err := startMember(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
 	if _, err := placeSeq(ctx, md.store, 0, 10); err != nil {
 		md.close()
 		return nil, err
 	}
 	return md, nil
+}
+
+// medianRun is the median over runs of each figure the table shows.
+func medianRun(rs []benchkit.WrkResult) benchkit.WrkResult {
+	var p50, p99, rps []float64
+	for _, r := range rs {
+		p50, p99, rps = append(p50, r.P50), append(p99, r.P99), append(rps, r.RPS)
+	}
+	return benchkit.WrkResult{P50: benchkit.Median(p50), P99: benchkit.Median(p99), RPS: benchkit.Median(rps)}
 }

@@ -204,11 +204,7 @@ func fillDeployedWith(c *http.Client, router, nodeURL string) error {
 }
 
 // wrkResult is one wrk run's figures.
-type wrkResult struct {
-	p50, p99, mean float64 // µs
-	rps            float64
-	requests       int64
-}
+type wrkResult = benchkit.WrkResult
 
 // wrkLoad is one load shape: a kind of request at a number of connections.
 type wrkLoad struct {
@@ -233,8 +229,7 @@ func (d *deployedRig) runWrk(ctx context.Context, t wtarget, l wrkLoad, dur time
 		script = filepath.Join(d.dir, "write.lua")
 		url = t.base + "/t/acme/kv"
 	}
-	r, err := benchkit.RunWrk(ctx, d.wrk, script, url, t.name, l.conns, dur, strconv.Itoa(d.runs*100_000_000))
-	return wrkResult{p50: r.P50, p99: r.P99, mean: r.Mean, rps: r.RPS, requests: r.Requests}, err
+	return benchkit.RunWrk(ctx, d.wrk, script, url, t.name, l.conns, dur, strconv.Itoa(d.runs*100_000_000))
 }
 
 // deployedTable measures every load on every target, rounds × targets in
@@ -286,7 +281,7 @@ func deployedTable(ctx context.Context, w io.Writer, cfg config, d *deployedRig)
 		node, rs := res[li][d.targets[ti].ref], res[li][ti]
 		var dp50 []float64
 		for i, r := range rs {
-			dp50 = append(dp50, r.p50-node[i].p50)
+			dp50 = append(dp50, r.P50-node[i].P50)
 		}
 		return benchkit.Median(dp50)
 	}
@@ -296,19 +291,19 @@ func deployedTable(ctx context.Context, w io.Writer, cfg config, d *deployedRig)
 			rs := res[li][ti]
 			var dp50, dp99, ratio []float64
 			for i, r := range rs {
-				dp50 = append(dp50, r.p50-node[i].p50)
-				dp99 = append(dp99, r.p99-node[i].p99)
-				ratio = append(ratio, r.rps/node[i].rps)
+				dp50 = append(dp50, r.P50-node[i].P50)
+				dp99 = append(dp99, r.P99-node[i].P99)
+				ratio = append(ratio, r.RPS/node[i].RPS)
 			}
 			plus50, plus99 := fmt.Sprintf("%+.0f", benchkit.Median(dp50)), fmt.Sprintf("%+.0f", benchkit.Median(dp99))
 			if ti == t.ref {
 				plus50, plus99 = "", ""
 			}
 			fmt.Fprintf(tw, "%s\t%d\t%s\t%.0f\t%.0f\t%s\t%s\t%.0f\t%.2f\t\n", l, l.conns, t.name,
-				benchkit.Median(field(rs, func(r wrkResult) float64 { return r.p50 })),
-				benchkit.Median(field(rs, func(r wrkResult) float64 { return r.p99 })),
+				benchkit.Median(field(rs, func(r wrkResult) float64 { return r.P50 })),
+				benchkit.Median(field(rs, func(r wrkResult) float64 { return r.P99 })),
 				plus50, plus99,
-				benchkit.Median(field(rs, func(r wrkResult) float64 { return r.rps })), benchkit.Median(ratio))
+				benchkit.Median(field(rs, func(r wrkResult) float64 { return r.RPS })), benchkit.Median(ratio))
 		}
 	}
 	if err := tw.Flush(); err != nil {

@@ -72,7 +72,7 @@ func costTable(ctx context.Context, w io.Writer, cfg config, d *deployedRig) err
 				if err != nil {
 					return err
 				}
-				allocs = fmt.Sprintf("%.1f", float64(after-before)/float64(res.requests))
+				allocs = fmt.Sprintf("%.1f", float64(after-before)/float64(res.Requests))
 			}
 			per := func(names ...string) string {
 				if counts == nil {
@@ -82,11 +82,11 @@ func costTable(ctx context.Context, w io.Writer, cfg config, d *deployedRig) err
 				for _, name := range names {
 					n += counts[name]
 				}
-				return fmt.Sprintf("%.2f", n/float64(res.requests))
+				return fmt.Sprintf("%.2f", n/float64(res.Requests))
 			}
 			cpu := "?"
 			if counts != nil {
-				cpu = fmt.Sprintf("%.1f", counts["task-clock"]*1000/float64(res.requests))
+				cpu = fmt.Sprintf("%.1f", counts["task-clock"]*1000/float64(res.Requests))
 			}
 			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", l.kind, l.conns, t.name, cpu,
 				per("raw_syscalls:sys_enter"),
@@ -225,12 +225,12 @@ func (d *deployedRig) cpuProfile(ctx context.Context, cfg config) error {
 	}
 	var out bytes.Buffer
 	fmt.Fprintf(&out, "fenec-shard CPU profile, %s, as deployed (its own process), reads GET %s through it at 16 connections by wrk: %.0f req/s over the %d s profiled; load average %s\n\n",
-		time.Now().UTC().Format("2006-01-02 15:04 MST"), readPath, r.rps, secs, benchkit.LoadAvg())
+		time.Now().UTC().Format("2006-01-02 15:04 MST"), readPath, r.RPS, secs, benchkit.LoadAvg())
 	for _, mode := range []string{"-top", "-top -cum", "-top -sample_index=alloc_objects -diff_base " + base} {
 		file := raw
 		if strings.Contains(mode, "alloc") {
 			file = after
-			fmt.Fprintf(&out, "Objects allocated during the run (the allocation profile's difference across it; sampled, so scaled estimates; %d requests):\n", r.requests)
+			fmt.Fprintf(&out, "Objects allocated during the run (the allocation profile's difference across it; sampled, so scaled estimates; %d requests):\n", r.Requests)
 		}
 		args := append([]string{"tool", "pprof"}, strings.Fields(mode)...)
 		args = append(args, "-nodecount=40", d.shardBin, file)

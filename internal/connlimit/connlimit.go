@@ -109,9 +109,6 @@ func (l *Limiter) Open() int {
 
 // key is what an address's connections are counted against.
 func key(a net.Addr) string {
-	if ta, ok := a.(*net.TCPAddr); ok {
-		return badtoken.ClientKey(ta.IP.String())
-	}
 	host, _, err := net.SplitHostPort(a.String())
 	if err != nil {
 		return a.String()

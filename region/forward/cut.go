@@ -68,6 +68,11 @@ func (fl *flight) reset() {
 func (fl *flight) enter(ph phase, c net.Conn) bool {
 	fl.mu.Lock()
 	defer fl.mu.Unlock()
+	return fl.enterLocked(ph, c)
+}
+
+// enterLocked is enter with mu held.
+func (fl *flight) enterLocked(ph phase, c net.Conn) bool {
 	if fl.cut || fl.gone {
 		return false
 	}
@@ -89,11 +94,7 @@ func (fl *flight) tryEnterSent() bool {
 		return false
 	}
 	defer fl.mu.Unlock()
-	if fl.cut || fl.gone {
-		return false
-	}
-	fl.phase = phaseSent
-	return true
+	return fl.enterLocked(phaseSent, nil)
 }
 
 // setDial records the dial's cancel; false when already cut or gone.
