@@ -36,7 +36,7 @@ func (f *Forwarder) answer(w http.ResponseWriter, x *exchange, p *pool, pc *pcon
 		x.cw = clientWriter{}
 		if err != nil || n != h.length {
 			pc.close()
-			if _, gone, _ := fl.state(); gone || failed {
+			if _, gone, _ := fl.state(); gone || failed || x.r.Context().Err() != nil {
 				return resDone, statusClient, Target{}
 			}
 			f.metrics.upstreamError(tgt.Node)
@@ -112,7 +112,7 @@ func (f *Forwarder) stream(w http.ResponseWriter, x *exchange, p *pool, pc *pcon
 			pc.close()
 			cut, gone, _ := x.fl.state()
 			switch {
-			case gone:
+			case gone || x.r.Context().Err() != nil:
 				return statusClient
 			case cut:
 				f.metrics.cut(CutStreamEnded)

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"strconv"
 	"time"
 
 	"github.com/fenec-go/fenec/internal/flagx"
@@ -26,6 +27,14 @@ type Config struct {
 	// resend replays them byte for byte. The buffer grows with the bytes
 	// received, never with the length a head declares. Default 64 MiB.
 	MaxBodyBytes int64
+	// MaxBodyMemory bounds the bytes of request bodies held at once, in
+	// all, and MaxBodyMemoryPerAddr those of one client address (an IPv6
+	// one by its /64): a body whose buffer would grow past either is
+	// answered 503 or 429 with Retry-After and its connection closed
+	// (budget.go). 0: no bound. --max-body-memory and
+	// --max-body-memory-per-addr (MiB), defaults 512 MiB and 192 MiB.
+	MaxBodyMemory        int64
+	MaxBodyMemoryPerAddr int64
 	// BodyTimeout cuts a request body that sends no byte for this long
 	// (408, the connection closed): the gap between bytes, not the whole.
 	// The router's loop bounds a write to a client the same way
@@ -49,12 +58,14 @@ type Config struct {
 // DefaultConfig returns the defaults API.md names.
 func DefaultConfig() Config {
 	return Config{
-		UpstreamTimeout: 60 * time.Second,
-		IdleTimeout:     50 * time.Second,
-		DialTimeout:     time.Second,
-		MaxBodyBytes:    64 << 20,
-		BodyTimeout:     30 * time.Second,
-		MaxIdlePerNode:  128,
+		UpstreamTimeout:      60 * time.Second,
+		IdleTimeout:          50 * time.Second,
+		DialTimeout:          time.Second,
+		MaxBodyBytes:         64 << 20,
+		MaxBodyMemory:        512 << 20,
+		MaxBodyMemoryPerAddr: 192 << 20,
+		BodyTimeout:          30 * time.Second,
+		MaxIdlePerNode:       128,
 	}
 }
 
@@ -71,6 +82,13 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: dial timeout above the upstream timeout", ErrBadConfig)
 	case c.MaxBodyBytes <= 0:
 		return fmt.Errorf("%w: max body bytes must be positive", ErrBadConfig)
+	case c.MaxBodyMemory < 0 || c.MaxBodyMemoryPerAddr < 0:
+		return fmt.Errorf("%w: body memory bounds must not be negative", ErrBadConfig)
+	case c.MaxBodyMemoryPerAddr > 0 && c.MaxBodyMemoryPerAddr <= c.MaxBodyBytes,
+		c.MaxBodyMemory > 0 && c.MaxBodyMemory <= c.MaxBodyBytes:
+		return fmt.Errorf("%w: body memory bounds must be above the largest body (%d MiB), or no request that large could be taken", ErrBadConfig, c.MaxBodyBytes>>20)
+	case c.MaxBodyMemory > 0 && c.MaxBodyMemoryPerAddr > c.MaxBodyMemory:
+		return fmt.Errorf("%w: one address's body memory above the router's in all", ErrBadConfig)
 	case c.BodyTimeout <= 0:
 		return fmt.Errorf("%w: body timeout must be positive", ErrBadConfig)
 	case c.MaxIdlePerNode < 0:
@@ -85,10 +103,27 @@ func (c Config) Validate() error {
 }
 
 // AddFlags registers --upstream-timeout, --idle-timeout and
-// --body-timeout (seconds), and --resolver.
+// --body-timeout (seconds), --max-body-memory and
+// --max-body-memory-per-addr (MiB), and --resolver.
 func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Resolver, "resolver", c.Resolver, "look node names up at the DNS server `HOST:PORT` (default: the system's way)")
 	fs.Var((*flagx.Seconds)(&c.UpstreamTimeout), "upstream-timeout", "bound on a forwarded request, in seconds")
 	fs.Var((*flagx.Seconds)(&c.IdleTimeout), "idle-timeout", "drop a pooled node connection idle this many seconds")
+	fs.Var((*mebibytes)(&c.MaxBodyMemory), "max-body-memory", "MiB of request bodies the router holds at once; a body past it is answered 503 (0: no bound)")
+	fs.Var((*mebibytes)(&c.MaxBodyMemoryPerAddr), "max-body-memory-per-addr", "MiB of request bodies held at once for one client address, an IPv6 one by its /64; a body past it is answered 429 (0: no bound; clients behind a proxy share its address)")
 	fs.Var((*flagx.Seconds)(&c.BodyTimeout), "body-timeout", "cut a request body that sends no byte for this many seconds (408), and an answer whose write waits this long on a client taking no byte")
+}
+
+// mebibytes is a flag of whole MiB over a byte count.
+type mebibytes int64
+
+func (m *mebibytes) String() string { return strconv.FormatInt(int64(*m)>>20, 10) }
+
+func (m *mebibytes) Set(v string) error {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 || n > 1<<23 {
+		return fmt.Errorf("%q: want whole MiB, 0 for no bound", v)
+	}
+	*m = mebibytes(n << 20)
+	return nil
 }

@@ -15,6 +15,10 @@ var (
 	ErrNotReady = errors.New("placements have not arrived yet; retry in a moment")
 	// ErrBodyTooLarge: the request body passes the router's bound.
 	ErrBodyTooLarge = errors.New("request body too large; send it in smaller batches")
+	// ErrBodyMemory: the router holds as many request bodies as it may.
+	ErrBodyMemory = errors.New("this router holds as many request bodies in memory as it may at once (--max-body-memory): retry after Retry-After seconds, and send large writes as several smaller batches")
+	// ErrBodyMemoryAddr: the client's address holds its share of them.
+	ErrBodyMemoryAddr = errors.New("your address holds as many request bodies in this router's memory as one address may at once (--max-body-memory-per-addr): wait for the requests you have in flight, send large writes in turn rather than side by side, and retry after Retry-After seconds; clients behind one proxy share its address")
 	// ErrBodyStalled: the client's body sent no byte for --body-timeout.
 	ErrBodyStalled = errors.New("request body stopped arriving: send it again, with no pause longer than the router's --body-timeout between its bytes")
 	// ErrBodyRead: the client's body could not be read whole.

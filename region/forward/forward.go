@@ -67,6 +67,7 @@ type Forwarder struct {
 	place   Placements
 	log     *slog.Logger
 	metrics *forwardMetrics
+	budget  *bodyBudget
 	pools   pools
 	dial    dialFunc
 	now     func() time.Time
@@ -106,7 +107,16 @@ func newForwarder(cfg Config, place Placements, reg prometheus.Registerer, log *
 	if now == nil {
 		now = time.Now
 	}
-	f := &Forwarder{cfg: cfg, place: place, log: log, metrics: m, dial: dial, now: now}
+	f := &Forwarder{cfg: cfg, place: place, log: log, metrics: m, dial: dial, now: now,
+		budget: newBodyBudget(cfg.MaxBodyMemory, cfg.MaxBodyMemoryPerAddr)}
+	if reg != nil {
+		if err := reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "fenec_router_body_bytes",
+			Help: "Bytes of request bodies the router holds now, against --max-body-memory.",
+		}, func() float64 { return float64(f.budget.Held()) })); err != nil {
+			return nil, err
+		}
+	}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	f.wg.Go(f.reapLoop)
 	return f, nil
@@ -145,11 +155,13 @@ type exchange struct {
 	start      time.Time
 	deadline   time.Time
 	body       *bytes.Buffer
-	hadLength  bool  // the client framed a body (Content-Length or chunked)
-	replayable bool  // GET, HEAD, OPTIONS or a keyed write
-	wait       int64 // Fenec-Wait in ms, or -1
-	sends      int   // attempts that began writing
-	sentWhole  bool  // the last attempt was wholly sent
+	key        string // the client address the body is charged to
+	charged    int64  // the body budget's bytes this body holds
+	hadLength  bool   // the client framed a body (Content-Length or chunked)
+	replayable bool   // GET, HEAD, OPTIONS or a keyed write
+	wait       int64  // Fenec-Wait in ms, or -1
+	sends      int    // attempts that began writing
+	sentWhole  bool   // the last attempt was wholly sent
 	requestID  []byte
 	idBuf      [16]byte
 	scratch    [24]byte
@@ -171,6 +183,7 @@ var exchangePool = sync.Pool{New: func() any {
 func (x *exchange) release() {
 	x.r = nil
 	x.requestID = nil
+	x.key, x.charged = "", 0
 	if x.body.Cap() > 256<<10 {
 		x.body = new(bytes.Buffer)
 	}
@@ -206,8 +219,9 @@ func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	x.deadline = start.Add(f.cfg.UpstreamTimeout)
 	x.sends, x.sentWhole = 0, false
 	if err := f.readBody(w, x); err != nil {
+		f.uncharge(x)
 		x.release()
-		if err == ErrBodyStalled {
+		if err == ErrBodyStalled || err == ErrBodyMemory || err == ErrBodyMemoryAddr {
 			w.Header().Set("Connection", "close") // what is left of it is never read
 		}
 		f.finish(w, rt, start, writeError(w, err, false))
@@ -216,6 +230,7 @@ func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	x.classify()
 	stop := context.AfterFunc(r.Context(), x.goneFn)
 	code := f.forward(w, x, tgt)
+	f.uncharge(x)
 	// A hook already started may still touch the flight: leave that
 	// exchange to the collector rather than hand it to another request.
 	if stop() {
@@ -239,8 +254,10 @@ const codeAborted = -1
 
 // readBody buffers the client's body whole (bounded) for byte-for-byte
 // replay. The buffer grows with the bytes that arrive, never with the
-// length the head declares, and a body that sends no byte for the body
-// timeout is cut (package bodygap).
+// length the head declares; each growth is charged to the body budget
+// first (budget.go), so a body past the router's or its address's share
+// is refused before more of it is read; and a body that sends no byte for
+// the body timeout is cut (package bodygap).
 func (f *Forwarder) readBody(w http.ResponseWriter, x *exchange) error {
 	r := x.r
 	_, x.hadLength = r.Header["Content-Length"]
@@ -250,23 +267,62 @@ func (f *Forwarder) readBody(w http.ResponseWriter, x *exchange) error {
 	if r.ContentLength > f.cfg.MaxBodyBytes {
 		return ErrBodyTooLarge
 	}
-	if r.Body == nil || r.Body == http.NoBody {
+	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
 		return nil
 	}
-	x.lr = io.LimitedReader{R: bodygap.Reader(w, r.Body, f.cfg.BodyTimeout), N: f.cfg.MaxBodyBytes + 1}
-	n, err := x.body.ReadFrom(&x.lr)
-	x.lr = io.LimitedReader{}
+	x.key = bodyKey(r.RemoteAddr)
+	if err := f.charge(x, int64(x.body.Cap())); err != nil {
+		return err
+	}
+	limit := f.cfg.MaxBodyBytes + 1
+	x.lr = io.LimitedReader{R: bodygap.Reader(w, r.Body, f.cfg.BodyTimeout), N: limit}
+	defer func() { x.lr = io.LimitedReader{} }()
+	var err error
+	for err == nil {
+		if x.body.Available() == 0 {
+			room := min(max(2*int64(x.body.Cap()), minBodyRoom), limit)
+			if err := f.charge(x, room-int64(x.body.Cap())); err != nil {
+				return err
+			}
+			grown := bytes.NewBuffer(make([]byte, x.body.Len(), room))
+			copy(grown.Bytes(), x.body.Bytes())
+			x.body = grown
+		}
+		b := x.body.AvailableBuffer()
+		var n int
+		n, err = x.lr.Read(b[:cap(b)])
+		x.body.Write(b[:n])
+		if int64(x.body.Len()) > f.cfg.MaxBodyBytes {
+			return ErrBodyTooLarge
+		}
+	}
 	switch {
+	case err == io.EOF:
 	case errors.Is(err, bodygap.ErrStalled):
 		return ErrBodyStalled
-	case err != nil:
+	default:
 		return ErrBodyRead
-	case n > f.cfg.MaxBodyBytes:
-		return ErrBodyTooLarge
-	case r.ContentLength >= 0 && n != r.ContentLength:
+	}
+	if r.ContentLength >= 0 && int64(x.body.Len()) != r.ContentLength {
 		return ErrBodyRead
 	}
 	return nil
+}
+
+// charge takes n more bytes of the body budget for x's body.
+func (f *Forwarder) charge(x *exchange, n int64) error {
+	if err := f.budget.take(x.key, n); err != nil {
+		f.metrics.bodyRefused(err)
+		return err
+	}
+	x.charged += n
+	return nil
+}
+
+// uncharge gives back what x's body was charged.
+func (f *Forwarder) uncharge(x *exchange) {
+	f.budget.give(x.key, x.charged)
+	x.charged = 0
 }
 
 // classify notes what the retry rules need: whether running the request
@@ -338,6 +394,11 @@ func (f *Forwarder) forward(w http.ResponseWriter, x *exchange, tgt Target) int 
 			rs.fresh = false
 			attempts-- // asking again after a refusal is bounded by time
 		default:
+			if x.r.Context().Err() != nil {
+				// The client left, and the attempt failed with it (a dial
+				// its context ended): the client's, not the node's.
+				return statusClient
+			}
 			f.metrics.upstreamError(tgt.Node)
 			var stop error
 			if tgt, stop = f.afterFailure(x, res, tgt, &rs); stop != nil {

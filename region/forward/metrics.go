@@ -52,6 +52,7 @@ type forwardMetrics struct {
 	duration *prometheus.HistogramVec
 	upstream *prometheus.CounterVec
 	cuts     *prometheus.CounterVec
+	bodies   *prometheus.CounterVec // bodies refused by the budget, by reason
 
 	durByRoute [numRoutes]prometheus.Observer
 	byCode     [numRoutes][600]atomic.Pointer[counterBox]
@@ -78,9 +79,13 @@ func newForwardMetrics(reg prometheus.Registerer) (*forwardMetrics, error) {
 			Name: "fenec_router_cut_requests_total",
 			Help: "Requests cut out from a failed-over node, by what became of them.",
 		}, []string{"outcome"}),
+		bodies: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fenec_router_refused_bodies_total",
+			Help: "Requests refused as their bodies arrived, the router holding its share of bodies (total: 503, --max-body-memory) or the address its share (address: 429, --max-body-memory-per-addr).",
+		}, []string{"reason"}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.requests, m.duration, m.upstream, m.cuts} {
+		for _, c := range []prometheus.Collector{m.requests, m.duration, m.upstream, m.cuts, m.bodies} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}
@@ -89,6 +94,8 @@ func newForwardMetrics(reg prometheus.Registerer) (*forwardMetrics, error) {
 	for r := range numRoutes {
 		m.durByRoute[r] = m.duration.WithLabelValues(routeNames[r])
 	}
+	m.bodies.WithLabelValues("total")
+	m.bodies.WithLabelValues("address")
 	for _, o := range []string{CutResent, CutFailed502, CutStreamEnded, CutLeft} {
 		m.cuts.WithLabelValues(o)
 	}
@@ -115,4 +122,12 @@ func (m *forwardMetrics) upstreamError(node string) {
 
 func (m *forwardMetrics) cut(outcome string) {
 	m.cuts.WithLabelValues(outcome).Inc()
+}
+
+func (m *forwardMetrics) bodyRefused(err error) {
+	reason := "total"
+	if err == ErrBodyMemoryAddr {
+		reason = "address"
+	}
+	m.bodies.WithLabelValues(reason).Inc()
 }

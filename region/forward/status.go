@@ -26,6 +26,8 @@ var forwardStatus = func() map[error]*errorAnswer {
 		ErrNotReady:        {code: http.StatusServiceUnavailable, retryAfter: true},
 		ErrBodyTooLarge:    {code: http.StatusRequestEntityTooLarge},
 		ErrBodyRead:        {code: http.StatusBadRequest},
+		ErrBodyMemory:      {code: http.StatusServiceUnavailable, retryAfter: true},
+		ErrBodyMemoryAddr:  {code: http.StatusTooManyRequests, retryAfter: true},
 		ErrBodyStalled:     {code: http.StatusRequestTimeout},
 		ErrUnreachable:     {code: http.StatusBadGateway},
 		ErrUntrustedNode:   {code: http.StatusBadGateway},
