@@ -59,6 +59,9 @@ type guard struct {
 	// proofs are forwarded.Proof of the admin token (and, until the next
 	// reload, of the one a reload replaced); none takes no proof.
 	proofs []string
+	// proven, if set, is told the remote host of a request whose router
+	// proof matched: the connection bound spares its address from then.
+	proven func(remote string)
 }
 
 func newGuard(now func() time.Time, adminToken string) *guard {
@@ -152,6 +155,9 @@ func (g *guard) client(r *http.Request, now time.Time) (string, error) {
 		return "", ErrBadProof
 	}
 	g.book.Hold(k, now)
+	if g.proven != nil {
+		g.proven(r.RemoteAddr)
+	}
 	ip, err := netip.ParseAddr(r.Header.Get(forwarded.HeaderClient))
 	if err != nil {
 		return "unnamed client of " + remote, nil

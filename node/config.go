@@ -139,11 +139,18 @@ const (
 const defaultReplicaWait = 5 * time.Second
 
 // DefaultMaxConns is --max-conns's default: a stranger's flood of idle
-// connections is held to a few GB, and leaves descriptors for the tenant
-// files. No bound per address by default: a node's clients are its
-// routers, each holding many connections to it, and its copies, which
-// follow every tenant on a connection of its own.
+// connections is held to a few GB. At start it is lowered to the
+// process's descriptor limit less a reserve for the tenant files and the
+// node's own connections (connlimit.Limits.Clamped), saying so in the log.
 const DefaultMaxConns = 65536
+
+// DefaultMaxConnsPerAddr is --max-conns-per-addr's default: far more than
+// any client's pool, and a small share of the total, so that one stranger
+// cannot fill the node. A node's own peers — a router whose requests
+// prove the admin token, a copy that follows with the replication token
+// — are spared it once they proved it (connlimit.Limiter.Trust): they
+// hold many connections to it.
+const DefaultMaxConnsPerAddr = 256
 
 // DefaultConfig returns the defaults API.md names.
 func DefaultConfig() Config {
@@ -158,7 +165,7 @@ func DefaultConfig() Config {
 		MaxStreams:      64,
 		MaxBody:         32 << 20,
 		BodyTimeout:     30 * time.Second,
-		Conns:           connlimit.Limits{Total: DefaultMaxConns},
+		Conns:           connlimit.Limits{Total: DefaultMaxConns, PerAddr: DefaultMaxConnsPerAddr},
 		KeepAlive:       15 * time.Second,
 		ShutdownTimeout: 30 * time.Second,
 	}

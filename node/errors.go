@@ -27,6 +27,7 @@ var (
 	ErrKeyReused       = errors.New("idempotency key reused with another request: a new request needs a new key")
 	ErrAfterTimeout    = errors.New("this copy has not reached the requested seq: read again later, or from the primary")
 	ErrHistoryForked   = errors.New("this copy's history does not hold the requested write: it was lost in a failover, so write it again")
+	ErrNoDescriptors   = errors.New("this node has no file descriptor free (its connections and open files fill its limit), so nothing ran: retry after Retry-After seconds; the operator lowers --max-conns or --max-conns-per-addr, or raises the node's LimitNOFILE")
 	ErrMemoryFull      = errors.New("tenant is past the node's memory ceiling: move the tenant or raise --max-memory")
 	ErrQuotaBytes      = errors.New("tenant is full: bytes quota (delete and compact to make room, or raise the quota)")
 	ErrQuotaRows       = errors.New("tenant is full: rows quota (delete rows to make room, or raise the quota)")

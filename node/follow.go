@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"net/url"
 	"os"
@@ -44,8 +45,12 @@ func (r *registry) loadFollow(name string) (*followState, error) {
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return nil, fmt.Errorf("read the follow state of %s: %s: %w (the node's log names the file)", name, pe.Op, pe.Err)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("read follow state: %w", err)
+		return nil, fmt.Errorf("read the follow state of %s: %w", name, err)
 	}
 	var st followState
 	if err := json.Unmarshal(b, &st); err != nil {

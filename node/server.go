@@ -116,7 +116,14 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.metrics = newMetrics(s.reg, nl)
-	s.conns = connlimit.New(cfg.Conns, "fenec_node")
+	conns, lowered, limit := cfg.Conns.Clamped()
+	if lowered {
+		log.Warn("--max-conns lowered to leave descriptors for the tenant files and the node's own connections",
+			"max_conns", conns.Total, "descriptor_limit", limit, "asked", cfg.Conns.Total)
+	}
+	s.conns = connlimit.New(conns, "fenec_node")
+	s.conns.KeepForPeers()
+	s.guard.proven = s.conns.Trust
 	s.metrics.reg.MustRegister(s.conns.Collectors(false)...)
 	s.reg.onStatements = s.countStatements
 	s.reg.stopping = s.stopping

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/fenec-go/fenec/engine"
@@ -61,6 +62,7 @@ var statusTable = []statusRule{
 	{ErrShuttingDown, http.StatusServiceUnavailable, 1},
 	{ErrStarting, http.StatusServiceUnavailable, 1},
 	{ErrNodeClosed, http.StatusServiceUnavailable, 1},
+	{ErrNoDescriptors, http.StatusServiceUnavailable, 1},
 	{ErrHoldNotRun, http.StatusServiceUnavailable, 1},
 	{ErrNoLease, http.StatusServiceUnavailable, 1},
 	{ErrLeaseLapsed, http.StatusInternalServerError, 0},
@@ -103,6 +105,9 @@ func statusOf(err error) (int, int) {
 // writeError answers err as {"error": "..."} plus fields, with the status
 // and Retry-After the table gives it.
 func writeError(w http.ResponseWriter, err error, fields map[string]any) int {
+	if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+		err = ErrNoDescriptors // what failed is the node's, never a path
+	}
 	status, retry := statusOf(err)
 	var ra interface{ RetryAfter() time.Duration }
 	if errors.As(err, &ra) {

@@ -235,7 +235,12 @@ func (rt *Router) wire() error {
 	if rt.metrics, err = newControlMetrics(rt.reg, rt.watcher, rt.lead); err != nil {
 		return err
 	}
-	rt.conns = connlimit.New(rt.cfg.Conns, "fenec_router")
+	conns, lowered, limit := rt.cfg.Conns.Clamped()
+	if lowered {
+		rt.log.Warn("--max-conns lowered to leave descriptors for the router's connections to its nodes and directory",
+			"max_conns", conns.Total, "descriptor_limit", limit, "asked", rt.cfg.Conns.Total)
+	}
+	rt.conns = connlimit.New(conns, "fenec_router")
 	for _, c := range rt.conns.Collectors(true) {
 		if err := rt.reg.Register(c); err != nil {
 			return err

@@ -63,9 +63,11 @@ type Limiter struct {
 	prefix  string
 	refused *prometheus.CounterVec // by reason
 
-	mu   sync.Mutex
-	open int            // guarded by mu
-	by   map[string]int // guarded by mu: open connections by address key
+	mu      sync.Mutex
+	open    int                 // guarded by mu
+	by      map[string]int      // guarded by mu: open connections by address key
+	trusted map[string]struct{} // guarded by mu: address keys PerAddr spares
+	peers   int                 // guarded by mu: of Total, what only trusted addresses may take
 
 	rmu      sync.Mutex
 	refusing map[net.Conn]struct{} // guarded by rmu
@@ -76,7 +78,7 @@ type Limiter struct {
 // New returns a Limiter of lim. Its series are named after prefix
 // (Collectors).
 func New(lim Limits, prefix string) *Limiter {
-	l := &Limiter{lim: lim, by: map[string]int{}, refusing: map[net.Conn]struct{}{}, prefix: prefix}
+	l := &Limiter{lim: lim, by: map[string]int{}, trusted: map[string]struct{}{}, refusing: map[net.Conn]struct{}{}, prefix: prefix}
 	l.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: prefix + "_refused_connections_total",
 		Help: "Client connections answered and closed as they came: total (503, the server held --max-conns), address (429, the address held --max-conns-per-addr).",
@@ -121,15 +123,53 @@ func (l *Limiter) admit(a net.Addr) (reason string) {
 	k := key(a)
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	_, trusted := l.trusted[k]
 	switch {
 	case l.lim.Total > 0 && l.open >= l.lim.Total:
 		return ReasonTotal
-	case l.lim.PerAddr > 0 && l.by[k] >= l.lim.PerAddr:
+	case l.lim.Total > 0 && !trusted && l.open >= l.lim.Total-l.peers:
+		return ReasonTotal
+	case l.lim.PerAddr > 0 && l.by[k] >= l.lim.PerAddr && !trusted:
 		return ReasonAddress
 	}
 	l.open++
 	l.by[k]++
 	return ""
+}
+
+// maxTrusted bounds the addresses Trust keeps: a server's routers and
+// copies are a handful, and proving is what it takes to be one.
+const maxTrusted = 4096
+
+// Trust spares host's connections (a remote host, as a request's
+// RemoteAddr names it, port or none) the address bound from now on: the
+// server calls it once a request from host proved itself one of its own
+// peers — a router's proof of the admin token, a copy's replication
+// token — so that a stranger's connections never crowd out its routers'.
+// They still count against the total.
+func (l *Limiter) Trust(host string) {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	k := badtoken.ClientKey(host)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.trusted[k]; ok || len(l.trusted) >= maxTrusted {
+		return
+	}
+	l.trusted[k] = struct{}{}
+}
+
+// KeepForPeers keeps an eighth of Total (at least one connection) for
+// trusted addresses alone: however many strangers fill the rest, a
+// server's own peers can still open the connections their work needs —
+// a router its lease renewals, a copy its follow.
+func (l *Limiter) KeepForPeers() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lim.Total > 1 {
+		l.peers = max(l.lim.Total/8, 1)
+	}
 }
 
 // Release counts c out: the server calls it once for each connection the
@@ -268,4 +308,31 @@ func count(dst *int) func(string) error {
 		*dst = n
 		return nil
 	}
+}
+
+// Clamped returns l with Total at most the process's descriptor limit
+// less a reserve — a quarter of the limit, at least 64 — for what the
+// server opens itself (tenant files, its connections to nodes, peers and
+// the directory), and says whether it lowered it (limit is the
+// descriptor limit then). A bound at or past the limit would let client
+// connections take the descriptors the server's own work needs: its
+// writes would fail, not its clients' connections.
+func (l Limits) Clamped() (out Limits, lowered bool, limit uint64) {
+	return l.clampTo(descriptorLimit())
+}
+
+func (l Limits) clampTo(limit uint64) (Limits, bool, uint64) {
+	if limit == 0 {
+		return l, false, 0
+	}
+	reserve := max(limit/4, 64)
+	most := 1
+	if limit > reserve+1 {
+		most = int(min(limit-reserve, 1<<30))
+	}
+	if l.Total == 0 || l.Total > most {
+		l.Total = most
+		return l, true, limit
+	}
+	return l, false, limit
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -342,4 +343,90 @@ func TestRefusalOverTLS(t *testing.T) {
 		t.Fatalf("over TLS: %d %q", res.StatusCode, msg)
 	}
 	s.none(t)
+}
+
+func TestATrustedAddressIsSparedItsShareNotTheTotal(t *testing.T) {
+	s := serve(t, Limits{Total: 4, PerAddr: 1})
+	dialFrom(t, s, "127.0.0.1")
+	held := []net.Conn{s.accepted(t)}
+	if res, _ := refusal(t, dialFrom(t, s, "127.0.0.1")); res.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("a second connection before trust: %d, want 429", res.StatusCode)
+	}
+	// The server learned 127.0.0.1 is one of its own (as a request's
+	// RemoteAddr names it): its connections pass the share from now on.
+	s.l.Trust(held[0].RemoteAddr().String())
+	for range 3 {
+		dialFrom(t, s, "127.0.0.1")
+		held = append(held, s.accepted(t))
+	}
+	// ... but not the total: a fifth is refused 503, and a stranger,
+	// untrusted, is held to its share by the total as well.
+	if res, _ := refusal(t, dialFrom(t, s, "127.0.0.1")); res.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("past the total while trusted: %d, want 503", res.StatusCode)
+	}
+	s.l.Release(held[0])
+	dialFrom(t, s, "127.0.0.2")
+	held = append(held, s.accepted(t))
+	if res, _ := refusal(t, dialFrom(t, s, "127.0.0.2")); res.StatusCode != http.StatusServiceUnavailable &&
+		res.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("an untrusted second connection: %d", res.StatusCode)
+	}
+	for _, c := range held {
+		c.Close()
+	}
+}
+
+func TestTrustIsBounded(t *testing.T) {
+	l := New(Limits{PerAddr: 1}, "test")
+	for i := range maxTrusted + 10 {
+		l.Trust(fmt.Sprintf("10.%d.%d.%d:80", i>>16&255, i>>8&255, i&255))
+	}
+	if len(l.trusted) != maxTrusted {
+		t.Fatalf("trusted %d addresses, want at most %d", len(l.trusted), maxTrusted)
+	}
+}
+
+func TestClampLeavesDescriptorsForTheServer(t *testing.T) {
+	for _, c := range []struct {
+		lim     Limits
+		nofile  uint64
+		want    int
+		lowered bool
+	}{
+		{Limits{Total: 65536}, 65536, 65536 - 16384, true}, // the shipped unit: a quarter kept
+		{Limits{Total: 1000}, 65536, 1000, false},          // already below
+		{Limits{Total: 0}, 1024, 1024 - 256, true},         // unbounded becomes bounded
+		{Limits{Total: 65536}, 200, 200 - 64, true},        // at least 64 kept
+		{Limits{Total: 65536}, 50, 1, true},                // a limit too small to share
+		{Limits{Total: 65536}, 0, 65536, false},            // no limit known
+	} {
+		got, lowered, _ := c.lim.clampTo(c.nofile)
+		if got.Total != c.want || lowered != c.lowered {
+			t.Errorf("%+v at %d descriptors: Total %d lowered %v, want %d %v", c.lim, c.nofile, got.Total, lowered, c.want, c.lowered)
+		}
+	}
+}
+
+func TestKeepForPeersHoldsAShareOfTheTotalForTrustedAddresses(t *testing.T) {
+	s := serve(t, Limits{Total: 8})
+	s.l.KeepForPeers() // one of eight
+	var held []net.Conn
+	for range 7 {
+		dialFrom(t, s, "127.0.0.2")
+		held = append(held, s.accepted(t))
+	}
+	// Strangers have filled their seven: the eighth is not theirs.
+	if res, _ := refusal(t, dialFrom(t, s, "127.0.0.3")); res.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("a stranger past the strangers' share: %d, want 503", res.StatusCode)
+	}
+	// A peer that proved itself still gets it.
+	s.l.Trust("127.0.0.1:9")
+	dialFrom(t, s, "127.0.0.1")
+	held = append(held, s.accepted(t))
+	if res, _ := refusal(t, dialFrom(t, s, "127.0.0.1")); res.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("a peer past the total: %d, want 503", res.StatusCode)
+	}
+	for _, c := range held {
+		c.Close()
+	}
 }

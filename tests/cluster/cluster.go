@@ -57,6 +57,10 @@ type Node struct {
 type NodeOptions struct {
 	// Args are extra flags (e.g. "--sync", "always").
 	Args []string
+	// NoFile, if set, is the node's descriptor limit, soft and hard (run
+	// under prlimit(1), which sets it and execs the node: the process is
+	// the node's own).
+	NoFile int
 }
 
 // StartNode starts fenec-node NAME with --admin-token AdminToken on a free
@@ -72,7 +76,12 @@ func (c *Cluster) StartNode(name string, o NodeOptions) *Node {
 	}, c.tokenArgs("admin-token", AdminToken)...)
 	args = append(args, c.nodeTLSArgs(name)...)
 	args = append(args, o.Args...)
-	n.Proc = StartProc(c.tb, c.dir, name, Bins().Node, args...)
+	bin := Bins().Node
+	if o.NoFile > 0 {
+		args = append([]string{fmt.Sprintf("--nofile=%d:%d", o.NoFile, o.NoFile), "--", bin}, args...)
+		bin = "prlimit"
+	}
+	n.Proc = StartProc(c.tb, c.dir, name, bin, args...)
 	c.waitHealthy(n.Proc, n.DirectURL()+"/_health")
 	return n
 }

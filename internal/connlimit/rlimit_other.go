@@ -1,0 +1,5 @@
+//go:build !unix
+
+package connlimit
+
+func descriptorLimit() uint64 { return 0 }
