@@ -69,6 +69,13 @@ type NodeLease struct {
 	replica map[string]string // guarded by mu: of tenants: the replica's node
 	listID  string            // guarded by mu: id of tenants ("" before any)
 	ranBy   string            // guarded by mu: router whose grant last ran a lease
+	// ranList: the lease held (start, end) ran with tenants as its list,
+	// so each of them was writable until end. Guarded by mu.
+	ranList bool
+	// stopped: tenant -> the moment a grant taken stopped it being
+	// writable (left it out of the list, or ended the lease that named it
+	// before its end), for tenants not writable since. Guarded by mu.
+	stopped map[string]time.Duration
 }
 
 // NewNodeLease returns a node's lease state holding no lease, bound as b
@@ -190,6 +197,13 @@ func (l *NodeLease) newerLocked(g Grant) bool {
 // which runs from the moment the node answered grant g.Ack (none when that
 // answer is not kept), possibly cutting a running lease short.
 func (l *NodeLease) takeLocked(now time.Duration, g Grant) {
+	was, wasRan, wasEnd := l.tenants, l.ranList, l.end
+	l.setLocked(now, g)
+	l.noteStoppedLocked(now, was, wasRan, wasEnd, g.Tenants != nil)
+}
+
+// setLocked takes g's list, if it carries one, and its lease.
+func (l *NodeLease) setLocked(now time.Duration, g Grant) {
 	if g.Tenants != nil {
 		l.tenants = slices.Compact(slices.Sorted(slices.Values(g.Tenants)))
 		l.inStep = slices.Compact(slices.Sorted(slices.Values(g.InStep)))
@@ -202,15 +216,68 @@ func (l *NodeLease) takeLocked(now time.Duration, g Grant) {
 	l.ms = g.MS
 	at, ok := l.answeredLocked(answerKey{router: g.Router, term: g.Term, n: g.Ack})
 	if !ok {
-		l.leased = false
+		l.leased, l.ranList = false, false
 		return
 	}
 	l.leased = true
 	l.start = at
 	l.end = at + time.Duration(g.MS)*time.Millisecond
-	if l.runningLocked(now) {
+	l.ranList = l.runningLocked(now)
+	if l.ranList {
 		l.ranBy = g.Router
 	}
+}
+
+// noteStoppedLocked records, as a grant is taken at now, the tenants the
+// lease it replaces let write (was, when wasRan: until wasEnd, or now if
+// that is sooner) that the lease taken no longer does. Nothing to look
+// at when a running lease is renewed over the same list.
+func (l *NodeLease) noteStoppedLocked(now time.Duration, was []string, wasRan bool, wasEnd time.Duration, newList bool) {
+	running := l.runningLocked(now)
+	if running && wasRan && !newList {
+		return // the same list renewed: nothing stopped
+	}
+	if running {
+		for _, t := range l.tenants {
+			delete(l.stopped, t) // writable again
+		}
+	}
+	if !wasRan {
+		return
+	}
+	at := min(now, wasEnd)
+	for _, t := range was {
+		if _, listed := slices.BinarySearch(l.tenants, t); running && listed {
+			continue
+		}
+		if l.stopped == nil {
+			l.stopped = map[string]time.Duration{}
+		}
+		l.stopped[t] = max(l.stopped[t], at)
+	}
+}
+
+// WritableUntil says how tenant stands at now on this node: writable (the
+// lease runs and names it), or the latest moment it is known to have been
+// writable here — when the lease that named it ran out, or when a grant
+// taken left it out or ended that lease early. known is false when no
+// lease has let it write since the node started. Nothing else may take
+// the tenant's writes before that moment (a router fails a node over only
+// once its lease has lapsed, and places a tenant elsewhere only once the
+// node took a list without it), which is what a read of the node's file
+// may claim as its freshness.
+func (l *NodeLease) WritableUntil(now time.Duration, tenant string) (until time.Duration, writable, known bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, listed := slices.BinarySearch(l.tenants, tenant)
+	switch {
+	case listed && l.runningLocked(now):
+		return now, true, true
+	case listed && l.ranList:
+		return l.end, false, true // it ran with this list and lapsed
+	}
+	at, ok := l.stopped[tenant]
+	return at, false, ok
 }
 
 // answeredLocked finds when the node answered grant k (the earliest, should

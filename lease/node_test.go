@@ -318,3 +318,83 @@ func TestGrantValidate(t *testing.T) {
 		}
 	}
 }
+
+// WritableUntil says when a tenant last was writable: never understated
+// in the node's favour — a lapse at the lease's end, a list that left the
+// tenant out or a grant that cut the lease short at the moment it was
+// taken, unknown before any lease let the tenant write.
+func TestNodeLeaseWritableUntil(t *testing.T) {
+	a, ab, b := []string{"a"}, []string{"a", "b"}, []string{"b"}
+	type ask struct {
+		at       time.Duration
+		tenant   string
+		until    time.Duration
+		writable bool
+		known    bool
+	}
+	tests := []struct {
+		name  string
+		steps []step // grants only
+		asks  []ask
+	}{
+		{"no lease yet: unknown", []step{
+			grantStep(0, grantOf("r", 1, 1, 0, 1000, a, nil), true, false, 0, "first grant runs no lease"),
+		}, []ask{{10 * ms, "a", 0, false, false}}},
+		{"running: writable; lapsed: its end", []step{
+			grantStep(0, grantOf("r", 1, 1, 0, 1000, ab, nil), true, false, 0, ""),
+			grantStep(100*ms, grantOf("r", 1, 2, 1, 1000, nil, ab), true, true, 900*ms, ""),
+		}, []ask{
+			{500 * ms, "a", 500 * ms, true, true},
+			{500 * ms, "c", 0, false, false},
+			{5000 * ms, "a", 1000 * ms, false, true},
+			{5000 * ms, "b", 1000 * ms, false, true},
+		}},
+		{"left out of a list: when the list was taken", []step{
+			grantStep(0, grantOf("r", 1, 1, 0, 1000, ab, nil), true, false, 0, ""),
+			grantStep(100*ms, grantOf("r", 1, 2, 1, 1000, nil, ab), true, true, 900*ms, ""),
+			grantStep(300*ms, grantOf("r", 1, 3, 2, 1000, b, nil), true, true, 800*ms, "a moved off"),
+			grantStep(700*ms, grantOf("r", 1, 4, 3, 1000, nil, b), true, true, 600*ms, "renewed without a"),
+		}, []ask{
+			{800 * ms, "a", 300 * ms, false, true},
+			{800 * ms, "b", 800 * ms, true, true},
+			{9000 * ms, "a", 300 * ms, false, true},
+			{9000 * ms, "b", 1300 * ms, false, true},
+		}},
+		{"a grant whose acknowledged answer is gone cuts the lease at once", []step{
+			grantStep(0, grantOf("r", 1, 1, 0, 1000, a, nil), true, false, 0, ""),
+			grantStep(100*ms, grantOf("r", 1, 2, 1, 1000, nil, a), true, true, 900*ms, ""),
+			grantStep(400*ms, grantOf("r2", 2, 1, 0, 1000, a, nil), true, false, 0, "a new router's first grant runs nothing"),
+		}, []ask{
+			{450 * ms, "a", 400 * ms, false, true},
+			{9000 * ms, "a", 400 * ms, false, true},
+		}},
+		{"a lapse, then a grant taken for its list only: still the lapse", []step{
+			grantStep(0, grantOf("r", 1, 1, 0, 1000, a, nil), true, false, 0, ""),
+			grantStep(100*ms, grantOf("r", 1, 2, 1, 1000, nil, a), true, true, 900*ms, ""),
+			grantStep(3000*ms, grantOf("r", 1, 3, 2, 1000, ab, nil), true, true, 0, "late: its lease long gone"),
+		}, []ask{
+			{3500 * ms, "a", 1000 * ms, false, true},
+			{3500 * ms, "b", 0, false, false},
+		}},
+		{"writable again, then left out: the later moment", []step{
+			grantStep(0, grantOf("r", 1, 1, 0, 1000, a, nil), true, false, 0, ""),
+			grantStep(100*ms, grantOf("r", 1, 2, 1, 1000, nil, a), true, true, 900*ms, ""),
+			grantStep(200*ms, grantOf("r", 1, 3, 2, 1000, b, nil), true, true, 900*ms, "a off"),
+			grantStep(500*ms, grantOf("r", 1, 4, 3, 1000, a, nil), true, true, 700*ms, "a back"),
+			grantStep(600*ms, grantOf("r", 1, 5, 4, 1000, b, nil), true, true, 900*ms, "a off again"),
+		}, []ask{{700 * ms, "a", 600 * ms, false, true}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			l := NewNodeLease(Binding{}, nil)
+			runSteps(t, l, tc.steps)
+			for _, q := range tc.asks {
+				until, writable, known := l.WritableUntil(q.at, q.tenant)
+				if until != q.until || writable != q.writable || known != q.known {
+					t.Fatalf("WritableUntil(%v, %s) = %v, %v, %v; want %v, %v, %v",
+						q.at, q.tenant, until, writable, known, q.until, q.writable, q.known)
+				}
+			}
+		})
+	}
+}

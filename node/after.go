@@ -14,9 +14,17 @@ import (
 // say.
 const defaultAfterWait = 5 * time.Second
 
-// awaitAfter honours Fenec-After (and Fenec-History): it returns true once
-// this copy may answer, or answers the refusal and returns false.
+// awaitAfter honours Fenec-After (and Fenec-History), then, on a copy,
+// Fenec-Max-Staleness (awaitFresh): it returns true once this copy may
+// answer, or answers the refusal and returns false. A copy a router sent
+// the read to (Fenec-Copy-Wait) waits no longer than the router said,
+// and declines (421, Fenec-Refused: behind) where it would answer 504.
 func (c *call) awaitAfter() bool {
+	return c.awaitSeq() && c.awaitFresh()
+}
+
+// awaitSeq honours Fenec-After and Fenec-History.
+func (c *call) awaitSeq() bool {
 	v := c.r.Header.Get(wire.HeaderAfter)
 	if v == "" {
 		return true
@@ -41,25 +49,38 @@ func (c *call) awaitAfter() bool {
 			return false
 		}
 		if forkedBefore(c.t.db.Lineage(), hist, want) {
-			c.failWith(ErrHistoryForked, map[string]any{"seq": c.t.db.Seq()})
+			c.afterRefused(want, ErrHistoryForked)
 			return false
 		}
 	}
 	c.s.metrics.held.Inc()
-	err = c.t.waitSeq(c.r.Context(), want, wait)
+	err = c.t.waitSeq(c.r.Context(), want, c.afterWait(wait))
 	c.s.metrics.held.Dec()
 	if err == nil && hasHist && !c.t.db.Holds(hist, want) {
 		err = ErrHistoryForked
 	}
 	if err != nil {
 		if errors.Is(err, ErrAfterTimeout) || errors.Is(err, ErrHistoryForked) {
-			c.failWith(err, map[string]any{"seq": c.t.db.Seq()})
+			c.afterRefused(want, err)
 		} else {
 			c.fail(err)
 		}
 		return false
 	}
 	return true
+}
+
+// afterRefused answers a Fenec-After not reached, or not held by this
+// file's history: 504 with the file's seq; on a copy a router sent the
+// read to, a decline (421, Fenec-Refused: behind), for the primary to
+// answer at once.
+func (c *call) afterRefused(want uint64, err error) {
+	if c.routedToCopy() {
+		d, _, ok := c.t.copyBound(c.s.lease.clock.Now(), c.t.db.Seq())
+		c.decline(fmt.Errorf("%w (Fenec-After: %d): %v; read from the tenant's primary", ErrBehind, want, err), d, ok)
+		return
+	}
+	c.failWith(err, map[string]any{"seq": c.t.db.Seq()})
 }
 
 // parseWait reads a wait in milliseconds, at most maxWait.

@@ -165,6 +165,18 @@ func (g *guard) client(r *http.Request, now time.Time) (string, error) {
 	return badtoken.ClientKey(ip.String()), nil
 }
 
+// hasProof says whether the request carries a router's proof that
+// matches the node's admin token. It counts nothing.
+func (g *guard) hasProof(r *http.Request) bool {
+	got := r.Header.Get(forwarded.HeaderProof)
+	if got == "" {
+		return false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.proofMatchesLocked(got)
+}
+
 // who names a request's client for the audit log: the client a router
 // named beside a proof that matches (via the router's address), else the
 // remote address. It counts nothing.

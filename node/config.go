@@ -87,6 +87,13 @@ type Config struct {
 	// more than half the lease the node holds.
 	ReplicaWait time.Duration
 
+	// FreshnessInterval is how often a copy asks its primary where it
+	// stands, to prove how fresh it is (--freshness-interval), while it is
+	// warm — a read asked it for a bound in the last 30 s; otherwise
+	// about once a second. 0: a copy proves nothing (Fenec-Max-Staleness
+	// is refused on its copies).
+	FreshnessInterval time.Duration
+
 	// HugePages has the node ask the kernel for huge pages for a loaded
 	// graph's arrays and an installed image's large items (--huge-pages):
 	// the whole process's, so it is Run's to apply, not New's.
@@ -138,6 +145,13 @@ const (
 // defaultReplicaWait is --replica-wait's default.
 const defaultReplicaWait = 5 * time.Second
 
+// defaultFreshnessInterval is --freshness-interval's default: a bound
+// about a round trip and 25 ms above the primary's own answers.
+const defaultFreshnessInterval = 25 * time.Millisecond
+
+// maxFreshnessInterval is the longest --freshness-interval.
+const maxFreshnessInterval = time.Minute
+
 // DefaultMaxConns is --max-conns's default: a stranger's flood of idle
 // connections is held to a few GB. At start it is lowered to the
 // process's descriptor limit less a reserve for the tenant files and the
@@ -155,19 +169,20 @@ const DefaultMaxConnsPerAddr = 256
 // DefaultConfig returns the defaults API.md names.
 func DefaultConfig() Config {
 	return Config{
-		HTTP:            "127.0.0.1:7070",
-		ClientAuth:      ClientAuthNone,
-		Sync:            "100",
-		ReplicaWait:     defaultReplicaWait,
-		IdleClose:       300 * time.Second,
-		IdleTimeout:     60 * time.Second,
-		IdempotencyTTL:  86400 * time.Second,
-		MaxStreams:      64,
-		MaxBody:         32 << 20,
-		BodyTimeout:     30 * time.Second,
-		Conns:           connlimit.Limits{Total: DefaultMaxConns, PerAddr: DefaultMaxConnsPerAddr},
-		KeepAlive:       15 * time.Second,
-		ShutdownTimeout: 30 * time.Second,
+		HTTP:              "127.0.0.1:7070",
+		ClientAuth:        ClientAuthNone,
+		Sync:              "100",
+		ReplicaWait:       defaultReplicaWait,
+		FreshnessInterval: defaultFreshnessInterval,
+		IdleClose:         300 * time.Second,
+		IdleTimeout:       60 * time.Second,
+		IdempotencyTTL:    86400 * time.Second,
+		MaxStreams:        64,
+		MaxBody:           32 << 20,
+		BodyTimeout:       30 * time.Second,
+		Conns:             connlimit.Limits{Total: DefaultMaxConns, PerAddr: DefaultMaxConnsPerAddr},
+		KeepAlive:         15 * time.Second,
+		ShutdownTimeout:   30 * time.Second,
 	}
 }
 
@@ -191,6 +206,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.HugePages, "huge-pages", c.HugePages, "ask the kernel for huge pages for loaded graphs and installed images (faster first touch on most hosts, slower on VMs that hand freed memory back: docs/runbook.md)")
 	fs.StringVar(&c.Sync, "sync", c.Sync, "always | off | <ms>: fsync before answering, never, or every <ms>")
 	fs.Func("replica-wait", "under --sync always, wait S seconds at most for a copy to hold a write before counting it lagging or asking for it to be recorded behind; under --lease never more than half the lease (default 5)", secondsFlag(&c.ReplicaWait))
+	fs.Func("freshness-interval", "a copy asks its primary where it stands every S seconds while reads ask it for a bound (else about once a second), to prove its staleness; 0: copies prove none (default 0.025)", secondsFlag(&c.FreshnessInterval))
 	fs.Func("idle-close", "close tenants untouched for S seconds (default 300)", secondsFlag(&c.IdleClose))
 	fs.Func("max-memory", "MiB the open tenants may hold together; closes idle ones LRU first (0: no bound)", func(s string) error {
 		n, err := strconv.ParseInt(s, 10, 64)
@@ -255,6 +271,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ReplicaWait <= 0 {
 		errs = append(errs, errors.New("replica-wait: must be positive"))
+	}
+	if c.FreshnessInterval < 0 || c.FreshnessInterval > maxFreshnessInterval {
+		errs = append(errs, fmt.Errorf("freshness-interval: from 0 to %v", maxFreshnessInterval))
 	}
 	if c.IdleClose <= 0 {
 		errs = append(errs, errors.New("idle-close: must be positive"))

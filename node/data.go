@@ -60,6 +60,9 @@ func (c *call) data(name string, rest []string) {
 		defer leave()
 	}
 	c.t = t
+	if c.route != "replication" && c.route != "subscribe" && !c.readAsked() { // staleness.go
+		return
+	}
 	h()
 }
 

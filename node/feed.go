@@ -82,7 +82,11 @@ func (c *call) feed() {
 		}
 		next = ch.Seq
 	}
-	c.settledFor(next)
+	// Bounded for next: every write up to it is in this answer or the
+	// pages before it.
+	if !c.settledRead(next) {
+		return
+	}
 	h := c.w.Header()
 	h.Set("Content-Type", "application/x-ndjson")
 	h.Set(wire.HeaderNext, strconv.FormatUint(next, 10))

@@ -33,6 +33,9 @@ type followState struct {
 	As      string    `json:"as,omitempty"`
 	Heard   bool      `json:"heard"`
 	HeardAt time.Time `json:"heard_at,omitzero"`
+	// Role is wire.RoleRead for a read copy (never promoted, sent only
+	// what its primary committed); "" a voting copy's.
+	Role string `json:"role,omitempty"`
 }
 
 func (r *registry) followPath(name string) string {
@@ -145,10 +148,11 @@ func (t *tenant) heard() error {
 	return nil
 }
 
-// follow makes an open tenant's file a replica following from.
-func (r *registry) follow(t *tenant, from, as string) error {
+// follow makes an open tenant's file a replica following from, as as,
+// in role ("" or wire.RoleRead).
+func (r *registry) follow(t *tenant, from, as, role string) error {
 	t.stopFollower()
-	st := &followState{From: from, As: as}
+	st := &followState{From: from, As: as, Role: role}
 	if err := r.storeFollow(t.name, *st); err != nil {
 		return err
 	}
@@ -185,6 +189,15 @@ func (c *call) adminFollow(name string) {
 		c.fail(fmt.Errorf("%w: follow: as %q is not a node name", ErrBadRequest, body.As))
 		return
 	}
+	read, err := feedRole(body.Role)
+	if err != nil {
+		c.fail(fmt.Errorf("follow: %w", err))
+		return
+	}
+	role, kept := wire.RoleVoting, ""
+	if read {
+		role, kept = wire.RoleRead, wire.RoleRead
+	}
 	if c.s.tokens().repl == "" {
 		c.fail(fmt.Errorf("%w: this node has no --replication-token to follow with", ErrBadRequest))
 		return
@@ -195,12 +208,12 @@ func (c *call) adminFollow(name string) {
 		return
 	}
 	defer c.s.reg.release(t)
-	if err := c.s.reg.follow(t, body.From, body.As); err != nil {
+	if err := c.s.reg.follow(t, body.From, body.As, kept); err != nil {
 		c.fail(err)
 		return
 	}
-	writeJSON(c.w, http.StatusOK, wire.Followed{Tenant: name, From: body.From})
-	c.s.auditf(c, "follow", name, body.From)
+	writeJSON(c.w, http.StatusOK, wire.Followed{Tenant: name, From: body.From, Role: role})
+	c.s.auditf(c, "follow", name, body.From+" as a "+role+" copy")
 }
 
 // adminReplication reports a tenant's role and position.
@@ -222,6 +235,10 @@ func (c *call) adminReplication(name string) {
 		out.Role, out.From, out.Heard = "replica", st.From, st.Heard
 		if !last.IsZero() {
 			out.LastHello = &last
+		}
+		out.CopyRole, out.Freshness = wire.RoleVoting, t.freshnessStatus()
+		if st.Role == wire.RoleRead {
+			out.CopyRole = wire.RoleRead
 		}
 	}
 	writeJSON(c.w, http.StatusOK, out)

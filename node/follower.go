@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/fenec-go/fenec/engine"
+	"github.com/fenec-go/fenec/wire"
 )
 
 // errImageTaken ends a follower whose tenant is being replaced by an
@@ -29,6 +30,26 @@ var errImageTaken = errors.New("image taken from the primary")
 
 // errFeedEnded closes a follower's ack stream as it stops reading.
 var errFeedEnded = errors.New("replication feed ended")
+
+// errNoReadCopies ends a read copy's feed from a primary that does not
+// say it honours role=read (a node from before read copies).
+var errNoReadCopies = errors.New("the primary does not send read copies only what it committed: upgrade its node, or follow it as a voting copy")
+
+// feedFeatures reads what a feed's primary says it does
+// (wire.HeaderFeedFeatures): answer probes, honour role=read.
+func feedFeatures(h http.Header) (probes, readCopies bool) {
+	for _, v := range h.Values(wire.HeaderFeedFeatures) {
+		for f := range strings.SplitSeq(v, ",") {
+			switch strings.TrimSpace(f) {
+			case wire.FeedProbes:
+				probes = true
+			case wire.FeedReadCopies:
+				readCopies = true
+			}
+		}
+	}
+	return probes, readCopies
+}
 
 // startFollower has t follow st.From: a goroutine the tenant owns, holding
 // a reference so the replica stays open.
@@ -67,12 +88,18 @@ func (t *tenant) stopFollower() {
 // from it replaces the file, reconnecting with a back-off.
 func (t *tenant) runFollower(ctx context.Context, from string) {
 	wait := 50 * time.Millisecond
+	warned := false
 	for ctx.Err() == nil {
 		err := t.followOnce(ctx, from)
 		if errors.Is(err, errImageTaken) {
 			return
 		}
-		if ctx.Err() == nil {
+		switch {
+		case ctx.Err() != nil:
+		case errors.Is(err, errNoReadCopies) && !warned:
+			warned = true
+			t.reg.log.Warn("a read copy takes nothing from this primary", "tenant", t.name, "from", from, "err", err)
+		default:
 			t.reg.log.Debug("following", "tenant", t.name, "from", from, "err", err)
 		}
 		select {
@@ -104,8 +131,13 @@ func (t *tenant) followOnce(ctx context.Context, from string) error {
 	defer watchdog.Stop()
 	u := strings.TrimSuffix(from, "/") + "/t/" + t.name + "/_replication?since=" +
 		strconv.FormatUint(since, 10) + "&history=" + strconv.FormatUint(t.db.History(), 10)
-	if st := t.follow.Load(); st != nil && st.As != "" {
+	st := t.follow.Load()
+	if st != nil && st.As != "" {
 		u += "&copy=" + url.QueryEscape(st.As)
+	}
+	read := st != nil && st.Role == wire.RoleRead
+	if read {
+		u += "&role=" + wire.RoleRead
 	}
 	ack := newAcker(ctx, since)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, ack)
@@ -125,6 +157,17 @@ func (t *tenant) followOnce(ctx context.Context, from string) error {
 	if res.StatusCode != http.StatusOK {
 		return fmt.Errorf("replication feed: status %d", res.StatusCode)
 	}
+	probes, readCopies := feedFeatures(res.Header)
+	if read && !readCopies {
+		// It would send every record, committed or not: take none.
+		return errNoReadCopies
+	}
+	// The prober, started at the first hello, is the feed's: it ends
+	// with it.
+	var prober sync.WaitGroup
+	defer prober.Wait()
+	defer cancel()
+	probes = probes && t.reg.freshEvery > 0
 	t.followLive.Store(true)
 	defer t.followLive.Store(false)
 	br := bufio.NewReaderSize(res.Body, 64<<10)
@@ -151,6 +194,12 @@ func (t *tenant) followOnce(ctx context.Context, from string) error {
 				return err
 			}
 			unsyncedAcks = t.acksUnsynced(payload)
+			if probes {
+				probes = false // one prober a feed
+				prober.Go(func() { t.runProber(ctx, ack) })
+			}
+		case framePosition:
+			t.fresh.answered(payload, t.db.Holds)
 		case frameRecord:
 			if len(payload) < 16 {
 				return errors.New("replication record frame too short")
@@ -228,11 +277,13 @@ type acker struct {
 	mu    sync.Mutex
 	want  uint64 // guarded by mu: the newest seq to acknowledge
 	again bool   // guarded by mu: send it even if sent already
+	asked uint64 // guarded by mu: the newest probe to send
 
 	// The reader's own: Read is called by one goroutine at a time.
-	sent    uint64
-	frame   [13]byte
-	pending []byte // what is left to read of the frame being sent
+	sent      uint64
+	probeSent uint64
+	frame     [13]byte
+	pending   []byte // what is left to read of the frame being sent
 }
 
 func newAcker(ctx context.Context, first uint64) *acker {
@@ -251,7 +302,19 @@ func (a *acker) offer(seq uint64, again bool) {
 	}
 }
 
-// Read gives the transport the next ack frame, waiting for one until the
+// probe has probe n sent soon, before any ack (a newer one offered
+// first replaces it: only the newest is sent).
+func (a *acker) probe(n uint64) {
+	a.mu.Lock()
+	a.asked = max(a.asked, n)
+	a.mu.Unlock()
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Read gives the transport the next ack (or probe) frame, waiting for one until the
 // feed's context ends or the body is closed.
 func (a *acker) Read(p []byte) (int, error) {
 	for len(a.pending) == 0 {
@@ -264,18 +327,24 @@ func (a *acker) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// next waits until there is an ack to send and makes its frame pending.
+// next waits until there is a probe or an ack to send and makes its
+// frame pending.
 func (a *acker) next() error {
 	for {
 		a.mu.Lock()
-		seq, again := a.want, a.again
-		a.again = false
+		seq, again, probe := a.want, a.again, a.asked
+		if probe <= a.probeSent {
+			a.again = false
+		}
 		a.mu.Unlock()
-		if seq > a.sent || again {
-			a.frame[0] = frameAck
-			binary.BigEndian.PutUint32(a.frame[1:5], 8)
-			binary.BigEndian.PutUint64(a.frame[5:], seq)
-			a.pending, a.sent = a.frame[:], seq
+		switch {
+		case probe > a.probeSent:
+			a.pend(frameProbe, probe)
+			a.probeSent = probe
+			return nil
+		case seq > a.sent || again:
+			a.pend(frameAck, seq)
+			a.sent = seq
 			return nil
 		}
 		select {
@@ -286,6 +355,14 @@ func (a *acker) next() error {
 			return a.ctx.Err()
 		}
 	}
+}
+
+// pend makes a frame of kind carrying v the one being sent.
+func (a *acker) pend(kind byte, v uint64) {
+	a.frame[0] = kind
+	binary.BigEndian.PutUint32(a.frame[1:5], 8)
+	binary.BigEndian.PutUint64(a.frame[5:], v)
+	a.pending = a.frame[:]
 }
 
 // Close ends the body: a Read waiting, and every one after, fails. Safe

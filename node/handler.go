@@ -26,6 +26,7 @@ type call struct {
 	log   *slog.Logger // carries request_id
 	route string       // metrics label: a route's name, never a tenant
 	t     *tenant      // for data and per-tenant admin routes, once acquired
+	ask   readAsk      // what a data request asks of its answer's freshness (staleness.go)
 }
 
 // respWriter remembers the status for metrics and logs, and bounds how
@@ -293,6 +294,10 @@ func (c *call) fail(err error) { c.failWith(err, nil) }
 
 // failWith answers err with named fields beside "error".
 func (c *call) failWith(err error, fields map[string]any) {
+	if err, ok := c.declined(err); ok {
+		c.decline(err, 0, false)
+		return
+	}
 	err = c.s.pathless(err)
 	status := writeError(c.w, err, fields)
 	if status >= 500 && status != 503 && status != 504 && status != 507 {

@@ -114,14 +114,14 @@ func (s *steps) ask(tenant string, seq uint64) {
 	}
 }
 
-// copyCaughtUp says whether a copy streaming from this file under the name
+// copyCaughtUp says whether a voting copy streaming from this file under the name
 // replica (any for "") holds all the file had durable when its stream
 // last caught up, and is waited for.
 func (t *tenant) copyCaughtUp(replica string) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for f := range t.feeds {
-		if (replica == "" || f.copy == replica) && !f.lagging && f.sentAll != noneSent && f.acked >= f.sentAll {
+		if !f.read && (replica == "" || f.copy == replica) && !f.lagging && f.sentAll != noneSent && f.acked >= f.sentAll {
 			return true
 		}
 	}

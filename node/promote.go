@@ -81,6 +81,19 @@ func (s *Server) checkPromote(ctx context.Context, name string, body wire.Promot
 		p.err = err
 		return p
 	}
+	if st := t.follow.Load(); st != nil && st.Role == wire.RoleRead {
+		// Never, forced or not: a read copy holds only what its primary
+		// had committed when it last heard, and no router counts it among
+		// the tenant's voting copies. Following again as a voting copy is
+		// one call, and makes the choice explicit. It follows on as it
+		// did.
+		defer s.reg.release(t)
+		p.why = "the copy is a read copy"
+		p.err = fmt.Errorf("%w: the copy of %s is a read copy, which is never promoted: make it a voting copy first (POST /_admin/tenants/%s/follow {\"from\": %q, \"role\": %q}) and promote it once it has caught up",
+			ErrPromoteRefused, name, name, st.From, wire.RoleVoting)
+		p.fields = map[string]any{"role": wire.RoleRead, "lineage": lineageID(t.db.Lineage())}
+		return p
+	}
 	// Stop following at once (a connect to a lost primary is not waited
 	// out), so the file holds still while it is checked; an open feed is
 	// first given a moment to end on its own, so what a lost primary sent

@@ -19,6 +19,7 @@ import (
 
 	"github.com/fenec-go/fenec/engine"
 	"github.com/fenec-go/fenec/internal/netx"
+	"github.com/fenec-go/fenec/lease"
 )
 
 // fileExt ends every tenant file's name.
@@ -54,6 +55,10 @@ type registry struct {
 	replClient *http.Client
 	replicaOf  string
 	keepAlive  time.Duration // how often a quiet feed says it is there
+	// freshEvery is --freshness-interval, and clock the boot clock a
+	// copy's proofs of freshness are timed on (freshness.go).
+	freshEvery time.Duration
+	clock      lease.Clock
 	// beforeOpen, if set, is called before a tenant's file is opened
 	// (tests use it to make one open slow).
 	beforeOpen atomic.Pointer[func(name string)]
@@ -251,7 +256,7 @@ func (r *registry) create(name string) error {
 		return err
 	}
 	defer r.release(t)
-	return r.follow(t, r.replicaOf, "")
+	return r.follow(t, r.replicaOf, "", "")
 }
 
 // installImage installs an image read from src as a new tenant.

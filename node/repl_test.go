@@ -164,7 +164,7 @@ func TestLaggingStreamNotWaitedForAgain(t *testing.T) {
 	}
 	defer n.s.reg.release(tn)
 	seq := tn.db.Seq()
-	f, drop := tn.addFeed(seq, "") // a copy caught up that acknowledges nothing more
+	f, drop := tn.addFeed(seq, "", false) // a copy caught up that acknowledges nothing more
 	defer drop()
 	if tn.waitAcked(t.Context(), seq+1, 10*time.Millisecond) {
 		t.Fatal("a write did not wait for a copy that has not acknowledged it")

@@ -23,19 +23,30 @@ import (
 	"github.com/fenec-go/fenec/wire"
 )
 
-// The replication feed (GET /t/<t>/_replication?since=S&history=H) is a
-// stream of frames: a kind byte, a big-endian uint32 length, the payload.
-// It is full duplex: while the answer streams records, the request's body
-// streams the copy's acks in the same frames.
+// The replication feed (GET /t/<t>/_replication?since=S&history=H
+// [&copy=NAME][&role=read]) is a stream of frames: a kind byte, a
+// big-endian uint32 length, the payload. It is full duplex: while the
+// answer streams records, the request's body streams the copy's acks and
+// probes in the same frames. The answer's Fenec-Feed-Features says what
+// the primary does of what a copy may ask (wire.FeedProbes,
+// wire.FeedReadCopies); a copy asks nothing its primary does not say it
+// does, so a primary from before either is followed as before. A primary
+// passes over a frame of a kind it does not know; a copy too.
 const (
 	frameHello    = 'h' // JSON replHello: who the primary is now
 	frameRecord   = 'r' // uint64 first, uint64 last, then a raw record
 	frameImage    = 'i' // a piece of a whole image
 	frameImageEnd = 'e' // the image is whole: install it, then ask again
 	frameKeep     = 'k' // nothing new
-	// The copy streams acks the other way, in the request's body: one
-	// kind of frame, the highest seq its own file holds durably.
+	// framePosition answers a probe: uint64 probe, uint64 seq, uint64
+	// history, a flags byte (positionLeased), more to be passed over
+	// (freshness.go).
+	framePosition = 'P'
+	// The copy streams acks the other way, in the request's body, each
+	// the highest seq its own file holds durably, and probes, each a
+	// number the primary answers with a position frame.
 	frameAck   = 'a' // uint64 seq
+	frameProbe = 'p' // uint64 probe number
 	maxFrame   = 256 << 20
 	imageChunk = 1 << 20
 )
@@ -120,6 +131,13 @@ func (c *call) replicationFeed() {
 		c.fail(fmt.Errorf("%w: since and history must be numbers", ErrBadRequest))
 		return
 	}
+	read, err := feedRole(q.Get("role"))
+	if err != nil {
+		c.fail(err)
+		return
+	}
+	old := c.s.oldFeeds.Load()
+	read = read && !old
 	rc := http.NewResponseController(c.w)
 	if err := rc.EnableFullDuplex(); err != nil {
 		c.fail(fmt.Errorf("replication feed: %w", err))
@@ -136,23 +154,30 @@ func (c *call) replicationFeed() {
 	// start the next request on it with its context already cancelled.
 	c.w.Header().Set("Connection", "close")
 	c.w.Header().Set("Content-Type", "application/octet-stream")
+	if !old {
+		c.w.Header().Set(wire.HeaderFeedFeatures, wire.FeedProbes+", "+wire.FeedReadCopies)
+	}
 	c.w.WriteHeader(http.StatusOK)
 	defer c.cutWhenGone()()
 	fw := &frameWriter{bw: bufio.NewWriterSize(c.w, 64<<10), rc: rc}
 	db := c.t.db
+	image := c.sendImage
+	if read {
+		image = c.sendCommittedImage // readcopy.go
+	}
 	if !db.Holds(hist, since) {
 		// No hello before the image: a copy that has not taken it is not
 		// yet this tenant, and must not count as having heard from it.
-		c.sendImage(fw)
+		image(fw)
 		return
 	}
 	hello, _ := json.Marshal(replHello{History: db.History(), Seq: db.Seq(), Lineage: db.Lineage(), Applied: !c.s.syncAlways})
 	if fw.frame(frameHello, hello) != nil {
 		return
 	}
-	if err := c.sendRecords(fw, since, copyName); err != nil {
+	if err := c.sendRecords(fw, since, copyName, read, old); err != nil {
 		if errors.Is(err, engine.ErrCursorGone) {
-			c.sendImage(fw)
+			image(fw)
 			return
 		}
 		c.log.Debug("replication feed ended", "tenant", c.t.name, "err", err)
@@ -165,6 +190,11 @@ func (c *call) sendImage(fw *frameWriter) {
 		c.log.Error("replication image", "tenant", c.t.name, "err", err)
 		return
 	}
+	c.endImage(fw)
+}
+
+// endImage ends an image sent whole, and waits for the copy to hang up.
+func (c *call) endImage(fw *frameWriter) {
 	if fw.frame(frameImageEnd) != nil || fw.flush() != nil {
 		return
 	}
@@ -184,7 +214,10 @@ const imageHangUp = 2 * time.Second
 // acknowledged as durable in its own file (guarded by tenant.mu).
 type feed struct {
 	// copy is the name the copy follows under ("": unnamed).
-	copy  string
+	copy string
+	// read: a read copy's (role=read), sent only what is committed
+	// (readcopy.go) and never waited for nor counted as holding a write.
+	read  bool
 	acked uint64
 	// sentAll is where the stream last stood having sent all the tenant
 	// held durably: a lagging copy that acknowledges it has caught up.
@@ -196,6 +229,10 @@ type feed struct {
 	// passed); no write waits for it again until it has acknowledged
 	// everything the tenant held durably as the ack came.
 	lagging bool
+	// asked is the newest probe the copy sent, and probed (cap 1) wakes
+	// the stream to answer it.
+	asked  atomic.Uint64
+	probed chan struct{}
 }
 
 // noneSent is a feed's sentAll before its stream first caught up.
@@ -204,8 +241,8 @@ const noneSent = math.MaxUint64
 // addFeed registers a stream whose copy holds since durably (a follower
 // syncs its file before it asks); the func drops it. Writes wait for a
 // copy from the moment it connects.
-func (t *tenant) addFeed(since uint64, copyName string) (*feed, func()) {
-	f := &feed{acked: since, sentAll: noneSent, copy: copyName}
+func (t *tenant) addFeed(since uint64, copyName string, read bool) (*feed, func()) {
+	f := &feed{acked: since, sentAll: noneSent, copy: copyName, read: read, probed: make(chan struct{}, 1)}
 	t.mu.Lock()
 	t.feeds[f] = struct{}{}
 	t.mu.Unlock()
@@ -251,7 +288,11 @@ func (t *tenant) copies() []wire.CopyStatus {
 	t.mu.Lock()
 	out := make([]wire.CopyStatus, 0, len(t.feeds))
 	for f := range t.feeds {
-		out = append(out, wire.CopyStatus{Acked: f.acked, Lagging: f.lagging})
+		role := wire.RoleVoting
+		if f.read {
+			role = wire.RoleRead
+		}
+		out = append(out, wire.CopyStatus{Acked: f.acked, Lagging: f.lagging, Role: role})
 	}
 	t.mu.Unlock()
 	slices.SortFunc(out, func(a, b wire.CopyStatus) int { return cmp.Compare(a.Acked, b.Acked) })
@@ -259,34 +300,72 @@ func (t *tenant) copies() []wire.CopyStatus {
 }
 
 // readAcks reads the copy's acknowledgements from the feed's request
-// body (ack frames, each the highest seq its file holds durably) until
-// the body ends or fails.
-func (t *tenant) readAcks(body io.Reader, f *feed) error {
+// body (ack frames, each the highest seq its file holds durably) and its
+// probes (handed to the stream to answer) until the body ends or fails.
+// A frame of another kind is passed over: a later copy may say more
+// (unless old: as a node before probes did, it ends the feed).
+func (t *tenant) readAcks(body io.Reader, f *feed, old bool) error {
 	br := bufio.NewReaderSize(body, 512)
 	for {
 		kind, payload, err := readFrame(br)
 		if err != nil {
 			return err
 		}
-		if kind != frameAck || len(payload) != 8 {
+		switch {
+		case old && kind != frameAck:
 			return fmt.Errorf("replication ack frame %q of %d bytes", kind, len(payload))
+		case kind == frameAck && len(payload) == 8:
+			f.heard.Add(1)
+			t.ackedTo(f, binary.BigEndian.Uint64(payload))
+		case kind == frameAck:
+			return fmt.Errorf("replication ack frame of %d bytes", len(payload))
+		case kind == frameProbe && len(payload) >= 8:
+			f.heard.Add(1)
+			f.asked.Store(max(f.asked.Load(), binary.BigEndian.Uint64(payload[:8])))
+			select {
+			case f.probed <- struct{}{}:
+			default:
+			}
 		}
-		f.heard.Add(1)
-		t.ackedTo(f, binary.BigEndian.Uint64(payload))
 	}
 }
 
 // sendRecords streams durable records after since until the copy goes,
 // the tenant ends or the node stops, and reads the copy's acks beside it.
-func (c *call) sendRecords(fw *frameWriter, since uint64, copyName string) error {
+func (c *call) sendRecords(fw *frameWriter, since uint64, copyName string, read, old bool) error {
 	t, db := c.t, c.t.db
 	last := since
-	f, drop := t.addFeed(since, copyName)
+	f, drop := t.addFeed(since, copyName, read)
 	defer drop()
+	// sendable is how far the stream may go: what is durable, and for a
+	// read copy what is committed too; with what wakes a wait for it to
+	// move on beside the file's own moves (nil: nothing more).
+	sendable := func() (uint64, <-chan struct{}, <-chan struct{}) {
+		if !read {
+			return db.Durable(), nil, nil
+		}
+		return c.commitPoint()
+	}
+	// answer answers the copy's newest probe; answerProbe does if one
+	// came.
+	answer := func() error {
+		if err := fw.frame(framePosition, c.position(f.asked.Load())); err != nil {
+			return err
+		}
+		return fw.flush()
+	}
+	answerProbe := func() error {
+		select {
+		case <-f.probed:
+			return answer()
+		default:
+			return nil
+		}
+	}
 	ctx, cancel := context.WithCancelCause(c.r.Context())
 	var acks sync.WaitGroup
 	acks.Go(func() {
-		err := t.readAcks(c.r.Body, f)
+		err := t.readAcks(c.r.Body, f, old)
 		if err == nil || errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF // a copy that stops acking has gone
 		}
@@ -312,7 +391,14 @@ func (c *call) sendRecords(fw *frameWriter, since uint64, copyName string) error
 		_, changed := t.seqNow()
 		history := db.History() // a fork moves it
 		durable := db.Durable()
+		limit := uint64(math.MaxUint64) // a voting copy is sent all that is durable
+		if read {
+			limit, _, _ = c.commitPoint()
+		}
 		err := db.ReadRecords(&cur, last, func(rec engine.RawRecord) error {
+			if rec.Last > limit {
+				return errPastSendable // a read copy's: not committed yet
+			}
 			if rec.First > rec.Last { // a fork: sent once
 				sum := sha256.Sum256(rec.Bytes)
 				if sentForks[sum] {
@@ -331,7 +417,7 @@ func (c *call) sendRecords(fw *frameWriter, since uint64, copyName string) error
 			}
 			return nil
 		})
-		if err != nil {
+		if err != nil && !errors.Is(err, errPastSendable) {
 			return err
 		}
 		if err := fw.flush(); err != nil {
@@ -340,15 +426,26 @@ func (c *call) sendRecords(fw *frameWriter, since uint64, copyName string) error
 		if last >= durable {
 			t.sentAllTo(f, last)
 		}
+		if err := answerProbe(); err != nil { // a stream never at rest answers too
+			return err
+		}
 		for {
 			// Only what is durable is sent: a block that landed wakes the
 			// stream, and so does its sync (or, under --sync off, its
-			// append), whichever mode the file runs.
+			// append), whichever mode the file runs; a read copy's, also
+			// a copy's ack and a list taken.
 			moved := db.DurableMoved()
-			if db.Durable() > last || db.History() != history {
+			upTo, acked, listed := sendable()
+			if upTo > last || db.History() != history {
 				break
 			}
 			select {
+			case <-f.probed:
+				if err := answer(); err != nil {
+					return err
+				}
+			case <-acked:
+			case <-listed:
 			case <-changed:
 				_, changed = t.seqNow()
 			case <-moved:
@@ -372,6 +469,22 @@ func (c *call) sendRecords(fw *frameWriter, since uint64, copyName string) error
 			}
 		}
 	}
+}
+
+// errPastSendable stops a read of records at the first a read copy may
+// not be sent yet.
+var errPastSendable = errors.New("past what the copy may be sent")
+
+// feedRole reads a feed's role: "" or wire.RoleVoting a voting copy's,
+// wire.RoleRead a read copy's (read).
+func feedRole(role string) (read bool, err error) {
+	switch role {
+	case "", wire.RoleVoting:
+		return false, nil
+	case wire.RoleRead:
+		return true, nil
+	}
+	return false, fmt.Errorf("%w: role must be %s or %s", ErrBadRequest, wire.RoleVoting, wire.RoleRead)
 }
 
 // readFrame reads one frame.

@@ -52,7 +52,9 @@ func (c *call) restGet(coll string, q map[string][]string) {
 		c.fail(err)
 		return
 	}
-	c.settledFor(seq)
+	if !c.settledRead(seq) {
+		return
+	}
 	writeRaw(c.w, http.StatusOK, res.JSON())
 }
 

@@ -52,6 +52,11 @@ type Server struct {
 	// open is set once Start has begun serving and following: /_ready.
 	open atomic.Bool
 
+	// oldFeeds (tests) has the node serve replication feeds as a node from
+	// before probes and read copies did: no Fenec-Feed-Features, role not
+	// read, a frame other than an ack ending the feed.
+	oldFeeds atomic.Bool
+
 	mu      sync.Mutex // guards ln, srv, started
 	ln      net.Listener
 	srv     *http.Server
@@ -136,6 +141,7 @@ func New(cfg Config) (*Server, error) {
 	s.reg.replicaOf = cfg.ReplicaOf
 	s.tok.Store(&tokens{admin: cfg.AdminToken, data: cfg.HTTPToken, repl: cfg.ReplicationToken})
 	s.reg.keepAlive = cfg.KeepAlive
+	s.reg.freshEvery, s.reg.clock = cfg.FreshnessInterval, nl.clock
 	return s, nil
 }
 

@@ -67,8 +67,8 @@ func (c *call) answer(j *job, o outcome) {
 			return
 		}
 		c.w.Header().Set(wire.HeaderSeq, strconv.FormatUint(o.res.Seq, 10))
-	} else {
-		c.settledFor(o.res.Seq)
+	} else if !c.settledRead(o.res.Seq) { // and bounded: staleness.go
+		return
 	}
 	writeRaw(c.w, o.status, o.body)
 }
@@ -171,10 +171,11 @@ func (t *tenant) waitAcked(ctx context.Context, seq uint64, d time.Duration) boo
 		case <-timer.C:
 			t.mu.Lock()
 			for f := range t.feeds {
-				if f.acked < seq {
+				if !f.read && f.acked < seq {
 					f.lagging = true
 				}
 			}
+			t.notifyAckedLocked() // the commit point moves past a laggard
 			t.mu.Unlock()
 			return false
 		case <-lapse:
@@ -252,23 +253,24 @@ func (t *tenant) everyCopyHolds(seq uint64) bool {
 	return t.holdLocked(seq, true)
 }
 
-// holdLocked says whether the copies streaming from this file have
-// acknowledged seq: every one with lagging, else those a write waits for.
+// holdLocked says whether the voting copies streaming from this file
+// have acknowledged seq: every one with lagging, else those a write waits
+// for. A read copy is waited for by nothing.
 func (t *tenant) holdLocked(seq uint64, lagging bool) bool {
 	for f := range t.feeds {
-		if (lagging || !f.lagging) && f.acked < seq {
+		if !f.read && (lagging || !f.lagging) && f.acked < seq {
 			return false
 		}
 	}
 	return true
 }
 
-// copyHoldsLocked says whether a copy streaming from this file under the
-// name replica (any copy for ""), lagging or not, has acknowledged seq.
-// Called with t.mu held.
+// copyHoldsLocked says whether a voting copy streaming from this file
+// under the name replica (any for ""), lagging or not, has acknowledged
+// seq. Called with t.mu held.
 func (t *tenant) copyHoldsLocked(seq uint64, replica string) bool {
 	for f := range t.feeds {
-		if (replica == "" || f.copy == replica) && f.acked >= seq {
+		if !f.read && (replica == "" || f.copy == replica) && f.acked >= seq {
 			return true
 		}
 	}

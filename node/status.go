@@ -40,6 +40,9 @@ var statusTable = []statusRule{
 	{engine.ErrNotExist, http.StatusNotFound, 0},
 	{engine.ErrUnknownCollection, http.StatusNotFound, 0},
 	{ErrMethod, http.StatusMethodNotAllowed, 0},
+	{ErrStale, wire.StatusDeclined, 0},
+	{ErrBehind, wire.StatusDeclined, 0},
+	{ErrWriteToCopy, wire.StatusDeclined, 0},
 	{ErrTenantExists, http.StatusConflict, 0},
 	{ErrPromoteRefused, http.StatusConflict, 0},
 	{ErrNotThisNode, http.StatusConflict, 0},
@@ -117,8 +120,13 @@ func writeError(w http.ResponseWriter, err error, fields map[string]any) int {
 		// Nothing ran: a router may send it again once its grant lands.
 		w.Header().Set(wire.HeaderRefused, wire.RefusedLease)
 	}
-	if errors.Is(err, ErrReplica) {
+	switch {
+	case errors.Is(err, ErrReplica), errors.Is(err, ErrWriteToCopy):
 		w.Header().Set(wire.HeaderRefused, wire.RefusedReplica) // a copy: write to its primary
+	case errors.Is(err, ErrStale):
+		w.Header().Set(wire.HeaderRefused, wire.RefusedStale) // a copy: read from the primary
+	case errors.Is(err, ErrBehind):
+		w.Header().Set(wire.HeaderRefused, wire.RefusedBehind)
 	}
 	if retry > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(retry))

@@ -55,6 +55,8 @@ type tenant struct {
 	// reference, so it stays open.
 	role   atomic.Int32
 	follow atomic.Pointer[followState] // nil: a primary's file
+	// fresh is a copy's proofs of its freshness (freshness.go).
+	fresh *freshness
 
 	writes inflight // Exec/Batch calls running: freeze waits for them
 
@@ -103,6 +105,7 @@ func newTenant(reg *registry, name string) *tenant {
 		feeds:  make(map[*feed]struct{}),
 		sentCh: make(chan struct{}),
 		wake:   make(chan struct{}, 1),
+		fresh:  newFreshness(),
 	}
 	if reg.leaseGate != nil {
 		if g := reg.leaseGate(name); g != nil {

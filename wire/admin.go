@@ -47,17 +47,31 @@ type Usage struct {
 
 // Follow is the body of POST /_admin/tenants/<t>/follow: the tenant's file
 // follows the node at From ("http://host:port"), as the node named As
-// (the name its primary's lease list gives the replica; "" for a read
-// replica followed by hand).
+// (the name its primary's lease list gives the replica; "" for a copy
+// followed by hand), in the role Role: RoleVoting ("" too) or RoleRead.
 type Follow struct {
 	From string `json:"from"`
 	As   string `json:"as,omitempty"`
+	Role string `json:"role,omitempty"`
 }
+
+// The roles of a copy (Follow.Role).
+const (
+	// RoleVoting is a replica a write may wait for and a failover may
+	// promote: it is sent every durable record as it lands.
+	RoleVoting = "voting"
+	// RoleRead is a read copy: never waited for, never promoted, and sent
+	// only what the tenant has committed — what a voting copy the write
+	// waits for holds, so that it never shows a write a failover could
+	// lose. A node refuses to promote one (409): follow again as voting.
+	RoleRead = "read"
+)
 
 // Followed is the answer to Follow.
 type Followed struct {
 	Tenant string `json:"tenant"`
 	From   string `json:"from"`
+	Role   string `json:"role"`
 }
 
 // Promote is the body of POST /_admin/tenants/<t>/promote: the tenant's
@@ -142,6 +156,8 @@ type CopyStatus struct {
 	// Lagging: the copy acknowledged nothing for the node's bound, and
 	// writes meanwhile were answered without it.
 	Lagging bool `json:"lagging"`
+	// Role is RoleVoting or RoleRead (a read copy is never waited for).
+	Role string `json:"role"`
 }
 
 // Replication is GET /_admin/tenants/<t>/replication: the file's role and
@@ -159,6 +175,27 @@ type Replication struct {
 	From      string     `json:"from,omitempty"`
 	Heard     bool       `json:"heard"`
 	LastHello *time.Time `json:"last_hello,omitempty"`
+	// A replica's: its role (RoleVoting or RoleRead) and what it can
+	// prove of its freshness.
+	CopyRole  string     `json:"copy_role,omitempty"`
+	Freshness *Freshness `json:"freshness,omitempty"`
+}
+
+// Freshness is a copy's proof of how fresh its file is, as its replication
+// status shows it.
+type Freshness struct {
+	// StalenessMS is the bound a read of the whole file would carry now
+	// (nil: none proven).
+	StalenessMS *int64 `json:"staleness_ms"`
+	// ProofSeq and ProofHistory: the newest position the primary answered
+	// while it held the tenant's lease that the file holds (0: none).
+	ProofSeq     uint64 `json:"proof_seq"`
+	ProofHistory uint64 `json:"proof_history"`
+	// Probing: the feed open now is to a primary that answers probes.
+	Probing bool `json:"probing"`
+	// Warm: a read asked it for a bound in the last 30 s, so it probes
+	// every --freshness-interval rather than about once a second.
+	Warm bool `json:"warm"`
 }
 
 // LineageID is the file's first history, which names its lineage (0 when
