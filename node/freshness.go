@@ -273,8 +273,9 @@ func (t *tenant) runProber(ctx context.Context, ack *acker) {
 			return
 		case <-timer.C:
 		case <-f.kick:
-			if clock.Now()-f.lastSent() < minProbeGap {
-				continue // one went a moment ago: its answer is on the way
+			if wait := minProbeGap - (clock.Now() - f.lastSent()); wait > 0 {
+				timer.Reset(wait) // one went a moment ago: the next soon
+				continue
 			}
 		}
 		now := clock.Now()

@@ -395,8 +395,13 @@ func (c *call) sendRecords(fw *frameWriter, since uint64, copyName string, read,
 		if read {
 			limit, _, _ = c.commitPoint()
 		}
+		// need is how far the stream must be able to go for the next
+		// read to send anything: past last, or, when a record was held
+		// back, to its end (a record may hold many writes).
+		need := last + 1
 		err := db.ReadRecords(&cur, last, func(rec engine.RawRecord) error {
 			if rec.Last > limit {
+				need = rec.Last
 				return errPastSendable // a read copy's: not committed yet
 			}
 			if rec.First > rec.Last { // a fork: sent once
@@ -420,6 +425,7 @@ func (c *call) sendRecords(fw *frameWriter, since uint64, copyName string, read,
 		if err != nil && !errors.Is(err, errPastSendable) {
 			return err
 		}
+		need = max(need, last+1)
 		if err := fw.flush(); err != nil {
 			return err
 		}
@@ -436,7 +442,7 @@ func (c *call) sendRecords(fw *frameWriter, since uint64, copyName string, read,
 			// a copy's ack and a list taken.
 			moved := db.DurableMoved()
 			upTo, acked, listed := sendable()
-			if upTo > last || db.History() != history {
+			if upTo >= need || db.History() != history {
 				break
 			}
 			select {

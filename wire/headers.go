@@ -142,7 +142,7 @@ func ParseMillis(h http.Header, name string, max int64) (int64, bool, error) {
 		return 0, false, nil
 	}
 	bad := fmt.Errorf("%w: %s must be sent once, as a whole number of milliseconds from 0 to %d", ErrBadMillis, name, max)
-	if len(vs) > 1 || vs[0] == "" || len(vs[0]) > 18 {
+	if len(vs) > 1 || len(vs[0]) == 0 || len(vs[0]) > 18 {
 		return 0, false, bad
 	}
 	var ms int64
