@@ -16,11 +16,13 @@ import (
 	"github.com/fenec-go/fenec/internal/forwarded"
 	"github.com/fenec-go/fenec/internal/h1"
 	"github.com/fenec-go/fenec/internal/testkit"
+	"github.com/fenec-go/fenec/wire"
 )
 
 // The forwarder names the client to the node beside the proof of the
-// node's admin token, and drops whatever a client sent under those names:
-// a client can neither forge them nor see the proof. With no token for the
+// node's admin token, and drops whatever a client sent under those names
+// (and a Fenec-Copy-Wait, which a node takes only beside the proof): a
+// client can neither forge them nor see the proof. With no token for the
 // node it sends neither.
 func TestForwardNamesTheClientWithProof(t *testing.T) {
 	node := newRecorder(t, nil)
@@ -30,7 +32,7 @@ func TestForwardNamesTheClientWithProof(t *testing.T) {
 	})
 	r := newRouter(t, place, fwdOpts{})
 	rc := dialRaw(t, r.url)
-	forged := "Fenec-Client: 198.51.100.7\r\nfenec-router-proof: " + forwarded.Proof("adm") + "\r\nFENEC-CLIENT: 10.9.9.9\r\n"
+	forged := "Fenec-Client: 198.51.100.7\r\nfenec-router-proof: " + forwarded.Proof("adm") + "\r\nFENEC-CLIENT: 10.9.9.9\r\nfenec-copy-wait: 0\r\n"
 	for i, tenant := range []string{"acme", "open"} {
 		resp, body := rc.send(t, "GET", "GET /t/"+tenant+"/c HTTP/1.1\r\nHost: x\r\n"+forged+"\r\n")
 		if resp.StatusCode != 200 {
@@ -42,6 +44,9 @@ func TestForwardNamesTheClientWithProof(t *testing.T) {
 			}
 		}
 		s := node.requests()[i]
+		if v := s.Header.Values(wire.HeaderCopyWait); len(v) != 0 {
+			t.Fatalf("%s: the client's Fenec-Copy-Wait %q reached the node", tenant, v)
+		}
 		client, proof := s.Header.Values(forwarded.HeaderClient), s.Header.Values(forwarded.HeaderProof)
 		if tenant == "open" {
 			if len(client)+len(proof) != 0 {

@@ -120,12 +120,13 @@ func replicationFeed(path string) bool {
 }
 
 // skipRequestHeader: what is not copied as is (hop-by-hop, or written by
-// the router itself — a client's own Fenec-Client or Fenec-Router-Proof
-// is dropped, never passed on).
+// the router itself — a client's own Fenec-Client, Fenec-Router-Proof or
+// Fenec-Copy-Wait is dropped, never passed on: beside the router's proof
+// a node would take them as the router's).
 func skipRequestHeader(k string, conn []string) bool {
 	switch k {
 	case "Host", "Content-Length", "Expect", "X-Request-Id", "X-Forwarded-For",
-		forwarded.HeaderClient, forwarded.HeaderProof:
+		forwarded.HeaderClient, forwarded.HeaderProof, wire.HeaderCopyWait:
 		return true
 	}
 	return hopByHop(k) || len(conn) > 0 && namedByConnection(k, conn)
