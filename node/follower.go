@@ -314,8 +314,8 @@ func (a *acker) probe(n uint64) {
 	}
 }
 
-// Read gives the transport the next ack (or probe) frame, waiting for one until the
-// feed's context ends or the body is closed.
+// Read gives the transport the next ack (or probe) frame, waiting for
+// one until the feed's context ends or the body is closed.
 func (a *acker) Read(p []byte) (int, error) {
 	for len(a.pending) == 0 {
 		if err := a.next(); err != nil {

@@ -88,8 +88,9 @@ func (c *call) afterWait(asked time.Duration) time.Duration {
 // stops early once a probe sent after the request came has been answered
 // and applied and the bound is still too long (a closer one needs a
 // nearer primary, not more waiting), once one was answered by a primary
-// without the lease, or when its primary answers no probes. It returns true when the copy may go on; otherwise it declined
-// (421, Fenec-Refused: stale).
+// without the lease, or when its primary answers no probes. It returns
+// true when the copy may go on; otherwise it declined (421,
+// Fenec-Refused: stale).
 func (c *call) awaitFresh() bool {
 	if !c.ask.hasMax || !c.isCopy() {
 		return true
