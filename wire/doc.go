@@ -1,8 +1,8 @@
 // Package wire is the contract between a fenec node and those that drive
-// it: the names and values of the Fenec-* headers (with the bounded-
-// staleness ones: Fenec-Max-Staleness and Fenec-Copy-Wait parsed by
-// ParseMillis, Fenec-Staleness-Ms, a copy's decline StatusDeclined and
-// its Declined body), the bodies and answers of the
+// it: the names and values of the Fenec-* headers (among them those of
+// bounded-staleness reads: Fenec-Max-Staleness and Fenec-Copy-Wait, read
+// by ParseMillis, Fenec-Staleness-Ms, and a copy's decline,
+// StatusDeclined with a Declined body), the bodies and answers of the
 // node's admin API (/_admin/: quota, usage, follow, promote, replication
 // status, stats, freeze, the node's id, a restore in place, compact), and
 // AdminClient, a typed client of that API, which names the node it means
