@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fenec-go/fenec/internal/audit"
+	"github.com/fenec-go/fenec/internal/badtoken"
 	"github.com/fenec-go/fenec/internal/bodygap"
 )
 
@@ -341,21 +343,29 @@ func (c *call) authorize(s surface, want, tenant string) bool {
 		return true
 	}
 	c.fail(err)
-	c.s.auditf(c, "refused", tenant, err.Error())
+	c.s.auditf(c, auditRefused, tenant, err.Error())
 	return false
 }
 
-// auditf records one audit line about c.
+// auditf records one audit line about c: a change whole, a refusal
+// counted against its client (package audit).
 func (s *Server) auditf(c *call, what, tenant, detail string) {
 	who, via := s.guard.who(c.r)
-	err := s.audit.record(auditEntry{
-		Time: time.Now().UTC(), Who: who, Via: via, What: what, Tenant: tenant,
-		RequestID: c.id, Status: c.w.status, Detail: detail,
-	})
+	e := audit.Entry{Who: who, Via: via, What: what, Tenant: tenant, RequestID: c.id, Status: c.w.status, Detail: detail}
+	var err error
+	if what == auditRefused {
+		err = s.audit.Refused(badtoken.ClientKey(who), e)
+	} else {
+		err = s.audit.Record(e)
+	}
 	if err != nil {
 		c.log.Error("audit", "err", err)
 	}
 }
+
+// auditRefused is the what of a refusal of a credential (a token, a
+// client certificate): counted, not written a line each.
+const auditRefused = "refused"
 
 // queryValues parses the query string; a malformed one (a stray ';', a
 // bad escape) is refused rather than half read.

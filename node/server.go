@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fenec-go/fenec/engine"
+	"github.com/fenec-go/fenec/internal/audit"
 	"github.com/fenec-go/fenec/internal/connlimit"
 	"github.com/fenec-go/fenec/internal/tlsx"
 )
@@ -25,7 +26,7 @@ type Server struct {
 	log     *slog.Logger
 	reg     *registry
 	guard   *guard
-	audit   *auditLog
+	audit   *audit.Log
 	metrics *metrics
 	lease   *nodeLease
 	// conns bounds the client connections open (--max-conns,
@@ -90,14 +91,14 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("tenant dir: %w", err)
 	}
 	mode, every, _ := cfg.syncMode()
-	audit, err := openAudit(cfg.Audit)
+	auditLog, err := audit.Open(cfg.Audit, audit.Options{})
 	if err != nil {
 		return nil, err
 	}
 	opts := engine.Options{Sync: mode, SyncEvery: every, Logger: log}
 	nl, err := newNodeLease(cfg)
 	if err != nil {
-		audit.Close()
+		auditLog.Close()
 		return nil, err
 	}
 	s := &Server{
@@ -105,7 +106,7 @@ func New(cfg Config) (*Server, error) {
 		log:        log,
 		reg:        newRegistry(cfg.Dir, opts, cfg.MaxMemory, cfg.IdleClose, cfg.Resolver, log),
 		guard:      newGuard(time.Now, cfg.AdminToken),
-		audit:      audit,
+		audit:      auditLog,
 		lease:      nl,
 		id:         id,
 		absDir:     absDir,
@@ -117,7 +118,7 @@ func New(cfg Config) (*Server, error) {
 	s.reg.removeStaged()
 	if s.tls, err = loadTLS(cfg, log, s.reg); err != nil {
 		s.reg.close()
-		audit.Close()
+		auditLog.Close()
 		return nil, err
 	}
 	s.metrics = newMetrics(s.reg, nl)

@@ -45,7 +45,7 @@ func (c *call) clientCertOK() bool {
 		return true
 	}
 	c.fail(ErrClientCert)
-	c.s.auditf(c, "refused", "", ErrClientCert.Error())
+	c.s.auditf(c, auditRefused, "", ErrClientCert.Error())
 	return false
 }
 

@@ -20,8 +20,9 @@
 //   - router_config.go: Config, DefaultConfig, AddFlags, Validate.
 //   - router_errors.go: the control plane's sentinels and its one table
 //     from error to status (shardStatus).
-//   - control_metrics.go, audit.go: the control plane's series; the audit
-//     log of every change and refusal.
+//   - control_metrics.go: the control plane's series. The audit log of
+//     every change, and of refusals counted per address and minute, is
+//     package internal/audit, the nodes' own.
 //   - placement.go: the forwarder's Placements over the watcher, the
 //     watcher callback that cuts requests out to a failed-over node, and
 //     measuring nodes for a placement (least bytes on disk).
@@ -88,7 +89,7 @@
 // for it), and is held across their directory calls (and, recording a
 // node, across asking nodes recorded before ids who they are). leasing.mu is never held across a failover, a grant or the
 // directory: it is released before FailoverNode, which takes opMu.
-// leadership.mu, mirror.mu, globalHandoffs.mu, auditLog.mu and
+// leadership.mu, mirror.mu, globalHandoffs.mu, audit.Log's mu and
 // answerNotifier.mu guard their
 // own fields and call nothing that locks. No router lock is held while
 // the forwarder is called, and the forwarder holds none of its own while

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/fenec-go/fenec/global"
+	"github.com/fenec-go/fenec/internal/audit"
 	"github.com/fenec-go/fenec/internal/badtoken"
 	"github.com/fenec-go/fenec/internal/bodygap"
 	"github.com/fenec-go/fenec/internal/connlimit"
@@ -57,7 +58,7 @@ type Router struct {
 	metrics  *controlMetrics
 	nodes    *nodeClient
 	lead     *leadership
-	audit    *auditLog
+	audit    *audit.Log
 	metricsH http.Handler
 
 	ln   net.Listener
@@ -181,7 +182,7 @@ func (rt *Router) start(ctx context.Context) error {
 		rt.id = defaultID(ln.Addr())
 	}
 	rt.log = rt.log.With("router", rt.id)
-	if rt.audit, err = openAudit(rt.cfg.Audit); err != nil {
+	if rt.audit, err = audit.Open(rt.cfg.Audit, audit.Options{Mode: 0o640}); err != nil {
 		return err
 	}
 	if err := rt.openDirectory(ctx); err != nil {
@@ -389,7 +390,7 @@ func (rt *Router) Close() error {
 		if rt.member != nil {
 			errs = append(errs, rt.member.Close())
 		}
-		errs = append(errs, rt.audit.close())
+		errs = append(errs, rt.audit.Close())
 		rt.closeErr = errors.Join(errs...)
 	})
 	return rt.closeErr

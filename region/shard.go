@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fenec-go/fenec/global"
+	"github.com/fenec-go/fenec/internal/audit"
 	"github.com/fenec-go/fenec/internal/bodygap"
 )
 
@@ -222,7 +223,7 @@ func (c *shardCall) run(what, tenant, node string, owned bool, fn func(*global.S
 	if m, ok := body.(moveAnswer); ok && node == "" {
 		node = m.To
 	}
-	if err := c.rt.audit.record(c.rt.auditOf(c.r, what, tenant, node, err, code)); err != nil {
+	if err := c.rt.audit.Record(c.rt.auditOf(c.r, what, tenant, node, err, code)); err != nil {
 		c.rt.log.Error("audit", "err", err)
 	}
 }
@@ -305,14 +306,14 @@ func (c *shardCall) promote() {
 		}
 		c.rt.recoverInBackground()
 	}
-	if aerr := c.rt.audit.record(c.rt.auditOf(c.r, "promote", "", "", err, code)); aerr != nil {
+	if aerr := c.rt.audit.Record(c.rt.auditOf(c.r, "promote", "", "", err, code)); aerr != nil {
 		c.rt.log.Error("audit", "err", aerr)
 	}
 }
 
 // auditOf describes one change or refusal.
-func (rt *Router) auditOf(r *http.Request, what, tenant, node string, err error, code int) auditEntry {
-	e := auditEntry{
+func (rt *Router) auditOf(r *http.Request, what, tenant, node string, err error, code int) audit.Entry {
+	e := audit.Entry{
 		Time: rt.now(), Router: rt.id, Who: r.RemoteAddr, What: what, Tenant: tenant, Node: node,
 		RequestID: r.Header.Get("X-Request-Id"), Outcome: "ok", Status: code,
 	}
