@@ -25,6 +25,7 @@ var importRules = map[string][]string{
 	"engine":                    {"engine"},
 	"engine/fql":                nil,
 	"internal":                  {"wire"},
+	"internal/audit":            nil, // the standard library only
 	"internal/connlimit":        {"internal/badtoken"},
 	"internal/h1":               {"internal/httptoken"},
 	"internal/rawtcp":           nil,
