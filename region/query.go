@@ -10,9 +10,13 @@ package region
 //
 // The answer lists every tenant: {"seq": S, "rows": N}, where S is the
 // tenant's seq the read saw, or {"error"}. Each tenant's answer is its
-// own, of no one moment. Bounds: a tenant's answer body of maxTenantAnswer
-// bytes (past it, that tenant's error), a merged answer of merge.MaxRows
-// rows (past it, 400 for the whole read, never a silent cut).
+// own, of no one moment. Bounds: a tenant's read of timeout_ms (the
+// request's, default defaultReadTimeout, at most --upstream-timeout; past
+// it, that tenant's error "timed out after N ms", and the node's other
+// tenants not yet read are listed as not read, rather than each waiting
+// out the bound), a tenant's answer body of maxTenantAnswer bytes (past
+// it, that tenant's error), a merged answer of merge.MaxRows rows (past
+// it, 400 for the whole read, never a silent cut).
 //
 // Each tenant is read through its node's admin read route (POST
 // /_admin/tenants/<t>/read, with the node's admin token, which the router
@@ -29,7 +33,10 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -44,6 +51,9 @@ const (
 	queryParallel = 16
 	// maxTenantAnswer bounds one tenant's answer body.
 	maxTenantAnswer = 8 << 20
+	// defaultReadTimeout bounds one tenant's read when the request names
+	// no timeout_ms (or --upstream-timeout, if that is shorter).
+	defaultReadTimeout = 10 * time.Second
 )
 
 // queryRequest is the body of POST /_shard/query.
@@ -52,6 +62,9 @@ type queryRequest struct {
 	Query   string          `json:"query"`
 	Params  json.RawMessage `json:"params,omitempty"`
 	Merge   merge.Rule      `json:"merge"`
+	// TimeoutMS bounds each tenant's read, in milliseconds: a whole
+	// number from 1 to --upstream-timeout's.
+	TimeoutMS json.RawMessage `json:"timeout_ms,omitempty"`
 }
 
 // postQuery runs one read on each named tenant (or every tenant of the
@@ -71,6 +84,11 @@ func (c *shardCall) postQuery() {
 		c.fail(fmt.Errorf("%w: no query", ErrBadRequest))
 		return
 	}
+	timeout, err := readTimeout(req.TimeoutMS, c.rt.cfg.Forward.UpstreamTimeout)
+	if err != nil {
+		c.fail(err)
+		return
+	}
 	v, err := c.view()
 	if err != nil {
 		c.fail(err)
@@ -82,7 +100,7 @@ func (c *shardCall) postQuery() {
 		return
 	}
 	// Params was read as JSON from the request: it is valid JSON as it is.
-	reads := c.readTenants(v, names, wire.Statement{Query: req.Query, Params: req.Params})
+	reads := c.readTenants(v, names, wire.Statement{Query: req.Query, Params: req.Params}, timeout)
 	for _, r := range reads {
 		var se *statementError
 		if errors.As(r.Err, &se) {
@@ -102,7 +120,7 @@ func (c *shardCall) postQuery() {
 		}
 	}
 	c.rt.log.Info("cross-tenant read", "tenants", len(names), "failed", failed, "rows", len(ans.Rows),
-		"request_id", c.r.Header.Get("X-Request-Id"))
+		"timeout_ms", timeout.Milliseconds(), "request_id", c.r.Header.Get("X-Request-Id"))
 	cpJSON(c.w, http.StatusOK, ans)
 }
 
@@ -138,15 +156,54 @@ func queryTenants(v *global.View, raw json.RawMessage) ([]string, error) {
 	return names, nil
 }
 
-// readTenants reads every tenant, queryParallel at a time; each read's
-// error is its own and stops no other.
-func (c *shardCall) readTenants(v *global.View, names []string, st wire.Statement) []merge.Read {
+// readTimeout reads timeout_ms: absent or null, defaultReadTimeout (or
+// upstream, if shorter); else a whole number of milliseconds from 1 to
+// upstream's, anything else refused saying the range.
+func readTimeout(raw json.RawMessage, upstream time.Duration) (time.Duration, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return min(defaultReadTimeout, upstream), nil
+	}
+	most := upstream.Milliseconds()
+	ms, err := strconv.ParseInt(string(raw), 10, 64)
+	if err != nil || ms < 1 || ms > most {
+		return 0, fmt.Errorf("%w: timeout_ms is %s: send a whole number of milliseconds from 1 to %d (this router's --upstream-timeout), "+
+			"or leave it out for %d", ErrBadRequest, raw, most, min(defaultReadTimeout, upstream).Milliseconds())
+	}
+	return time.Duration(ms) * time.Millisecond, nil
+}
+
+// readTenants reads every tenant, queryParallel at a time, each within
+// timeout; each read's error is its own and stops no other. Once a
+// node's read timed out, its tenants not yet read are listed as not read
+// rather than each waiting the bound out.
+func (c *shardCall) readTenants(v *global.View, names []string, st wire.Statement, timeout time.Duration) []merge.Read {
 	out := make([]merge.Read, len(names))
+	var mu sync.Mutex             // guards silent
+	silent := map[string]string{} // node -> the tenant whose read on it timed out
 	var g errgroup.Group
 	g.SetLimit(queryParallel)
 	for i, name := range names {
 		g.Go(func() error {
-			out[i] = c.readTenant(c.r.Context(), v, name, st)
+			node := ""
+			if t, ok := v.Tenant(name); ok {
+				node = t.Node
+			}
+			mu.Lock()
+			first, timedOut := silent[node]
+			mu.Unlock()
+			if timedOut {
+				out[i] = merge.Read{Tenant: name, Err: fmt.Errorf("%w after %d ms: not read, node %s having left %s's read unanswered that long",
+					ErrReadTimeout, timeout.Milliseconds(), node, first)}
+				return nil
+			}
+			out[i] = c.readTenant(c.r.Context(), v, name, st, timeout)
+			if errors.Is(out[i].Err, ErrReadTimeout) {
+				mu.Lock()
+				if _, ok := silent[node]; !ok {
+					silent[node] = name
+				}
+				mu.Unlock()
+			}
 			return nil
 		})
 	}
@@ -155,9 +212,8 @@ func (c *shardCall) readTenants(v *global.View, names []string, st wire.Statemen
 }
 
 // readTenant reads the tenant on its node through the node's admin read
-// route, bounded by the upstream timeout; the node answers the seq its
-// read saw.
-func (c *shardCall) readTenant(ctx context.Context, v *global.View, name string, st wire.Statement) merge.Read {
+// route, bounded by timeout; the node answers the seq its read saw.
+func (c *shardCall) readTenant(ctx context.Context, v *global.View, name string, st wire.Statement, timeout time.Duration) merge.Read {
 	tr := merge.Read{Tenant: name}
 	t, ok := v.Tenant(name)
 	if !ok {
@@ -169,10 +225,13 @@ func (c *shardCall) readTenant(ctx context.Context, v *global.View, name string,
 		tr.Err = fmt.Errorf("%w: %s", ErrUnknownNode, t.Node)
 		return tr
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.rt.cfg.Forward.UpstreamTimeout)
+	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	b, seq, err := c.rt.nodes.read(ctx, n, name, st, maxTenantAnswer)
+	b, seq, err := c.rt.nodes.read(rctx, n, name, st, maxTenantAnswer)
 	if err != nil {
+		if ctx.Err() == nil && errors.Is(rctx.Err(), context.DeadlineExceeded) {
+			err = fmt.Errorf("%w after %d ms: node %s did not answer (timeout_ms)", ErrReadTimeout, timeout.Milliseconds(), t.Node)
+		}
 		tr.Err = err
 		return tr
 	}

@@ -460,3 +460,23 @@ func TestCrossTenantReadRefusesWritesCP(t *testing.T) {
 		}
 	}
 }
+
+// timeout_ms is a whole number of milliseconds from 1 to the router's
+// --upstream-timeout; anything else is refused whole, saying the range,
+// and nothing is read.
+func TestCrossTenantReadTimeoutRefusedCP(t *testing.T) {
+	r := queryCluster(t)
+	for _, v := range []any{-1, 0, 60001, 1 << 62, 1.5, "100", true, []int{1}, map[string]int{}} {
+		req := map[string]any{"tenants": []string{"a"}, "query": "get orders", "merge": map[string]any{"concat": true}, "timeout_ms": v}
+		st, _, b := r.crossRead(t, req)
+		if st != http.StatusBadRequest || !strings.Contains(string(b), "from 1 to 60000") {
+			t.Fatalf("timeout_ms %v: %d %s", v, st, b)
+		}
+	}
+	for _, v := range []any{1, 60000, nil} {
+		req := map[string]any{"tenants": []string{"a"}, "query": "get orders", "merge": map[string]any{"concat": true}, "timeout_ms": v}
+		if st, ans, b := r.crossRead(t, req); st != http.StatusOK || (v != 1 && len(ans.Rows) != 3) {
+			t.Fatalf("timeout_ms %v: %d %s", v, st, b)
+		}
+	}
+}

@@ -60,6 +60,10 @@ var (
 	// ErrAnswerTooLarge: a tenant's answer to a cross-tenant read passed
 	// maxTenantAnswer; that tenant is listed with it.
 	ErrAnswerTooLarge = errors.New("tenant's answer larger than the bound")
+	// ErrReadTimeout: a tenant's read of a cross-tenant read was not
+	// answered within its timeout_ms; that tenant is listed with it,
+	// its text naming the bound ("timed out after N ms").
+	ErrReadTimeout = errors.New("timed out")
 )
 
 // Sentinels of the forwarding path the control plane answers with too:
