@@ -113,6 +113,11 @@ type Config struct {
 	MaxStreams int
 	// MaxBody bounds a request body in bytes; larger is 413.
 	MaxBody int64
+	// MaxImage bounds a tenant image put on the node (an install, a
+	// restore) in bytes when the tenant has no bytes quota, which bounds
+	// it otherwise; larger is 413, refused as its bytes arrive. 0: no
+	// bound. --max-image, in MiB.
+	MaxImage int64
 	// Conns bounds the client connections open at once, in all and from
 	// one address (--max-conns, --max-conns-per-addr).
 	Conns connlimit.Limits
@@ -166,6 +171,12 @@ const DefaultMaxConns = 65536
 // hold many connections to it.
 const DefaultMaxConnsPerAddr = 256
 
+// DefaultMaxImage is --max-image's default, 64 GiB: a tenant has to fit
+// a node's memory, and twice that to open; an image past it is no
+// tenant's but a mistake's (a wrong file, a disk image), refused before it
+// fills the node's disk.
+const DefaultMaxImage = 64 << 30
+
 // DefaultConfig returns the defaults API.md names.
 func DefaultConfig() Config {
 	return Config{
@@ -179,6 +190,7 @@ func DefaultConfig() Config {
 		IdempotencyTTL:    86400 * time.Second,
 		MaxStreams:        64,
 		MaxBody:           32 << 20,
+		MaxImage:          DefaultMaxImage,
 		BodyTimeout:       30 * time.Second,
 		Conns:             connlimit.Limits{Total: DefaultMaxConns, PerAddr: DefaultMaxConnsPerAddr},
 		KeepAlive:         15 * time.Second,
@@ -220,6 +232,14 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.Func("idempotency-ttl", "keep an Idempotency-Key S seconds (default 86400)", secondsFlag(&c.IdempotencyTTL))
 	fs.IntVar(&c.MaxStreams, "max-streams", c.MaxStreams, "subscriptions per tenant")
 	fs.Int64Var(&c.MaxBody, "max-body", c.MaxBody, "largest request body in bytes (413 past it)")
+	fs.Func("max-image", "MiB a tenant image put on the node may hold when the tenant has no bytes quota (413 past it, refused as it arrives; 0: no bound; default 65536)", func(s string) error {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 0 || n > 1<<43 {
+			return fmt.Errorf("max-image %q: want a number of MiB", s)
+		}
+		c.MaxImage = n << 20
+		return nil
+	})
 	fs.Func("body-timeout", "cut a request body that sends no byte for S seconds (408), and an answer whose write waits S seconds on a client taking no byte (default 30)", secondsFlag(&c.BodyTimeout))
 	c.Conns.AddFlags(fs)
 	fs.StringVar(&c.Audit, "audit", c.Audit, "file of JSON lines: refusals and admin changes")

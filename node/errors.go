@@ -22,6 +22,8 @@ var (
 	ErrTenantClosing   = errors.New("tenant is closing")
 	ErrTenantGone      = errors.New("tenant was deleted or moved")
 	ErrTenantRestored  = errors.New("tenant was restored from an image: open it again")
+	ErrImageTooLarge   = errors.New("image too large")
+	ErrImageLineage    = errors.New("image of another lineage than the tenant's")
 	ErrShuttingDown    = errors.New("node is shutting down")
 	ErrStarting        = errors.New("node is starting: ask again in a moment")
 	ErrKeyReused       = errors.New("idempotency key reused with another request: a new request needs a new key")

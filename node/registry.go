@@ -374,6 +374,13 @@ func (r *registry) poke() {
 // its place) while it still holds the name, so no request opens the file
 // meanwhile. ErrUnknownTenant if there is no such tenant file.
 func (r *registry) remove(name string, cause error, after func(path string) error) error {
+	return r.removeAt(name, cause, nil, after)
+}
+
+// removeAt is remove that, when the tenant was open, calls last with its
+// file once no request holds it and before it closes: what it holds then
+// is final (a restore starts past it).
+func (r *registry) removeAt(name string, cause error, last func(*engine.DB), after func(path string) error) error {
 	if !validName(name) {
 		return ErrBadName
 	}
@@ -416,6 +423,9 @@ func (r *registry) remove(name string, cause error, after func(path string) erro
 			r.cond.Wait()
 		}
 		r.mu.Unlock()
+		if last != nil {
+			last(t.db)
+		}
 		err := errors.Join(r.closeTenant(t, false), after(t.path))
 		r.forget(t)
 		return err

@@ -1,14 +1,20 @@
 package node
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/fenec-go/fenec/internal/testkit"
+	"github.com/fenec-go/fenec/wire"
 )
 
 // TestRestoreInPlace: PUT .../file?replace=true verifies the image beside
@@ -157,4 +163,225 @@ func TestRestoreClientHangsUp(t *testing.T) {
 	if got := strings.TrimSpace(string(n.do("GET", "/t/a/c?count", "").Body)); got != `{"count":4}` {
 		t.Fatalf("a after a client hung up on its restore: %s", got)
 	}
+}
+
+// zeroBody is size zero bytes, made as they are read and counted.
+type zeroBody struct {
+	size, read int64
+}
+
+func (z *zeroBody) Read(p []byte) (int, error) {
+	if z.read >= z.size {
+		return 0, io.EOF
+	}
+	p = p[:min(int64(len(p)), z.size-z.read)]
+	clear(p)
+	z.read += int64(len(p))
+	return len(p), nil
+}
+
+// putImage puts body as tenant t's image (?query), size bytes declared,
+// and returns the answer.
+func (n *testNode) putImage(t *testing.T, tenant, query string, body io.Reader, size int64) *resp {
+	t.Helper()
+	req, err := http.NewRequest("PUT", n.url+"/_admin/tenants/"+tenant+"/file?"+query, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.ContentLength = size
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	hc := &http.Client{Transport: &http.Transport{}} // a connection of its own: the node may close it
+	defer hc.CloseIdleConnections()
+	res, err := hc.Do(req)
+	if err != nil {
+		t.Fatalf("put image: %v", err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return &resp{Status: res.StatusCode, Header: res.Header, Body: b}
+}
+
+// nothingStaged fails t if the node's directory holds anything an image
+// put left: a restore's staged image, an install's side file.
+func nothingStaged(t *testing.T, n *testNode) {
+	t.Helper()
+	ents, err := os.ReadDir(n.cfg.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if strings.Contains(e.Name(), restoreMark) || strings.HasSuffix(e.Name(), installExt) {
+			t.Fatalf("an image put left %s in the node's directory", e.Name())
+		}
+	}
+}
+
+// 1.5 GB of zeros put as a tenant's image, in place of a live tenant or
+// as a new one, is refused at its first bytes — "not a fenec tenant file"
+// — having written nothing: the client is cut off after what the
+// connection's buffers took, a few MB at most, not the 1.5 GB.
+func TestImageOfZerosRefusedAtItsHead(t *testing.T) {
+	n := startNode(t, nil)
+	people(t, n)
+	for _, query := range []string{"replace=true", ""} {
+		tenant := "a"
+		if query == "" {
+			tenant = "fresh"
+		}
+		z := &zeroBody{size: 1536 << 20}
+		r := n.putImage(t, tenant, query, z, z.size)
+		e := wantJSONError(t, r, http.StatusBadRequest)
+		if !strings.Contains(e["error"].(string), "not a fenec tenant file") {
+			t.Fatalf("zeros as %s's image: %s", tenant, r.Body)
+		}
+		if z.read > 64<<20 {
+			t.Fatalf("zeros as %s's image: the node took %d MB before refusing", tenant, z.read>>20)
+		}
+		t.Logf("1.5 GB of zeros as %s's image: refused after the client sent %d KB", tenant, z.read>>10)
+		nothingStaged(t, n)
+	}
+	if got := strings.TrimSpace(string(n.do("GET", "/t/a/c?count", "").Body)); got != `{"count":3}` {
+		t.Fatalf("a after the zeros: %s", got)
+	}
+	wantJSONError(t, n.do("GET", "/t/fresh/c", ""), http.StatusNotFound)
+}
+
+// An image past its bound — the tenant's bytes quota, or --max-image for
+// a tenant with none — is refused 413 as those bytes arrive, saying what
+// to do, and leaves the tenant as it was; within it, it is taken.
+func TestImagePastItsBound(t *testing.T) {
+	n := startNode(t, func(c *Config) { c.MaxImage = 4 << 20 })
+	people(t, n)
+	n.q("a", "create collection blob (b text)")
+	for range 6 {
+		n.q("a", "put blob {b: $1}", strings.Repeat("x", 1<<20))
+	}
+	img := n.admin("GET", "tenants/a/file", "").Body
+	if len(img) < 6<<20 {
+		t.Fatalf("image of %d bytes", len(img))
+	}
+	n.q("a", "del blob")
+	small := n.admin("GET", "tenants/a/file", "").Body
+	for _, c := range []struct{ tenant, query string }{{"a", "replace=true"}, {"b", ""}, {"c", "replace=true"}} {
+		r := n.putImage(t, c.tenant, c.query, bytes.NewReader(img), int64(len(img)))
+		e := wantJSONError(t, r, http.StatusRequestEntityTooLarge)
+		if msg := e["error"].(string); !strings.Contains(msg, "more than 4194304 bytes") || !strings.Contains(msg, "--max-image") {
+			t.Fatalf("an image past --max-image as %s's: %s", c.tenant, msg)
+		}
+		nothingStaged(t, n)
+	}
+	if got := strings.TrimSpace(string(n.do("GET", "/t/a/blob?count", "").Body)); got != `{"count":0}` {
+		t.Fatalf("a after refused images: %s", got)
+	}
+	// A bytes quota is a's bound: above --max-image here, so the image is
+	// taken; below the image, refused.
+	if r := n.admin("PUT", "tenants/a/quota", `{"bytes": 67108864}`); r.Status != 200 {
+		t.Fatalf("quota: %d %s", r.Status, r.Body)
+	}
+	if r := n.putImage(t, "a", "replace=true", bytes.NewReader(img), int64(len(img))); r.Status != http.StatusOK {
+		t.Fatalf("an image within a's quota: %d %s", r.Status, r.Body)
+	}
+	if r := n.admin("PUT", "tenants/a/quota", fmt.Sprintf(`{"bytes": %d}`, len(small)+4096)); r.Status != 200 {
+		t.Fatalf("quota: %d %s", r.Status, r.Body)
+	}
+	r := n.putImage(t, "a", "replace=true", bytes.NewReader(img), int64(len(img)))
+	if e := wantJSONError(t, r, http.StatusRequestEntityTooLarge); !strings.Contains(e["error"].(string), "raise the quota") {
+		t.Fatalf("an image past a's quota: %s", r.Body)
+	}
+	if r := n.putImage(t, "a", "replace=true", bytes.NewReader(small), int64(len(small))); r.Status != http.StatusOK {
+		t.Fatalf("an image within a's quota: %d %s", r.Status, r.Body)
+	}
+	nothingStaged(t, n)
+}
+
+// A restore in place starts a new history: the answer names it and a
+// seq past the replaced file's; a change cursor of the replaced file is
+// 410, a read after one of its writes with its history 504, new rows get
+// ids past every id it gave; and the image of another tenant is refused
+// (409, naming both lineages and force) unless forced.
+func TestRestoreStartsANewHistory(t *testing.T) {
+	n := startNode(t, nil)
+	people(t, n)
+	img := n.admin("GET", "tenants/a/file", "").Body
+	for i := range 5 {
+		n.q("a", "put c {name: $1, n: $2}", fmt.Sprint("after the image ", i), 10+i)
+	}
+	st := n.admin("GET", "tenants/a/replication", "").Obj(t)
+	oldHistory, _ := st["history"].(json.Number).Int64()
+	cursor := n.seq("a")
+	r := n.putImage(t, "a", "replace=true", bytes.NewReader(img), int64(len(img)))
+	if r.Status != http.StatusOK {
+		t.Fatalf("restore: %d %s", r.Status, r.Body)
+	}
+	var ans wire.Restored
+	if err := json.Unmarshal(r.Body, &ans); err != nil {
+		t.Fatal(err)
+	}
+	if was, _ := strconv.ParseUint(cursor, 10, 64); ans.Seq <= was || ans.History == uint64(oldHistory) || !ans.Replaced || ans.Lineage == 0 {
+		t.Fatalf("restored %+v over a file at %s of history %d", ans, cursor, oldHistory)
+	}
+	n.q("a", "put c {name: 'after the restore', n: 20}")
+	r = n.do("GET", "/t/a/_changes?since="+cursor, "")
+	if e := wantJSONError(t, r, http.StatusGone); e["seq"] == nil {
+		t.Fatalf("a cursor of the replaced file: %s", r.Body)
+	}
+	r = n.do("GET", "/t/a/c?count", "", wire.HeaderAfter, cursor, wire.HeaderHistory, fmt.Sprint(oldHistory))
+	wantJSONError(t, r, http.StatusGatewayTimeout)
+	ids := n.q("a", "get c select id order id desc limit 1").JSON(t).([]any)
+	if id, _ := ids[0].(map[string]any)["id"].(json.Number).Int64(); id != 9 {
+		t.Fatalf("the first row after the restore has id %d; the replaced file gave ids up to 8", id)
+	}
+
+	// Another tenant's image: refused, naming both lineages and force.
+	n.mkTenant("other")
+	n.q("other", "create collection c (name text)")
+	otherImg := n.admin("GET", "tenants/other/file", "").Body
+	r = n.putImage(t, "a", "replace=true", bytes.NewReader(otherImg), int64(len(otherImg)))
+	e := wantJSONError(t, r, http.StatusConflict)
+	if e["lineage"] == nil || e["tenant_lineage"] == nil || !strings.Contains(e["error"].(string), "force") {
+		t.Fatalf("another tenant's image: %s", r.Body)
+	}
+	// The lineage the router names is the one checked.
+	r = n.putImage(t, "a", "replace=true&lineage="+fmt.Sprint(e["lineage"]), bytes.NewReader(otherImg), int64(len(otherImg)))
+	if r.Status != http.StatusOK {
+		t.Fatalf("an image of the lineage named: %d %s", r.Status, r.Body)
+	}
+	r = n.putImage(t, "a", "replace=true", bytes.NewReader(img), int64(len(img)))
+	wantJSONError(t, r, http.StatusConflict)
+	for _, q := range []string{"replace=true&force=maybe", "replace=true&lineage=x"} {
+		wantJSONError(t, n.putImage(t, "a", q, bytes.NewReader(img), int64(len(img))), http.StatusBadRequest)
+	}
+	r = n.putImage(t, "a", "replace=true&force=true", bytes.NewReader(img), int64(len(img)))
+	if r.Status != http.StatusOK {
+		t.Fatalf("forced: %d %s", r.Status, r.Body)
+	}
+	if got := strings.TrimSpace(string(n.do("GET", "/t/a/c?count", "").Body)); got != `{"count":3}` {
+		t.Fatalf("a after the forced restore: %s", got)
+	}
+	nothingStaged(t, n)
+}
+
+// A restore waits for nothing frozen: a tenant frozen for a move is
+// refused 503 with Retry-After and left frozen; thawed, it is restored.
+func TestRestoreOfAFrozenTenant(t *testing.T) {
+	n := startNode(t, nil)
+	people(t, n)
+	img := n.admin("GET", "tenants/a/file", "").Body
+	if r := n.admin("POST", "tenants/a/freeze", ""); r.Status != 200 {
+		t.Fatalf("freeze: %d %s", r.Status, r.Body)
+	}
+	r := n.putImage(t, "a", "replace=true", bytes.NewReader(img), int64(len(img)))
+	wantJSONError(t, r, http.StatusServiceUnavailable)
+	if r.Header.Get("Retry-After") == "" {
+		t.Fatal("no Retry-After")
+	}
+	wantJSONError(t, n.query("a", "put c {name: 'frozen'}"), http.StatusServiceUnavailable)
+	if r := n.admin("POST", "tenants/a/thaw", ""); r.Status != 200 {
+		t.Fatalf("thaw: %d %s", r.Status, r.Body)
+	}
+	if r := n.putImage(t, "a", "replace=true", bytes.NewReader(img), int64(len(img))); r.Status != http.StatusOK {
+		t.Fatalf("restore once thawed: %d %s", r.Status, r.Body)
+	}
+	n.q("a", "put c {name: 'after'}")
+	nothingStaged(t, n)
 }

@@ -64,6 +64,15 @@ var (
 	// answered within its timeout_ms; that tenant is listed with it,
 	// its text naming the bound ("timed out after N ms").
 	ErrReadTimeout = errors.New("timed out")
+	// ErrImageRefused: the node refused a restore's image (not a fenec
+	// tenant file, damaged, cut short); the tenant is as it was.
+	ErrImageRefused = errors.New("the image was refused")
+	// ErrImageLineage: a restore's image is of another lineage than the
+	// tenant's, and the restore was not forced.
+	ErrImageLineage = errors.New("the image is of another lineage than the tenant's")
+	// ErrImageTooLarge: a restore's image passed the node's bound (the
+	// tenant's bytes quota, or --max-image).
+	ErrImageTooLarge = errors.New("the image is larger than the node takes")
 )
 
 // Sentinels of the forwarding path the control plane answers with too:
@@ -123,6 +132,9 @@ var shardStatus = []struct {
 	{ErrHandingOver, http.StatusServiceUnavailable},
 	{ErrGlobalUnreachable, http.StatusServiceUnavailable},
 	{ErrBadRequest, http.StatusBadRequest},
+	{ErrImageRefused, http.StatusBadRequest},
+	{ErrImageLineage, http.StatusConflict},
+	{ErrImageTooLarge, http.StatusRequestEntityTooLarge},
 	{merge.ErrBadRule, http.StatusBadRequest},
 	{merge.ErrTooManyRows, http.StatusBadRequest},
 	{wire.ErrBadQuota, http.StatusBadRequest},

@@ -7,9 +7,11 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/fenec-go/fenec/global"
+	"github.com/fenec-go/fenec/wire"
 )
 
 // holdRestore is the HeldBy of a tenant being restored through the router.
@@ -64,24 +66,35 @@ func (c *shardCall) getFile(name string) {
 	}
 }
 
-// restoreAnswer is the answer of PUT /_shard/tenants/<t>/file.
+// restoreAnswer is the answer of PUT /_shard/tenants/<t>/file: where the
+// restored file starts (its seq, the history it forked, its lineage).
 type restoreAnswer struct {
-	Tenant string `json:"tenant"`
-	Node   string `json:"node"`
-	Bytes  int64  `json:"bytes"`
-	MS     int64  `json:"ms"`
+	Tenant  string `json:"tenant"`
+	Node    string `json:"node"`
+	Bytes   int64  `json:"bytes"`
+	MS      int64  `json:"ms"`
+	Seq     uint64 `json:"seq"`
+	History uint64 `json:"history"`
+	Lineage uint64 `json:"lineage"`
 }
 
 // putFile restores a tenant in place from an image (PUT
-// /_shard/tenants/<t>/file, on the leader): the tenant held against moves
-// and failovers meanwhile, the body is streamed to the tenant's node as a
-// restore (PUT /_admin/tenants/<t>/file?replace=true), which verifies the
-// image whole beside the live tenant and swaps only then; an image cut
-// short or damaged leaves the tenant as it was. Writes the tenant took
-// since the image was made are gone with the swap, as a restore means.
-// Its copies take the restored file from their primary as they follow it.
+// /_shard/tenants/<t>/file[?force=true], on the leader): the tenant held
+// against moves meanwhile, the body is streamed to the tenant's node as a
+// restore (PUT /_admin/tenants/<t>/file?replace=true, with the lineage
+// the directory records), which refuses an image of another lineage
+// unless forced, verifies the image whole beside the live tenant and
+// swaps only then, as a new history. Writes the tenant took since the
+// image was made are gone with the swap, as a restore means. The
+// directory then records the restored file's lineage and the history it
+// forked, which a failover's promotion is checked against. Its copies
+// take the restored file from their primary as they follow it.
 func (c *shardCall) putFile(s *global.Store, name string) (int, any, error) {
 	if err := global.CheckName("tenant", name); err != nil {
+		return 0, nil, err
+	}
+	force, err := forceParam(c.r)
+	if err != nil {
 		return 0, nil, err
 	}
 	start := time.Now()
@@ -95,22 +108,67 @@ func (c *shardCall) putFile(s *global.Store, name string) (int, any, error) {
 	if err != nil {
 		return 0, nil, fmt.Errorf("hold %s for a restore: %w", name, err)
 	}
-	defer c.releaseHold(s, name, held)
+	defer func() { c.releaseHold(s, name, held) }()
 	node, err := s.GetNode(ctx, held.Value.Node)
 	if err != nil {
 		return 0, nil, errNotFoundAs(err, ErrUnknownNode)
 	}
 	body := &countingBody{r: c.r.Body}
-	_, err = c.rt.nodes.admin(node.Value).Restore(ctx, name, body, c.r.ContentLength)
+	ans, err := c.rt.nodes.admin(node.Value).Restore(ctx, name, body, c.r.ContentLength,
+		wire.RestoreOptions{Lineage: held.Value.Lineage, Force: force})
 	switch {
 	case body.err != nil && !errors.Is(body.err, io.EOF):
 		return 0, nil, fmt.Errorf("%w: the image was cut short after %d bytes (%v): the tenant is as it was", ErrBadRequest, body.n, body.err)
 	case err != nil:
-		return 0, nil, fmt.Errorf("restore %s on %s: %w (the tenant is as it was)", name, held.Value.Node, nodeCallError(err))
+		return 0, nil, restoreRefusal(name, held.Value.Node, err)
 	}
-	c.rt.log.Info("tenant restored", "tenant", name, "node", held.Value.Node, "bytes", body.n)
+	rec, err := s.UpdateTenant(ctx, name, held, func(t *global.Tenant) error {
+		t.Lineage, t.ForkedHistory = ans.Lineage, ans.History
+		return nil
+	})
+	if err != nil {
+		return 0, nil, fmt.Errorf("tenant %s restored on %s, but the directory does not record its new lineage and history "+
+			"(a failover may refuse its copy until it is restored again): %w", name, held.Value.Node, err)
+	}
+	held = rec
+	c.settle(held.Rev)
+	c.rt.log.Info("tenant restored", "tenant", name, "node", held.Value.Node, "bytes", body.n,
+		"seq", ans.Seq, "history", ans.History, "lineage", ans.Lineage, "forced", force)
 	return http.StatusOK, restoreAnswer{Tenant: name, Node: held.Value.Node, Bytes: body.n,
-		MS: time.Since(start).Milliseconds()}, nil
+		MS: time.Since(start).Milliseconds(), Seq: ans.Seq, History: ans.History, Lineage: ans.Lineage}, nil
+}
+
+// forceParam reads ?force= of a restore.
+func forceParam(r *http.Request) (bool, error) {
+	switch v := r.URL.Query().Get("force"); v {
+	case "", "false", "0":
+		return false, nil
+	case "true", "1":
+		return true, nil
+	default:
+		return false, fmt.Errorf("%w: force=%q: want true or false", ErrBadRequest, v)
+	}
+}
+
+// restoreRefusal is the node's refusal of a restore as the router answers
+// it: the image's own (400, 409 another lineage, 413 too large) with the
+// node's words, anything else a failed node call (502). Either way the
+// tenant is as it was.
+func restoreRefusal(name, node string, err error) error {
+	var we *wire.Error
+	if errors.As(err, &we) {
+		switch we.Status {
+		case http.StatusBadRequest:
+			return fmt.Errorf("%w by node %s: %s (the tenant is as it was)", ErrImageRefused, node, we.Message)
+		case http.StatusConflict:
+			if strings.Contains(we.Message, "lineage") {
+				return fmt.Errorf("%w (node %s): %s", ErrImageLineage, node, strings.ReplaceAll(we.Message, "?force=true", "PUT /_shard/tenants/"+name+"/file?force=true"))
+			}
+		case http.StatusRequestEntityTooLarge:
+			return fmt.Errorf("%w (node %s): %s", ErrImageTooLarge, node, we.Message)
+		}
+	}
+	return fmt.Errorf("restore %s on %s: %w (the tenant is as it was)", name, node, nodeCallError(err))
 }
 
 // countingBody counts what the client's body gave and keeps the error it

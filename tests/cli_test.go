@@ -279,8 +279,9 @@ func TestCLIHostile(t *testing.T) {
 	refused(t, good, 2, []string{"want one TENANT"}, "backup")
 	refused(t, good, 2, []string{"-o \"yaml\""}, "nodes", "-o", "yaml")
 
-	// A restore of a file that is no image: the node refuses it, the router
-	// puts the tenant's own image back, and the tenant is as it was.
+	// A restore of a file that is no image: the CLI refuses it unsent; sent
+	// anyway, the node refuses it at its first bytes, and the tenant is as
+	// it was.
 	c := r.Client()
 	c.MustQuery("h", "create collection c (n int)")
 	c.MustQuery("h", "put c {n: 1}")
@@ -288,7 +289,10 @@ func TestCLIHostile(t *testing.T) {
 	if err := os.WriteFile(junk, []byte("this is no image of a tenant"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	refused(t, good, 1, []string{"502", "as it was"}, "restore", "h", "--file", junk)
+	refused(t, good, 1, []string{"not a fenec tenant file", "nothing sent"}, "restore", "h", "--file", junk)
+	if m := wantError(t, c.Do("PUT", "/_shard/tenants/h/file", "this is no image of a tenant"), 400, "a restore of no image"); !strings.Contains(fmt.Sprint(m["error"]), "not a fenec tenant file") || !strings.Contains(fmt.Sprint(m["error"]), "as it was") {
+		t.Fatalf("a restore of no image: %v", m)
+	}
 	if got := strings.TrimSpace(string(c.MustQuery("h", "get c count").Body)); got != `{"count":1}` {
 		t.Fatalf("h after a refused restore: %s", got)
 	}

@@ -2,9 +2,13 @@ package tests
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -127,4 +131,118 @@ func flip(b []byte, i int) []byte {
 	out := append([]byte(nil), b...)
 	out[i] ^= 0xff
 	return out
+}
+
+// restoreThrough puts img in tenant's place through the router (PUT
+// /_shard/tenants/<t>/file, query added) and returns the answer.
+func restoreThrough(t *testing.T, c *cluster.Client, tenant, query string, img []byte) *cluster.Resp {
+	t.Helper()
+	path := "/_shard/tenants/" + tenant + "/file"
+	if query != "" {
+		path += "?" + query
+	}
+	return c.Do("PUT", path, img)
+}
+
+// A restore in place through the router starts a new history. Before it,
+// the restored tenant took the image's history and seqs on: a change
+// cursor of the writes the restore erased was answered with the writes
+// made after it as if they followed, a read after one of those writes
+// with their history was answered, and row ids were given again. Now the
+// cursor is 410, the read 504, ids go on past every id given, the answer
+// names the new history, and the copy takes the restored file with it.
+func TestRestoreThroughRouterStartsANewHistory(t *testing.T) {
+	r, n1, n2 := replPair(t)
+	c := r.Client()
+	r.Place("a", n1)
+	c.MustQuery("a", "create collection c (who text)")
+	c.MustQuery("a", "put c [{who: 'one'}, {who: 'two'}, {who: 'three'}]")
+	img := c.Do("GET", "/_shard/tenants/a/file", nil)
+	wantStatus(t, img, 200, "backup of a")
+	var cursor string
+	for i := range 5 {
+		cursor = c.MustQuery("a", "put c {who: $1}", fmt.Sprint("erased ", i)).Header.Get("Fenec-Seq")
+	}
+	_, _, oldHistory := replState(t, n1, "a")
+	res := restoreThrough(t, c, "a", "", img.Body)
+	wantStatus(t, res, 200, "restore of a")
+	// More writes after the restore than it erased: their seqs pass the
+	// cursor's, as the erased writes' did.
+	var after []string
+	for i := range 8 {
+		ans := c.MustQuery("a", "put c {who: $1}", fmt.Sprint("after ", i))
+		after = append(after, ids(t, c.MustQuery("a", "get c select id where who = $1", fmt.Sprint("after ", i))))
+		_ = ans
+	}
+	if after[0] != "9" {
+		t.Fatalf("the first row after the restore has id %s: the erased rows had 4 to 8", after[0])
+	}
+	ch := c.Do("GET", "/t/a/_changes?since="+cursor, nil)
+	if m := wantError(t, ch, 410, "a change cursor of erased writes"); m["seq"] == nil {
+		t.Fatalf("410 without the file's seq: %s", ch)
+	}
+	wantError(t, c.Do("GET", "/t/a/c?count", nil, "Fenec-After", cursor, "Fenec-History", oldHistory), 504,
+		"a read after an erased write, with its history")
+	var ans struct {
+		Seq, History, Lineage uint64
+		Node                  string
+	}
+	if err := json.Unmarshal(res.Body, &ans); err != nil {
+		t.Fatal(err)
+	}
+	if was, _ := strconv.ParseUint(cursor, 10, 64); ans.Seq <= was || fmt.Sprint(ans.History) == oldHistory || ans.Lineage == 0 || ans.Node != "n1" {
+		t.Fatalf("the restore's answer %s, over a file at %s of history %s", res.Body, cursor, oldHistory)
+	}
+	caughtUp(t, "a", n1, n2)
+	if _, _, h := replState(t, n2, "a"); h == oldHistory {
+		t.Fatal("the copy kept the history the restore left")
+	}
+	if got := strings.TrimSpace(string(NewDirect(t, n2).MustQuery("a", "get c count").Body)); got != `{"count":11}` {
+		t.Fatalf("the copy after the restore holds %s", got)
+	}
+	// A change cursor from after the restore goes on.
+	last := c.MustQuery("a", "put c {who: 'last'}").Header.Get("Fenec-Seq")
+	ch = c.Do("GET", "/t/a/_changes?since="+fmt.Sprint(ans.Seq), nil)
+	wantStatus(t, ch, 200, "a cursor at the restore")
+	if ch.Header.Get("Fenec-Next") != last || strings.Count(string(ch.Body), "\n") != 9 {
+		t.Fatalf("changes since the restore: next %s, %s", ch.Header.Get("Fenec-Next"), ch.Body)
+	}
+}
+
+// Another tenant's image put in a tenant's place is refused, naming both
+// lineages and force: before, it was taken (200) while the directory
+// kept the tenant's lineage, so every later failover refused its copy as
+// "of another lineage". Forced, it is taken, the directory records its
+// lineage, and a failover promotes the copy holding it.
+func TestRestoreOfAnotherTenantsImage(t *testing.T) {
+	r, n1, n2 := replPair(t)
+	c := r.Client()
+	for _, tn := range []string{"a", "b"} {
+		r.Place(tn, n1)
+		c.MustQuery(tn, "create collection c (who text)")
+		c.MustQuery(tn, "put c {who: $1}", tn)
+	}
+	img := c.Do("GET", "/_shard/tenants/b/file", nil)
+	wantStatus(t, img, 200, "backup of b")
+	m := wantError(t, restoreThrough(t, c, "a", "", img.Body), 409, "b's image in a's place")
+	if msg := fmt.Sprint(m["error"]); !strings.Contains(msg, "lineage") || !strings.Contains(msg, "force=true") {
+		t.Fatalf("b's image in a's place: %v", m)
+	}
+	if rows := c.MustQuery("a", "get c select who").Rows(t); len(rows) != 1 || rows[0]["who"] != "a" {
+		t.Fatalf("a after a refused restore: %v", rows)
+	}
+	if row := placement(t, c, "a"); row["held_by"] != nil {
+		t.Fatalf("a still held after a refused restore: %v", row)
+	}
+	wantError(t, restoreThrough(t, c, "a", "force=maybe", img.Body), 400, "force=maybe")
+	wantStatus(t, restoreThrough(t, c, "a", "force=true", img.Body), 200, "b's image in a's place, forced")
+	caughtUp(t, "a", n1, n2)
+	n1.Kill()
+	st, promoted, refusedWhy := failover(t, c, "n1", false)
+	if st != 200 || !slices.Contains(promoted, "a") {
+		t.Fatalf("failover after a forced restore: %d, promoted %v, refused %v", st, promoted, refusedWhy)
+	}
+	if rows := c.MustQuery("a", "get c select who").Rows(t); len(rows) != 1 || rows[0]["who"] != "b" {
+		t.Fatalf("a on its copy after the failover: %v", rows)
+	}
 }

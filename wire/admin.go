@@ -252,10 +252,15 @@ type Identity struct {
 }
 
 // Restored is the answer to PUT /_admin/tenants/<t>/file?replace=true
-// (200 when a live tenant was replaced, 201 when there was none).
+// (200 when a live tenant was replaced, 201 when there was none): where
+// the restored file starts — its seq, the history it forked, its lineage
+// (the image's first history).
 type Restored struct {
 	Tenant   string `json:"tenant"`
 	Replaced bool   `json:"replaced"`
+	Seq      uint64 `json:"seq"`
+	History  uint64 `json:"history"`
+	Lineage  uint64 `json:"lineage"`
 }
 
 // Compacted is the answer to POST /_admin/tenants/<t>/compact: the file's

@@ -168,26 +168,41 @@ func (c *AdminClient) ID(ctx context.Context) (string, error) {
 	return out.ID, nil
 }
 
+// RestoreOptions are what a restore asks beside its image: the tenant's
+// lineage as the caller knows it (0: the replaced file's), and Force to
+// take an image of another lineage.
+type RestoreOptions struct {
+	Lineage uint64
+	Force   bool
+}
+
 // Restore has the node take the image read from r in tenant t's place,
 // once it has verified it whole beside the live tenant (PUT
-// .../file?replace=true); a refused image leaves the tenant as it was.
-// size is the image's length (-1: unknown). It reports whether a live
-// tenant was replaced (false: the node had none, and created it).
-func (c *AdminClient) Restore(ctx context.Context, t string, r io.Reader, size int64) (bool, error) {
+// .../file?replace=true), as a new history; a refused image leaves the
+// tenant as it was. size is the image's length (-1: unknown). The answer
+// says whether a live tenant was replaced (false: the node had none, and
+// created it) and where the restored file starts.
+func (c *AdminClient) Restore(ctx context.Context, t string, r io.Reader, size int64, o RestoreOptions) (Restored, error) {
 	path := TenantPath(t) + "/file?replace=true"
+	if o.Lineage != 0 {
+		path += "&lineage=" + strconv.FormatUint(o.Lineage, 10)
+	}
+	if o.Force {
+		path += "&force=true"
+	}
+	var out Restored
 	res, err := c.send(ctx, http.MethodPut, path, r, size, "application/octet-stream")
 	if err != nil {
-		return false, err
+		return out, err
 	}
 	defer res.Body.Close()
 	if res.StatusCode != http.StatusOK && res.StatusCode != http.StatusCreated {
-		return false, answerError(http.MethodPut, path, res)
+		return out, answerError(http.MethodPut, path, res)
 	}
-	var out Restored
 	if err := json.NewDecoder(io.LimitReader(res.Body, maxErrorAnswer)).Decode(&out); err != nil {
-		return false, fmt.Errorf("%s %s: decode answer: %w", http.MethodPut, path, err)
+		return out, fmt.Errorf("%s %s: decode answer: %w", http.MethodPut, path, err)
 	}
-	return out.Replaced, nil
+	return out, nil
 }
 
 // Compact rewrites tenant t's file as an image of what it holds now (POST

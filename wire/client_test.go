@@ -357,20 +357,20 @@ func TestAdminClientIdentityRestoreCompact(t *testing.T) {
 		t.Fatal(err)
 	}
 	query(t, a, "t", "put c {n: 3}")
-	if _, err := ac.Restore(ctx, "t", bytes.NewReader(img[:len(img)-3]), -1); wire.StatusOf(err) != http.StatusBadRequest {
+	if _, err := ac.Restore(ctx, "t", bytes.NewReader(img[:len(img)-3]), -1, wire.RestoreOptions{}); wire.StatusOf(err) != http.StatusBadRequest {
 		t.Fatalf("a cut image restored: %v", err)
 	}
 	if u, err := ac.Usage(ctx, "t"); err != nil || u.Rows != 3 {
 		t.Fatalf("after a refused restore: %+v %v", u, err)
 	}
-	if replaced, err := ac.Restore(ctx, "t", bytes.NewReader(img), int64(len(img))); err != nil || !replaced {
-		t.Fatalf("restore: %v %v", replaced, err)
+	if got, err := ac.Restore(ctx, "t", bytes.NewReader(img), int64(len(img)), wire.RestoreOptions{}); err != nil || !got.Replaced || got.History == 0 {
+		t.Fatalf("restore: %+v %v", got, err)
 	}
 	if u, err := ac.Usage(ctx, "t"); err != nil || u.Rows != 2 {
 		t.Fatalf("after the restore: %+v %v", u, err)
 	}
-	if replaced, err := ac.Restore(ctx, "new", bytes.NewReader(img), int64(len(img))); err != nil || replaced {
-		t.Fatalf("restore of a tenant not there: %v %v", replaced, err)
+	if got, err := ac.Restore(ctx, "new", bytes.NewReader(img), int64(len(img)), wire.RestoreOptions{}); err != nil || got.Replaced {
+		t.Fatalf("restore of a tenant not there: %+v %v", got, err)
 	}
 
 	query(t, a, "t", "del c where n > 0")

@@ -130,7 +130,7 @@ func (a *admin) backupOne(ctx context.Context, dir, t string) (int64, error) {
 // tenant before it replaces it, so a damaged image is refused and leaves
 // its tenant as it was. The others are restored all the same; the run
 // fails if any was refused.
-func restoreNode(ctx context.Context, hc *http.Client, pos []string, dir, token string, stdout, stderr io.Writer) error {
+func restoreNode(ctx context.Context, hc *http.Client, pos []string, dir, token string, force bool, stdout, stderr io.Writer) error {
 	a, err := nodeAdmin(hc, pos, dir, token)
 	if err != nil {
 		return err
@@ -147,7 +147,7 @@ func restoreNode(ctx context.Context, hc *http.Client, pos []string, dir, token 
 		if !ok || !e.Type().IsRegular() || !tenantName.MatchString(t) {
 			continue
 		}
-		n, err := a.restoreOne(ctx, filepath.Join(dir, e.Name()), t)
+		n, err := a.restoreOne(ctx, filepath.Join(dir, e.Name()), t, force)
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -168,21 +168,17 @@ func restoreNode(ctx context.Context, hc *http.Client, pos []string, dir, token 
 
 // restoreOne sends the image at path to the node to take in tenant t's
 // place (PUT .../file?replace=true), which it does only once it verified
-// the image whole.
-func (a *admin) restoreOne(ctx context.Context, path, t string) (int64, error) {
-	f, err := os.Open(path)
+// the image whole; a file that is not an image is refused unsent.
+func (a *admin) restoreOne(ctx context.Context, path, t string, force bool) (int64, error) {
+	f, img, size, err := openImage(path)
 	if err != nil {
 		return 0, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
+	if _, err := a.api.Restore(ctx, t, img, size, wire.RestoreOptions{Force: force}); err != nil {
 		return 0, err
 	}
-	if _, err := a.api.Restore(ctx, t, f, fi.Size()); err != nil {
-		return 0, err
-	}
-	return fi.Size(), nil
+	return size, nil
 }
 
 // syncDir makes the renames in dir durable.

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/fenec-go/fenec/engine"
 )
 
 // copyOpts are the flags backup and restore share: --tenants DIR and
@@ -55,11 +57,12 @@ func setupBackup(fs *flag.FlagSet, e *env) runFunc {
 // or `fenec restore NODE_URL --tenants DIR --token T` onto one node.
 func setupRestore(fs *flag.FlagSet, e *env) runFunc {
 	o := addCopyFlags(fs, e)
+	force := fs.Bool("force", false, "take an image of another lineage than the tenant's (another tenant's file, or one recreated since)")
 	viaRouter := routerVerb(fs, e, func(ctx context.Context, c *routerClient, pos []string) error {
 		if err := wantArgs(pos, 1, "one TENANT (or NODE_URL with --tenants DIR)"); err != nil {
 			return err
 		}
-		return restoreTenant(ctx, c, e, pos[0], fileOr(o.file, pos[0]))
+		return restoreTenant(ctx, c, e, pos[0], fileOr(o.file, pos[0]), *force)
 	})
 	return func(ctx context.Context, pos []string) error {
 		if o.dir != "" {
@@ -67,10 +70,31 @@ func setupRestore(fs *flag.FlagSet, e *env) runFunc {
 			if err != nil {
 				return err
 			}
-			return restoreNode(ctx, hc, pos, o.dir, o.token, e.stdout, e.stderr)
+			return restoreNode(ctx, hc, pos, o.dir, o.token, *force, e.stdout, e.stderr)
 		}
 		return viaRouter(ctx, pos)
 	}
+}
+
+// openImage opens the image at path and reads its first bytes: a file
+// that is not a fenec tenant image is refused here, nothing sent. The
+// reader gives the whole image; the caller closes the file.
+func openImage(path string) (*os.File, io.Reader, int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, 0, fmt.Errorf("image: %w", err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, 0, fmt.Errorf("image: %w", err)
+	}
+	r, _, err := engine.ReadImageHead(f)
+	if err != nil {
+		f.Close()
+		return nil, nil, 0, fmt.Errorf("image %s (nothing sent): %w", path, err)
+	}
+	return f, r, fi.Size(), nil
 }
 
 func fileOr(file, tenant string) string {
@@ -130,25 +154,25 @@ func backupTenant(ctx context.Context, c *routerClient, e *env, tenant, path str
 // restoreTenant sends the image at path to the router (PUT
 // /_shard/tenants/<t>/file), which installs it in the tenant's place on
 // its node.
-func restoreTenant(ctx context.Context, c *routerClient, e *env, tenant, path string) error {
+func restoreTenant(ctx context.Context, c *routerClient, e *env, tenant, path string, force bool) error {
 	if !tenantName.MatchString(tenant) {
 		return fmt.Errorf("%w: tenant %q must be [a-z0-9_-]{1,64}", errUsage, tenant)
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		return fmt.Errorf("image: %w", err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return fmt.Errorf("image: %w", err)
-	}
-	p := newProgress(e, "restore "+tenant, fi.Size())
-	req, err := c.request(ctx, http.MethodPut, tenantPath(tenant, "/file"), io.TeeReader(f, p))
+	f, img, size, err := openImage(path)
 	if err != nil {
 		return err
 	}
-	req.ContentLength = fi.Size()
+	defer f.Close()
+	target := tenantPath(tenant, "/file")
+	if force {
+		target += "?force=true"
+	}
+	p := newProgress(e, "restore "+tenant, size)
+	req, err := c.request(ctx, http.MethodPut, target, io.TeeReader(img, p))
+	if err != nil {
+		return err
+	}
+	req.ContentLength = size
 	req.Header.Set("Content-Type", "application/octet-stream")
 	res, err := c.send(req, http.StatusOK)
 	p.end()
