@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -244,5 +246,79 @@ func TestRestoreOfAnotherTenantsImage(t *testing.T) {
 	}
 	if rows := c.MustQuery("a", "get c select who").Rows(t); len(rows) != 1 || rows[0]["who"] != "b" {
 		t.Fatalf("a on its copy after the failover: %v", rows)
+	}
+}
+
+// zeroStream is size zero bytes, made as they are read and counted.
+type zeroStream struct{ size, read int64 }
+
+func (z *zeroStream) Read(p []byte) (int, error) {
+	if z.read >= z.size {
+		return 0, io.EOF
+	}
+	p = p[:min(int64(len(p)), z.size-z.read)]
+	clear(p)
+	z.read += int64(len(p))
+	return len(p), nil
+}
+
+// Through the router: 1.5 GB of zeros put as a tenant's image is refused
+// at its first bytes (400, "not a fenec tenant file") with the client
+// cut off after what the connections' buffers took, and nothing of it on
+// the node's disk; an image past the tenant's bytes quota is refused 413
+// saying what to do. The tenant is as it was, and held by nothing.
+func TestRestoreBoundedThroughRouter(t *testing.T) {
+	r, n := oneNode(t)
+	c := r.Client()
+	r.Place("a", n)
+	c.MustQuery("a", "create collection c (b text)")
+	for range 3 {
+		c.MustQuery("a", "put c {b: $1}", strings.Repeat("x", 256<<10))
+	}
+	img := c.Do("GET", "/_shard/tenants/a/file", nil)
+	wantStatus(t, img, 200, "backup of a")
+
+	z := &zeroStream{size: 1536 << 20}
+	req, err := http.NewRequest("PUT", r.URL()+"/_shard/tenants/a/file", z)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.ContentLength = z.size
+	req.Header.Set("Authorization", "Bearer "+cluster.RouterToken)
+	hc := &http.Client{Transport: &http.Transport{}, Timeout: wait}
+	defer hc.CloseIdleConnections()
+	res, err := hc.Do(req)
+	if err != nil {
+		t.Fatalf("zeros as a's image: %v (the client sent %d MB)", err, z.read>>20)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 400 || !strings.Contains(string(body), "not a fenec tenant file") || !strings.Contains(string(body), "as it was") {
+		t.Fatalf("zeros as a's image: %d %s", res.StatusCode, body)
+	}
+	if z.read > 64<<20 {
+		t.Fatalf("the router took %d MB of zeros before refusing them", z.read>>20)
+	}
+	t.Logf("1.5 GB of zeros through the router: refused after the client sent %d KB", z.read>>10)
+	ents, err := os.ReadDir(n.DataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if strings.Contains(e.Name(), "restore") || strings.HasSuffix(e.Name(), ".install") {
+			t.Fatalf("refused zeros left %s on the node", e.Name())
+		}
+	}
+
+	wantStatus(t, c.Do("PUT", "/_shard/tenants/a/quota", map[string]any{"bytes": 256 << 10}), 200, "a small quota")
+	m := wantError(t, restoreThrough(t, c, "a", "", img.Body), 413, "an image past a's quota")
+	if msg := fmt.Sprint(m["error"]); !strings.Contains(msg, "raise the quota") {
+		t.Fatalf("an image past a's quota: %v", m)
+	}
+	if got := strings.TrimSpace(string(c.MustQuery("a", "get c count").Body)); got != `{"count":3}` {
+		t.Fatalf("a after refused images: %s", got)
+	}
+	if row := placement(t, c, "a"); row["held_by"] != nil {
+		t.Fatalf("a still held after refused restores: %v", row)
 	}
 }
