@@ -66,6 +66,21 @@ func (l *leasing) failover(ctx context.Context, node string) {
 	}
 }
 
+// heldEnded puts tenant name back on its node's list at once, if a
+// failover kept it off it waiting for another operation's hold: that
+// wait ended — the tenant was failed over, or the failover gave up on it
+// (logged where it did), and a tenant it gave up on is its node's again.
+func (l *leasing) heldEnded(name string) {
+	l.mu.Lock()
+	_, waited := l.held[name]
+	delete(l.held, name)
+	l.dirty = l.dirty || waited
+	l.mu.Unlock()
+	if waited {
+		l.poke()
+	}
+}
+
 // reportWait bounds recording one answer's reports; the node asks again
 // in its next answer.
 const reportWait = 10 * time.Second
