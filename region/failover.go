@@ -87,9 +87,14 @@ func (rt *Router) FailoverNode(ctx context.Context, node string, force bool) Fai
 		}
 	}
 	slices.Sort(names)
-	var todo []string
+	var todo, broken []string
 	for _, t := range names {
 		at := tenants[t]
+		if at.Value.HeldBy == holdRestore { // restore_hold.go: not waited for
+			at = rt.breakRestore(ctx, s, t, node, at)
+			tenants[t] = at
+			broken = append(broken, t)
+		}
 		if by := at.Value.HeldBy; by != "" && by != holdFailover {
 			res.Failed = append(res.Failed, FailoverFailure{Tenant: t,
 				Why: fmt.Sprintf("held by %s: failed over onto %q when it ends", by, at.Value.Replica)})
@@ -118,6 +123,11 @@ func (rt *Router) FailoverNode(ctx context.Context, node string, force bool) Fai
 	}
 	_ = g.Wait()
 	slices.Sort(res.Promoted)
+	for _, t := range broken {
+		if !slices.Contains(res.Promoted, t) {
+			rt.heldEnded(t) // held as the lease lapsed, not waited for: its node's again
+		}
+	}
 	outcome := "done"
 	if len(res.Failed) > 0 {
 		outcome = "partial"
@@ -382,6 +392,7 @@ func (rt *Router) failoverOneByOne(ctx context.Context, s *global.Store, node st
 		if at.Value.Node != node {
 			continue // moved or failed over meanwhile
 		}
+		at = rt.breakRestore(ctx, s, t, node, at)
 		if by := at.Value.HeldBy; by != "" && by != holdFailover {
 			res.Failed = append(res.Failed, FailoverFailure{Tenant: t,
 				Why: fmt.Sprintf("held by %s: failed over onto %q when it ends", by, at.Value.Replica)})
@@ -432,11 +443,17 @@ func (rt *Router) failoverTenant(ctx context.Context, s *global.Store, name stri
 // failoverWhenReleased waits, on a goroutine the router owns, until the
 // operation holding tenant name ends, then fails it over onto replica,
 // the copy it had when its node was failed over, if it is still on node.
+// However the wait ends, the leasing is told (heldEnded): a tenant it
+// gave up on goes back on its node's lease list at once. Every give-up is
+// logged.
 func (rt *Router) failoverWhenReleased(s *global.Store, name, node, replica string, force bool) {
 	if replica == "" {
+		rt.log.Warn("held tenant not failed over: it has no copy; back on its node's lease list", "tenant", name, "node", node)
+		rt.heldEnded(name)
 		return
 	}
 	rt.wg.Go(func() {
+		defer rt.heldEnded(name)
 		ctx, cancel := context.WithTimeout(rt.ctx, heldWaitLimit)
 		defer cancel()
 		tick := time.NewTicker(200 * time.Millisecond)
@@ -444,12 +461,15 @@ func (rt *Router) failoverWhenReleased(s *global.Store, name, node, replica stri
 		for {
 			select {
 			case <-ctx.Done():
+				rt.log.Warn("held tenant not failed over: gave up waiting for the operation holding it; back on its node's lease list",
+					"tenant", name, "node", node, "waited", heldWaitLimit, "err", context.Cause(ctx))
 				return
 			case <-tick.C:
 			}
 			at, err := s.GetTenant(ctx, name)
 			if err != nil {
 				if isNotFound(err) {
+					rt.log.Info("held tenant not failed over: deleted meanwhile", "tenant", name, "node", node)
 					return
 				}
 				continue
@@ -469,7 +489,7 @@ func (rt *Router) failoverWhenReleased(s *global.Store, name, node, replica stri
 			if errors.Is(err, global.ErrConflict) || errors.Is(err, global.ErrHeld) {
 				continue
 			}
-			rt.log.Error("held tenant's failover failed", "tenant", name, "node", node, "err", err)
+			rt.log.Error("held tenant's failover failed: back on its node's lease list", "tenant", name, "node", node, "err", err)
 			return
 		}
 	})

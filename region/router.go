@@ -78,6 +78,10 @@ type Router struct {
 	// keys seal node tokens in the directory (nil: held in clear).
 	keys *global.Keyring
 
+	// restores are the restores running here, which a failover of their
+	// node cancels (restore_hold.go).
+	restores restoreRuns
+
 	// opMu serialises the changes that must not interleave on the leader:
 	// a placement choosing a node against that node's removal.
 	opMu sync.Mutex

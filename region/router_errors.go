@@ -73,6 +73,9 @@ var (
 	// ErrImageTooLarge: a restore's image passed the node's bound (the
 	// tenant's bytes quota, or --max-image).
 	ErrImageTooLarge = errors.New("the image is larger than the node takes")
+	// ErrRestoreBroken: a failover of the node a restore was streaming to
+	// ended the restore's hold and cancelled it (restore_hold.go).
+	ErrRestoreBroken = errors.New("restore cancelled by a failover")
 )
 
 // Sentinels of the forwarding path the control plane answers with too:
@@ -134,6 +137,7 @@ var shardStatus = []struct {
 	{ErrBadRequest, http.StatusBadRequest},
 	{ErrImageRefused, http.StatusBadRequest},
 	{ErrImageLineage, http.StatusConflict},
+	{ErrRestoreBroken, http.StatusConflict},
 	{ErrImageTooLarge, http.StatusRequestEntityTooLarge},
 	{merge.ErrBadRule, http.StatusBadRequest},
 	{merge.ErrTooManyRows, http.StatusBadRequest},

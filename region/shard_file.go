@@ -98,8 +98,20 @@ func (c *shardCall) putFile(s *global.Store, name string) (int, any, error) {
 		return 0, nil, err
 	}
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(c.r.Context(), c.rt.cfg.MoveTimeout)
+	bounded, cancel := context.WithTimeout(c.r.Context(), c.rt.cfg.MoveTimeout)
 	defer cancel()
+	// A failover of the tenant's node cancels the restore (restore_hold.go).
+	ctx, broken := context.WithCancelCause(bounded)
+	defer broken(nil)
+	defer c.rt.restores.add(name, broken)()
+	defer context.AfterFunc(ctx, func() {
+		if errors.As(context.Cause(ctx), new(*restoreBroken)) {
+			// The image's read, blocked on a client that sends slowly or
+			// not at all, ends now, not at --body-timeout; what is left
+			// of it is never read (the answer closes the connection).
+			_ = http.NewResponseController(c.w).SetReadDeadline(time.Now())
+		}
+	})()
 	at, err := s.GetTenant(ctx, name)
 	if err != nil {
 		return 0, nil, errNotFoundAs(err, ErrUnknownTenant)
@@ -116,16 +128,26 @@ func (c *shardCall) putFile(s *global.Store, name string) (int, any, error) {
 	body := &countingBody{r: c.r.Body}
 	ans, err := c.rt.nodes.admin(node.Value).Restore(ctx, name, body, c.r.ContentLength,
 		wire.RestoreOptions{Lineage: held.Value.Lineage, Force: force})
+	var rb *restoreBroken
 	switch {
+	case errors.As(context.Cause(ctx), &rb):
+		c.w.Header().Set("Connection", "close") // the rest of the image is never read
+		return 0, nil, rb
 	case body.err != nil && !errors.Is(body.err, io.EOF):
 		return 0, nil, fmt.Errorf("%w: the image was cut short after %d bytes (%v): the tenant is as it was", ErrBadRequest, body.n, body.err)
 	case err != nil:
 		return 0, nil, restoreRefusal(name, held.Value.Node, err)
 	}
 	rec, err := s.UpdateTenant(ctx, name, held, func(t *global.Tenant) error {
+		if t.HeldBy != holdRestore {
+			return &restoreBroken{tenant: name, node: held.Value.Node}
+		}
 		t.Lineage, t.ForkedHistory = ans.Lineage, ans.History
 		return nil
 	})
+	if errors.As(context.Cause(ctx), &rb) || errors.As(err, &rb) {
+		return 0, nil, &restoreBroken{tenant: name, node: held.Value.Node}
+	}
 	if err != nil {
 		return 0, nil, fmt.Errorf("tenant %s restored on %s, but the directory does not record its new lineage and history "+
 			"(a failover may refuse its copy until it is restored again): %w", name, held.Value.Node, err)
@@ -189,11 +211,16 @@ func (b *countingBody) Read(p []byte) (int, error) {
 }
 
 // releaseHold ends the restore's hold, reading the record again if another
-// change (a failover waiting on the hold marks it) landed meanwhile.
+// change landed meanwhile; a hold a failover ended (restore_hold.go) is
+// no longer the restore's to release.
 func (c *shardCall) releaseHold(s *global.Store, name string, at global.Versioned[global.Tenant]) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.r.Context()), c.rt.cfg.NodeTimeout)
 	defer cancel()
 	for range 3 {
+		if at.Value.HeldBy != holdRestore {
+			c.rt.log.Info("restore's hold ended by a failover", "tenant", name, "held_by", at.Value.HeldBy)
+			return
+		}
 		if _, err := s.Release(ctx, name, at, holdRestore); err == nil || !errors.Is(err, global.ErrConflict) {
 			if err != nil {
 				c.rt.log.Error("restore hold not released", "tenant", name, "err", err)
