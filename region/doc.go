@@ -46,9 +46,12 @@
 //     /_shard/replicas); repair.go: the loop that has failed-over nodes'
 //     stale copies follow again and retries copies owed.
 //   - failover.go: FailoverNode, by hand or on a lease.
+//   - shard_file.go: a tenant's image out (backup) and in (restore, as a
+//     new history, its lineage recorded); restore_hold.go: a failover
+//     ends a restore's hold and cancels it rather than wait for it.
 //   - query.go: the cross-tenant read (POST /_shard/query): reads each
-//     tenant through its node's admin read route, merges with
-//     region/merge.
+//     tenant through its node's admin read route, bounded by timeout_ms
+//     each, merges with region/merge.
 //
 // Who leads, and leases (docs/regions.md is the protocol):
 //   - leader.go: leadership — claiming the lead (every claim moves the
