@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -165,18 +166,21 @@ func TestRestoreClientHangsUp(t *testing.T) {
 	}
 }
 
-// zeroBody is size zero bytes, made as they are read and counted.
+// zeroBody is size zero bytes, made as they are read and counted (the
+// count read while the client's transport may still be reading).
 type zeroBody struct {
-	size, read int64
+	size int64
+	read atomic.Int64
 }
 
 func (z *zeroBody) Read(p []byte) (int, error) {
-	if z.read >= z.size {
+	done := z.read.Load()
+	if done >= z.size {
 		return 0, io.EOF
 	}
-	p = p[:min(int64(len(p)), z.size-z.read)]
+	p = p[:min(int64(len(p)), z.size-done)]
 	clear(p)
-	z.read += int64(len(p))
+	z.read.Add(int64(len(p)))
 	return len(p), nil
 }
 
@@ -234,10 +238,10 @@ func TestImageOfZerosRefusedAtItsHead(t *testing.T) {
 		if !strings.Contains(e["error"].(string), "not a fenec tenant file") {
 			t.Fatalf("zeros as %s's image: %s", tenant, r.Body)
 		}
-		if z.read > 64<<20 {
-			t.Fatalf("zeros as %s's image: the node took %d MB before refusing", tenant, z.read>>20)
+		if z.read.Load() > 64<<20 {
+			t.Fatalf("zeros as %s's image: the node took %d MB before refusing", tenant, z.read.Load()>>20)
 		}
-		t.Logf("1.5 GB of zeros as %s's image: refused after the client sent %d KB", tenant, z.read>>10)
+		t.Logf("1.5 GB of zeros as %s's image: refused after the client sent %d KB", tenant, z.read.Load()>>10)
 		nothingStaged(t, n)
 	}
 	if got := strings.TrimSpace(string(n.do("GET", "/t/a/c?count", "").Body)); got != `{"count":3}` {

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/fenec-go/fenec/tests/cluster"
@@ -249,16 +250,21 @@ func TestRestoreOfAnotherTenantsImage(t *testing.T) {
 	}
 }
 
-// zeroStream is size zero bytes, made as they are read and counted.
-type zeroStream struct{ size, read int64 }
+// zeroStream is size zero bytes, made as they are read and counted (the
+// count read while the client's transport may still be reading).
+type zeroStream struct {
+	size int64
+	read atomic.Int64
+}
 
 func (z *zeroStream) Read(p []byte) (int, error) {
-	if z.read >= z.size {
+	done := z.read.Load()
+	if done >= z.size {
 		return 0, io.EOF
 	}
-	p = p[:min(int64(len(p)), z.size-z.read)]
+	p = p[:min(int64(len(p)), z.size-done)]
 	clear(p)
-	z.read += int64(len(p))
+	z.read.Add(int64(len(p)))
 	return len(p), nil
 }
 
@@ -289,17 +295,17 @@ func TestRestoreBoundedThroughRouter(t *testing.T) {
 	defer hc.CloseIdleConnections()
 	res, err := hc.Do(req)
 	if err != nil {
-		t.Fatalf("zeros as a's image: %v (the client sent %d MB)", err, z.read>>20)
+		t.Fatalf("zeros as a's image: %v (the client sent %d MB)", err, z.read.Load()>>20)
 	}
 	body, _ := io.ReadAll(res.Body)
 	res.Body.Close()
 	if res.StatusCode != 400 || !strings.Contains(string(body), "not a fenec tenant file") || !strings.Contains(string(body), "as it was") {
 		t.Fatalf("zeros as a's image: %d %s", res.StatusCode, body)
 	}
-	if z.read > 64<<20 {
-		t.Fatalf("the router took %d MB of zeros before refusing them", z.read>>20)
+	if z.read.Load() > 64<<20 {
+		t.Fatalf("the router took %d MB of zeros before refusing them", z.read.Load()>>20)
 	}
-	t.Logf("1.5 GB of zeros through the router: refused after the client sent %d KB", z.read>>10)
+	t.Logf("1.5 GB of zeros through the router: refused after the client sent %d KB", z.read.Load()>>10)
 	ents, err := os.ReadDir(n.DataDir)
 	if err != nil {
 		t.Fatal(err)
