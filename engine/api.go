@@ -99,8 +99,8 @@ type Result struct {
 	Affected int64
 	Count    int64
 	Message  string
-	// IDs are the ids a put or insert wrote, in order (the node's REST
-	// insert answers them).
+	// IDs are the ids a put or insert wrote, in order; never nil for
+	// one (empty when it wrote none), nil for any other statement.
 	IDs []int64
 
 	// Write is true for statements that write (they may have written

@@ -55,7 +55,7 @@ func TestStatements(t *testing.T) {
 		{q: "create collection users (x int)", err: ErrInvalid},
 		{q: "create collection if not exists users (x int)", want: `{"message":"collection users exists"}`},
 		{q: `put users [{name: "ann", age: 30, score: 1, tags: ["a","b"], meta: {k: 1}, active: true},
-			{name: "bob", age: 25, score: 2.5}, {name: "cy", age: 35}]`, want: `{"affected":3}`},
+			{name: "bob", age: 25, score: 2.5}, {name: "cy", age: 35}]`, want: `{"affected":3,"ids":[1,2,3]}`},
 		{q: "get users select id, name, score", want: `[{"id":1,"name":"ann","score":1},{"id":2,"name":"bob","score":2.5},{"id":3,"name":"cy","score":null}]`},
 		{q: "get users select name where age >= 30 order age desc", want: `[{"name":"cy"},{"name":"ann"}]`},
 		{q: "get users select name where tags has 'b'", want: `[{"name":"ann"}]`},
@@ -77,13 +77,13 @@ func TestStatements(t *testing.T) {
 		{q: `insert users [{name: "dee", age: 40}, {name: "ann"}]`, err: ErrTaken},
 		{q: "get users count", want: `{"count":3}`},
 		{q: `insert users {id: 2, name: "x"}`, err: ErrTaken},
-		{q: `insert users {name: "dee", age: 40, active: false}`, want: `{"affected":1}`},
-		{q: `put users {id: 2, name: "bob", age: 26}`, want: `{"affected":1}`},
+		{q: `insert users {name: "dee", age: 40, active: false}`, want: `{"affected":1,"ids":[4]}`},
+		{q: `put users {id: 2, name: "bob", age: 26}`, want: `{"affected":1,"ids":[2]}`},
 		{q: "get users select name, score where id = 2", want: `[{"name":"bob","score":null}]`},
-		{q: `put users {name: "ann"} if absent`, want: `{"affected":0}`},
-		{q: `put users [{id: 2, name: "zz"}, {id: 9, name: "nine"}] if absent`, want: `{"affected":1}`},
+		{q: `put users {name: "ann"} if absent`, want: `{"affected":0,"ids":[]}`},
+		{q: `put users [{id: 2, name: "zz"}, {id: 9, name: "nine"}] if absent`, want: `{"affected":1,"ids":[9]}`},
 		{q: `put users {name: "bob", age: 1}`, err: ErrTaken},
-		{q: "put users $1", params: []any{map[string]any{"name": "pat", "age": 50.0}}, want: `{"affected":1}`},
+		{q: "put users $1", params: []any{map[string]any{"name": "pat", "age": 50.0}}, want: `{"affected":1,"ids":[10]}`},
 		{q: "get users select id where name = 'pat'", want: `[{"id":10}]`},
 		// set with expressions, order, limit, returning, require.
 		{q: "set users {age: age + 1, score: 0.5} where name = 'bob' returning name, age", want: `[{"name":"bob","age":27}]`},
@@ -101,7 +101,7 @@ func TestStatements(t *testing.T) {
 		{q: "del users where name = 'pat' require 1", want: `{"affected":1}`},
 		{q: "get users select name order id", want: `[{"name":"ann"},{"name":"bob"},{"name":"cy"},{"name":"dee"}]`},
 		// ids are never reused.
-		{q: `put users {name: "new"}`, want: `{"affected":1}`},
+		{q: `put users {name: "new"}`, want: `{"affected":1,"ids":[11]}`},
 		{q: "get users select id where name = 'new'", want: `[{"id":11}]`},
 		// group.
 		{q: "get users select active, count(*) as n group active order n desc, active",
@@ -113,7 +113,7 @@ func TestStatements(t *testing.T) {
 		{q: `put users {age: 3}`, err: ErrType},
 		{q: `put users {name: "q", nope: 1}`, err: ErrUnknownField},
 		{q: `put users {name: "q", age: 1.5}`, err: ErrType},
-		{q: `put users {name: "q", score: 2}`, want: `{"affected":1}`},
+		{q: `put users {name: "q", score: 2}`, want: `{"affected":1,"ids":[12]}`},
 		{q: "get users select score where name = 'q'", want: `[{"score":2}]`},
 		{q: `put users {name: "r", tags: [1]}`, err: ErrType},
 		{q: "get nope", err: ErrUnknownCollection},
@@ -125,7 +125,7 @@ func TestStatements(t *testing.T) {
 		{q: "drop collection users", err: ErrUnknownCollection},
 		{q: "drop collection if exists users", want: `{"message":"no collection users"}`},
 		{q: "create collection users (name text)", want: `{"message":"created collection users"}`},
-		{q: `put users {name: "again"}`, want: `{"affected":1}`},
+		{q: `put users {name: "again"}`, want: `{"affected":1,"ids":[13]}`},
 		{q: "get users select id", want: `[{"id":13}]`},
 	})
 }
@@ -136,9 +136,9 @@ func TestLookupChain(t *testing.T) {
 		{q: "create collection users (name text)", want: `{"message":"created collection users"}`},
 		{q: "create collection orders (user int, total int)", want: `{"message":"created collection orders"}`},
 		{q: "create collection items (order int, sku text)", want: `{"message":"created collection items"}`},
-		{q: `put users [{name: "a"}, {name: "b"}, {name: "c"}]`, want: `{"affected":3}`},
-		{q: `put orders [{user: 1, total: 10}, {user: 1, total: 30}, {user: 2, total: 5}, {user: 1, total: 20}]`, want: `{"affected":4}`},
-		{q: `put items [{order: 1, sku: "x"}, {order: 2, sku: "y"}, {order: 2, sku: "z"}]`, want: `{"affected":3}`},
+		{q: `put users [{name: "a"}, {name: "b"}, {name: "c"}]`, want: `{"affected":3,"ids":[1,2,3]}`},
+		{q: `put orders [{user: 1, total: 10}, {user: 1, total: 30}, {user: 2, total: 5}, {user: 1, total: 20}]`, want: `{"affected":4,"ids":[1,2,3,4]}`},
+		{q: `put items [{order: 1, sku: "x"}, {order: 2, sku: "y"}, {order: 2, sku: "z"}]`, want: `{"affected":3,"ids":[1,2,3]}`},
 		{q: "get users select name lookup orders on user select total order total desc limit 2",
 			want: `[{"name":"a","orders":[{"total":30},{"total":20}]},{"name":"b","orders":[{"total":5}]},{"name":"c","orders":[]}]`},
 		{q: "get users select name lookup orders on user required where total > 6",
@@ -148,7 +148,7 @@ func TestLookupChain(t *testing.T) {
 		{q: "get users select name lookup orders on user required limit 1",
 			want: `[{"name":"a","orders":[{"id":1,"total":10,"user":1}]},{"name":"b","orders":[{"id":3,"total":5,"user":2}]}]`},
 		// The lookup index follows writes made after it was built.
-		{q: `put orders {user: 3, total: 1}`, want: `{"affected":1}`},
+		{q: `put orders {user: 3, total: 1}`, want: `{"affected":1,"ids":[5]}`},
 		{q: "get users select name where id = 3 lookup orders on user select total", want: `[{"name":"c","orders":[{"total":1}]}]`},
 		{q: "get users lookup nope on user", err: ErrUnknownCollection},
 	})
@@ -220,7 +220,7 @@ func TestTTL(t *testing.T) {
 		}
 	}
 	// The expired row gives its unique value up.
-	if got := mustExec(t, db, "insert keys {k: 'a', at: now()}"); !jsonEq(t, got, `{"affected":1}`) {
+	if got := mustExec(t, db, "insert keys {k: 'a', at: now()}"); !jsonEq(t, got, `{"affected":1,"ids":[4]}`) {
 		t.Fatalf("reinsert: %s", got)
 	}
 	seq := db.Seq()
@@ -264,14 +264,14 @@ func TestParamNumbers(t *testing.T) {
 	db, _ := newTestDB(t, Options{NoSweep: true})
 	runSteps(t, db, []step{
 		{q: "create collection a (n int, f float, m json)", want: `{"message":"created collection a"}`},
-		{q: "put a $1", params: []any{map[string]any{"id": 7.0, "n": 3.0, "f": json.Number("2"), "m": map[string]any{"x": 1.5}}}, want: `{"affected":1}`},
-		{q: "put a {id: $1}", params: []any{json.Number("8")}, want: `{"affected":1}`},
+		{q: "put a $1", params: []any{map[string]any{"id": 7.0, "n": 3.0, "f": json.Number("2"), "m": map[string]any{"x": 1.5}}}, want: `{"affected":1,"ids":[7]}`},
+		{q: "put a {id: $1}", params: []any{json.Number("8")}, want: `{"affected":1,"ids":[8]}`},
 		{q: "get a where id = $1", params: []any{7.0}, want: `[{"id":7,"n":3,"f":2,"m":{"x":1.5}}]`},
 		{q: "get a select id where n = $1", params: []any{json.Number("3")}, want: `[{"id":7}]`},
 		{q: "put a {id: $1}", params: []any{7.5}, err: ErrType},
 		{q: "put a {n: $1}", params: []any{3.5}, err: ErrType},
 		{q: "put a {n: $1}", params: []any{struct{}{}}, err: ErrInvalid},
-		{q: "put a {}", want: `{"affected":1}`},
+		{q: "put a {}", want: `{"affected":1,"ids":[9]}`},
 		{q: "get a select id order id desc limit 1", want: `[{"id":9}]`},
 	})
 }

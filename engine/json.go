@@ -9,11 +9,22 @@ import (
 )
 
 // JSON returns the answer as the node sends it: rows as a JSON array,
-// {"affected": N}, {"count": N} or {"message": "..."}.
+// {"affected": N} (with "ids", the rows written in order, for a put or an
+// insert), {"count": N} or {"message": "..."}.
 func (r *Result) JSON() []byte {
 	switch r.Kind {
 	case ResultAffected:
 		b := strconv.AppendInt([]byte(`{"affected":`), r.Affected, 10)
+		if r.IDs != nil {
+			b = append(b, `,"ids":[`...)
+			for i, id := range r.IDs {
+				if i > 0 {
+					b = append(b, ',')
+				}
+				b = strconv.AppendInt(b, id, 10)
+			}
+			b = append(b, ']')
+		}
 		return append(b, '}')
 	case ResultCount:
 		b := strconv.AppendInt([]byte(`{"count":`), r.Count, 10)

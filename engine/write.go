@@ -24,7 +24,7 @@ func (r *runner) runPut(coll string, docsExpr fql.Expr, ifAbsent, insert bool, r
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Kind: ResultAffected, Write: true}
+	res := &Result{Kind: ResultAffected, Write: true, IDs: make([]int64, 0, len(objs))}
 	for i, o := range objs {
 		d, given, err := r.makeDoc(c, o)
 		if err == nil {

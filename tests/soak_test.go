@@ -331,7 +331,7 @@ func soakWriter(ctx context.Context, base, tenant string, w int, failures chan<-
 		if !ok {
 			return keys
 		}
-		if code != 200 || body != `{"affected":1}` {
+		if code != 200 || !strings.HasPrefix(body, `{"affected":1,"ids":[`) {
 			fail("%s: %d %s", key, code, body)
 			return keys
 		}
