@@ -23,20 +23,21 @@ import (
 // would tell the client to come back (503) is answered 500 with
 // "outcome": "unknown" instead: what landed may not survive a failover,
 // and is read back with Fenec-After and Fenec-History.
-func (c *call) batchEach(sts []engine.Statement) {
+func (c *call) batchEach(sts []engine.Statement, lines []int) {
 	switch {
 	case len(c.r.Header.Values("Idempotency-Key")) > 0:
 		c.failWith(fmt.Errorf("%w: a /batch holding a compact runs its statements one by one, so no key can be kept with them all: send the compact apart, or the batch without a key", ErrBadRequest),
-			map[string]any{"completed": 0, "at": 0})
+			map[string]any{"completed": 0})
 		return
 	case c.r.Header.Get(wire.HeaderWait) != "":
 		c.failWith(fmt.Errorf("%w: a /batch holding a compact is never held: send it without Fenec-Wait", ErrBadRequest),
-			map[string]any{"completed": 0, "at": 0})
+			map[string]any{"completed": 0})
 		return
 	}
 	if !c.awaitAfter() {
 		return
 	}
+	j := &job{batch: true, lines: lines}
 	results := make([]*engine.Result, 0, len(sts))
 	var seq uint64    // the tenant's seq after the last statement
 	var landed uint64 // the seq of the last statement that landed (0: none)
@@ -46,7 +47,7 @@ func (c *call) batchEach(sts []engine.Statement) {
 		}
 		out := c.t.runJob(c.r.Context(), &job{sts: []engine.Statement{st}, render: renderBatch}, nil, false)
 		if out.err != nil {
-			c.failEach(i, landed, out.err)
+			c.failEach(i, j.lineOf(i), landed, out.err)
 			return
 		}
 		results = append(results, out.res.Results[0])
@@ -60,42 +61,44 @@ func (c *call) batchEach(sts []engine.Statement) {
 	if res.Wrote {
 		res.Seq = landed
 	}
-	c.answer(&job{batch: true}, outcome{res: res, status: status, body: body})
+	c.answer(j, outcome{res: res, status: status, body: body})
 }
 
-// failEach answers statement at's failure in a /batch run one by one,
-// after the statement that landed last at seq landed (0: none did).
-func (c *call) failEach(at int, landed uint64, err error) {
+// failEach answers the failure of statement at (on line of the body) in a
+// /batch run one by one, after the statement that landed last at seq
+// landed (0: none did). The at statements before it ran, each its own
+// block: completed is at.
+func (c *call) failEach(at, line int, landed uint64, err error) {
 	var be *engine.BatchError
 	if errors.As(err, &be) {
 		err = be.Err
 	}
-	fields := map[string]any{"completed": at, "at": at}
+	fields := batchRefusal(at, at, line)
 	if landed == 0 {
-		c.failWith(err, fields) // nothing landed: as a block's failure
+		c.failWith(fmt.Errorf("line %d: %w", line, err), fields) // nothing landed: as a block's failure
 		return
 	}
 	fields["seq"], fields["history"] = landed, c.t.db.History()
 	if status, _ := statusOf(err); status == http.StatusServiceUnavailable {
 		fields["outcome"] = "unknown"
-		c.failWith(&partlyLanded{at: at, err: err}, fields)
+		c.failWith(&partlyLanded{line: line, err: err}, fields)
 		return
 	}
 	if !c.settleWrite(landed) { // what landed, as a write is answered
 		return
 	}
-	c.failWith(err, fields)
+	c.failWith(fmt.Errorf("line %d: %w", line, err), fields)
 }
 
-// partlyLanded is a /batch run one by one whose statement at was refused
-// after earlier ones landed.
+// partlyLanded is a /batch run one by one whose statement on line was
+// refused after earlier ones landed.
 type partlyLanded struct {
-	at  int
-	err error
+	line int
+	err  error
 }
 
 func (e *partlyLanded) Error() string {
-	return fmt.Sprintf("statement %d was refused (%v) after the statements before it landed: their outcome is unknown; read them back (Fenec-After and Fenec-History with the seq and history given) before sending the rest", e.at, e.err)
+	return fmt.Sprintf("line %d was refused (%v) after the statements before it landed: their outcome is unknown; read them back (Fenec-After and Fenec-History with the seq and history given) before sending the rest", e.line, e.err)
 }
 
 func (e *partlyLanded) Is(target error) bool { return target == ErrPartlyLanded }

@@ -44,7 +44,7 @@ func TestQueryAndBatch(t *testing.T) {
 		t.Fatalf("count %s", r.Body)
 	}
 	w := n.q("a", `put c {name: "dee", n: 4}`)
-	if w.Header.Get("Fenec-Seq") != "5" || strings.TrimSpace(string(w.Body)) != `{"affected":1}` {
+	if w.Header.Get("Fenec-Seq") != "5" || strings.TrimSpace(string(w.Body)) != `{"affected":1,"ids":[4]}` {
 		t.Fatalf("put: seq %q body %s", w.Header.Get("Fenec-Seq"), w.Body)
 	}
 	if r.Header.Get("Fenec-Seq") != "" {
@@ -60,11 +60,13 @@ func TestQueryAndBatch(t *testing.T) {
 	if m["ok"] != json.Number("2") || len(m["results"].([]any)[1].([]any)) != 1 {
 		t.Fatalf("batch answer %s", b.Body)
 	}
-	// A failing statement lands nothing, and says which.
+	// A failing statement lands nothing, and says which: its index from 0
+	// and its line from 1, a blank line counted; none completed.
 	size := fileSize(t, n, "a")
-	b = n.do("POST", "/t/a/batch", `{"query":"put c {name: \"f1\"}"}`+"\n"+`{"query":"put c {n: \"nope\"}"}`)
+	b = n.do("POST", "/t/a/batch", `{"query":"put c {name: \"f1\"}"}`+"\n\n"+`{"query":"put c {n: \"nope\"}"}`)
 	m = wantJSONError(t, b, 400)
-	if m["at"] != json.Number("1") || m["completed"] != json.Number("1") {
+	if m["at"] != json.Number("1") || m["line"] != json.Number("3") || m["completed"] != json.Number("0") ||
+		!strings.HasPrefix(m["error"].(string), "line 3: ") {
 		t.Fatalf("batch failure %s", b.Body)
 	}
 	if n.seq("a") != "6" || fileSize(t, n, "a") != size {

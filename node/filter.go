@@ -2,11 +2,15 @@ package node
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/fenec-go/fenec/engine"
+	"github.com/fenec-go/fenec/engine/fql"
 )
 
 // Query-string keys that are not filters.
@@ -76,7 +80,8 @@ func (b *stmtBuilder) cond(f, v string) (string, error) {
 	}
 	op, val, ok := strings.Cut(v, ".")
 	if !ok {
-		return "", fmt.Errorf("%w: filter %s=%q: want op.value", ErrBadRequest, f, v)
+		return "", fmt.Errorf("%w: filter %s=%s: a filter is FIELD=OP.VALUE, e.g. %s=eq.%s (OP one of eq, neq, lt, lte, gt, gte, in, has, is; not. before it negates)",
+			ErrBadRequest, f, v, f, v)
 	}
 	var cond string
 	switch op {
@@ -99,7 +104,8 @@ func (b *stmtBuilder) cond(f, v string) (string, error) {
 		}
 		return f + " is null", nil
 	default:
-		return "", fmt.Errorf("%w: filter %s: unknown op %q", ErrBadRequest, f, op)
+		return "", fmt.Errorf("%w: filter %s: unknown op %q: OP is one of eq, neq, lt, lte, gt, gte, in, has, is (%s=eq.%s to match the value)",
+			ErrBadRequest, f, op, f, v)
 	}
 	if neg {
 		return "not (" + cond + ")", nil
@@ -230,17 +236,22 @@ func parseReadClauses(q url.Values) (readClauses, error) {
 		}
 		rc.order = strings.Join(keys, ", ")
 	}
+	var rows uint64 // limit + offset
 	for _, lim := range []struct {
 		key string
 		dst *string
 	}{{"limit", &rc.limit}, {"offset", &rc.offset}} {
 		if v := q.Get(lim.key); v != "" {
-			n, err := strconv.ParseUint(v, 10, 32)
-			if err != nil {
-				return rc, fmt.Errorf("%w: %s must be a whole number", ErrBadRequest, lim.key)
+			n, err := strconv.ParseUint(v, 10, 64)
+			if err != nil || n > fql.MaxRows {
+				return rc, fmt.Errorf("%w: %s=%s: %s is a whole number from 0 to %d", ErrBadRequest, lim.key, v, lim.key, fql.MaxRows)
 			}
 			*lim.dst = strconv.FormatUint(n, 10)
+			rows += n
 		}
+	}
+	if rc.limit != "" && rows > fql.MaxRows {
+		return rc, fmt.Errorf("%w: limit plus offset is at most %d: read further pages by a filter on a field you order by (id=gt.LAST)", engine.ErrTooMany, fql.MaxRows)
 	}
 	_, rc.count = q["count"]
 	return rc, nil
@@ -279,4 +290,26 @@ func getStatement(coll string, q url.Values) (string, []any, error) {
 		s.WriteString(" count")
 	}
 	return s.String(), b.params, nil
+}
+
+// builtError is a parse error of a statement the node built from a
+// request's path and query string: its offset points into text the client
+// never wrote, so it is answered without it. It is still the
+// *engine.ParseError (and its sentinel), for the status table.
+type builtError struct{ pe *engine.ParseError }
+
+func (e *builtError) Error() string {
+	return "the query string makes no statement the query language takes: " + e.pe.Msg
+}
+
+func (e *builtError) Unwrap() error { return e.pe }
+
+// built is err as answered for a statement the node built: a parse
+// error's offset left out; any other error as it is.
+func built(err error) error {
+	var pe *engine.ParseError
+	if errors.As(err, &pe) {
+		return &builtError{pe: pe}
+	}
+	return err
 }

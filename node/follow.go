@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/fenec-go/fenec/engine"
+	"github.com/fenec-go/fenec/internal/jsonerr"
 	"github.com/fenec-go/fenec/wire"
 )
 
@@ -178,7 +179,7 @@ func (c *call) adminFollow(name string) {
 	}
 	var body wire.Follow
 	if err := json.Unmarshal(b, &body); err != nil {
-		c.fail(fmt.Errorf("%w: follow: %v", ErrBadRequest, err))
+		c.fail(fmt.Errorf("%w: follow: %s", ErrBadRequest, jsonerr.Describe(err, &body)))
 		return
 	}
 	if err := checkFrom(body.From); err != nil {

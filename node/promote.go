@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fenec-go/fenec/engine"
+	"github.com/fenec-go/fenec/internal/jsonerr"
 	"github.com/fenec-go/fenec/wire"
 )
 
@@ -27,7 +28,7 @@ func (c *call) adminPromote(name string) {
 		return
 	} else if len(bytes.TrimSpace(b)) > 0 {
 		if err := json.Unmarshal(b, &body); err != nil {
-			c.fail(fmt.Errorf("%w: promote: %v", ErrBadRequest, err))
+			c.fail(fmt.Errorf("%w: promote: %s", ErrBadRequest, jsonerr.Describe(err, &body)))
 			return
 		}
 	}

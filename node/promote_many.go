@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/fenec-go/fenec/internal/jsonerr"
 	"github.com/fenec-go/fenec/wire"
 )
 
@@ -71,7 +72,7 @@ func (c *call) promoteManyBody() (wire.PromoteMany, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&body); err != nil {
-		return body, fmt.Errorf("%w: promote: %v", ErrBadRequest, err)
+		return body, fmt.Errorf("%w: promote: %s", ErrBadRequest, jsonerr.Describe(err, &body))
 	}
 	switch n := len(body.Tenants); {
 	case n == 0:

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/fenec-go/fenec/engine"
+	"github.com/fenec-go/fenec/internal/jsonerr"
 )
 
 // job is one request's block: its statements and how its answer is made
@@ -21,8 +22,14 @@ type job struct {
 	render func(results []*engine.Result) (int, []byte)
 	// holdable: Fenec-Wait may hold it (/query and /batch).
 	holdable bool
-	// batch: a failure answers {"error", "completed", "at"}.
+	// batch: a failure answers {"error", "completed", "at", "line"}.
 	batch bool
+	// lines are a /batch's statements' lines in its body, counted from 1
+	// as an editor counts them (blank lines too).
+	lines []int
+	// built: the node made the statement from a REST request's path and
+	// query string; a parse error is answered without its offset.
+	built bool
 }
 
 // queryBody is one /query request, and one line of a /batch.
@@ -31,13 +38,16 @@ type queryBody struct {
 	Params []any  `json:"params"`
 }
 
-// decodeQuery parses one {"query", "params"} object, numbers kept exact.
+// decodeQuery parses one {"query", "params"} object, numbers kept exact;
+// a key beside those two is refused, not ignored (a misspelt "params"
+// would run the statement without them).
 func decodeQuery(b []byte) (engine.Statement, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
+	dec.DisallowUnknownFields()
 	var q queryBody
 	if err := dec.Decode(&q); err != nil {
-		return engine.Statement{}, fmt.Errorf("%w: invalid JSON: %v", ErrBadRequest, err)
+		return engine.Statement{}, fmt.Errorf("%w: %s", ErrBadRequest, jsonerr.Describe(err, &q))
 	}
 	if dec.More() {
 		return engine.Statement{}, fmt.Errorf("%w: trailing data after the JSON object", ErrBadRequest)
@@ -77,16 +87,18 @@ func (c *call) batch() {
 		return
 	}
 	var sts []engine.Statement
+	var lines []int
 	for i, line := range bytes.Split(body, []byte{'\n'}) {
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
 		st, err := decodeQuery(line)
 		if err != nil {
-			c.failWith(fmt.Errorf("line %d: %w", i+1, err), map[string]any{"completed": 0, "at": len(sts)})
+			c.failWith(fmt.Errorf("line %d: %w", i+1, err), batchRefusal(0, len(sts), i+1))
 			return
 		}
 		sts = append(sts, st)
+		lines = append(lines, i+1)
 	}
 	if len(sts) == 0 {
 		c.fail(fmt.Errorf("%w: empty batch", ErrBadRequest))
@@ -94,11 +106,27 @@ func (c *call) batch() {
 	}
 	for _, st := range sts {
 		if k, err := c.t.db.Kind(st.Query); err == nil && k.Verb == "compact" {
-			c.batchEach(sts) // compact.go
+			c.batchEach(sts, lines) // compact.go
 			return
 		}
 	}
-	c.runJob(&job{sts: sts, holdable: true, batch: true, render: renderBatch}, body)
+	c.runJob(&job{sts: sts, holdable: true, batch: true, lines: lines, render: renderBatch}, body)
+}
+
+// batchRefusal is the outcome fields of a refused /batch: completed, the
+// statements before the refused one that ran and landed (none, for a
+// block: nothing of it lands); at, the refused statement's index from 0
+// among the batch's statements; line, its line in the body from 1.
+func batchRefusal(completed, at, line int) map[string]any {
+	return map[string]any{"completed": completed, "at": at, "line": line}
+}
+
+// lineOf is the body line of a /batch's statement at.
+func (j *job) lineOf(at int) int {
+	if at >= 0 && at < len(j.lines) {
+		return j.lines[at]
+	}
+	return at + 1
 }
 
 // renderBatch answers {"ok": N, "results": [...]}.
@@ -166,15 +194,20 @@ type outcome struct {
 	body   []byte
 }
 
-// failJob answers a block's failure; a /batch names the statement.
+// failJob answers a block's failure; a /batch names the statement by
+// its line, and lands nothing (completed 0).
 func (c *call) failJob(j *job, err error) {
 	var be *engine.BatchError
 	if j.batch && errors.As(err, &be) {
-		c.failWith(be, map[string]any{"completed": be.Completed, "at": be.At})
+		line := j.lineOf(be.At)
+		c.failWith(fmt.Errorf("line %d: %w", line, be.Err), batchRefusal(0, be.At, line))
 		return
 	}
 	if errors.As(err, &be) {
 		err = be.Err
+	}
+	if j.built {
+		err = built(err)
 	}
 	c.fail(err)
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fenec-go/fenec/engine"
+	"github.com/fenec-go/fenec/internal/jsonerr"
 	"github.com/fenec-go/fenec/wire"
 )
 
@@ -242,7 +243,7 @@ func (c *call) setQuota(t *tenant) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&q); err != nil {
-		c.fail(fmt.Errorf("%w: quota: %v", ErrBadRequest, err))
+		c.fail(fmt.Errorf("%w: quota: %s", ErrBadRequest, jsonerr.Describe(err, &q)))
 		return
 	}
 	if err := q.Validate(); err != nil {

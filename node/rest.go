@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/fenec-go/fenec/engine/fql"
 	"net/http"
 	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/fenec-go/fenec/engine"
+	"github.com/fenec-go/fenec/engine/fql"
+	"github.com/fenec-go/fenec/internal/jsonerr"
 )
 
 // rest serves /t/<t>/<coll>: POST inserts, GET reads by filter, PATCH
@@ -49,7 +50,7 @@ func (c *call) restGet(coll string, q map[string][]string) {
 	c.s.countStatements([]engine.StatementKind{{Verb: "get", ReadOnly: true}})
 	res, seq, err := c.t.db.Read(c.r.Context(), st)
 	if err != nil {
-		c.fail(err)
+		c.fail(built(err))
 		return
 	}
 	if !c.settledRead(seq) {
@@ -71,7 +72,8 @@ func (c *call) restInsert(coll string) {
 		return
 	}
 	c.runJob(&job{
-		sts: []engine.Statement{{Query: "insert " + coll + " $1", Params: []any{docs}}},
+		sts:   []engine.Statement{{Query: "insert " + coll + " $1", Params: []any{docs}}},
+		built: true,
 		render: func(rs []*engine.Result) (int, []byte) {
 			ids := rs[0].IDs
 			if ids == nil {
@@ -89,7 +91,7 @@ func decodeDocs(body []byte) (any, error) {
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {
-		return nil, fmt.Errorf("%w: invalid JSON: %v", ErrBadRequest, err)
+		return nil, fmt.Errorf("%w: %s", ErrBadRequest, jsonerr.Describe(err, nil))
 	}
 	if dec.More() {
 		return nil, fmt.Errorf("%w: trailing data after the JSON value", ErrBadRequest)
@@ -159,6 +161,7 @@ func (c *call) restUpdate(coll string, q map[string][]string) {
 	c.runJob(&job{
 		sts:    []engine.Statement{{Query: text, Params: b.params}},
 		render: affectedAs("updated"),
+		built:  true,
 	}, body)
 }
 
@@ -177,6 +180,7 @@ func (c *call) restDelete(coll string, q map[string][]string) {
 	c.runJob(&job{
 		sts:    []engine.Statement{{Query: "del " + coll + " where " + w, Params: b.params}},
 		render: affectedAs("deleted"),
+		built:  true,
 	}, nil)
 }
 

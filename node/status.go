@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fenec-go/fenec/engine"
+	"github.com/fenec-go/fenec/internal/jsonerr"
 	"github.com/fenec-go/fenec/wire"
 )
 
@@ -147,9 +147,9 @@ func writeError(w http.ResponseWriter, err error, fields map[string]any) int {
 	return status
 }
 
-// writeJSON answers v encoded as JSON.
+// writeJSON answers v encoded as JSON (<, > and & as they are).
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
+	b, err := jsonerr.Marshal(v)
 	if err != nil {
 		status, b = http.StatusInternalServerError, []byte(`{"error":"encode answer"}`)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fenec-go/fenec/engine"
+	"github.com/fenec-go/fenec/internal/jsonerr"
 )
 
 // catchUpBlocks is how many blocks one ChangesSince read takes.
@@ -85,6 +86,13 @@ func (c *call) subscribe(coll string) {
 	if err != nil {
 		c.fail(err)
 		return
+	}
+	for _, k := range []string{"select", "order", "limit", "offset", "count"} {
+		if _, ok := q[k]; ok {
+			c.fail(fmt.Errorf("%w: a subscription sends whole rows, each as it changes: %s= is GET /t/<t>/%s's, never a subscription's (filter one with FIELD=OP.VALUE, resume one with since=SEQ)",
+				ErrBadRequest, k, coll))
+			return
+		}
 	}
 	var b stmtBuilder
 	where, err := b.where(q)
@@ -348,6 +356,6 @@ func (st *sse) comment(text string) error {
 
 // sendError ends the stream with an error event.
 func (st *sse) sendError(err error) {
-	b, _ := json.Marshal(map[string]any{"error": st.c.s.pathless(err).Error()})
+	b, _ := jsonerr.Marshal(map[string]any{"error": st.c.s.pathless(err).Error()})
 	st.send("error", 0, b)
 }

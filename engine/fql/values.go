@@ -300,7 +300,7 @@ func normalize(v any) (any, bool, error) {
 		}
 		f, err := strconv.ParseFloat(string(x), 64)
 		if err != nil || math.IsInf(f, 0) {
-			return nil, false, fmt.Errorf("number %s is out of range (an int64 or a finite float64): %w", x, ErrParam)
+			return nil, false, fmt.Errorf("number %s is out of range (a whole number must fit in 64 bits, any other be finite in 64-bit floating point): %w", x, ErrParam)
 		}
 		return f, true, nil
 	case int:
