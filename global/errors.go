@@ -38,3 +38,16 @@ var (
 	// node already serving it).
 	ErrState = errors.New("record not in the state the operation needs")
 )
+
+// RecordNotFound is a record the directory does not hold, named as the
+// API names it (its kind and name) rather than by its key: it is
+// ErrNotFound. Get* return it.
+type RecordNotFound struct {
+	Kind string // "node", "tenant", "region", "quota"
+	Name string
+}
+
+func (e *RecordNotFound) Error() string { return e.Kind + " " + e.Name + ": not found" }
+
+// Is makes a RecordNotFound ErrNotFound.
+func (e *RecordNotFound) Is(target error) bool { return target == ErrNotFound }

@@ -73,16 +73,27 @@ func (s *Store) Fence(ctx context.Context) (*Store, Versioned[uint64], error) {
 	return s.Fenced(term.Rev), term, nil
 }
 
-// get reads and decodes one record; ErrNotFound if absent.
+// get reads and decodes one record; ErrNotFound if absent, a
+// *RecordNotFound when the key is a record's of the layout.
 func get[T any](ctx context.Context, s *Store, key string) (Versioned[T], error) {
 	kv, err := s.dir.Get(ctx, key)
 	if err != nil {
 		if errors.Is(err, ErrNotFound) {
-			return Versioned[T]{}, fmt.Errorf("%s: %w", key, ErrNotFound)
+			return Versioned[T]{}, notFound(key)
 		}
 		return Versioned[T]{}, err
 	}
 	return decode[T](kv)
+}
+
+// notFound names the record at key, absent, by its kind and name.
+func notFound(key string) error {
+	for prefix, kind := range map[string]string{PrefixNodes: "node", PrefixTenants: "tenant", PrefixRegions: "region", PrefixQuotas: "quota"} {
+		if name, ok := strings.CutPrefix(key, prefix); ok {
+			return &RecordNotFound{Kind: kind, Name: name}
+		}
+	}
+	return fmt.Errorf("%s: %w", key, ErrNotFound)
 }
 
 // getMeta reads a meta record, the zero value at revision 0 if absent.

@@ -501,13 +501,21 @@ func (c *shardCall) postFailover(s *global.Store, node string) (int, any, error)
 		return 0, nil, err
 	}
 	var req struct {
-		Force bool `json:"force"`
+		Force  bool `json:"force"`
+		IfDown bool `json:"if_down"`
 	}
 	if err := c.decode(&req); err != nil {
 		return 0, nil, err
 	}
-	if _, err := s.GetNode(c.r.Context(), node); err != nil {
+	rec, err := s.GetNode(c.r.Context(), node)
+	if err != nil {
 		return 0, nil, errNotFoundAs(err, ErrUnknownNode)
+	}
+	if req.IfDown {
+		if id, ok := c.rt.answering(c.r.Context(), rec.Value); ok {
+			return 0, nil, fmt.Errorf("%w: node %s answers its admin token (id %s): a failover moves its tenants' writes to their copies while it still serves them; send the failover without \"if_down\" to fail it over all the same",
+				ErrNodeAnswers, node, id)
+		}
 	}
 	res := c.rt.FailoverNode(c.r.Context(), node, req.Force)
 	c.rt.metrics.failovers.WithLabelValues(failoverOutcome(res)).Inc()
@@ -516,4 +524,18 @@ func (c *shardCall) postFailover(s *global.Store, node string) (int, any, error)
 		code = http.StatusBadGateway
 	}
 	return code, res, nil
+}
+
+// answering says whether node n answers its admin token now as the node
+// recorded (its id, where one is recorded), and the id it answers with:
+// what a failover asked only of a node that is down checks first.
+func (rt *Router) answering(ctx context.Context, n global.Node) (string, bool) {
+	id, err := rt.nodes.identify(ctx, n)
+	if err != nil || (n.ID != "" && id != n.ID) {
+		return "", false
+	}
+	if id == "" {
+		id = "not recorded"
+	}
+	return id, true
 }

@@ -181,6 +181,10 @@ func (l *leadership) checkViewLocked() {
 	}
 	if v.Term > l.term || v.Leader.Term > l.term || (v.Leader.Term == l.term && v.Leader.Router != l.id) {
 		l.leading = false
+		if v.Leader.Router == l.id {
+			l.log.Info("this router was promoted again: it takes changes once it holds the new term", "term", v.Leader.Term, "our_term", l.term)
+			return
+		}
 		l.log.Warn("another router took the lead: no more changes here", "leader", v.Leader.Router, "term", v.Leader.Term, "our_term", l.term)
 	}
 }

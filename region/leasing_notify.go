@@ -70,11 +70,18 @@ func (c *leaseAgeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// serveLeases answers GET /_shard/leases (the token was checked).
+// serveLeases answers GET /_shard/leases (the token was checked). A
+// router that grants no lease answers the term of the directory's lead as
+// it sees it, not a leasing term of 0.
 func (l *leasing) serveLeases(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet {
+		w.Header().Set("Allow", http.MethodGet)
 		cpError(w, ErrMethod)
 		return
 	}
-	cpJSON(w, http.StatusOK, l.status())
+	ans := l.status()
+	if v := l.deps.view(); !ans.Leasing && v != nil {
+		ans.Term = v.Leader.Term
+	}
+	cpJSON(w, http.StatusOK, ans)
 }

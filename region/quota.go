@@ -154,7 +154,7 @@ func (c *shardCall) getQuota(name string) {
 		return
 	}
 	if _, ok := v.Tenant(name); !ok {
-		c.fail(fmt.Errorf("%w: %s", ErrUnknownTenant, name))
+		c.fail(&notFoundError{as: ErrUnknownTenant, name: name})
 		return
 	}
 	q, _ := v.Quota(name)

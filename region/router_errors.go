@@ -39,6 +39,9 @@ var (
 	// ErrNodeInUse: the node still holds a tenant (or a copy, or a move's
 	// target).
 	ErrNodeInUse = errors.New("node still holds tenants")
+	// ErrNodeAnswers: a failover asked only of a node that does not
+	// answer ({"if_down": true}) found it answering.
+	ErrNodeAnswers = errors.New("node answers")
 	// ErrNodeCheck: the node did not answer its admin token.
 	ErrNodeCheck = errors.New("node did not answer its admin token")
 	// ErrNodeCall: an admin call to a node failed or was refused.
@@ -90,6 +93,28 @@ var (
 	// ErrBadConfig: a configuration value is out of range.
 	ErrBadConfig = forward.ErrBadConfig
 )
+
+// notFoundError is a node or tenant the directory does not hold, named
+// as the API names it: it is its route's sentinel (as) and
+// global.ErrNotFound.
+type notFoundError struct {
+	as   error  // ErrUnknownNode, ErrUnknownTenant
+	name string // "" when the directory's error named none
+}
+
+func (e *notFoundError) Error() string {
+	switch {
+	case e.name == "":
+		return e.as.Error()
+	case e.as == ErrUnknownNode:
+		return fmt.Sprintf("unknown node %q: no node is recorded under that name (GET /_shard/nodes lists them)", e.name)
+	case e.as == ErrUnknownTenant:
+		return fmt.Sprintf("unknown tenant %q: no placement names it; create it with PUT /_shard/tenants/%s", e.name, e.name)
+	}
+	return fmt.Sprintf("%v: %q", e.as, e.name)
+}
+
+func (e *notFoundError) Unwrap() []error { return []error{e.as, global.ErrNotFound} }
 
 // heldError says which operation holds a tenant; it is global.ErrHeld.
 type heldError struct {
@@ -150,6 +175,7 @@ var shardStatus = []struct {
 	{ErrUnknownTenant, http.StatusNotFound},
 	{ErrTenantExists, http.StatusConflict},
 	{ErrNodeInUse, http.StatusConflict},
+	{ErrNodeAnswers, http.StatusConflict},
 	{ErrSameNode, http.StatusConflict},
 	{ErrNodeTwice, http.StatusConflict},
 	{ErrOtherNode, http.StatusConflict},
@@ -193,6 +219,9 @@ func shardErrorBody(err error) map[string]any {
 	var he *heldError
 	if errors.As(err, &he) {
 		body["held_by"] = he.by
+	}
+	if errors.Is(err, ErrNodeAnswers) {
+		body["answers"] = true
 	}
 	var qc *quotaChangedError
 	if errors.As(err, &qc) {

@@ -15,6 +15,7 @@ import (
 	"github.com/fenec-go/fenec/global"
 	"github.com/fenec-go/fenec/internal/audit"
 	"github.com/fenec-go/fenec/internal/bodygap"
+	"github.com/fenec-go/fenec/internal/jsonerr"
 )
 
 // maxShardBody bounds a /_shard/ request body.
@@ -46,7 +47,7 @@ func (rt *Router) serveShard(w http.ResponseWriter, r *http.Request) {
 		case http.MethodDelete:
 			c.change("delete_node", "", seg[1], func(s *global.Store) (int, any, error) { return c.deleteNode(s, seg[1]) })
 		default:
-			c.fail(ErrMethod)
+			c.notAllowed(http.MethodPut, http.MethodDelete)
 		}
 	case len(seg) == 1 && seg[0] == "tenants":
 		c.only(http.MethodGet, c.listTenants)
@@ -57,28 +58,20 @@ func (rt *Router) serveShard(w http.ResponseWriter, r *http.Request) {
 		case http.MethodDelete:
 			c.change("delete_tenant", seg[1], "", func(s *global.Store) (int, any, error) { return c.deleteTenant(s, seg[1]) })
 		default:
-			c.fail(ErrMethod)
+			c.notAllowed(http.MethodPut, http.MethodDelete)
 		}
 	case len(seg) == 3 && seg[0] == "tenants" && seg[2] == "move":
-		if r.Method != http.MethodPost {
-			c.fail(ErrMethod)
-			return
-		}
-		c.change("move", seg[1], "", func(s *global.Store) (int, any, error) { return c.moveTenant(s, seg[1]) })
+		c.only(http.MethodPost, func() {
+			c.change("move", seg[1], "", func(s *global.Store) (int, any, error) { return c.moveTenant(s, seg[1]) })
+		})
 	case len(seg) == 1 && seg[0] == "promote":
 		c.only(http.MethodPost, c.promote)
 	case len(seg) == 3 && seg[0] == "nodes" && seg[2] == "failover":
-		if r.Method != http.MethodPost {
-			c.fail(ErrMethod)
-			return
-		}
-		c.change("failover", "", seg[1], func(s *global.Store) (int, any, error) { return c.postFailover(s, seg[1]) })
+		c.only(http.MethodPost, func() {
+			c.change("failover", "", seg[1], func(s *global.Store) (int, any, error) { return c.postFailover(s, seg[1]) })
+		})
 	case len(seg) == 1 && seg[0] == "replicas":
-		if r.Method != http.MethodPost {
-			c.fail(ErrMethod)
-			return
-		}
-		c.change("replicas", "", "", c.postReplicas)
+		c.only(http.MethodPost, func() { c.change("replicas", "", "", c.postReplicas) })
 	case len(seg) == 1 && seg[0] == "query":
 		c.only(http.MethodPost, c.postQuery)
 	case len(seg) == 3 && seg[0] == "tenants" && seg[2] == "quota":
@@ -88,7 +81,7 @@ func (rt *Router) serveShard(w http.ResponseWriter, r *http.Request) {
 		case http.MethodGet:
 			c.getQuota(seg[1])
 		default:
-			c.fail(ErrMethod)
+			c.notAllowed(http.MethodGet, http.MethodPut)
 		}
 	case len(seg) == 3 && seg[0] == "tenants" && seg[2] == "file":
 		switch r.Method {
@@ -97,16 +90,14 @@ func (rt *Router) serveShard(w http.ResponseWriter, r *http.Request) {
 		case http.MethodPut:
 			c.change("restore", seg[1], "", func(s *global.Store) (int, any, error) { return c.putFile(s, seg[1]) })
 		default:
-			c.fail(ErrMethod)
+			c.notAllowed(http.MethodGet, http.MethodPut)
 		}
 	case len(seg) == 1 && seg[0] == "regions":
 		c.only(http.MethodGet, c.listRegions)
 	case len(seg) == 3 && seg[0] == "regions" && seg[2] == "handoff":
-		if r.Method != http.MethodPost {
-			c.fail(ErrMethod)
-			return
-		}
-		c.changeAny("handoff", func(s *global.Store) (int, any, error) { return c.postHandoff(s, seg[1]) })
+		c.only(http.MethodPost, func() {
+			c.changeAny("handoff", func(s *global.Store) (int, any, error) { return c.postHandoff(s, seg[1]) })
+		})
 	default:
 		c.fail(ErrNoRoute)
 	}
@@ -169,10 +160,16 @@ func (c *shardCall) listRegions() {
 // only runs fn when the request has method m.
 func (c *shardCall) only(m string, fn func()) {
 	if c.r.Method != m {
-		c.fail(ErrMethod)
+		c.notAllowed(m)
 		return
 	}
 	fn()
+}
+
+// notAllowed answers 405 with Allow naming the methods the route takes.
+func (c *shardCall) notAllowed(methods ...string) {
+	c.w.Header().Set("Allow", strings.Join(methods, ", "))
+	c.fail(fmt.Errorf("%w: %s takes %s", ErrMethod, c.r.URL.Path, strings.Join(methods, " or ")))
 }
 
 // change runs a change on the leader with its fenced store, guarded on
@@ -223,6 +220,13 @@ func (c *shardCall) run(what, tenant, node string, owned bool, fn func(*global.S
 	if m, ok := body.(moveAnswer); ok && node == "" {
 		node = m.To
 	}
+	switch id := c.r.Header.Get("X-Request-Id"); {
+	case err == nil:
+		c.rt.log.Info("shard change", "what", what, "tenant", tenant, "node", node, "status", code, "request_id", id)
+	case code < 500: // fail logged a 5xx
+		c.rt.log.Info("shard change refused", "what", what, "tenant", tenant, "node", node, "status", code,
+			"err", err, "request_id", id)
+	}
 	if err := c.rt.audit.Record(c.rt.auditOf(c.r, what, tenant, node, err, code)); err != nil {
 		c.rt.log.Error("audit", "err", err)
 	}
@@ -232,7 +236,8 @@ func (c *shardCall) run(what, tenant, node string, owned bool, fn func(*global.S
 func (c *shardCall) fail(err error) {
 	code := shardCode(err)
 	if code >= 500 {
-		c.rt.log.Warn("shard request", "method", c.r.Method, "path", c.r.URL.Path, "status", code, "err", err)
+		c.rt.log.Warn("shard request", "method", c.r.Method, "path", c.r.URL.Path, "status", code, "err", err,
+			"request_id", c.r.Header.Get("X-Request-Id"))
 	}
 	cpError(c.w, err)
 }
@@ -256,7 +261,7 @@ func (c *shardCall) decode(v any) error {
 	dec := json.NewDecoder(strings.NewReader(string(b)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("%w: %w", ErrBadRequest, err)
+		return fmt.Errorf("%w: %s", ErrBadRequest, jsonerr.Describe(err, v))
 	}
 	return nil
 }
@@ -291,9 +296,22 @@ func (c *shardCall) settleNow(s *global.Store) {
 	c.settle(rev)
 }
 
-// promote makes this router the leader at the next term.
+// promote makes this router the leader at the next term. A router that
+// leads already says so and changes nothing, unless the body asks it to
+// move its term on ({"again": true}).
 func (c *shardCall) promote() {
 	c.what = "promote"
+	var req struct {
+		Again bool `json:"again"`
+	}
+	if err := c.decode(&req); err != nil {
+		c.fail(err)
+		return
+	}
+	if leading, term := c.rt.lead.status(); leading && !req.Again {
+		cpJSON(c.w, http.StatusOK, map[string]any{"leader": c.rt.id, "term": term, "already": true})
+		return
+	}
 	term, err := c.rt.lead.promote(c.r.Context())
 	code := http.StatusOK
 	if err != nil {
@@ -323,13 +341,14 @@ func (rt *Router) auditOf(r *http.Request, what, tenant, node string, err error,
 	return e
 }
 
-// cpJSON answers v as JSON with code (a nil v and 204: no body).
+// cpJSON answers v as JSON with code (a nil v and 204: no body); <, >
+// and & as they are.
 func cpJSON(w http.ResponseWriter, code int, v any) {
 	if code == http.StatusNoContent {
 		w.WriteHeader(code)
 		return
 	}
-	b, err := json.Marshal(v)
+	b, err := jsonerr.Marshal(v)
 	if err != nil {
 		code, b = http.StatusInternalServerError, []byte(`{"error":"encode answer"}`)
 	}
@@ -350,12 +369,18 @@ func cpError(w http.ResponseWriter, err error) {
 	cpJSON(w, code, shardErrorBody(err))
 }
 
-// errNotFoundAs turns the directory's not-found into the route's own.
+// errNotFoundAs turns the directory's not-found into the route's own,
+// naming the record as the API does, never by its key in the directory.
 func errNotFoundAs(err, as error) error {
-	if errors.Is(err, global.ErrNotFound) {
-		return fmt.Errorf("%w: %w", as, err)
+	if !errors.Is(err, global.ErrNotFound) {
+		return err
 	}
-	return err
+	nf := &notFoundError{as: as}
+	var rn *global.RecordNotFound
+	if errors.As(err, &rn) {
+		nf.name = rn.Name
+	}
+	return nf
 }
 
 // isNotFound reports a record that does not exist.

@@ -37,7 +37,7 @@ func (c *shardCall) getFile(name string) {
 	}
 	rec, ok := v.Tenant(name)
 	if !ok {
-		c.fail(fmt.Errorf("%w: %s", ErrUnknownTenant, name))
+		c.fail(&notFoundError{as: ErrUnknownTenant, name: name})
 		return
 	}
 	n, ok := v.Node(rec.Node)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 
 	"github.com/fenec-go/fenec/global"
 )
@@ -140,7 +141,7 @@ func (c *shardCall) deleteNode(s *global.Store, name string) (int, any, error) {
 	}
 	if len(holds) > 0 {
 		slices.Sort(holds)
-		return 0, nil, fmt.Errorf("%w: %s holds %d (%s): move them off first (POST /_shard/tenants/<t>/move), or fail the node over if it is gone", ErrNodeInUse, name, len(holds), holds[0])
+		return 0, nil, fmt.Errorf("%w: %s holds %s: move them off first (POST /_shard/tenants/<t>/move), or fail the node over if it is gone", ErrNodeInUse, name, countedNames(holds, "tenant", 10))
 	}
 	rev, err := s.Txn().DeleteNode(name, cur.Rev).Commit(c.r.Context())
 	if err != nil {
@@ -203,4 +204,19 @@ func writeNode(ctx context.Context, s *global.Store, name string, create bool, c
 		}
 	}
 	return 0, err
+}
+
+// countedNames is "1 tenant (a)", "3 tenants (a, b, c)", naming at most
+// max of them and counting the rest ("12 tenants (a, ..., j and 2 more)").
+func countedNames(names []string, noun string, max int) string {
+	n := len(names)
+	if n != 1 {
+		noun += "s"
+	}
+	shown := names[:min(n, max)]
+	list := strings.Join(shown, ", ")
+	if n > len(shown) {
+		list += fmt.Sprintf(" and %d more", n-len(shown))
+	}
+	return fmt.Sprintf("%d %s (%s)", n, noun, list)
 }

@@ -202,16 +202,16 @@ func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		err = ErrReplicationFeed
 	}
 	if err != nil {
-		f.finish(w, rt, start, writeError(w, err, false))
+		f.finish(w, r, rt, start, f.refuse(w, r, tenant, err))
 		return
 	}
 	if !f.place.Ready() {
-		f.finish(w, rt, start, writeError(w, ErrNotReady, false))
+		f.finish(w, r, rt, start, f.refuse(w, r, tenant, ErrNotReady))
 		return
 	}
 	tgt, ok := f.place.Lookup(tenant)
 	if !ok {
-		f.finish(w, rt, start, writeError(w, ErrUnknownTenant, false))
+		f.finish(w, r, rt, start, f.refuse(w, r, tenant, ErrUnknownTenant))
 		return
 	}
 	x := exchangePool.Get().(*exchange)
@@ -224,7 +224,7 @@ func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if err == ErrBodyStalled || err == ErrBodyMemory || err == ErrBodyMemoryAddr {
 			w.Header().Set("Connection", "close") // what is left of it is never read
 		}
-		f.finish(w, rt, start, writeError(w, err, false))
+		f.finish(w, r, rt, start, f.refuse(w, r, tenant, err))
 		return
 	}
 	x.classify()
@@ -236,17 +236,56 @@ func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if stop() {
 		x.release()
 	}
-	f.finish(w, rt, start, code)
+	f.finish(w, r, rt, start, code)
 }
 
-// finish records the request; codeAborted ends the client's connection
-// mid-answer so that a cut-short answer never looks whole.
-func (f *Forwarder) finish(w http.ResponseWriter, rt route, start time.Time, code int) {
+// finish records the request, and logs it under its id at debug level;
+// codeAborted ends the client's connection mid-answer so that a
+// cut-short answer never looks whole.
+func (f *Forwarder) finish(w http.ResponseWriter, r *http.Request, rt route, start time.Time, code int) {
+	took := f.now().Sub(start)
+	if f.log.Enabled(r.Context(), slog.LevelDebug) {
+		f.log.Debug("request", "request_id", r.Header.Get("X-Request-Id"), "method", r.Method,
+			"target", r.URL.Path, "status", code, "ms", took.Milliseconds())
+	}
 	if code == codeAborted {
-		f.metrics.observe(rt, 502, f.now().Sub(start).Seconds())
+		f.metrics.observe(rt, 502, took.Seconds())
 		panic(http.ErrAbortHandler)
 	}
-	f.metrics.observe(rt, code, f.now().Sub(start).Seconds())
+	f.metrics.observe(rt, code, took.Seconds())
+}
+
+// refuse answers err, a refusal of the router's own before anything was
+// sent to a node; one of the router's (5xx) is logged under the request's
+// id at warn level, a client's (4xx) at debug.
+func (f *Forwarder) refuse(w http.ResponseWriter, r *http.Request, tenant string, err error) int {
+	code := writeError(w, err, false)
+	level := slog.LevelDebug
+	if code >= 500 {
+		level = slog.LevelWarn
+	}
+	f.log.Log(r.Context(), level, "request refused by the router", "request_id", r.Header.Get("X-Request-Id"),
+		"tenant", tenant, "status", code, "err", err)
+	return code
+}
+
+// failed answers err for x's request, which its node (tgt) did not
+// answer, and logs it under the request's id at warn level: the node's
+// log may hold no line of it.
+func (f *Forwarder) failed(w http.ResponseWriter, x *exchange, node string, err error) int {
+	unknown := x.sentWhole && !x.replayable
+	code := writeError(w, err, unknown)
+	f.log.Warn("request not answered by its node", "request_id", x.id(), "tenant", x.tenant, "node", node,
+		"status", code, "outcome_unknown", unknown, "err", err)
+	return code
+}
+
+// id is the request's X-Request-Id as sent to its node.
+func (x *exchange) id() string {
+	if x.requestID != nil {
+		return string(x.requestID)
+	}
+	return x.r.Header.Get("X-Request-Id")
 }
 
 // codeAborted: the answer had begun and could not be finished.
@@ -384,9 +423,12 @@ func (f *Forwarder) forward(w http.ResponseWriter, x *exchange, tgt Target) int 
 			tgt, rs = next, retryState{}
 		case resCutFail:
 			f.metrics.cut(CutFailed502)
-			return writeError(w, ErrMayHaveRun, true)
+			code := writeError(w, ErrMayHaveRun, true)
+			f.log.Warn("request cut by a failover after it was sent", "request_id", x.id(), "tenant", x.tenant,
+				"node", tgt.Node, "status", code, "outcome_unknown", true)
+			return code
 		case resUntrusted:
-			return writeError(w, ErrUntrustedNode, x.sentWhole && !x.replayable)
+			return f.failed(w, x, tgt.Node, ErrUntrustedNode)
 		case resRefused:
 			if !f.afterRefusal(x, tgt, &ls) {
 				return statusClient
@@ -401,12 +443,13 @@ func (f *Forwarder) forward(w http.ResponseWriter, x *exchange, tgt Target) int 
 			}
 			f.metrics.upstreamError(tgt.Node)
 			var stop error
+			node := tgt.Node
 			if tgt, stop = f.afterFailure(x, res, tgt, &rs); stop != nil {
-				return writeError(w, stop, x.sentWhole && !x.replayable)
+				return f.failed(w, x, node, stop)
 			}
 		}
 	}
-	return writeError(w, ErrUnreachable, x.sentWhole && !x.replayable)
+	return f.failed(w, x, tgt.Node, ErrUnreachable)
 }
 
 // retryState is the one retry on a fresh connection a target allows.
