@@ -49,6 +49,13 @@ bench:
 clean:
 	rm -rf $(BIN)
 
+# fenec, fenec-node and fenec-shard where go install puts them: $GOBIN,
+# else $(go env GOPATH)/bin (put that directory on PATH).
+.PHONY: install
+install:
+	$(GO) install ./cmd/...
+	@d=$$($(GO) env GOBIN); echo "installed into $${d:-$$($(GO) env GOPATH)/bin}"
+
 # A node and a router in one process, data under ./data; Ctrl-C stops it.
 run: build
 	$(BIN)/fenec dev --data ./data

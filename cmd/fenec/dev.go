@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -189,14 +190,37 @@ func printWelcome(w io.Writer, base string, cfg devConfig, where devWhere) {
 	if cfg.Token == "" {
 		fmt.Fprintln(w, "  router token: none (a loopback router may run open; --token sets one)")
 	}
-	fmt.Fprintf(w, "  the CLI:   export FENEC_ROUTER=%s; fenec nodes\n", base)
+	fmt.Fprintf(w, "  the CLI:   %s\n", cliSetup(base))
 	fmt.Fprintf(w, `
-try:
+try, in another terminal (this one runs fenec dev until Ctrl-C):
   curl -X PUT%s %s/_shard/tenants/demo
   curl %s/t/demo/query -d '{"query": "create collection notes (body text @text)"}'
   curl %s/t/demo/notes -d '{"body": "hello from fenec"}'
   curl %s/t/demo/query -d '{"query": "get notes match body '\''hello'\''"}'
 `, auth, base, base, base, base)
+}
+
+// cliSetup is what a shell runs to use the CLI against base: the
+// router's URL, and this fenec on PATH when the name does not already
+// find it there (make run builds it into bin/, on nobody's PATH).
+func cliSetup(base string) string {
+	line := "export FENEC_ROUTER=" + base
+	exe, err := os.Executable()
+	if err != nil {
+		return line + "; fenec nodes"
+	}
+	exe, _ = filepath.EvalSymlinks(exe)
+	if found, err := exec.LookPath("fenec"); err == nil {
+		if found, _ = filepath.EvalSymlinks(found); found == exe {
+			return line + "; fenec nodes"
+		}
+	}
+	dir := filepath.Dir(exe)
+	if wd, err := os.Getwd(); err == nil && dir == filepath.Join(wd, "bin") {
+		dir = "$PWD/bin"
+	}
+	return fmt.Sprintf(`export PATH="%s:$PATH" FENEC_ROUTER=%s; fenec nodes`+"\n"+
+		"             (fenec is %s, which PATH does not find; make install puts the binaries where go install does: $GOBIN, else $(go env GOPATH)/bin)", dir, base, exe)
 }
 
 // randomToken is a fresh admin token for the dev node.

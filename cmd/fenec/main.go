@@ -10,6 +10,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"flag"
@@ -18,6 +19,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -31,6 +33,10 @@ type env struct {
 	getenv         func(string) string
 	// terminal: stderr is a terminal, so progress may be drawn on it.
 	terminal bool
+	// stdin answers a question (confirm); asked only when interactive:
+	// stdin and stderr are both terminals.
+	stdin       io.Reader
+	interactive bool
 	// tls is the --tls-* files, once a command registered them.
 	tls *tlsx.Files
 }
@@ -102,7 +108,8 @@ $FENEC_ROUTER_TOKEN; -o json prints the router's answer as JSON.
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	e := &env{stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, terminal: isTerminal(os.Stderr)}
+	e := &env{stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, terminal: isTerminal(os.Stderr),
+		stdin: os.Stdin, interactive: isTerminal(os.Stdin) && isTerminal(os.Stderr)}
 	code := run(ctx, os.Args[1:], e)
 	stop()
 	os.Exit(code)
@@ -191,6 +198,34 @@ func wantArgs(pos []string, n int, what string) error {
 		return fmt.Errorf("%w: want %s, got %d arguments", errUsage, what, len(pos))
 	}
 	return nil
+}
+
+// confirm asks question on stderr and reports whether the answer read
+// from stdin is yes; with no one to ask (not interactive), it is no.
+func (e *env) confirm(question string) bool {
+	if !e.interactive || e.stdin == nil {
+		return false
+	}
+	fmt.Fprint(e.stderr, question)
+	line, _ := bufio.NewReader(e.stdin).ReadString('\n')
+	switch strings.ToLower(strings.TrimSpace(line)) {
+	case "y", "yes":
+		return true
+	}
+	return false
+}
+
+// counted is "1 tenant", "2 tenants": n and the noun for it, the plural
+// made with an s unless it is given (counted(n, "tenant was", "tenants
+// were")).
+func counted(n int, one string, many ...string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	if len(many) > 0 {
+		return strconv.Itoa(n) + " " + many[0]
+	}
+	return strconv.Itoa(n) + " " + one + "s"
 }
 
 // isTerminal reports whether f is a character device (a terminal).

@@ -30,7 +30,7 @@ func setupQuery(fs *flag.FlagSet, e *env) runFunc {
 	q := &queryOpts{}
 	fs.StringVar(&q.tenants, "tenants", "*", "the `TENANTS` to read, comma-separated (default every tenant)")
 	fs.BoolVar(&q.concat, "concat", false, "merge: every tenant's rows, one tenant after another (the default)")
-	fs.StringVar(&q.order, "order", "", "merge: the first rows of every tenant's, by `FIELD[:desc],...` (each tenant's query must order so)")
+	fs.StringVar(&q.order, "order", "", "merge: the first rows of every tenant's, by `FIELD[.desc],...` as in a REST read's order= (FIELD:desc too; each tenant's query must order so)")
 	fs.IntVar(&q.limit, "limit", 0, "with --order: how many rows (0: all)")
 	fs.StringVar(&q.group, "group", "", "merge: one row per distinct value of `KEYS` (comma-separated; _tenant groups by tenant)")
 	fs.StringVar(&q.sum, "sum", "", "with --group: sum these `FIELDS`")
@@ -89,15 +89,15 @@ func (q *queryOpts) request(query string) (map[string]any, error) {
 	case q.order != "":
 		var keys []map[string]any
 		for _, k := range splitList(q.order) {
-			name, dir, _ := strings.Cut(k, ":")
-			switch dir {
-			case "", "asc":
-				keys = append(keys, map[string]any{"field": name})
-			case "desc":
-				keys = append(keys, map[string]any{"field": name, "desc": true})
-			default:
-				return nil, fmt.Errorf("%w: --order %q: a key is FIELD, FIELD:asc or FIELD:desc", errUsage, k)
+			name, desc, err := orderKey(k)
+			if err != nil {
+				return nil, err
 			}
+			key := map[string]any{"field": name}
+			if desc {
+				key["desc"] = true
+			}
+			keys = append(keys, key)
 		}
 		merge["order"] = keys
 		if q.limit > 0 {
@@ -118,6 +118,25 @@ func (q *queryOpts) request(query string) (map[string]any, error) {
 	}
 	body["merge"] = merge
 	return body, nil
+}
+
+// orderKey reads one key of --order: FIELD, FIELD.asc or FIELD.desc, as a
+// REST read's order= spells it, or FIELD:asc and FIELD:desc.
+func orderKey(k string) (field string, desc bool, err error) {
+	switch {
+	case strings.HasSuffix(k, ".desc"):
+		return strings.TrimSuffix(k, ".desc"), true, nil
+	case strings.HasSuffix(k, ".asc"):
+		return strings.TrimSuffix(k, ".asc"), false, nil
+	}
+	name, dir, _ := strings.Cut(k, ":")
+	switch dir {
+	case "", "asc":
+		return name, false, nil
+	case "desc":
+		return name, true, nil
+	}
+	return "", false, fmt.Errorf("%w: --order %q: a key is FIELD, FIELD.asc or FIELD.desc", errUsage, k)
 }
 
 // splitList splits a comma-separated list, dropping empty items.
@@ -166,10 +185,10 @@ func printQueryAnswer(c *routerClient, b []byte) error {
 				return err
 			}
 		}
-		fmt.Fprintf(c.out, "%d rows from %d tenants\n", len(ans.Rows), len(ans.Tenants)-len(failed))
+		fmt.Fprintf(c.out, "%s from %s\n", counted(len(ans.Rows), "row"), counted(len(ans.Tenants)-len(failed), "tenant"))
 	}
 	if len(failed) > 0 {
-		return fmt.Errorf("%d tenants did not answer (the rows above are the others'):\n  %s", len(failed), strings.Join(failed, "\n  "))
+		return fmt.Errorf("%s not answer (the rows above are the others'):\n  %s", counted(len(failed), "tenant did", "tenants did"), strings.Join(failed, "\n  "))
 	}
 	return nil
 }

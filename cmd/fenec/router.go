@@ -112,7 +112,7 @@ func (c *routerClient) send(req *http.Request, want ...int) (*http.Response, err
 		}
 	}
 	defer res.Body.Close()
-	return nil, readRefusal(req, res)
+	return nil, readRefusal(res)
 }
 
 // call sends one JSON request (body nil: none) and returns the answer's
@@ -187,16 +187,15 @@ func (c *routerClient) unreachable(err error) error {
 // want: its message, and what to do about it.
 type refusal struct {
 	status     int
-	method     string
-	path       string
 	message    string
 	leader     string
 	retryAfter string
 	heldBy     string
+	answers    bool // a failover asked only of a node that is down: the node answers
 }
 
 func (r *refusal) Error() string {
-	msg := fmt.Sprintf("router answered %d %s to %s %s: %s", r.status, http.StatusText(r.status), r.method, r.path, r.message)
+	msg := fmt.Sprintf("the router refused (%d %s): %s", r.status, http.StatusText(r.status), inVerbs(r.message))
 	if h := r.hint(); h != "" {
 		msg += "\n  " + h
 	}
@@ -221,16 +220,17 @@ func (r *refusal) hint() string {
 }
 
 // readRefusal reads the router's {"error": ...} answer.
-func readRefusal(req *http.Request, res *http.Response) error {
+func readRefusal(res *http.Response) error {
 	b, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
-	r := &refusal{status: res.StatusCode, method: req.Method, path: req.URL.Path, retryAfter: res.Header.Get("Retry-After")}
+	r := &refusal{status: res.StatusCode, retryAfter: res.Header.Get("Retry-After")}
 	var e struct {
-		Error  string `json:"error"`
-		Leader string `json:"leader"`
-		HeldBy string `json:"held_by"`
+		Error   string `json:"error"`
+		Leader  string `json:"leader"`
+		HeldBy  string `json:"held_by"`
+		Answers bool   `json:"answers"`
 	}
 	if json.Unmarshal(b, &e) == nil && e.Error != "" {
-		r.message, r.leader, r.heldBy = e.Error, e.Leader, e.HeldBy
+		r.message, r.leader, r.heldBy, r.answers = e.Error, e.Leader, e.HeldBy, e.Answers
 	} else {
 		r.message = strings.TrimSpace(string(b))
 		if r.message == "" {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -102,9 +103,54 @@ func setupRegions(fs *flag.FlagSet, e *env) runFunc {
 		if err := wantArgs(pos, 0, ""); err != nil {
 			return err
 		}
-		return c.list(ctx, "/_shard/regions", []column{field("NAME", "name"), field("LEASER", "leaser"),
-			field("NODES", "nodes"), flagCol("MIRRORED_HERE", "mirrored")})
+		b, err := c.call(ctx, http.MethodGet, "/_shard/regions", nil)
+		if err != nil {
+			return err
+		}
+		if c.json {
+			return c.printJSON(b)
+		}
+		rows, err := decodeRows(b)
+		if err != nil {
+			return err
+		}
+		one := oneDirectory(rows)
+		return printTable(c.out, []column{field("NAME", "name"),
+			{header: "LEASED_BY", cell: func(row map[string]any) string { return leasedBy(row, one) }},
+			field("ROUTER", "router"), field("TERM", "term"), field("NODES", "nodes"), flagCol("MIRRORED_HERE", "mirrored")}, rows)
 	})
+}
+
+// oneDirectory says whether the regions listed all live in the router's
+// one directory: none linked to a directory of its own (mirrored), leased
+// by itself, or ever handed over. There is then no global tier apart
+// from the router asked, and its rows say so rather than "global".
+func oneDirectory(rows []map[string]any) bool {
+	for _, row := range rows {
+		if m, _ := row["mirrored"].(bool); m || row["leaser"] != "global" || row["handoff"] != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// leasedBy says who leases a region's nodes, in one word a cell holds:
+// the router's own directory (one directory), the global tier, the
+// region, or nobody while a handoff is given and not yet taken. Leasing also needs the leasing
+// side's router to run --auto-failover (fenec leases says whether it does).
+func leasedBy(row map[string]any, one bool) string {
+	switch row["leaser"] {
+	case "global":
+		if one {
+			return "this-directory"
+		}
+		return "global-tier"
+	case "region":
+		return "region"
+	case "":
+		return "handoff-given"
+	}
+	return cellText(row["leaser"])
 }
 
 // setupLeases is `fenec leases`.
@@ -195,19 +241,34 @@ type failedEntry struct {
 	Why    string `json:"why"`
 }
 
-// setupFailover is `fenec failover NODE [--force]`.
+// setupFailover is `fenec failover NODE [--force] [--yes]`. A node that
+// still answers the router is failed over only once the operator says so:
+// asked on a terminal, or --yes.
 func setupFailover(fs *flag.FlagSet, e *env) runFunc {
 	force := fs.Bool("force", false, "promote copies the router would refuse (behind, of another history): loses what they lack")
+	yes := fs.Bool("yes", false, "fail the node over even if it answers the router, without asking (for scripts)")
 	return routerVerb(fs, e, func(ctx context.Context, c *routerClient, pos []string) error {
 		if err := wantArgs(pos, 1, "one NODE"); err != nil {
 			return err
 		}
-		var body any
+		node := pos[0]
+		body := map[string]bool{}
 		if *force {
-			body = map[string]bool{"force": true}
+			body["force"] = true
 		}
-		b, err := c.call(ctx, http.MethodPost, "/_shard/nodes/"+url.PathEscape(pos[0])+"/failover", body,
-			http.StatusOK, http.StatusBadGateway)
+		if !*yes {
+			body["if_down"] = true // the router refuses, changing nothing, if the node answers
+		}
+		path := "/_shard/nodes/" + url.PathEscape(node) + "/failover"
+		b, err := c.call(ctx, http.MethodPost, path, body, http.StatusOK, http.StatusBadGateway)
+		if rf := (*refusal)(nil); errors.As(err, &rf) && rf.answers {
+			question := fmt.Sprintf("node %s answers the router: a failover moves its tenants' writes to their copies while it still serves them. Fail it over all the same? [y/N] ", node)
+			if !e.confirm(question) {
+				return fmt.Errorf("node %s answers the router, so nothing was failed over: to fail over a node that answers, say yes when asked, or run this again with --yes", node)
+			}
+			delete(body, "if_down")
+			b, err = c.call(ctx, http.MethodPost, path, body, http.StatusOK, http.StatusBadGateway)
+		}
 		if err != nil {
 			return err
 		}
@@ -223,7 +284,7 @@ func setupFailover(fs *flag.FlagSet, e *env) runFunc {
 				return err
 			}
 		} else {
-			fmt.Fprintf(c.out, "node %s: %d tenants promoted on their copies", pos[0], len(ans.Promoted))
+			fmt.Fprintf(c.out, "node %s: %s", node, counted(len(ans.Promoted), "tenant promoted on its copy", "tenants promoted on their copies"))
 			if len(ans.Promoted) > 0 {
 				fmt.Fprintf(c.out, ": %s", strings.Join(ans.Promoted, ", "))
 			}
@@ -231,14 +292,34 @@ func setupFailover(fs *flag.FlagSet, e *env) runFunc {
 			printFailed(c, ans.Failed)
 		}
 		if len(ans.Failed) > 0 {
-			hint := "read why, and send the failover again"
-			if !*force {
-				hint += "; --force promotes a copy the router refuses, losing what it lacks"
-			}
-			return fmt.Errorf("%d tenants were left on %s: %s", len(ans.Failed), pos[0], hint)
+			return fmt.Errorf("%s left on %s: %s", counted(len(ans.Failed), "tenant was", "tenants were"), node, failoverHint(ans.Failed, *force))
 		}
 		return nil
 	})
+}
+
+// failoverHint says what to do about the tenants a failover left: --force
+// only where it can help (a copy the router refused), never for a tenant
+// with no copy at all.
+func failoverHint(failed []failedEntry, forced bool) string {
+	noCopy := 0
+	for _, f := range failed {
+		if strings.Contains(f.Why, "no replica") {
+			noCopy++
+		}
+	}
+	var hints []string
+	if noCopy > 0 {
+		hints = append(hints, "a tenant with no replica has no copy to promote: it comes back with its node, or from a backup (`fenec restore`); `fenec replicas` gives every tenant one")
+	}
+	if noCopy < len(failed) {
+		h := "read why, and send the failover again"
+		if !forced {
+			h += "; --force promotes a copy the router refused, losing what it lacks"
+		}
+		hints = append(hints, h)
+	}
+	return strings.Join(hints, "; ")
 }
 
 // printFailed lists what an operation left undone, as a table.
@@ -248,27 +329,37 @@ func printFailed(c *routerClient, failed []failedEntry) {
 	}
 	rows := make([]map[string]any, len(failed))
 	for i, f := range failed {
-		rows[i] = map[string]any{"tenant": f.Tenant, "why": f.Why}
+		rows[i] = map[string]any{"tenant": f.Tenant, "why": inVerbs(f.Why)}
 	}
 	fmt.Fprintln(c.out, "not done:")
 	_ = printTable(c.out, []column{field("TENANT", "tenant"), field("WHY", "why")}, rows)
 }
 
-// setupPromote is `fenec promote`.
+// setupPromote is `fenec promote [--again]`: a router that leads already
+// says so and changes nothing, unless --again moves its term on.
 func setupPromote(fs *flag.FlagSet, e *env) runFunc {
+	again := fs.Bool("again", false, "on the router that leads already: take the lead again at the next term (fences out anything of the term before)")
 	return routerVerb(fs, e, func(ctx context.Context, c *routerClient, pos []string) error {
 		if err := wantArgs(pos, 0, ""); err != nil {
 			return err
 		}
-		b, err := c.call(ctx, http.MethodPost, "/_shard/promote", nil, http.StatusOK)
+		var body any
+		if *again {
+			body = map[string]bool{"again": true}
+		}
+		b, err := c.call(ctx, http.MethodPost, "/_shard/promote", body, http.StatusOK)
 		if err != nil {
 			return err
 		}
 		var ans struct {
-			Leader string `json:"leader"`
-			Term   uint64 `json:"term"`
+			Leader  string `json:"leader"`
+			Term    uint64 `json:"term"`
+			Already bool   `json:"already"`
 		}
 		_ = json.Unmarshal(b, &ans)
+		if ans.Already {
+			return c.done(b, fmt.Sprintf("router %s already leads at term %d: nothing changed (--again takes the lead again at the next term)", ans.Leader, ans.Term))
+		}
 		return c.done(b, fmt.Sprintf("router %s leads at term %d", ans.Leader, ans.Term))
 	})
 }
@@ -295,7 +386,7 @@ func setupReplicas(fs *flag.FlagSet, e *env) runFunc {
 				return err
 			}
 		} else {
-			fmt.Fprintf(c.out, "%d tenants given a replica", len(ans.Replicated))
+			fmt.Fprintf(c.out, "%s given a replica", counted(len(ans.Replicated), "tenant"))
 			if len(ans.Replicated) > 0 {
 				fmt.Fprintf(c.out, ": %s", strings.Join(ans.Replicated, ", "))
 			}
@@ -303,7 +394,7 @@ func setupReplicas(fs *flag.FlagSet, e *env) runFunc {
 			printFailed(c, ans.Failed)
 		}
 		if len(ans.Failed) > 0 {
-			return fmt.Errorf("%d tenants still have no replica: the router asks again over the next minutes; send it again once their nodes answer", len(ans.Failed))
+			return fmt.Errorf("%s still no replica: the router asks again over the next minutes; send it again once their nodes answer", counted(len(ans.Failed), "tenant has", "tenants have"))
 		}
 		return nil
 	})
@@ -493,8 +584,7 @@ func (c *routerClient) setQuota(ctx context.Context, tenant string, b []byte, ta
 		}
 		if err := json.Unmarshal(a.body, &changed); err != nil || changed.ETag == "" {
 			// Another refusal (a held tenant, a lost race): the router's.
-			return nil, readRefusal(&http.Request{Method: http.MethodPut, URL: &url.URL{Path: tenantPath(tenant, "/quota")}},
-				&http.Response{StatusCode: a.status, Header: a.header, Body: io.NopCloser(bytes.NewReader(a.body))})
+			return nil, readRefusal(&http.Response{StatusCode: a.status, Header: a.header, Body: io.NopCloser(bytes.NewReader(a.body))})
 		}
 		b, tag = changed.Quota, changed.ETag
 	}
