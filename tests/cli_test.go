@@ -37,9 +37,16 @@ func (r cliRun) String() string {
 // PATH), so nothing of the test's own environment leaks into it.
 func fenecEnv(t *testing.T, env []string, args ...string) cliRun {
 	t.Helper()
+	return fenecIn(t, "", env, args...)
+}
+
+// fenecIn is fenecEnv in directory dir ("": the test's own).
+func fenecIn(t *testing.T, dir string, env []string, args ...string) cliRun {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, cluster.Bins().Fenec, args...)
+	cmd.Dir = dir
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
 	var out, errb strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -145,7 +152,8 @@ func TestCLIVerbs(t *testing.T) {
 	if row := tableRow(t, ok(t, env, "tenants"), "a"); row[1] != "n1" || row[2] != "active" || row[3] != "n2" {
 		t.Fatalf("tenants: a row %q", row)
 	}
-	if row := tableRow(t, ok(t, env, "regions"), "local"); row[1] != "global" || row[2] != "3" {
+	// One directory, no region of its own: its own router leases.
+	if row := tableRow(t, ok(t, env, "regions"), "local"); row[1] != "this-directory" || row[2] != "router" || row[3] != "1" || row[4] != "3" {
 		t.Fatalf("regions: local row %q", row)
 	}
 	leases := ok(t, env, "leases")
@@ -219,7 +227,9 @@ func TestCLIVerbs(t *testing.T) {
 
 // TestCLIFailoverAndPromote fails a dead node over by hand from the CLI,
 // promotes a standby router, and has the old router's refusal name the new
-// leader.
+// leader. A node that still answers is failed over only with --yes (no
+// one to ask in a script), and the router that leads, asked to promote,
+// says so and changes nothing unless --again.
 func TestCLIFailoverAndPromote(t *testing.T) {
 	r, n1, n2 := replPair(t)
 	cl := cluster.New(t)
@@ -231,9 +241,30 @@ func TestCLIFailoverAndPromote(t *testing.T) {
 	c.MustQuery("f", "put c {n: 1}")
 	caughtUp(t, "f", n1, n2)
 
+	// n1 answers: refused, nothing changed, and the way to do it said.
+	refused(t, env, 1, []string{"node n1 answers the router", "nothing was failed over", "--yes"}, "failover", "n1")
+	if row := placement(t, c, "f"); row["node"] != "n1" {
+		t.Fatalf("a refused failover moved f: %v", row)
+	}
+	// The router leading at term 1: promote says so, and keeps the term.
+	if out := ok(t, env, "promote"); !strings.Contains(out, "already leads at term 1: nothing changed") {
+		t.Fatalf("promote of the leader: %s", out)
+	}
+	if out := ok(t, env, "leases", "-o", "json"); !strings.Contains(out, `"term": 1`) {
+		t.Fatalf("leases of the router leading at term 1: %s", out)
+	}
+	// Asked to, it takes the lead again at term 2 (the failover below is
+	// a change it takes), and its log does not call it another router.
+	if out := ok(t, env, "promote", "--again"); !strings.Contains(out, "router router leads at term 2") {
+		t.Fatalf("promote --again: %s", out)
+	}
+	if strings.Contains(r.Log(), "another router took the lead") {
+		t.Fatalf("the router promoted again says another router took the lead:\n%s", r.Log())
+	}
+
 	n1.Kill()
 	out := ok(t, env, "failover", "n1")
-	if !strings.Contains(out, "1 tenants promoted on their copies: f") {
+	if !strings.Contains(out, "1 tenant promoted on its copy: f") {
 		t.Fatalf("failover: %s", out)
 	}
 	if got := strings.TrimSpace(string(c.MustQuery("f", "get c count").Body)); got != `{"count":1}` {
@@ -251,6 +282,28 @@ func TestCLIFailoverAndPromote(t *testing.T) {
 	}
 	refused(t, env, 1, []string{"409", "changes go to the leading router, r2"}, "place", "g", "--node", "n2")
 	ok(t, senv, "place", "g", "--node", "n2")
+}
+
+// TestCLIFailoverLiveWithYes: --yes fails over a node that still
+// answers, without asking; its tenant writes on the copy after.
+func TestCLIFailoverLiveWithYes(t *testing.T) {
+	r, n1, n2 := replPair(t)
+	env := operator(t, r)
+	c := r.Client()
+	ok(t, env, "place", "f", "--node", "n1")
+	c.MustQuery("f", "create collection c (n int)")
+	c.MustQuery("f", "put c {n: 1}")
+	caughtUp(t, "f", n1, n2)
+	if out := ok(t, env, "failover", "n1", "--yes"); !strings.Contains(out, "1 tenant promoted on its copy: f") {
+		t.Fatalf("failover --yes: %s", out)
+	}
+	if row := placement(t, c, "f"); row["node"] != "n2" {
+		t.Fatalf("f after the failover: %v", row)
+	}
+	c.MustQuery("f", "put c {n: 2}")
+	if got := strings.TrimSpace(string(c.MustQuery("f", "get c count").Body)); got != `{"count":2}` {
+		t.Fatalf("f on its copy: %s", got)
+	}
 }
 
 // TestCLIHostile: no router named, no token, a wrong one, a token file

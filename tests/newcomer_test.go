@@ -27,7 +27,7 @@ func TestNewcomer(t *testing.T) {
 
 	c.MustQuery("shop", "create collection items (name text @text, price int @sorted)")
 	put := c.MustQuery("shop", `put items [{name: "red wool socks", price: 9}, {name: "blue cotton socks", price: 7}, {name: "wool hat", price: 25}]`)
-	if strings.TrimSpace(string(put.Body)) != `{"affected":3}` || put.Header.Get("Fenec-Seq") == "" {
+	if strings.TrimSpace(string(put.Body)) != `{"affected":3,"ids":[1,2,3]}` || put.Header.Get("Fenec-Seq") == "" {
 		t.Fatalf("put: %s seq %q", put.Body, put.Header.Get("Fenec-Seq"))
 	}
 	if got := ids(t, c.MustQuery("shop", "get items where price < 10 order price")); got != "2,1" {

@@ -173,25 +173,31 @@ func runCurl(t *testing.T, line string) {
 	_, _ = io.Copy(io.Discard, res.Body)
 }
 
-// TestReadmeTryIt runs the README's first example against `fenec dev`.
+// TestReadmeTryIt runs the README's path against `fenec dev`, as a
+// newcomer would: `make run` in one terminal, then in a second the "Try
+// it" requests and the CLI block, each line as written but for the
+// router's address (and the CLI's directory, a temp dir).
 func TestReadmeTryIt(t *testing.T) {
-	block := readmeBlock(t, "curl -X PUT localhost:7700")
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tryIt := readmeBlock(t, "curl -X PUT localhost:7700")
+	cli := readmeBlock(t, `export PATH="$PWD/bin:$PATH" FENEC_ROUTER=http://127.0.0.1:7700`)
+	// make run is its own block, and a second terminal is asked for
+	// before the requests.
+	text := string(readme)
+	run, second, curls := strings.Index(text, "```\nmake run\n```"), strings.Index(text, "second terminal"), strings.Index(text, tryIt[0])
+	if run < 0 || second < run || curls < second {
+		t.Fatalf("the README does not start `make run` on its own and then send the requests from a second terminal (at %d, %d, %d)", run, second, curls)
+	}
 	c := cluster.New(t)
 	addr := "127.0.0.1:" + strconv.Itoa(cluster.FreePorts(t, 1)[0])
+	dev := startReadmeDev(t, c, addr)
+
 	ran := 0
-	for _, line := range block {
-		switch {
-		case strings.TrimSpace(line) == "make run":
-			p := cluster.StartProc(t, c.Dir(), "dev", cluster.Bins().Fenec, "dev", "--data", filepath.Join(c.Dir(), "data"), "--listen", addr)
-			cluster.WaitHealthy(t, p, "http://"+addr+"/_health")
-			cl := cluster.NewClient(t, "http://"+addr, "")
-			cluster.Eventually(t, wait, func() error {
-				if r := cl.Do("GET", "/_shard/nodes", nil); !strings.Contains(string(r.Body), `"name":"local"`) {
-					return fmt.Errorf("node not recorded yet: %s", r)
-				}
-				return nil
-			})
-		case strings.HasPrefix(line, "curl "):
+	for _, line := range tryIt {
+		if strings.HasPrefix(line, "curl ") {
 			runCurl(t, strings.ReplaceAll(line, "localhost:7700", addr))
 			ran++
 		}
@@ -199,6 +205,128 @@ func TestReadmeTryIt(t *testing.T) {
 	if ran < 5 {
 		t.Fatalf("ran %d of the example's requests", ran)
 	}
+	if !strings.Contains(dev.Log(), "FENEC_ROUTER=http://"+addr) {
+		t.Fatalf("fenec dev does not print the CLI's FENEC_ROUTER:\n%s", dev.Log())
+	}
+	runReadmeCLI(t, cli, c.Dir(), "http://127.0.0.1:7700", "http://"+addr)
+
+	// What the block did is there: the tenant it placed, the backup it
+	// wrote into the directory it ran in.
+	tenants := cluster.NewClient(t, "http://"+addr, "").Do("GET", "/_shard/tenants", nil)
+	if !strings.Contains(string(tenants.Body), `"name":"orders"`) {
+		t.Fatalf("the README's CLI block placed no tenant orders: %s", tenants.Body)
+	}
+	if fi, err := os.Stat(filepath.Join(c.Dir(), "demo.fenec")); err != nil || fi.Size() == 0 {
+		t.Fatalf("the README's backup wrote no demo.fenec: %v", err)
+	}
+}
+
+// startReadmeDev starts `fenec dev` as `make run` does, on addr, and waits
+// until its node is recorded.
+func startReadmeDev(t *testing.T, c *cluster.Cluster, addr string) *cluster.Proc {
+	t.Helper()
+	mk, err := os.ReadFile("../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// make run builds into bin/ and runs bin/fenec dev: the README's
+	// PATH line names that directory.
+	if !strings.Contains(string(mk), "BIN     := bin\n") || !strings.Contains(string(mk), "run: build\n\t$(BIN)/fenec dev --data ./data\n") {
+		t.Fatal("make run no longer runs bin/fenec dev --data ./data: the README's blocks need looking at")
+	}
+	p := cluster.StartProc(t, c.Dir(), "dev", cluster.Bins().Fenec, "dev", "--data", filepath.Join(c.Dir(), "data"), "--listen", addr)
+	cluster.WaitHealthy(t, p, "http://"+addr+"/_health")
+	cl := cluster.NewClient(t, "http://"+addr, "")
+	cluster.Eventually(t, wait, func() error {
+		if r := cl.Do("GET", "/_shard/nodes", nil); !strings.Contains(string(r.Body), `"name":"local"`) {
+			return fmt.Errorf("node not recorded yet: %s", r)
+		}
+		return nil
+	})
+	return p
+}
+
+// runReadmeCLI runs a README block of CLI lines in dir: export lines set
+// the environment (the README's router URL replaced by router; its PATH
+// must put make's bin/ first, whose fenec the test runs as it built it);
+// every other line is fenec commands separated by ";", each of which must
+// exit 0.
+func runReadmeCLI(t *testing.T, block []string, dir, readmeRouter, router string) {
+	t.Helper()
+	var env []string
+	ran := 0
+	for _, line := range block {
+		for _, words := range shellCommands(t, line) {
+			switch words[0] {
+			case "export":
+				for _, kv := range words[1:] {
+					k, v, ok := strings.Cut(kv, "=")
+					switch {
+					case !ok:
+						t.Fatalf("the README exports %q, with no value", kv)
+					case k == "PATH":
+						if v != "$PWD/bin:$PATH" {
+							t.Fatalf("the README's PATH is %q, not make's bin/ first", v)
+						}
+					case k == "FENEC_ROUTER":
+						if v != readmeRouter {
+							t.Fatalf("the README's FENEC_ROUTER is %q, not fenec dev's %q", v, readmeRouter)
+						}
+						env = append(env, k+"="+router)
+					default:
+						env = append(env, k+"="+v)
+					}
+				}
+			case "fenec":
+				r := fenecIn(t, dir, env, words[1:]...)
+				if r.code != 0 {
+					t.Fatalf("the README's %q: %s", strings.Join(words, " "), r)
+				}
+				if words[1] == "promote" && !strings.Contains(r.stdout, "already leads") {
+					t.Fatalf("fenec promote on the dev router: %s", r)
+				}
+				ran++
+			default:
+				t.Fatalf("the README's CLI block runs %q, which the test does not know", words[0])
+			}
+		}
+	}
+	if ran < 8 {
+		t.Fatalf("ran %d of the block's commands", ran)
+	}
+}
+
+// shellCommands splits a line at its unquoted ";" into commands, each as
+// its words (shellWords); an unquoted # after a space ends the line.
+func shellCommands(t *testing.T, line string) [][]string {
+	t.Helper()
+	var cuts []int // the unquoted ;s
+	quote := byte(0)
+scan:
+	for i := 0; i < len(line); i++ {
+		switch ch := line[i]; {
+		case quote != 0:
+			if ch == quote {
+				quote = 0
+			}
+		case ch == '\'' || ch == '"':
+			quote = ch
+		case ch == '#' && (i == 0 || line[i-1] == ' '):
+			line = line[:i]
+			break scan
+		case ch == ';':
+			cuts = append(cuts, i)
+		}
+	}
+	var out [][]string
+	start := 0
+	for _, end := range append(cuts, len(line)) {
+		if words := shellWords(t, line[start:end]); len(words) > 0 {
+			out = append(out, words)
+		}
+		start = end + 1
+	}
+	return out
 }
 
 // TestReadmeDeployment starts a node and a router by the README's
