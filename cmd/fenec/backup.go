@@ -87,7 +87,7 @@ func backupNode(ctx context.Context, hc *http.Client, pos []string, dir, token s
 	if err := syncDir(dir); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "backed up %d tenants, %d bytes, into %s\n", len(names), total, dir)
+	fmt.Fprintf(stdout, "backed up %s, %d bytes, into %s\n", counted(len(names), "tenant"), total, dir)
 	return nil
 }
 
@@ -159,7 +159,7 @@ func restoreNode(ctx context.Context, hc *http.Client, pos []string, dir, token 
 		count++
 		fmt.Fprintf(stdout, "%s\t%d bytes\n", t, n)
 	}
-	fmt.Fprintf(stdout, "restored %d tenants from %s\n", count, dir)
+	fmt.Fprintf(stdout, "restored %s from %s\n", counted(count, "tenant"), dir)
 	if len(refused) > 0 {
 		return fmt.Errorf("%d refused, each left as it was on the node: %s", len(refused), strings.Join(refused, ", "))
 	}
