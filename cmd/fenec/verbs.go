@@ -114,20 +114,22 @@ func setupRegions(fs *flag.FlagSet, e *env) runFunc {
 		if err != nil {
 			return err
 		}
-		one := oneDirectory(rows)
+		global := inGlobalDirectory(rows)
 		return printTable(c.out, []column{field("NAME", "name"),
-			{header: "LEASED_BY", cell: func(row map[string]any) string { return leasedBy(row, one) }},
+			{header: "LEASED_BY", cell: func(row map[string]any) string { return leasedBy(row, global) }},
 			field("ROUTER", "router"), field("TERM", "term"), field("NODES", "nodes"), flagCol("MIRRORED_HERE", "mirrored")}, rows)
 	})
 }
 
-// oneDirectory says whether the regions listed all live in the router's
-// one directory: none linked to a directory of its own (mirrored), leased
-// by itself, or ever handed over. There is then no global tier apart
-// from the router asked, and its rows say so rather than "global".
-func oneDirectory(rows []map[string]any) bool {
+// inGlobalDirectory says whether the router asked is one of the global
+// directory's (no --region): a region's router lists its own region as
+// mirrored there. The global directory is then the router's own — with
+// no region of its own anywhere, as under fenec dev, the only one — and
+// "global" is said as this-directory rather than a tier the operator may
+// not have.
+func inGlobalDirectory(rows []map[string]any) bool {
 	for _, row := range rows {
-		if m, _ := row["mirrored"].(bool); m || row["leaser"] != "global" || row["handoff"] != nil {
+		if m, _ := row["mirrored"].(bool); m {
 			return false
 		}
 	}
@@ -135,13 +137,15 @@ func oneDirectory(rows []map[string]any) bool {
 }
 
 // leasedBy says who leases a region's nodes, in one word a cell holds:
-// the router's own directory (one directory), the global tier, the
-// region, or nobody while a handoff is given and not yet taken. Leasing also needs the leasing
-// side's router to run --auto-failover (fenec leases says whether it does).
-func leasedBy(row map[string]any, one bool) string {
+// the router's own directory (global, asked of a router of the global
+// directory), the global tier (asked of a region's router), the region,
+// or nobody while a handoff is given and not yet taken. Leasing also
+// needs the leasing side's router to run --auto-failover (fenec leases
+// says whether it does).
+func leasedBy(row map[string]any, global bool) string {
 	switch row["leaser"] {
 	case "global":
-		if one {
+		if global {
 			return "this-directory"
 		}
 		return "global-tier"
@@ -263,8 +267,11 @@ func setupFailover(fs *flag.FlagSet, e *env) runFunc {
 		b, err := c.call(ctx, http.MethodPost, path, body, http.StatusOK, http.StatusBadGateway)
 		if rf := (*refusal)(nil); errors.As(err, &rf) && rf.answers {
 			question := fmt.Sprintf("node %s answers the router: a failover moves its tenants' writes to their copies while it still serves them. Fail it over all the same? [y/N] ", node)
-			if !e.confirm(question) {
-				return fmt.Errorf("node %s answers the router, so nothing was failed over: to fail over a node that answers, say yes when asked, or run this again with --yes", node)
+			switch {
+			case !e.interactive:
+				return fmt.Errorf("node %s answers the router, so nothing was failed over: with no terminal to ask on, run this again with --yes to fail it over all the same", node)
+			case !e.confirm(question):
+				return fmt.Errorf("node %s answers the router: nothing was failed over", node)
 			}
 			delete(body, "if_down")
 			b, err = c.call(ctx, http.MethodPost, path, body, http.StatusOK, http.StatusBadGateway)

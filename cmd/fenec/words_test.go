@@ -105,19 +105,21 @@ func TestFailoverHint(t *testing.T) {
 }
 
 func TestLeasedBy(t *testing.T) {
-	one := []map[string]any{{"name": "local", "leaser": "global"}}
-	two := []map[string]any{{"name": "eu", "leaser": "region"}, {"name": "us", "leaser": "global"}}
-	if !oneDirectory(one) || oneDirectory(two) {
-		t.Fatal("oneDirectory")
+	// Asked of a router of the global directory (fenec dev's, the global
+	// tier's), and of eu's own router, which mirrors eu.
+	global := []map[string]any{{"name": "eu", "leaser": "region"}, {"name": "us", "leaser": "global"}}
+	eu := []map[string]any{{"name": "eu", "leaser": "global", "mirrored": true}, {"name": "us", "leaser": "global"}}
+	if !inGlobalDirectory(global) || inGlobalDirectory(eu) {
+		t.Fatal("inGlobalDirectory")
 	}
-	if got := leasedBy(one[0], true); got != "this-directory" {
-		t.Errorf("one directory: %q", got)
+	if got := leasedBy(global[1], true); got != "this-directory" {
+		t.Errorf("global, asked of its own router: %q", got)
 	}
-	if got := leasedBy(two[1], false); got != "global-tier" {
-		t.Errorf("global: %q", got)
-	}
-	if got := leasedBy(two[0], false); got != "region" {
+	if got := leasedBy(global[0], true); got != "region" {
 		t.Errorf("region: %q", got)
+	}
+	if got := leasedBy(eu[0], false); got != "global-tier" {
+		t.Errorf("global, asked of a region's router: %q", got)
 	}
 	if got := leasedBy(map[string]any{"leaser": ""}, false); got != "handoff-given" {
 		t.Errorf("given: %q", got)
