@@ -283,6 +283,7 @@ func tlsInfo(f tlsx.Files) transport.TLSInfo {
 		TrustedCAFile:  f.CA,
 		ClientCertAuth: f.CA != "",
 		MinVersion:     tls.VersionTLS12,
+		CipherSuites:   tlsx.Suites,
 	}
 }
 

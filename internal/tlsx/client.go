@@ -21,6 +21,7 @@ func (s *Source) Client(addr string) *tls.Config {
 	m := s.cur.Load()
 	return &tls.Config{
 		MinVersion:           tls.VersionTLS12,
+		CipherSuites:         Suites,
 		NextProtos:           alpn,
 		RootCAs:              m.pool,
 		ServerName:           host,
@@ -36,6 +37,7 @@ func (s *Source) Client(addr string) *tls.Config {
 func (s *Source) Etcd() *tls.Config {
 	return &tls.Config{
 		MinVersion:           tls.VersionTLS12,
+		CipherSuites:         Suites,
 		RootCAs:              s.cur.Load().pool,
 		GetClientCertificate: s.clientCert,
 	}

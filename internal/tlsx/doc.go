@@ -6,7 +6,7 @@
 // certificates of a test or compose cluster (Issue: fenec certs).
 //
 // Every config is built from crypto/tls alone: TLS 1.3 by default, 1.2
-// allowed, nothing older; HTTP/1.1 only (ALPN "http/1.1"), since the
+// allowed with ECDHE and AEAD suites only (Suites), nothing older; HTTP/1.1 only (ALPN "http/1.1"), since the
 // router's forwarding is HTTP/1.1 byte for byte. A listener hands each
 // handshake the certificate and CA bundle current at that moment, so a
 // rotation needs no restart and breaks no connection already open;

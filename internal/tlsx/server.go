@@ -12,6 +12,20 @@ import (
 // alpn is the one application protocol fenec speaks over TLS.
 var alpn = []string{"http/1.1"}
 
+// Suites are the TLS 1.2 cipher suites fenec offers and takes: ECDHE key
+// exchange (forward secrecy) with an AEAD, AES-GCM or ChaCha20-Poly1305.
+// crypto/tls's own list also holds CBC suites with SHA-1 or SHA-256 MACs
+// (Lucky Thirteen's family); no client fenec speaks with needs them. TLS
+// 1.3's suites are all AEADs and are not configurable.
+var Suites = []uint16{
+	tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+}
+
 // Server returns the config of a listener over s: the certificate and CA
 // bundle current at each handshake. A client certificate is asked for
 // when s has a CA bundle, and verified against it if given (a
@@ -51,9 +65,10 @@ func (s *Source) forClient(require bool) func(*tls.ClientHelloInfo) (*tls.Config
 // ticket.
 func (s *Source) serverConfig(m *material, require bool) *tls.Config {
 	cfg := &tls.Config{
-		MinVersion: tls.VersionTLS12,
-		NextProtos: alpn,
-		ClientAuth: tls.NoClientCert,
+		MinVersion:   tls.VersionTLS12,
+		CipherSuites: Suites,
+		NextProtos:   alpn,
+		ClientAuth:   tls.NoClientCert,
 	}
 	if m.cert != nil {
 		cfg.Certificates = []tls.Certificate{*m.cert}

@@ -165,6 +165,72 @@ func TestTLS12AllowedOlderRefused(t *testing.T) {
 	}
 }
 
+// TestTLS12CBCSuitesRefused: under TLS 1.2 a listener takes only ECDHE
+// with an AEAD, and a client offers nothing else: a peer speaking only a
+// CBC-SHA1 suite is refused both ways, while an AEAD suite is taken.
+func TestTLS12CBCSuitesRefused(t *testing.T) {
+	p := newPKI(t, "ca")
+	addr := echoServer(t, load(t, p.files("n1", "127.0.0.1")), false)
+	cli := load(t, p.files("c", "127.0.0.1"))
+	for _, tc := range []struct {
+		suite uint16
+		fail  bool
+	}{
+		{tls.TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA, true},
+		{tls.TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA, true},
+		{tls.TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256, true},
+		{tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, false},
+		{tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256, false},
+	} {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := cli.Client(addr)
+		cfg.MaxVersion, cfg.CipherSuites = tls.VersionTLS12, []uint16{tc.suite}
+		tcn := tls.Client(c, cfg)
+		err = tcn.Handshake()
+		c.Close()
+		if (err != nil) != tc.fail {
+			t.Fatalf("suite %s: handshake err %v, want failure %v", tls.CipherSuiteName(tc.suite), err, tc.fail)
+		}
+	}
+
+	// A server that speaks only a CBC suite is refused by fenec's client.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	cbc := load(t, p.files("old", "127.0.0.1")).Server(false).Clone()
+	cbc.GetConfigForClient = nil
+	cbc.Certificates = []tls.Certificate{loadPair(t, p.path("old.pem"), p.path("old-key.pem"))}
+	cbc.MaxVersion, cbc.CipherSuites = tls.VersionTLS12, []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		_ = tls.Server(c, cbc).Handshake()
+	})
+	if _, _, err := get(cli, ln.Addr().String()); err == nil {
+		t.Fatal("fenec's client completed a handshake with a server offering only a CBC-SHA1 suite")
+	}
+}
+
+// loadPair reads a certificate and its key.
+func loadPair(tb testing.TB, cert, key string) tls.Certificate {
+	tb.Helper()
+	c, err := tls.LoadX509KeyPair(cert, key)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return c
+}
+
 func TestServerOfAnotherCARefused(t *testing.T) {
 	p, other := newPKI(t, "ca"), newPKI(t, "other")
 	addr := echoServer(t, load(t, other.files("n1", "127.0.0.1")), false)

@@ -20,6 +20,7 @@ import (
 	"github.com/fenec-go/fenec/internal/httptoken"
 	"github.com/fenec-go/fenec/internal/netx"
 	"github.com/fenec-go/fenec/internal/rawtcp"
+	"github.com/fenec-go/fenec/internal/tlsx"
 	"github.com/fenec-go/fenec/wire"
 )
 
@@ -666,7 +667,7 @@ func (f *Forwarder) handshake(ctx context.Context, raw net.Conn, hostport string
 		cfg = f.cfg.TLS(hostport)
 	} else {
 		host, _, _ := net.SplitHostPort(hostport)
-		cfg = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
+		cfg = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12, CipherSuites: tlsx.Suites}
 	}
 	tc := tls.Client(raw, cfg)
 	if err := tc.HandshakeContext(ctx); err != nil {
