@@ -79,8 +79,8 @@ func New(cfg Config) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
-		return nil, fmt.Errorf("tenant dir: %w", err)
+	if err := privateDir(cfg.Dir); err != nil {
+		return nil, err
 	}
 	id, err := loadID(cfg.Dir)
 	if err != nil {
@@ -265,4 +265,18 @@ func Run(ctx context.Context, cfg Config) error {
 	case serveErr = <-s.serveErr:
 	}
 	return errors.Join(serveErr, s.Close())
+}
+
+// privateDir makes the tenant directory, or makes it its owner's alone
+// (0700) whatever its mode was: tenant files, their side files and the
+// node's id are then reached by no other user, whatever mode a file was
+// given before.
+func privateDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("tenant dir: %w", err)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return fmt.Errorf("tenant dir: %w", err)
+	}
+	return nil
 }

@@ -78,6 +78,25 @@ func sameFile(f *os.File, path string) (bool, error) {
 	return a.Dev == b.Dev && a.Ino == b.Ino, nil
 }
 
+// fileMode is every file's mode: a tenant's rows are its owner's alone.
+const fileMode = 0o600
+
+// private makes f its owner's alone where it was not (a file made before
+// files were made 0600, or copied in with another mode).
+func private(f *os.File) error {
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("stat: %w", err)
+	}
+	if st.Mode().Perm() == fileMode {
+		return nil
+	}
+	if err := f.Chmod(fileMode); err != nil {
+		return fmt.Errorf("chmod %s: %w", f.Name(), err)
+	}
+	return nil
+}
+
 // openLocked opens path read-write and takes its flock, making sure the
 // locked file is the one at path.
 func openLocked(path string) (*os.File, error) {
@@ -99,6 +118,10 @@ func openLocked(path string) (*os.File, error) {
 			return nil, err
 		}
 		if same {
+			if err := private(f); err != nil {
+				f.Close()
+				return nil, err
+			}
 			return f, nil
 		}
 		f.Close() // renamed over while we locked it: look again
@@ -107,12 +130,18 @@ func openLocked(path string) (*os.File, error) {
 }
 
 // openSide opens (creating) a side file, takes its flock and empties it.
+// It is its owner's alone (0600), as the file it becomes: one a crash
+// left readable by others is made so too.
 func openSide(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, fileMode)
 	if err != nil {
 		return nil, fmt.Errorf("create side file: %w", err)
 	}
 	if err := flock(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if err := private(f); err != nil {
 		f.Close()
 		return nil, err
 	}
