@@ -276,6 +276,7 @@ func (c *Config) Validate() error {
 		if !c.TLS.On() {
 			errs = append(errs, fmt.Errorf("http %q is not a loopback address and serves no TLS: set --tls-cert and --tls-key (fenec certs makes them), or --insecure", c.HTTP))
 		}
+		errs = append(errs, c.flagTokens()...)
 	}
 	if err := c.TLS.Validate(); err != nil {
 		errs = append(errs, err)
@@ -340,6 +341,23 @@ func (c *Config) Validate() error {
 // token was given on the command line, or not at all).
 type TokenFiles struct {
 	Admin, HTTP, Replication string
+}
+
+// flagTokens refuses, off loopback, a token given on the command line
+// (every user of the machine reads it in the process list): each is named
+// with the flag that reads it from a file.
+func (c *Config) flagTokens() []error {
+	var errs []error
+	for _, t := range []struct{ flag, token, file string }{
+		{"admin-token", c.AdminToken, c.TokenFiles.Admin},
+		{"http-token", c.HTTPToken, c.TokenFiles.HTTP},
+		{"replication-token", c.ReplicationToken, c.TokenFiles.Replication},
+	} {
+		if t.token != "" && t.file == "" {
+			errs = append(errs, fmt.Errorf("http %q is not a loopback address and --%s was given on the command line, where every user of the machine can read it: give it with --%s-file, or --insecure", c.HTTP, t.flag, t.flag))
+		}
+	}
+	return errs
 }
 
 // checkTokens refuses tokens that are one another's.

@@ -54,8 +54,24 @@ func TestConfigValidate(t *testing.T) {
 		{"public no token", func(c *Config) { c.HTTP = "0.0.0.0:80" }, "loopback"},
 		{"public with token, no tls", func(c *Config) { c.HTTP = "0.0.0.0:80"; c.HTTPToken = "x" }, "--tls-cert and --tls-key"},
 		{"public with token and tls", func(c *Config) {
-			c.HTTP, c.HTTPToken, c.TLS = "0.0.0.0:80", "x", tlsx.Files{Cert: "c", Key: "k"}
+			c.HTTP, c.HTTPToken, c.TokenFiles.HTTP, c.TLS = "0.0.0.0:80", "x", "/f/http", tlsx.Files{Cert: "c", Key: "k"}
 		}, ""},
+		{"public, data token a flag", func(c *Config) {
+			c.HTTP, c.HTTPToken, c.TLS = "0.0.0.0:80", "x", tlsx.Files{Cert: "c", Key: "k"}
+		}, "--http-token-file"},
+		{"public, admin token a flag", func(c *Config) {
+			c.HTTP, c.HTTPToken, c.TokenFiles.HTTP, c.AdminToken, c.TLS = "0.0.0.0:80", "x", "/f/http", "a", tlsx.Files{Cert: "c", Key: "k"}
+		}, "--admin-token-file"},
+		{"public, replication token a flag", func(c *Config) {
+			c.HTTP, c.HTTPToken, c.TokenFiles.HTTP, c.ReplicationToken, c.TLS = "0.0.0.0:80", "x", "/f/http", "r", tlsx.Files{Cert: "c", Key: "k"}
+		}, "--replication-token-file"},
+		{"public, every token from a file", func(c *Config) {
+			c.HTTP, c.TLS = "0.0.0.0:80", tlsx.Files{Cert: "c", Key: "k"}
+			c.HTTPToken, c.AdminToken, c.ReplicationToken = "x", "a", "r"
+			c.TokenFiles = TokenFiles{HTTP: "/f/h", Admin: "/f/a", Replication: "/f/r"}
+		}, ""},
+		{"public insecure, flag tokens", func(c *Config) { c.HTTP, c.HTTPToken, c.AdminToken, c.Insecure = "10.0.0.1:80", "x", "a", true }, ""},
+		{"loopback, flag tokens", func(c *Config) { c.HTTPToken, c.AdminToken = "x", "a" }, ""},
 		{"public tls, no token", func(c *Config) { c.HTTP, c.TLS = "0.0.0.0:80", tlsx.Files{Cert: "c", Key: "k"} }, "--http-token"},
 		{"cert without key", func(c *Config) { c.TLS = tlsx.Files{Cert: "c"} }, "key go together"},
 		{"client auth without ca", func(c *Config) { c.TLS, c.ClientAuth = tlsx.Files{Cert: "c", Key: "k"}, ClientAuthAdmin }, "--tls-ca"},

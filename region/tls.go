@@ -59,8 +59,11 @@ func (c Config) validateExposure() error {
 	}
 	var why []string
 	if !loopbackAddr(c.Listen) {
-		if c.Token == "" {
-			why = append(why, fmt.Sprintf("--listen %s has no token: set --token (or --token-file)", c.Listen))
+		switch {
+		case c.Token == "":
+			why = append(why, fmt.Sprintf("--listen %s has no token: set --token-file", c.Listen))
+		case c.TokenFile == "":
+			why = append(why, fmt.Sprintf("--listen %s with --token given on the command line, where every user of the machine can read it: give it with --token-file", c.Listen))
 		}
 		if !c.TLS.On() {
 			why = append(why, fmt.Sprintf("--listen %s serves no TLS: set --tls-cert and --tls-key (fenec certs makes them)", c.Listen))

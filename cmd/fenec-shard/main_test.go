@@ -323,3 +323,15 @@ func TestPprofOnLoopbackWhileServing(t *testing.T) {
 		t.Fatal("profiles still served after the router stopped")
 	}
 }
+
+// TestFlagTokenRefusedOffLoopback: off loopback a router refuses its
+// token given on the command line, naming --token-file, and does not
+// show it.
+func TestFlagTokenRefusedOffLoopback(t *testing.T) {
+	var out syncBuffer
+	code := run(context.Background(), []string{"--listen", "0.0.0.0:7700", "--token", "router-secret",
+		"--tls-cert", "c.pem", "--tls-key", "k.pem", "--etcd-dir", t.TempDir()}, &out, &out)
+	if code == 0 || !strings.Contains(out.String(), "--token-file") || strings.Contains(out.String(), "router-secret") {
+		t.Fatalf("exit %d, want a refusal naming --token-file and not the token:\n%s", code, out.String())
+	}
+}
