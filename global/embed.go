@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"slices"
@@ -247,10 +248,18 @@ func etcdConfig(cfg EmbedConfig, closing *atomic.Bool) (*embed.Config, error) {
 	ec.ClientAutoTLS, ec.PeerAutoTLS = false, false
 	if lcu.Scheme == "https" {
 		ec.ClientTLSInfo = tlsInfo(cfg.TLS)
+		// The member's TLS still requires a client certificate the
+		// bundle verifies, at the handshake (etcd's TLS asks for one
+		// whenever it has a CA). etcd's client-cert-auth stays off: it
+		// would also take a certificate's common name as a user of the
+		// directory, and one named "root" would be root. Clients prove
+		// themselves with the password (auth.go).
+		ec.ClientTLSInfo.ClientCertAuth = false
 	}
 	if lpu.Scheme == "https" {
 		ec.PeerTLSInfo = tlsInfo(cfg.TLS)
 	}
+	ec.BcryptCost = 4 // bcrypt's lowest: the password is 32 random bytes, not a person's (NewPasswordText)
 	ec.InitialCluster = cfg.InitialCluster
 	if ec.InitialCluster == "" {
 		ec.InitialCluster = cfg.Name + "=" + cfg.PeerURL
@@ -270,7 +279,18 @@ func etcdConfig(cfg EmbedConfig, closing *atomic.Bool) (*embed.Config, error) {
 	ec.LogLevel = cfg.LogLevel
 	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(lg)
 	ec.EnableGRPCGateway = false
+	// The client port answers etcd's /metrics and /debug/vars (memory,
+	// the process's command line) to whoever reaches it, authenticated or
+	// not: not served. The router's /_metrics counts what it does.
+	ec.UserHandlers = map[string]http.Handler{"/metrics": notServed{}, "/debug/vars": notServed{}}
 	return ec, nil
+}
+
+// notServed answers 404 to a path of etcd's the member does not serve.
+type notServed struct{}
+
+func (notServed) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	http.Error(w, "not served: this etcd member is a fenec directory's", http.StatusNotFound)
 }
 
 // tlsInfo is etcd's TLS settings of a port served with files: the

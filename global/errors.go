@@ -31,6 +31,11 @@ var (
 	// ErrUntrusted is returned for a node record a router must not use:
 	// its token's seal does not open, or it is held in clear (UsableNode).
 	ErrUntrusted = errors.New("node record not trusted")
+	// ErrAuth is returned when the directory's etcd refused a client's
+	// credentials, or asked for some it did not bring.
+	ErrAuth = errors.New("directory authentication")
+	// ErrPasswordFile: the directory's password file holds no password.
+	ErrPasswordFile = errors.New("directory password file")
 	// ErrHeld is returned when a tenant is held by another operation.
 	ErrHeld = errors.New("tenant held by another operation")
 	// ErrState is returned when a record is not in the state an operation

@@ -74,12 +74,12 @@ func OpenEtcd(ctx context.Context, endpoints []string, prefix string, opts ...Et
 	}
 	cli, err := clientv3.New(cc)
 	if err != nil {
-		return nil, fmt.Errorf("open etcd directory: %w", err)
+		return nil, fmt.Errorf("open etcd directory: %w", authError(err))
 	}
 	d := newEtcd(cli, prefix)
 	if _, err := cli.Get(ctx, d.prefix, clientv3.WithCountOnly(), clientv3.WithPrefix()); err != nil {
 		d.Close()
-		return nil, fmt.Errorf("open etcd directory: %w", mapEtcdErr(err))
+		return nil, fmt.Errorf("open etcd directory: %w", authError(mapEtcdErr(err)))
 	}
 	return d, nil
 }
@@ -317,5 +317,5 @@ func mapEtcdErr(err error) error {
 	case errors.Is(err, rpctypes.ErrFutureRev):
 		return fmt.Errorf("%w: %w", ErrFutureRevision, err)
 	}
-	return err
+	return authError(err)
 }

@@ -11,6 +11,7 @@ const (
 	KeyLeader      = "meta/leader"          // Leader: the router that takes changes
 	KeyLeaseRecord = "meta/lease_record_ms" // longest lease a router leasing from here may have granted
 	KeyName        = "meta/name"            // the directory's name: DirGlobal or DirOfRegion(r)
+	KeySeal        = "meta/seal"            // SealInfo: the key node tokens are sealed under
 	PrefixRegions  = "regions/"             // regions/<r>: Region
 	PrefixNodes    = "nodes/"               // nodes/<n>: Node
 	PrefixTenants  = "tenants/"             // tenants/<t>: Tenant

@@ -9,6 +9,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -108,6 +109,64 @@ func ParseKeyring(b []byte) (*Keyring, error) {
 		return nil, fmt.Errorf("%w: no key in it", ErrKeyFile)
 	}
 	return k, nil
+}
+
+// ID names the ring's first key, the one that seals: the first bytes of
+// its SHA-256 in hex, as every token it sealed starts with them. It
+// says which file a router needs and gives nothing of the key away.
+func (k *Keyring) ID() string { return hex.EncodeToString(k.keys[0].id[:]) }
+
+// Holds reports whether one of the ring's keys is named id (ID).
+func (k *Keyring) Holds(id string) bool {
+	for _, key := range k.keys {
+		if hex.EncodeToString(key.id[:]) == id {
+			return true
+		}
+	}
+	return false
+}
+
+// SealedKeyID names the key a sealed token was sealed under ("" for a
+// value that is not a sealed token).
+func SealedKeyID(sealed string) string {
+	enc, ok := strings.CutPrefix(sealed, sealVersion)
+	if !ok {
+		return ""
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(enc)
+	if err != nil || len(raw) < keyIDLen {
+		return ""
+	}
+	return hex.EncodeToString(raw[:keyIDLen])
+}
+
+// SealInfo is the directory's note of the key its node tokens are sealed
+// under (KeySeal): the key's ID, the router that recorded it and the file
+// that router read it from. It holds no secret; a router that does not
+// hold the key says, from it, which file to copy from where.
+type SealInfo struct {
+	Key    string `json:"key"`
+	Router string `json:"router"`
+	File   string `json:"file"`
+}
+
+// ForeignSeals lists the node records of d sealed under a key k does not
+// hold (k nil: any sealed record), by that key's ID. d is read through
+// Sealing or not: a record that opens there holds no sealed token.
+func ForeignSeals(ctx context.Context, d Directory, k *Keyring) (map[string][]string, error) {
+	nodes, _, err := NewStore(d).ListNodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]string{}
+	for name, n := range nodes {
+		id := SealedKeyID(n.Value.Sealed)
+		if id == "" || (k != nil && k.Holds(id)) {
+			continue
+		}
+		out[id] = append(out[id], name)
+	}
+	return out, nil
 }
 
 // sealAD is what a sealed token is bound to: the record's name, address

@@ -8,7 +8,10 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -133,6 +136,43 @@ func cpMember(tb testing.TB) *global.Embedded {
 	return m
 }
 
+// cpSecrets are the directory key and password files of one test's
+// routers.
+type cpSecrets struct{ key, password string }
+
+// cpSecretsMade holds each test's secrets, by the test's top-level name
+// (its subtests share them while the one that made them runs).
+var cpSecretsMade sync.Map
+
+// cpSecretsOf returns the secrets of tb's test, made at its first call.
+func cpSecretsOf(tb testing.TB) cpSecrets {
+	tb.Helper()
+	top, _, _ := strings.Cut(tb.Name(), "/")
+	if s, ok := cpSecretsMade.Load(top); ok {
+		return s.(cpSecrets)
+	}
+	dir, err := os.MkdirTemp("", "fenec-secrets-")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s := cpSecrets{key: filepath.Join(dir, KeyFileName), password: filepath.Join(dir, PasswordFileName)}
+	if err := os.WriteFile(s.key, []byte(global.NewKeyText()+"\n"), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.WriteFile(s.password, []byte(global.NewPasswordText()+"\n"), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	if prev, loaded := cpSecretsMade.LoadOrStore(top, s); loaded {
+		os.RemoveAll(dir)
+		return prev.(cpSecrets)
+	}
+	tb.Cleanup(func() {
+		cpSecretsMade.Delete(top)
+		os.RemoveAll(dir)
+	})
+	return s
+}
+
 // cpRouter is a Router under test and the base URL it answers at.
 type cpRouter struct {
 	rt  *Router
@@ -152,6 +192,18 @@ func startCPRouter(tb testing.TB, mod func(*Config)) *cpRouter {
 	cfg.Logger = testkit.Logger()
 	if mod != nil {
 		mod(&cfg)
+	}
+	if cfg.Directory == nil {
+		// Every router of a test reads the same key and password, as
+		// every router of a deployment does: standbys, regions' routers
+		// and the routers of one directory's members.
+		sec := cpSecretsOf(tb)
+		if cfg.DirectoryKeyFile == "" {
+			cfg.DirectoryKeyFile = sec.key
+		}
+		if cfg.DirectoryPasswordFile == "" {
+			cfg.DirectoryPasswordFile = sec.password
+		}
 	}
 	rt, err := NewRouter(cfg)
 	if err != nil {

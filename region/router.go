@@ -77,6 +77,9 @@ type Router struct {
 	tok atomic.Pointer[string]
 	// keys seal node tokens in the directory (nil: held in clear).
 	keys *global.Keyring
+	// password is the directory's etcd password ("": none), shown by
+	// every etcd client the router opens (secrets.go).
+	password string
 
 	// restores are the restores running here, which a failover of their
 	// node cancels (restore_hold.go).
@@ -172,7 +175,7 @@ func (rt *Router) start(ctx context.Context) error {
 	if err := rt.loadTLS(); err != nil {
 		return err
 	}
-	if err := rt.loadKeys(); err != nil {
+	if err := rt.loadSecrets(); err != nil {
 		return err
 	}
 	ln, err := net.Listen("tcp", rt.cfg.Listen)
@@ -189,7 +192,13 @@ func (rt *Router) start(ctx context.Context) error {
 	if rt.audit, err = audit.Open(rt.cfg.Audit, audit.Options{Mode: 0o640}); err != nil {
 		return err
 	}
+	if err := rt.probeGlobal(ctx); err != nil {
+		return err
+	}
 	if err := rt.openDirectory(ctx); err != nil {
+		return err
+	}
+	if err := rt.checkSecrets(ctx); err != nil {
 		return err
 	}
 	if err := rt.wire(); err != nil {
@@ -296,6 +305,11 @@ func (rt *Router) openDirectory(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("open directory: %w", err)
 		}
+		if rt.cfg.CloseDirectory {
+			if d, err = rt.closeDirectory(ctx, d, rt.cfg.DirectoryURLs); err != nil {
+				return errors.Join(fmt.Errorf("close directory: %w", err), closeNil(d))
+			}
+		}
 		rt.dir, rt.ownDir = global.Sealing(d, rt.keys), true
 		return nil
 	}
@@ -314,6 +328,9 @@ func (rt *Router) openDirectory(ctx context.Context) error {
 	d, err := m.Open(ctx, rt.cfg.Prefix, rt.etcdOptions(m.ClientURLs())...)
 	if err != nil {
 		return fmt.Errorf("open directory: %w", err)
+	}
+	if d, err = rt.closeDirectory(ctx, d, m.ClientURLs()); err != nil {
+		return errors.Join(fmt.Errorf("close directory: %w", err), closeNil(d))
 	}
 	rt.dir, rt.ownDir = global.Sealing(d, rt.keys), true
 	return nil

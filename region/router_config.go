@@ -67,8 +67,24 @@ type Config struct {
 	// node tokens are sealed under its first key in the directory, and
 	// opened with any of its keys (global.Sealing). Every router of a
 	// deployment reads the same file. Required when the directory is off
-	// loopback, unless Insecure.
+	// loopback, unless Insecure. Empty, on a router embedding a member:
+	// the file kept in its --etcd-dir (KeyFileName), made there when it
+	// founds a directory alone.
 	DirectoryKeyFile string
+	// DirectoryPasswordFile is the file holding the directory's etcd
+	// password (--directory-password-file): every etcd client the router
+	// opens authenticates with it, and a new directory takes no other
+	// client from its first start. Every router of a deployment reads the
+	// same file. Empty, on a router embedding a member: the file kept in
+	// its --etcd-dir (PasswordFileName), made there when it founds a
+	// directory alone.
+	DirectoryPasswordFile string
+	// CloseDirectory turns on the authentication of a directory made
+	// before directories were closed at their first start (and makes the
+	// key and password in --etcd-dir where no file is given); every other
+	// router of the deployment needs the same files first.
+	// --close-directory.
+	CloseDirectory bool
 	// Prefix is where fenec's keys live in etcd (default /fenec/).
 	Prefix string
 	// Directory, if set, is used as the directory as it is (tests); the
@@ -169,7 +185,9 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.ID, "id", c.ID, "this router's `NAME` in the leader record (default: host name and port)")
 	c.Etcd.AddFlags(fs)
 	fs.Func("directory", "use the existing etcd cluster at `URLS` (comma-separated) instead of embedding one", urlList(&c.DirectoryURLs))
-	fs.StringVar(&c.DirectoryKeyFile, "directory-key-file", c.DirectoryKeyFile, "seal node tokens in the directory under the key in `PATH` (base64 of 32 bytes a line: the first seals, any opens); every router needs the same file")
+	fs.StringVar(&c.DirectoryKeyFile, "directory-key-file", c.DirectoryKeyFile, "seal node tokens in the directory under the key in `PATH` (base64 of 32 bytes a line: the first seals, any opens); every router needs the same file (default: directory.key in --etcd-dir, made by a router founding a directory alone)")
+	fs.StringVar(&c.DirectoryPasswordFile, "directory-password-file", c.DirectoryPasswordFile, "authenticate to the directory's etcd (and the global one) as root with the password on the first line of `PATH`; every router needs the same file (default: directory.password in --etcd-dir, made by a router founding a directory alone)")
+	fs.BoolVar(&c.CloseDirectory, "close-directory", c.CloseDirectory, "turn on the authentication of a directory made before directories were closed at their first start (key and password made in --etcd-dir where no file is given): give every other router the same files first")
 	fs.StringVar(&c.Region, "region", c.Region, "serve `REGION` (none: the global tier)")
 	fs.Func("global", "(a region's leading router) mirror the region from the global directory at `URLS` (comma-separated etcd client URLs)", urlList(&c.GlobalURLs))
 	fs.BoolVar(&c.Standby, "standby", c.Standby, "never claim the lead on its own; forward and wait for POST /_shard/promote")
@@ -213,6 +231,9 @@ func (c Config) Validate() error {
 		if err := e.Validate(); err != nil {
 			return fmt.Errorf("%w: %w", ErrBadConfig, err)
 		}
+	}
+	if c.CloseDirectory && len(c.DirectoryURLs) > 0 && c.DirectoryPasswordFile == "" {
+		return fmt.Errorf("%w: --close-directory with --directory needs --directory-password-file: the password every router of the deployment reads", ErrBadConfig)
 	}
 	if c.Directory == nil && len(c.DirectoryURLs) > 0 && c.Etcd.ForceNewCluster {
 		return fmt.Errorf("%w: --etcd-force-new-cluster needs an embedded member, not --directory", ErrBadConfig)

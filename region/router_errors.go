@@ -60,6 +60,9 @@ var (
 	// ErrInsecure: a non-loopback listener or etcd URL with no token, no
 	// TLS or no client certificates, and no --insecure.
 	ErrInsecure = errors.New("not a loopback address, and not protected (or start with --insecure)")
+	// ErrSecrets: the router lacks the directory's key or password, which
+	// every router of a deployment holds alike (secrets.go).
+	ErrSecrets = errors.New("this router does not hold the directory's secrets")
 	// ErrAnswerTooLarge: a tenant's answer to a cross-tenant read passed
 	// maxTenantAnswer; that tenant is listed with it.
 	ErrAnswerTooLarge = errors.New("tenant's answer larger than the bound")

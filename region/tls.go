@@ -1,7 +1,6 @@
 package region
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -149,58 +148,6 @@ func loopbackURL(u string) bool {
 	return err == nil && ip.IsLoopback()
 }
 
-// loadKeys reads the routers' key file, if one is configured.
-func (rt *Router) loadKeys() error {
-	if rt.cfg.DirectoryKeyFile == "" {
-		return nil
-	}
-	k, err := global.LoadKeyring(rt.cfg.DirectoryKeyFile)
-	if err != nil {
-		return err
-	}
-	rt.keys = k
-	return nil
-}
-
-// sealClearNodes seals, as this router takes the lead with a key, every
-// node record the directory holds in clear (written before tokens were
-// sealed, or by a router without the key), and seals again under the
-// key file's first key every record sealed under a later one (a key
-// rotation): the record is written again as it is. Until then no router
-// with the key uses a record in clear. It returns once the router's own
-// view holds what it sealed: a router serving from a view still holding
-// the records in clear would refuse to forward to their nodes.
-func (rt *Router) sealClearNodes(ctx context.Context) {
-	if rt.keys == nil {
-		return
-	}
-	s, err := rt.lead.changes(ctx)
-	if err != nil {
-		return
-	}
-	nodes, _, err := s.ListNodes(ctx)
-	if err != nil {
-		rt.log.Error("seal node tokens", "err", err)
-		return
-	}
-	var sealed int64
-	for name, n := range nodes {
-		if !n.Value.Clear && !n.Value.Rekey {
-			continue
-		}
-		rev, err := s.Txn().PutNode(name, n.Rev, n.Value).Commit(ctx)
-		if err != nil {
-			rt.log.Error("seal node token", "node", name, "err", err)
-			continue
-		}
-		sealed = max(sealed, rev)
-		rt.log.Info("sealed a node token under the first key", "node", name, "was_clear", n.Value.Clear)
-	}
-	if sealed > 0 {
-		rt.settleTo(ctx, sealed)
-	}
-}
-
 // loadTLS reads the router's TLS files and the directory's (the same
 // Source when they are the same files).
 func (rt *Router) loadTLS() error {
@@ -233,14 +180,17 @@ func (rt *Router) secure(tr *http.Transport) {
 	tr.DialTLSContext = rt.tls.Dialer(netx.Dialer(rt.cfg.Forward.Resolver, 30*time.Second).DialContext)
 }
 
-// etcdOptions has an etcd client of urls speak TLS when any is https://.
+// etcdOptions has an etcd client of urls show the directory's password
+// (every directory a router reaches, its own and the global one, takes
+// the same), and speak TLS when any URL is https://.
 func (rt *Router) etcdOptions(urls []string) []global.EtcdOption {
+	opts := []global.EtcdOption{global.WithPassword(rt.password)}
 	for _, u := range urls {
 		if strings.HasPrefix(u, "https://") {
-			return []global.EtcdOption{global.WithTLS(rt.etcdTLS.Etcd())}
+			return append(opts, global.WithTLS(rt.etcdTLS.Etcd()))
 		}
 	}
-	return nil
+	return opts
 }
 
 // clientCertOK checks, under --tls-client-auth admin, that a /_shard/ or
