@@ -399,7 +399,7 @@ func rollBackHandoff(t *testing.T, r *cluster.Router, region, why string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	d, err := global.OpenEtcd(ctx, []string{r.EtcdURL()}, global.DefaultPrefix)
+	d, err := global.OpenEtcd(ctx, []string{r.EtcdURL()}, global.DefaultPrefix, global.WithPassword(r.DirectoryPassword()))
 	if err != nil {
 		t.Fatal(err)
 	}

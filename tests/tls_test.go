@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fenec-go/fenec/global"
+	"github.com/fenec-go/fenec/internal/testkit"
 	"github.com/fenec-go/fenec/internal/tlsx"
 	"github.com/fenec-go/fenec/tests/cluster"
 )
@@ -65,9 +66,16 @@ func TestTLSForwardMoveAndStrangers(t *testing.T) {
 	}
 
 	// The directory's client port, reached with the cluster's own
-	// certificate, holds every node's token sealed.
+	// certificate and the directory's password, holds every node's token
+	// sealed; with a certificate of the cluster's CA and no password — a
+	// node's, the operator's — it answers nothing and takes nothing.
+	for _, name := range []string{"n1", cluster.Operator} {
+		if got := testkit.EtcdStranger(t, []string{r.EtcdURL()}, cluster.MustSource(t, pki.Files(name)).Etcd()); len(got) > 0 {
+			t.Fatalf("%s's certificate with no password got:\n%s", name, strings.Join(got, "\n"))
+		}
+	}
 	d, err := global.OpenEtcd(context.Background(), []string{r.EtcdURL()}, "",
-		global.WithTLS(cluster.MustSource(t, pki.Files(cluster.Operator)).Etcd()))
+		global.WithTLS(cluster.MustSource(t, pki.Files(cluster.Operator)).Etcd()), global.WithPassword(r.DirectoryPassword()))
 	if err != nil {
 		t.Fatalf("the directory over tls: %v", err)
 	}

@@ -147,6 +147,9 @@ type RouterOptions struct {
 	// several routers' embedded members (MemberPorts), instead of a
 	// cluster of its own.
 	Member *Member
+	// NoSecrets starts the router without the cluster's Secrets: as
+	// `fenec-shard --etcd-dir` runs, making its own in its data dir.
+	NoSecrets bool
 	// NoWait returns at once, the health check not waited for (a member
 	// of a cluster not yet founded answers only once the others start):
 	// call WaitHealthy.
@@ -250,6 +253,9 @@ func (c *Cluster) startRouter(name string, o RouterOptions) *Router {
 		}
 	}
 	args = append(args, c.routerTLSArgs(name)...)
+	if !o.NoSecrets {
+		args = append(args, c.secretArgs()...)
+	}
 	args = append(args, o.Args...)
 	r.Proc = StartProc(c.tb, c.dir, name, Bins().Shard, args...)
 	return r

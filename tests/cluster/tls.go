@@ -1,9 +1,7 @@
 package cluster
 
 import (
-	"crypto/rand"
 	"crypto/x509"
-	"encoding/base64"
 	"encoding/pem"
 	"net"
 	"net/http"
@@ -21,7 +19,7 @@ import (
 type PKI struct {
 	*testkit.PKI
 	tb testing.TB
-	// KeyFile is the routers' --directory-key-file.
+	// KeyFile is the routers' --directory-key-file (Secrets().Key).
 	KeyFile string
 	// operator is the client certificate the cluster's clients show.
 	operator *tlsx.Source
@@ -41,14 +39,7 @@ const Operator = "operator"
 func (c *Cluster) UseTLS() *PKI {
 	c.tb.Helper()
 	p := &PKI{PKI: testkit.NewPKIAt(c.tb, "e2e CA", filepath.Join(c.dir, "pki")), tb: c.tb}
-	p.KeyFile = filepath.Join(p.Dir, "directory.key")
-	var key [32]byte
-	if _, err := rand.Read(key[:]); err != nil {
-		c.tb.Fatal(err)
-	}
-	if err := tlsx.WriteFile(p.KeyFile, []byte(base64.StdEncoding.EncodeToString(key[:])+"\n"), 0o600); err != nil {
-		c.tb.Fatal(err)
-	}
+	p.KeyFile = c.Secrets().Key
 	p.operator = testkit.Source(c.tb, p.Issue(Operator))
 	c.tls = p
 	return p
@@ -136,13 +127,12 @@ func (c *Cluster) nodeTLSArgs(name string) []string {
 	return c.tlsArgs(name)
 }
 
-// routerTLSArgs are a router's TLS flags and its key file (none without
-// UseTLS).
+// routerTLSArgs are a router's TLS flags (none without UseTLS).
 func (c *Cluster) routerTLSArgs(name string) []string {
 	if c.tls == nil {
 		return nil
 	}
-	return append(c.tlsArgs(name), "--directory-key-file", c.tls.KeyFile)
+	return c.tlsArgs(name)
 }
 
 // transport is an HTTP transport for the cluster's processes: under TLS
