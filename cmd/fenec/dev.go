@@ -20,6 +20,8 @@ import (
 
 	"github.com/fenec-go/fenec/global"
 	"github.com/fenec-go/fenec/internal/logx"
+	"github.com/fenec-go/fenec/internal/tlsx"
+	"github.com/fenec-go/fenec/internal/tokenfile"
 	"github.com/fenec-go/fenec/node"
 	"github.com/fenec-go/fenec/region"
 )
@@ -32,10 +34,11 @@ const (
 
 // devConfig is what `fenec dev` runs.
 type devConfig struct {
-	Data   string // data/tenants for the node, data/shard for the directory
-	Listen string // the router's address
-	Token  string // the router's token ("" on loopback)
-	Quiet  bool   // log warnings only
+	Data      string // data/tenants for the node, data/shard for the directory
+	Listen    string // the router's address
+	Token     string // the router's token ("" on loopback)
+	TokenFile string // the file Token was read from ("": given as a flag, or none)
+	Quiet     bool   // log warnings only
 }
 
 // setupDev is `fenec dev`: a node and a router in this process until ctx
@@ -45,7 +48,8 @@ func setupDev(fs *flag.FlagSet, e *env) runFunc {
 	cfg := devConfig{Data: "data", Listen: "127.0.0.1:7700"}
 	fs.StringVar(&cfg.Data, "data", cfg.Data, "`DIR` for tenant files (DIR/tenants), the directory (DIR/shard) and the tokens (DIR/tokens)")
 	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "the router's `ADDR`")
-	fs.StringVar(&cfg.Token, "token", cfg.Token, "the router's bearer `TOKEN` for /_shard/ (needed off loopback)")
+	fs.StringVar(&cfg.Token, "token", cfg.Token, "the router's bearer `TOKEN` for /_shard/ (on the command line: --token-file keeps it off it)")
+	tokenfile.FlagPath(fs, "token", &cfg.Token, &cfg.TokenFile, "the router's token")
 	fs.BoolVar(&cfg.Quiet, "quiet", cfg.Quiet, "log warnings and errors only")
 	logc := logx.Default()
 	logc.AddFlags(fs)
@@ -83,7 +87,7 @@ func dev(ctx context.Context, cfg devConfig, stdout io.Writer, log *slog.Logger)
 
 	rcfg := region.DefaultConfig()
 	rcfg.Listen = cfg.Listen
-	rcfg.Token = cfg.Token
+	rcfg.Token, rcfg.TokenFile = cfg.Token, cfg.TokenFile
 	rcfg.ID = "dev"
 	rcfg.Etcd = global.DefaultEmbedConfig(filepath.Join(cfg.Data, "shard"))
 	rcfg.Etcd.ClientURL = "http://127.0.0.1:0"
@@ -104,7 +108,7 @@ func dev(ctx context.Context, cfg devConfig, stdout io.Writer, log *slog.Logger)
 	if err != nil {
 		return errors.Join(err, rt.Close(), n.Close())
 	}
-	printWelcome(stdout, base, cfg, devWhere{node: "http://" + n.Addr(), etcd: rt.DirectoryURLs(), tokens: tokens})
+	printWelcome(stdout, base, cfg, devWhere{node: "http://" + n.Addr(), etcd: rt.DirectoryURLs(), tokens: tokens, shard: rcfg.Etcd.Dir})
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "fenec dev: stopping")
 	return errors.Join(rt.Close(), n.Close())
@@ -142,27 +146,45 @@ func recordDevNode(ctx context.Context, base, token, nodeAddr, adminToken string
 type devWhere struct {
 	node   string
 	etcd   []string
+	shard  string            // the member's data dir, where the directory's key and password are
 	tokens map[string]string // what → file
 }
 
-// writeDevTokens writes the node's admin token (and the router's, when one
-// was given) into DATA/tokens, readable by this user only, and returns the
-// files by what they hold.
+// writeDevTokens writes the node's admin token (and the router's, when
+// one was given as a flag) into DATA/tokens, which it makes this user's
+// alone (0700, each file 0600) whatever they were before, and removes
+// any other file there (a router token of an earlier run given one). It
+// returns the token files by what they hold, --token-file's included.
 func writeDevTokens(cfg devConfig, adminToken string) (map[string]string, error) {
 	dir := filepath.Join(cfg.Data, "tokens")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("tokens: %w", err)
 	}
-	out := map[string]string{"node admin token": filepath.Join(dir, "node-admin")}
-	if cfg.Token != "" {
-		out["router token"] = filepath.Join(dir, "router")
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("tokens: %w", err)
 	}
-	for what, path := range out {
-		tok := adminToken
-		if what == "router token" {
-			tok = cfg.Token
+	write := map[string]string{filepath.Join(dir, "node-admin"): adminToken}
+	out := map[string]string{"node admin token": filepath.Join(dir, "node-admin")}
+	switch {
+	case cfg.TokenFile != "":
+		out["router token"] = cfg.TokenFile
+	case cfg.Token != "":
+		out["router token"] = filepath.Join(dir, "router")
+		write[out["router token"]] = cfg.Token
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("tokens: %w", err)
+	}
+	for _, e := range entries {
+		if path := filepath.Join(dir, e.Name()); write[path] == "" {
+			if err := os.RemoveAll(path); err != nil {
+				return nil, fmt.Errorf("tokens: remove a stale token: %w", err)
+			}
 		}
-		if err := os.WriteFile(path, []byte(tok+"\n"), 0o600); err != nil {
+	}
+	for path, tok := range write {
+		if err := tlsx.WriteFile(path, []byte(tok+"\n"), 0o600); err != nil {
 			return nil, fmt.Errorf("tokens: %w", err)
 		}
 	}
@@ -173,12 +195,13 @@ func writeDevTokens(cfg devConfig, adminToken string) (map[string]string, error)
 // tokens are, and how to start using them.
 func printWelcome(w io.Writer, base string, cfg devConfig, where devWhere) {
 	auth := ""
-	if cfg.Token != "" {
-		auth = ` -H "Authorization: Bearer ` + cfg.Token + `"`
+	if f := where.tokens["router token"]; f != "" {
+		auth = ` -H "Authorization: Bearer $(cat ` + f + `)"`
 	}
 	fmt.Fprintf(w, "fenec dev: router at %s (data in %s; Ctrl-C stops)\n", base, cfg.Data)
 	fmt.Fprintf(w, "  node:      %s (recorded as %q in region %q)\n", where.node, devNode, devRegion)
-	fmt.Fprintf(w, "  etcd:      %s (the directory, embedded in the router)\n", strings.Join(where.etcd, ","))
+	fmt.Fprintf(w, "  etcd:      %s (the directory, embedded in the router; it takes only the password in %s)\n",
+		strings.Join(where.etcd, ","), filepath.Join(where.shard, region.PasswordFileName))
 	whats := make([]string, 0, len(where.tokens))
 	for what := range where.tokens {
 		whats = append(whats, what)
@@ -188,7 +211,7 @@ func printWelcome(w io.Writer, base string, cfg devConfig, where devWhere) {
 		fmt.Fprintf(w, "  %s: %s\n", what, where.tokens[what])
 	}
 	if cfg.Token == "" {
-		fmt.Fprintln(w, "  router token: none (a loopback router may run open; --token sets one)")
+		fmt.Fprintln(w, "  router token: none (a loopback router may run open; --token-file sets one)")
 	}
 	fmt.Fprintf(w, "  the CLI:   %s\n", cliSetup(base))
 	fmt.Fprintf(w, `

@@ -19,6 +19,7 @@ import (
 
 	"github.com/fenec-go/fenec/internal/testkit"
 	"github.com/fenec-go/fenec/internal/testkit/testnode"
+	"github.com/fenec-go/fenec/internal/tokenfile"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -355,4 +356,89 @@ func TestVersion(t *testing.T) {
 			t.Fatalf("%v: exit %d %q", args, code, out)
 		}
 	}
+}
+
+// TestDevTokenFiles: fenec dev makes DATA/tokens its user's alone whatever
+// it was, writes its token files 0600 over ones left with another mode,
+// removes a router token an earlier run left, and takes the router's
+// token from --token-file, showing it nowhere in its welcome.
+func TestDevTokenFiles(t *testing.T) {
+	data := t.TempDir()
+	tokens := filepath.Join(data, "tokens")
+	if err := os.MkdirAll(tokens, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"node-admin", "router"} {
+		if err := os.WriteFile(filepath.Join(tokens, f), []byte("old\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(filepath.Join(tokens, f), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runDev := func(cfg devConfig, check func(base, welcome string)) {
+		t.Helper()
+		ctx, cancel := context.WithCancel(context.Background())
+		out := &syncBuffer{}
+		done := make(chan error, 1)
+		go func() { done <- dev(ctx, cfg, out, testkit.Logger()) }()
+		var base string
+		testkit.Eventually(t, wait, func() bool {
+			_, rest, ok := strings.Cut(out.String(), "router at ")
+			base, _, _ = strings.Cut(rest, " ")
+			select {
+			case err := <-done:
+				t.Fatalf("dev stopped: %v", err)
+			default:
+			}
+			return ok && strings.Contains(out.String(), "try:")
+		}, "fenec dev prints its welcome")
+		check(base, out.String())
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("dev stop: %v", err)
+		}
+	}
+	mode := func(path string) os.FileMode {
+		st, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Mode().Perm()
+	}
+
+	runDev(devConfig{Data: data, Listen: "127.0.0.1:0"}, func(string, string) {
+		if m := mode(tokens); m != 0o700 {
+			t.Fatalf("tokens dir %#o, want 0700", m)
+		}
+		if m := mode(filepath.Join(tokens, "node-admin")); m != 0o600 {
+			t.Fatalf("node-admin %#o, want 0600", m)
+		}
+		if _, err := os.Stat(filepath.Join(tokens, "router")); !os.IsNotExist(err) {
+			t.Fatalf("a stale router token left behind: %v", err)
+		}
+	})
+
+	file := filepath.Join(t.TempDir(), "router.token")
+	if err := os.WriteFile(file, []byte("dev-router-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := cli(context.Background(), "dev", "--token-file", filepath.Join(t.TempDir(), "none"))
+	if code != 2 {
+		t.Fatalf("a --token-file that is not there: exit %d %s", code, errOut)
+	}
+	tok, err := tokenfile.Read(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runDev(devConfig{Data: data, Listen: "127.0.0.1:0", Token: tok, TokenFile: file}, func(base, welcome string) {
+		if strings.Contains(welcome, "dev-router-secret") || !strings.Contains(welcome, file) {
+			t.Fatalf("the welcome shows the token or not its file:\n%s", welcome)
+		}
+		must(t, 401)(call(t, "GET", base+"/_shard/nodes", "", ""))
+		must(t, 200)(call(t, "GET", base+"/_shard/nodes", "dev-router-secret", ""))
+		if _, err := os.Stat(filepath.Join(tokens, "router")); !os.IsNotExist(err) {
+			t.Fatalf("the token file's token copied into the data dir: %v", err)
+		}
+	})
 }
