@@ -1,10 +1,10 @@
 #!/bin/sh
 # Builds what deploy/compose.yaml runs, offline: fenec's static binaries
 # (and the drill's resolver) into deploy/bin/, the tokens into
-# deploy/tokens/ and the certificates into deploy/certs/ (once: kept across
-# builds), Debian's Prometheus with the
-# C library it links into deploy/bin/prometheus/ (when the prometheus
-# package is installed), then the FROM-scratch images.
+# deploy/tokens/ and the certificates and the directory's secrets into
+# deploy/certs/ (deploy/certs.sh; once: kept across builds), Debian's
+# Prometheus with the C library it links into deploy/bin/prometheus/ (when
+# the prometheus package is installed), then the FROM-scratch images.
 set -eu
 cd "$(dirname "$0")/.."
 CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o deploy/bin/ ./cmd/fenec-node ./cmd/fenec-shard ./cmd/fenec
@@ -25,16 +25,12 @@ done
 
 # The deployment's CA, one certificate per service (named after it, and
 # loopback for its health check), the operator's and Prometheus's client
-# certificates, and the routers' directory key (fenec certs; once: kept
-# across builds, and reused by a later `fenec certs` to rotate). Like the
-# tokens: the directory is the owner's alone, the files readable by the
-# containers' user through their secret mounts.
-if [ ! -s deploy/certs/ca.pem ]; then
-  deploy/bin/fenec certs --out deploy/certs g1 g2 g3 eu1 eu2 eu3 us1 us2 us3 n1 n2 n3 n4 n5 operator prometheus
-fi
-chmod 700 deploy/certs
-chmod 644 deploy/certs/*.pem deploy/certs/directory.key
-chmod 600 deploy/certs/ca-key.pem
+# certificates, the directory's own CA and the routers' certificates of
+# it, the routers' directory key and password (deploy/certs.sh; once: kept
+# across builds, and `deploy/certs.sh NAME` rotates). Like the tokens: the
+# directory is the owner's alone, the files readable by the containers'
+# user through their secret mounts.
+deploy/certs.sh
 
 compose() {
   if command -v docker-compose >/dev/null; then docker-compose "$@"; else docker compose "$@"; fi

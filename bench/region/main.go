@@ -240,6 +240,8 @@ type benchRouter struct {
 	id   string
 	url  string
 	etcd string // its embedded etcd member's client URL ("" for a standby)
+	// secrets give another router its directory's key and password.
+	secrets []string
 }
 
 // deployment is one run's routers, nodes, proxies and name servers.
@@ -298,10 +300,12 @@ func startDeployment(cfg config) (*deployment, error) {
 	if err != nil {
 		return d, err
 	}
-	if d.beside, err = d.router("beside", false, "--standby", "--directory", d.global.etcd, "--resolver", euDNS.Addr()); err != nil {
+	// Every other router holds the global tier's key and password, which
+	// its router made as it founded the global directory.
+	if d.beside, err = d.router("beside", false, append([]string{"--standby", "--directory", d.global.etcd, "--resolver", euDNS.Addr()}, d.global.secrets...)...); err != nil {
 		return d, err
 	}
-	if d.eu, err = d.router("eu", true, "--region", "eu", "--global", "http://"+wan.Addr(), "--resolver", euDNS.Addr()); err != nil {
+	if d.eu, err = d.router("eu", true, append([]string{"--region", "eu", "--global", "http://" + wan.Addr(), "--resolver", euDNS.Addr()}, d.global.secrets...)...); err != nil {
 		return d, err
 	}
 	for _, name := range []string{"eu1", "eu2"} {
@@ -351,7 +355,7 @@ func (d *deployment) router(name string, embed bool, extra ...string) (*benchRou
 		if err != nil {
 			return nil, fmt.Errorf("router %s: %w", name, err)
 		}
-		return &benchRouter{p: rp.P, id: name, url: rp.URL, etcd: rp.Etcd}, nil
+		return &benchRouter{p: rp.P, id: name, url: rp.URL, etcd: rp.Etcd, secrets: rp.Secrets}, nil
 	}
 	addr, err := benchkit.FreeAddr()
 	if err != nil {

@@ -126,7 +126,7 @@ func startDeployed(ctx context.Context, cfg config, dir string) (_ *deployedRig,
 			return nil, err
 		}
 		name := fmt.Sprintf("fenec-shard P=%d", procs)
-		p, err := benchkit.StartProc(name, []string{fmt.Sprintf("GOMAXPROCS=%d", procs)}, shardBin, "--listen", addr, "--id", fmt.Sprintf("bench-p%d", procs), "--standby", "--directory", etcdClient)
+		p, err := benchkit.StartProc(name, []string{fmt.Sprintf("GOMAXPROCS=%d", procs)}, shardBin, append([]string{"--listen", addr, "--id", fmt.Sprintf("bench-p%d", procs), "--standby", "--directory", etcdClient}, rp.Secrets...)...)
 		if err != nil {
 			return nil, err
 		}
@@ -143,7 +143,9 @@ func startDeployed(ctx context.Context, cfg config, dir string) (_ *deployedRig,
 		if err != nil {
 			return nil, err
 		}
-		p, err := benchkit.StartProc("fenec-shard (compared build)", nil, cfg.compareRouter, "--listen", addr, "--id", "bench-compared", "--standby", "--directory", etcdClient)
+		// A build from before directories were closed knows no password
+		// and cannot read this one.
+		p, err := benchkit.StartProc("fenec-shard (compared build)", nil, cfg.compareRouter, append([]string{"--listen", addr, "--id", "bench-compared", "--standby", "--directory", etcdClient}, rp.Secrets...)...)
 		if err != nil {
 			return nil, err
 		}

@@ -197,6 +197,10 @@ type RouterProc struct {
 	P    *Proc
 	URL  string // where it listens
 	Etcd string // its etcd member's client URL (standbys read the directory there)
+	// Secrets are the flags that give another router the directory's key
+	// and password: the files the router made in its etcd member's data
+	// dir as it founded the directory (or was given in extra).
+	Secrets []string
 }
 
 // StartRouterProc starts fenec-shard with id and its etcd member's data
@@ -221,5 +225,14 @@ func StartRouterProc(bin, dir, id string, extra ...string) (RouterProc, error) {
 		p.Stop()
 		return RouterProc{}, err
 	}
-	return RouterProc{P: p, URL: "http://" + addrs[0], Etcd: "http://" + addrs[1]}, nil
+	secrets := []string{"--directory-key-file", filepath.Join(dir, "etcd", "directory.key"), "--directory-password-file", filepath.Join(dir, "etcd", "directory.password")}
+	for i := 0; i+1 < len(extra); i++ {
+		switch extra[i] {
+		case "--directory-key-file":
+			secrets[1] = extra[i+1]
+		case "--directory-password-file":
+			secrets[3] = extra[i+1]
+		}
+	}
+	return RouterProc{P: p, URL: "http://" + addrs[0], Etcd: "http://" + addrs[1], Secrets: secrets}, nil
 }
