@@ -374,8 +374,8 @@ func TestReadmeDeployment(t *testing.T) {
 			readmeRouter = flagValue(t, args, "--listen")
 			setFlag(t, args, "--listen", routerAddr)
 			setFlag(t, args, "--etcd-dir", filepath.Join(work, "shard"))
-			args = append(args, "--etcd-client-url", "http://127.0.0.1:"+strconv.Itoa(ports[2]),
-				"--etcd-peer-url", "http://127.0.0.1:"+strconv.Itoa(ports[3]))
+			setFlag(t, args, "--etcd-client-url", "https://127.0.0.1:"+strconv.Itoa(ports[2]))
+			setFlag(t, args, "--etcd-peer-url", "https://127.0.0.1:"+strconv.Itoa(ports[3]))
 			p := cluster.StartProc(t, work, "router", cluster.Bins().Shard, args...)
 			readmeHealthy(t, p, hc, "https://"+routerAddr+"/_health")
 		case "fenec":
