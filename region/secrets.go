@@ -176,10 +176,8 @@ func (rt *Router) closeDirectory(ctx context.Context, d *global.EtcdDirectory, u
 }
 
 // checkSecrets refuses to start a router that cannot use what its
-// directory holds: node tokens sealed under a key it does not hold (its
-// own directory's, or, on a region's router, the global directory's). On
-// a router holding the key, it notes the key in the directory
-// (global.KeySeal) for the routers that lack it.
+// directory holds: node tokens sealed under a key it does not hold (the
+// global directory's, on a region's router, are checked by probeGlobal).
 //
 // A directory that does not answer within secretsWait (a standby started
 // before it) is checked once it does, in the background: what the router
@@ -193,19 +191,12 @@ func (rt *Router) checkSecrets(ctx context.Context) error {
 	defer cancel()
 	err := rt.checkSeals(wctx, rt.dir, "the directory")
 	if err == nil || ctx.Err() != nil || wctx.Err() == nil {
-		if err == nil {
-			rt.noteSeal(ctx)
-		}
 		return err
 	}
 	rt.wg.Go(func() {
-		if err := rt.checkSeals(rt.ctx, rt.dir, "the directory"); err != nil {
-			if rt.ctx.Err() == nil {
-				rt.log.Error("this router cannot use the directory's node records", "err", err)
-			}
-			return
+		if err := rt.checkSeals(rt.ctx, rt.dir, "the directory"); err != nil && rt.ctx.Err() == nil {
+			rt.log.Error("this router cannot use the directory's node records", "err", err)
 		}
-		rt.noteSeal(rt.ctx)
 	})
 	return nil
 }
@@ -280,9 +271,9 @@ func readSeal(ctx context.Context, d global.Directory) (global.SealInfo, int64) 
 	return s, kv.ModRev
 }
 
-// noteSeal records this router's sealing key in the directory, where the
-// note names none or one the router holds behind it (a rotation); routers
-// without the key say from it which file they need.
+// noteSeal records the leading router's sealing key in the directory,
+// where the note names none or one the router holds behind it (a
+// rotation); routers without the key say from it which file they need.
 func (rt *Router) noteSeal(ctx context.Context) {
 	if rt.keys == nil {
 		return
@@ -308,7 +299,8 @@ func (rt *Router) noteSeal(ctx context.Context) {
 // rotation): the record is written again as it is. Until then no router
 // with the key uses a record in clear. It returns once the router's own
 // view holds what it sealed: a router serving from a view still holding
-// the records in clear would refuse to forward to their nodes.
+// the records in clear would refuse to forward to their nodes. It notes
+// the key in the directory first (noteSeal).
 func (rt *Router) sealClearNodes(ctx context.Context) {
 	if rt.keys == nil {
 		return
@@ -317,6 +309,7 @@ func (rt *Router) sealClearNodes(ctx context.Context) {
 	if err != nil {
 		return
 	}
+	rt.noteSeal(ctx)
 	nodes, _, err := s.ListNodes(ctx)
 	if err != nil {
 		rt.log.Error("seal node tokens", "err", err)

@@ -92,6 +92,9 @@ func dev(ctx context.Context, cfg devConfig, stdout io.Writer, log *slog.Logger)
 	rcfg.Etcd = global.DefaultEmbedConfig(filepath.Join(cfg.Data, "shard"))
 	rcfg.Etcd.ClientURL = "http://127.0.0.1:0"
 	rcfg.Etcd.PeerURL = "http://127.0.0.1:0"
+	// Its directory is this process's alone: one an older fenec dev left
+	// open is closed as it starts.
+	rcfg.CloseDirectory = true
 	rcfg.Logger = log.With("part", "router")
 	rt, err := region.NewRouter(rcfg)
 	if err == nil {
