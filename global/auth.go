@@ -109,7 +109,8 @@ func (d *EtcdDirectory) AuthEnabled(ctx context.Context) (bool, error) {
 }
 
 // Empty reports whether the etcd cluster holds no key at all, under any
-// prefix, and no user: a directory no one has used yet.
+// prefix, and no user but RootUser: a directory no one has used yet, or
+// one another router founding it with this one is closing right now.
 func (d *EtcdDirectory) Empty(ctx context.Context) (bool, error) {
 	resp, err := d.cli.Get(ctx, "\x00", clientv3.WithFromKey(), clientv3.WithCountOnly())
 	if err != nil {
@@ -122,7 +123,7 @@ func (d *EtcdDirectory) Empty(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("list users: %w", authError(err))
 	}
-	return len(users.Users) == 0, nil
+	return len(users.Users) == 0 || slices.Equal(users.Users, []string{RootUser}), nil
 }
 
 // EnableAuth turns the directory's authentication on with RootUser's

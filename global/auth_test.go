@@ -138,3 +138,43 @@ func TestCertificateNamedRootIsNoOne(t *testing.T) {
 		t.Fatalf("a client with no certificate got:\n%s", strings.Join(got, "\n"))
 	}
 }
+
+// TestFoundersCloseTogether: routers founding one directory close it at
+// once with the same password: one that finds root already added by
+// another still takes the directory for a new one and closes it; a root
+// someone added with another password is found as the router opens the
+// directory with its own.
+func TestFoundersCloseTogether(t *testing.T) {
+	m := plainMember(t)
+	pw := NewPasswordText()
+	first, err := m.Open(testCtx(t), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	if _, err := first.cli.UserAdd(testCtx(t), RootUser, pw); err != nil {
+		t.Fatal(err)
+	}
+	if empty, err := first.Empty(testCtx(t)); err != nil || !empty {
+		t.Fatalf("a directory whose root another founder added: empty %v, %v", empty, err)
+	}
+	closeMember(t, m, pw)
+
+	other := plainMember(t)
+	d, err := other.Open(testCtx(t), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if _, err := d.cli.UserAdd(testCtx(t), RootUser, "someone else's"); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.EnableAuth(testCtx(t), pw); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := other.Open(ctx, "", WithPassword(pw)); !errors.Is(err, ErrAuth) {
+		t.Fatalf("a root with another password: %v", err)
+	}
+}
