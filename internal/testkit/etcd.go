@@ -14,8 +14,6 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
 // EtcdStranger is what etcdctl does for whoever runs it with no password:
@@ -197,7 +195,6 @@ func answers(cli *clientv3.Client) bool {
 	if err == nil {
 		return true
 	}
-	code := status.Code(rpctypes.Error(err))
-	var etcdErr rpctypes.EtcdError
-	return errors.As(rpctypes.Error(err), &etcdErr) || (code != codes.Unavailable && code != codes.DeadlineExceeded && !errors.Is(err, context.DeadlineExceeded))
+	var etcdErr rpctypes.EtcdError // the server's own answer, if only a refusal
+	return errors.As(rpctypes.Error(err), &etcdErr)
 }
