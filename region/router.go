@@ -305,10 +305,8 @@ func (rt *Router) openDirectory(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("open directory: %w", err)
 		}
-		if rt.cfg.CloseDirectory {
-			if d, err = rt.closeDirectory(ctx, d, rt.cfg.DirectoryURLs); err != nil {
-				return errors.Join(fmt.Errorf("close directory: %w", err), closeNil(d))
-			}
+		if d, err = rt.closeDirectory(ctx, d, rt.cfg.DirectoryURLs); err != nil {
+			return errors.Join(fmt.Errorf("close directory: %w", err), closeNil(d))
 		}
 		rt.dir, rt.ownDir = global.Sealing(d, rt.keys), true
 		return nil

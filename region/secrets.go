@@ -135,21 +135,23 @@ func (rt *Router) makeSecrets() error {
 }
 
 // closeDirectory turns on the authentication of d, the directory's etcd
-// at urls, if it is off and the directory is new (or --close-directory
-// says so), making the secrets it lacks first; it returns the directory
-// opened again with the password. An old directory left open is warned
-// about at every start.
+// at urls, if it is off and the directory is new and embedded here (or
+// --close-directory says so), making the secrets it lacks first; it
+// returns the directory opened again with the password. A directory left
+// open is warned about at every start.
 func (rt *Router) closeDirectory(ctx context.Context, d *global.EtcdDirectory, urls []string) (*global.EtcdDirectory, error) {
 	on, err := d.AuthEnabled(ctx)
 	if err != nil || on {
 		return d, err
 	}
-	fresh, err := d.Empty(ctx)
-	if err != nil {
-		return d, err
+	fresh := false
+	if rt.cfg.embedded() {
+		if fresh, err = d.Empty(ctx); err != nil {
+			return d, err
+		}
 	}
 	if !fresh && !rt.cfg.CloseDirectory {
-		rt.log.Warn("the directory's etcd takes any client that reaches it, node tokens readable and placements writable by it: it was made before directories were closed; give every router of the deployment the same key and password files, then start the leading router once with --close-directory (docs/security.md)",
+		rt.log.Warn("the directory's etcd takes any client that reaches it, node tokens readable and placements writable by it (a directory made before directories were closed, or an etcd cluster of the operator's with its authentication off): give every router of the deployment the same key and password files, then start the leading router once with --close-directory (docs/security.md)",
 			"etcd", strings.Join(urls, ","))
 		return d, nil
 	}
