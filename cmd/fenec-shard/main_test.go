@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -188,13 +190,21 @@ func TestTwoRoutersFormOneDirectory(t *testing.T) {
 		out  syncBuffer
 		done chan int
 	}
+	// The routers founding one directory read the same key and password.
+	secrets := t.TempDir()
+	for f, text := range map[string]string{"directory.key": global.NewKeyText(), "directory.password": global.NewPasswordText()} {
+		if err := os.WriteFile(filepath.Join(secrets, f), []byte(text+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	procs := map[string]*proc{}
 	for _, name := range []string{"m1", "m2"} {
 		p := &proc{addr: freePort(t), done: make(chan int, 1)}
 		procs[name] = p
 		args := []string{"--listen", p.addr, "--token", "tk", "--id", "r-" + name, "--etcd-dir", t.TempDir(),
 			"--etcd-name", name, "--etcd-client-url", "http://127.0.0.1:0", "--etcd-peer-url", peers[name],
-			"--etcd-initial-cluster", cluster}
+			"--etcd-initial-cluster", cluster,
+			"--directory-key-file", filepath.Join(secrets, "directory.key"), "--directory-password-file", filepath.Join(secrets, "directory.password")}
 		go func() { p.done <- run(ctx, args, &p.out, &p.out) }()
 	}
 	client := &http.Client{Timeout: 5 * time.Second}
