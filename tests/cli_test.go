@@ -232,8 +232,7 @@ func TestCLIVerbs(t *testing.T) {
 // says so and changes nothing unless --again.
 func TestCLIFailoverAndPromote(t *testing.T) {
 	r, n1, n2 := replPair(t)
-	cl := cluster.New(t)
-	standby := cl.StartRouter("r2", cluster.RouterOptions{Directory: r.EtcdURL(), Args: []string{"--standby"}})
+	standby := r.Cluster().StartRouter("r2", cluster.RouterOptions{Directory: r.EtcdURL(), Args: []string{"--standby"}})
 	env := operator(t, r)
 	c := r.Client()
 	ok(t, env, "place", "f", "--node", "n1")

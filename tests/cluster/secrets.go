@@ -57,3 +57,7 @@ func (c *Cluster) secretArgs() []string {
 
 // DirectoryPassword is the password of r's directory (its cluster's).
 func (r *Router) DirectoryPassword() string { return r.c.DirectoryPassword() }
+
+// Cluster is the cluster r belongs to: a router started there (a standby
+// on r's directory) reads r's secrets.
+func (r *Router) Cluster() *Cluster { return r.c }
