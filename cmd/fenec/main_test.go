@@ -391,7 +391,7 @@ func TestDevTokenFiles(t *testing.T) {
 				t.Fatalf("dev stopped: %v", err)
 			default:
 			}
-			return ok && strings.Contains(out.String(), "try:")
+			return ok && strings.Contains(out.String(), "curl ")
 		}, "fenec dev prints its welcome")
 		check(base, out.String())
 		cancel()
