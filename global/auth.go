@@ -133,8 +133,14 @@ func (d *EtcdDirectory) Empty(ctx context.Context) (bool, error) {
 // it with CheckAuth: a root user someone else added first has another
 // password, and that client is refused.
 func (d *EtcdDirectory) EnableAuth(ctx context.Context, password string) error {
-	if _, err := d.cli.UserAdd(ctx, RootUser, password); err != nil && !errors.Is(err, rpctypes.ErrUserAlreadyExist) {
-		return fmt.Errorf("enable auth: add user %s: %w", RootUser, authError(err))
+	users, err := d.cli.UserList(ctx)
+	if err != nil {
+		return fmt.Errorf("enable auth: list users: %w", authError(err))
+	}
+	if !slices.Contains(users.Users, RootUser) {
+		if _, err := d.cli.UserAdd(ctx, RootUser, password); err != nil && !errors.Is(err, rpctypes.ErrUserAlreadyExist) {
+			return fmt.Errorf("enable auth: add user %s: %w", RootUser, authError(err))
+		}
 	}
 	if _, err := d.cli.UserGrantRole(ctx, RootUser, "root"); err != nil { // granted twice: etcd ignores it
 		return fmt.Errorf("enable auth: grant %s the root role: %w", RootUser, authError(err))
