@@ -507,6 +507,9 @@ type filter struct {
 	x      fql.Expr
 	params []any
 	now    func() time.Time
+
+	mu   sync.Mutex // guards sets
+	sets map[*fql.In]*fql.ValueSet
 }
 
 func (f *filter) Match(doc Row) bool {
@@ -539,6 +542,23 @@ func (e *mapEnv) Param(n int) (any, error) {
 }
 
 func (e *mapEnv) Now() int64 { return e.f.now().UnixMilli() }
+
+// InSet and KeepInSet keep the filter's hashed in lists: the parameters
+// are the filter's for its life, so each is hashed once.
+func (e *mapEnv) InSet(x *fql.In) *fql.ValueSet {
+	e.f.mu.Lock()
+	defer e.f.mu.Unlock()
+	return e.f.sets[x]
+}
+
+func (e *mapEnv) KeepInSet(x *fql.In, s *fql.ValueSet) {
+	e.f.mu.Lock()
+	defer e.f.mu.Unlock()
+	if e.f.sets == nil {
+		e.f.sets = make(map[*fql.In]*fql.ValueSet)
+	}
+	e.f.sets[x] = s
+}
 
 // Seq is the seq of the last landed write.
 func (db *DB) Seq() uint64 { return db.log.Seq() }

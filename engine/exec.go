@@ -14,6 +14,8 @@ type runner struct {
 	t      *txn
 	params []any
 	now    int64 // ms
+	// sets are the hashed lists of the statement's ins (fql.SetCache).
+	sets map[*fql.In]*fql.ValueSet
 }
 
 // run executes one parsed statement.
@@ -240,6 +242,25 @@ func (e *rowEnv) Param(n int) (any, error) {
 }
 
 func (e *rowEnv) Now() int64 { return e.r.now }
+
+// InSet and KeepInSet keep, for the statement, the hashed list of each in
+// whose list is the same for every row (fql.SetCache).
+func (e *rowEnv) InSet(x *fql.In) *fql.ValueSet {
+	if e.r == nil {
+		return nil
+	}
+	return e.r.sets[x]
+}
+
+func (e *rowEnv) KeepInSet(x *fql.In, s *fql.ValueSet) {
+	if e.r == nil {
+		return
+	}
+	if e.r.sets == nil {
+		e.r.sets = make(map[*fql.In]*fql.ValueSet)
+	}
+	e.r.sets[x] = s
+}
 
 // eval evaluates x with no row (literals, params, now(), arithmetic).
 func (r *runner) eval(x fql.Expr) (any, error) {

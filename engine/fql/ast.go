@@ -498,7 +498,11 @@ type In struct {
 	X   Expr
 	Set Expr
 
-	konst []any // Set's value when it is a list of literals, made by the parser
+	konst *ValueSet // Set's value hashed when it is a list of literals, made by the parser
+	// fixed: Set reads no field and no clock, so it is one list for every
+	// row a statement evaluates it on (made by the parser); an Env that is
+	// a SetCache keeps it hashed.
+	fixed bool
 }
 
 // IsNull is X is null (Not false) or X is not null (Not true); the only

@@ -188,7 +188,17 @@ func evalIn(e *In, env Env) (any, error) {
 		return nil, err
 	}
 	if e.konst != nil {
-		return Has(e.konst, x), nil
+		return e.konst.Has(x), nil
+	}
+	if sc, ok := env.(SetCache); ok && e.fixed {
+		s := sc.InSet(e)
+		if s == nil {
+			if s, err = evalSet(e, env); err != nil {
+				return nil, err
+			}
+			sc.KeepInSet(e, s)
+		}
+		return s.Has(x), nil
 	}
 	set, err := Eval(e.Set, env)
 	if err != nil {
@@ -201,6 +211,47 @@ func evalIn(e *In, env Env) (any, error) {
 		return Has(set, x), nil
 	}
 	return nil, fmt.Errorf("in %s: %w", TypeName(set), ErrType)
+}
+
+// SetCache is what an Env may also be: the keeper, for one statement, of
+// the hashed list of each in whose list reads no field and no clock (a
+// parameter, a list of parameters), so that the list is evaluated and
+// hashed once rather than walked again for every row.
+type SetCache interface {
+	// InSet returns the set kept for e, or nil.
+	InSet(e *In) *ValueSet
+	// KeepInSet keeps s for e.
+	KeepInSet(e *In, s *ValueSet)
+}
+
+// evalSet evaluates an in's list into a ValueSet: null is the empty set, and
+// anything else but a list is ErrType.
+func evalSet(e *In, env Env) (*ValueSet, error) {
+	set, err := Eval(e.Set, env)
+	if err != nil {
+		return nil, err
+	}
+	switch set.(type) {
+	case nil:
+		return NewValueSet(nil), nil
+	case []any, []float32:
+		return NewValueSet(set), nil
+	}
+	return nil, fmt.Errorf("in %s: %w", TypeName(set), ErrType)
+}
+
+// readsNoRow says whether x reads neither a field nor the clock: its
+// value is the same for every row of one evaluation's parameters.
+func readsNoRow(x Expr) bool {
+	fixed := true
+	Inspect(x, func(n Node) bool {
+		switch n.(type) {
+		case *Field, *Now:
+			fixed = false
+		}
+		return fixed
+	})
+	return fixed
 }
 
 func evalRegex(e *Regex, env Env) (any, error) {

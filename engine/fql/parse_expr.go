@@ -71,7 +71,10 @@ func (p *parser) cmp() Expr {
 	case p.tok.isKw("in"):
 		p.advance()
 		in := &In{At: l.Pos(), X: l, Set: p.inSet()}
-		in.konst = literalList(in.Set)
+		if l := literalList(in.Set); l != nil {
+			in.konst = NewValueSet(l)
+		}
+		in.fixed = readsNoRow(in.Set)
 		return in
 	case p.tok.isKw("is"):
 		p.advance()
