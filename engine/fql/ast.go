@@ -485,10 +485,12 @@ type Regex struct {
 	re atomic.Pointer[compiledRegex]
 }
 
-// compiledRegex is the pattern text and its compiled form.
+// compiledRegex is the pattern text, its compiled form and the size of
+// its program (regex.go).
 type compiledRegex struct {
-	src string
-	re  *regexp.Regexp
+	src   string
+	re    *regexp.Regexp
+	insts int
 }
 
 // In is X in (a, b, ...) or X in $n: true when X is not null and Equal to

@@ -3,7 +3,6 @@ package fql
 import (
 	"fmt"
 	"math"
-	"regexp"
 )
 
 // Env is what an expression sees while it is evaluated against one row.
@@ -252,50 +251,6 @@ func readsNoRow(x Expr) bool {
 		return fixed
 	})
 	return fixed
-}
-
-func evalRegex(e *Regex, env Env) (any, error) {
-	x, err := Eval(e.X, env)
-	if err != nil {
-		return nil, err
-	}
-	pv, err := Eval(e.Pattern, env)
-	if err != nil {
-		return nil, err
-	}
-	var pat string
-	switch p := pv.(type) {
-	case nil:
-		return false, nil
-	case string:
-		pat = p
-	default:
-		return nil, fmt.Errorf("~ %s: %w", TypeName(pv), ErrType)
-	}
-	s, ok := x.(string)
-	if !ok {
-		return false, nil
-	}
-	re, err := e.compiled(pat)
-	if err != nil {
-		return nil, err
-	}
-	return re.MatchString(s), nil
-}
-
-// compiled returns pat compiled, from the node's cache when the pattern
-// text is the one compiled last. Safe for concurrent use: racing
-// compilations store equal values.
-func (e *Regex) compiled(pat string) (*regexp.Regexp, error) {
-	if c := e.re.Load(); c != nil && c.src == pat {
-		return c.re, nil
-	}
-	re, err := regexp.Compile(pat)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrRegex, err)
-	}
-	e.re.Store(&compiledRegex{src: pat, re: re})
-	return re, nil
 }
 
 // Arith applies + - * or / to two values: int64 with int64 stays int64

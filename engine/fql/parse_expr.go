@@ -1,7 +1,6 @@
 package fql
 
 import (
-	"regexp"
 	"strconv"
 	"strings"
 )
@@ -95,11 +94,11 @@ func (p *parser) regex(x Expr) Expr {
 		if !ok {
 			p.fail(lit.At, "the pattern after ~ must be text, found %s", snippet(lit))
 		}
-		re, err := regexp.Compile(s)
+		c, err := compileRegex(s)
 		if err != nil {
-			p.fail(lit.At, "bad regular expression: %s", strings.TrimPrefix(err.Error(), "error parsing regexp: "))
+			p.fail(lit.At, "%s", err.Error())
 		}
-		r.re.Store(&compiledRegex{src: s, re: re})
+		r.re.Store(c)
 	}
 	return r
 }
