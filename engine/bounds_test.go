@@ -1,7 +1,11 @@
 package engine
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -46,5 +50,120 @@ func TestInOverAHugeListIsHashed(t *testing.T) {
 	t.Logf("in over %d values on 20 000 rows: %v", len(vals), took)
 	if took > 20*time.Second {
 		t.Fatalf("in over %d values on 20 000 rows took %v", len(vals), took)
+	}
+}
+
+// endsAfter is a context that ends once its Err has been asked n times:
+// a statement that looks at its context as it goes is seen to stop part
+// way, at the look it ends on, whatever the machine's speed.
+type endsAfter struct {
+	context.Context
+	n, asked atomic.Int64
+	done     chan struct{}
+}
+
+func newEndsAfter(n int64) *endsAfter {
+	c := &endsAfter{Context: context.Background(), done: make(chan struct{})}
+	c.n.Store(n)
+	return c
+}
+
+func (c *endsAfter) Done() <-chan struct{} { return c.done }
+func (c *endsAfter) Err() error {
+	if c.asked.Add(1) >= c.n.Load() {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+// Every kind of statement that walks many rows looks at its context as it
+// goes and stops at the look it finds ended: a scan, a sort, a group, a
+// search of either kind, a long pattern, a lookup; it answers ErrStopped
+// wrapping the context's error, having looked no more than once past it.
+func TestStatementsStopWithTheirContext(t *testing.T) {
+	db, _ := newTestDB(t, Options{})
+	mustExec(t, db, "create collection c (body text @text, n int, tag text, emb vector<4> @hnsw(l2))")
+	mustExec(t, db, "create collection k (parent int, v int)")
+	const rows = 20000
+	for i := 0; i < rows; i += 5000 {
+		docs := make([]any, 0, 5000)
+		kids := make([]any, 0, 5000)
+		for j := i; j < i+5000; j++ {
+			docs = append(docs, map[string]any{"body": fmt.Sprintf("word%d common", j%97), "n": j, "tag": fmt.Sprint(j % 13),
+				"emb": []any{float64(j % 7), float64(j % 11), float64(j % 13), 1.0}})
+			kids = append(kids, map[string]any{"parent": j%rows + 1, "v": j})
+		}
+		mustExec(t, db, "insert c $1", docs)
+		mustExec(t, db, "insert k $1", kids)
+	}
+	long := strings.Repeat("ab", 1<<19)
+	for _, q := range []struct {
+		text   string
+		params []any
+	}{
+		{"get c where n >= 0", nil},
+		{"get c order body desc, n", nil},
+		{"get c select tag, count(*) group tag", nil},
+		{"get c select count(*) group n order count(*) desc", nil},
+		{"get c match body 'common'", nil},
+		{"get c near emb [1,2,3,1] exact limit 10", nil},
+		{"get c where body ~ $1 or n >= 0 count", []any{"x{1000}y"}},
+		{"get c lookup k on parent", nil},
+		{"get c where $1 ~ 'b{1000}' count", []any{long}},
+	} {
+		ctx := newEndsAfter(3)
+		_, _, err := db.Read(ctx, Statement{Query: q.text, Params: q.params})
+		if !errors.Is(err, ErrStopped) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%s: %v, want ErrStopped wrapping the context's error", q.text, err)
+			continue
+		}
+		// The third look ends it; the fourth is the error's cause read.
+		if got := ctx.asked.Load(); got != 4 {
+			t.Errorf("%s: looked at its context %d times, want 3 and its cause read", q.text, got)
+		}
+	}
+}
+
+// A write stopped part way lands nothing: the block is undone, the seq
+// stays, the rows are as they were.
+func TestStoppedWriteLandsNothing(t *testing.T) {
+	db, _ := newTestDB(t, Options{})
+	loadRows(t, db, "c", 20000)
+	before, seq := mustExec(t, db, "get c select count(*), sum(n)"), db.Seq()
+	docs := make([]any, 0, 20000)
+	for i := range 20000 {
+		docs = append(docs, map[string]any{"body": "new", "n": i})
+	}
+	for _, q := range []struct {
+		text   string
+		params []any
+	}{
+		{"set c {n: n + 1} where n >= 0", nil},
+		{"del c where n >= 0", nil},
+		{"insert c $1", []any{docs}},
+	} {
+		_, _, err := db.Exec(newEndsAfter(3), Statement{Query: q.text, Params: q.params})
+		if !errors.Is(err, ErrStopped) {
+			t.Fatalf("%s: %v, want ErrStopped", q.text, err)
+		}
+		if got := mustExec(t, db, "get c select count(*), sum(n)"); got != before || db.Seq() != seq {
+			t.Fatalf("%s stopped: rows %s at seq %d, were %s at %d", q.text, got, db.Seq(), before, seq)
+		}
+	}
+	// In a block, the statement after a stopped one never runs, and the
+	// one before is undone with it.
+	_, err := db.Batch(newEndsAfter(3), []Statement{{Query: "put c {body: 'one', n: -1}"}, {Query: "set c {n: 0} where n >= 0"}}, BatchOptions{})
+	var be *BatchError
+	if !errors.As(err, &be) || be.At != 1 || !errors.Is(err, ErrStopped) {
+		t.Fatalf("a block stopped at its second statement: %v", err)
+	}
+	if got := mustExec(t, db, "get c select count(*), sum(n)"); got != before || db.Seq() != seq {
+		t.Fatalf("block stopped: rows %s at seq %d, were %s at %d", got, db.Seq(), before, seq)
+	}
+	// A context that ended before the statement runs nothing.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, _, err := db.Exec(ctx, Statement{Query: "put c {body: 'late', n: 1}"}); !errors.Is(err, ErrStopped) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("a write whose context ended before it ran: %v", err)
 	}
 }

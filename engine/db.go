@@ -256,17 +256,17 @@ func (db *DB) Read(ctx context.Context, st Statement) (*Result, uint64, error) {
 	if !stmt.ReadOnly() {
 		return nil, db.Seq(), fmt.Errorf("%w: %s writes", ErrNotRead, stmt.Verb())
 	}
-	return db.read(stmt, params)
+	return db.read(ctx, stmt, params)
 }
 
 // read runs a statement that only reads under the read lock.
-func (db *DB) read(stmt fql.Stmt, params []any) (*Result, uint64, error) {
+func (db *DB) read(ctx context.Context, stmt fql.Stmt, params []any) (*Result, uint64, error) {
 	db.mu.RLock()
 	defer db.mu.RUnlock()
 	if db.closed {
 		return nil, 0, ErrClosed
 	}
-	r := &runner{st: db.st, params: params, now: db.nowMs()}
+	r := &runner{st: db.st, params: params, now: db.nowMs(), stop: newStopper(ctx)}
 	res, err := r.run(stmt)
 	return res, db.log.Seq(), err
 }
@@ -281,7 +281,7 @@ func (db *DB) Exec(ctx context.Context, st Statement) (*Result, uint64, error) {
 		return db.compactStatement(ctx)
 	}
 	if !isWrite(stmt) {
-		return db.read(stmt, params)
+		return db.read(ctx, stmt, params)
 	}
 	br, err := db.batch(ctx, []fql.Stmt{stmt}, [][]any{params}, BatchOptions{})
 	if err != nil {
@@ -336,11 +336,9 @@ func (db *DB) batch(ctx context.Context, stmts []fql.Stmt, params [][]any, opts 
 		bl.unlock()
 		return nil, &BatchError{At: at, Completed: at, Err: err}
 	}
+	stop := newStopper(ctx)
 	for i, stmt := range stmts {
-		if err := ctx.Err(); err != nil {
-			return fail(i, err)
-		}
-		r := &runner{st: db.st, t: t, params: params[i], now: now}
+		r := &runner{st: db.st, t: t, params: params[i], now: now, stop: stop}
 		res, err := r.run(stmt)
 		if err != nil {
 			return fail(i, err)
@@ -351,7 +349,7 @@ func (db *DB) batch(ctx context.Context, stmts []fql.Stmt, params [][]any, opts 
 		for j, st := range opts.Extra(results) {
 			stmt, p, err := db.parse(st)
 			if err == nil {
-				_, err = (&runner{st: db.st, t: t, params: p, now: now}).run(stmt)
+				_, err = (&runner{st: db.st, t: t, params: p, now: now, stop: stop}).run(stmt)
 			}
 			if err != nil {
 				return fail(len(stmts)+j, err)

@@ -18,6 +18,10 @@ var (
 	ErrInvalid           = errors.New("invalid statement")        // 400
 	ErrTooMany           = errors.New("more than 10000 rows")     // 400: a limit, offset or near without a limit past it
 	ErrNotRead           = errors.New("statement is not a read")  // 400: DB.Read refused a statement that writes
+	// ErrStopped is a statement stopped before its end because its
+	// context ended (the client left, the caller's time bound passed); the
+	// error wraps the context's cause too. Nothing it did landed.
+	ErrStopped = errors.New("statement stopped")
 	// ErrParams is an ErrInvalid of the parameters alone: fewer than the
 	// statement names, or a value of no JSON type. Like a parse error it
 	// depends on the request, never on the tenant's rows or schema.

@@ -16,10 +16,24 @@ type runner struct {
 	now    int64 // ms
 	// sets are the hashed lists of the statement's ins (fql.SetCache).
 	sets map[*fql.In]*fql.ValueSet
+	// stop ends the statement with its context (stop.go); nil never does.
+	stop *stopper
 }
 
-// run executes one parsed statement.
+// run executes one parsed statement. A statement stopped part way
+// answers ErrStopped whatever its loops made of the stop.
 func (r *runner) run(stmt fql.Stmt) (*Result, error) {
+	if r.stop.check() {
+		return nil, r.stop.err
+	}
+	res, err := r.runStmt(stmt)
+	if err := r.stop.stopped(); err != nil {
+		return nil, err
+	}
+	return res, err
+}
+
+func (r *runner) runStmt(stmt fql.Stmt) (*Result, error) {
 	switch s := stmt.(type) {
 	case *fql.Get:
 		return r.runGet(s)
@@ -273,6 +287,8 @@ func evalErr(err error) error {
 	switch {
 	case err == nil:
 		return nil
+	case errors.Is(err, ErrStopped):
+		return err
 	case errors.Is(err, fql.ErrType), errors.Is(err, fql.ErrOverflow), errors.Is(err, fql.ErrDivZero):
 		return fmt.Errorf("%w: %v", ErrType, err)
 	}

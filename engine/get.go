@@ -61,12 +61,15 @@ func (r *runner) runGet(s *fql.Get) (*Result, error) {
 	}
 	if whole {
 		if searching && len(s.Order) > 0 {
-			sortHits(c, hits, s.Order)
+			sortHits(c, hits, s.Order, r.stop)
 		}
 		hits = window(hits, limitOf(s.Limit), s.Offset)
 	}
 	rows := make([]Row, 0, len(hits))
 	for _, h := range hits {
+		if r.stop.step() {
+			return nil, r.stop.err
+		}
 		row := project(c, h, s.Select)
 		if s.Lookup != nil {
 			ch, err := r.children(c, h.d, s.Lookup)
@@ -263,7 +266,7 @@ func (r *runner) matchHits(c *collection, m *fql.Match, k int, filter func(int64
 	if !ok {
 		return nil, fmt.Errorf("%w: match wants text, got %s", ErrType, fql.TypeName(q))
 	}
-	return toHits(c, ti.x.Search(qs, k, filter)), nil
+	return toHits(c, ti.x.SearchUntil(qs, k, filter, r.stop.check)), nil
 }
 
 func toHits(c *collection, th []text.Hit) []hit {
@@ -301,7 +304,7 @@ func (r *runner) nearHits(c *collection, n *fql.Near, k int, filter func(int64) 
 	if len(vec) != c.sch.Fields[i].Type.dim {
 		return nil, fmt.Errorf("%w: near %s wants a vector of %d, got %d", ErrType, n.Field, c.sch.Fields[i].Type.dim, len(vec))
 	}
-	hq := hnsw.Query{K: k, Ef: n.Ef, Exact: n.Exact, Filter: filter}
+	hq := hnsw.Query{K: k, Ef: n.Ef, Exact: n.Exact, Filter: filter, Stop: r.stop.check}
 	if all {
 		hq.Filter = nil
 	}
@@ -346,9 +349,14 @@ func fuse(lists [][]hit, k int) []hit {
 	return out
 }
 
-// sortHits orders hits by the keys (_score included), ties by id.
-func sortHits(c *collection, hits []hit, order []fql.OrderKey) {
+// sortHits orders hits by the keys (_score included), ties by id. Once
+// stop says to stop, every comparison is a tie: the sort ends soon, its
+// order no one's to read.
+func sortHits(c *collection, hits []hit, order []fql.OrderKey, stop *stopper) {
 	slices.SortStableFunc(hits, func(a, b hit) int {
+		if stop.step() {
+			return 0
+		}
 		ea := &rowEnv{c: c, d: a.d, score: a.score, hasSc: a.hasScore}
 		eb := &rowEnv{c: c, d: b.d, score: b.score, hasSc: b.hasScore}
 		for _, k := range order {
@@ -420,7 +428,7 @@ func (r *runner) children(parent *collection, pd *doc, lk *fql.Lookup) ([]Row, e
 		}
 	}
 	if len(lk.Order) > 0 {
-		sortDocs(c, docs, lk.Order)
+		sortDocs(c, docs, lk.Order, r.stop)
 	}
 	rows := make([]Row, 0, len(docs))
 	for _, d := range docs {
@@ -574,12 +582,16 @@ func newGroup(keys []any, first *doc, specs []aggSpec) *group {
 	return g
 }
 
-// collectGroups folds the hits into groups, in order of first appearance.
-func collectGroups(c *collection, s *fql.Get, specs []aggSpec, hits []hit) []*group {
+// collectGroups folds the hits into groups, in order of first appearance,
+// until stop says to stop.
+func collectGroups(c *collection, s *fql.Get, specs []aggSpec, hits []hit, stop *stopper) []*group {
 	byKey := map[string]*group{}
 	var list []*group
 	var kb []byte
 	for _, h := range hits {
+		if stop.step() {
+			break
+		}
 		env := &rowEnv{c: c, d: h.d, score: h.score, hasSc: h.hasScore}
 		keys := make([]any, len(s.Group))
 		kb = kb[:0]
@@ -635,11 +647,17 @@ func (g *group) fill(c *collection, s *fql.Get, specs []aggSpec) {
 // ascending when none).
 func (r *runner) group(c *collection, s *fql.Get, hits []hit) ([]Row, error) {
 	specs := aggSpecs(s)
-	list := collectGroups(c, s, specs, hits)
+	list := collectGroups(c, s, specs, hits, r.stop)
 	for _, g := range list {
+		if r.stop.step() {
+			return nil, r.stop.err
+		}
 		g.fill(c, s, specs)
 	}
 	slices.SortStableFunc(list, func(a, b *group) int {
+		if r.stop.step() {
+			return 0
+		}
 		if len(s.Order) == 0 {
 			for i := range s.Group {
 				if x := fql.SortCompare(a.keys[i], b.keys[i]); x != 0 {

@@ -497,7 +497,7 @@ func (r *runner) selectDocs(c *collection, where fql.Expr, order []fql.OrderKey,
 			}
 		}
 		if ferr == nil {
-			sortDocs(c, out, order)
+			sortDocs(c, out, order, r.stop)
 		}
 	}
 	if ferr != nil {
@@ -565,6 +565,9 @@ func (r *runner) orderedScan(c *collection, order []fql.OrderKey, full func() bo
 }
 
 func (r *runner) matches(c *collection, d *doc, where fql.Expr) (bool, error) {
+	if r.stop.step() {
+		return false, r.stop.err
+	}
 	if d == nil || !r.visible(c, d) {
 		return false, nil
 	}
@@ -592,8 +595,9 @@ func window[T any](s []T, limit, offset int64) []T {
 }
 
 // sortDocs orders docs by the keys, ties by id ascending. Each doc's keys
-// are decoded once.
-func sortDocs(c *collection, docs []*doc, order []fql.OrderKey) {
+// are decoded once. Once stop says to stop, it decodes no more and every
+// comparison is a tie.
+func sortDocs(c *collection, docs []*doc, order []fql.OrderKey, stop *stopper) {
 	type keyed struct {
 		d    *doc
 		keys []any
@@ -601,6 +605,9 @@ func sortDocs(c *collection, docs []*doc, order []fql.OrderKey) {
 	ks := make([]keyed, len(docs))
 	flat := make([]any, len(docs)*len(order))
 	for i, d := range docs {
+		if stop.step() {
+			return
+		}
 		env := &rowEnv{c: c, d: d}
 		k := flat[i*len(order) : (i+1)*len(order)]
 		for j, o := range order {
@@ -609,6 +616,9 @@ func sortDocs(c *collection, docs []*doc, order []fql.OrderKey) {
 		ks[i] = keyed{d, k}
 	}
 	slices.SortFunc(ks, func(a, b keyed) int {
+		if stop.step() {
+			return 0
+		}
 		for j, o := range order {
 			if x := fql.SortCompare(a.keys[j], b.keys[j]); x != 0 {
 				if o.Desc {

@@ -26,6 +26,11 @@ func (r *runner) runPut(coll string, docsExpr fql.Expr, ifAbsent, insert bool, r
 	}
 	res := &Result{Kind: ResultAffected, Write: true, IDs: make([]int64, 0, len(objs))}
 	for i, o := range objs {
+		// Between two documents (never inside one's write) a stopped
+		// statement ends; the block undoes what it wrote.
+		if r.stop.step() {
+			return nil, r.stop.err
+		}
 		d, given, err := r.makeDoc(c, o)
 		if err == nil {
 			var stored *doc
@@ -213,6 +218,9 @@ func (r *runner) runSet(s *fql.Set) (*Result, error) {
 	res := &Result{Kind: ResultAffected, Write: true}
 	var written []*doc
 	for _, old := range docs {
+		if r.stop.step() {
+			return nil, r.stop.err
+		}
 		d, err := r.assign(c, old, s.Assigns, pos)
 		if err != nil {
 			return nil, err
@@ -268,6 +276,9 @@ func (r *runner) runDel(s *fql.Del) (*Result, error) {
 		return nil, err
 	}
 	for _, d := range docs {
+		if r.stop.step() {
+			return nil, r.stop.err
+		}
 		r.t.del(c, d.id)
 	}
 	res := &Result{Kind: ResultAffected, Write: true, Affected: int64(len(docs))}
@@ -348,6 +359,9 @@ func (r *runner) wakeAt(c *collection, where fql.Expr) int64 {
 	})
 	if len(scan) > 0 {
 		c.order.Ascend(func(d *doc) bool {
+			if r.stop.step() {
+				return false // run checks the stop as the statement ends
+			}
 			for _, b := range scan {
 				w.row(b, d)
 			}

@@ -293,7 +293,7 @@ func (x *Index) link(s uint32, lvl int) {
 	vs := x.getVisited()
 	defer x.visited.Put(vs)
 	for l := min(lvl, x.top); l >= 0; l-- {
-		found := x.searchLayer(q, eps, x.cfg.EfConstruction, l, x.isLive, vs)
+		found := x.searchLayer(q, eps, x.cfg.EfConstruction, l, x.isLive, vs, &stopCheck{})
 		if len(found) == 0 {
 			continue
 		}

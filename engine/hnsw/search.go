@@ -21,6 +21,32 @@ type Query struct {
 	// knows which rows qualify); they are scored exhaustively. Ids not in
 	// the index are skipped, as are ids Filter refuses.
 	Candidates []int64
+	// Stop, when not nil, is asked every stopEvery nodes expanded or
+	// vectors scored; once it says true the search ends with what it
+	// found so far, which its caller is to throw away.
+	Stop func() bool
+}
+
+// stopEvery is how many nodes a walk expands, or vectors a scan scores,
+// between two calls of Query.Stop.
+const stopEvery = 64
+
+// stopCheck calls stop every stopEvery calls; it says whether to stop.
+type stopCheck struct {
+	stop func() bool
+	n    int
+	done bool
+}
+
+func (s *stopCheck) now() bool {
+	if s.stop == nil || s.done {
+		return s.done
+	}
+	if s.n++; s.n >= stopEvery {
+		s.n = 0
+		s.done = s.stop()
+	}
+	return s.done
 }
 
 // sampleSize is how many slots a filtered search tries the filter on to
@@ -48,8 +74,9 @@ func (x *Index) Search(q []float32, opts Query) ([]Hit, error) {
 	if opts.K <= 0 {
 		return nil, ErrK
 	}
+	sc := &stopCheck{stop: opts.Stop}
 	if opts.Candidates != nil {
-		return x.scoreIDs(qv, opts.Candidates, opts.K, opts.Filter), nil
+		return x.scoreIDs(qv, opts.Candidates, opts.K, opts.Filter, sc), nil
 	}
 	if x.live == 0 {
 		return nil, nil
@@ -60,15 +87,15 @@ func (x *Index) Search(q []float32, opts Query) ([]Hit, error) {
 	}
 	ef = max(ef, opts.K)
 	if opts.Exact || (opts.Filter != nil && x.fewPass(opts.Filter, ef)) {
-		return x.exact(qv, opts.K, opts.Filter), nil
+		return x.exact(qv, opts.K, opts.Filter, sc), nil
 	}
-	hits := x.graph(qv, opts.K, ef, opts.Filter)
-	if len(hits) < opts.K && len(hits) < x.live {
+	hits := x.graph(qv, opts.K, ef, opts.Filter, sc)
+	if len(hits) < opts.K && len(hits) < x.live && !sc.done {
 		// The walk stops early only once it holds ef hits, so a short
 		// answer means the live nodes passing the filter that it could
 		// reach are all in it; widening ef would walk the same nodes. Only
 		// scoring every row can find what the graph cannot reach.
-		return x.exact(qv, opts.K, opts.Filter), nil
+		return x.exact(qv, opts.K, opts.Filter, sc), nil
 	}
 	return hits, nil
 }
@@ -111,7 +138,7 @@ func (x *Index) fewPass(filter func(int64) bool, ef int) bool {
 
 // graph walks the graph with candidate list length ef and returns up to k
 // hits passing filter.
-func (x *Index) graph(q []float32, k, ef int, filter func(int64) bool) []Hit {
+func (x *Index) graph(q []float32, k, ef int, filter func(int64) bool, sc *stopCheck) []Hit {
 	ep := x.greedy(q, x.entry, x.top, 0)
 	vs := x.getVisited()
 	defer x.visited.Put(vs)
@@ -119,16 +146,19 @@ func (x *Index) graph(q []float32, k, ef int, filter func(int64) bool) []Hit {
 	if filter != nil {
 		accept = func(s uint32) bool { return x.state[s] == slotLive && filter(x.ids[s]) }
 	}
-	found := x.searchLayer(q, []item{ep}, ef, 0, accept, vs)
+	found := x.searchLayer(q, []item{ep}, ef, 0, accept, vs, sc)
 	// Rank all ef found before cutting to k, so ties at the cut go by id.
 	hits := x.hits(q, found)
 	return hits[:min(k, len(hits))]
 }
 
 // exact scores every live slot passing filter and returns the best k.
-func (x *Index) exact(q []float32, k int, filter func(int64) bool) []Hit {
+func (x *Index) exact(q []float32, k int, filter func(int64) bool, sc *stopCheck) []Hit {
 	top := rankHeap{ids: x.ids}
 	for s := range x.ids {
+		if sc.now() {
+			break
+		}
 		if x.state[s] != slotLive || (filter != nil && !filter(x.ids[s])) {
 			continue
 		}
@@ -139,10 +169,13 @@ func (x *Index) exact(q []float32, k int, filter func(int64) bool) []Hit {
 
 // scoreIDs scores the given ids (those live and passing filter) and
 // returns the best k.
-func (x *Index) scoreIDs(q []float32, ids []int64, k int, filter func(int64) bool) []Hit {
+func (x *Index) scoreIDs(q []float32, ids []int64, k int, filter func(int64) bool, sc *stopCheck) []Hit {
 	top := rankHeap{ids: x.ids}
 	seen := make(map[uint32]struct{}, len(ids))
 	for _, id := range ids {
+		if sc.now() {
+			break
+		}
 		s, ok := x.slotOf[id]
 		if !ok || (filter != nil && !filter(id)) {
 			continue
@@ -196,7 +229,7 @@ func (x *Index) hits(q []float32, found []item) []Hit {
 // refuses included) so they keep the graph navigable; the walk stops once
 // it holds ef accepted slots and no candidate left is nearer than the
 // farthest of them.
-func (x *Index) searchLayer(q []float32, eps []item, ef, l int, accept func(uint32) bool, vs *visitSet) []item {
+func (x *Index) searchLayer(q []float32, eps []item, ef, l int, accept func(uint32) bool, vs *visitSet, sc *stopCheck) []item {
 	vs.reset(len(x.ids))
 	cand, res := vs.cand[:0], vs.res[:0]
 	defer func() { vs.cand, vs.res = cand[:0], res[:0] }()
@@ -210,7 +243,7 @@ func (x *Index) searchLayer(q []float32, eps []item, ef, l int, accept func(uint
 			keep(&res, item{d: d, slot: ep.slot}, ef)
 		}
 	}
-	for len(cand) > 0 {
+	for len(cand) > 0 && !sc.now() {
 		c := cand.pop()
 		if len(res) >= ef && c.d > res[0].d {
 			break

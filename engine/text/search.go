@@ -39,6 +39,17 @@ type accumulator struct {
 // tf adds idf · tf·(k1+1) / (tf + k1·(1 − b + b·dl/avgdl)), where idf =
 // IDF(N, df).
 func (x *Index) Search(query string, k int, filter func(id int64) bool) []Hit {
+	return x.SearchUntil(query, k, filter, nil)
+}
+
+// stopEvery is how many postings a search scores between two calls of
+// its stop.
+const stopEvery = 4096
+
+// SearchUntil is Search that calls stop, when not nil, every stopEvery
+// postings scored; once it says true the search ends and answers nil,
+// which its caller is to throw away.
+func (x *Index) SearchUntil(query string, k int, filter func(id int64) bool, stop func() bool) []Hit {
 	qterms := x.queryTerms(query)
 	if len(qterms) == 0 {
 		return nil
@@ -53,11 +64,16 @@ func (x *Index) Search(query string, k int, filter func(id int64) bool) []Hit {
 	n := len(x.slotOf)
 	avgdl := x.AvgLen()
 	k1, b := x.k1, x.b
+	scored, stopped := 0, false
 	for _, t := range qterms {
 		tm := &x.terms[t]
 		idf := IDF(n, len(tm.slots))
 		tfs := tm.tfs[:len(tm.slots)]
 		for i, slot := range tm.slots {
+			if scored++; stop != nil && scored%stopEvery == 0 && stop() {
+				stopped = true
+				break
+			}
 			tf := float64(tfs[i])
 			norm := k1 * (1 - b + b*float64(x.lens[slot])/avgdl)
 			if acc.score[slot] == 0 {
@@ -65,8 +81,14 @@ func (x *Index) Search(query string, k int, filter func(id int64) bool) []Hit {
 			}
 			acc.score[slot] += idf * tf * (k1 + 1) / (tf + norm)
 		}
+		if stopped {
+			break
+		}
 	}
-	hits := x.collect(acc, k, filter)
+	var hits []Hit
+	if !stopped {
+		hits = x.collect(acc, k, filter)
+	}
 	for _, s := range acc.touched {
 		acc.score[s] = 0
 	}
@@ -75,15 +97,40 @@ func (x *Index) Search(query string, k int, filter func(id int64) bool) []Hit {
 
 // queryTerms returns the distinct term ids of query's tokens that occur in
 // the index.
+// A query of many tokens keeps those it has in a map, not by looking
+// along its list: a megabyte of distinct words would be 10¹⁰ looks.
 func (x *Index) queryTerms(query string) []uint32 {
 	var ts []uint32
+	var seen map[uint32]struct{}
 	forEachToken(query, func(tok []byte) {
-		if t, ok := x.dict[string(tok)]; ok && !slices.Contains(ts, t) {
-			ts = append(ts, t)
+		t, ok := x.dict[string(tok)]
+		if !ok {
+			return
 		}
+		if seen == nil {
+			if slices.Contains(ts, t) {
+				return
+			}
+			if len(ts) == manyTerms {
+				seen = make(map[uint32]struct{}, 2*manyTerms)
+				for _, u := range ts {
+					seen[u] = struct{}{}
+				}
+			}
+		}
+		if seen != nil {
+			if _, dup := seen[t]; dup {
+				return
+			}
+			seen[t] = struct{}{}
+		}
+		ts = append(ts, t)
 	})
 	return ts
 }
+
+// manyTerms is how many distinct terms a query keeps in its list alone.
+const manyTerms = 32
 
 // collect picks the best k touched slots passing filter.
 func (x *Index) collect(acc *accumulator, k int, filter func(int64) bool) []Hit {
