@@ -114,6 +114,10 @@ type Result struct {
 	// WakeAt, for a Claim, is the next moment a time-based filter (now(),
 	// @ttl) could make the statement take something; zero if none.
 	WakeAt time.Time
+
+	// lazy, from DB.ReadStream, are rows found and not yet encoded, in
+	// place of Rows (answer.go).
+	lazy *lazyRows
 }
 
 // Row is one answer row: field name to JSON-ready value. "id" is the
@@ -128,6 +132,11 @@ type BatchOptions struct {
 	// Idempotency-Key this way. Collections whose names start with "_"
 	// may be created by these statements like any other.
 	Extra func(results []*Result) []Statement
+
+	// Charge, when set, is told the bytes of each answer row as a
+	// statement builds it (a get's, a write's returning), under the write
+	// lock: it must not block. An error fails the block with it, as it is.
+	Charge func(bytes int64) error
 }
 
 // BatchResult is a block's answer.

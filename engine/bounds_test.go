@@ -167,3 +167,184 @@ func TestStoppedWriteLandsNothing(t *testing.T) {
 		t.Fatalf("a write whose context ended before it ran: %v", err)
 	}
 }
+
+// streamFixture is a tenant with rows to read every way: text, numbers,
+// a vector, a json field, children.
+func streamFixture(tb testing.TB) *DB {
+	tb.Helper()
+	db, _ := newTestDB(tb, Options{})
+	mustExec(tb, db, "create collection c (body text @text, n int @sorted, tag text @hash, emb vector<3> @hnsw(cosine), j json, at timestamp)")
+	mustExec(tb, db, "create collection k (parent int, v int)")
+	docs := make([]any, 0, 500)
+	kids := make([]any, 0, 500)
+	for i := range 500 {
+		docs = append(docs, map[string]any{"body": fmt.Sprintf("w%d shared \"quoted\" \u00e9\x01", i%17), "n": i, "tag": fmt.Sprint(i % 5),
+			"emb": []any{float64(i%7) + 0.5, float64(i % 3), 1.0}, "j": map[string]any{"a": []any{i, "x", nil}}})
+		kids = append(kids, map[string]any{"parent": i%50 + 1, "v": i})
+	}
+	mustExec(tb, db, "insert c $1", docs)
+	mustExec(tb, db, "insert k $1", kids)
+	return db
+}
+
+// streamQueries are reads of every shape.
+var streamQueries = []string{
+	"get c",
+	"get c where n > 10 and tag = '3' order n desc",
+	"get c select body, n as m, j.a where n < 40 order body, n limit 7 offset 3",
+	"get c select * where tag in ['1', '2'] limit 20",
+	"get c match body 'shared' limit 30",
+	"get c match body 'w3 shared' order n",
+	"get c near emb [1, 0, 1] limit 10",
+	"get c near emb [1, 0, 1] exact limit 5 offset 2",
+	"get c match body 'w4' near emb [1,1,1] fuse limit 12",
+	"get c select tag, count(*), sum(n) group tag",
+	"get c count",
+	"get c where n < 5 lookup k on parent",
+	"get c where n > 1000",
+	"get c limit 0",
+}
+
+// ReadStream answers every read with the bytes Read does, whether encoded
+// whole or a piece at a time.
+func TestReadStreamAnswersAsRead(t *testing.T) {
+	db := streamFixture(t)
+	ctx := context.Background()
+	for _, q := range streamQueries {
+		want, seq, err := db.Read(ctx, Statement{Query: q})
+		if err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		got, gotSeq, err := db.ReadStream(ctx, Statement{Query: q}, ReadOptions{})
+		if err != nil {
+			t.Fatalf("%s streamed: %v", q, err)
+		}
+		if w, g := string(want.JSON()), string(got.JSON()); w != g || seq != gotSeq {
+			t.Fatalf("%s: streamed %s at %d, read %s at %d", q, g, gotSeq, w, seq)
+		}
+		if got.Kind != ResultRows {
+			continue
+		}
+		var pieces []byte
+		enc := got.Encoder()
+		for n := 0; ; n++ {
+			var done bool
+			pieces, done = enc.Next(pieces, len(pieces)+50)
+			if done {
+				break
+			}
+			if n > 10000 {
+				t.Fatalf("%s: the encoder never closes its array", q)
+			}
+		}
+		if string(pieces) != string(want.JSON()) || got.Len() != want.Len() {
+			t.Fatalf("%s: in pieces %s, whole %s", q, pieces, want.JSON())
+		}
+	}
+	if _, _, err := db.ReadStream(ctx, Statement{Query: "del c where n = 1"}, ReadOptions{}); !errors.Is(err, ErrNotRead) {
+		t.Fatalf("a write through ReadStream: %v, want ErrNotRead", err)
+	}
+}
+
+// A streamed answer is the state its read saw: rows rewritten, deleted,
+// indexed anew and their collection dropped before it is encoded change
+// nothing of it; and encoding it runs beside writes to its collection
+// (indexes made, rows replaced) with no lock, which the race detector
+// watches.
+func TestReadStreamIsASnapshot(t *testing.T) {
+	db := streamFixture(t)
+	ctx := context.Background()
+	q := Statement{Query: "get c where n >= 100 order n desc"}
+	want, _, err := db.Read(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	encode := func(res *Result) []byte {
+		var b []byte
+		enc := res.Encoder()
+		for done := false; !done; {
+			b, done = enc.Next(b, len(b)+100)
+		}
+		return b
+	}
+	got, _, err := db.ReadStream(ctx, q, ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, db, "set c {body: 'rewritten', n: n + 1000} where n >= 200")
+	mustExec(t, db, "del c where n < 300")
+	mustExec(t, db, "create index on c (body) @hash")
+	mustExec(t, db, "drop collection c")
+	if b := encode(got); string(b) != string(want.JSON()) {
+		t.Fatalf("the streamed answer changed with writes made after its read:\n%.300s\nwant\n%.300s", b, want.JSON())
+	}
+
+	db = streamFixture(t)
+	got, _, err = db.ReadStream(ctx, q, ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := make(chan struct{})
+	wrote := make(chan struct{})
+	go func() {
+		defer close(wrote)
+		<-start
+		for _, index := range []string{"body) @hash", "n) @hash", "at) @ttl(1h)"} {
+			if _, _, err := db.Exec(ctx, Statement{Query: "create index on c (" + index}); err != nil {
+				t.Errorf("index %s: %v", index, err)
+			}
+			if _, _, err := db.Exec(ctx, Statement{Query: "set c {body: 'again'} where n >= 400"}); err != nil {
+				t.Errorf("set: %v", err)
+			}
+		}
+	}()
+	close(start)
+	for range 20 {
+		if b := encode(got); string(b) != string(want.JSON()) {
+			t.Fatalf("the streamed answer changed with writes beside it:\n%.300s", b)
+		}
+	}
+	<-wrote
+}
+
+// Charge is told what a streamed answer holds (8 bytes a row and a little)
+// and what each row built whole holds; its error ends the read with it.
+func TestReadStreamCharges(t *testing.T) {
+	db := streamFixture(t)
+	ctx := context.Background()
+	var charged int64
+	count := ReadOptions{Charge: func(n int64) error { charged += n; return nil }}
+	res, _, err := db.ReadStream(ctx, Statement{Query: "get c"}, count)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if whole := int64(len(res.JSON())); charged < 8*500 || charged > whole/10 {
+		t.Fatalf("a streamed answer of 500 rows (%d bytes of JSON) charged %d bytes", whole, charged)
+	}
+	charged = 0
+	res, _, err = db.ReadStream(ctx, Statement{Query: "get c where n < 5 lookup k on parent"}, count)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if whole := int64(len(res.JSON())); charged < whole/2 {
+		t.Fatalf("an answer with a lookup, built whole (%d bytes of JSON), charged %d bytes", whole, charged)
+	}
+	errFull := errors.New("full")
+	refuse := ReadOptions{Charge: func(int64) error { return errFull }}
+	for _, q := range []string{"get c", "get c match body 'shared'", "get c select tag, count(*) group tag", "get c lookup k on parent"} {
+		if _, _, err := db.ReadStream(ctx, Statement{Query: q}, refuse); err != errFull {
+			t.Fatalf("%s with Charge refusing: %v", q, err)
+		}
+	}
+	_, err = db.Batch(ctx, []Statement{{Query: "get c"}}, BatchOptions{Charge: func(int64) error { return errFull }})
+	if !errors.Is(err, errFull) {
+		t.Fatalf("a block's get with Charge refusing: %v", err)
+	}
+	_, err = db.Batch(ctx, []Statement{{Query: "del c where n < 3 returning *"}}, BatchOptions{Charge: func(int64) error { return errFull }})
+	if !errors.Is(err, errFull) {
+		t.Fatalf("a block's returning with Charge refusing: %v", err)
+	}
+	if got := mustExec(t, db, "get c where n < 3 count"); got != `{"count":3}` {
+		t.Fatalf("the refused del landed: %s", got)
+	}
+}

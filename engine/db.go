@@ -338,7 +338,7 @@ func (db *DB) batch(ctx context.Context, stmts []fql.Stmt, params [][]any, opts 
 	}
 	stop := newStopper(ctx)
 	for i, stmt := range stmts {
-		r := &runner{st: db.st, t: t, params: params[i], now: now, stop: stop}
+		r := &runner{st: db.st, t: t, params: params[i], now: now, stop: stop, charge: opts.Charge}
 		res, err := r.run(stmt)
 		if err != nil {
 			return fail(i, err)

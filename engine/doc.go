@@ -39,6 +39,15 @@
 //     sweeper goroutine (owned by DB, stopped by Close) deletes them later
 //     as ordinary blocks.
 //
-// It knows nothing of HTTP, nodes or routers, and it does not bound
-// statement time: a scan runs to its end.
+//   - A statement stops when its context ends (stop.go): every few hundred
+//     rows, comparisons or vectors it looks, and a stopped read answers
+//     nothing, a stopped block lands nothing. What bounds a statement's
+//     time is its caller's (the node's --max-statement-time), not the
+//     engine's.
+//   - A read's rows can be encoded after its lock is given back, a few at
+//     a time (ReadStream, answer.go): documents are never changed in
+//     place, so holding them holds the state the read saw, at 8 bytes a
+//     row.
+//
+// It knows nothing of HTTP, nodes or routers.
 package engine

@@ -18,6 +18,12 @@ type runner struct {
 	sets map[*fql.In]*fql.ValueSet
 	// stop ends the statement with its context (stop.go); nil never does.
 	stop *stopper
+	// lazy: a get's rows may be left to encode after the lock
+	// (DB.ReadStream, answer.go).
+	lazy bool
+	// charge is told the bytes of answer rows as they are built (nil: not
+	// counted).
+	charge func(int64) error
 }
 
 // run executes one parsed statement. A statement stopped part way

@@ -37,6 +37,13 @@ func (r *runner) runGet(s *fql.Get) (*Result, error) {
 			return &Result{Kind: ResultCount, Count: n}, nil
 		}
 	}
+	if r.lazy && !s.Count && !grouped && !searching && s.Lookup == nil {
+		docs, err := r.selectDocs(c, s.Where, s.Order, limitOf(s.Limit), s.Offset)
+		if err != nil {
+			return nil, err
+		}
+		return r.lazyAnswer(c, docs, nil, s.Select)
+	}
 	// Counts, groups, searches and required lookups see every matching
 	// row; the window (limit, offset) is applied after them.
 	whole := s.Count || grouped || searching || lookupRequired(s.Lookup)
@@ -57,6 +64,11 @@ func (r *runner) runGet(s *fql.Get) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
+		for _, row := range window(rows, limitOf(s.Limit), s.Offset) {
+			if err := r.chargeRow(row); err != nil {
+				return nil, err
+			}
+		}
 		return &Result{Kind: ResultRows, Rows: window(rows, limitOf(s.Limit), s.Offset)}, nil
 	}
 	if whole {
@@ -64,6 +76,13 @@ func (r *runner) runGet(s *fql.Get) (*Result, error) {
 			sortHits(c, hits, s.Order, r.stop)
 		}
 		hits = window(hits, limitOf(s.Limit), s.Offset)
+	}
+	if r.lazy && s.Lookup == nil {
+		docs, scores := make([]*doc, len(hits)), make([]float64, len(hits))
+		for i, h := range hits {
+			docs[i], scores[i] = h.d, h.score
+		}
+		return r.lazyAnswer(c, docs, scores, s.Select)
 	}
 	rows := make([]Row, 0, len(hits))
 	for _, h := range hits {
@@ -77,6 +96,9 @@ func (r *runner) runGet(s *fql.Get) (*Result, error) {
 				return nil, err
 			}
 			row[s.Lookup.Child] = ch
+		}
+		if err := r.chargeRow(row); err != nil {
+			return nil, err
 		}
 		rows = append(rows, row)
 	}

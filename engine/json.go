@@ -33,6 +33,10 @@ func (r *Result) JSON() []byte {
 		b := appendJSONString([]byte(`{"message":`), r.Message)
 		return append(b, '}')
 	}
+	if r.lazy != nil {
+		b, _ := r.Encoder().Next(nil, int(^uint(0)>>1))
+		return b
+	}
 	b := make([]byte, 0, 64*len(r.Rows)+2)
 	b = append(b, '[')
 	for i, row := range r.Rows {

@@ -235,7 +235,9 @@ func (r *runner) runSet(s *fql.Set) (*Result, error) {
 	if err := checkRequire(s.Require, res.Affected); err != nil {
 		return nil, err
 	}
-	r.finishWrite(res, c, s.Where, s.Returning, written)
+	if err := r.finishWrite(res, c, s.Where, s.Returning, written); err != nil {
+		return nil, err
+	}
 	return res, nil
 }
 
@@ -285,18 +287,24 @@ func (r *runner) runDel(s *fql.Del) (*Result, error) {
 	if err := checkRequire(s.Require, res.Affected); err != nil {
 		return nil, err
 	}
-	r.finishWrite(res, c, s.Where, s.Returning, docs)
+	if err := r.finishWrite(res, c, s.Where, s.Returning, docs); err != nil {
+		return nil, err
+	}
 	return res, nil
 }
 
-// finishWrite fills returning rows, and Claim and WakeAt for a statement
-// that took nothing.
-func (r *runner) finishWrite(res *Result, c *collection, where fql.Expr, ret *fql.Returning, docs []*doc) {
+// finishWrite fills returning rows (each charged), and Claim and WakeAt
+// for a statement that took nothing.
+func (r *runner) finishWrite(res *Result, c *collection, where fql.Expr, ret *fql.Returning, docs []*doc) error {
 	if ret != nil {
 		res.Kind = ResultRows
 		res.Rows = make([]Row, 0, len(docs))
 		for _, d := range docs {
-			res.Rows = append(res.Rows, returningRow(c, d, ret))
+			row := returningRow(c, d, ret)
+			if err := r.chargeRow(row); err != nil {
+				return err
+			}
+			res.Rows = append(res.Rows, row)
 		}
 	}
 	if res.Affected == 0 {
@@ -305,6 +313,7 @@ func (r *runner) finishWrite(res *Result, c *collection, where fql.Expr, ret *fq
 			res.WakeAt = time.UnixMilli(ms)
 		}
 	}
+	return nil
 }
 
 func returningRow(c *collection, d *doc, ret *fql.Returning) Row {
