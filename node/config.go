@@ -126,6 +126,16 @@ type Config struct {
 	// so a large image upload that keeps coming is never cut for its size.
 	// It bounds an answer's writes the same way (respWriter).
 	BodyTimeout time.Duration
+	// MaxStatementTime stops a statement (a request's block, a read) that
+	// runs longer, answered 503 saying what to do; a block stopped lands
+	// nothing (--max-statement-time; 0: no bound).
+	MaxStatementTime time.Duration
+	// MaxAnswerMemory bounds the bytes the answers being made and written
+	// hold at once, in all (--max-answer-memory; 0: no bound): a read past
+	// it is refused 503 with Retry-After before it runs or before its
+	// first byte, and one answer that alone would pass it 400 naming
+	// limit (answer.go).
+	MaxAnswerMemory int64
 
 	// Audit, if set, is a file receiving JSON lines about refusals and
 	// admin changes.
@@ -177,6 +187,19 @@ const DefaultMaxConnsPerAddr = 256
 // fills the node's disk.
 const DefaultMaxImage = 64 << 30
 
+// DefaultMaxStatementTime is --max-statement-time's default: far above
+// what a statement an index serves takes (milliseconds), room for a full
+// scan and sort of a tenant of millions of rows, and below the router's
+// --upstream-timeout (60 s), so that the client is told by the node what
+// to do rather than by the router that it gave up.
+const DefaultMaxStatementTime = 30 * time.Second
+
+// DefaultMaxAnswerMemory is --max-answer-memory's default: a streamed
+// answer holds 32 KiB and 8 bytes a row, so this is thousands of slow
+// readers at once, or a few answers built whole (a lookup's, a group's,
+// a /batch's) of tens of MiB.
+const DefaultMaxAnswerMemory = 256 << 20
+
 // DefaultConfig returns the defaults API.md names.
 func DefaultConfig() Config {
 	return Config{
@@ -192,6 +215,8 @@ func DefaultConfig() Config {
 		MaxBody:           32 << 20,
 		MaxImage:          DefaultMaxImage,
 		BodyTimeout:       30 * time.Second,
+		MaxStatementTime:  DefaultMaxStatementTime,
+		MaxAnswerMemory:   DefaultMaxAnswerMemory,
 		Conns:             connlimit.Limits{Total: DefaultMaxConns, PerAddr: DefaultMaxConnsPerAddr},
 		KeepAlive:         15 * time.Second,
 		ShutdownTimeout:   30 * time.Second,
@@ -241,6 +266,15 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 		return nil
 	})
 	fs.Func("body-timeout", "cut a request body that sends no byte for S seconds (408), and an answer whose write waits S seconds on a client taking no byte (default 30)", secondsFlag(&c.BodyTimeout))
+	fs.Func("max-statement-time", "stop a statement still running after S seconds, answered 503 (a block stopped lands nothing; 0: no bound) (default 30)", secondsFlag(&c.MaxStatementTime))
+	fs.Func("max-answer-memory", "MiB the answers being made and written may hold at once, in all; past it a read is refused 503 with Retry-After (0: no bound) (default 256)", func(s string) error {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 0 {
+			return fmt.Errorf("max-answer-memory %q: want a number of MiB", s)
+		}
+		c.MaxAnswerMemory = n << 20
+		return nil
+	})
 	c.Conns.AddFlags(fs)
 	fs.StringVar(&c.Audit, "audit", c.Audit, "file of JSON lines: refusals and admin changes")
 }
@@ -313,6 +347,12 @@ func (c *Config) Validate() error {
 	}
 	if c.BodyTimeout <= 0 {
 		errs = append(errs, errors.New("body-timeout: must be positive"))
+	}
+	if c.MaxStatementTime < 0 {
+		errs = append(errs, errors.New("max-statement-time: must not be negative"))
+	}
+	if c.MaxAnswerMemory < 0 || (c.MaxAnswerMemory > 0 && c.MaxAnswerMemory < 1<<20) {
+		errs = append(errs, errors.New("max-answer-memory: at least 1 MiB, or 0 for no bound"))
 	}
 	if c.MaxMemory < 0 {
 		errs = append(errs, errors.New("max-memory: must not be negative"))

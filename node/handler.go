@@ -29,6 +29,7 @@ type call struct {
 	route string       // metrics label: a route's name, never a tenant
 	t     *tenant      // for data and per-tenant admin routes, once acquired
 	ask   readAsk      // what a data request asks of its answer's freshness (staleness.go)
+	ans   *answerHold  // what its answer holds of the node's budget (answer.go), once charged
 }
 
 // respWriter remembers the status for metrics and logs, and bounds how
@@ -207,6 +208,9 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	// read through c.body.
 	bodygap.Arm(rw, r, s.cfg.BodyTimeout)
 	defer func() {
+		if c.ans != nil {
+			c.ans.release()
+		}
 		if c.w.status == 0 {
 			c.w.WriteHeader(http.StatusOK)
 		}
@@ -300,7 +304,7 @@ func (c *call) failWith(err error, fields map[string]any) {
 		c.decline(err, 0, false)
 		return
 	}
-	err = c.s.pathless(err)
+	err = c.s.pathless(c.s.stoppedAnswer(err))
 	status := writeError(c.w, err, fields)
 	if status >= 500 && status != 503 && status != 504 && status != 507 {
 		c.log.Error("request failed", "route", c.route, "status", status, "err", err)

@@ -3,6 +3,7 @@ package node
 import (
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,6 +25,24 @@ type metrics struct {
 	// copy streaming from their tenant acknowledged them: a failover onto
 	// it may lack them.
 	unreplicated prometheus.Counter
+	// cancelled counts statements stopped part way, by why: client (it
+	// went, or its router gave up), time (--max-statement-time), tenant
+	// (the tenant going, the node stopping).
+	cancelled *prometheus.CounterVec
+}
+
+// answers registers the series of the answer budget (answer.go).
+func (m *metrics) answers(b *answerBudget, refused *atomic.Int64) {
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "fenec_node_answer_bytes",
+			Help: "Bytes the answers being made and written hold now, charged against --max-answer-memory.",
+		}, func() float64 { return float64(b.used.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "fenec_node_answers_refused_total",
+			Help: "Reads refused for --max-answer-memory: 503 while the budget was spent, 400 for an answer that alone would pass it.",
+		}, func() float64 { return float64(refused.Load()) }),
+	)
 }
 
 // newMetrics registers the series; the tenant, lease and copy gauges read
@@ -56,12 +75,16 @@ func newMetrics(reg *registry, nl *nodeLease) *metrics {
 			Name: "fenec_node_streams",
 			Help: "Subscriptions and change feeds open.",
 		}),
+		cancelled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fenec_node_statements_cancelled_total",
+			Help: "Statements stopped part way, nothing of them landed, by reason: client (it went, or its router gave up), time (--max-statement-time), tenant (the tenant going, the node stopping).",
+		}, []string{"reason"}),
 		unreplicated: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fenec_node_writes_unreplicated_total",
 			Help: "Writes under --sync always answered before a copy streaming from the tenant acknowledged them (it lagged and was not waited for): a failover onto it may lack them.",
 		}),
 	}
-	m.reg.MustRegister(m.statements, m.errors, m.duration, m.conns, m.held, m.streams, m.unreplicated,
+	m.reg.MustRegister(m.statements, m.errors, m.duration, m.conns, m.held, m.streams, m.unreplicated, m.cancelled,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "fenec_node_tenants_on_disk",
 			Help: "Tenant files in the node's directory.",

@@ -30,6 +30,13 @@ type job struct {
 	// built: the node made the statement from a REST request's path and
 	// query string; a parse error is answered without its offset.
 	built bool
+	// stream: a lone read's rows are written as they are encoded
+	// (answer.go), not rendered by render.
+	stream bool
+	// hold is charged what the answer holds as it is made: the request's
+	// hold on the node's budget (nil: not charged, as for a request held
+	// by Fenec-Wait, run by the tenant's claim runner).
+	hold *answerHold
 }
 
 // queryBody is one /query request, and one line of a /batch.
@@ -73,6 +80,7 @@ func (c *call) query() {
 	c.runJob(&job{
 		sts:      []engine.Statement{st},
 		holdable: true,
+		stream:   true,
 		render: func(rs []*engine.Result) (int, []byte) {
 			return http.StatusOK, rs[0].JSON()
 		},
@@ -182,6 +190,7 @@ func (c *call) runJob(j *job, body []byte) {
 		c.hold(j, k, wait)
 		return
 	}
+	j.hold = c.held()
 	out := c.t.runJob(c.r.Context(), j, k, false)
 	c.answer(j, out)
 }
@@ -192,6 +201,9 @@ type outcome struct {
 	err    error
 	status int
 	body   []byte
+	// rows, for a lone read run to stream, is its answer to write as it
+	// is encoded (writeRows), in place of status and body.
+	rows *engine.Result
 }
 
 // failJob answers a block's failure; a /batch names the statement by

@@ -3,7 +3,6 @@ package node
 import (
 	"errors"
 	"fmt"
-	"net/http"
 	"strconv"
 
 	"github.com/fenec-go/fenec/engine"
@@ -43,7 +42,7 @@ func (c *call) adminRead(name string) {
 	}
 	kind, _ := t.db.Kind(st.Query)
 	c.s.countStatements([]engine.StatementKind{kind})
-	res, seq, err := t.db.Read(c.r.Context(), st)
+	res, seq, err := c.readRows(st)
 	switch {
 	case errors.Is(err, engine.ErrNotRead):
 		c.failWith(fmt.Errorf("%w: this route runs reads only; send a write to the tenant itself (POST /t/%s/query or /batch)", err, name),
@@ -58,7 +57,7 @@ func (c *call) adminRead(name string) {
 	}
 	c.settledFor(seq)
 	c.w.Header().Set(wire.HeaderSeq, strconv.FormatUint(seq, 10))
-	writeRaw(c.w, http.StatusOK, res.JSON())
+	c.writeRows(res)
 }
 
 // statementRefused says whether err refuses a statement's text or

@@ -72,6 +72,10 @@ type registry struct {
 	// onStatements counts statements by kind for metrics (nil: not
 	// counted).
 	onStatements func([]engine.StatementKind)
+	// stmtTime bounds a statement's run (--max-statement-time; 0: no
+	// bound), stmtCause is what one stopped at it is answered.
+	stmtTime  time.Duration
+	stmtCause error
 	// tenants holds every tenant opening, open or closing.
 	tenants map[string]*tenant
 	closed  bool
@@ -592,4 +596,13 @@ func (r *registry) replTokenNow() string {
 		return *p
 	}
 	return ""
+}
+
+// statementContext is ctx bounded by --max-statement-time: a statement
+// run under it stops at the bound, its error wrapping stmtCause.
+func (r *registry) statementContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if r.stmtTime <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeoutCause(ctx, r.stmtTime, r.stmtCause)
 }

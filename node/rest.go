@@ -48,7 +48,7 @@ func (c *call) restGet(coll string, q map[string][]string) {
 	}
 	st := engine.Statement{Query: text, Params: params}
 	c.s.countStatements([]engine.StatementKind{{Verb: "get", ReadOnly: true}})
-	res, seq, err := c.t.db.Read(c.r.Context(), st)
+	res, seq, err := c.readRows(st)
 	if err != nil {
 		c.fail(built(err))
 		return
@@ -56,7 +56,7 @@ func (c *call) restGet(coll string, q map[string][]string) {
 	if !c.settledRead(seq) {
 		return
 	}
-	writeRaw(c.w, http.StatusOK, res.JSON())
+	c.writeRows(res)
 }
 
 // restInsert inserts the body, an object or an array of objects.

@@ -32,6 +32,10 @@ type Server struct {
 	// conns bounds the client connections open (--max-conns,
 	// --max-conns-per-addr); connState releases each as it ends.
 	conns *connlimit.Limiter
+	// answers bounds what answers hold at once (--max-answer-memory);
+	// answersRefused counts the reads it refused (answer.go).
+	answers        *answerBudget
+	answersRefused atomic.Int64
 	// id is the node's own (identity.go), kept in its directory.
 	id string
 	// absDir is the directory's absolute path, which no answer shows.
@@ -112,6 +116,7 @@ func New(cfg Config) (*Server, error) {
 		absDir:     absDir,
 		syncAlways: mode == engine.SyncAlways,
 		serveErr:   make(chan error, 1),
+		answers:    &answerBudget{limit: cfg.MaxAnswerMemory},
 	}
 	s.stopped, s.stop = context.WithCancel(context.Background())
 	s.stopping = s.stopped.Done()
@@ -122,6 +127,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.metrics = newMetrics(s.reg, nl)
+	s.metrics.answers(s.answers, &s.answersRefused)
 	conns, lowered, limit := cfg.Conns.Clamped()
 	if lowered {
 		log.Warn("--max-conns lowered to leave descriptors for the tenant files and the node's own connections",
@@ -132,6 +138,9 @@ func New(cfg Config) (*Server, error) {
 	s.guard.proven = s.conns.Trust
 	s.metrics.reg.MustRegister(s.conns.Collectors(false)...)
 	s.reg.onStatements = s.countStatements
+	s.reg.stmtTime = cfg.MaxStatementTime
+	s.reg.stmtCause = fmt.Errorf("%w (%s), and nothing it did landed: give the get a limit, index (@hash, @sorted) a field the where compares, or narrow the where, then send it again",
+		ErrStatementTime, cfg.MaxStatementTime)
 	s.reg.stopping = s.stopping
 	s.reg.leaseGate = nl.gate
 	nl.steps.caughtUp = func(name, replica string) bool {

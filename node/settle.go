@@ -70,6 +70,10 @@ func (c *call) answer(j *job, o outcome) {
 	} else if !c.settledRead(o.res.Seq) { // and bounded: staleness.go
 		return
 	}
+	if o.rows != nil {
+		c.writeRows(o.rows)
+		return
+	}
 	writeRaw(c.w, o.status, o.body)
 }
 

@@ -79,7 +79,20 @@ var statusTable = []statusRule{
 	{ErrMemoryFull, http.StatusInsufficientStorage, 0},
 	{ErrQuotaBytes, http.StatusInsufficientStorage, 0},
 	{ErrQuotaRows, http.StatusInsufficientStorage, 0},
+	{ErrAnswerTooLarge, http.StatusBadRequest, 0},
+	{ErrAnswerMemory, http.StatusServiceUnavailable, 1},
+	// A stopped statement is answered by its cause: a tenant going or the
+	// node stopping, above; its time bound (no Retry-After: the same
+	// statement meets the same bound); or its client gone, 499 as nginx
+	// counts it, for the metrics and the log, since no one reads it.
+	{ErrStatementTime, http.StatusServiceUnavailable, 0},
+	{ErrClientGone, statusClientGone, 0},
+	{engine.ErrStopped, http.StatusServiceUnavailable, 1},
 }
+
+// statusClientGone is what a request whose client went away is counted
+// as: no one reads it.
+const statusClientGone = 499
 
 // statusOf says how err is answered: the status and the Retry-After
 // seconds (0: none).
