@@ -171,6 +171,22 @@ func (r *Result) Len() int {
 	return len(r.Rows)
 }
 
+// EachRowID calls fn with the id of each row of a rows answer, in order
+// (a row built whole without one is skipped).
+func (r *Result) EachRowID(fn func(int64)) {
+	if r.lazy != nil {
+		for _, d := range r.lazy.docs {
+			fn(d.id)
+		}
+		return
+	}
+	for _, row := range r.Rows {
+		if id, ok := row["id"].(int64); ok {
+			fn(id)
+		}
+	}
+}
+
 // RowsEncoder encodes a rows answer's JSON array a piece at a time.
 type RowsEncoder struct {
 	res  *Result

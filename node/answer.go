@@ -149,27 +149,34 @@ func (c *call) writeRows(res *engine.Result) {
 		writeRaw(c.w, http.StatusOK, b)
 		return
 	}
-	held := int64(answerPiece + enc.RowBound())
 	c.w.Header().Set("Content-Type", "application/json")
 	c.w.WriteHeader(http.StatusOK)
 	defer c.cutWhenGone()()
+	if err := c.writePieces(enc, b, done, []byte{'\n'}); err != nil {
+		cutAnswer()
+	}
+}
+
+// writePieces writes b, a first piece of enc's array (done: its last),
+// then every next piece as it is encoded, then tail. The buffer was
+// charged for a piece and enc's largest row; a row longer than its bound
+// said (the bound is meant to hold every row) is charged as it comes, or
+// the writing ends with ErrAnswerMemory.
+func (c *call) writePieces(enc *engine.RowsEncoder, b []byte, done bool, tail []byte) error {
+	held := int64(answerPiece + enc.RowBound())
 	for {
 		if _, err := c.w.Write(b); err != nil {
-			cutAnswer()
+			return err
 		}
 		if done {
-			if _, err := c.w.Write([]byte{'\n'}); err != nil {
-				cutAnswer()
-			}
-			return
+			_, err := c.w.Write(tail)
+			return err
 		}
 		b, done = enc.Next(b[:0], answerPiece)
 		if grew := int64(cap(b)) - held; grew > 0 {
-			// A row longer than its bound said (the bound is meant to
-			// hold every row): charged, or the answer is cut.
-			if c.held().take(grew) != nil {
+			if err := c.held().take(grew); err != nil {
 				c.log.Warn("streamed answer cut: a row past its bound found no room in --max-answer-memory", "route", c.route)
-				cutAnswer()
+				return err
 			}
 			held += grew
 		}

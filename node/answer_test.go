@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -300,5 +301,25 @@ func TestClientHangUpStopsItsStatement(t *testing.T) {
 	})
 	if v := counterOf(t, n, "fenec_node_errors_total").value(`{status="499"}`); v != 1 {
 		t.Fatalf("the hang-up counted as %v 499s", v)
+	}
+}
+
+// A subscription's seed is written as it is encoded too, the same rows a
+// get answers, and what it held of the budget is given back once it is
+// sent: the open stream holds none.
+func TestSeedIsStreamedAndGivesItsShareBack(t *testing.T) {
+	n := startNode(t, nil)
+	people(t, n)
+	bulkRows(t, n, 1000) // 4 MB: many pieces
+	want := n.q("a", "get c where n >= 2").JSON(t).([]any)
+	s := n.subscribe("/t/a/c/changes?n=gte.2")
+	seed := s.mustNext(t, "seed")
+	if rows := seed["rows"].([]any); len(rows) != len(want) {
+		t.Fatalf("seed of %d rows, the get answers %d", len(rows), len(want))
+	}
+	testkit.Eventually(t, 10*time.Second, func() bool { return n.s.answers.used.Load() == 0 })
+	n.q("a", "put c {name: 'later', n: 5000}")
+	if ch := s.mustNext(t, "change"); !strings.Contains(fmt.Sprint(ch), "later") {
+		t.Fatalf("the change after the seed: %v", ch)
 	}
 }

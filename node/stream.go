@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -178,24 +179,44 @@ func (st *sse) seed() error {
 	if st.where != "" {
 		text += " where " + st.where
 	}
-	res, seq, err := st.c.t.db.Exec(st.c.r.Context(), engine.Statement{Query: text, Params: st.params})
+	// The seed is read as a lone read is, and written as it is encoded:
+	// what it holds of the node's answer budget is given back once it is
+	// sent (the stream goes on holding none).
+	hold := st.c.held()
+	defer hold.release()
+	res, seq, err := st.c.readRows(engine.Statement{Query: text, Params: st.params})
 	if err != nil {
 		return err
 	}
-	var b bytes.Buffer
-	b.WriteString(`{"seq":`)
-	b.WriteString(strconv.FormatUint(seq, 10))
-	b.WriteString(`,"rows":`)
-	b.Write(res.JSON())
-	b.WriteString("}")
 	st.last = seq
 	if st.filter != nil {
-		st.known = make(map[int64]bool, len(res.Rows))
-		for _, row := range res.Rows {
-			st.known[asInt(row["id"])] = true
-		}
+		st.known = make(map[int64]bool, res.Len())
+		res.EachRowID(func(id int64) { st.known[id] = true })
 	}
-	return st.send("seed", seq, b.Bytes())
+	return st.sendRows("seed", seq, res)
+}
+
+// sendRows writes one event whose data is {"seq": seq, "rows": [...]},
+// the rows written as they are encoded, and flushes it.
+func (st *sse) sendRows(event string, seq uint64, res *engine.Result) error {
+	st.c.settledFor(seq) // no event shows a write a crash or failover may lose
+	enc := res.Encoder()
+	if err := st.c.held().take(int64(enc.RowBound())); err != nil {
+		return err
+	}
+	head := "event: " + event
+	if seq > 0 {
+		head += "\nid: " + strconv.FormatUint(seq, 10)
+	}
+	head += "\ndata: {\"seq\":" + strconv.FormatUint(seq, 10) + ",\"rows\":"
+	if _, err := io.WriteString(st.c.w, head); err != nil {
+		return err
+	}
+	b, done := enc.Next(make([]byte, 0, answerPiece), answerPiece)
+	if err := st.c.writePieces(enc, b, done, []byte("}\n\n")); err != nil {
+		return err
+	}
+	return st.rc.Flush()
 }
 
 // catchUp sends the changes after st.last read from the file.
