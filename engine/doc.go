@@ -15,21 +15,17 @@
 //     field built on first use. Indexes only narrow the candidates: every
 //     candidate is checked against the whole where clause, so an answer
 //     never depends on which index the planner picked.
-//
 //   - A block (Exec's one statement, Batch's many) runs under the write
 //     lock against the live state, remembering an undo step for every
 //     change; it is encoded as one binary record, asked of the gate and
 //     the quota with its exact framed length, appended, and only then
 //     shown to watchers. Any failure undoes it all, a panic in a hook
 //     too (the lock is given back): memory and file are as they were.
-//
 //   - Opening replays the file's last image and the records after it,
 //     read from the mapped file: each document copies its own bytes, so
 //     a deleted one gives its memory back.
-//
 //   - seq moves by one per document written or deleted and per schema
 //     change; a block is numbered by its last.
-//
 //   - An image (checkpoint, compact, WriteImage) streams the schemas, the
 //     id counters, the live documents and each HNSW graph's links; text
 //     indexes are rebuilt on load. The compact statement (Exec, or a Batch
@@ -39,17 +35,14 @@
 //     more records than a checkpoint keeps, so closing never grows a
 //     small file. A block spilled into the file and then refused is cut
 //     off it again: no dead bytes stay for a quota to count.
-//
 //   - Rows whose @ttl has passed are hidden from every read at once; a
 //     sweeper goroutine (owned by DB, stopped by Close) deletes them later
 //     as ordinary blocks.
-//
 //   - A statement stops when its context ends (stop.go): every few hundred
 //     rows, comparisons or vectors it looks, and a stopped read answers
 //     nothing, a stopped block lands nothing. What bounds a statement's
 //     time is its caller's (the node's --max-statement-time), not the
 //     engine's.
-//
 //   - A read's rows can be encoded after its lock is given back, a few at
 //     a time (ReadStream, answer.go): documents are never changed in
 //     place, so holding them holds the state the read saw, at 8 bytes a
