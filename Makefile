@@ -160,6 +160,17 @@ drill: images
 drill-short: images
 	FENEC_TAG=$(DRILL_TAG) $(GO) run ./bench/drill -project fenecdrill-$(DRILL_TAG) -cases cut -runs 1 -tenants 2 -after 8s -out "" -check
 
+# What one tenant's heavy statements take from another tenant on the same
+# node: the light tenant's keyed reads alone and beside heavy clients that
+# hang up after a second (an in over 300 000 values, a pattern scan), with
+# the node's CPU during and after; writes bench/neighbour.txt.
+# NEIGHBOUR_BENCH_FLAGS are passed on, e.g. "-base 85e3ed2" to measure a
+# node built from that revision beside this checkout's.
+NEIGHBOUR_BENCH_FLAGS ?=
+.PHONY: neighbour-bench
+neighbour-bench:
+	$(GO) run ./bench/neighbour -out bench/neighbour.txt $(NEIGHBOUR_BENCH_FLAGS)
+
 # Per-region leasing with the global tier 40 ms away each way: a node's
 # loss under writers with its region leased by the global tier and by
 # itself, the write pause of a planned handoff each way, and forwarding

@@ -38,6 +38,7 @@ a=$!
 lane \
   engine "cd bench/sqlite && $GO run . -n 2000 -singles 200 -reads 200 >$dir/engine.txt" \
   quota "$GO run ./bench/quota -n 500 -rounds 1 -puts 2000 -out $dir/quota.txt" \
+  neighbour "$GO run ./bench/neighbour -rows 2000 -in-values 20000 -heavy 1 -d 1s -after 200ms -out $dir/neighbour.txt" \
   repl "$GO run ./bench/repl -warmup 20 -n 100 -lag 50 -tenants 2,20 -out $dir/repl.txt" \
   region "$GO run ./bench/region -runs 1 -tenants 2 -reads 100 -out $dir/region.txt" \
   directory "$GO run ./bench/directory -tenants 2000 -changes 20 -seq 50 -link-changes 10 -routed-rounds 1 -out $dir/directory.txt" &
