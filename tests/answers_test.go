@@ -2,6 +2,7 @@ package tests
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -167,4 +168,44 @@ func TestStreamedAnswerThroughTheRouter(t *testing.T) {
 	if res.StatusCode != 200 || !errors.Is(err, io.ErrUnexpectedEOF) || json.Valid(got) {
 		t.Fatalf("a cut answer through the router: %d, %d bytes, ending %v; want it short", res.StatusCode, len(got), err)
 	}
+}
+
+// A client that gives up on a statement through the router stops it on
+// the node: the router's connection to the node ends with its client's,
+// and the node counts the statement stopped as its client's (499), not
+// run on for minutes holding the tenant's read lock (a write behind it
+// lands at once).
+func TestHangUpThroughTheRouterStopsTheStatement(t *testing.T) {
+	c := cluster.New(t)
+	r := c.StartRouter("router", cluster.RouterOptions{})
+	n := c.StartNode("n1", cluster.NodeOptions{Args: []string{"--max-statement-time", "0"}})
+	r.Register(n)
+	r.Place("a", n)
+	cl := r.Client()
+	wantStatus(t, cl.Query("a", "create collection c (body text, n int)"), 200, "create")
+	pad := strings.Repeat("p", 4000)
+	for i := 0; i < 2000; i += 250 {
+		docs := make([]any, 0, 250)
+		for j := i; j < i+250; j++ {
+			docs = append(docs, map[string]any{"body": pad, "n": j})
+		}
+		wantStatus(t, cl.Query("a", "insert c $1", docs), 200, "insert")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	if res := cl.DoCtx(ctx, "POST", "/t/a/query", map[string]any{"query": `get c where body ~ "p{1,900}z" count`}); res.Err == nil {
+		t.Fatalf("a scan of minutes answered within half a second: %s", res)
+	}
+	start := time.Now()
+	wantStatus(t, cl.Query("a", "put c {body: 'behind', n: -1}"), 200, "a write behind the abandoned scan")
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("a write behind a statement whose client left waited %v", took)
+	}
+	admin := n.Admin()
+	cluster.Eventually(t, 30*time.Second, func() error {
+		if v := metric(t, admin, `fenec_node_statements_cancelled_total{reason="client"}`); v != 1 {
+			return fmt.Errorf("statements stopped with their client: %v", v)
+		}
+		return nil
+	})
 }
