@@ -188,23 +188,29 @@ func (c *call) writePieces(enc *engine.RowsEncoder, b []byte, done bool, tail []
 // sees a truncated body, never an array that looks whole.
 func cutAnswer() { panic(http.ErrAbortHandler) }
 
-// stoppedAnswer counts a statement stopped part way by why, and returns what
-// it is answered with: its time bound's own words, or that its client
-// went (499, read by no one), or, for a tenant going or the node
-// stopping, the engine's error around that cause. Any other error is
-// returned as it is.
-func (s *Server) stoppedAnswer(err error) error {
+// stoppedAnswer counts a statement of c stopped part way by why, logs one
+// stopped at its time bound with its tenant (what an operator looks for),
+// and returns what it is answered with: its time bound's own words, or
+// that its client went (499, read by no one), or, for a tenant going or
+// the node stopping, the engine's error around that cause. Any other
+// error is returned as it is.
+func (c *call) stoppedAnswer(err error) error {
 	if !errors.Is(err, engine.ErrStopped) {
 		return err
 	}
 	reason, answer := "tenant", err
 	switch {
 	case errors.Is(err, ErrStatementTime):
-		reason, answer = "time", s.reg.stmtCause
+		reason, answer = "time", c.s.reg.stmtCause
+		tenant := ""
+		if c.t != nil {
+			tenant = c.t.name
+		}
+		c.log.Warn("statement stopped at --max-statement-time", "tenant", tenant, "route", c.route, "bound", c.s.reg.stmtTime)
 	case errors.Is(err, context.Canceled):
 		reason, answer = "client", ErrClientGone
 	}
-	s.metrics.cancelled.WithLabelValues(reason).Inc()
+	c.s.metrics.cancelled.WithLabelValues(reason).Inc()
 	if be := (*engine.BatchError)(nil); errors.As(err, &be) {
 		return &engine.BatchError{At: be.At, Completed: be.Completed, Err: answer}
 	}

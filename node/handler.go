@@ -304,7 +304,7 @@ func (c *call) failWith(err error, fields map[string]any) {
 		c.decline(err, 0, false)
 		return
 	}
-	err = c.s.pathless(c.s.stoppedAnswer(err))
+	err = c.s.pathless(c.stoppedAnswer(err))
 	status := writeError(c.w, err, fields)
 	if status >= 500 && status != 503 && status != 504 && status != 507 {
 		c.log.Error("request failed", "route", c.route, "status", status, "err", err)
