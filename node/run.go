@@ -21,6 +21,7 @@ import (
 // landed write is answered whatever its answer holds, since refusing it
 // then would hide that it landed.
 func (t *tenant) runJob(ctx context.Context, j *job, k *keyed, holding bool) outcome {
+	reqCtx := ctx // what follows a landed block is not the statement's to bound
 	ctx, cancel := t.reg.statementContext(ctx)
 	defer cancel()
 	var (
@@ -82,7 +83,7 @@ func (t *tenant) runJob(ctx context.Context, j *job, k *keyed, holding bool) out
 	}
 	if stored != nil {
 		if stored.Seq != res.Seq {
-			t.fixKeySeq(ctx, k.key, stored.Seq, res.Seq)
+			t.fixKeySeq(reqCtx, k.key, stored.Seq, res.Seq)
 		}
 		return outcome{res: res, status: stored.Status, body: stored.Body}
 	}
