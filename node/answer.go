@@ -29,6 +29,7 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"sync/atomic"
 
@@ -190,29 +191,27 @@ func cutAnswer() { panic(http.ErrAbortHandler) }
 
 // stoppedAnswer counts a statement of c stopped part way by why, logs one
 // stopped at its time bound with its tenant (what an operator looks for),
-// and returns what it is answered with: its time bound's own words, or
-// that its client went (499, read by no one), or, for a tenant going or
-// the node stopping, the engine's error around that cause. Any other
+// and returns what it is answered with: err itself, whose cause says why
+// (its time bound, answered 503 saying what to do; a tenant going or the
+// node stopping), or, for a client gone, err marked so (499, read by no
+// one). err keeps what it was wrapped in (a /batch's line). Any other
 // error is returned as it is.
 func (c *call) stoppedAnswer(err error) error {
 	if !errors.Is(err, engine.ErrStopped) {
 		return err
 	}
-	reason, answer := "tenant", err
+	reason := "tenant"
 	switch {
 	case errors.Is(err, ErrStatementTime):
-		reason, answer = "time", c.s.reg.stmtCause
+		reason = "time"
 		tenant := ""
 		if c.t != nil {
 			tenant = c.t.name
 		}
 		c.log.Warn("statement stopped at --max-statement-time", "tenant", tenant, "route", c.route, "bound", c.s.reg.stmtTime)
 	case errors.Is(err, context.Canceled):
-		reason, answer = "client", ErrClientGone
+		reason, err = "client", fmt.Errorf("%w (%w)", ErrClientGone, err)
 	}
 	c.s.metrics.cancelled.WithLabelValues(reason).Inc()
-	if be := (*engine.BatchError)(nil); errors.As(err, &be) {
-		return &engine.BatchError{At: be.At, Completed: be.Completed, Err: answer}
-	}
-	return answer
+	return err
 }

@@ -260,6 +260,7 @@ func TestStatementTimeStops(t *testing.T) {
 	took := time.Since(start)
 	body := wantJSONError(t, r, http.StatusServiceUnavailable)
 	msg := body["error"].(string)
+	t.Logf("answered: %s", msg)
 	if !strings.Contains(msg, "--max-statement-time") || !strings.Contains(msg, "limit") || r.Header.Get("Retry-After") != "" {
 		t.Fatalf("a statement past its time: %v %s", r.Header, r.Body)
 	}
@@ -271,8 +272,19 @@ func TestStatementTimeStops(t *testing.T) {
 	if got := n.q("a", "get c select sum(n), count(*)").Body; string(got) != string(sum) {
 		t.Fatalf("a write stopped at its time landed: %s, was %s", got, sum)
 	}
-	if v := counterOf(t, n, "fenec_node_statements_cancelled_total").value(`{reason="time"}`); v != 2 {
-		t.Fatalf("statements stopped at their time counted %v, want 2", v)
+	// In a /batch, the refusal names the statement stopped, and the block
+	// before it lands nothing either.
+	slow, _ := json.Marshal(map[string]any{"query": `set c {n: n + 1} where name ~ "p{1,900}z" or n >= 0`})
+	b := n.do("POST", "/t/a/batch", `{"query": "put c {name: 'first', n: -7}"}`+"\n"+string(slow))
+	body = wantJSONError(t, b, http.StatusServiceUnavailable)
+	if msg := body["error"].(string); !strings.Contains(msg, "line 2") || !strings.Contains(msg, "--max-statement-time") || fmt.Sprint(body["at"]) != "1" {
+		t.Fatalf("a /batch stopped at its second statement: %s", b.Body)
+	}
+	if got := n.q("a", "get c select sum(n), count(*)").Body; string(got) != string(sum) {
+		t.Fatalf("a /batch stopped at its time landed: %s, was %s", got, sum)
+	}
+	if v := counterOf(t, n, "fenec_node_statements_cancelled_total").value(`{reason="time"}`); v != 3 {
+		t.Fatalf("statements stopped at their time counted %v, want 3", v)
 	}
 }
 

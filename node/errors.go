@@ -48,7 +48,7 @@ var (
 	ErrStale           = errors.New("this copy cannot prove its answer is as fresh as Fenec-Max-Staleness asks")
 	ErrBehind          = errors.New("this copy has not reached Fenec-After within Fenec-Copy-Wait")
 	ErrWriteToCopy     = errors.New("write declined unrun")
-	ErrStatementTime   = errors.New("statement stopped at the node's --max-statement-time")
+	ErrStatementTime   = errors.New("past the node's --max-statement-time")
 	ErrAnswerMemory    = errors.New("the node holds as many answers as --max-answer-memory lets it at once (clients are reading theirs slowly), so this read did not run: retry after Retry-After seconds")
 	ErrAnswerTooLarge  = errors.New("this answer alone would hold more than the node's --max-answer-memory as it is written: give it a limit (and page on with where id > the last id), or narrow the where; a get with no lookup or group is written as it is read and holds 8 bytes a row, while a lookup's or a group's rows, and a /batch's, are held whole")
 	// ErrClientGone answers a statement stopped because its client went
