@@ -145,7 +145,7 @@ func (c *call) writeRows(res *engine.Result) {
 		c.fail(err)
 		return
 	}
-	b, done := enc.Next(make([]byte, 0, answerPiece), answerPiece)
+	b, done := enc.Next(pieceBuffer(enc), answerPiece)
 	if done {
 		writeRaw(c.w, http.StatusOK, b)
 		return
@@ -158,13 +158,22 @@ func (c *call) writeRows(res *engine.Result) {
 	}
 }
 
-// writePieces writes b, a first piece of enc's array (done: its last),
-// then every next piece as it is encoded, then tail. The buffer was
-// charged for a piece and enc's largest row; a row longer than its bound
-// said (the bound is meant to hold every row) is charged as it comes, or
-// the writing ends with ErrAnswerMemory.
+// pieceBuffer is a buffer for enc's pieces: a piece and the largest row
+// it may end with, what the answer was charged for it, so that it never
+// grows as rows are appended.
+func pieceBuffer(enc *engine.RowsEncoder) []byte {
+	return make([]byte, 0, answerPiece+enc.RowBound())
+}
+
+// writePieces writes b, a first piece of enc's array (done: its last;
+// b from pieceBuffer), then every next piece as it is encoded, then tail.
+// The buffer grows only for a row longer than the bound it was made for:
+// rows built whole (charged as they were built, their bound unknown) are
+// charged what it grew whatever the budget holds, a row past its bound
+// (which should hold every row) is charged, or the writing ends with the
+// budget's refusal.
 func (c *call) writePieces(enc *engine.RowsEncoder, b []byte, done bool, tail []byte) error {
-	held := int64(answerPiece + enc.RowBound())
+	held := int64(cap(b))
 	for {
 		if _, err := c.w.Write(b); err != nil {
 			return err
@@ -175,11 +184,15 @@ func (c *call) writePieces(enc *engine.RowsEncoder, b []byte, done bool, tail []
 		}
 		b, done = enc.Next(b[:0], answerPiece)
 		if grew := int64(cap(b)) - held; grew > 0 {
+			held += grew
+			if enc.RowBound() == 0 {
+				_ = c.held().force(grew)
+				continue
+			}
 			if err := c.held().take(grew); err != nil {
 				c.log.Warn("streamed answer cut: a row past its bound found no room in --max-answer-memory", "route", c.route)
 				return err
 			}
-			held += grew
 		}
 	}
 }

@@ -212,7 +212,7 @@ func (st *sse) sendRows(event string, seq uint64, res *engine.Result) error {
 	if _, err := io.WriteString(st.c.w, head); err != nil {
 		return err
 	}
-	b, done := enc.Next(make([]byte, 0, answerPiece), answerPiece)
+	b, done := enc.Next(pieceBuffer(enc), answerPiece)
 	if err := st.c.writePieces(enc, b, done, []byte("}\n\n")); err != nil {
 		return err
 	}
