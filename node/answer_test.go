@@ -162,17 +162,32 @@ func TestAnswerBudgetRefusesReadsNotWrites(t *testing.T) {
 	})
 	people(t, n)
 	bulkRows(t, n, 3000)
+	// Stalled readers one after another, each taken or refused before the
+	// next comes, until one is refused: the budget then holds less than one
+	// more such answer needs.
 	var conns []net.Conn
-	for range 40 {
-		conns = append(conns, stalledClient(t, n, queryRaw("get c")))
+	for i := 0; ; i++ {
+		if i == 100 {
+			t.Fatal("a hundred stalled readers of 12 MB, none refused under a budget of 1 MiB")
+		}
+		c := stalledClient(t, n, queryRaw("get c"))
+		conns = append(conns, c)
+		_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		line, err := bufio.NewReader(c).ReadString('\n')
+		if err != nil {
+			t.Fatalf("stalled reader %d: no status line: %v", i, err)
+		}
+		if strings.HasPrefix(line, "HTTP/1.1 503 ") {
+			break
+		}
+		if !strings.HasPrefix(line, "HTTP/1.1 200 ") {
+			t.Fatalf("stalled reader %d: %q", i, line)
+		}
 	}
-	// Those the budget took hold it all but less than one more of them
-	// needs: another such read is refused (one of a row may still fit).
 	refused := func() bool {
 		r := n.query("a", "get c")
 		return r.Status == http.StatusServiceUnavailable
 	}
-	testkit.Eventually(t, 30*time.Second, refused)
 	r := n.query("a", "get c")
 	body := wantJSONError(t, r, http.StatusServiceUnavailable)
 	if r.Header.Get("Retry-After") == "" || !strings.Contains(body["error"].(string), "--max-answer-memory") {
