@@ -17,6 +17,7 @@ import (
 	"github.com/fenec-go/fenec/internal/audit"
 	"github.com/fenec-go/fenec/internal/badtoken"
 	"github.com/fenec-go/fenec/internal/bodygap"
+	"github.com/fenec-go/fenec/wire"
 )
 
 // call is one request on its way through the node.
@@ -244,6 +245,7 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	case len(segs) >= 1 && segs[0] == "_admin":
 		c.admin(segs[1:])
 	case len(segs) >= 2 && segs[0] == "t":
+		rw.Header().Set(wire.HeaderNode, s.id) // which node answered, through any router
 		c.data(segs[1], segs[2:])
 	default:
 		c.fail(ErrNoRoute)

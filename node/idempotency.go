@@ -11,7 +11,6 @@ import (
 	"strconv"
 
 	"github.com/fenec-go/fenec/engine"
-	"github.com/fenec-go/fenec/wire"
 )
 
 // idemColl is the collection the node keeps Idempotency-Keys in.
@@ -110,7 +109,7 @@ func (c *call) replay(k *keyed) bool {
 	h := c.w.Header()
 	h.Set("Idempotent-Replayed", "true")
 	if got.Seq > 0 {
-		h.Set(wire.HeaderSeq, strconv.FormatUint(got.Seq, 10))
+		c.setWritten(got.Seq)
 	}
 	writeRaw(c.w, got.Status, got.Body)
 	return true

@@ -66,7 +66,7 @@ func (c *call) answer(j *job, o outcome) {
 		if !c.settleWrite(o.res.Seq) {
 			return
 		}
-		c.w.Header().Set(wire.HeaderSeq, strconv.FormatUint(o.res.Seq, 10))
+		c.setWritten(o.res.Seq)
 	} else if !c.settledRead(o.res.Seq) { // and bounded: staleness.go
 		return
 	}
@@ -75,6 +75,15 @@ func (c *call) answer(j *job, o outcome) {
 		return
 	}
 	writeRaw(c.w, o.status, o.body)
+}
+
+// setWritten names a write's place in the answer: its seq, and the
+// history of the file that answers it (with Fenec-After, a read that must
+// hold this write).
+func (c *call) setWritten(seq uint64) {
+	h := c.w.Header()
+	h.Set(wire.HeaderSeq, strconv.FormatUint(seq, 10))
+	h.Set(wire.HeaderHistory, strconv.FormatUint(c.t.db.History(), 10))
 }
 
 // settleWrite holds a landed write's answer until the rules let it go:

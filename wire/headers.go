@@ -17,7 +17,8 @@ const (
 	// HeaderAfter on a read: answer once the copy's seq reaches it.
 	HeaderAfter = "Fenec-After"
 	// HeaderHistory with HeaderAfter: only a file whose history holds
-	// that write answers.
+	// that write answers. On a write's answer, beside HeaderSeq: the
+	// history of the file that answered it.
 	HeaderHistory = "Fenec-History"
 	// HeaderWait on /query or /batch: hold a claim that took nothing for
 	// up to this many milliseconds.
@@ -72,7 +73,8 @@ const (
 	// holds the node's admin token (internal/forwarded.Proof).
 	HeaderRouterProof = "Fenec-Router-Proof"
 	// HeaderNode on an admin request: the id of the node it is meant
-	// for; any other node refuses it (409) and changes nothing.
+	// for; any other node refuses it (409) and changes nothing. On every
+	// answer below /t/: the id of the node that gave it.
 	HeaderNode = "Fenec-Node"
 )
 
