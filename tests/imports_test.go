@@ -38,7 +38,7 @@ var importRules = map[string][]string{
 	"region/forward":            {"wire", "internal"},
 	"region/merge":              {"engine/fql"},
 	"cmd":                       {"engine", "node", "global", "lease", "region", "wire", "internal"},
-	"tests":                     {"tests", "wire", "internal/testkit", "internal/tlsx"},
+	"tests":                     {"tests", "wire", "internal/testkit", "internal/tlsx", "internal/nemesis"},
 	"bench":                     {"bench/internal/benchkit", "engine", "node", "global", "lease", "region", "wire", "internal/tlsx", "tests/proxy", "tests/dnsstub"},
 	"docs":                      nil, // reads the code as text
 }

@@ -60,6 +60,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	o.node.Logger = o.log.Logger(stderr)
+	testHooks(&o)
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP) // read the TLS files again
 	defer signal.Stop(hup)

@@ -187,10 +187,14 @@ func syncDir(path string) error {
 
 // datasync flushes f's data (and the size needed to read it).
 func datasync(f *os.File) error {
+	size := sizeForHook(f)
 	for {
 		err := unix.Fdatasync(int(f.Fd()))
 		if errors.Is(err, unix.EINTR) {
 			continue
+		}
+		if err == nil {
+			noteSynced(f, size)
 		}
 		return err
 	}

@@ -29,10 +29,17 @@ const BinEnv = "FENEC_E2E_BIN"
 // removes the directory, and fails the run if a goroutine or a started
 // process outlived the tests. Call it from TestMain.
 func Main(m *testing.M) {
-	os.Exit(run(m))
+	os.Exit(run(m, ""))
 }
 
-func run(m *testing.M) int {
+// MainTags is Main building the binaries with the build tags given (a
+// comma-separated list, as go build -tags takes it): tests/nemesis builds
+// its nodes with the fault hooks only binaries tagged nemesis have.
+func MainTags(m *testing.M, tags string) {
+	os.Exit(run(m, tags))
+}
+
+func run(m *testing.M, tags string) int {
 	dir, err := os.MkdirTemp("", "fenec-e2e-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "cluster: temp dir:", err)
@@ -41,7 +48,7 @@ func run(m *testing.M) int {
 	defer os.RemoveAll(dir)
 	if prebuilt := os.Getenv(BinEnv); prebuilt != "" {
 		bins = binariesIn(prebuilt)
-	} else if bins, err = Build(dir); err != nil {
+	} else if bins, err = BuildTags(dir, tags); err != nil {
 		fmt.Fprintln(os.Stderr, "cluster:", err)
 		return 2
 	}
@@ -71,12 +78,20 @@ func binariesIn(dir string) Binaries {
 // (the processes are the system under test, not the test), and returns
 // their paths.
 func Build(dir string) (Binaries, error) {
+	return BuildTags(dir, "")
+}
+
+// BuildTags is Build with build tags ("" for none).
+func BuildTags(dir, tags string) (Binaries, error) {
 	root, err := moduleRoot()
 	if err != nil {
 		return Binaries{}, err
 	}
-	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator),
-		"./cmd/fenec-node", "./cmd/fenec-shard", "./cmd/fenec")
+	args := []string{"build", "-o", dir + string(filepath.Separator)}
+	if tags != "" {
+		args = append(args, "-tags", tags)
+	}
+	cmd := exec.Command("go", append(args, "./cmd/fenec-node", "./cmd/fenec-shard", "./cmd/fenec")...)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {

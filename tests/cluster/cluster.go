@@ -61,6 +61,9 @@ type NodeOptions struct {
 	// under prlimit(1), which sets it and execs the node: the process is
 	// the node's own).
 	NoFile int
+	// Env is added to the node's environment ("KEY=value" each), at
+	// every start.
+	Env []string
 }
 
 // StartNode starts fenec-node NAME with --admin-token AdminToken on a free
@@ -81,7 +84,7 @@ func (c *Cluster) StartNode(name string, o NodeOptions) *Node {
 		args = append([]string{fmt.Sprintf("--nofile=%d:%d", o.NoFile, o.NoFile), "--", bin}, args...)
 		bin = "prlimit"
 	}
-	n.Proc = StartProc(c.tb, c.dir, name, bin, args...)
+	n.Proc = StartProcEnv(c.tb, c.dir, name, bin, o.Env, args...)
 	c.waitHealthy(n.Proc, n.DirectURL()+"/_health")
 	return n
 }

@@ -30,6 +30,8 @@ type Proc struct {
 	bin  string
 	log  string // path of the log file
 
+	env []string // added to the test's environment at every start
+
 	mu   sync.Mutex
 	args []string      // guarded by mu: the arguments of the next start
 	cmd  *exec.Cmd     // guarded by mu: the current run
@@ -41,7 +43,14 @@ type Proc struct {
 // at cleanup if the test left it running.
 func StartProc(tb testing.TB, dir, name, bin string, args ...string) *Proc {
 	tb.Helper()
-	p := &Proc{tb: tb, name: name, bin: bin, args: args, log: dir + "/" + name + ".log"}
+	return StartProcEnv(tb, dir, name, bin, nil, args...)
+}
+
+// StartProcEnv is StartProc with env ("KEY=value" each) added to the
+// environment the process starts with, then and at every restart.
+func StartProcEnv(tb testing.TB, dir, name, bin string, env []string, args ...string) *Proc {
+	tb.Helper()
+	p := &Proc{tb: tb, name: name, bin: bin, args: args, env: env, log: dir + "/" + name + ".log"}
 	tb.Cleanup(p.cleanup)
 	if err := p.start(); err != nil {
 		tb.Fatalf("start %s: %v", name, err)
@@ -75,6 +84,9 @@ func (p *Proc) start() error {
 	fmt.Fprintf(f, "=== start %s %v\n", p.bin, args)
 	cmd := exec.Command(p.bin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
+	if len(p.env) > 0 {
+		cmd.Env = append(os.Environ(), p.env...)
+	}
 	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {
 		f.Close()

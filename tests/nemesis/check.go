@@ -1,0 +1,514 @@
+package nemesis
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// Anomaly is one thing a history shows that fenec claims never happens.
+type Anomaly struct {
+	Check  string `json:"check"`
+	Tenant string `json:"tenant"`
+	What   string `json:"what"`
+	// Excerpt is the operations around it, one a line.
+	Excerpt []string `json:"excerpt,omitempty"`
+}
+
+func (a Anomaly) String() string {
+	s := fmt.Sprintf("%s on %s: %s", a.Check, a.Tenant, a.What)
+	for _, l := range a.Excerpt {
+		s += "\n    " + l
+	}
+	return s
+}
+
+// Claims are what a scenario's history is held to. The zero value is
+// fenec's full claim under --sync always.
+type Claims struct {
+	// LossWindow, when not 0, is what a power loss may take under a
+	// --sync other than always: writes a node acknowledged within this
+	// long before it lost power. Tenants whose node lost power are then
+	// not held to linearizability (a write seen and then lost is not a
+	// linearizable register's), but every other check holds, allowing
+	// those writes alone to be missing.
+	LossWindow time.Duration
+	// CheckTimeout bounds porcupine on one object; past it the object is
+	// reported unchecked, not passed.
+	CheckTimeout time.Duration
+}
+
+// Report is what the checks found in a history.
+type Report struct {
+	Ops       int       `json:"ops"`
+	Acked     int       `json:"acked_writes"`
+	Unknown   int       `json:"unknown_writes"`
+	Refused   int       `json:"refused_writes"`
+	Anomalies []Anomaly `json:"anomalies"`
+	// Unchecked names the objects porcupine ran out of time on.
+	Unchecked []string `json:"unchecked,omitempty"`
+	// LongestGap is the longest a tenant went without an acknowledged
+	// write while clients wrote, and which tenant when.
+	LongestGap   time.Duration `json:"longest_gap_ns"`
+	LongestGapOn string        `json:"longest_gap_on,omitempty"`
+}
+
+// Check runs every check on the history.
+func Check(h *History, cl Claims) Report {
+	if cl.CheckTimeout == 0 {
+		cl.CheckTimeout = 60 * time.Second
+	}
+	ops, _ := h.Snapshot()
+	r := Report{Ops: len(ops)}
+	for _, op := range ops {
+		if !op.Kind.write() {
+			continue
+		}
+		switch op.Outcome {
+		case OK:
+			r.Acked++
+		case Unknown:
+			r.Unknown++
+		case Fail:
+			r.Refused++
+		}
+	}
+	lossy := lossyTenants(h, cl)
+	r.Anomalies = append(r.Anomalies, checkLinearizable(ops, lossy, cl.CheckTimeout, &r)...)
+	r.Anomalies = append(r.Anomalies, checkRefusedNeverSeen(ops)...)
+	r.Anomalies = append(r.Anomalies, checkLists(ops)...)
+	r.Anomalies = append(r.Anomalies, checkReadBack(h, ops, cl)...)
+	r.Anomalies = append(r.Anomalies, checkTwoPrimaries(ops)...)
+	r.Anomalies = append(r.Anomalies, checkIncrements(h, ops, cl)...)
+	r.LongestGap, r.LongestGapOn = longestGap(ops)
+	return r
+}
+
+// lossyTenants are the tenants a power loss may have taken acknowledged
+// writes from under cl: those with a write acknowledged by a node that
+// later lost power (any, when LossWindow is 0: none).
+func lossyTenants(h *History, cl Claims) map[string]bool {
+	out := map[string]bool{}
+	if cl.LossWindow == 0 {
+		return out
+	}
+	ops, _ := h.Snapshot()
+	for _, op := range ops {
+		if op.Kind.write() && op.Outcome == OK && lossAllowed(h, op, cl.LossWindow) {
+			out[op.Tenant] = true
+		}
+	}
+	return out
+}
+
+// lossAllowed says whether op, acknowledged, may be gone: its node lost
+// power within window after the acknowledgement.
+func lossAllowed(h *History, op *Op, window time.Duration) bool {
+	if window == 0 {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, at := range h.PowerLost[op.Node] {
+		if op.Return <= at && at-op.Return <= int64(window) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkLinearizable checks each object with porcupine.
+func checkLinearizable(ops []*Op, lossy map[string]bool, timeout time.Duration, r *Report) []Anomaly {
+	var out []Anomaly
+	names, groups := byObject(ops)
+	for _, name := range names {
+		group := groups[name]
+		if lossy[group[0].Tenant] {
+			continue
+		}
+		model, pops, from := porcupineOps(group)
+		if len(pops) == 0 {
+			continue
+		}
+		res, info := porcupine.CheckOperationsVerbose(model, pops, timeout)
+		switch res {
+		case porcupine.Unknown:
+			r.Unchecked = append(r.Unchecked, name)
+		case porcupine.Illegal:
+			out = append(out, Anomaly{
+				Check: "linearizable", Tenant: group[0].Tenant,
+				What:    name + " is not linearizable",
+				Excerpt: witness(model, pops, from, info),
+			})
+		}
+	}
+	return out
+}
+
+// witness gives the operations where linearizing stopped: the last few
+// of the longest linearizable prefix porcupine found, then the first
+// operation it could not place and those overlapping it.
+func witness(model porcupine.Model, pops []porcupine.Operation, from []*Op, info porcupine.LinearizationInfo) []string {
+	var longest []int
+	for _, part := range info.PartialLinearizations() {
+		for _, l := range part {
+			if len(l) > len(longest) {
+				longest = l
+			}
+		}
+	}
+	placed := map[int]bool{}
+	for _, i := range longest {
+		placed[i] = true
+	}
+	var lines []string
+	for _, i := range longest[max(0, len(longest)-6):] {
+		lines = append(lines, "linearized: "+from[i].String())
+	}
+	first := -1
+	for i := range pops {
+		if !placed[i] && (first < 0 || pops[i].Call < pops[first].Call) {
+			first = i
+		}
+	}
+	if first < 0 {
+		return lines
+	}
+	lines = append(lines, "cannot place: "+from[first].String())
+	for i := range pops {
+		if i != first && !placed[i] && pops[i].Call <= pops[first].Return && pops[i].Return >= pops[first].Call && len(lines) < 24 {
+			lines = append(lines, "overlapping:  "+from[i].String())
+		}
+	}
+	return lines
+}
+
+// checkRefusedNeverSeen: a write refused with nothing done never shows
+// in a read.
+func checkRefusedNeverSeen(ops []*Op) []Anomaly {
+	type val struct {
+		obj string
+		v   int64
+	}
+	refused := map[val]*Op{}
+	for _, op := range ops {
+		if op.Outcome == Fail && (op.Kind == RegWrite || op.Kind == ListAppend) {
+			refused[val{object(op), op.Value}] = op
+		}
+	}
+	var out []Anomaly
+	for _, op := range ops {
+		if op.Outcome != OK {
+			continue
+		}
+		seen := []int64{}
+		switch op.Kind {
+		case RegRead:
+			seen = append(seen, op.Value)
+		case ListRead:
+			seen = op.List
+		}
+		for _, v := range seen {
+			if w := refused[val{object(op), v}]; w != nil {
+				out = append(out, Anomaly{Check: "refusal", Tenant: op.Tenant,
+					What:    fmt.Sprintf("a write answered as refused (%d) landed", lastStatus(w)),
+					Excerpt: []string{w.String(), op.String()}})
+				delete(refused, val{object(op), v})
+			}
+		}
+	}
+	return out
+}
+
+func lastStatus(op *Op) int {
+	if len(op.Attempts) == 0 {
+		return 0
+	}
+	return op.Attempts[len(op.Attempts)-1].Status
+}
+
+// checkLists holds each list's reads to what an append-only list shows,
+// Elle's way: no element twice, none never appended, and every two reads
+// one a prefix of the other.
+func checkLists(ops []*Op) []Anomaly {
+	appended := map[string]map[int64]bool{}
+	reads := map[string][]*Op{}
+	for _, op := range ops {
+		o := object(op)
+		switch {
+		case op.Kind == ListAppend && op.Outcome != Fail:
+			if appended[o] == nil {
+				appended[o] = map[int64]bool{}
+			}
+			appended[o][op.Value] = true
+		case op.Kind == ListRead && op.Outcome == OK:
+			reads[o] = append(reads[o], op)
+		}
+	}
+	var out []Anomaly
+	for o, rs := range reads {
+		longest := rs[0]
+		for _, r := range rs {
+			seen := map[int64]bool{}
+			for _, e := range r.List {
+				if seen[e] {
+					out = append(out, Anomaly{Check: "list", Tenant: r.Tenant, What: fmt.Sprintf("%s holds %d twice", o, e), Excerpt: []string{r.String()}})
+				}
+				seen[e] = true
+				if !appended[o][e] {
+					out = append(out, Anomaly{Check: "list", Tenant: r.Tenant, What: fmt.Sprintf("%s holds %d, never appended", o, e), Excerpt: []string{r.String()}})
+				}
+			}
+			if len(r.List) > len(longest.List) {
+				longest = r
+			}
+		}
+		for _, r := range rs {
+			if !slices.Equal(r.List, longest.List[:min(len(r.List), len(longest.List))]) {
+				i := 0
+				for i < len(r.List) && r.List[i] == longest.List[i] {
+					i++
+				}
+				out = append(out, Anomaly{Check: "list", Tenant: r.Tenant,
+					What: fmt.Sprintf("%s: two reads disagree at element %d (%d against %d): the list forked",
+						o, i, r.List[i], longest.List[i]),
+					Excerpt: []string{r.String(), longest.String()}})
+				break
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b Anomaly) int { return strings.Compare(a.What, b.What) })
+	return out
+}
+
+// finalReads are the read-backs after the heal, by object.
+func finalReads(ops []*Op) map[string]*Op {
+	out := map[string]*Op{}
+	for _, op := range ops {
+		if op.Final && op.Outcome == OK {
+			out[object(op)] = op
+		}
+	}
+	return out
+}
+
+// checkReadBack: every write acknowledged is in the read-back after the
+// heal (an append in its list; the register is porcupine's), except one
+// the claims let a power loss take; and every tenant was read back.
+func checkReadBack(h *History, ops []*Op, cl Claims) []Anomaly {
+	final := finalReads(ops)
+	var out []Anomaly
+	tenants := map[string]bool{}
+	for _, op := range ops {
+		tenants[op.Tenant] = true
+	}
+	for t := range tenants {
+		for _, o := range []string{t + "/reg", t + "/cnt"} {
+			if final[o] == nil {
+				out = append(out, Anomaly{Check: "read-back", Tenant: t, What: o + " could not be read back after the heal"})
+			}
+		}
+	}
+	missingBy := map[string][]*Op{}
+	unread := map[string]bool{}
+	for _, op := range ops {
+		if op.Kind != ListAppend || op.Outcome != OK {
+			continue
+		}
+		f := final[object(op)]
+		if f == nil {
+			if !unread[object(op)] {
+				unread[object(op)] = true
+				out = append(out, Anomaly{Check: "read-back", Tenant: op.Tenant, What: object(op) + " could not be read back after the heal"})
+			}
+			continue
+		}
+		if !slices.Contains(f.List, op.Value) && !lossAllowed(h, op, cl.LossWindow) {
+			missingBy[object(op)] = append(missingBy[object(op)], op)
+		}
+	}
+	for o, lost := range missingBy {
+		a := Anomaly{Check: "lost write", Tenant: lost[0].Tenant,
+			What: fmt.Sprintf("%d acknowledged appends to %s are not in its read-back", len(lost), o)}
+		for _, op := range lost[:min(len(lost), 8)] {
+			a.Excerpt = append(a.Excerpt, op.String())
+		}
+		a.Excerpt = append(a.Excerpt, "read back: "+final[o].String())
+		out = append(out, a)
+	}
+	return out
+}
+
+// checkTwoPrimaries holds the acknowledged writes of each tenant to one
+// primary at a time. A primary's time is a history of the tenant's file:
+// a promotion forks it, a move carries it to the next node. So
+//
+//   - once a write was acknowledged in a history begun later than
+//     another's, no write sent after it is acknowledged in the other (a
+//     replayed answer included: a node whose lease lapsed replays none);
+//   - within one history, a write sent after another was acknowledged is
+//     acknowledged at a higher seq (two nodes writing one history — a
+//     move's source and target both taking writes — answer seqs that
+//     repeat or go back). Replayed answers, which carry the seq the write
+//     first had, are left out of this one.
+func checkTwoPrimaries(ops []*Op) []Anomaly {
+	byTenant := map[string][]*Op{}
+	for _, op := range ops {
+		if op.Kind.write() && op.Outcome == OK && op.History != "" {
+			byTenant[op.Tenant] = append(byTenant[op.Tenant], op)
+		}
+	}
+	var out []Anomaly
+	for t, writes := range byTenant {
+		if a, ok := lateInOldHistory(t, writes); ok {
+			out = append(out, a)
+		}
+		if a, ok := seqBackwards(t, writes); ok {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// lateInOldHistory finds a write acknowledged in a history after a
+// later history's first acknowledged write returned, and sent after it.
+func lateInOldHistory(t string, writes []*Op) (Anomaly, bool) {
+	first := map[string]*Op{}
+	for _, w := range writes {
+		if f := first[w.History]; f == nil || w.Return < f.Return {
+			first[w.History] = w
+		}
+	}
+	for _, w := range writes {
+		mine := first[w.History]
+		for h, next := range first {
+			if h == w.History || next.Return <= mine.Return || w.Call <= next.Return {
+				continue
+			}
+			return Anomaly{Check: "two primaries", Tenant: t,
+				What: fmt.Sprintf("%s acknowledged a write in history %s sent %.1f ms after %s took its first in history %s",
+					w.Node, w.History, float64(w.Call-next.Return)/1e6, next.Node, h),
+				Excerpt: []string{"next primary's first: " + next.String(), "old history's late:  " + w.String()}}, true
+		}
+	}
+	return Anomaly{}, false
+}
+
+// seqBackwards finds, within one history, a write sent after another was
+// acknowledged that was acknowledged at a seq not above it.
+func seqBackwards(t string, writes []*Op) (Anomaly, bool) {
+	byHistory := map[string][]*Op{}
+	for _, w := range writes {
+		if !w.Replayed && w.Seq > 0 {
+			byHistory[w.History] = append(byHistory[w.History], w)
+		}
+	}
+	for h, ws := range byHistory {
+		slices.SortFunc(ws, func(a, b *Op) int { return cmp64(a.Return, b.Return) })
+		// best is the acknowledged write of the highest seq returned so
+		// far; every write sent after it must land above it.
+		var best *Op
+		byCall := slices.Clone(ws)
+		slices.SortFunc(byCall, func(a, b *Op) int { return cmp64(a.Call, b.Call) })
+		i := 0
+		for _, w := range byCall {
+			for i < len(ws) && ws[i].Return < w.Call {
+				if best == nil || ws[i].Seq > best.Seq {
+					best = ws[i]
+				}
+				i++
+			}
+			if best != nil && w.Seq <= best.Seq {
+				return Anomaly{Check: "two primaries", Tenant: t,
+					What: fmt.Sprintf("in history %s, %s acknowledged seq %d to a write sent after %s acknowledged seq %d",
+						h, w.Node, w.Seq, best.Node, best.Seq),
+					Excerpt: []string{"acknowledged first: " + best.String(), "then, not above it: " + w.String()}}, true
+			}
+		}
+	}
+	return Anomaly{}, false
+}
+
+// checkIncrements: every increment acknowledged was made once, none
+// twice: the values they answered differ, and the counter read back
+// lies between those acknowledged and those plus the unknown ones.
+func checkIncrements(h *History, ops []*Op, cl Claims) []Anomaly {
+	type tally struct {
+		ok, unknown, mayBeLost int
+		made                   map[int64]*Op
+	}
+	tallies := map[string]*tally{}
+	var out []Anomaly
+	for _, op := range ops {
+		if op.Kind != Incr {
+			continue
+		}
+		tl := tallies[op.Tenant]
+		if tl == nil {
+			tl = &tally{made: map[int64]*Op{}}
+			tallies[op.Tenant] = tl
+		}
+		switch op.Outcome {
+		case OK:
+			tl.ok++
+			if lossAllowed(h, op, cl.LossWindow) {
+				tl.mayBeLost++
+			}
+			if other := tl.made[op.Value]; other != nil {
+				out = append(out, Anomaly{Check: "exactly once", Tenant: op.Tenant,
+					What:    fmt.Sprintf("two increments both answered %d", op.Value),
+					Excerpt: []string{other.String(), op.String()}})
+			}
+			tl.made[op.Value] = op
+		case Unknown:
+			tl.unknown++
+		}
+	}
+	final := finalReads(ops)
+	for t, tl := range tallies {
+		f := final[t+"/cnt"]
+		if f == nil {
+			continue // checkReadBack says so
+		}
+		if f.Value < int64(tl.ok-tl.mayBeLost) || f.Value > int64(tl.ok+tl.unknown) {
+			out = append(out, Anomaly{Check: "exactly once", Tenant: t,
+				What: fmt.Sprintf("the counter reads %d after %d increments acknowledged and %d unknown",
+					f.Value, tl.ok, tl.unknown),
+				Excerpt: []string{f.String()}})
+		}
+		for v, op := range tl.made {
+			if v > f.Value && !lossAllowed(h, op, cl.LossWindow) {
+				out = append(out, Anomaly{Check: "exactly once", Tenant: t,
+					What:    fmt.Sprintf("an increment answered %d, the counter reads %d after the heal", v, f.Value),
+					Excerpt: []string{op.String(), f.String()}})
+				break
+			}
+		}
+	}
+	return out
+}
+
+// longestGap is the longest time a tenant went between two acknowledged
+// writes, and where.
+func longestGap(ops []*Op) (time.Duration, string) {
+	ends := map[string][]int64{}
+	for _, op := range ops {
+		if op.Kind.write() && op.Outcome == OK && !op.Final {
+			ends[op.Tenant] = append(ends[op.Tenant], op.Return)
+		}
+	}
+	var best time.Duration
+	var where string
+	for t, e := range ends {
+		slices.Sort(e)
+		for i := 1; i < len(e); i++ {
+			if d := time.Duration(e[i] - e[i-1]); d > best {
+				best, where = d, fmt.Sprintf("%s at %.1fs", t, float64(e[i-1])/1e9)
+			}
+		}
+	}
+	return best, where
+}

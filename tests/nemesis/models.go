@@ -1,0 +1,181 @@
+package nemesis
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// The models porcupine checks each object of a tenant against. A
+// history is linearizable if and only if each object's is (locality), so
+// each object — a tenant's register, each of its lists, its counter — is
+// a partition of its own.
+
+// regIn is an operation on the register: a read, or a write of v.
+type regIn struct {
+	write bool
+	v     int64
+}
+
+// missing is what a read of the register answers when its row is gone:
+// no state of the register is that.
+const missing = int64(-1)
+
+// registerModel is an integer register starting at 0.
+var registerModel = porcupine.Model{
+	Init: func() any { return int64(0) },
+	Step: func(state, input, output any) (bool, any) {
+		in := input.(regIn)
+		if in.write {
+			return true, in.v
+		}
+		return output.(int64) == state.(int64), state
+	},
+	DescribeOperation: func(input, output any) string {
+		in := input.(regIn)
+		if in.write {
+			return fmt.Sprintf("write(%d)", in.v)
+		}
+		return fmt.Sprintf("read() -> %d", output)
+	},
+}
+
+// listState is a list by its length and a hash of its elements in
+// order: appends and reads are then O(1) steps, and states compare by ==.
+type listState struct {
+	n int
+	h uint64
+}
+
+func (s listState) with(e int64) listState {
+	return listState{n: s.n + 1, h: (s.h ^ uint64(e)) * 1099511628211}
+}
+
+// stateOf is the state a read of l shows.
+func stateOf(l []int64) listState {
+	s := listState{h: 14695981039346656037}
+	for _, e := range l {
+		s = s.with(e)
+	}
+	return s
+}
+
+// listIn is an append of e, or a read.
+type listIn struct {
+	read bool
+	e    int64
+}
+
+// listModel is an append-only list starting empty.
+var listModel = porcupine.Model{
+	Init: func() any { return stateOf(nil) },
+	Step: func(state, input, output any) (bool, any) {
+		in := input.(listIn)
+		if !in.read {
+			return true, state.(listState).with(in.e)
+		}
+		return output.(listState) == state.(listState), state
+	},
+	DescribeOperation: func(input, output any) string {
+		in := input.(listIn)
+		if !in.read {
+			return fmt.Sprintf("append(%d)", in.e)
+		}
+		return fmt.Sprintf("read() -> %d elements", output.(listState).n)
+	},
+}
+
+// cntIn is an increment or a read of the counter.
+type cntIn struct{ incr bool }
+
+// cntModel is a counter starting at 0. An increment answers the value it
+// made; one whose answer never came (output nil) makes one all the same
+// if it is linearized at all.
+var cntModel = porcupine.Model{
+	Init: func() any { return int64(0) },
+	Step: func(state, input, output any) (bool, any) {
+		s := state.(int64)
+		if input.(cntIn).incr {
+			return output == nil || output.(int64) == s+1, s + 1
+		}
+		return output.(int64) == s, s
+	},
+	DescribeOperation: func(input, output any) string {
+		if input.(cntIn).incr {
+			if output == nil {
+				return "incr() -> ?"
+			}
+			return fmt.Sprintf("incr() -> %d", output)
+		}
+		return fmt.Sprintf("read() -> %d", output)
+	},
+}
+
+// object names the partition an operation belongs to.
+func object(op *Op) string {
+	switch op.Kind {
+	case RegWrite, RegRead:
+		return op.Tenant + "/reg"
+	case ListAppend, ListRead:
+		return op.Tenant + "/log/" + op.Key
+	default:
+		return op.Tenant + "/cnt"
+	}
+}
+
+// porcupineOps turns the operations of one object into porcupine's,
+// with the model to check them by. A read or a refused write had no
+// effect and is left out; a write whose outcome is unknown never
+// returned. It gives back, beside each operation, the Op it came from.
+func porcupineOps(ops []*Op) (porcupine.Model, []porcupine.Operation, []*Op) {
+	var model porcupine.Model
+	var out []porcupine.Operation
+	var from []*Op
+	for _, op := range ops {
+		if op.Outcome == Fail || (!op.Kind.write() && op.Outcome != OK) {
+			continue
+		}
+		p := porcupine.Operation{ClientId: op.Client, Call: op.Call, Return: op.Return}
+		if op.Outcome == Unknown {
+			p.Return = math.MaxInt64
+		}
+		switch op.Kind {
+		case RegWrite:
+			model, p.Input, p.Output = registerModel, regIn{write: true, v: op.Value}, int64(0)
+		case RegRead:
+			model, p.Input, p.Output = registerModel, regIn{}, op.Value
+		case ListAppend:
+			model, p.Input, p.Output = listModel, listIn{e: op.Value}, listState{}
+		case ListRead:
+			model, p.Input, p.Output = listModel, listIn{read: true}, stateOf(op.List)
+		case Incr:
+			model, p.Input = cntModel, cntIn{incr: true}
+			if op.Outcome == OK {
+				p.Output = op.Value
+			}
+		case CntRead:
+			model, p.Input, p.Output = cntModel, cntIn{}, op.Value
+		}
+		out = append(out, p)
+		from = append(from, op)
+	}
+	return model, out, from
+}
+
+// byObject groups operations by object, each group in call order, the
+// objects sorted by name.
+func byObject(ops []*Op) ([]string, map[string][]*Op) {
+	groups := map[string][]*Op{}
+	for _, op := range ops {
+		o := object(op)
+		groups[o] = append(groups[o], op)
+	}
+	names := make([]string, 0, len(groups))
+	for o := range groups {
+		names = append(names, o)
+	}
+	slices.Sort(names)
+	return names, groups
+}
