@@ -63,7 +63,7 @@ type Op struct {
 	Tenant  string  `json:"tenant"`
 	Kind    Kind    `json:"kind"`
 	Key     string  `json:"key,omitempty"`   // a list's key
-	Value   int64   `json:"value,omitempty"` // written, appended; an increment's or a read's result
+	Value   int64   `json:"value"` // written, appended; an increment's or a read's result
 	List    []int64 `json:"list,omitempty"`  // a list read
 	IdemKey string  `json:"idempotency_key,omitempty"`
 	Call    int64   `json:"call_ns"`   // since the history began

@@ -1,0 +1,64 @@
+package nemesis
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// row is one scenario's line of the table.
+type row struct {
+	scenario  string
+	seeds     int
+	ran       time.Duration
+	ops       int
+	faults    int
+	anomalies int
+	gap       time.Duration
+	gapOn     string
+	unchecked int
+}
+
+// Table is the results by scenario: seeds run, minutes, operations,
+// faults injected, anomalies found, and the longest a tenant went
+// without a write against its lease.
+func Table(results []Result, lease time.Duration) string {
+	var rows []*row
+	by := map[string]*row{}
+	for _, r := range results {
+		rw := by[r.Scenario]
+		if rw == nil {
+			rw = &row{scenario: r.Scenario}
+			by[r.Scenario] = rw
+			rows = append(rows, rw)
+		}
+		rw.seeds++
+		rw.ran += r.Ran
+		rw.ops += r.Report.Ops
+		rw.faults += r.Faults
+		rw.anomalies += len(r.Report.Anomalies)
+		rw.unchecked += len(r.Report.Unchecked)
+		if r.Report.LongestGap > rw.gap {
+			rw.gap, rw.gapOn = r.Report.LongestGap, fmt.Sprintf("seed %d, %s", r.Seed, r.Report.LongestGapOn)
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "lease %v (every router's --auto-failover); the longest a tenant went without an acknowledged write, in leases\n\n", lease)
+	fmt.Fprintf(&b, "%-10s %5s %8s %9s %7s %9s %9s %8s  %s\n", "scenario", "seeds", "minutes", "ops", "faults", "anomalies", "unchecked", "longest", "where")
+	for _, rw := range rows {
+		fmt.Fprintf(&b, "%-10s %5d %8.1f %9d %7d %9d %9d %7.2fL  %s\n", rw.scenario, rw.seeds, rw.ran.Minutes(), rw.ops,
+			rw.faults, rw.anomalies, rw.unchecked, float64(rw.gap)/float64(lease), rw.gapOn)
+	}
+	return b.String()
+}
+
+// WriteTable writes the table to path, with when and where it was run.
+func WriteTable(path, table string) error {
+	host, _ := os.Hostname()
+	head := fmt.Sprintf("make nemesis, %s on %s\n\n", time.Now().UTC().Format(time.RFC3339), host)
+	return os.WriteFile(path, []byte(head+table), 0o644)
+}
+
+func itoa(n uint64) string { return strconv.FormatUint(n, 10) }

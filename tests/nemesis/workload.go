@@ -1,0 +1,386 @@
+package nemesis
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/fenec-go/fenec/tests/cluster"
+	"github.com/fenec-go/fenec/wire"
+)
+
+// Mix weighs the operations a client picks.
+type Mix struct {
+	RegWrite, RegRead, Append, ListRead, Incr, CntRead int
+}
+
+// DefaultMix is the workload of most scenarios.
+var DefaultMix = Mix{RegWrite: 20, RegRead: 20, Append: 25, ListRead: 15, Incr: 10, CntRead: 10}
+
+// pick draws an operation by the weights.
+func (m Mix) pick(rng *rand.Rand, direct bool) Kind {
+	type w struct {
+		k Kind
+		n int
+	}
+	all := []w{{RegWrite, m.RegWrite}, {ListAppend, m.Append}, {Incr, m.Incr}}
+	if !direct { // straight to a node, clients only write: a copy's reads answer what it holds
+		all = append(all, w{RegRead, m.RegRead}, w{ListRead, m.ListRead}, w{CntRead, m.CntRead})
+	}
+	total := 0
+	for _, x := range all {
+		total += x.n
+	}
+	r := rng.IntN(max(total, 1))
+	for _, x := range all {
+		if r < x.n {
+			return x.k
+		}
+		r -= x.n
+	}
+	return RegWrite
+}
+
+// listKeys are each tenant's lists.
+var listKeys = []string{"a", "b", "c"}
+
+const (
+	// attemptWait bounds one request: past the routers' upstream
+	// timeout (5 s), so a router's own answer comes first.
+	attemptWait = 7 * time.Second
+	// settleWait bounds a keyed write's attempts: past it, an operation
+	// still unsettled is unknown.
+	settleWait = 20 * time.Second
+)
+
+// Workload is the clients of a run: through the routers, and straight
+// to the node each tenant's primary is on (by the directory, as last
+// read), at a steady rate each.
+type Workload struct {
+	topo  *Topo
+	h     *History
+	mix   Mix
+	every time.Duration
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+
+	mu        sync.Mutex
+	placement map[string]Placement // guarded by mu
+}
+
+// client is one worker: its connections, its own random numbers.
+type client struct {
+	id     int
+	via    string
+	cl     *cluster.Client // nil for a direct client, which picks a node per operation
+	direct map[string]*cluster.Client
+	rng    *rand.Rand
+	n      int64 // operations begun, for unique values and keys
+}
+
+// StartWorkload starts routers×perRouter clients through the routers
+// and direct clients straight to the nodes, each beginning an operation
+// every every.
+func StartWorkload(topo *Topo, h *History, seed uint64, mix Mix, perRouter, direct int, every time.Duration) *Workload {
+	w := &Workload{topo: topo, h: h, mix: mix, every: every, stop: make(chan struct{}), placement: map[string]Placement{}}
+	w.refresh()
+	directs := map[string]*cluster.Client{}
+	for _, n := range topo.Nodes {
+		directs[n.Name] = cluster.NewClient(topo.tb, n.DirectURL(), "")
+	}
+	id := 0
+	for _, r := range topo.Routers {
+		for range perRouter {
+			id++
+			c := &client{id: id, via: "router:" + r.Name, cl: cluster.NewClient(topo.tb, r.URL(), ""), rng: rand.New(rand.NewPCG(seed, uint64(id)))}
+			w.wg.Go(func() { w.run(c) })
+		}
+	}
+	for range direct {
+		id++
+		c := &client{id: id, via: "node", direct: directs, rng: rand.New(rand.NewPCG(seed, uint64(id)))}
+		w.wg.Go(func() { w.run(c) })
+	}
+	w.wg.Go(w.poll)
+	return w
+}
+
+// Stop stops beginning operations and waits for those under way to
+// settle.
+func (w *Workload) Stop() {
+	select {
+	case <-w.stop:
+	default:
+		close(w.stop)
+	}
+	w.wg.Wait()
+}
+
+// poll keeps the direct clients' placements fresh.
+func (w *Workload) poll() {
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-w.stop:
+			return
+		case <-t.C:
+			w.refresh()
+		}
+	}
+}
+
+func (w *Workload) refresh() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	ps, err := w.topo.Placements(ctx)
+	if err != nil {
+		return
+	}
+	w.mu.Lock()
+	w.placement = ps
+	w.mu.Unlock()
+}
+
+// primaryOf is the node the directory last placed tenant on.
+func (w *Workload) primaryOf(tenant string) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.placement[tenant].Node
+}
+
+func (w *Workload) run(c *client) {
+	t := time.NewTicker(w.every)
+	defer t.Stop()
+	tenants := w.topo.Tenants()
+	for {
+		select {
+		case <-w.stop:
+			return
+		case <-t.C:
+		}
+		tenant := tenants[c.rng.IntN(len(tenants))]
+		w.one(c, tenant, w.mix.pick(c.rng, c.cl == nil), false)
+	}
+}
+
+// one runs one operation of kind on tenant and records it.
+func (w *Workload) one(c *client, tenant string, kind Kind, final bool) *Op {
+	c.n++
+	op := &Op{Client: c.id, Via: c.via, Tenant: tenant, Kind: kind, Final: final}
+	var q string
+	var params []any
+	switch kind {
+	case RegWrite:
+		op.Value = int64(c.id)*1_000_000 + c.n
+		q, params = "set reg {v: $1} where k = 'r' require 1", []any{op.Value}
+	case RegRead:
+		q = "get reg select v where k = 'r'"
+	case ListAppend:
+		op.Key = listKeys[c.rng.IntN(len(listKeys))]
+		op.Value = int64(c.id)*1_000_000 + c.n
+		q, params = "insert log {l: $1, e: $2}", []any{op.Key, op.Value}
+	case ListRead:
+		op.Key = listKeys[c.rng.IntN(len(listKeys))]
+		q, params = "get log select e where l = $1 order id", []any{op.Key}
+	case Incr:
+		q = "set cnt {v: v + 1} where k = 'c' require 1 returning v"
+	case CntRead:
+		q = "get cnt select v where k = 'c'"
+	}
+	if kind == ListAppend || kind == Incr {
+		op.IdemKey = fmt.Sprintf("c%d-%d", c.id, c.n)
+	}
+	body := map[string]any{"query": q}
+	if params != nil {
+		body["params"] = params
+	}
+	op.Call = w.h.Now()
+	w.attempts(c, op, body)
+	w.h.Add(op)
+	return op
+}
+
+// attempts sends op until it settles: once for a read or an unkeyed
+// write, again and again with its key for a keyed one while it is
+// refused or its outcome unknown, up to settleWait.
+func (w *Workload) attempts(c *client, op *Op, body map[string]any) {
+	deadline := time.Now().Add(settleWait)
+	mayHaveRun := false
+	for {
+		a, res := w.attempt(c, op, body)
+		op.Attempts = append(op.Attempts, a)
+		class, again := classify(a, res)
+		if class == Unknown {
+			mayHaveRun = true
+		}
+		if class == OK {
+			op.Outcome, op.Return = OK, a.At+a.Took
+			w.settle(op, a, res)
+			return
+		}
+		if op.IdemKey == "" || !again || time.Now().After(deadline) {
+			op.Outcome, op.Return = class, a.At+a.Took
+			if mayHaveRun && op.Kind.write() {
+				op.Outcome = Unknown
+			}
+			return
+		}
+		time.Sleep(time.Duration(20+c.rng.IntN(60)) * time.Millisecond)
+	}
+}
+
+// attempt is one request of op: through c's router, or straight to the
+// node its tenant's primary is on.
+func (w *Workload) attempt(c *client, op *Op, body map[string]any) (Attempt, *cluster.Resp) {
+	cl := c.cl
+	if cl == nil {
+		node := w.primaryOf(op.Tenant)
+		cl = c.direct[node]
+		if cl == nil {
+			return Attempt{At: w.h.Now(), Err: "no placement known"}, nil
+		}
+		op.Via = "node:" + node
+	}
+	var hdr []string
+	if op.IdemKey != "" {
+		hdr = []string{"Idempotency-Key", op.IdemKey}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), attemptWait)
+	defer cancel()
+	a := Attempt{At: w.h.Now()}
+	res := cl.DoCtx(ctx, "POST", "/t/"+op.Tenant+"/query", body, hdr...)
+	a.Took = w.h.Now() - a.At
+	a.Status = res.Status
+	if res.Err != nil {
+		a.Err = res.Err.Error()
+		if errors.Is(res.Err, syscall.ECONNREFUSED) {
+			a.Err = "connection refused: " + a.Err
+		}
+		return a, res
+	}
+	a.Node = w.topo.NodeName(res.Header.Get(wire.HeaderNode))
+	a.History = res.Header.Get(wire.HeaderHistory)
+	a.Seq = res.Header.Get(wire.HeaderSeq)
+	if res.Status/100 != 2 {
+		a.Body = string(res.Body[:min(len(res.Body), 300)])
+	}
+	return a, res
+}
+
+// classify says what an attempt's answer tells of its operation, and
+// whether sending it again (with its key) may settle it.
+func classify(a Attempt, res *cluster.Resp) (Outcome, bool) {
+	switch {
+	case res == nil:
+		return Fail, true // nowhere to send it yet
+	case res.Err != nil:
+		if strings.HasPrefix(a.Err, "connection refused") {
+			return Fail, true // never sent
+		}
+		return Unknown, true
+	case a.Status == 200 || a.Status == 201:
+		return OK, false
+	case a.Status == 503 || a.Status == 429 || a.Status == 404:
+		// Refused unrun: no lease, a copy, frozen, a directory not yet
+		// arrived or a handoff in flight; a tenant not where the router or
+		// the client thought.
+		return Fail, true
+	case a.Status >= 500:
+		// 500 "outcome": "unknown", a 502 that may have run, a 504.
+		return Unknown, true
+	}
+	return Fail, false
+}
+
+// settle takes the answer of op's settling attempt into op.
+func (w *Workload) settle(op *Op, a Attempt, res *cluster.Resp) {
+	op.Node, op.History = a.Node, a.History
+	op.Seq, _ = strconv.ParseUint(a.Seq, 10, 64)
+	op.Replayed = res.Header.Get("Idempotent-Replayed") == "true"
+	if !op.Kind.write() {
+		op.History, op.Seq = "", 0
+	}
+	var rows []map[string]json.Number
+	switch op.Kind {
+	case RegRead, CntRead, Incr:
+		dec := json.NewDecoder(strings.NewReader(string(res.Body)))
+		dec.UseNumber()
+		if dec.Decode(&rows) != nil || len(rows) > 1 {
+			w.h.Note("%s: an answer that is not one row: %s", op, res.Body)
+			op.Outcome = Unknown
+			return
+		}
+		op.Value = missing
+		if len(rows) == 1 {
+			op.Value, _ = rows[0]["v"].Int64()
+		}
+	case ListRead:
+		if err := json.Unmarshal(res.Body, &rows); err != nil {
+			w.h.Note("%s: a list read that is not rows: %s", op, res.Body)
+			op.Outcome = Unknown
+			return
+		}
+		op.List = make([]int64, 0, len(rows))
+		for _, r := range rows {
+			e, _ := r["e"].Int64()
+			op.List = append(op.List, e)
+		}
+	}
+}
+
+// FinalReads reads every object of every tenant back through the
+// leading router, each read sent again until answered (within wait),
+// and records them as the history's final reads.
+func (w *Workload) FinalReads(wait time.Duration) {
+	c := &client{id: 0, via: "router:final", cl: w.topo.Leader().cl, rng: rand.New(rand.NewPCG(0, 0))}
+	for _, tenant := range w.topo.Tenants() {
+		for _, k := range []Kind{RegRead, CntRead} {
+			w.finalRead(c, tenant, k, "", wait)
+		}
+		for _, key := range listKeys {
+			w.finalRead(c, tenant, ListRead, key, wait)
+		}
+	}
+}
+
+func (w *Workload) finalRead(c *client, tenant string, kind Kind, key string, wait time.Duration) {
+	deadline := time.Now().Add(wait)
+	for {
+		op := &Op{Client: 0, Via: c.via, Tenant: tenant, Kind: kind, Key: key, Final: true, Call: w.h.Now()}
+		q, params := "get reg select v where k = 'r'", []any(nil)
+		switch kind {
+		case CntRead:
+			q = "get cnt select v where k = 'c'"
+		case ListRead:
+			q, params = "get log select e where l = $1 order id", []any{key}
+		}
+		body := map[string]any{"query": q}
+		if params != nil {
+			body["params"] = params
+		}
+		a, res := w.attempt(c, op, body)
+		op.Attempts = []Attempt{a}
+		if class, _ := classify(a, res); class == OK {
+			op.Outcome, op.Return = OK, a.At+a.Took
+			w.settle(op, a, res)
+			if op.Outcome == OK {
+				w.h.Add(op)
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			w.h.Note("final read of %s %s%s never answered: last %d %s %s", tenant, kind, key, a.Status, a.Err, a.Body)
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
