@@ -62,9 +62,9 @@ type Op struct {
 	Via     string  `json:"via"` // "router:<name>" or "node:<name>"
 	Tenant  string  `json:"tenant"`
 	Kind    Kind    `json:"kind"`
-	Key     string  `json:"key,omitempty"`   // a list's key
-	Value   int64   `json:"value"` // written, appended; an increment's or a read's result
-	List    []int64 `json:"list,omitempty"`  // a list read
+	Key     string  `json:"key,omitempty"`  // a list's key
+	Value   int64   `json:"value"`          // written, appended; an increment's or a read's result
+	List    []int64 `json:"list,omitempty"` // a list read
 	IdemKey string  `json:"idempotency_key,omitempty"`
 	Call    int64   `json:"call_ns"`   // since the history began
 	Return  int64   `json:"return_ns"` // of the attempt that settled it
