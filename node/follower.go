@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -129,6 +130,14 @@ func (t *tenant) followOnce(ctx context.Context, from string) error {
 	silence := 3 * t.reg.keepAlive
 	watchdog := time.AfterFunc(silence, cancel)
 	defer watchdog.Stop()
+	// Once connected, the feed's head is owed within headWait. A
+	// connection lost after the request went and before the head came
+	// back leaves the transport waiting for the request's body to end —
+	// the acks, which end only with ctx — so without this bound the copy
+	// would follow again only silence later.
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GotConn: func(httptrace.GotConnInfo) { watchdog.Reset(min(silence, headWait)) },
+	})
 	u := strings.TrimSuffix(from, "/") + "/t/" + t.name + "/_replication?since=" +
 		strconv.FormatUint(since, 10) + "&history=" + strconv.FormatUint(t.db.History(), 10)
 	st := t.follow.Load()
@@ -153,6 +162,7 @@ func (t *tenant) followOnce(ctx context.Context, from string) error {
 	if err != nil {
 		return err
 	}
+	watchdog.Reset(silence)
 	defer res.Body.Close()
 	if res.StatusCode != http.StatusOK {
 		return fmt.Errorf("replication feed: status %d", res.StatusCode)
@@ -245,6 +255,11 @@ func (t *tenant) followOnce(ctx context.Context, from string) error {
 		}
 	}
 }
+
+// headWait bounds, once a copy's connection to its primary is made, the
+// wait for the feed's head: the primary writes it as soon as the tenant
+// is open.
+const headWait = 5 * time.Second
 
 // acksUnsynced says whether this copy acknowledges records once applied,
 // with no sync of its own: when it runs --sync off (its file is never
