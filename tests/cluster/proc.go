@@ -186,6 +186,20 @@ func (p *Proc) Hangup() {
 	}
 }
 
+// Quit sends SIGQUIT, on which a Go process writes every goroutine's
+// stack to its log and exits (status 2), and waits for it to be gone:
+// what a test that found a process stuck keeps of it.
+func (p *Proc) Quit() {
+	_, done := p.current()
+	if p.signal(syscall.SIGQUIT) {
+		select {
+		case <-done:
+		case <-time.After(stopWait):
+			p.Kill()
+		}
+	}
+}
+
 // Pause stops the process with SIGSTOP: it holds its sockets and answers
 // nothing, as a machine frozen would.
 func (p *Proc) Pause() {

@@ -20,6 +20,7 @@ var (
 	flagDuration = flag.Duration("duration", 15*time.Second, "how long faults run in each run")
 	flagLease    = flag.Duration("lease", time.Second, "every router's --auto-failover")
 	flagResults  = flag.String("results", "results", "where a failing run's history goes")
+	flagNodeArgs = flag.String("node-args", "", "more flags for every node, space-separated (e.g. \"--log-level debug\")")
 	flagKeep     = flag.Bool("keep", false, "save every run's history, not only a failing one's")
 	flagTable    = flag.String("table", "", "write the results table here too (e.g. ../../bench/nemesis.txt)")
 )
@@ -52,6 +53,7 @@ func TestNemesis(t *testing.T) {
 				if sc.Skip != "" {
 					t.Skip(sc.Skip)
 				}
+				sc.Shape.NodeArgs = strings.Fields(*flagNodeArgs)
 				res := RunScenario(t, sc, s, Options{Duration: *flagDuration, Lease: *flagLease, Results: *flagResults, Keep: *flagKeep})
 				results = append(results, res)
 				for _, a := range res.Report.Anomalies {

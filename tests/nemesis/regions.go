@@ -97,3 +97,21 @@ func (t *Topo) Handoff(to string, force bool, wait time.Duration) (int, string) 
 	t.h.Note("handoff of eu to %s (force %v) at %s: %s", to, force, via.Name, res)
 	return res.Status, string(res.Body)
 }
+
+// noteHandoffState notes the state eu's handoff was in as killed, a
+// router, was killed: as a router still up reads it.
+func (t *Topo) noteHandoffState(killed *Router) {
+	for _, r := range []*Router{t.Routers[0], t.Routers[2], t.Routers[3]} {
+		if r == killed || r.down {
+			continue
+		}
+		if reg, err := t.region(r); err == nil {
+			state := "none"
+			if reg.Handoff != nil {
+				state = reg.Handoff.State
+			}
+			t.h.Note("%s killed with eu's handoff %s (as %s reads it)", killed.Name, state, r.Name)
+			return
+		}
+	}
+}

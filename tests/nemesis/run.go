@@ -131,8 +131,10 @@ func RunScenario(tb testing.TB, sc Scenario, seed uint64, o Options) Result {
 	stopped = true
 	h.Note("clients stopped: reading back")
 	w.FinalReads(time.Minute)
+	topo.CheckCopies(30 * time.Second)
 	rep := Check(h, sc.Claims)
 	rep.Anomalies = append(topo.Anomalies(), rep.Anomalies...)
+	rep.Sort(sc.Claims)
 	_, faults := h.Snapshot()
 	res := Result{Scenario: sc.Name, Seed: seed, Ran: time.Since(began), Report: rep, Episodes: run.Episodes, Faults: len(faults)}
 	tb.Logf("nemesis: %s seed %d: %d operations (%d writes acknowledged, %d unknown, %d refused), %d faults, %d anomalies, longest without a write %v (%s)",
@@ -141,6 +143,10 @@ func RunScenario(tb testing.TB, sc Scenario, seed uint64, o Options) Result {
 	if len(rep.Unchecked) > 0 {
 		tb.Logf("nemesis: porcupine ran out of time on %v: those objects are unchecked", rep.Unchecked)
 	}
+	for _, a := range rep.Known {
+		tb.Logf("nemesis: known anomaly: %s", a)
+	}
+	topo.DumpStuck()
 	if len(rep.Anomalies) > 0 || o.Keep {
 		res.Saved = save(tb, o.Results, topo, h, res)
 	}

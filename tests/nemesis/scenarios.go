@@ -165,8 +165,9 @@ func stepHandoff(ctx context.Context, r *Run) {
 		if r.Chance(0.5) {
 			victim = t.Routers[2]
 		}
-		sleep(context.Background(), r.Between(0, 600*time.Millisecond))
+		sleep(context.Background(), r.Between(0, 150*time.Millisecond))
 		f := t.KillRouter(victim)
+		t.noteHandoffState(victim)
 		sleep(context.Background(), r.Between(r.Leases(0.5), r.Leases(2)))
 		t.StartRouter(victim, f)
 	}

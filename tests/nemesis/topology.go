@@ -35,8 +35,7 @@ type Shape struct {
 	// tier at first. Without, one leading router and a standby on its
 	// directory (the global tier alone).
 	Regions bool
-	// Nodes is how many nodes (3 if 0): each node's tenants have their
-	// copy on the next.
+	// Nodes is how many nodes (3 if 0).
 	Nodes int
 	// Sync is the nodes' --sync ("always" if "").
 	Sync string
@@ -45,6 +44,8 @@ type Shape struct {
 	// Ballast is how many bytes each tenant holds besides the workload's
 	// rows, so that its image takes a while to copy (a move's steps).
 	Ballast int
+	// NodeArgs are more flags for every node (e.g. --log-level debug).
+	NodeArgs []string
 }
 
 // Topo is a running deployment: routers and nodes, and a proxy of its
@@ -63,6 +64,8 @@ type Topo struct {
 	peers   *dnsstub.Server // the nodes' resolver: names at 127.0.0.2
 	byID    map[string]string
 	tenants []string
+
+	stuck map[string]bool // nodes a check found stuck, by name
 
 	mu        sync.Mutex
 	anomalies []Anomaly // guarded by mu: found by the deployment, not in the history
@@ -115,7 +118,7 @@ func Start(tb testing.TB, h *History, shape Shape, lease time.Duration) *Topo {
 	}
 	c := cluster.New(tb)
 	t := &Topo{tb: tb, C: c, h: h, shape: shape, lease: lease, dir: filepath.Join(c.Dir(), "nemesis"),
-		peers: dnsstub.New(tb), byID: map[string]string{}}
+		peers: dnsstub.New(tb), byID: map[string]string{}, stuck: map[string]bool{}}
 	if err := os.MkdirAll(t.dir, 0o755); err != nil {
 		tb.Fatal(err)
 	}
@@ -177,6 +180,7 @@ func (t *Topo) startNode(name string) *Node {
 		t.tb.Fatal(err)
 	}
 	args := []string{"--lease", "--sync", t.shape.Sync, "--replication-token", replToken, "--resolver", t.peers.Addr()}
+	args = append(args, t.shape.NodeArgs...)
 	env := []string{nemesis.ClockEnv + "=" + n.clock, nemesis.SyncedEnv + "=" + n.synced}
 	n.Node = t.C.StartNode(name, cluster.NodeOptions{Args: args, Env: env})
 	_, port, err := net.SplitHostPort(n.Addr())
@@ -208,20 +212,15 @@ func (t *Topo) startNode(name string) *Node {
 // URL is the address node n is recorded at.
 func (n *Node) URL() string { return "http://" + n.Name + ".fenec.test:" + n.port }
 
-// recordNodes records every node at the global tier in eu, each the
-// standby of the one before it.
+// recordNodes records every node at the global tier in eu. No node is
+// named another's standby (a standby takes no move): --replicas places
+// each tenant's copy.
 func (t *Topo) recordNodes() {
 	g := t.Routers[0].cl
 	for _, n := range t.Nodes {
 		res := g.Do("PUT", "/_shard/nodes/"+n.Name, map[string]any{"addr": n.URL(), "token": cluster.AdminToken, "region": region})
 		if res.Status != 201 {
 			t.tb.Fatalf("record %s: %s", n.Name, res)
-		}
-	}
-	for i, n := range t.Nodes {
-		sb := t.Nodes[(i+1)%len(t.Nodes)]
-		if res := g.Do("PUT", "/_shard/nodes/"+n.Name, map[string]any{"standby": sb.Name}); res.Status != 201 {
-			t.tb.Fatalf("name %s %s's standby: %s", sb.Name, n.Name, res)
 		}
 	}
 }
