@@ -89,6 +89,8 @@ func Check(h *History, cl Claims) Report {
 	r.Anomalies = append(r.Anomalies, checkReadBack(h, ops, cl)...)
 	r.Anomalies = append(r.Anomalies, checkTwoPrimaries(ops, lossy)...)
 	r.Anomalies = append(r.Anomalies, checkIncrements(h, ops, cl)...)
+	r.Anomalies = append(r.Anomalies, checkAfterReads(ops)...)
+	r.Anomalies = append(r.Anomalies, checkStaleness(ops)...)
 	r.LongestGap, r.LongestGapOn = longestGap(ops)
 	r.Sort(cl)
 	return r

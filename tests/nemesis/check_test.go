@@ -198,3 +198,29 @@ func TestModelsDescribe(t *testing.T) {
 		t.Fatal("a list's state ignores order")
 	}
 }
+
+// The checks of reads from copies (scenario ryw, once read copies exist)
+// pass what holds and find what does not.
+func TestCheckAfterReadsAndStaleness(t *testing.T) {
+	const ms = int64(1e6)
+	w1 := w(RegWrite, "a", 5, 0, 10*ms, OK, "n1", "h1", 1)
+	w2 := w(RegWrite, "a", 6, 20*ms, 30*ms, OK, "n1", "h1", 2)
+	h := hist(w1, w2)
+	read := func(v int64, after int, stale int64, ret int64) *Op {
+		ret *= ms
+		op := rd(RegRead, "a", v, ret-5*ms, ret)
+		op.After, op.Staleness, op.ServedBy = after, stale, "copy:n2"
+		h.Add(op)
+		return op
+	}
+	good := []*Op{read(6, w2.ID, -1, 40), read(5, 0, 100, 60), read(6, 0, 5, 100)}
+	bad := []*Op{read(5, w2.ID, -1, 45), read(5, 0, 10, 200)}
+	ops, _ := h.Snapshot()
+	after, stale := checkAfterReads(ops), checkStaleness(ops)
+	if len(after) != 1 || len(stale) != 1 {
+		t.Fatalf("found %v and %v; want one of each (reads %v good, %v bad)", after, stale, good, bad)
+	}
+	if !strings.Contains(after[0].Excerpt[1], "-> 5") || !strings.Contains(stale[0].What, "at most 10 ms") {
+		t.Fatalf("found the wrong ones: %v, %v", after[0], stale[0])
+	}
+}

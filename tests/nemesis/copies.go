@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -31,6 +33,11 @@ func (t *Topo) CheckCopies(wait time.Duration) {
 				break
 			}
 			time.Sleep(200 * time.Millisecond)
+		}
+		if last != nil && t.damagedHere(name, p.Replica) && strings.Contains(last.Error(), "damaged") {
+			t.anomaly("damaged copy kept", name, fmt.Sprintf("the copy on %s, damaged by the suite, is refused and never replaced: %v",
+				p.Replica, last), "")
+			continue
 		}
 		if last != nil {
 			t.anomaly("copies", name, fmt.Sprintf("the copy did not catch up within %v: %v; primary %s, copy %s",
@@ -104,4 +111,11 @@ func (t *Topo) DumpStuck() {
 			n.down = true
 		}
 	}
+}
+
+// damagedHere says whether the suite damaged tenant's file on node.
+func (t *Topo) damagedHere(tenant, node string) bool {
+	t.h.mu.Lock()
+	defer t.h.mu.Unlock()
+	return slices.Contains(t.h.Damaged[tenant], node)
 }

@@ -71,11 +71,19 @@ type Op struct {
 	Outcome Outcome `json:"outcome"`
 	// Node and History name who acknowledged a write, Node a read: the
 	// node's name (from Fenec-Node) and its file's history.
-	Node     string    `json:"node,omitempty"`
-	History  string    `json:"history,omitempty"`
-	Seq      uint64    `json:"seq,omitempty"`
-	Replayed bool      `json:"replayed,omitempty"`
-	Final    bool      `json:"final,omitempty"` // a read-back after the faults healed
+	Node     string `json:"node,omitempty"`
+	History  string `json:"history,omitempty"`
+	Seq      uint64 `json:"seq,omitempty"`
+	Replayed bool   `json:"replayed,omitempty"`
+	Final    bool   `json:"final,omitempty"` // a read-back after the faults healed
+	// After, on a read sent with Fenec-After and Fenec-History, is the id
+	// of the write (of the same object) it was sent to see; 0 for none.
+	After int `json:"after,omitempty"`
+	// Staleness, on a read answered with Fenec-Staleness-Ms, is the bound
+	// it stated, in ms; -1 for none.
+	Staleness int64 `json:"staleness_ms"`
+	// ServedBy is the answer's Fenec-Served-By (primary or copy:<node>).
+	ServedBy string    `json:"served_by,omitempty"`
 	Attempts []Attempt `json:"attempts,omitempty"`
 }
 

@@ -331,7 +331,7 @@ type Placement struct {
 	Node    string `json:"node"`
 	State   string `json:"state"`
 	Replica string `json:"replica"`
-	Behind  bool   `json:"replica_behind"`
+	Behind  uint64 `json:"replica_behind"` // the seq the copy was recorded behind at
 }
 
 // Placements reads the tenants from the first router that answers,

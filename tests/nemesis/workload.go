@@ -175,7 +175,7 @@ func (w *Workload) run(c *client) {
 // one runs one operation of kind on tenant and records it.
 func (w *Workload) one(c *client, tenant string, kind Kind, final bool) *Op {
 	c.n++
-	op := &Op{Client: c.id, Via: c.via, Tenant: tenant, Kind: kind, Final: final}
+	op := &Op{Client: c.id, Via: c.via, Tenant: tenant, Kind: kind, Final: final, Staleness: -1}
 	var q string
 	var params []any
 	switch kind {
@@ -306,6 +306,12 @@ func (w *Workload) settle(op *Op, a Attempt, res *cluster.Resp) {
 	op.Node, op.History = a.Node, a.History
 	op.Seq, _ = strconv.ParseUint(a.Seq, 10, 64)
 	op.Replayed = res.Header.Get("Idempotent-Replayed") == "true"
+	// A read a copy answers says so, with a bound on how old it may be
+	// (DESIGN §10): checkStaleness holds it to the bound.
+	op.ServedBy = res.Header.Get("Fenec-Served-By")
+	if ms, err := strconv.ParseInt(res.Header.Get("Fenec-Staleness-Ms"), 10, 64); err == nil {
+		op.Staleness = ms
+	}
 	if !op.Kind.write() {
 		op.History, op.Seq = "", 0
 	}
@@ -355,7 +361,7 @@ func (w *Workload) FinalReads(wait time.Duration) {
 func (w *Workload) finalRead(c *client, tenant string, kind Kind, key string, wait time.Duration) {
 	deadline := time.Now().Add(wait)
 	for {
-		op := &Op{Client: 0, Via: c.via, Tenant: tenant, Kind: kind, Key: key, Final: true, Call: w.h.Now()}
+		op := &Op{Client: 0, Via: c.via, Tenant: tenant, Kind: kind, Key: key, Final: true, Call: w.h.Now(), Staleness: -1}
 		q, params := "get reg select v where k = 'r'", []any(nil)
 		switch kind {
 		case CntRead:
