@@ -26,6 +26,14 @@ type Scenario struct {
 	Step func(ctx context.Context, r *Run)
 	// Skip, when set, says why the scenario cannot run yet.
 	Skip string
+	// Bound is the longest, in leases, a tenant's writes may stop under
+	// the scenario's faults by the lease arithmetic: a node's lease lapses
+	// a lease after its last grant's answer, the router fails it over a
+	// tenth after that, the promoted copy takes writes at the next grant
+	// (a third of a lease), plus the fault's own length where nothing can
+	// fail over (both a primary and its copy out). The table sets the
+	// longest pause seen beside it.
+	Bound float64
 }
 
 // Run is one scenario under one seed, as it runs.
@@ -72,6 +80,7 @@ func (r *Run) AnyTenant(ctx context.Context) (string, Placement, bool) {
 // Result is one run's outcome, for the table and the log.
 type Result struct {
 	Scenario string
+	Bound    float64
 	Seed     uint64
 	Ran      time.Duration // from the workload's start to the last check
 	Report   Report
@@ -136,7 +145,7 @@ func RunScenario(tb testing.TB, sc Scenario, seed uint64, o Options) Result {
 	rep.Anomalies = append(topo.Anomalies(), rep.Anomalies...)
 	rep.Sort(sc.Claims)
 	_, faults := h.Snapshot()
-	res := Result{Scenario: sc.Name, Seed: seed, Ran: time.Since(began), Report: rep, Episodes: run.Episodes, Faults: len(faults)}
+	res := Result{Scenario: sc.Name, Bound: sc.Bound, Seed: seed, Ran: time.Since(began), Report: rep, Episodes: run.Episodes, Faults: len(faults)}
 	tb.Logf("nemesis: %s seed %d: %d operations (%d writes acknowledged, %d unknown, %d refused), %d faults, %d anomalies, longest without a write %v (%s)",
 		sc.Name, seed, rep.Ops, rep.Acked, rep.Unknown, rep.Refused, len(faults), len(rep.Anomalies),
 		rep.LongestGap.Round(time.Millisecond), rep.LongestGapOn)
