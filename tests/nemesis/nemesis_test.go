@@ -66,7 +66,7 @@ func TestNemesis(t *testing.T) {
 			})
 		}
 	}
-	table := Table(results, *flagLease)
+	table := Table(results, *flagLease, *flagDuration)
 	t.Logf("\n%s", table)
 	if *flagTable != "" {
 		if err := WriteTable(*flagTable, table); err != nil {

@@ -26,7 +26,7 @@ type row struct {
 // Table is the results by scenario: seeds run, minutes, operations,
 // faults injected, anomalies found, and the longest a tenant went
 // without a write against its lease.
-func Table(results []Result, lease time.Duration) string {
+func Table(results []Result, lease, faults time.Duration) string {
 	var rows []*row
 	by := map[string]*row{}
 	for _, r := range results {
@@ -48,7 +48,7 @@ func Table(results []Result, lease time.Duration) string {
 		}
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "lease L = %v (every router's --auto-failover). known: anomalies written up and not yet fixed (docs/testing.md).\n", lease)
+	fmt.Fprintf(&b, "faults for %v a run; lease L = %v (every router's --auto-failover). known: anomalies written up and not yet fixed (docs/testing.md).\n", faults, lease)
 	fmt.Fprintf(&b, "unchecked: objects porcupine ran out of time on. longest: the longest a tenant went without an acknowledged write;\n")
 	fmt.Fprintf(&b, "bound: the longest the lease arithmetic allows under the scenario's faults (Scenario.Bound), both in leases.\n\n")
 	fmt.Fprintf(&b, "%-10s %5s %8s %9s %7s %9s %6s %9s %8s %6s  %s\n", "scenario", "seeds", "minutes", "ops", "faults", "anomalies", "known", "unchecked", "longest", "bound", "where")
