@@ -66,20 +66,20 @@ func (t *Topo) StartNode(n *Node, f *Fault) {
 func (t *Topo) KillRouter(r *Router) *Fault {
 	f := t.h.Begin("kill", r.Name, "SIGKILL")
 	r.Proc.Kill()
-	r.down = true
+	r.down.Store(true)
 	return f
 }
 
 // StartRouter starts a killed router again and waits for it.
 func (t *Topo) StartRouter(r *Router, f *Fault) {
-	if !r.down {
+	if !r.down.Load() {
 		return
 	}
 	r.Proc.Restart()
 	if err := t.waitUp(r.Proc.Exited(), r.URL()+"/_health"); err != nil {
 		t.anomaly("restart", r.Name, fmt.Sprintf("%s did not come back: %v", r.Name, err), r.Proc.Log())
 	}
-	r.down = false
+	r.down.Store(false)
 	if f != nil {
 		t.h.End(f)
 	}

@@ -102,7 +102,7 @@ func (t *Topo) Handoff(to string, force bool, wait time.Duration) (int, string) 
 // router, was killed: as a router still up reads it.
 func (t *Topo) noteHandoffState(killed *Router) {
 	for _, r := range []*Router{t.Routers[0], t.Routers[2], t.Routers[3]} {
-		if r == killed || r.down {
+		if r == killed || r.down.Load() {
 			continue
 		}
 		if reg, err := t.region(r); err == nil {

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -83,7 +84,7 @@ type Router struct {
 	// the global directory (a region's router's); nil when it has none.
 	dirLink, globalLink *proxy.Proxy
 	cl                  *cluster.Client // the suite's own, with the router's token
-	down                bool            // killed and not yet started again
+	down                atomic.Bool     // killed and not yet started again (read by the clients' goroutines)
 }
 
 // Node is one fenec-node process of the deployment.
@@ -238,7 +239,7 @@ func (t *Topo) Leader() *Router {
 // own nodes.
 func (t *Topo) regionLeases() bool {
 	for _, r := range t.Routers {
-		if r.down {
+		if r.down.Load() {
 			continue
 		}
 		res := r.cl.Do("GET", "/_shard/regions", nil)
@@ -340,7 +341,7 @@ func (t *Topo) Placements(ctx context.Context) (map[string]Placement, error) {
 	order := append([]*Router{t.Leader()}, t.Routers...)
 	var last error
 	for _, r := range order {
-		if r.down {
+		if r.down.Load() {
 			continue
 		}
 		res := r.cl.DoCtx(ctx, "GET", "/_shard/tenants", nil)
