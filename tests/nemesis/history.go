@@ -146,13 +146,17 @@ type History struct {
 	PowerLost map[string][]int64 `json:"power_lost,omitempty"` // guarded by mu
 	// Damaged names the copies whose file was damaged: tenant → node.
 	Damaged map[string][]string `json:"damaged,omitempty"` // guarded by mu
+	// KilledIn counts the processes killed in the middle of a handoff or
+	// a move, by the state it was seen in ("handoff given", "move
+	// copying").
+	KilledIn map[string]int `json:"killed_in,omitempty"` // guarded by mu
 }
 
 // NewHistory begins a history now.
 func NewHistory(scenario string, seed uint64, lease time.Duration) *History {
 	now := time.Now()
 	return &History{Scenario: scenario, Seed: seed, Lease: lease, Began: now, start: now,
-		PowerLost: map[string][]int64{}, Damaged: map[string][]string{}}
+		PowerLost: map[string][]int64{}, Damaged: map[string][]string{}, KilledIn: map[string]int{}}
 }
 
 // Now is the time since the history began, in ns.
@@ -196,6 +200,13 @@ func (h *History) Note(format string, args ...any) {
 func (h *History) LostPower(node string) {
 	h.mu.Lock()
 	h.PowerLost[node] = append(h.PowerLost[node], h.Now())
+	h.mu.Unlock()
+}
+
+// Killed counts a kill in the middle of state.
+func (h *History) Killed(state string) {
+	h.mu.Lock()
+	h.KilledIn[state]++
 	h.mu.Unlock()
 }
 

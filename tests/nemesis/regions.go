@@ -111,6 +111,7 @@ func (t *Topo) noteHandoffState(killed *Router) {
 				state = reg.Handoff.State
 			}
 			t.h.Note("%s killed with eu's handoff %s (as %s reads it)", killed.Name, state, r.Name)
+			t.h.Killed("handoff " + state)
 			return
 		}
 	}

@@ -2,7 +2,9 @@ package nemesis
 
 import (
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -21,6 +23,7 @@ type row struct {
 	gapOn     string
 	unchecked int
 	bound     float64
+	killedIn  map[string]int
 }
 
 // Table is the results by scenario: seeds run, minutes, operations,
@@ -32,7 +35,7 @@ func Table(results []Result, lease, faults time.Duration) string {
 	for _, r := range results {
 		rw := by[r.Scenario]
 		if rw == nil {
-			rw = &row{scenario: r.Scenario, bound: r.Bound}
+			rw = &row{scenario: r.Scenario, bound: r.Bound, killedIn: map[string]int{}}
 			by[r.Scenario] = rw
 			rows = append(rows, rw)
 		}
@@ -42,6 +45,9 @@ func Table(results []Result, lease, faults time.Duration) string {
 		rw.faults += r.Faults
 		rw.anomalies += len(r.Report.Anomalies)
 		rw.known += len(r.Report.Known)
+		for k, n := range r.KilledIn {
+			rw.killedIn[k] += n
+		}
 		rw.unchecked += len(r.Report.Unchecked)
 		if r.Report.LongestGap > rw.gap {
 			rw.gap, rw.gapOn = r.Report.LongestGap, fmt.Sprintf("seed %d, %s", r.Seed, r.Report.LongestGapOn)
@@ -55,6 +61,21 @@ func Table(results []Result, lease, faults time.Duration) string {
 	for _, rw := range rows {
 		fmt.Fprintf(&b, "%-10s %5d %8.1f %9d %7d %9d %6d %9d %7.2fL %5.1fL  %s\n", rw.scenario, rw.seeds, rw.ran.Minutes(), rw.ops,
 			rw.faults, rw.anomalies, rw.known, rw.unchecked, float64(rw.gap)/float64(lease), rw.bound, rw.gapOn)
+	}
+	var kills []string
+	for _, rw := range rows {
+		if len(rw.killedIn) == 0 {
+			continue
+		}
+		var parts []string
+		for _, k := range slices.Sorted(maps.Keys(rw.killedIn)) {
+			parts = append(parts, fmt.Sprintf("%s %d", k, rw.killedIn[k]))
+		}
+		kills = append(kills, fmt.Sprintf("  %s: %s", rw.scenario, strings.Join(parts, ", ")))
+	}
+	if len(kills) > 0 {
+		b.WriteString("\nprocesses killed in the middle of a handoff or a move, by the state it was seen in:\n")
+		b.WriteString(strings.Join(kills, "\n") + "\n")
 	}
 	return b.String()
 }

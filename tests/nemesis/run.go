@@ -3,6 +3,7 @@ package nemesis
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -86,7 +87,8 @@ type Result struct {
 	Report   Report
 	Episodes int
 	Faults   int
-	Saved    string // where a failing run's history went
+	KilledIn map[string]int // kills in the middle of a handoff or a move, by the state seen
+	Saved    string         // where a failing run's history went
 }
 
 // Options are a run's settings beside its scenario and seed.
@@ -146,6 +148,9 @@ func RunScenario(tb testing.TB, sc Scenario, seed uint64, o Options) Result {
 	rep.Sort(sc.Claims)
 	_, faults := h.Snapshot()
 	res := Result{Scenario: sc.Name, Bound: sc.Bound, Seed: seed, Ran: time.Since(began), Report: rep, Episodes: run.Episodes, Faults: len(faults)}
+	h.mu.Lock()
+	res.KilledIn = maps.Clone(h.KilledIn)
+	h.mu.Unlock()
 	tb.Logf("nemesis: %s seed %d: %d operations (%d writes acknowledged, %d unknown, %d refused), %d faults, %d anomalies, longest without a write %v (%s)",
 		sc.Name, seed, rep.Ops, rep.Acked, rep.Unknown, rep.Refused, len(faults), len(rep.Anomalies),
 		rep.LongestGap.Round(time.Millisecond), rep.LongestGapOn)

@@ -225,15 +225,21 @@ func stepMove(ctx context.Context, r *Run) {
 		switch r.Rng.IntN(3) {
 		case 0:
 			n := t.Node(p.Node)
+			step := t.moveStep(tenant, p.Node, to.Name)
 			f := t.KillNode(n)
+			t.h.Killed("move " + step)
 			sleep(context.Background(), r.Between(r.Leases(0.3), r.Leases(1.5)))
 			t.StartNode(n, f)
 		case 1:
+			step := t.moveStep(tenant, p.Node, to.Name)
 			f := t.KillNode(to)
+			t.h.Killed("move " + step)
 			sleep(context.Background(), r.Between(r.Leases(0.3), r.Leases(1.5)))
 			t.StartNode(to, f)
 		default:
+			step := t.moveStep(tenant, p.Node, to.Name)
 			f := t.KillRouter(lead)
+			t.h.Killed("move " + step)
 			sleep(context.Background(), r.Between(r.Leases(0.3), r.Leases(1.5)))
 			t.StartRouter(lead, f)
 		}

@@ -493,3 +493,37 @@ func (t *Topo) settled() error {
 	}
 	return nil
 }
+
+// moveStep is where tenant's move from one node to another stands, as
+// the directory and the two nodes' tenant lists show it just before a
+// kill: "not begun" (placed on from, not moving), "copying" (moving, the
+// target holding no file yet), "installed" (moving, the target holding
+// it), "flipped" (placed on to, the source still holding its file),
+// "done" (the source's file deleted), or "rolled back".
+func (t *Topo) moveStep(tenant, from, to string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	ps, err := t.Placements(ctx)
+	if err != nil {
+		return "unknown"
+	}
+	p := ps[tenant]
+	holds := func(node string) bool {
+		res := t.Node(node).admin.Do("GET", "/_admin/tenants", nil)
+		var names []string
+		return res.Status == 200 && json.Unmarshal(res.Body, &names) == nil && slices.Contains(names, tenant)
+	}
+	switch {
+	case p.Node == from && p.State == "active":
+		return "not begun"
+	case p.Node == from && holds(to):
+		return "installed"
+	case p.Node == from:
+		return "copying"
+	case p.Node == to && holds(from):
+		return "flipped"
+	case p.Node == to:
+		return "done"
+	}
+	return "rolled back"
+}
