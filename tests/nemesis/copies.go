@@ -39,6 +39,11 @@ func (t *Topo) CheckCopies(wait time.Duration) {
 				p.Replica, last), "")
 			continue
 		}
+		if last != nil && t.movedOnto(name, p.Replica) {
+			t.anomaly("copy lost to a move", name, fmt.Sprintf("the copy on %s, a move's target, did not catch up within %v: %v; primary %s, copy %s",
+				p.Replica, wait, last, t.replicationJSON(p.Node, name), t.replicationJSON(p.Replica, name)), "")
+			continue
+		}
 		if last != nil {
 			t.anomaly("copies", name, fmt.Sprintf("the copy did not catch up within %v: %v; primary %s, copy %s",
 				wait, last, t.replicationJSON(p.Node, name), t.replicationJSON(p.Replica, name)), "")
@@ -118,4 +123,15 @@ func (t *Topo) damagedHere(tenant, node string) bool {
 	t.h.mu.Lock()
 	defer t.h.mu.Unlock()
 	return slices.Contains(t.h.Damaged[tenant], node)
+}
+
+// movedOnto says whether the suite asked for tenant to move onto node.
+func (t *Topo) movedOnto(tenant, node string) bool {
+	_, faults := t.h.Snapshot()
+	for _, f := range faults {
+		if f.Kind == "move" && f.Target == tenant && strings.HasSuffix(f.Detail, " to "+node) {
+			return true
+		}
+	}
+	return false
 }
