@@ -5,6 +5,7 @@ package nemesis
 import (
 	"context"
 	"flag"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -70,7 +71,8 @@ func TestNemesis(t *testing.T) {
 	table := Table(results, *flagLease, *flagDuration)
 	t.Logf("\n%s", table)
 	if *flagTable != "" {
-		if err := WriteTable(*flagTable, table); err != nil {
+		what := fmt.Sprintf("scenarios %s, seeds %d to %d", *flagScenario, seed, seed+uint64(*flagSeeds)-1)
+		if err := WriteTable(*flagTable, what, table); err != nil {
 			t.Error(err)
 		}
 	}

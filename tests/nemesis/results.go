@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -80,10 +81,11 @@ func Table(results []Result, lease, faults time.Duration) string {
 	return b.String()
 }
 
-// WriteTable writes the table to path, with when and where it was run.
-func WriteTable(path, table string) error {
+// WriteTable writes the table to path, with what was run, when and
+// where.
+func WriteTable(path, what, table string) error {
 	host, _ := os.Hostname()
-	head := fmt.Sprintf("make nemesis, %s on %s\n\n", time.Now().UTC().Format(time.RFC3339), host)
+	head := fmt.Sprintf("make nemesis: %s; %s on %s (%d cores)\n\n", what, time.Now().UTC().Format(time.RFC3339), host, runtime.NumCPU())
 	return os.WriteFile(path, []byte(head+table), 0o644)
 }
 
