@@ -51,6 +51,11 @@ type Report struct {
 	Acked     int       `json:"acked_writes"`
 	Unknown   int       `json:"unknown_writes"`
 	Refused   int       `json:"refused_writes"`
+	// Reads answered, by what they said of their freshness: fresh (0, or
+	// no bound said: held to linearizability), bounded (held to the bound
+	// they stated), unbounded (held to neither). CopyReads were sent to a
+	// copy, Declined of them answered with no rows (421, 504).
+	Fresh, Bounded, UnboundedReads, CopyReads, Declined int
 	Anomalies []Anomaly `json:"anomalies"`
 	// Known are the anomalies Claims.Known names: reported, not failed on.
 	Known []Anomaly `json:"known,omitempty"`
@@ -70,7 +75,23 @@ func Check(h *History, cl Claims) Report {
 	ops, _ := h.Snapshot()
 	r := Report{Ops: len(ops)}
 	for _, op := range ops {
+		if op.ToCopy {
+			r.CopyReads++
+			if op.Outcome != OK {
+				r.Declined++
+			}
+		}
 		if !op.Kind.write() {
+			if op.Outcome == OK {
+				switch {
+				case op.Staleness == 0 || op.Staleness == NoBound:
+					r.Fresh++
+				case op.Staleness == Unbounded:
+					r.UnboundedReads++
+				default:
+					r.Bounded++
+				}
+			}
 			continue
 		}
 		switch op.Outcome {
@@ -90,7 +111,7 @@ func Check(h *History, cl Claims) Report {
 	r.Anomalies = append(r.Anomalies, checkTwoPrimaries(ops, lossy)...)
 	r.Anomalies = append(r.Anomalies, checkIncrements(h, ops, cl)...)
 	r.Anomalies = append(r.Anomalies, checkAfterReads(ops)...)
-	r.Anomalies = append(r.Anomalies, checkStaleness(ops)...)
+	r.Anomalies = append(r.Anomalies, checkStaleness(h, ops, cl)...)
 	r.LongestGap, r.LongestGapOn = longestGap(ops)
 	r.Sort(cl)
 	return r

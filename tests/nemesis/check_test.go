@@ -209,14 +209,14 @@ func TestCheckAfterReadsAndStaleness(t *testing.T) {
 	read := func(v int64, after int, stale int64, ret int64) *Op {
 		ret *= ms
 		op := rd(RegRead, "a", v, ret-5*ms, ret)
-		op.After, op.Staleness, op.ServedBy = after, stale, "copy:n2"
+		op.After, op.Staleness, op.ToCopy = after, stale, true
 		h.Add(op)
 		return op
 	}
-	good := []*Op{read(6, w2.ID, -1, 40), read(5, 0, 100, 60), read(6, 0, 5, 100)}
-	bad := []*Op{read(5, w2.ID, -1, 45), read(5, 0, 10, 200)}
+	good := []*Op{read(6, w2.ID, NoBound, 40), read(5, 0, 100, 60), read(6, 0, 5, 100)}
+	bad := []*Op{read(5, w2.ID, NoBound, 45), read(5, 0, 10, 200)}
 	ops, _ := h.Snapshot()
-	after, stale := checkAfterReads(ops), checkStaleness(ops)
+	after, stale := checkAfterReads(ops), checkStaleness(h, ops, Claims{})
 	if len(after) != 1 || len(stale) != 1 {
 		t.Fatalf("found %v and %v; want one of each (reads %v good, %v bad)", after, stale, good, bad)
 	}

@@ -27,6 +27,12 @@ const (
 // write says whether k changes state.
 func (k Kind) write() bool { return k == RegWrite || k == ListAppend || k == Incr }
 
+// Staleness values beside a bound in ms.
+const (
+	NoBound   int64 = -1 // the answer stated none (a write, an older node)
+	Unbounded int64 = -2 // it stated "unbounded": nothing bounds how old it is
+)
+
 // Outcome is what became of an operation, as its client can tell.
 type Outcome string
 
@@ -79,11 +85,13 @@ type Op struct {
 	// After, on a read sent with Fenec-After and Fenec-History, is the id
 	// of the write (of the same object) it was sent to see; 0 for none.
 	After int `json:"after,omitempty"`
-	// Staleness, on a read answered with Fenec-Staleness-Ms, is the bound
-	// it stated, in ms; -1 for none.
+	// Staleness is the bound a read's answer stated (Fenec-Staleness-Ms),
+	// in ms: every write acknowledged that long before the read reached
+	// the node is in it. NoBound when it stated none, Unbounded for
+	// "unbounded".
 	Staleness int64 `json:"staleness_ms"`
-	// ServedBy is the answer's Fenec-Served-By (primary or copy:<node>).
-	ServedBy string    `json:"served_by,omitempty"`
+	// ToCopy: the read was sent to the tenant's copy, not its primary.
+	ToCopy   bool      `json:"to_copy,omitempty"`
 	Attempts []Attempt `json:"attempts,omitempty"`
 }
 

@@ -137,6 +137,9 @@ func porcupineOps(ops []*Op) (porcupine.Model, []porcupine.Operation, []*Op) {
 		if op.Outcome == Fail || (!op.Kind.write() && op.Outcome != OK) {
 			continue
 		}
+		if !op.Kind.write() && op.Staleness != 0 && op.Staleness != NoBound {
+			continue // it says how old it may be: checkStaleness holds it to that
+		}
 		p := porcupine.Operation{ClientId: op.Client, Call: op.Call, Return: op.Return}
 		if op.Outcome == Unknown {
 			p.Return = math.MaxInt64

@@ -154,6 +154,8 @@ func RunScenario(tb testing.TB, sc Scenario, seed uint64, o Options) Result {
 	tb.Logf("nemesis: %s seed %d: %d operations (%d writes acknowledged, %d unknown, %d refused), %d faults, %d anomalies, longest without a write %v (%s)",
 		sc.Name, seed, rep.Ops, rep.Acked, rep.Unknown, rep.Refused, len(faults), len(rep.Anomalies),
 		rep.LongestGap.Round(time.Millisecond), rep.LongestGapOn)
+	tb.Logf("nemesis: reads answered fresh %d, within a bound they stated %d, unbounded %d; %d sent to copies, %d of them declined",
+		rep.Fresh, rep.Bounded, rep.UnboundedReads, rep.CopyReads, rep.Declined)
 	if len(rep.Unchecked) > 0 {
 		tb.Logf("nemesis: porcupine ran out of time on %v: those objects are unchecked", rep.Unchecked)
 	}

@@ -19,10 +19,20 @@ import (
 // Mix weighs the operations a client picks.
 type Mix struct {
 	RegWrite, RegRead, Append, ListRead, Incr, CntRead int
+	// CopyRead is a direct client's read of a list from the tenant's
+	// copy: with Fenec-After and Fenec-History of its own last append
+	// there, or with Fenec-Max-Staleness.
+	CopyRead int
 }
 
 // DefaultMix is the workload of most scenarios.
-var DefaultMix = Mix{RegWrite: 20, RegRead: 20, Append: 25, ListRead: 15, Incr: 10, CntRead: 10}
+var DefaultMix = Mix{RegWrite: 20, RegRead: 20, Append: 25, ListRead: 15, Incr: 10, CntRead: 10, CopyRead: 15}
+
+// copyRead is the pick of a direct client's read from a copy.
+const copyRead Kind = "copy.read"
+
+// copyStaleness is the Fenec-Max-Staleness a copy read asks for, in ms.
+const copyStaleness = 500
 
 // pick draws an operation by the weights.
 func (m Mix) pick(rng *rand.Rand, direct bool) Kind {
@@ -31,7 +41,9 @@ func (m Mix) pick(rng *rand.Rand, direct bool) Kind {
 		n int
 	}
 	all := []w{{RegWrite, m.RegWrite}, {ListAppend, m.Append}, {Incr, m.Incr}}
-	if !direct { // straight to a node, clients only write: a copy's reads answer what it holds
+	if direct { // straight to the nodes, clients write, and read only from copies, saying how fresh
+		all = append(all, w{copyRead, m.CopyRead})
+	} else {
 		all = append(all, w{RegRead, m.RegRead}, w{ListRead, m.ListRead}, w{CntRead, m.CntRead})
 	}
 	total := 0
@@ -84,6 +96,9 @@ type client struct {
 	direct map[string]*cluster.Client
 	rng    *rand.Rand
 	n      int64 // operations begun, for unique values and keys
+	// appended is the client's last acknowledged append to each list, by
+	// object, for its reads from copies to ask for.
+	appended map[string]*Op
 }
 
 // StartWorkload starts routers×perRouter clients through the routers
@@ -168,14 +183,18 @@ func (w *Workload) run(c *client) {
 		case <-t.C:
 		}
 		tenant := tenants[c.rng.IntN(len(tenants))]
-		w.one(c, tenant, w.mix.pick(c.rng, c.cl == nil), false)
+		if k := w.mix.pick(c.rng, c.cl == nil); k == copyRead {
+			w.copyRead(c, tenant)
+		} else {
+			w.one(c, tenant, k, false)
+		}
 	}
 }
 
 // one runs one operation of kind on tenant and records it.
 func (w *Workload) one(c *client, tenant string, kind Kind, final bool) *Op {
 	c.n++
-	op := &Op{Client: c.id, Via: c.via, Tenant: tenant, Kind: kind, Final: final, Staleness: -1}
+	op := &Op{Client: c.id, Via: c.via, Tenant: tenant, Kind: kind, Final: final, Staleness: NoBound}
 	var q string
 	var params []any
 	switch kind {
@@ -206,7 +225,58 @@ func (w *Workload) one(c *client, tenant string, kind Kind, final bool) *Op {
 	op.Call = w.h.Now()
 	w.attempts(c, op, body)
 	w.h.Add(op)
+	if op.Kind == ListAppend && op.Outcome == OK && op.History != "" && op.Seq > 0 {
+		if c.appended == nil {
+			c.appended = map[string]*Op{}
+		}
+		c.appended[object(op)] = op
+	}
 	return op
+}
+
+// copyRead reads a list of tenant from its copy, straight: with
+// Fenec-After and Fenec-History of the client's last append to it, which
+// the answer must hold, or else with Fenec-Max-Staleness, which it must
+// keep. A copy that cannot answer so declines (421) or times out (504):
+// a read with no effect.
+func (w *Workload) copyRead(c *client, tenant string) {
+	w.mu.Lock()
+	p := w.placement[tenant]
+	w.mu.Unlock()
+	cl := c.direct[p.Replica]
+	if cl == nil {
+		return
+	}
+	c.n++
+	key := listKeys[c.rng.IntN(len(listKeys))]
+	op := &Op{Client: c.id, Via: "node:" + p.Replica, Tenant: tenant, Kind: ListRead, Key: key, ToCopy: true, Staleness: NoBound}
+	hdr := []string{wire.HeaderMaxStaleness, strconv.Itoa(copyStaleness)}
+	if last := c.appended[object(op)]; last != nil {
+		op.After = last.ID
+		hdr = []string{wire.HeaderAfter, strconv.FormatUint(last.Seq, 10), wire.HeaderHistory, last.History}
+	}
+	body := map[string]any{"query": "get log select e where l = $1 order id", "params": []any{key}}
+	ctx, cancel := context.WithTimeout(context.Background(), attemptWait)
+	defer cancel()
+	op.Call = w.h.Now()
+	a := Attempt{At: op.Call}
+	res := cl.DoCtx(ctx, "POST", "/t/"+tenant+"/query", body, hdr...)
+	a.Took, a.Status = w.h.Now()-a.At, res.Status
+	op.Return, op.Outcome = a.At+a.Took, Fail
+	if res.Err != nil {
+		a.Err = res.Err.Error()
+	} else {
+		a.Node = w.topo.NodeName(res.Header.Get(wire.HeaderNode))
+		if res.Status != 200 {
+			a.Body = string(res.Body[:min(len(res.Body), 300)])
+		}
+	}
+	op.Attempts = []Attempt{a}
+	if res.Err == nil && res.Status == 200 {
+		op.Outcome = OK
+		w.settle(op, a, res)
+	}
+	w.h.Add(op)
 }
 
 // attempts sends op until it settles: once for a read or an unkeyed
@@ -306,11 +376,16 @@ func (w *Workload) settle(op *Op, a Attempt, res *cluster.Resp) {
 	op.Node, op.History = a.Node, a.History
 	op.Seq, _ = strconv.ParseUint(a.Seq, 10, 64)
 	op.Replayed = res.Header.Get("Idempotent-Replayed") == "true"
-	// A read a copy answers says so, with a bound on how old it may be
-	// (DESIGN §10): checkStaleness holds it to the bound.
-	op.ServedBy = res.Header.Get("Fenec-Served-By")
-	if ms, err := strconv.ParseInt(res.Header.Get("Fenec-Staleness-Ms"), 10, 64); err == nil {
-		op.Staleness = ms
+	// Every read a node answers states how old it may be: checkStaleness
+	// holds it to that, and only one stated fresh (0) is held to
+	// linearizability.
+	switch v := res.Header.Get(wire.HeaderStaleness); {
+	case v == wire.StalenessUnbounded:
+		op.Staleness = Unbounded
+	case v != "":
+		if ms, err := strconv.ParseInt(v, 10, 64); err == nil {
+			op.Staleness = ms
+		}
 	}
 	if !op.Kind.write() {
 		op.History, op.Seq = "", 0
@@ -361,7 +436,7 @@ func (w *Workload) FinalReads(wait time.Duration) {
 func (w *Workload) finalRead(c *client, tenant string, kind Kind, key string, wait time.Duration) {
 	deadline := time.Now().Add(wait)
 	for {
-		op := &Op{Client: 0, Via: c.via, Tenant: tenant, Kind: kind, Key: key, Final: true, Call: w.h.Now(), Staleness: -1}
+		op := &Op{Client: 0, Via: c.via, Tenant: tenant, Kind: kind, Key: key, Final: true, Call: w.h.Now(), Staleness: NoBound}
 		q, params := "get reg select v where k = 'r'", []any(nil)
 		switch kind {
 		case CntRead:
