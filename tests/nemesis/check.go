@@ -47,16 +47,16 @@ type Claims struct {
 
 // Report is what the checks found in a history.
 type Report struct {
-	Ops       int       `json:"ops"`
-	Acked     int       `json:"acked_writes"`
-	Unknown   int       `json:"unknown_writes"`
-	Refused   int       `json:"refused_writes"`
+	Ops     int `json:"ops"`
+	Acked   int `json:"acked_writes"`
+	Unknown int `json:"unknown_writes"`
+	Refused int `json:"refused_writes"`
 	// Reads answered, by what they said of their freshness: fresh (0, or
 	// no bound said: held to linearizability), bounded (held to the bound
 	// they stated), unbounded (held to neither). CopyReads were sent to a
 	// copy, Declined of them answered with no rows (421, 504).
 	Fresh, Bounded, UnboundedReads, CopyReads, Declined int
-	Anomalies []Anomaly `json:"anomalies"`
+	Anomalies                                           []Anomaly `json:"anomalies"`
 	// Known are the anomalies Claims.Known names: reported, not failed on.
 	Known []Anomaly `json:"known,omitempty"`
 	// Unchecked names the objects porcupine ran out of time on.
