@@ -110,7 +110,7 @@ func Check(h *History, cl Claims) Report {
 	r.Anomalies = append(r.Anomalies, checkReadBack(h, ops, cl)...)
 	r.Anomalies = append(r.Anomalies, checkTwoPrimaries(ops, lossy)...)
 	r.Anomalies = append(r.Anomalies, checkIncrements(h, ops, cl)...)
-	r.Anomalies = append(r.Anomalies, checkAfterReads(ops)...)
+	r.Anomalies = append(r.Anomalies, checkAfterReads(h, ops, cl)...)
 	r.Anomalies = append(r.Anomalies, checkStaleness(h, ops, cl)...)
 	r.LongestGap, r.LongestGapOn = longestGap(ops)
 	r.Sort(cl)
@@ -149,7 +149,7 @@ func lossyTenants(h *History, cl Claims) map[string]bool {
 }
 
 // lossAllowed says whether op, acknowledged, may be gone: its node lost
-// power within window after the acknowledgement.
+// power after it was sent and within window of its acknowledgement.
 func lossAllowed(h *History, op *Op, window time.Duration) bool {
 	if window == 0 {
 		return false
@@ -157,7 +157,9 @@ func lossAllowed(h *History, op *Op, window time.Duration) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, at := range h.PowerLost[op.Node] {
-		if op.Return <= at && at-op.Return <= int64(window) {
+		// Sent before the power went (its answer may still have been on
+		// its way as the node died), acknowledged within window of it.
+		if op.Call <= at && at-op.Return <= int64(window) {
 			return true
 		}
 	}

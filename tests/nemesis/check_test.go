@@ -216,7 +216,7 @@ func TestCheckAfterReadsAndStaleness(t *testing.T) {
 	good := []*Op{read(6, w2.ID, NoBound, 40), read(5, 0, 100, 60), read(6, 0, 5, 100)}
 	bad := []*Op{read(5, w2.ID, NoBound, 45), read(5, 0, 10, 200)}
 	ops, _ := h.Snapshot()
-	after, stale := checkAfterReads(ops), checkStaleness(h, ops, Claims{})
+	after, stale := checkAfterReads(h, ops, Claims{}), checkStaleness(h, ops, Claims{})
 	if len(after) != 1 || len(stale) != 1 {
 		t.Fatalf("found %v and %v; want one of each (reads %v good, %v bad)", after, stale, good, bad)
 	}

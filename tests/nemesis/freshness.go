@@ -17,7 +17,12 @@ import (
 // checkAfterReads: a read sent to see write W (Op.After) shows W or a
 // write not older than it — for the register, no value whose write ended
 // before W began; for a list, W's element.
-func checkAfterReads(ops []*Op) []Anomaly {
+//
+// A write a power loss was allowed to take (Claims.LossWindow) and a read
+// answered as holding it all the same is the known finding "seq
+// reused": the file gave the lost write's seq, in the same history, to
+// another.
+func checkAfterReads(h *History, ops []*Op, cl Claims) []Anomaly {
 	byID := map[int]*Op{}
 	byValue := map[string]*Op{}
 	for _, op := range ops {
@@ -43,7 +48,12 @@ func checkAfterReads(ops []*Op) []Anomaly {
 		case ListRead:
 			bad = !slices.Contains(r.List, w.Value)
 		}
-		if bad {
+		switch {
+		case bad && lossAllowed(h, w, cl.LossWindow):
+			out = append(out, Anomaly{Check: "seq reused", Tenant: r.Tenant,
+				What:    "a read sent with Fenec-After and Fenec-History to see a write a power loss took was answered as holding it, without it",
+				Excerpt: []string{"the write: " + w.String(), "the read:  " + r.String()}})
+		case bad:
 			out = append(out, Anomaly{Check: "read your writes", Tenant: r.Tenant,
 				What:    "a read sent with Fenec-After to see a write answered without it",
 				Excerpt: []string{"the write: " + w.String(), "the read:  " + r.String()}})

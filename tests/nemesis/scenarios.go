@@ -189,9 +189,11 @@ func stepHandoff(ctx context.Context, r *Run) {
 		if r.Chance(0.5) {
 			victim = t.Routers[2]
 		}
-		sleep(context.Background(), r.Between(0, 150*time.Millisecond))
+		sleep(context.Background(), r.Between(0, 100*time.Millisecond))
+		state := t.handoffState()
 		f := t.KillRouter(victim)
-		t.noteHandoffState(victim)
+		t.h.Note("%s killed with eu's handoff %s (as read just before)", victim.Name, state)
+		t.h.Killed("handoff " + state)
 		sleep(context.Background(), r.Between(r.Leases(0.5), r.Leases(2)))
 		t.StartRouter(victim, f)
 	}
