@@ -200,7 +200,8 @@ nemesis:
 
 # What CI runs: every scenario once for a short while, the seeds kept as
 # regressions, the check that the suite sees two primaries when there
-# are two, and the default build's lack of hooks (about 6 min on 2 cores).
+# are two, and the default build's lack of hooks (about 5 min on 2 cores,
+# measured on a shared, loaded machine).
 nemesis-ci:
 	$(GO) test -tags nemesis -count=1 -v -timeout 15m ./tests/nemesis -args -scenario all -seeds 1 -duration 8s
 
