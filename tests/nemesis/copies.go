@@ -3,6 +3,7 @@ package nemesis
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -14,25 +15,41 @@ import (
 // within wait, and then holds the same rows. A copy that holds other
 // rows at the same seq diverged: promoted, it would answer what the
 // primary never acknowledged, or lack what it did.
+//
+// A tenant with no copy named is given the same while to get one (the
+// router's repair places copies on its own).
 func (t *Topo) CheckCopies(wait time.Duration) {
-	ps, err := t.Placements(context.Background())
-	if err != nil {
-		t.anomaly("copies", "deployment", "no router lists the tenants: "+err.Error(), "")
-		return
-	}
 	for _, name := range t.tenants {
-		p := ps[name]
-		if p.Replica == "" {
-			t.anomaly("copies", name, fmt.Sprintf("%s has no copy after the heal: %+v", name, p), "")
-			continue
-		}
+		var p Placement
 		var last error
 		deadline := time.Now().Add(wait)
 		for {
-			if last = t.caughtUp(name, p.Node, p.Replica); last == nil || time.Now().After(deadline) {
+			ps, err := t.Placements(context.Background())
+			switch {
+			case err != nil:
+				last = fmt.Errorf("no router lists the tenants: %w", err)
+			case ps[name].Replica == "":
+				p, last = ps[name], errNoCopy
+			default:
+				p = ps[name]
+				last = t.caughtUp(name, p.Node, p.Replica)
+			}
+			if last == nil || time.Now().After(deadline) {
 				break
 			}
 			time.Sleep(200 * time.Millisecond)
+		}
+		if errors.Is(last, errNoCopy) {
+			check := "copies"
+			if t.moved(name) {
+				check = "copy lost to a move"
+			}
+			t.anomaly(check, name, fmt.Sprintf("%s had no copy %v after the heal: %+v", name, wait, p), "")
+			continue
+		}
+		if p.Replica == "" {
+			t.anomaly("copies", name, last.Error(), "")
+			continue
 		}
 		if last != nil && t.damagedHere(name, p.Replica) && strings.Contains(last.Error(), "damaged") {
 			t.anomaly("damaged copy kept", name, fmt.Sprintf("the copy on %s, damaged by the suite, is refused and never replaced: %v",
@@ -123,6 +140,20 @@ func (t *Topo) damagedHere(tenant, node string) bool {
 	t.h.mu.Lock()
 	defer t.h.mu.Unlock()
 	return slices.Contains(t.h.Damaged[tenant], node)
+}
+
+// errNoCopy: the directory names no copy of the tenant.
+var errNoCopy = errors.New("no copy named")
+
+// moved says whether the suite asked for tenant to move at all.
+func (t *Topo) moved(tenant string) bool {
+	_, faults := t.h.Snapshot()
+	for _, f := range faults {
+		if f.Kind == "move" && f.Target == tenant {
+			return true
+		}
+	}
+	return false
 }
 
 // movedOnto says whether the suite asked for tenant to move onto node.

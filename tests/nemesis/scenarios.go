@@ -52,7 +52,8 @@ var knownDamaged = map[string]string{
 
 // knownMove is the finding of the scenarios that move tenants.
 var knownMove = map[string]string{
-	"copy lost to a move": "a move onto the node holding the tenant's copy deletes that copy before its install; put back, it leaves the directory naming a copy that is gone or follows nobody, and nothing makes it again (docs/testing.md, known findings)",
+	"copy lost to a move": "a move onto the node holding the tenant's copy deletes that copy before its install; put back, it leaves the directory naming a copy that is gone or follows nobody, " +
+		"and a router killed after the flip never gives the tenant the copy the move owed it: nothing makes either again (docs/testing.md, known findings)",
 }
 
 func mergeKnown(ms ...map[string]string) map[string]string {
