@@ -178,6 +178,9 @@ func (rt *Router) start(ctx context.Context) error {
 	if err := rt.loadSecrets(); err != nil {
 		return err
 	}
+	if err := rt.refuseFoundingBlind(); err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", rt.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -93,6 +94,26 @@ func (rt *Router) loadSecrets() error {
 		}
 	}
 	return nil
+}
+
+// refuseFoundingBlind refuses, before its member starts, a router that
+// would found a directory of several members with neither a key nor a
+// password file: the founders could not agree on secrets each made
+// alone, and waiting for the others' members to find that out only
+// delays the same refusal. A member restarted on its data (an old open
+// directory) is let through to be warned about instead.
+func (rt *Router) refuseFoundingBlind() error {
+	c := rt.cfg
+	if !c.embedded() || rt.mirroring() || c.mayMake() || (rt.keys != nil && rt.password != "") {
+		return nil
+	}
+	if c.Etcd.ClusterState == global.ClusterExisting {
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(c.Etcd.Dir, "member")); err == nil {
+		return nil
+	}
+	return rt.makeSecrets()
 }
 
 // makeSecrets makes, in the --etcd-dir, the key and password the router
