@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/fenec-go/fenec/wire"
@@ -181,7 +183,60 @@ type Tenant struct {
 	// replica unforced until the primary says it caught up. A failover or
 	// a move clears it.
 	ReplicaBehind uint64 `json:"replica_behind,omitempty"`
+	// ReadCopies names the nodes holding the tenant's read copies: copies
+	// that follow the primary with what it has committed, are never
+	// waited for nor promoted, and answer reads routed to them by a
+	// router near them that ask a bound on staleness (Fenec-Max-Staleness)
+	// or a seq (Fenec-After). Set only by the global tier.
+	ReadCopies NodeList `json:"read_copies,omitempty"`
 }
+
+// NodeList is a list of node names kept comparable, so that a record
+// holding it compares with ==: in JSON, an array of names.
+type NodeList string
+
+// MakeNodeList makes the list of names (none: "").
+func MakeNodeList(names ...string) NodeList { return NodeList(strings.Join(names, ",")) }
+
+// Names returns the names in order (none: nil).
+func (l NodeList) Names() []string {
+	if l == "" {
+		return nil
+	}
+	return strings.Split(string(l), ",")
+}
+
+// Has says whether name is in the list.
+func (l NodeList) Has(name string) bool { return slices.Contains(l.Names(), name) }
+
+// MarshalJSON writes the list as an array of names.
+func (l NodeList) MarshalJSON() ([]byte, error) {
+	names := l.Names()
+	if names == nil {
+		names = []string{}
+	}
+	return json.Marshal(names)
+}
+
+// UnmarshalJSON reads an array of names; a name holding a comma is
+// refused (CheckName would refuse it anyway).
+func (l *NodeList) UnmarshalJSON(b []byte) error {
+	var names []string
+	if err := json.Unmarshal(b, &names); err != nil {
+		return err
+	}
+	for _, n := range names {
+		if n == "" || strings.Contains(n, ",") {
+			return fmt.Errorf("node name %q in a list: %w", n, ErrInvalidRecord)
+		}
+	}
+	*l = MakeNodeList(names...)
+	return nil
+}
+
+// MaxReadCopies bounds a tenant's read copies: each costs its primary a
+// feed and its node a file.
+const MaxReadCopies = 8
 
 // Validate checks the record.
 func (t Tenant) Validate() error {
@@ -212,6 +267,18 @@ func (t Tenant) Validate() error {
 	}
 	if t.Replica != "" && t.Replica == t.Node {
 		return fmt.Errorf("replica on its own primary %s: %w", t.Node, ErrInvalidRecord)
+	}
+	reads := t.ReadCopies.Names()
+	if len(reads) > MaxReadCopies {
+		return fmt.Errorf("%d read copies, more than %d: %w", len(reads), MaxReadCopies, ErrInvalidRecord)
+	}
+	for i, n := range reads {
+		if err := CheckName("read copy", n); err != nil {
+			return err
+		}
+		if n == t.Node || n == t.Replica || n == t.Target || slices.Contains(reads[:i], n) {
+			return fmt.Errorf("read copy on %s, which holds the tenant already: %w", n, ErrInvalidRecord)
+		}
 	}
 	return nil
 }

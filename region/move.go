@@ -124,6 +124,9 @@ func (m *moveRun) begin(ctx context.Context, at global.Versioned[global.Tenant],
 	if at.Value.Node == to {
 		return fmt.Errorf("move %s to %s: %w", m.name, to, ErrSameNode)
 	}
+	if at.Value.ReadCopies.Has(to) {
+		return fmt.Errorf("%w: move %s to %s, which holds its read copy: drop the read copy first (PUT /_shard/tenants/%s/read-copies without %s), or move it elsewhere", ErrReadCopy, m.name, to, m.name, to)
+	}
 	src, err := m.s.GetNode(ctx, at.Value.Node)
 	if err != nil {
 		return fmt.Errorf("move %s: source %s: %w", m.name, at.Value.Node, errNotFoundAs(err, ErrUnknownNode))

@@ -165,11 +165,16 @@ func (c *nodeClient) replication(ctx context.Context, n global.Node, t string) (
 // follow has the node's file of t follow the node at from, as the node
 // named as (the name its primary's lease list gives the replica).
 func (c *nodeClient) follow(ctx context.Context, n global.Node, as, t string, from global.Node) error {
+	return c.followAs(ctx, n, as, t, from, "")
+}
+
+// followAs is follow in a role: wire.RoleVoting ("" too) or wire.RoleRead.
+func (c *nodeClient) followAs(ctx context.Context, n global.Node, as, t string, from global.Node, role string) error {
 	if err := global.UsableNode(from); err != nil {
 		return fmt.Errorf("%w: the primary to follow: %w", ErrNodeCall, err)
 	}
 	return c.bounded(ctx, func(ctx context.Context) error {
-		_, err := c.admin(n).Follow(ctx, t, wire.Follow{From: nodeURL(from.Addr), As: as})
+		_, err := c.admin(n).Follow(ctx, t, wire.Follow{From: nodeURL(from.Addr), As: as, Role: role})
 		return err
 	})
 }

@@ -18,7 +18,40 @@ import (
 // one lock-free lookup in the current immutable view per request. A tenant
 // being moved is served by its source (the record's Node) until the move
 // flips it.
-type viewPlacements struct{ w *global.Watcher }
+//
+// near is the router's readers' region (--near): NearCopy names a
+// tenant's read copy on a node there.
+type viewPlacements struct {
+	w    *global.Watcher
+	near string
+}
+
+// NearCopy implements forward.CopyPlacements: the first of tenant's read
+// copies on a node of the router's readers' region.
+func (p viewPlacements) NearCopy(tenant string) (forward.Target, bool) {
+	if p.near == "" {
+		return forward.Target{}, false
+	}
+	v := p.w.View()
+	if v == nil {
+		return forward.Target{}, false
+	}
+	t, ok := v.Tenant(tenant)
+	if !ok || t.ReadCopies == "" {
+		return forward.Target{}, false
+	}
+	for _, name := range t.ReadCopies.Names() {
+		n, ok := v.Node(name)
+		if !ok || n.Region != p.near {
+			continue
+		}
+		if err := global.UsableNode(n); err != nil {
+			return forward.Target{Node: name, Refused: err}, true
+		}
+		return forward.Target{Node: name, Addr: n.Addr, Token: n.Token}, true
+	}
+	return forward.Target{}, false
+}
 
 // Lookup implements Placements.
 func (p viewPlacements) Lookup(tenant string) (forward.Target, bool) {

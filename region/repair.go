@@ -127,6 +127,7 @@ func (rt *Router) repairOnce(ctx context.Context, s *global.Store) {
 		}
 	}
 	rt.retryCopies(ctx, s)
+	rt.pointReadCopies(ctx, tenants, nodes)
 }
 
 // rejoin has node n's stale copies of tenants failed off it follow their

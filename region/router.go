@@ -91,6 +91,7 @@ type Router struct {
 	// repair has failed-over nodes' copies follow again, and owed copies
 	// made (repair.go).
 	repair repairer
+	reads  readPointer // which primary each read copy was last seen following
 	// leasing grants nodes their leases while this router leads
 	// (--auto-failover) and asks refused writes again (leasing.go).
 	leasing      *leasing
@@ -246,7 +247,7 @@ func (rt *Router) wire() error {
 	rt.lead = &leadership{id: rt.id, name: rt.dirName(), store: rt.store, watcher: rt.watcher, log: rt.log}
 	rt.reg = prometheus.NewRegistry()
 	rt.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	if rt.fwd, err = forward.New(rt.cfg.Forward, viewPlacements{rt.watcher}, rt.reg, rt.log); err != nil {
+	if rt.fwd, err = forward.New(rt.cfg.Forward, viewPlacements{w: rt.watcher, near: rt.cfg.Near}, rt.reg, rt.log); err != nil {
 		return err
 	}
 	if rt.metrics, err = newControlMetrics(rt.reg, rt.watcher, rt.lead); err != nil {
@@ -456,7 +457,7 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		leading, term := rt.lead.status()
 		cpJSON(rw, http.StatusOK, map[string]any{
 			"ok": true, "router": rt.id, "leading": leading, "term": term,
-			"ready": viewPlacements{rt.watcher}.Ready(),
+			"ready": viewPlacements{w: rt.watcher}.Ready(),
 		})
 	default:
 		cpError(rw, ErrNoRoute)
@@ -473,7 +474,7 @@ func (rt *Router) ready(w http.ResponseWriter, r *http.Request) {
 		cpError(w, ErrMethod)
 	case rt.closing.Load():
 		cpError(w, ErrStopping)
-	case !viewPlacements{rt.watcher}.Ready():
+	case !viewPlacements{w: rt.watcher}.Ready():
 		cpError(w, ErrNotReady)
 	default:
 		cpJSON(w, http.StatusOK, map[string]any{"ready": true})

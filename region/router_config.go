@@ -105,6 +105,12 @@ type Config struct {
 	// Global, if set with Region, is used as the global directory as it is
 	// (tests); the router does not close it. It overrides GlobalURLs.
 	Global global.Directory
+	// Near is the region this router's readers are in: a read that
+	// states a bound (Fenec-Max-Staleness, Fenec-After) goes first to the
+	// tenant's read copy on a node of that region, if it has one
+	// (docs/regions.md, "Reads near the reader"). Empty: every read goes
+	// to the primary. --near.
+	Near string
 	// Standby never claims the lead on its own: it forwards, answers
 	// /_shard/ reads, and leads only once promoted. --standby.
 	Standby bool
@@ -190,6 +196,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.CloseDirectory, "close-directory", c.CloseDirectory, "turn on the authentication of a directory made before directories were closed at their first start (key and password made in --etcd-dir where no file is given): give every other router the same files first")
 	fs.StringVar(&c.Region, "region", c.Region, "serve `REGION` (none: the global tier)")
 	fs.Func("global", "(a region's leading router) mirror the region from the global directory at `URLS` (comma-separated etcd client URLs)", urlList(&c.GlobalURLs))
+	fs.StringVar(&c.Near, "near", c.Near, "send reads that state a staleness bound or a seq first to the tenant's read copy on a node of `REGION`, this router's readers' region (none: every read to the primary)")
 	fs.BoolVar(&c.Standby, "standby", c.Standby, "never claim the lead on its own; forward and wait for POST /_shard/promote")
 	fs.BoolVar(&c.Replicas, "replicas", c.Replicas, "give each tenant a replica on another node of its region")
 	fs.Var((*flagx.Seconds)(&c.AutoFailover), "auto-failover", "lease each node for `S` seconds; fail over lost ones (0: never)")
@@ -224,6 +231,9 @@ func (c Config) Validate() error {
 	}
 	if c.Region != "" && !global.ValidName(c.Region) {
 		return fmt.Errorf("%w: region %q must be [a-z0-9_-]{1,64}", ErrBadConfig, c.Region)
+	}
+	if c.Near != "" && !global.ValidName(c.Near) {
+		return fmt.Errorf("%w: --near %q must be a region's name, [a-z0-9_-]{1,64}", ErrBadConfig, c.Near)
 	}
 	if c.Directory == nil && len(c.DirectoryURLs) == 0 {
 		e := c.Etcd

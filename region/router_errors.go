@@ -155,6 +155,7 @@ var shardStatus = []struct {
 	{ErrBackoff, http.StatusTooManyRequests},
 	{ErrClientCert, http.StatusForbidden},
 	{ErrNotLeader, http.StatusConflict},
+	{ErrReadCopy, http.StatusConflict},
 	{ErrMirrored, http.StatusConflict},
 	{ErrBodyStalled, http.StatusRequestTimeout},
 	{ErrNotOwner, http.StatusConflict},

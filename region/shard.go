@@ -92,6 +92,10 @@ func (rt *Router) serveShard(w http.ResponseWriter, r *http.Request) {
 		default:
 			c.notAllowed(http.MethodGet, http.MethodPut)
 		}
+	case len(seg) == 3 && seg[0] == "tenants" && seg[2] == "read-copies":
+		c.only(http.MethodPut, func() {
+			c.change("read_copies", seg[1], "", func(s *global.Store) (int, any, error) { return c.putReadCopies(s, seg[1]) })
+		})
 	case len(seg) == 1 && seg[0] == "regions":
 		c.only(http.MethodGet, c.listRegions)
 	case len(seg) == 3 && seg[0] == "regions" && seg[2] == "handoff":

@@ -133,15 +133,21 @@ func (c *shardCall) deleteNode(s *global.Store, name string) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	var holds []string
+	var holds, reads []string
 	for t, rec := range tenants {
 		if rec.Value.Node == name || rec.Value.Replica == name || rec.Value.Target == name {
 			holds = append(holds, t)
+		} else if rec.Value.ReadCopies.Has(name) {
+			reads = append(reads, t)
 		}
 	}
 	if len(holds) > 0 {
 		slices.Sort(holds)
 		return 0, nil, fmt.Errorf("%w: %s holds %s: move them off first (POST /_shard/tenants/<t>/move), or fail the node over if it is gone", ErrNodeInUse, name, countedNames(holds, "tenant", 10))
+	}
+	if len(reads) > 0 {
+		slices.Sort(reads)
+		return 0, nil, fmt.Errorf("%w: %s holds read copies of %s: drop them first (PUT /_shard/tenants/<t>/read-copies without it)", ErrNodeInUse, name, countedNames(reads, "tenant", 10))
 	}
 	rev, err := s.Txn().DeleteNode(name, cur.Rev).Commit(c.r.Context())
 	if err != nil {

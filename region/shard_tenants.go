@@ -23,8 +23,9 @@ type tenantEntry struct {
 	HeldBy  string `json:"held_by,omitempty"`
 	// ReplicaBehind: the replica may lack answered writes from this seq
 	// on (see global.Tenant); a failover will not promote it unforced.
-	ReplicaBehind uint64 `json:"replica_behind,omitempty"`
-	Bytes         *int64 `json:"bytes,omitempty"`
+	ReplicaBehind uint64   `json:"replica_behind,omitempty"`
+	ReadCopies    []string `json:"read_copies,omitempty"`
+	Bytes         *int64   `json:"bytes,omitempty"`
 }
 
 // listTenants answers every placement, by name; ?bytes adds each tenant's
@@ -39,7 +40,8 @@ func (c *shardCall) listTenants() {
 	used := map[string]global.Node{}
 	for name, t := range v.Tenants() {
 		out = append(out, tenantEntry{Name: name, Node: t.Node, State: string(t.State),
-			Replica: t.Replica, Target: t.Target, HeldBy: t.HeldBy, ReplicaBehind: t.ReplicaBehind})
+			Replica: t.Replica, Target: t.Target, HeldBy: t.HeldBy, ReplicaBehind: t.ReplicaBehind,
+			ReadCopies: t.ReadCopies.Names()})
 		if n, ok := v.Node(t.Node); ok {
 			used[t.Node] = n
 		}
@@ -203,9 +205,10 @@ func (c *shardCall) deleteTenant(s *global.Store, name string) (int, any, error)
 }
 
 // finishDelete deletes tenant name, held by a delete, on its node and its
-// copy (a file already gone is fine), then forgets it and its quota.
+// copies, voting and read (a file already gone is fine), then forgets it
+// and its quota.
 func (rt *Router) finishDelete(ctx context.Context, s *global.Store, name string, held global.Versioned[global.Tenant]) error {
-	for _, n := range []string{held.Value.Node, held.Value.Replica} {
+	for _, n := range append([]string{held.Value.Node, held.Value.Replica}, held.Value.ReadCopies.Names()...) {
 		if n == "" {
 			continue
 		}

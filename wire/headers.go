@@ -59,6 +59,11 @@ const (
 	// (StatusDeclined) rather than answer 504 or wait on; a write it
 	// declines unrun (RefusedReplica). A primary answers as ever.
 	HeaderCopyWait = "Fenec-Copy-Wait"
+	// HeaderServedBy, from a router, on the answer to a read that stated
+	// a bound (Fenec-Max-Staleness or Fenec-After): ServedByPrimary or
+	// ServedByCopy (Fenec-Node names the node, Fenec-Staleness-Ms the
+	// bound its answer carries).
+	HeaderServedBy = "Fenec-Served-By"
 	// HeaderFeedFeatures on the answer to a replication feed
 	// (GET /t/<t>/_replication): what the primary does of what its copy
 	// may ask, comma-separated: FeedProbes (it answers probe frames with
@@ -92,6 +97,12 @@ const (
 	// history does not hold it) within Fenec-Copy-Wait; read from the
 	// primary.
 	RefusedBehind = "behind"
+)
+
+// The values of HeaderServedBy.
+const (
+	ServedByPrimary = "primary"
+	ServedByCopy    = "copy"
 )
 
 // StatusDeclined is a copy's answer to a request it did not run and the

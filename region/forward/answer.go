@@ -24,6 +24,7 @@ func (f *Forwarder) answer(w http.ResponseWriter, x *exchange, p *pool, pc *pcon
 		return f.ended(fl, true, x)
 	}
 	h.fill(w.Header())
+	x.servedBy(w.Header())
 	w.WriteHeader(h.status)
 	if !h.noBody && h.length > 0 {
 		x.lr = io.LimitedReader{R: pc.br, N: h.length}
@@ -82,6 +83,7 @@ func (f *Forwarder) stream(w http.ResponseWriter, x *exchange, p *pool, pc *pcon
 	h := &x.hd
 	_ = pc.c.SetDeadline(time.Time{})
 	h.fill(w.Header())
+	x.servedBy(w.Header())
 	w.WriteHeader(h.status)
 	flusher, _ := w.(http.Flusher)
 	if flusher != nil {

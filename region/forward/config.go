@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fenec-go/fenec/internal/flagx"
+	"github.com/fenec-go/fenec/wire"
 )
 
 // Config bounds the forwarding path.
@@ -53,6 +54,12 @@ type Config struct {
 	// with, by every connection the router makes to a node (forwarding,
 	// grants, admin calls); empty: the system's way. --resolver.
 	Resolver string
+	// CopyWait is how long a read copy near the router may wait for what
+	// a read asks (its Fenec-After, or a proof of its Fenec-Max-Staleness)
+	// before it declines and the read goes to the primary: a bounded read
+	// costs at most this more than one sent to the primary straight away.
+	// --copy-wait (ms), default 250.
+	CopyWait time.Duration
 }
 
 // DefaultConfig returns the defaults API.md names.
@@ -66,6 +73,7 @@ func DefaultConfig() Config {
 		MaxBodyMemoryPerAddr: 192 << 20,
 		BodyTimeout:          30 * time.Second,
 		MaxIdlePerNode:       128,
+		CopyWait:             250 * time.Millisecond,
 	}
 }
 
@@ -93,6 +101,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: body timeout must be positive", ErrBadConfig)
 	case c.MaxIdlePerNode < 0:
 		return fmt.Errorf("%w: max idle connections per node must not be negative", ErrBadConfig)
+	case c.CopyWait < 0 || c.CopyWait > wire.MaxCopyWaitMS*time.Millisecond:
+		return fmt.Errorf("%w: copy wait must be 0 to %d ms", ErrBadConfig, wire.MaxCopyWaitMS)
+	case c.CopyWait >= c.UpstreamTimeout:
+		return fmt.Errorf("%w: copy wait must be below the upstream timeout, or a read a copy declines has no time left for its primary", ErrBadConfig)
 	}
 	if c.Resolver != "" {
 		if _, _, err := net.SplitHostPort(c.Resolver); err != nil {
@@ -104,14 +116,29 @@ func (c Config) Validate() error {
 
 // AddFlags registers --upstream-timeout, --idle-timeout and
 // --body-timeout (seconds), --max-body-memory and
-// --max-body-memory-per-addr (MiB), and --resolver.
+// --max-body-memory-per-addr (MiB), --copy-wait (ms) and --resolver.
 func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Resolver, "resolver", c.Resolver, "look node names up at the DNS server `HOST:PORT` (default: the system's way)")
 	fs.Var((*flagx.Seconds)(&c.UpstreamTimeout), "upstream-timeout", "bound on a forwarded request, in seconds")
 	fs.Var((*flagx.Seconds)(&c.IdleTimeout), "idle-timeout", "drop a pooled node connection idle this many seconds")
 	fs.Var((*mebibytes)(&c.MaxBodyMemory), "max-body-memory", "MiB of request bodies the router holds at once; a body past it is answered 503 (0: no bound)")
 	fs.Var((*mebibytes)(&c.MaxBodyMemoryPerAddr), "max-body-memory-per-addr", "MiB of request bodies held at once for one client address, an IPv6 one by its /64; a body past it is answered 429 (0: no bound; clients behind a proxy share its address)")
+	fs.Var((*millis)(&c.CopyWait), "copy-wait", "milliseconds a read copy near this router (--near) may wait for a read's Fenec-After or staleness bound before the read goes to the primary")
 	fs.Var((*flagx.Seconds)(&c.BodyTimeout), "body-timeout", "cut a request body that sends no byte for this many seconds (408), and an answer whose write waits this long on a client taking no byte")
+}
+
+// millis is a flag of whole milliseconds over a duration.
+type millis time.Duration
+
+func (m *millis) String() string { return strconv.FormatInt(time.Duration(*m).Milliseconds(), 10) }
+
+func (m *millis) Set(v string) error {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 || n > wire.MaxCopyWaitMS {
+		return fmt.Errorf("%q: want whole milliseconds, 0 to %d", v, wire.MaxCopyWaitMS)
+	}
+	*m = millis(time.Duration(n) * time.Millisecond)
+	return nil
 }
 
 // mebibytes is a flag of whole MiB over a byte count.

@@ -68,6 +68,7 @@ type Forwarder struct {
 	place   Placements
 	log     *slog.Logger
 	metrics *forwardMetrics
+	near    *nearMetrics
 	budget  *bodyBudget
 	pools   pools
 	dial    dialFunc
@@ -102,13 +103,17 @@ func newForwarder(cfg Config, place Placements, reg prometheus.Registerer, log *
 	if err != nil {
 		return nil, err
 	}
+	nm, err := newNearMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
 	if dial == nil {
 		dial = netx.Dialer(cfg.Resolver, 30*time.Second).DialContext
 	}
 	if now == nil {
 		now = time.Now
 	}
-	f := &Forwarder{cfg: cfg, place: place, log: log, metrics: m, dial: dial, now: now,
+	f := &Forwarder{cfg: cfg, place: place, log: log, metrics: m, near: nm, dial: dial, now: now,
 		budget: newBodyBudget(cfg.MaxBodyMemory, cfg.MaxBodyMemoryPerAddr)}
 	if reg != nil {
 		if err := reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -150,28 +155,34 @@ func (f *Forwarder) reapLoop() {
 
 // exchange is one request's state across its attempts; pooled.
 type exchange struct {
-	r          *http.Request
-	tenant     string
-	route      route
-	start      time.Time
-	deadline   time.Time
-	body       *bytes.Buffer
-	key        string // the client address the body is charged to
-	charged    int64  // the body budget's bytes this body holds
-	hadLength  bool   // the client framed a body (Content-Length or chunked)
-	replayable bool   // GET, HEAD, OPTIONS or a keyed write
-	wait       int64  // Fenec-Wait in ms, or -1
-	sends      int    // attempts that began writing
-	sentWhole  bool   // the last attempt was wholly sent
-	requestID  []byte
-	idBuf      [16]byte
-	scratch    [24]byte
-	fl         flight
-	goneFn     func()      // x.fl.clientGone, made once per exchange
-	sentFn     func() bool // x.fl.tryEnterSent, made once too
-	hd         head
-	lr         io.LimitedReader
-	cw         clientWriter
+	r        *http.Request
+	tenant   string
+	route    route
+	start    time.Time
+	deadline time.Time
+	// fullDeadline is the request's own while deadline bounds an attempt
+	// at a read copy (toCopy) to the copy's wait and the dial bound.
+	fullDeadline time.Time
+	copyUntil    time.Time // the end of the copy's wait (Fenec-Copy-Wait)
+	toCopy       bool      // this attempt goes to a read copy near the router
+	bounded      bool      // the read states a bound: its answer says who served it
+	body         *bytes.Buffer
+	key          string // the client address the body is charged to
+	charged      int64  // the body budget's bytes this body holds
+	hadLength    bool   // the client framed a body (Content-Length or chunked)
+	replayable   bool   // GET, HEAD, OPTIONS or a keyed write
+	wait         int64  // Fenec-Wait in ms, or -1
+	sends        int    // attempts that began writing
+	sentWhole    bool   // the last attempt was wholly sent
+	requestID    []byte
+	idBuf        [16]byte
+	scratch      [24]byte
+	fl           flight
+	goneFn       func()      // x.fl.clientGone, made once per exchange
+	sentFn       func() bool // x.fl.tryEnterSent, made once too
+	hd           head
+	lr           io.LimitedReader
+	cw           clientWriter
 }
 
 var exchangePool = sync.Pool{New: func() any {
@@ -230,7 +241,7 @@ func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	x.classify()
 	stop := context.AfterFunc(r.Context(), x.goneFn)
-	code := f.forward(w, x, tgt)
+	code := f.forwardNear(w, x, tgt)
 	f.uncharge(x)
 	// A hook already started may still touch the flight: leave that
 	// exchange to the collector rather than hand it to another request.
@@ -403,6 +414,7 @@ const (
 	resTimeout                 // the upstream timeout passed
 	resRefused                 // 503 Fenec-Refused: lease; nothing ran
 	resUntrusted               // the node's record is not to be used (Target.Refused)
+	resDeclined                // a read copy declined the read, or failed it: ask the primary
 )
 
 // forward runs attempts until one answers or the rules say stop, and
@@ -506,7 +518,8 @@ func (f *Forwarder) attempt(w http.ResponseWriter, x *exchange, tgt Target, fres
 	defer p.unregister(fl)
 	// Registered first, looked up again second: a Cut either finds this
 	// attempt, or ran after the placements moved and the lookup sees it.
-	if now, ok := f.place.Lookup(x.tenant); ok && now.Node != tgt.Node {
+	// (A read copy is no placement: nothing redirects from it.)
+	if now, ok := f.place.Lookup(x.tenant); ok && !x.toCopy && now.Node != tgt.Node {
 		if cut, _, to := fl.state(); cut {
 			return resCut, 0, to
 		}
@@ -536,6 +549,10 @@ func (f *Forwarder) attempt(w http.ResponseWriter, x *exchange, tgt Target, fres
 			return resTimeout, 0, next
 		}
 		if f.earlyAnswer(x, pc) {
+			if x.toCopy && declinedByCopy(&x.hd) {
+				pc.close()
+				return resDeclined, 0, next
+			}
 			if intercept && x.hd.refused {
 				pc.close()
 				return resRefused, 0, next
@@ -562,6 +579,15 @@ func (f *Forwarder) attempt(w http.ResponseWriter, x *exchange, tgt Target, fres
 			return resTimeout, 0, next
 		}
 		return resNoAnswer, 0, next
+	}
+	if x.toCopy {
+		if declinedByCopy(&x.hd) {
+			f.drainRefusal(fl, p, pc, tgt, &x.hd)
+			return resDeclined, 0, next
+		}
+		// The copy answers: its answer has the request's whole time.
+		x.deadline = x.fullDeadline
+		_ = pc.c.SetDeadline(x.deadline)
 	}
 	if intercept && x.hd.refused {
 		f.drainRefusal(fl, p, pc, tgt, &x.hd)

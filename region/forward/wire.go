@@ -160,6 +160,9 @@ func (x *exchange) writeRequest(bw *bufio.Writer, now time.Time, proof string) {
 			writeHeaderLine(bw, k, v)
 		}
 	}
+	if x.toCopy {
+		x.copyWaitHeader(bw, x.copyUntil.Sub(now))
+	}
 	if resend && x.wait >= 0 {
 		left := x.wait - now.Sub(x.start).Milliseconds()
 		bw.WriteString(wire.HeaderWait + ": ")

@@ -154,6 +154,13 @@ func (c *Client) Query(tenant, query string, params ...any) *Resp {
 	return c.Do("POST", "/t/"+tenant+"/query", body)
 }
 
+// QueryH runs one statement on tenant with headers hdr (name, value,
+// ...).
+func (c *Client) QueryH(tenant, query string, hdr ...string) *Resp {
+	c.tb.Helper()
+	return c.Do("POST", "/t/"+tenant+"/query", map[string]any{"query": query}, hdr...)
+}
+
 // MustQuery is Query failing the test unless the answer is 2xx.
 func (c *Client) MustQuery(tenant, query string, params ...any) *Resp {
 	c.tb.Helper()

@@ -108,6 +108,10 @@ func (n *Node) Cut() { n.proxy.Cut() }
 // Heal ends a Cut.
 func (n *Node) Heal() { n.proxy.Heal() }
 
+// SetDelay delays every byte to and from the node through its proxy by d
+// (0: none): a node across a wide-area link.
+func (n *Node) SetDelay(d time.Duration) { n.proxy.SetDelay(d) }
+
 // ResetConns closes every connection through the proxy with a reset.
 func (n *Node) ResetConns() { n.proxy.Reset() }
 
