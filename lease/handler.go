@@ -2,10 +2,11 @@ package lease
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
+
+	"github.com/fenec-go/fenec/internal/jsonerr"
 )
 
 // maxGrantBytes bounds a grant's body: a list of many tenants' names.
@@ -76,13 +77,13 @@ func (h *Handler) grant(w http.ResponseWriter, r *http.Request) {
 
 func decodeGrant(body io.Reader) (Grant, error) {
 	var g Grant
-	dec := json.NewDecoder(io.LimitReader(body, maxGrantBytes))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&g); err != nil {
-		return Grant{}, fmt.Errorf("%w: %v", ErrBadGrant, err)
+	b, err := io.ReadAll(io.LimitReader(body, maxGrantBytes))
+	if err != nil {
+		return Grant{}, fmt.Errorf("%w: read body: %v", ErrBadGrant, err)
 	}
-	if err := dec.Decode(new(json.RawMessage)); !errors.Is(err, io.EOF) {
-		return Grant{}, fmt.Errorf("%w: more than one grant in the body", ErrBadGrant)
+	// One grant, each key once: a body read two ways could grant twice.
+	if err := jsonerr.Decode(b, &g, jsonerr.KnownFields); err != nil {
+		return Grant{}, fmt.Errorf("%w: %w", ErrBadGrant, err)
 	}
 	return g, nil
 }

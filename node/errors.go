@@ -1,13 +1,17 @@
 package node
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/fenec-go/fenec/internal/reqpath"
+)
 
 // Sentinel errors of the node; status.go maps them (and the engine's) to
 // HTTP statuses.
 var (
 	ErrBadRequest      = errors.New("bad request")
 	ErrBadName         = errors.New("bad tenant name: a name is 1 to 64 characters of a-z, 0-9, _ and -")
-	ErrBadPath         = errors.New("bad path")
+	ErrBadPath         = reqpath.ErrBadPath
 	ErrNoRoute         = errors.New("no such route")
 	ErrUnknownTenant   = errors.New("unknown tenant")
 	ErrTenantExists    = errors.New("tenant already exists")

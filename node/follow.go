@@ -178,8 +178,8 @@ func (c *call) adminFollow(name string) {
 		return
 	}
 	var body wire.Follow
-	if err := json.Unmarshal(b, &body); err != nil {
-		c.fail(fmt.Errorf("%w: follow: %s", ErrBadRequest, jsonerr.Describe(err, &body)))
+	if err := jsonerr.Decode(b, &body, 0); err != nil {
+		c.fail(fmt.Errorf("%w: follow: %w", ErrBadRequest, err))
 		return
 	}
 	if err := checkFrom(body.From); err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/fenec-go/fenec/internal/audit"
 	"github.com/fenec-go/fenec/internal/badtoken"
 	"github.com/fenec-go/fenec/internal/bodygap"
+	"github.com/fenec-go/fenec/internal/reqpath"
 	"github.com/fenec-go/fenec/wire"
 )
 
@@ -252,29 +253,11 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// splitPath checks the raw path and splits it into segments. Encoded
-// slashes, backslashes and dots, and "." or ".." segments are refused:
-// nothing in a path may name a file outside the directory.
+// splitPath checks the raw path and splits it into segments, as
+// reqpath does on every server: nothing in a path may name a file outside
+// the directory, nor be read two ways.
 func splitPath(r *http.Request) ([]string, error) {
-	raw := r.URL.EscapedPath()
-	low := strings.ToLower(raw)
-	if strings.Contains(low, "%2f") || strings.Contains(low, "%5c") || strings.Contains(low, "%2e") ||
-		strings.Contains(raw, `\`) || strings.Contains(low, "%00") {
-		return nil, fmt.Errorf("%w: encoded separator or dot", ErrBadPath)
-	}
-	if !strings.HasPrefix(raw, "/") {
-		return nil, ErrBadPath
-	}
-	segs := strings.Split(strings.TrimPrefix(r.URL.Path, "/"), "/")
-	for _, s := range segs {
-		if s == "." || s == ".." {
-			return nil, fmt.Errorf("%w: dot segment", ErrBadPath)
-		}
-	}
-	if n := len(segs); n > 1 && segs[n-1] == "" {
-		segs = segs[:n-1]
-	}
-	return segs, nil
+	return reqpath.Segments(r) // its errors wrap ErrBadPath, the node's too
 }
 
 // requestID keeps the client's id if it is sane (1..128 printable ASCII),

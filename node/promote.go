@@ -7,7 +7,6 @@ package node
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"time"
@@ -27,8 +26,8 @@ func (c *call) adminPromote(name string) {
 		c.fail(err)
 		return
 	} else if len(bytes.TrimSpace(b)) > 0 {
-		if err := json.Unmarshal(b, &body); err != nil {
-			c.fail(fmt.Errorf("%w: promote: %s", ErrBadRequest, jsonerr.Describe(err, &body)))
+		if err := jsonerr.Decode(b, &body, 0); err != nil {
+			c.fail(fmt.Errorf("%w: promote: %w", ErrBadRequest, err))
 			return
 		}
 	}

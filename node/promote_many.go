@@ -8,8 +8,6 @@ package node
 // at a time.
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"net/http"
 
@@ -69,10 +67,8 @@ func (c *call) promoteManyBody() (wire.PromoteMany, error) {
 	if err != nil {
 		return body, err
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&body); err != nil {
-		return body, fmt.Errorf("%w: promote: %s", ErrBadRequest, jsonerr.Describe(err, &body))
+	if err := jsonerr.Decode(b, &body, jsonerr.KnownFields); err != nil {
+		return body, fmt.Errorf("%w: promote: %w", ErrBadRequest, err)
 	}
 	switch n := len(body.Tenants); {
 	case n == 0:

@@ -2,7 +2,6 @@ package node
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -49,15 +48,9 @@ type queryBody struct {
 // a key beside those two is refused, not ignored (a misspelt "params"
 // would run the statement without them).
 func decodeQuery(b []byte) (engine.Statement, error) {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	dec.DisallowUnknownFields()
 	var q queryBody
-	if err := dec.Decode(&q); err != nil {
-		return engine.Statement{}, fmt.Errorf("%w: %s", ErrBadRequest, jsonerr.Describe(err, &q))
-	}
-	if dec.More() {
-		return engine.Statement{}, fmt.Errorf("%w: trailing data after the JSON object", ErrBadRequest)
+	if err := jsonerr.Decode(b, &q, jsonerr.Numbers|jsonerr.KnownFields); err != nil {
+		return engine.Statement{}, fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
 	if strings.TrimSpace(q.Query) == "" {
 		return engine.Statement{}, fmt.Errorf("%w: \"query\" is required", ErrBadRequest)

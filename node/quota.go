@@ -1,7 +1,6 @@
 package node
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -240,10 +239,8 @@ func (c *call) setQuota(t *tenant) {
 		return
 	}
 	var q Quota
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&q); err != nil {
-		c.fail(fmt.Errorf("%w: quota: %s", ErrBadRequest, jsonerr.Describe(err, &q)))
+	if err := jsonerr.Decode(body, &q, jsonerr.KnownFields); err != nil {
+		c.fail(fmt.Errorf("%w: quota: %w", ErrBadRequest, err))
 		return
 	}
 	if err := q.Validate(); err != nil {

@@ -1,7 +1,6 @@
 package node
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -87,14 +86,9 @@ func (c *call) restInsert(coll string) {
 
 // decodeDocs reads an object or an array of objects, numbers exact.
 func decodeDocs(body []byte) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
 	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, fmt.Errorf("%w: %s", ErrBadRequest, jsonerr.Describe(err, nil))
-	}
-	if dec.More() {
-		return nil, fmt.Errorf("%w: trailing data after the JSON value", ErrBadRequest)
+	if err := jsonerr.Decode(body, &v, jsonerr.Numbers); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
 	switch x := v.(type) {
 	case map[string]any:

@@ -26,6 +26,7 @@ import (
 	"github.com/fenec-go/fenec/internal/bodygap"
 	"github.com/fenec-go/fenec/internal/connlimit"
 	"github.com/fenec-go/fenec/internal/h1"
+	"github.com/fenec-go/fenec/internal/reqpath"
 	"github.com/fenec-go/fenec/internal/tlsx"
 	"github.com/fenec-go/fenec/region/forward"
 )
@@ -438,6 +439,12 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// A body nobody reads is cut after the body timeout too.
 	bodygap.Arm(rw, r, rt.cfg.Forward.BodyTimeout)
 	p := r.URL.Path
+	if !strings.HasPrefix(p, "/t/") { // /t/'s path is the node's to check
+		if _, err := reqpath.Segments(r); err != nil {
+			cpError(rw, err)
+			return
+		}
+	}
 	switch {
 	case strings.HasPrefix(p, "/t/"):
 		rt.fwd.ServeHTTP(rw, r)

@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/fenec-go/fenec/global"
+	"github.com/fenec-go/fenec/internal/reqpath"
 	"github.com/fenec-go/fenec/region/forward"
 	"github.com/fenec-go/fenec/region/merge"
 	"github.com/fenec-go/fenec/wire"
@@ -164,6 +165,7 @@ var shardStatus = []struct {
 	{ErrHandingOver, http.StatusServiceUnavailable},
 	{ErrGlobalUnreachable, http.StatusServiceUnavailable},
 	{ErrBadRequest, http.StatusBadRequest},
+	{reqpath.ErrBadPath, http.StatusBadRequest},
 	{ErrImageRefused, http.StatusBadRequest},
 	{ErrImageLineage, http.StatusConflict},
 	{ErrRestoreBroken, http.StatusConflict},

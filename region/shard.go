@@ -2,7 +2,6 @@ package region
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -262,10 +261,8 @@ func (c *shardCall) decode(v any) error {
 	if len(strings.TrimSpace(string(b))) == 0 {
 		return nil
 	}
-	dec := json.NewDecoder(strings.NewReader(string(b)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("%w: %s", ErrBadRequest, jsonerr.Describe(err, v))
+	if err := jsonerr.Decode(b, v, jsonerr.KnownFields); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
 	return nil
 }
