@@ -32,11 +32,12 @@ func cpRaw(tb testing.TB, addr, method, target string, body string) (int, map[st
 		tb.Fatalf("%s %s: %v", method, target, err)
 	}
 	defer res.Body.Close()
-	var out map[string]any
+	var out any
 	if err := json.NewDecoder(res.Body).Decode(&out); err != nil {
-		tb.Fatalf("%s %s: %d, the answer is no JSON object: %v", method, target, res.StatusCode, err)
+		tb.Errorf("%s %s: %d, the answer is no JSON: %v", method, target, res.StatusCode, err)
 	}
-	return res.StatusCode, out
+	obj, _ := out.(map[string]any) // a list's answer is no refusal
+	return res.StatusCode, obj
 }
 
 // wantRefused wants a 400 whose JSON error says want.
@@ -72,8 +73,8 @@ func TestShardBodiesStrictCP(t *testing.T) {
 		{"POST", "query", `{"tenants":["acme"],"query":"get c","merge":{"concat":true}}`,
 			`{"tenants":["acme"],"query":"get c","query":"delete c","merge":{"concat":true}}`,
 			`{"tenants":["acme"],"query":"get c","merge":{"concat":true,"concat":false}}`},
-		{"POST", "query", `{"tenants":["acme"],"query":"get c where a == $1","params":[{"a":1}],"merge":{"concat":true}}`, "",
-			`{"tenants":["acme"],"query":"get c where a == $1","params":[{"a":1,"a":2}],"merge":{"concat":true}}`},
+		{"POST", "query", `{"tenants":["acme"],"query":"get c where a = $1","params":[{"a":1}],"merge":{"concat":true}}`, "",
+			`{"tenants":["acme"],"query":"get c where a = $1","params":[{"a":1,"a":2}],"merge":{"concat":true}}`},
 		{"PUT", "tenants/acme/quota", `{"rows":10}`, `{"rows":10,"rows":0}`, ""},
 		{"POST", "regions/eu/handoff", `{"to":"region"}`, `{"to":"region","TO":"global"}`, ""},
 	} {
