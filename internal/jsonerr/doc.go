@@ -9,5 +9,10 @@
 // Marshal encodes an answer with <, > and & as they are, so a message
 // about vector<3> says vector<3> rather than vector\u003c3\u003e.
 //
-// It is not a decoder: callers decode as before and pass the error on.
+// Decode is the one reading of a request's JSON body every route of node
+// and router uses: one value and nothing after it, no key twice in an
+// object (FirstDuplicate's walk, which follows the Go type decoded into so
+// that "to" and "TO" naming one field count as the same key), its error
+// phrased by Describe. Describe stays usable on its own for the errors of
+// decoders that are not request bodies'.
 package jsonerr
