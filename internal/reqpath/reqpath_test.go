@@ -25,7 +25,7 @@ func TestSegments(t *testing.T) {
 		{"/t/a/c%5cd", nil, "%5c encodes"},
 		{"/t/a/%2e%2e/c", nil, "%2e encodes"},
 		{"/t/a/c%00", nil, "%00 encodes"},
-		{"/t/a\\c", nil, "backslash"},
+		{"/t/a\\c", nil, "%5c encodes"}, // EscapedPath writes a backslash as %5C
 		{"//", nil, "empty segment"},
 		{"//_shard/nodes", nil, "empty segment"},
 		{"/_shard//nodes", nil, "empty segment"},
