@@ -3,6 +3,7 @@ package global
 import (
 	"context"
 	"crypto/tls"
+	"net"
 	"net/url"
 	"strings"
 	"testing"
@@ -137,5 +138,43 @@ func TestEmbeddedHTTPSNeedsFiles(t *testing.T) {
 	cfg.ClientURL = "https://127.0.0.1:0"
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "--etcd-cert") {
 		t.Fatalf("an https member with no certificate: %v", err)
+	}
+}
+
+// The member's client and peer ports, under TLS 1.2, take only the AEAD
+// suites fenec's own listeners take: a client offering only a CBC suite
+// (SHA-1 or SHA-256) completes no handshake; one offering an AEAD suite
+// does.
+func TestEmbeddedMemberRefusesCBCSuites(t *testing.T) {
+	p := testkit.NewPKI(t, "ca")
+	m := tlsMember(t, "m1", p.Issue("m1"), nil, "https://127.0.0.1:0")
+	waitReady(t, m)
+	client := testkit.Source(t, p.Issue("router")).Etcd()
+	for _, port := range []string{m.ClientURLs()[0], m.PeerURL()} {
+		u, err := url.Parse(port)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tc := range []struct {
+			suite uint16
+			fail  bool
+		}{
+			{tls.TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA, true},
+			{tls.TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA, true},
+			{tls.TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256, true},
+			{tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, false},
+			{tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256, false},
+		} {
+			cfg := client.Clone()
+			cfg.ServerName = "127.0.0.1"
+			cfg.MaxVersion, cfg.CipherSuites = tls.VersionTLS12, []uint16{tc.suite}
+			c, err := tls.DialWithDialer(&net.Dialer{Timeout: 3 * time.Second}, "tcp", u.Host, cfg)
+			if err == nil {
+				c.Close()
+			}
+			if (err != nil) != tc.fail {
+				t.Errorf("%s, suite %s: handshake err %v, want failure %v", port, tls.CipherSuiteName(tc.suite), err, tc.fail)
+			}
+		}
 	}
 }
