@@ -67,9 +67,24 @@ type Duplicate struct {
 func (d *Duplicate) Error() string {
 	where := "the body"
 	if len(d.Path) > 0 {
-		where = `"` + strings.Join(d.Path, ".") + `"`
+		var b strings.Builder
+		for i, seg := range d.Path {
+			if i > 0 && !strings.HasPrefix(seg, "[") {
+				b.WriteByte('.')
+			}
+			b.WriteString(cut(seg))
+		}
+		where = `"` + b.String() + `"`
 	}
-	return fmt.Sprintf("key %q appears twice in %s (again at byte %d): send each key of an object once", d.Key, where, d.Offset)
+	return fmt.Sprintf("key %q appears twice in %s (again at byte %d): send each key of an object once", cut(d.Key), where, d.Offset)
+}
+
+// cut shortens a key a message names: it may be anything a client sent.
+func cut(s string) string {
+	if len(s) > 72 {
+		return strings.ToValidUTF8(s[:64], "") + "…"
+	}
+	return s
 }
 
 // FirstDuplicate is the first key b names twice in one object, or nil.
