@@ -124,7 +124,7 @@ func hostilePaths(prefix string, segs []string) map[string]string {
 		head += "/"
 	}
 	out := map[string]string{
-		head + "//" + segs[last]:    "empty segment",
+		head + "/" + segs[last]:     "empty segment", // head ends with a "/"
 		head + "./" + segs[last]:    `a "." segment`,
 		head + "x/../" + segs[last]: `a ".." segment`,
 	}
