@@ -191,6 +191,8 @@ func FuzzFirstDuplicate(f *testing.F) {
 		`{"x":[[[[{"y":1}]]]],"x ":1}`, " {\"a\" : 1 , \"b\" :\t{ } }\n", `{"a":1}{"a":1}`,
 		`{"a":1}}`, `[1,2,3] x`, `"str"`, `-1.5e10`, `null`, `{"a":true,"b":false,"c":null,"a":null}`,
 		`{"k":"\\","k2":"\\\"","k":0}`, `{"A":1,"a":1}`, `{"a":[],"b":[{}],"a":{}}`,
+		`{"rows":[{"to":"a","To":"b"}]}`, `{"merge":{"by":"a"},"MERGE":{}}`, `{"by_name":{"x":{"force":true,"force":false}}}`,
+		`{"params":{"a":1,"a":2}}`, `{"any":[{"b":1,"b":2}]}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -212,6 +214,14 @@ func FuzzFirstDuplicate(f *testing.F) {
 		}
 		if walked != nil && !strings.HasPrefix(string(b[walked.Offset:]), `"`) {
 			t.Fatalf("%q: the duplicate's offset %d is not at a key", b, walked.Offset)
+		}
+		// Read into a struct, keys equal as strings are still one key
+		// (the typed walk finds at least what the untyped one does).
+		var typed nestedBody
+		if json.Unmarshal(b, &typed) == nil && walked != nil {
+			if err := Decode(b, &typed, 0); err == nil {
+				t.Fatalf("%q: into a struct, the duplicate %v is taken", b, walked)
+			}
 		}
 	})
 }
