@@ -13,7 +13,7 @@ import (
 // routeRef is a route of /_shard/ as a router's message names it: the
 // method, the route's words, a name in it (a literal or a placeholder
 // such as <t>), a last word, and a JSON body after it.
-var routeRef = regexp.MustCompile(`\b(GET|PUT|POST|DELETE) /_shard/([a-z]+)(?:/([^\s/),;]+))?(?:/([a-z]+))?(?: (\{[^}]*\}))?`)
+var routeRef = regexp.MustCompile(`\b(GET|PUT|POST|DELETE) /_shard/([a-z]+)(?:/([^\s/),;]+))?(?:/([a-z]+(?:-[a-z]+)*))?(?: (\{[^}]*\}))?`)
 
 // inVerbs rewrites every route of /_shard/ msg names as the CLI command
 // that sends it; a route with no verb is left as it is.
@@ -54,6 +54,8 @@ func verbOf(method, words, name, last, body string) string {
 		return "`fenec place " + name + "`"
 	case method == "POST" && words == "tenants" && last == "move":
 		return "`fenec move " + name + " --to NODE`"
+	case method == "PUT" && words == "tenants" && last == "read-copies":
+		return "`fenec read-copies " + name + " NODE...`"
 	case words == "tenants" && last == "quota":
 		return "`fenec quota " + name + "`"
 	case method == "GET" && words == "tenants" && last == "file":

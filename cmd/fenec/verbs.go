@@ -239,6 +239,47 @@ func setupMove(fs *flag.FlagSet, e *env) runFunc {
 	})
 }
 
+// setupReadCopies is `fenec read-copies TENANT NODE...` (or --none): the
+// tenant's read copies, all of them.
+func setupReadCopies(fs *flag.FlagSet, e *env) runFunc {
+	none := fs.Bool("none", false, "drop every read copy of the tenant")
+	return routerVerb(fs, e, func(ctx context.Context, c *routerClient, pos []string) error {
+		if len(pos) == 0 {
+			return fmt.Errorf("%w: want a TENANT and the NODEs to hold its read copies (or --none)", errUsage)
+		}
+		nodes := pos[1:]
+		switch {
+		case *none && len(nodes) > 0:
+			return fmt.Errorf("%w: --none drops every read copy: name no NODE with it", errUsage)
+		case !*none && len(nodes) == 0:
+			return fmt.Errorf("%w: name the NODEs to hold %s's read copies, or --none to drop them all", errUsage, pos[0])
+		}
+		b, err := c.call(ctx, http.MethodPut, tenantPath(pos[0], "/read-copies"), map[string][]string{"nodes": append([]string{}, nodes...)}, http.StatusOK)
+		if err != nil {
+			return err
+		}
+		var ans struct {
+			ReadCopies []string `json:"read_copies"`
+			Added      []string `json:"added"`
+			Dropped    []string `json:"dropped"`
+		}
+		_ = json.Unmarshal(b, &ans)
+		msg := fmt.Sprintf("%s's read copies: %s", pos[0], orNone(ans.ReadCopies))
+		if len(ans.Added)+len(ans.Dropped) > 0 {
+			msg += fmt.Sprintf(" (added %s, dropped %s)", orNone(ans.Added), orNone(ans.Dropped))
+		}
+		return c.done(b, msg)
+	})
+}
+
+// orNone lists names, or says none.
+func orNone(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
+}
+
 // failedEntry is a tenant an operation left as it was, and why.
 type failedEntry struct {
 	Tenant string `json:"tenant"`
