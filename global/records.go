@@ -189,7 +189,18 @@ type Tenant struct {
 	// router near them that ask a bound on staleness (Fenec-Max-Staleness)
 	// or a seq (Fenec-After). Set only by the global tier.
 	ReadCopies NodeList `json:"read_copies,omitempty"`
+	// Survive is what the tenant must outlive: "" (SurviveZone, a node
+	// of its region: its copy is in its region) or SurviveRegion (its
+	// region lost whole: its voting copy is in another region). Set only
+	// by the global tier.
+	Survive string `json:"survive,omitempty"`
 }
+
+// The survival goals of a tenant (Tenant.Survive; "" is SurviveZone).
+const (
+	SurviveZone   = "zone"
+	SurviveRegion = "region"
+)
 
 // NodeList is a list of node names kept comparable, so that a record
 // holding it compares with ==: in JSON, an array of names.
@@ -267,6 +278,9 @@ func (t Tenant) Validate() error {
 	}
 	if t.Replica != "" && t.Replica == t.Node {
 		return fmt.Errorf("replica on its own primary %s: %w", t.Node, ErrInvalidRecord)
+	}
+	if t.Survive != "" && t.Survive != SurviveRegion {
+		return fmt.Errorf("survive %q: %w", t.Survive, ErrInvalidRecord)
 	}
 	reads := t.ReadCopies.Names()
 	if len(reads) > MaxReadCopies {

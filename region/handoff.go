@@ -592,6 +592,13 @@ func (c *shardCall) postHandoff(s *global.Store, region string) (int, any, error
 		return 0, nil, fmt.Errorf("%w: this router serves region %s; send the handoff of region %s to the global tier's leading router or to that region's", ErrNotOwner, rt.cfg.Region, region)
 	}
 	if req.Force {
+		if req.To == global.LeaserRegion {
+			// The region's own copy of its records says which of its
+			// tenants must survive it: the global one may be out of reach.
+			if err := refuseRegionalLeasing(c.r.Context(), s, region); err != nil {
+				return 0, nil, err
+			}
+		}
 		return c.forceTakeover(s, region, req.To)
 	}
 	if rt.mirroring() && req.To == global.LeaserRegion && rt.cfg.AutoFailover <= 0 {
@@ -607,6 +614,11 @@ func (c *shardCall) postHandoff(s *global.Store, region string) (int, any, error
 	} else if v := rt.watcher.View(); len(nodesOf(v, region)) == 0 {
 		if _, ok := v.Region(region); !ok {
 			return 0, nil, fmt.Errorf("%w: region %s has no node and no record", ErrNoRoute, region)
+		}
+	}
+	if req.To == global.LeaserRegion {
+		if err := refuseRegionalLeasing(octx, offerTo, region); err != nil {
+			return 0, nil, err
 		}
 	}
 	at, err := offerTo.ReadRegion(octx, region)

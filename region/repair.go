@@ -237,7 +237,7 @@ func (rt *Router) copyOwed(ctx context.Context, s *global.Store, t string) error
 	if s, err = rt.ownTenant(ctx, s, t); err != nil {
 		return nil // the other side's now
 	}
-	target, err := rt.pickReplica(ctx, s, at.Value.Node, true) // a copy was wanted
+	target, err := rt.pickReplica(ctx, s, at.Value, true) // a copy was wanted
 	if err != nil || target == "" {
 		return err
 	}

@@ -51,20 +51,26 @@ func (rt *Router) standbyOf(ctx context.Context, n string) (string, error) {
 // --replicas, the other node of its region (standbys left out) holding
 // the fewest copies of primary's tenants, then the fewest bytes. ""
 // when none is to be made.
-func (rt *Router) replicaTarget(ctx context.Context, s *global.Store, primary string) (string, error) {
-	return rt.pickReplica(ctx, s, primary, rt.cfg.Replicas)
+func (rt *Router) replicaTarget(ctx context.Context, s *global.Store, t global.Tenant) (string, error) {
+	return rt.pickReplica(ctx, s, t, rt.cfg.Replicas)
 }
 
 // pickReplica is replicaTarget; spread picks a node of the region when
 // the primary has no standby (--replicas, or an operator's POST
-// /_shard/replicas).
-func (rt *Router) pickReplica(ctx context.Context, s *global.Store, primary string, spread bool) (string, error) {
-	sb, err := rt.standbyOf(ctx, primary)
-	if err != nil || sb != "" {
-		return sb, err
-	}
-	if !spread {
-		return "", nil
+// /_shard/replicas). A tenant set to survive its region (survive.go)
+// always gets a copy, on a node of another region leased by the global
+// tier, its primary's standby left out.
+func (rt *Router) pickReplica(ctx context.Context, s *global.Store, t global.Tenant, spread bool) (string, error) {
+	primary := t.Node
+	region := t.Survive == global.SurviveRegion
+	if !region {
+		sb, err := rt.standbyOf(ctx, primary)
+		if err != nil || sb != "" {
+			return sb, err
+		}
+		if !spread {
+			return "", nil
+		}
 	}
 	nodes, _, err := s.ListNodes(ctx)
 	if err != nil {
@@ -79,9 +85,13 @@ func (rt *Router) pickReplica(ctx context.Context, s *global.Store, primary stri
 		return "", err
 	}
 	copies := map[string]int{}
-	for name, n := range nodes {
-		if name != primary && !n.Value.Standby && n.Value.Region == p.Value.Region {
-			copies[name] = 0
+	if region {
+		copies = rt.regionCandidates(ctx, s, t, p.Value, nodes)
+	} else {
+		for name, n := range nodes {
+			if name != primary && !n.Value.Standby && n.Value.Region == p.Value.Region && !t.ReadCopies.Has(name) {
+				copies[name] = 0
+			}
 		}
 	}
 	if len(copies) == 0 {
@@ -272,7 +282,7 @@ func (rt *Router) afterPlace(ctx context.Context, s *global.Store, name string) 
 		rt.log.Warn("lineage not recorded at placement", "tenant", name, "err", err)
 		return
 	}
-	target, err := rt.replicaTarget(ctx, s, at.Value.Node)
+	target, err := rt.replicaTarget(ctx, s, at.Value)
 	if err != nil || target == "" {
 		if err != nil {
 			rt.log.Warn("no copy chosen at placement", "tenant", name, "err", err)
@@ -304,7 +314,7 @@ func (rt *Router) afterMove(ctx context.Context, s *global.Store, name string) {
 			}
 			rt.settleTo(ctx, rec.Rev)
 		}
-		if target, err := rt.replicaTarget(ctx, s, at.Value.Node); err == nil && target != "" {
+		if target, err := rt.replicaTarget(ctx, s, at.Value); err == nil && target != "" {
 			if err := rt.addReplica(ctx, s, name, target); err != nil {
 				rt.log.Warn("copy not made after a move", "tenant", name, "err", err)
 				rt.repair.later(name)
@@ -422,7 +432,7 @@ func (rt *Router) replicateAll(ctx context.Context, s *global.Store) ([]string, 
 		if err != nil {
 			continue // the other side's to replicate
 		}
-		target, err := rt.pickReplica(ctx, ts, rec.Node, true)
+		target, err := rt.pickReplica(ctx, ts, rec, true)
 		if err == nil && target == "" {
 			err = fmt.Errorf("%w: no other node in %s's region", ErrNoCandidate, rec.Node)
 		}

@@ -157,6 +157,7 @@ var shardStatus = []struct {
 	{ErrClientCert, http.StatusForbidden},
 	{ErrNotLeader, http.StatusConflict},
 	{ErrReadCopy, http.StatusConflict},
+	{ErrSurvive, http.StatusConflict},
 	{ErrMirrored, http.StatusConflict},
 	{ErrBodyStalled, http.StatusRequestTimeout},
 	{ErrNotOwner, http.StatusConflict},

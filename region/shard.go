@@ -91,6 +91,10 @@ func (rt *Router) serveShard(w http.ResponseWriter, r *http.Request) {
 		default:
 			c.notAllowed(http.MethodGet, http.MethodPut)
 		}
+	case len(seg) == 3 && seg[0] == "tenants" && seg[2] == "survive":
+		c.only(http.MethodPut, func() {
+			c.change("survive", seg[1], "", func(s *global.Store) (int, any, error) { return c.putSurvive(s, seg[1]) })
+		})
 	case len(seg) == 3 && seg[0] == "tenants" && seg[2] == "read-copies":
 		c.only(http.MethodPut, func() {
 			c.change("read_copies", seg[1], "", func(s *global.Store) (int, any, error) { return c.putReadCopies(s, seg[1]) })

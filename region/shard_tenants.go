@@ -1,6 +1,7 @@
 package region
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -25,6 +26,7 @@ type tenantEntry struct {
 	// on (see global.Tenant); a failover will not promote it unforced.
 	ReplicaBehind uint64   `json:"replica_behind,omitempty"`
 	ReadCopies    []string `json:"read_copies,omitempty"`
+	Survive       string   `json:"survive"`
 	Bytes         *int64   `json:"bytes,omitempty"`
 }
 
@@ -41,7 +43,7 @@ func (c *shardCall) listTenants() {
 	for name, t := range v.Tenants() {
 		out = append(out, tenantEntry{Name: name, Node: t.Node, State: string(t.State),
 			Replica: t.Replica, Target: t.Target, HeldBy: t.HeldBy, ReplicaBehind: t.ReplicaBehind,
-			ReadCopies: t.ReadCopies.Names()})
+			ReadCopies: t.ReadCopies.Names(), Survive: cmp.Or(t.Survive, global.SurviveZone)})
 		if n, ok := v.Node(t.Node); ok {
 			used[t.Node] = n
 		}

@@ -54,6 +54,11 @@ func verbOf(method, words, name, last, body string) string {
 		return "`fenec place " + name + "`"
 	case method == "POST" && words == "tenants" && last == "move":
 		return "`fenec move " + name + " --to NODE`"
+	case method == "PUT" && words == "tenants" && last == "survive":
+		if strings.Contains(body, `"zone"`) {
+			return "`fenec survive " + name + " zone`"
+		}
+		return "`fenec survive " + name + " region`"
 	case method == "PUT" && words == "tenants" && last == "read-copies":
 		return "`fenec read-copies " + name + " NODE...`"
 	case words == "tenants" && last == "quota":

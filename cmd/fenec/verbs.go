@@ -239,6 +239,27 @@ func setupMove(fs *flag.FlagSet, e *env) runFunc {
 	})
 }
 
+// setupSurvive is `fenec survive TENANT zone|region [--copy NODE]`.
+func setupSurvive(fs *flag.FlagSet, e *env) runFunc {
+	cp := fs.String("copy", "", "with region: the `NODE` of another region to hold its voting copy (default: the router picks one)")
+	return routerVerb(fs, e, func(ctx context.Context, c *routerClient, pos []string) error {
+		if err := wantArgs(pos, 2, "a TENANT and zone or region"); err != nil {
+			return err
+		}
+		body := map[string]string{"survive": pos[1]}
+		if *cp != "" {
+			body["copy"] = *cp
+		}
+		b, err := c.call(ctx, http.MethodPut, tenantPath(pos[0], "/survive"), body, http.StatusOK)
+		if err != nil {
+			return err
+		}
+		var ans struct{ Survive, Node, Replica string }
+		_ = json.Unmarshal(b, &ans)
+		return c.done(b, fmt.Sprintf("%s survives its %s: primary %s, copy %s", pos[0], ans.Survive, ans.Node, orNone(strings.Fields(ans.Replica))))
+	})
+}
+
 // setupReadCopies is `fenec read-copies TENANT NODE...` (or --none): the
 // tenant's read copies, all of them.
 func setupReadCopies(fs *flag.FlagSet, e *env) runFunc {
