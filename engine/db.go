@@ -75,8 +75,41 @@ func Open(path string, opts Options) (*DB, error) {
 		return nil, fmt.Errorf("open tenant: %w", storeErr(err))
 	}
 	db.log = l
+	if err := db.forkPastLost(); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("open tenant: %w", storeErr(err))
+	}
 	db.start()
 	return db, nil
+}
+
+// forkPastLost starts a file that lost writes at its tail past them
+// (store.Log.ForkPast): a new history at a seq past every write it may
+// have acknowledged, and each id counter moved on as far as the seq, so
+// no seq and no id the lost writes were given is given again. A write
+// gives at most one id of its own (an insert), so the lost writes gave no
+// counter more ids than the seqs they took. Called from Open, before
+// anything else can reach db.
+func (db *DB) forkPastLost() error {
+	bound, ok := db.log.Lost()
+	if !ok {
+		return nil
+	}
+	skip := bound + 1 - db.log.Seq()
+	for name := range db.st.colls {
+		if _, ok := db.st.counters[name]; !ok {
+			db.st.counters[name] = 0 // it gave no id yet, but may have in the lost writes
+		}
+	}
+	for name := range db.st.counters { // dropped collections' too
+		db.st.counters[name] += int64(skip)
+	}
+	snap := db.snapshotLocked(nil)
+	defer snap.wait()
+	if _, err := db.log.ForkPast(snap.write); err != nil {
+		return err
+	}
+	return nil
 }
 
 // replayer feeds the file's image and records into db.st.

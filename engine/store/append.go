@@ -19,6 +19,9 @@ func (l *Log) appendBlock(kind Kind, n uint64, body []byte) (Record, int64, erro
 	}
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
+	if err := l.boundLocked(n); err != nil {
+		return Record{}, 0, fmt.Errorf("append: %w", err)
+	}
 	l.mu.Lock()
 	seq := l.seq
 	l.mu.Unlock()
@@ -51,6 +54,9 @@ func (l *Log) writeParts(rec Record, parts ...[]byte) (int64, error) {
 func (l *Log) spill(piece []byte) (Record, error) {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
+	if err := l.boundLocked(0); err != nil {
+		return Record{}, fmt.Errorf("spill: %w", err)
+	}
 	l.mu.Lock()
 	seq, i := l.seq, l.spills
 	l.mu.Unlock()
@@ -114,7 +120,7 @@ func (l *Log) cutSpills() bool {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.size, l.idx, l.spills = start, l.spillIdx, 0
+	l.size, l.idx, l.spills, l.bound = start, l.spillIdx, 0, l.spillBound
 	// Everything up to the cut is on disk now; the lsn goes on from where
 	// it was, so the file's offsets move under it.
 	l.lsnBase = l.appended - l.size
@@ -168,12 +174,15 @@ func (l *Log) writeLocked(frame [][]byte, rec Record) (int64, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if rec.Kind == KindSpill && l.spills == 0 {
-		l.spillStart, l.spillIdx = off, l.idx
+		l.spillStart, l.spillIdx, l.spillBound = off, l.idx, l.bound
 	}
 	l.idx.record(off, rec)
 	switch rec.Kind {
+	case KindBound:
+		l.bound, _ = decodeBound(rec.Body) // between a block's spills too: it leaves them be
 	case KindFork:
 		l.lineage = append(l.lineage, LineageEntry{History: forkHistory(rec.Body), From: rec.Last})
+		l.bound = 0
 	case KindSpill:
 		l.spills++
 	default:

@@ -127,6 +127,9 @@ func (l *Log) switchFile(f *os.File, built *scanned, dirErr error) error {
 	l.file = newFileRef(f)
 	l.size, l.base = built.end, built.base
 	l.idx, l.images = built.idx, built.images
+	// The file ends with an image: nothing after it to bound. A checkpoint
+	// leaves seq and lineage as they were; ForkPast moves them on.
+	l.seq, l.lineage, l.bound, l.lost = built.seq, built.lineage, 0, 0
 	l.lsnBase = l.appended - built.end
 	l.durableLSN, l.durableSeq = l.appended, l.seq
 	l.notifyLocked()
@@ -204,6 +207,8 @@ func copyKept(w io.Writer, old *os.File, off, size int64, images []span, idx *in
 		case KindSpillDrop:
 			spills = nil
 			continue
+		case KindBound:
+			continue // the image after the kept records ends the file
 		}
 		for _, sp := range spills {
 			if _, err := io.Copy(w, io.NewSectionReader(old, sp.start, sp.end-sp.start)); err != nil {

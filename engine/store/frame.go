@@ -58,7 +58,7 @@ func decodeHeader(h []byte) (uint64, error) {
 
 // knownKind reports whether k may appear in a file.
 func knownKind(k Kind) bool {
-	return (k >= KindImage && k <= KindSpillDrop) || k >= KindEngine
+	return (k >= KindImage && k <= KindBound) || k >= KindEngine
 }
 
 func isImage(k Kind) bool { return k == KindImage || k == KindImageEnd }

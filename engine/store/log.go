@@ -49,6 +49,11 @@ type logState struct {
 	// the index as it was before it: what DropSpills cuts the file back to.
 	spillStart int64
 	spillIdx   indexer
+	spillBound uint64
+	// bound is the seq the last bound on disk covers (bound.go), 0 when
+	// none since the file's last fork or image; lost is the bound of a
+	// file that opened past its seq (Lost), 0 once ForkPast ran.
+	bound, lost uint64
 
 	// rawSpills are a replica's spill frames (from AppendRaw) held until
 	// their block's record arrives; guarded by wmu.
@@ -99,6 +104,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.imageChunk <= 0 {
 		o.imageChunk = defaultImageChunk
+	}
+	if o.boundAhead == 0 {
+		o.boundAhead = defaultBoundAhead
 	}
 	return o
 }
@@ -343,6 +351,10 @@ func (l *Log) init(path string, opts Options, unregister func(), f *os.File, s *
 	l.idx, l.images = s.idx, s.images
 	l.appended, l.durableLSN, l.lsnBase, l.openLSN = s.end, s.end, 0, s.end
 	l.durableSeq = s.seq
+	l.bound = s.bound
+	if s.bound > s.seq {
+		l.lost = s.bound
+	}
 	l.durableCh = make(chan struct{})
 	ctx, cancel := context.WithCancel(context.Background())
 	l.cancel = cancel
@@ -361,6 +373,9 @@ func (l *Log) close() error {
 		return nil
 	}
 	l.mu.Unlock()
+	if err := l.closeBoundLocked(); err != nil {
+		l.log.Warn("store: bound at close", "path", l.path, "err", err)
+	}
 	syncErr := l.sync() // under SyncOff too: a clean close leaves the file on disk
 	l.mu.Lock()
 	l.closed = true

@@ -174,6 +174,13 @@ func (l *Log) readFrom(since uint64, cur *Cursor, fn func(Record) error) error {
 		case rec.Kind == KindSpill:
 			spills = append(spills, span{start: off, end: off + int64(len(frame))})
 			continue
+		case rec.Kind == KindBound:
+			// The writer's own, never sent; between a block's spills it
+			// leaves them be.
+			if len(spills) == 0 {
+				resume = off + int64(len(frame))
+			}
+			continue
 		case rec.Kind == KindSpillDrop:
 			spills = nil // a refused block: nothing to send
 		case rec.First <= since && rec.Last <= since:

@@ -33,7 +33,8 @@ type indexer struct {
 	last    int64 // offset of the last entry
 	pending bool  // the next eligible record gets an entry whatever the distance
 	// zeroRun is the offset of the first of the trailing records that
-	// hold no write (forks at the current seq), or -1.
+	// hold no write (forks at the current seq), or -1. Bounds are passed
+	// over: they are not read, nor kept.
 	zeroRun int64
 }
 
@@ -46,6 +47,9 @@ func newIndexer(every int64) indexer {
 
 // record notes a record (not an image frame) starting at off.
 func (x *indexer) record(off int64, rec Record) {
+	if rec.Kind == KindBound {
+		return
+	}
 	if x.zeroRun < 0 && (x.pending || off-x.last >= x.every) {
 		x.entries = append(x.entries, indexEntry{off: off, first: rec.First})
 		x.last, x.pending = off, false
@@ -68,6 +72,9 @@ type scanned struct {
 	end     int64 // offset after the last good frame
 	lineage []LineageEntry
 	images  []span // complete images, in file order
+	// bound is the last bound since the file's last fork or image (0:
+	// none): a Log appending its own writes may have gone as far.
+	bound   uint64
 	idx     indexer
 	tailWhy string // why the frame at end is bad; "" when the file ends there
 }
@@ -152,11 +159,19 @@ func (sc *scanner) step(off, size int64, rec Record) error {
 		return &scanError{off, "record inside an image"}
 	}
 	switch rec.Kind {
+	case KindBound:
+		b, err := decodeBound(rec.Body)
+		if err != nil {
+			return &scanError{off, err.Error()}
+		}
+		sc.bound = b
+		return nil // between a block's spills too: it leaves them be
 	case KindFork:
 		if sc.spills > 0 {
 			return &scanError{off, "fork inside a spilled block"}
 		}
 		sc.lineage = append(sc.lineage, LineageEntry{History: forkHistory(rec.Body), From: rec.Last})
+		sc.bound = 0
 	case KindSpill:
 		if i, _ := spillPiece(rec.Body); i != sc.spills {
 			return &scanError{off, fmt.Sprintf("spill %d where %d was due", i, sc.spills)}
@@ -186,6 +201,7 @@ func (sc *scanner) image(off, size int64, rec Record) error {
 		sc.lineage = pos.Lineage
 	}
 	sc.inImage = rec.Kind == KindImage
+	sc.bound = 0
 	if !sc.inImage {
 		sc.images = append(sc.images, span{sc.imgStart, off + size, sc.seq})
 		sc.idx.image()

@@ -34,6 +34,15 @@ const (
 	// KindSpillDrop refuses the spills before it (DropSpills): they stay
 	// in the file, dead, until the next checkpoint or compact.
 	KindSpillDrop Kind = 5
+	// KindBound bounds the seqs appended before the file's next fsync;
+	// body: uvarint seq. Under SyncEvery a Log writes and syncs one
+	// before a write of its own (Append) takes a seq past the
+	// last since the file's last fork or image, and one at the seq it
+	// closes at as it closes. A file whose last bound is past its seq
+	// (Lost) may have lost writes its Log acknowledged. Bounds are the
+	// store's own: never replayed, read (ReadFrom) or kept by a
+	// checkpoint.
+	KindBound Kind = 6
 
 	// KindEngine is the first kind the engine may use; every kind from it
 	// to 255 is the engine's.
@@ -70,8 +79,9 @@ type Options struct {
 	// leftover side file removed). Nil means slog.Default().
 	Logger *slog.Logger
 
-	indexEvery int64 // least bytes between sparse index entries (tests set it)
-	imageChunk int   // most state bytes in one image frame (tests set it)
+	indexEvery int64  // least bytes between sparse index entries (tests set it)
+	imageChunk int    // most state bytes in one image frame (tests set it)
+	boundAhead uint64 // how far past the seq a bound reaches (tests set it)
 }
 
 // SpillBytes is how large a block's body may grow in memory before the
@@ -430,6 +440,28 @@ func (l *Log) AppendRaw(frame []byte) (Record, error) {
 // AppendRaw holds for it, so the engine can apply a block before it lands.
 func (l *Log) PeekRaw(frame []byte) (Record, error) {
 	return l.peekRaw(frame)
+}
+
+// Lost says whether the file opened with a lost tail, and how far it may
+// have gone: a Log under SyncEvery appended writes of its own
+// and stopped without closing, and its last bound (KindBound) is past the
+// file's seq, so writes up to the bound may have been acknowledged and
+// lost. Such a file takes no Append or Spill until ForkPast.
+func (l *Log) Lost() (bound uint64, ok bool) {
+	return l.lostTail()
+}
+
+// ForkPast starts a file that opened with a lost tail (Lost) past it, as
+// a restore in place does (Restart): it rewrites the file as one image
+// of the state writeState writes at the bound + 1, its lineage the
+// file's with a new history from the file's seq, synced and renamed into
+// place. So write s of the old history past the file's seq is on no
+// history the file holds, and change cursors before the image are older
+// than what it keeps. The caller keeps the state still while it runs. It
+// returns the new position (the file's own, unchanged, when it lost
+// nothing).
+func (l *Log) ForkPast(writeState WriteStateFunc) (Position, error) {
+	return l.forkPast(writeState)
 }
 
 // Close syncs, stops the sync goroutine and releases the flock and the
