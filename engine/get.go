@@ -3,7 +3,6 @@ package engine
 import (
 	"cmp"
 	"fmt"
-	"math"
 	"slices"
 
 	"github.com/fenec-go/fenec/engine/fql"
@@ -619,7 +618,7 @@ func collectGroups(c *collection, s *fql.Get, specs []aggSpec, hits []hit, stop 
 		kb = kb[:0]
 		for i, p := range s.Group {
 			keys[i], _ = env.Field(p)
-			kb = appendValue(kb, groupKey(keys[i]))
+			kb = fql.AppendGroupKey(kb, keys[i])
 		}
 		g := byKey[string(kb)]
 		if g == nil {
@@ -709,12 +708,4 @@ func (r *runner) group(c *collection, s *fql.Get, hits []hit) ([]Row, error) {
 func aggString(it fql.SelectItem) string {
 	it.Alias = ""
 	return it.Name()
-}
-
-// groupKey makes equal numbers of either type group together.
-func groupKey(v any) any {
-	if f, ok := v.(float64); ok && f == math.Trunc(f) && math.Abs(f) < 1<<53 {
-		return int64(f)
-	}
-	return v
 }

@@ -2,6 +2,7 @@ package fql
 
 import (
 	"cmp"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -191,6 +192,72 @@ func SortCompare(a, b any) int {
 		return 1
 	}
 	return c
+}
+
+// GroupEqual is the equality a group uses, in a get's group and in the
+// merge of a read across tenants alike: the ties of SortCompare. Null
+// goes with null; a number with a number of the same value, int or float
+// (1 and 1.0); a list or vector with one of as many elements, each
+// GroupEqual to its own ([1] and [1.0]); an object with one of the same
+// keys whose values are GroupEqual ({a: 1} and {a: 1.0}): one rule at
+// every depth. It is Equal but that null goes with null.
+func GroupEqual(a, b any) bool { return SortCompare(a, b) == 0 }
+
+// AppendGroupKey appends v's group key to dst: the keys of two values are
+// the same bytes exactly when the values are GroupEqual, so a map keyed
+// by them groups as GroupEqual does. No key is the start of another, so
+// the keys of several values, one after the other, key the tuple.
+func AppendGroupKey(dst []byte, v any) []byte {
+	switch x := v.(type) {
+	case nil:
+		return append(dst, 'z')
+	case bool:
+		if x {
+			return append(dst, 't')
+		}
+		return append(dst, 'f')
+	case int64:
+		return binary.BigEndian.AppendUint64(append(dst, 'i'), uint64(x))
+	case float64:
+		return appendFloatKey(dst, x)
+	case string:
+		return append(binary.AppendUvarint(append(dst, 's'), uint64(len(x))), x...)
+	case []any:
+		dst = binary.AppendUvarint(append(dst, 'l'), uint64(len(x)))
+		for _, e := range x {
+			dst = AppendGroupKey(dst, e)
+		}
+		return dst
+	case []float32:
+		dst = binary.AppendUvarint(append(dst, 'l'), uint64(len(x)))
+		for _, e := range x {
+			dst = appendFloatKey(dst, float64(e))
+		}
+		return dst
+	case map[string]any:
+		dst = binary.AppendUvarint(append(dst, 'o'), uint64(len(x)))
+		for _, k := range sortedKeys(x) {
+			dst = append(binary.AppendUvarint(dst, uint64(len(k))), k...)
+			dst = AppendGroupKey(dst, x[k])
+		}
+		return dst
+	}
+	// No value of the package's gets here; one that did keys by its text.
+	s := fmt.Sprintf("%T %v", v, v)
+	return append(binary.AppendUvarint(append(dst, '?'), uint64(len(s))), s...)
+}
+
+// appendFloatKey keys a float holding an integer as that int64 (so 1.0
+// meets 1, and -0 meets 0), every NaN alike (SortCompare ties them), and
+// any other float by its bits.
+func appendFloatKey(dst []byte, f float64) []byte {
+	if i, ok := exactInt(f); ok {
+		return binary.BigEndian.AppendUint64(append(dst, 'i'), uint64(i))
+	}
+	if math.IsNaN(f) {
+		return append(dst, 'n')
+	}
+	return binary.BigEndian.AppendUint64(append(dst, 'd'), math.Float64bits(f))
 }
 
 const (

@@ -1,11 +1,6 @@
 package merge
 
-import (
-	"math"
-	"slices"
-	"strconv"
-	"strings"
-)
+import "github.com/fenec-go/fenec/engine/fql"
 
 // The merge holds no ordering of its own: rows are compared, grouped,
 // and their minimums and maximums taken by the engine's one total order,
@@ -13,75 +8,15 @@ import (
 // nil, bool, int64, float64, string, []any, map[string]any).
 
 // groupKey is a text of a group's key values that two lists of values
-// share exactly when fql.SortCompare holds them equal, value by value: a
-// number by its value whether int or float (1 and 1.0), a list by its
-// elements, an object by its sorted keys and their values.
+// share exactly when fql.GroupEqual holds them equal, value by value: the
+// engine's own grouping, so a group across tenants is the group one
+// tenant holding the same rows makes.
 func groupKey(vals []any) string {
-	var sb strings.Builder
+	var b []byte
 	for _, v := range vals {
-		writeKey(&sb, v)
-		sb.WriteByte(',')
+		b = fql.AppendGroupKey(b, v)
 	}
-	return sb.String()
-}
-
-func writeKey(sb *strings.Builder, v any) {
-	switch x := v.(type) {
-	case nil:
-		sb.WriteString("z")
-	case bool:
-		sb.WriteString("b" + strconv.FormatBool(x))
-	case int64:
-		sb.WriteString("n" + strconv.FormatInt(x, 10))
-	case float64:
-		sb.WriteString("n" + canonicalFloat(x))
-	case string:
-		sb.WriteString("s" + strconv.Quote(x))
-	case []any:
-		sb.WriteString("l[")
-		for i, e := range x {
-			if i > 0 {
-				sb.WriteByte(',')
-			}
-			writeKey(sb, e)
-		}
-		sb.WriteByte(']')
-	case []float32:
-		sb.WriteString("l[")
-		for i, e := range x {
-			if i > 0 {
-				sb.WriteByte(',')
-			}
-			sb.WriteString("n" + canonicalFloat(float64(e)))
-		}
-		sb.WriteByte(']')
-	case map[string]any:
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		sb.WriteString("o{")
-		for i, k := range keys {
-			if i > 0 {
-				sb.WriteByte(',')
-			}
-			sb.WriteString(strconv.Quote(k) + ":")
-			writeKey(sb, x[k])
-		}
-		sb.WriteByte('}')
-	default:
-		sb.WriteString("?")
-	}
-}
-
-// canonicalFloat writes a float that is an int64's value as that int64
-// is written, so that the two are one key.
-func canonicalFloat(f float64) string {
-	if f == math.Trunc(f) && f >= -(1<<63) && f < 1<<63 {
-		return strconv.FormatInt(int64(f), 10)
-	}
-	return strconv.FormatFloat(f, 'g', -1, 64)
+	return string(b)
 }
 
 // sum adds numbers, exact while they are integers that do not overflow.
