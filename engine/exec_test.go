@@ -427,3 +427,17 @@ func TestLimitPastMaxRowsIsTooMany(t *testing.T) {
 		t.Fatalf("a limit with no number: %v, not ErrTooMany", err)
 	}
 }
+
+// A group puts values GroupEqual holds equal together at every depth: an
+// int and a float of one value, lists and objects of them, and mixes.
+func TestGroupIsOneEqualityAtEveryDepth(t *testing.T) {
+	db, _ := newTestDB(t, Options{NoSweep: true})
+	mustExec(t, db, "create collection c (k json)")
+	mustExec(t, db, "put c [{k: 1}, {k: 1.0}, {k: [1]}, {k: [1.0]}, {k: {a: 1}}, {k: {a: 1.0}}, "+
+		"{k: [2, {a: [3.0]}]}, {k: [2.0, {a: [3]}]}, {k: 1.5}, {k: [1.5]}]")
+	got := mustExec(t, db, "get c select k, count(*) as n group k")
+	want := `[{"k":1,"n":2},{"k":1.5,"n":1},{"k":[1],"n":2},{"k":[1.5],"n":1},{"k":[2,{"a":[3.0]}],"n":2},{"k":{"a":1},"n":2}]`
+	if !jsonEq(t, got, want) {
+		t.Fatalf("groups %s, want %s", got, want)
+	}
+}

@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -99,4 +100,62 @@ func TestCrossTenantReadBoundedPerTenant(t *testing.T) {
 	n2.Heal()
 	all, _ = read(nil)
 	healthy(all, nil)
+}
+
+// A group across tenants and a group in one tenant holding the same rows
+// agree: numbers equal across int and float, lists and objects of them,
+// and mixes of both, each one group of two rows in both, whichever
+// tenant holds which row.
+func TestCrossTenantGroupAgreesWithOneTenant(t *testing.T) {
+	c := cluster.New(t)
+	r := c.StartRouter("router", cluster.RouterOptions{})
+	n := c.StartNode("n1", cluster.NodeOptions{})
+	r.Register(n)
+	data := r.Client()
+	ints := "[{k: 1}, {k: [1]}, {k: {a: 1}}, {k: [1, {a: 2.0}]}, {k: {a: [3], b: 4.5}}, {k: 'x'}, {k: null}]"
+	floats := "[{k: 1.0}, {k: [1.0]}, {k: {a: 1.0}}, {k: [1.0, {a: 2}]}, {k: {b: 4.5, a: [3.0]}}, {k: 'x'}, {k: null}]"
+	for name, rows := range map[string][]string{"one": {ints, floats}, "x": {ints}, "y": {floats}} {
+		r.Place(name, n)
+		data.MustQuery(name, "create collection c (k json)")
+		for _, q := range rows {
+			data.MustQuery(name, "put c "+q)
+		}
+	}
+	counts := func(rows []map[string]any, field string) []float64 {
+		var out []float64
+		for _, row := range rows {
+			out = append(out, row[field].(float64))
+		}
+		return out
+	}
+	want := "[2 2 2 2 2 2 2]"
+
+	var one []map[string]any
+	res := data.MustQuery("one", "get c select k, count(*) as n group k")
+	if err := json.Unmarshal(res.Body, &one); err != nil {
+		t.Fatalf("one tenant's group: %v: %s", err, res.Body)
+	}
+	if got := fmt.Sprint(counts(one, "n")); got != want {
+		t.Fatalf("one tenant's group counts %s, want %s: %s", got, want, res.Body)
+	}
+	for _, tenants := range [][]string{{"x", "y"}, {"one"}} {
+		res := data.Do("POST", "/_shard/query", map[string]any{"tenants": tenants, "query": "get c select k",
+			"merge": map[string]any{"group": []string{"k"}, "count": "n"}})
+		wantStatus(t, res, 200, "cross-tenant group")
+		var ans crossAnswer
+		if err := json.Unmarshal(res.Body, &ans); err != nil {
+			t.Fatalf("cross-tenant group: %v: %s", err, res.Body)
+		}
+		if got := fmt.Sprint(counts(ans.Rows, "n")); got != want {
+			t.Fatalf("group over %v: counts %s, want %s: %s", tenants, got, want, res.Body)
+		}
+		// Decoded, 1 and 1.0 are one float64: the keys read alike.
+		for i := range one {
+			a, _ := json.Marshal(one[i]["k"])
+			b, _ := json.Marshal(ans.Rows[i]["k"])
+			if string(a) != string(b) {
+				t.Fatalf("group %d over %v: key %s, one tenant's %s", i, tenants, b, a)
+			}
+		}
+	}
 }
