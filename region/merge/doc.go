@@ -21,9 +21,10 @@
 //     count under its name, "sum", "min" and "max" as objects by field
 //     (nulls and missing fields left out; a sum of no number is null), and
 //     "_tenants", the tenants whose rows fell in it; groups by their keys.
-//     Keys the engine holds equal (1 and 1.0, [1] and [1.0]) are one
-//     group; minimums, maximums and the groups' order are the engine's
-//     order too. An average is sum over count.
+//     Keys a tenant's own group holds equal (fql.GroupEqual: 1 and 1.0,
+//     [1] and [1.0], {a: 1} and {a: 1.0}) are one group, so a group
+//     across tenants is the group one tenant holding the rows makes;
+//     minimums, maximums and the groups' order are the engine's order too. An average is sum over count.
 //
 // Every merged row but a group's carries "_tenant" (replacing a field of
 // that name). A merged answer holds at most MaxRows rows.

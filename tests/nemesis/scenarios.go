@@ -28,9 +28,7 @@ func Scenarios() []Scenario {
 			Step: stepPower},
 		{Name: "power-100", Bound: 2, About: "the same under the default --sync 100: writes a node acknowledged in the 100 ms (and a second's slack) before it lost power may be lost, nothing older",
 			Shape: Shape{Sync: "100"}, Step: stepPower,
-			Claims: Claims{LossWindow: 1100 * time.Millisecond, Known: map[string]string{
-				"seq reused": "a file that lost its unsynced tail keeps its history and gives the lost seqs to new writes (docs/testing.md, known findings)",
-			}}},
+			Claims: Claims{LossWindow: 1100 * time.Millisecond}},
 		{Name: "corrupt", Bound: 3.8, About: "a copy's file damaged (a bit flipped, or its tail cut off) while its node is down, then its primary killed or paused past its lease",
 			Step: stepCorrupt, Claims: Claims{Known: knownDamaged}},
 		{Name: "retries", Bound: 2.5, About: "increments with Idempotency-Key sent again through 500 outcome-unknown, 502 and 503 until settled, while primaries are killed, paused and cut off, routers killed and connections reset",
