@@ -104,10 +104,12 @@ func (db *DB) forkPastLost() error {
 	for name := range db.st.counters { // dropped collections' too
 		db.st.counters[name] += int64(skip)
 	}
+	db.mu.RLock()
+	defer db.mu.RUnlock()
 	snap := db.snapshotLocked(nil)
 	defer snap.wait()
 	if _, err := db.log.ForkPast(snap.write); err != nil {
-		return err
+		return err // the store's says what failed
 	}
 	return nil
 }
