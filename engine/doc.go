@@ -23,7 +23,10 @@
 //     too (the lock is given back): memory and file are as they were.
 //   - Opening replays the file's last image and the records after it,
 //     read from the mapped file: each document copies its own bytes, so
-//     a deleted one gives its memory back.
+//     a deleted one gives its memory back. A file that lost writes it
+//     may have answered (under SyncEvery, stopped without closing) is
+//     then rewritten as one image past them, in a new history, its id
+//     counters moved on as far as its seq: no seq or id is given twice.
 //   - seq moves by one per document written or deleted and per schema
 //     change; a block is numbered by its last.
 //   - An image (checkpoint, compact, WriteImage) streams the schemas, the

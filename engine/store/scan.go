@@ -219,6 +219,8 @@ func (sc *scanner) finish(strict bool) (*scanned, error) {
 		if strict {
 			return nil, &scanError{sc.spillStart, "spilled block never landed"}
 		}
+		// A bound among them goes with them but is kept: it bounds what
+		// the Log may have answered, and only ever by too much.
 		sc.end, sc.idx = sc.spillStart, sc.spillIdx
 		sc.tailWhy = strings.TrimPrefix(sc.tailWhy+"; spilled block never landed", "; ")
 	}
