@@ -197,7 +197,9 @@ func TestRefusedSpillLeavesNoBytes(t *testing.T) {
 }
 
 // TestCloseNeverGrowsASmallFile: a graceful restart leaves a small file as
-// it was (a checkpoint would add an image to records it keeps anyway).
+// it was (a checkpoint would add an image to records it keeps anyway) but
+// for the bound a clean close writes under --sync MS, a few bytes saying
+// it lost nothing.
 func TestCloseNeverGrowsASmallFile(t *testing.T) {
 	dir := t.TempDir()
 	n := startNode(t, func(c *Config) { c.Dir = dir })
@@ -208,7 +210,8 @@ func TestCloseNeverGrowsASmallFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	fi, err := os.Stat(filepath.Join(dir, "a.fenec"))
-	if err != nil || fi.Size() > before {
+	const closeBound = 16 // a frame's head, its kind and seqs, and the seq
+	if err != nil || fi.Size() > before+closeBound {
 		t.Fatalf("a graceful close took the file from %d to %v bytes (%v)", before, fi.Size(), err)
 	}
 	n = startNode(t, func(c *Config) { c.Dir = dir })
