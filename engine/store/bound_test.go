@@ -228,3 +228,39 @@ func TestBoundBetweenSpillsAndTheirBlock(t *testing.T) {
 		t.Fatal("lost after a clean close")
 	}
 }
+
+// ForkPast on a file that lost nothing leaves it as it is, and a bound
+// whose body is not a seq is damage, not a tail to cut.
+func TestForkPastNothingLostAndABadBound(t *testing.T) {
+	path := tenantPath(t)
+	opts := everyOptions(0)
+	l := mustCreate(t, path, opts)
+	appendN(t, l, 2, 1, 10)
+	h, size := l.History(), l.Size()
+	pos, err := l.ForkPast(stateWriter([]byte("s")))
+	if err != nil || pos.Seq != 2 || len(pos.Lineage) != 1 || l.History() != h || l.Size() != size {
+		t.Fatalf("ForkPast of a file that lost nothing: %+v, %v; size %d, want %d", pos, err, l.Size(), size)
+	}
+	mustClose(t, l)
+
+	bad, err := encodeFrame(KindBound, 3, 2, []byte{0x80})
+	if err != nil {
+		t.Fatal(err)
+	}
+	good, err := encodeFrame(KindEngine, 3, 3, []byte("after"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(append(bad, good...)); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	var damaged *DamagedError
+	if _, err := Open(path, opts, nil); !errors.As(err, &damaged) {
+		t.Fatalf("open with a bad bound: %v, want a DamagedError", err)
+	}
+}
