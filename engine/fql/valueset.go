@@ -8,15 +8,16 @@ import "math"
 // rows was 6·10⁹ of them). It answers as Has does on the list: a value is
 // in it when it is Equal to one of its elements. Numbers are keyed so
 // that an int and a float equal to it meet (Equal compares them exactly);
-// lists, objects and vectors, which compare element by element, are kept
-// aside and compared one by one, as few as they are in practice.
+// lists, objects and vectors by their group key (AppendGroupKey), which
+// meets where Equal does for them: element by element, numbers by value,
+// at every depth.
 type ValueSet struct {
 	ints   map[int64]struct{}   // ints, and floats holding an int exactly
 	floats map[float64]struct{} // the other floats (NaN equals nothing and is left out)
 	strs   map[string]struct{}
-	bools  [2]bool // false, true
-	rest   []any   // lists, objects, vectors
-	n      int     // elements kept
+	bools  [2]bool             // false, true
+	comps  map[string]struct{} // lists, objects and vectors, by group key
+	n      int                 // elements kept
 }
 
 // NewValueSet hashes the elements of a list ([]any, or a vector's []float32).
@@ -61,8 +62,13 @@ func (s *ValueSet) add(v any) {
 		} else {
 			s.bools[0] = true
 		}
+	case []any, []float32, map[string]any:
+		if s.comps == nil {
+			s.comps = make(map[string]struct{})
+		}
+		s.comps[string(AppendGroupKey(nil, v))] = struct{}{}
 	default:
-		s.rest = append(s.rest, v)
+		return // no value of the package: it equals nothing
 	}
 	s.n++
 }
@@ -109,11 +115,9 @@ func (s *ValueSet) Has(v any) bool {
 			return s.bools[1]
 		}
 		return s.bools[0]
-	}
-	for _, e := range s.rest {
-		if Equal(e, v) {
-			return true
-		}
+	case []any, []float32, map[string]any:
+		_, ok := s.comps[string(AppendGroupKey(nil, x))]
+		return ok
 	}
 	return false
 }

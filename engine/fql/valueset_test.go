@@ -22,6 +22,7 @@ func TestValueSetAnswersAsHas(t *testing.T) {
 		{false, nil},
 		{[]any{int64(1), int64(2)}, map[string]any{"k": "v"}, []float32{1, 2}},
 		{"1", int64(1), true},
+		{[]any{[]any{int64(1)}, nil}, map[string]any{"a": []any{1.5, nil}}, []any{}, map[string]any{}, []any{nil}},
 	}
 	values := []any{
 		nil, int64(0), float64(0), math.Copysign(0, -1), int64(1), float64(1), 1.5, 2.5, int64(2),
@@ -30,6 +31,8 @@ func TestValueSetAnswersAsHas(t *testing.T) {
 		math.NaN(), math.Inf(1), "a", "", "1", "héllo", "x", true, false,
 		[]any{int64(1), int64(2)}, []any{1.0, 2.0}, []float32{1, 2}, map[string]any{"k": "v"},
 		map[string]any{"k": "w"}, []any{},
+		[]any{[]any{float64(1)}, nil}, []any{[]any{int64(1)}}, map[string]any{"a": []any{1.5, nil}},
+		map[string]any{"a": []any{1.5}}, map[string]any{}, []any{nil}, []float32{}, []any{[]float32{1}, nil},
 	}
 	for _, l := range lists {
 		s := NewValueSet(l)
