@@ -616,12 +616,13 @@ func (c *shardCall) postHandoff(s *global.Store, region string) (int, any, error
 			return 0, nil, fmt.Errorf("%w: region %s has no node and no record", ErrNoRoute, region)
 		}
 	}
-	if req.To == global.LeaserRegion {
-		if err := refuseRegionalLeasing(octx, offerTo, region); err != nil {
+	at, err := offerTo.ReadRegion(octx, region)
+	if err == nil && req.To == global.LeaserRegion {
+		// A global tier that does not answer is told below as such.
+		if err = refuseRegionalLeasing(octx, offerTo, region); errors.Is(err, ErrSurvive) {
 			return 0, nil, err
 		}
 	}
-	at, err := offerTo.ReadRegion(octx, region)
 	if err == nil {
 		var offered global.Versioned[global.Region]
 		offered, err = offerTo.UpdateRegion(octx, region, at, func(r *global.Region) error { return r.Offer(req.To, rt.id, rt.now()) })
