@@ -74,9 +74,7 @@ func (c *call) adminTenant(name string, rest []string) {
 		if c.r.Method == http.MethodPut {
 			c.adminChange("create", name, http.StatusCreated, func() error { return c.s.reg.create(name) })
 		} else {
-			c.adminChange("delete", name, http.StatusNoContent, func() error {
-				return c.s.reg.remove(name, ErrTenantGone, c.s.reg.deleteFiles)
-			})
+			c.adminDelete(name)
 		}
 	case len(rest) == 1 && (rest[0] == "freeze" || rest[0] == "thaw"):
 		c.route = "admin_" + rest[0]
@@ -122,6 +120,29 @@ func (c *call) adminTenant(name string, rest []string) {
 		}
 	default:
 		c.fail(ErrNoRoute)
+	}
+}
+
+// adminDelete serves DELETE /_admin/tenants/<t>: the tenant's file goes;
+// with ?if=frozen only while it is open and frozen (a move's source a
+// router left), else 412 and the file is kept.
+func (c *call) adminDelete(name string) {
+	q, err := c.queryValues()
+	if err != nil {
+		c.fail(err)
+		return
+	}
+	switch v := q.Get("if"); v {
+	case "":
+		c.adminChange("delete", name, http.StatusNoContent, func() error {
+			return c.s.reg.remove(name, ErrTenantGone, c.s.reg.deleteFiles)
+		})
+	case "frozen":
+		c.adminChange("delete frozen", name, http.StatusNoContent, func() error {
+			return c.s.reg.removeFrozen(name, c.s.reg.deleteFiles)
+		})
+	default:
+		c.fail(fmt.Errorf("%w: if=%q: want frozen (delete the file only while it is frozen), or leave it out", ErrBadRequest, v))
 	}
 }
 

@@ -22,6 +22,7 @@ var (
 	ErrBadProof        = errors.New("Fenec-Router-Proof does not match this node's admin token: record the node with the router again with its current admin token")
 	ErrTooManyStreams  = errors.New("too many subscriptions on this tenant")
 	ErrFrozen          = errors.New("tenant is frozen for a move or a copy: send it again after Retry-After")
+	ErrNotFrozen       = errors.New("tenant is not frozen: its file was kept (it is served, or being placed here); delete it without if=frozen if it must go")
 	ErrReplica         = errors.New("tenant is a replica copy: it takes no writes")
 	ErrTenantClosing   = errors.New("tenant is closing")
 	ErrTenantGone      = errors.New("tenant was deleted or moved")

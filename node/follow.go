@@ -227,7 +227,7 @@ func (c *call) adminReplication(name string) {
 	defer c.s.reg.release(t)
 	out := wire.Replication{
 		Role: "primary", Seq: t.db.Seq(), Durable: t.db.Durable(), History: t.db.History(),
-		Lineage: wireLineage(t.db.Lineage()), Copies: t.copies(),
+		Lineage: wireLineage(t.db.Lineage()), Copies: t.copies(), Frozen: t.isFrozen(),
 	}
 	if st := t.follow.Load(); st != nil {
 		t.mu.Lock()

@@ -418,22 +418,53 @@ func (r *registry) removeAt(name string, cause error, last func(*engine.DB), aft
 		if t.openErr != nil {
 			continue
 		}
-		if t.thaw() {
-			r.release(t)
-		}
-		t.cancel(cause)
-		r.mu.Lock()
-		for t.refs > 0 {
-			r.cond.Wait()
-		}
-		r.mu.Unlock()
-		if last != nil {
-			last(t.db)
-		}
-		err := errors.Join(r.closeTenant(t, false), after(t.path))
-		r.forget(t)
-		return err
+		return r.closeRemove(t, cause, last, after)
 	}
+}
+
+// closeRemove ends open tenant t, marked closing: its freeze, its
+// requests (ended by cause), its file (last sees it final), then after.
+func (r *registry) closeRemove(t *tenant, cause error, last func(*engine.DB), after func(path string) error) error {
+	if t.thaw() {
+		r.release(t)
+	}
+	t.cancel(cause)
+	r.mu.Lock()
+	for t.refs > 0 {
+		r.cond.Wait()
+	}
+	r.mu.Unlock()
+	if last != nil {
+		last(t.db)
+	}
+	err := errors.Join(r.closeTenant(t, false), after(t.path))
+	r.forget(t)
+	return err
+}
+
+// removeFrozen is remove only while the tenant is open and frozen,
+// decided under the registry's lock as it is marked closing: a file made
+// or installed since (a new copy, a move's target) is not frozen, so it
+// is never the one deleted. Otherwise ErrNotFrozen (ErrUnknownTenant when
+// there is no file) and nothing changes.
+func (r *registry) removeFrozen(name string, after func(path string) error) error {
+	if !validName(name) {
+		return ErrBadName
+	}
+	r.mu.Lock()
+	t := r.tenants[name]
+	if t == nil || t.closing || !isClosed(t.ready) || t.openErr != nil || !t.isFrozen() {
+		r.mu.Unlock()
+		if t == nil {
+			if _, err := os.Stat(r.pathOf(name)); errors.Is(err, os.ErrNotExist) {
+				return ErrUnknownTenant
+			}
+		}
+		return ErrNotFrozen
+	}
+	t.closing = true
+	r.mu.Unlock()
+	return r.closeRemove(t, ErrTenantGone, nil, after)
 }
 
 // deleteFiles removes a tenant's file and what the node keeps beside it.

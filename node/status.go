@@ -51,6 +51,7 @@ var statusTable = []statusRule{
 	{engine.ErrTaken, http.StatusConflict, 0},
 	{engine.ErrCursorGone, http.StatusGone, 0},
 	{engine.ErrRequire, http.StatusPreconditionFailed, 0},
+	{ErrNotFrozen, http.StatusPreconditionFailed, 0},
 	{ErrBodyTooLarge, http.StatusRequestEntityTooLarge, 0},
 	{ErrImageTooLarge, http.StatusRequestEntityTooLarge, 0},
 	{ErrBodyStalled, http.StatusRequestTimeout, 0},
@@ -153,6 +154,9 @@ func writeError(w http.ResponseWriter, err error, fields map[string]any) int {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="fenec"`)
 	}
 	body := map[string]any{"error": err.Error()}
+	if de := (*engine.DamagedError)(nil); errors.As(err, &de) {
+		body["damaged"] = true // wire.IsDamaged: a copy's router replaces it
+	}
 	for k, v := range fields {
 		body[k] = v
 	}

@@ -179,6 +179,10 @@ type Replication struct {
 	// prove of its freshness.
 	CopyRole  string     `json:"copy_role,omitempty"`
 	Freshness *Freshness `json:"freshness,omitempty"`
+	// Frozen: the file refuses writes for a move (POST .../freeze). A
+	// move's source stays so until it is deleted; one its router left
+	// is what the router's repair deletes (DeleteFrozen).
+	Frozen bool `json:"frozen,omitempty"`
 }
 
 // Freshness is a copy's proof of how fresh its file is, as its replication

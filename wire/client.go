@@ -108,6 +108,29 @@ func (c *AdminClient) Delete(ctx context.Context, t string) (existed bool, err e
 	return code == http.StatusNoContent, err
 }
 
+// DeleteFrozen is Delete only while the tenant's file is open and frozen
+// (DELETE /_admin/tenants/<t>?if=frozen): a file that is not — a new
+// copy, a move's install, a file thawed — is kept and the node answers
+// 412 (an *Error). existed is false when the node had no file.
+func (c *AdminClient) DeleteFrozen(ctx context.Context, t string) (existed bool, err error) {
+	code, err := c.json(ctx, http.MethodDelete, TenantPath(t)+"?if=frozen", nil, nil, http.StatusNoContent, http.StatusNotFound)
+	return code == http.StatusNoContent, err
+}
+
+// IsDamaged says whether err is a node's refusal of a tenant whose file
+// is damaged (it fails its checksums or framing and does not open): the
+// node's answer says "damaged": true.
+func IsDamaged(err error) bool {
+	var e *Error
+	if !errors.As(err, &e) {
+		return false
+	}
+	var body struct {
+		Damaged bool `json:"damaged"`
+	}
+	return json.Unmarshal(e.body, &body) == nil && body.Damaged
+}
+
 // Freeze has the node refuse the tenant's writes and wait for those in
 // flight; Thaw takes them again.
 func (c *AdminClient) Freeze(ctx context.Context, t string) (Frozen, error) {
