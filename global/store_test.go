@@ -259,6 +259,16 @@ func testStoreMove(t *testing.T, s *Store) {
 	if err != nil || back.Value != want {
 		t.Fatalf("abort: %+v, %v; want %+v", back.Value, err, want)
 	}
+	// A move onto the replica's node drops the replica as it begins: put
+	// back, the tenant names no copy the move replaced.
+	moving, err = s.BeginMove(ctx, "t1", back, "n2")
+	if err != nil || moving.Value.Replica != "" {
+		t.Fatalf("move onto the replica's node: %+v, %v", moving.Value, err)
+	}
+	back, err = s.AbortMove(ctx, "t1", moving)
+	if want.Replica = ""; err != nil || back.Value != want {
+		t.Fatalf("abort of a move onto the replica's node: %+v, %v; want %+v", back.Value, err, want)
+	}
 }
 
 func testStoreHold(t *testing.T, s *Store) {

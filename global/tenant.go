@@ -68,7 +68,9 @@ func failOver(name string, t *Tenant, to string, forked uint64) error {
 }
 
 // BeginMove marks tenant name, read at at, as moving to node to and held
-// by the move.
+// by the move. A replica on to is dropped: the move replaces that node's
+// file, so from then on the directory names no copy there, put back or
+// flipped (the router gives the tenant another).
 func (s *Store) BeginMove(ctx context.Context, name string, at Versioned[Tenant], to string) (Versioned[Tenant], error) {
 	return s.UpdateTenant(ctx, name, at, func(t *Tenant) error {
 		if t.HeldBy != "" {
@@ -78,6 +80,9 @@ func (s *Store) BeginMove(ctx context.Context, name string, at Versioned[Tenant]
 			return fmt.Errorf("move of %s (%s on %s) to %s: %w", name, t.State, t.Node, to, ErrState)
 		}
 		t.State, t.Target, t.HeldBy = StateMoving, to, HoldMove
+		if t.Replica == to {
+			t.Replica, t.ReplicaBehind = "", 0
+		}
 		return nil
 	})
 }

@@ -60,6 +60,9 @@ type moveRun struct {
 	at       global.Versioned[global.Tenant] // the record as last written
 	from     string                          // the source's name
 	src, dst global.Node
+	// copyDropped: the target held the tenant's copy, which the move
+	// replaces; put back, the tenant is owed a new one.
+	copyDropped bool
 }
 
 // move moves tenant name onto node to: the directory marks it moving
@@ -104,6 +107,9 @@ func (rt *Router) move(ctx context.Context, s *global.Store, name, to string) (m
 		}
 		rt.metrics.moves.WithLabelValues(outcome).Inc()
 		rt.log.Warn("move failed", "tenant", name, "from", ans.From, "to", to, "outcome", outcome, "err", err)
+		if m.copyDropped {
+			rt.repair.later(name) // its copy was the target's file
+		}
 		return moveAnswer{}, err
 	}
 	m.removeSourceLater(ctx)
@@ -150,6 +156,9 @@ func (m *moveRun) begin(ctx context.Context, at global.Versioned[global.Tenant],
 		}
 	}
 	m.from, m.src, m.dst = at.Value.Node, src.Value, dst.Value
+	// A copy on the target is replaced by the move: the directory drops
+	// it as the move begins (BeginMove), and a new one is owed either way.
+	m.copyDropped = at.Value.Replica == to
 	moving, err := m.s.BeginMove(ctx, m.name, at, to)
 	if err != nil {
 		return err
@@ -374,6 +383,15 @@ func (d *sourceDeletes) add(tenant, node string) func() {
 		d.mu.Unlock()
 		close(p.done)
 	}
+}
+
+// pending reports whether a deletion of tenant's source on node is still
+// to come.
+func (d *sourceDeletes) pending(tenant, node string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	p, ok := d.m[tenant]
+	return ok && p.node == node
 }
 
 // wait returns once no deletion of tenant's source on node is pending.

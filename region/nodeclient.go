@@ -127,6 +127,27 @@ func (c *nodeClient) remove(ctx context.Context, n global.Node, t string) (gone 
 	return gone, err
 }
 
+// removeFrozen deletes the tenant's file on the node only if it is open
+// and frozen there (the node decides, as it marks the file closing); a
+// file that is not is kept, the node answering 412.
+func (c *nodeClient) removeFrozen(ctx context.Context, n global.Node, t string) (gone bool, err error) {
+	err = c.bounded(ctx, func(ctx context.Context) (err error) {
+		gone, err = c.admin(n).DeleteFrozen(ctx, t)
+		return err
+	})
+	return gone, err
+}
+
+// tenants lists the tenant files the node holds.
+func (c *nodeClient) tenants(ctx context.Context, n global.Node) ([]string, error) {
+	var out []string
+	err := c.bounded(ctx, func(ctx context.Context) (err error) {
+		out, err = c.admin(n).Tenants(ctx)
+		return err
+	})
+	return out, err
+}
+
 // freeze has the node refuse the tenant's writes and wait for those in
 // flight; thaw takes them again.
 func (c *nodeClient) freeze(ctx context.Context, n global.Node, t string, freeze bool) error {

@@ -1,0 +1,128 @@
+package region
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/fenec-go/fenec/global"
+	"github.com/fenec-go/fenec/internal/audit"
+	"github.com/fenec-go/fenec/wire"
+)
+
+// A move deletes its source's file once the directory points at the
+// target (removeSourceLater); a router that stops before it does leaves
+// the file on the source, frozen, with nothing of the directory naming it
+// there. The repair collects such files: it asks every node which files it
+// holds and deletes one that is
+//
+//   - of a tenant the directory places neither there (as its primary, its
+//     copy, a read copy or a move's target) nor failed off that node (rejoin's), and
+//     that no operation holds;
+//   - frozen, a primary's file, of the tenant's lineage as recorded;
+//   - while the tenant's primary answers as its primary, of that lineage
+//     (the target serves it: nothing is lost with the source).
+//
+// The node deletes it only if it is still open and frozen as it marks it
+// closing (DELETE ...?if=frozen): anything placed there since — a copy
+// made, a move's install — is a new file, never frozen, and is kept.
+
+// collectSources deletes, on every node that answers, the frozen files
+// of moved tenants their moves left behind.
+func (rt *Router) collectSources(ctx context.Context, s *global.Store, tenants map[string]global.Versioned[global.Tenant], nodes map[string]global.Versioned[global.Node]) {
+	for name, n := range nodes {
+		files, err := rt.nodes.tenants(ctx, n.Value)
+		if err != nil {
+			continue // not answering: looked at next time
+		}
+		for _, t := range files {
+			at, ok := tenants[t]
+			if !ok || !leftBehind(at.Value, name) || rt.sources.pending(t, name) {
+				continue
+			}
+			if err := rt.collectSource(ctx, s, t, name, at.Value); err != nil {
+				rt.log.Warn("a moved tenant's source left frozen not deleted: looked at again later", "tenant", t, "node", name, "err", err)
+			}
+		}
+	}
+}
+
+// leftBehind reports whether a file of t on node may be a move's source
+// left there: nothing of the directory's names node for t, and no
+// operation holds t.
+func leftBehind(t global.Tenant, node string) bool {
+	return !placesOn(t, node) && !t.ReadCopies.Has(node) && t.FailedFrom != node && t.HeldBy == "" &&
+		t.State == global.StateActive && t.Lineage != 0
+}
+
+// errNotLeftBehind: the file is not a move's source to collect; nothing
+// is done.
+var errNotLeftBehind = fmt.Errorf("not a moved tenant's source left frozen")
+
+// collectSource deletes tenant t's file on node once it is known to be a
+// move's frozen source and t's primary serves it (see above).
+func (rt *Router) collectSource(ctx context.Context, s *global.Store, t, node string, rec global.Tenant) error {
+	s, err := rt.ownTenant(ctx, s, t)
+	if err != nil {
+		return nil // the other side collects what it owns
+	}
+	src, err := rt.apart(ctx, s, rec.Node, node)
+	if err != nil {
+		return err
+	}
+	st, err := rt.nodes.replication(ctx, src, t)
+	if err != nil {
+		return err
+	}
+	if !st.Frozen || st.Role != "primary" || st.LineageID() != rec.Lineage {
+		return nil // a copy being made, a file of another lineage: not this collector's
+	}
+	primary, err := s.GetNode(ctx, rec.Node)
+	if err != nil {
+		return err
+	}
+	if err := rt.servesAsPrimary(ctx, primary.Value, t, rec.Lineage); err != nil {
+		return err
+	}
+	// Read again, with no move of this router's beginning meanwhile: a
+	// move back onto node since would have the file there its target's.
+	rt.opMu.Lock()
+	defer rt.opMu.Unlock()
+	if cur, err := s.GetTenant(ctx, t); err != nil || !leftBehind(cur.Value, node) || cur.Value.Node != rec.Node {
+		return err
+	}
+	gone, err := rt.nodes.removeFrozen(ctx, src, t)
+	rt.auditRepair("collect source", t, node, err, "a moved tenant's source left frozen; its primary "+rec.Node+" serves it")
+	if err != nil {
+		return err
+	}
+	if gone {
+		rt.log.Info("deleted a moved tenant's source left frozen", "tenant", t, "node", node, "primary", rec.Node)
+	}
+	return nil
+}
+
+// servesAsPrimary checks that n holds t as its primary, of lineage.
+func (rt *Router) servesAsPrimary(ctx context.Context, n global.Node, t string, lineage uint64) error {
+	st, err := rt.nodes.replication(ctx, n, t)
+	if err != nil {
+		return fmt.Errorf("the primary of %s: %w", t, err)
+	}
+	if st.Role != "primary" || st.LineageID() != lineage {
+		return fmt.Errorf("%w: the primary of %s answers as %s of lineage %d, the directory records %d",
+			errNotLeftBehind, t, st.Role, st.LineageID(), lineage)
+	}
+	return nil
+}
+
+// auditRepair records a change the repair made on its own (or failed to)
+// in the audit log.
+func (rt *Router) auditRepair(what, tenant, node string, err error, detail string) {
+	e := audit.Entry{Time: rt.now(), Router: rt.id, Who: "repair", What: what, Tenant: tenant, Node: node, Outcome: "ok", Detail: detail}
+	if err != nil {
+		e.Outcome = err.Error()
+		e.Status = wire.StatusOf(err)
+	}
+	if aerr := rt.audit.Record(e); aerr != nil {
+		rt.log.Error("audit", "err", aerr)
+	}
+}
