@@ -54,17 +54,40 @@ type cpNode struct {
 	// closed; creating is sent a value as each such call arrives.
 	holdCreate atomic.Pointer[chan struct{}]
 	creating   chan string
+	// holdDelete, when set, holds a tenant file's deletion until it is
+	// closed or its caller gives up; deleting is sent its path.
+	holdDelete atomic.Pointer[chan struct{}]
+	deleting   chan string
 }
 
 func startCPNode(tb testing.TB) *cpNode {
 	tb.Helper()
-	n := &cpNode{creating: make(chan string, 4)}
+	return startCPNodeWith(tb, func(c *node.Config) { c.ReplicationToken = "" }) // follows nothing
+}
+
+// startCPNodeWith is startCPNode with the node's config as configure
+// sets it.
+func startCPNodeWith(tb testing.TB, configure func(*node.Config)) *cpNode {
+	tb.Helper()
+	n := &cpNode{creating: make(chan string, 4), deleting: make(chan string, 4)}
 	n.Node = testnode.Start(tb, testnode.Options{
-		Configure: func(c *node.Config) { c.ReplicationToken = "" }, // follows nothing
+		Configure: configure,
 		Wrap: func(next http.Handler) http.Handler {
 			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				install := r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, "/file")
-				create := r.Method == http.MethodPut && !install && strings.HasPrefix(r.URL.Path, "/_admin/tenants/")
+				create := r.Method == http.MethodPut && !install && strings.HasPrefix(r.URL.Path, "/_admin/tenants/") &&
+					strings.Count(r.URL.Path, "/") == 3
+				if hold := n.holdDelete.Load(); hold != nil && r.Method == http.MethodDelete {
+					select {
+					case n.deleting <- r.URL.Path:
+					default:
+					}
+					select {
+					case <-*hold:
+					case <-r.Context().Done():
+						return
+					}
+				}
 				if hold := n.holdCreate.Load(); hold != nil && create {
 					n.creating <- r.URL.Path
 					select {
