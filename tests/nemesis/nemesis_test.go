@@ -171,10 +171,10 @@ var regressions = []struct {
 }{
 	{"power-100", 3, "a copy whose connection was reset before its feed's head came back did not follow its primary for three keepalives " +
 		"(45 s) after a power loss healed; node.TestFollowerLosesConnectionBeforeHead"},
-	{"corrupt", 1, "a copy whose file was damaged is never replaced (known: docs/testing.md); " +
+	{"corrupt", 1, "a copy whose file was damaged was never replaced; region.TestDamagedCopyReplacedCP; " +
 		"and the suite read a copy recorded behind (replica_behind, a seq) as a bool"},
 	{"move", 100, "a move onto the copy's node, put back after its router was killed, left the directory naming " +
-		"a copy that the move had deleted, and nothing made it again (known: docs/testing.md)"},
+		"a copy that the move had deleted, and nothing made it again; region.TestMoveOntoCopyPutBackCP, region.TestCopyOwedByStoppedRouterCP"},
 }
 
 func TestNemesisRegression(t *testing.T) {

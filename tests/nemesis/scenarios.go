@@ -2,7 +2,6 @@ package nemesis
 
 import (
 	"context"
-	"maps"
 	"slices"
 	"time"
 )
@@ -21,7 +20,7 @@ func Scenarios() []Scenario {
 		{Name: "handoff", Bound: 3, About: "eu's leasing handed to eu and back under writes with the giving or the taking router killed at a random moment; the global tier lost, eu's forced takeover, the global tier back",
 			Shape: Shape{Regions: true}, Step: stepHandoff},
 		{Name: "move", Bound: 3.5, About: "tenants moved under writes, the source, the target or the leading router killed at a random moment of the move",
-			Shape: Shape{Ballast: 2 << 20}, Step: stepMove, Claims: Claims{Known: knownMove}},
+			Shape: Shape{Ballast: 2 << 20}, Step: stepMove},
 		{Name: "replicas", Bound: 6.5, About: "a node cut off from everyone while copies are added (the repair, a standby renamed) and taken (a node killed, its tenants promoted on their copies)",
 			Step: stepReplicas},
 		{Name: "power", Bound: 2, About: "power lost on a primary and its copy at once, or a node alone, under --sync always: every unsynced byte dropped, sometimes a torn write left, then started again",
@@ -30,7 +29,7 @@ func Scenarios() []Scenario {
 			Shape: Shape{Sync: "100"}, Step: stepPower,
 			Claims: Claims{LossWindow: 1100 * time.Millisecond}},
 		{Name: "corrupt", Bound: 3.8, About: "a copy's file damaged (a bit flipped, or its tail cut off) while its node is down, then its primary killed or paused past its lease",
-			Step: stepCorrupt, Claims: Claims{Known: knownDamaged}},
+			Step: stepCorrupt},
 		{Name: "retries", Bound: 2.5, About: "increments with Idempotency-Key sent again through 500 outcome-unknown, 502 and 503 until settled, while primaries are killed, paused and cut off, routers killed and connections reset",
 			Mix:  Mix{RegWrite: 10, RegRead: 10, Append: 15, ListRead: 10, Incr: 45, CntRead: 10},
 			Step: stepRetries},
@@ -38,28 +37,8 @@ func Scenarios() []Scenario {
 			Skip: "needs routers that send reads to read copies in other regions (DESIGN §10, not built yet); every scenario's copy reads already hold " +
 				"copies to Fenec-After and Fenec-Max-Staleness (checkAfterReads, checkStaleness), which reads through such routers will meet too"},
 		{Name: "mixed", Bound: 5, About: "every fault above but the power loss under --sync 100, drawn together, on the two-tier deployment",
-			Shape: Shape{Regions: true, Ballast: 256 << 10}, Step: stepMixed, Claims: Claims{Known: mergeKnown(knownDamaged, knownMove)}},
+			Shape: Shape{Regions: true, Ballast: 256 << 10}, Step: stepMixed},
 	}
-}
-
-// knownDamaged is the finding the scenarios that damage copies report
-// apart.
-var knownDamaged = map[string]string{
-	"damaged copy kept": "a copy whose file is damaged is refused, never promoted nor served, but never replaced either: the tenant goes unreplicated until an operator acts (docs/testing.md, known findings)",
-}
-
-// knownMove is the finding of the scenarios that move tenants.
-var knownMove = map[string]string{
-	"copy lost to a move": "a move onto the node holding the tenant's copy deletes that copy before its install; put back, it leaves the directory naming a copy that is gone or follows nobody, " +
-		"and a router killed after the flip never gives the tenant the copy the move owed it: nothing makes either again (docs/testing.md, known findings)",
-}
-
-func mergeKnown(ms ...map[string]string) map[string]string {
-	out := map[string]string{}
-	for _, m := range ms {
-		maps.Copy(out, m)
-	}
-	return out
 }
 
 // ScenarioNamed is the scenario called name.
