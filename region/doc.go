@@ -44,7 +44,9 @@
 //     a PUT conditioned on the quota read (If-Match on GET's ETag).
 //   - replica.go: copies (placing one, standby nodes, POST
 //     /_shard/replicas); repair.go: the loop that has failed-over nodes'
-//     stale copies follow again and retries copies owed.
+//     stale copies follow again, retries copies owed (read again from
+//     the directory at each term) and replaces copies their nodes report
+//     damaged; collect.go: its deletion of a move's source left frozen.
 //   - failover.go: FailoverNode, by hand or on a lease.
 //   - shard_file.go: a tenant's image out (backup) and in (restore, as a
 //     new history, its lineage recorded); restore_hold.go: a failover
@@ -89,8 +91,10 @@
 // opMu serialises the changes that must not interleave on the leader (a
 // placement choosing a node against that node's removal, a move's start,
 // a failover's release and flip, recording a node against another name
-// for it), and is held across their directory calls (and, recording a
-// node, across asking nodes recorded before ids who they are). leasing.mu is never held across a failover, a grant or the
+// for it, the repair's deletion of a move's source left frozen), and is
+// held across their directory calls (and, recording a node, across asking
+// nodes recorded before ids who they are; the repair, across its one
+// node call). leasing.mu is never held across a failover, a grant or the
 // directory: it is released before FailoverNode, which takes opMu.
 // leadership.mu, mirror.mu, globalHandoffs.mu, audit.Log's mu and
 // answerNotifier.mu guard their
