@@ -24,7 +24,9 @@ import (
 //
 // The node deletes it only if it is still open and frozen as it marks it
 // closing (DELETE ...?if=frozen): anything placed there since — a copy
-// made, a move's install — is a new file, never frozen, and is kept.
+// made, a move's install — is a new file, never frozen, and is kept. A
+// node from before the replication status said "frozen" never shows a
+// file frozen, so nothing is deleted on it.
 
 // collectSources deletes, on every node that answers, the frozen files
 // of moved tenants their moves left behind.
