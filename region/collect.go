@@ -3,6 +3,11 @@ package region
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/fenec-go/fenec/global"
 	"github.com/fenec-go/fenec/internal/audit"
@@ -31,12 +36,26 @@ import (
 // collectSources deletes, on every node that answers, the frozen files
 // of moved tenants their moves left behind.
 func (rt *Router) collectSources(ctx context.Context, s *global.Store, tenants map[string]global.Versioned[global.Tenant], nodes map[string]global.Versioned[global.Node]) {
+	var (
+		mu    sync.Mutex // guards held
+		held  = map[string][]string{}
+		g, gc = errgroup.WithContext(ctx)
+	)
+	g.SetLimit(repairParallel)
 	for name, n := range nodes {
-		files, err := rt.nodes.tenants(ctx, n.Value)
-		if err != nil {
-			continue // not answering: looked at next time
-		}
-		for _, t := range files {
+		g.Go(func() error {
+			files, err := rt.nodes.tenants(gc, n.Value)
+			if err == nil { // one not answering is looked at next time
+				mu.Lock()
+				held[name] = files
+				mu.Unlock()
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
+	for _, name := range slices.Sorted(maps.Keys(held)) {
+		for _, t := range held[name] {
 			at, ok := tenants[t]
 			if !ok || !leftBehind(at.Value, name) || rt.sources.pending(t, name) {
 				continue
