@@ -113,7 +113,7 @@ func (rt *Router) move(ctx context.Context, s *global.Store, name, to string) (m
 		return moveAnswer{}, err
 	}
 	m.removeSourceLater(ctx)
-	rt.afterMove(ctx, s, name) // the copy follows the new node (replica.go)
+	rt.afterMove(ctx, s, name, m.copyDropped) // the copy follows the new node (replica.go)
 	ans.MS = time.Since(start).Milliseconds()
 	rt.metrics.moves.WithLabelValues(MoveDone).Inc()
 	rt.log.Info("tenant moved", "tenant", name, "from", ans.From, "to", to, "bytes", n, "ms", ans.MS,

@@ -296,8 +296,10 @@ func (rt *Router) afterPlace(ctx context.Context, s *global.Store, name string) 
 }
 
 // afterMove has a moved tenant's copy follow the new primary; a copy on
-// the node it moved to was replaced by the move, so a new one is made.
-func (rt *Router) afterMove(ctx context.Context, s *global.Store, name string) {
+// the node it moved to was replaced by the move (replaced: the directory
+// dropped it as the move began), so a new one is made, wherever a copy
+// would be given one by hand when the router spreads none.
+func (rt *Router) afterMove(ctx context.Context, s *global.Store, name string, replaced bool) {
 	at, err := s.GetTenant(ctx, name)
 	if err != nil {
 		return
@@ -314,7 +316,7 @@ func (rt *Router) afterMove(ctx context.Context, s *global.Store, name string) {
 			}
 			rt.settleTo(ctx, rec.Rev)
 		}
-		if target, err := rt.replicaTarget(ctx, s, at.Value); err == nil && target != "" {
+		if target, err := rt.pickReplica(ctx, s, at.Value, rt.cfg.Replicas || replaced); err == nil && target != "" {
 			if err := rt.addReplica(ctx, s, name, target); err != nil {
 				rt.log.Warn("copy not made after a move", "tenant", name, "err", err)
 				rt.repair.later(name)
