@@ -9,7 +9,12 @@ import (
 
 // answer passes the node's answer back: one with a length (or no body)
 // whole, after which the connection goes back to the pool; one without
-// copied as it arrives.
+// copied as it arrives. An answer that ends short once its head went to
+// the client was cut by its client (gone, or cut for not reading: 499)
+// or by its node (its own bounds on a reader, its answer budget, its
+// tenant or itself going, or a failure midway); either is counted as a
+// cut answer, never as an upstream error: the node answered, and a node
+// that is really gone fails the next request's connection and its lease.
 func (f *Forwarder) answer(w http.ResponseWriter, x *exchange, p *pool, pc *pconn, tgt Target) (result, int, Target) {
 	h, fl := &x.hd, &x.fl
 	if !h.noBody && h.length < 0 {
@@ -38,10 +43,11 @@ func (f *Forwarder) answer(w http.ResponseWriter, x *exchange, p *pool, pc *pcon
 		if err != nil || n != h.length {
 			pc.close()
 			if _, gone, _ := fl.state(); gone || failed || x.r.Context().Err() != nil {
+				f.metrics.answerCut(cutByClient)
 				return resDone, statusClient, Target{}
 			}
-			f.metrics.upstreamError(tgt.Node)
-			return resDone, codeAborted, Target{}
+			f.metrics.answerCut(cutByNode)
+			return resDone, aborted(h.status), Target{}
 		}
 	}
 	f.reuse(fl, p, pc, tgt, h.close)
@@ -100,6 +106,7 @@ func (f *Forwarder) stream(w http.ResponseWriter, x *exchange, p *pool, pc *pcon
 		if n > 0 {
 			if _, werr := w.Write((*buf)[:n]); werr != nil {
 				pc.close()
+				f.metrics.answerCut(cutByClient)
 				return statusClient
 			}
 			if flusher != nil {
@@ -115,13 +122,14 @@ func (f *Forwarder) stream(w http.ResponseWriter, x *exchange, p *pool, pc *pcon
 			cut, gone, _ := x.fl.state()
 			switch {
 			case gone || x.r.Context().Err() != nil:
+				f.metrics.answerCut(cutByClient)
 				return statusClient
 			case cut:
 				f.metrics.cut(CutStreamEnded)
 			default:
-				f.metrics.upstreamError(tgt.Node)
+				f.metrics.answerCut(cutByNode)
 			}
-			return codeAborted
+			return aborted(h.status)
 		}
 	}
 }

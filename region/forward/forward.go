@@ -252,16 +252,17 @@ func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // finish records the request, and logs it under its id at debug level;
-// codeAborted ends the client's connection mid-answer so that a
-// cut-short answer never looks whole.
+// an aborted code (aborted) is recorded as the status its answer began
+// with and ends the client's connection mid-answer so that a cut-short
+// answer never looks whole.
 func (f *Forwarder) finish(w http.ResponseWriter, r *http.Request, rt route, start time.Time, code int) {
 	took := f.now().Sub(start)
 	if f.log.Enabled(r.Context(), slog.LevelDebug) {
 		f.log.Debug("request", "request_id", r.Header.Get("X-Request-Id"), "method", r.Method,
 			"target", r.URL.Path, "status", code, "ms", took.Milliseconds())
 	}
-	if code == codeAborted {
-		f.metrics.observe(rt, 502, took.Seconds())
+	if code < 0 {
+		f.metrics.observe(rt, -code, took.Seconds())
 		panic(http.ErrAbortHandler)
 	}
 	f.metrics.observe(rt, code, took.Seconds())
@@ -300,8 +301,9 @@ func (x *exchange) id() string {
 	return x.r.Header.Get("X-Request-Id")
 }
 
-// codeAborted: the answer had begun and could not be finished.
-const codeAborted = -1
+// aborted is the code of an answer that began with status and could not
+// be finished: negative, so that no status is taken for it.
+func aborted(status int) int { return -status }
 
 // readBody buffers the client's body whole (bounded) for byte-for-byte
 // replay. The buffer grows with the bytes that arrive, never with the

@@ -31,6 +31,12 @@ const (
 	CutLeft        = "left"         // its answer had begun: left to the node
 )
 
+// Who cut an answer short once its head had gone to the client.
+const (
+	cutByNode   = "node"   // the node ended it: its bounds, its going, or a failure midway
+	cutByClient = "client" // the client went or stopped reading (counted 499 too)
+)
+
 // statusClient is recorded for a request whose client went away before an
 // answer; no answer is written for it.
 const statusClient = 499
@@ -53,6 +59,7 @@ type forwardMetrics struct {
 	upstream *prometheus.CounterVec
 	cuts     *prometheus.CounterVec
 	bodies   *prometheus.CounterVec // bodies refused by the budget, by reason
+	answers  *prometheus.CounterVec // answers cut short after their head, by who cut them
 
 	durByRoute [numRoutes]prometheus.Observer
 	byCode     [numRoutes][600]atomic.Pointer[counterBox]
@@ -83,9 +90,13 @@ func newForwardMetrics(reg prometheus.Registerer) (*forwardMetrics, error) {
 			Name: "fenec_router_refused_bodies_total",
 			Help: "Requests refused as their bodies arrived, the router holding its share of bodies (total: 503, --max-body-memory) or the address its share (address: 429, --max-body-memory-per-addr).",
 		}, []string{"reason"}),
+		answers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fenec_router_answers_cut_total",
+			Help: "Answers that ended short after their head had gone to the client, by who cut them: node (its bound on a slow reader, its answer memory, its tenant or itself going, or a failure midway; the request counted under the status its answer began with) or client (it went or stopped reading; counted 499). Neither is an upstream error.",
+		}, []string{"by"}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.requests, m.duration, m.upstream, m.cuts, m.bodies} {
+		for _, c := range []prometheus.Collector{m.requests, m.duration, m.upstream, m.cuts, m.bodies, m.answers} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}
@@ -96,6 +107,8 @@ func newForwardMetrics(reg prometheus.Registerer) (*forwardMetrics, error) {
 	}
 	m.bodies.WithLabelValues("total")
 	m.bodies.WithLabelValues("address")
+	m.answers.WithLabelValues(cutByNode)
+	m.answers.WithLabelValues(cutByClient)
 	for _, o := range []string{CutResent, CutFailed502, CutStreamEnded, CutLeft} {
 		m.cuts.WithLabelValues(o)
 	}
@@ -118,6 +131,10 @@ func (m *forwardMetrics) observe(r route, code int, seconds float64) {
 
 func (m *forwardMetrics) upstreamError(node string) {
 	m.upstream.WithLabelValues(node).Inc()
+}
+
+func (m *forwardMetrics) answerCut(by string) {
+	m.answers.WithLabelValues(by).Inc()
 }
 
 func (m *forwardMetrics) cut(outcome string) {
