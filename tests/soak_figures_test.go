@@ -1,0 +1,117 @@
+package tests
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fenec-go/fenec/tests/cluster"
+)
+
+// soakFigures are what a soak measured: what the test logs, and make soak
+// writes as a table (bench/soak.txt).
+type soakFigures struct {
+	plan         soakPlan
+	took         time.Duration
+	writes       int
+	alone, under lightFigures
+	hits         *hostileCounts
+	peaks        map[string]int64 // resident peaks, by process
+	audit        []int64          // audit logs' sizes: router, n1, n2
+
+	// Read from the servers' series.
+	upstream                 [2]float64 // fenec_router_upstream_errors_total of n1, n2
+	failovers                float64
+	bodiesRefused            float64 // fenec_router_refused_bodies_total, both reasons
+	bodies503, bodies429     float64
+	cutByNode, cutByClient   float64
+	clientGone               float64 // fenec_router_requests_total{code="499"}, every route
+	tokensRefused            float64 // fenec_router_refused_tokens_total, both answers
+	routerConns, nodeConns   float64 // refused_connections_total, both reasons (n1)
+	cancelledTime, cancelled float64 // n1's statements stopped at the time bound, and by their clients
+	answersRefused           float64 // n1's fenec_node_answers_refused_total
+}
+
+// read reads the servers' series.
+func (f *soakFigures) read(t *testing.T, r *cluster.Router, n1, n2 *cluster.Node) {
+	t.Helper()
+	s := func(series string) float64 { return routerSeries(t, r, series) }
+	f.upstream = [2]float64{s(`fenec_router_upstream_errors_total{node="n1"}`), s(`fenec_router_upstream_errors_total{node="n2"}`)}
+	f.failovers = s(`fenec_router_auto_failovers_total{outcome="done"}`) + s(`fenec_router_auto_failovers_total{outcome="partial"}`) +
+		s(`fenec_router_auto_failovers_total{outcome="failed"}`)
+	f.bodies503 = s(`fenec_router_refused_bodies_total{reason="total"}`)
+	f.bodies429 = s(`fenec_router_refused_bodies_total{reason="address"}`)
+	f.bodiesRefused = f.bodies503 + f.bodies429
+	f.cutByNode = s(`fenec_router_answers_cut_total{by="node"}`)
+	f.cutByClient = s(`fenec_router_answers_cut_total{by="client"}`)
+	for _, route := range []string{"query", "batch", "rest", "changes", "other"} {
+		f.clientGone += s(fmt.Sprintf(`fenec_router_requests_total{code="499",route="%s"}`, route))
+	}
+	f.tokensRefused = s(`fenec_router_refused_tokens_total{answer="unauthorized"}`) + s(`fenec_router_refused_tokens_total{answer="held_off"}`)
+	f.routerConns = s(`fenec_router_refused_connections_total{reason="address"}`) + s(`fenec_router_refused_connections_total{reason="total"}`)
+	admin := n1.Admin()
+	f.nodeConns = metric(t, admin, `fenec_node_refused_connections_total{reason="address"}`) + metric(t, admin, `fenec_node_refused_connections_total{reason="total"}`)
+	f.cancelledTime = metric(t, admin, `fenec_node_statements_cancelled_total{reason="time"}`)
+	f.cancelled = metric(t, admin, `fenec_node_statements_cancelled_total{reason="client"}`)
+	f.answersRefused = metric(t, admin, "fenec_node_answers_refused_total")
+}
+
+// auditBound is the bound on each audit log over the soak's minutes.
+func (f *soakFigures) auditBound() int64 {
+	return soakAuditBound(int(f.took/time.Minute)+2, len(soakShardAddrs)+8)
+}
+
+func (f *soakFigures) ratio() float64 {
+	if f.alone.p(99) == 0 {
+		return 0
+	}
+	return float64(f.under.p(99)) / float64(f.alone.p(99))
+}
+
+func (f *soakFigures) log(t *testing.T) {
+	t.Logf("soak (%s): %d writes acknowledged and read back; hostile: %s", f.plan.name, f.writes, f.hits.String())
+	t.Logf("light tenant: alone %d reads, p50 %v p99 %v; under attack %d reads, p50 %v p99 %v (p99 ×%.1f)",
+		len(f.alone.took), f.alone.p(50), f.alone.p(99), len(f.under.took), f.under.p(50), f.under.p(99), f.ratio())
+	t.Logf("router: upstream errors n1 %v n2 %v, failovers %v, bodies refused %v (503 %v, 429 %v), answers cut by node %v by client %v, 499s %v, tokens refused %v, connections refused %v; "+
+		"n1: connections refused %v, statements stopped at the time bound %v and by their clients %v, answers refused for memory %v; audit logs %v bytes (bound %d each)",
+		f.upstream[0], f.upstream[1], f.failovers, f.bodiesRefused, f.bodies503, f.bodies429, f.cutByNode, f.cutByClient, f.clientGone,
+		f.tokensRefused, f.routerConns, f.nodeConns, f.cancelledTime, f.cancelled, f.answersRefused, f.audit, f.auditBound())
+}
+
+// table is the figures as make soak writes them.
+func (f *soakFigures) table() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "make soak (TestSoakHostileClients, FENEC_SOAK=long): a router and two nodes under leases of %s s, four writers,\n", soakLease)
+	fmt.Fprintf(&b, "every attack at once for %v beside them; a collection of %d rows of 4 KB, `in` lists of %d values, %d unread readers\n",
+		f.plan.attack, f.plan.rows, f.plan.inValues, f.plan.readers+f.plan.readers/2)
+	fmt.Fprintf(&b, "(%d through the router, %d straight to the node); the run took %v. Measured %s.\n\n",
+		f.plan.readers, f.plan.readers/2, f.took.Round(time.Second), time.Now().UTC().Format("2006-01-02"))
+	row := func(k, v string) { fmt.Fprintf(&b, "| %-58s | %-44s |\n", k, v) }
+	row("figure", "value")
+	fmt.Fprintf(&b, "|%s|%s|\n", strings.Repeat("-", 60), strings.Repeat("-", 46))
+	row("writes acknowledged (every one read back)", fmt.Sprint(f.writes))
+	mib := func(n int64) string { return fmt.Sprintf("%d MiB", n>>20) }
+	row("router resident peak (bound)", fmt.Sprintf("%s (%s)", mib(f.peaks["router"]), mib(soakRouterMemory)))
+	row("n1 resident peak (bound)", fmt.Sprintf("%s (%s)", mib(f.peaks["n1"]), mib(soakNodeMemory)))
+	row("n2 resident peak (bound)", fmt.Sprintf("%s (%s)", mib(f.peaks["n2"]), mib(soakNodeMemory)))
+	ms := func(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
+	row("light tenant p50 alone / under attack", ms(f.alone.p(50))+" / "+ms(f.under.p(50)))
+	row("light tenant p99 alone / under attack", ms(f.alone.p(99))+" / "+ms(f.under.p(99)))
+	row("light tenant p99 under attack / alone (bound)", fmt.Sprintf("%.1f (%d, alone floored at %v)", f.ratio(), soakSlowdown, soakSlowdownFloor))
+	row("failovers", fmt.Sprint(f.failovers))
+	row("upstream errors counted against n1, n2", fmt.Sprintf("%v, %v", f.upstream[0], f.upstream[1]))
+	row("60 MiB tokenless bodies refused by the budget: 503, 429", fmt.Sprintf("%v, %v", f.bodies503, f.bodies429))
+	row("60 MiB tokenless bodies sent whole, refused 401 by the node", fmt.Sprint(f.hits.bodies401.Load()))
+	row("connections refused: router, n1", fmt.Sprintf("%v, %v", f.routerConns, f.nodeConns))
+	row("unread answers begun, refused 503 (answer memory)", fmt.Sprintf("%d, %d", f.hits.readersBegun.Load(), f.hits.readersRefused.Load()))
+	row("n1 answers refused for --max-answer-memory", fmt.Sprint(f.answersRefused))
+	row("answers cut by the node, by the client", fmt.Sprintf("%v, %v", f.cutByNode, f.cutByClient))
+	row("requests counted 499 (the client left)", fmt.Sprint(f.clientGone))
+	row("heavy statements stopped: time bound, client gone", fmt.Sprintf("%v, %v", f.cancelledTime, f.cancelled))
+	row("restores of zeros refused 400 at the header", fmt.Sprint(f.hits.restoreRefused.Load()))
+	row("/_shard/ long paths refused (401, 429)", fmt.Sprintf("%d (router counted %v)", f.hits.shardRefused.Load(), f.tokensRefused))
+	row("stalled bodies cut 408; bad tokens; early hang-ups", fmt.Sprintf("%d; %d; %d", f.hits.slow.Load(), f.hits.badToken.Load(), f.hits.hungUp.Load()))
+	row("audit log bytes: router, n1, n2 (bound each)", fmt.Sprintf("%d, %d, %d (%d)", f.audit[0], f.audit[1], f.audit[2], f.auditBound()))
+	return b.String()
+}
