@@ -44,11 +44,10 @@ func (a soakAttacks) start(ctx context.Context, wg *sync.WaitGroup) {
 		wg.Go(func() { unreadReader(ctx, n.Direct(), "127.0.0.10", dataToken, h) })
 	}
 	for _, body := range a.heavy {
-		wg.Go(func() { heavyStatements(ctx, r.URL(), "127.0.0.11", body, 300*time.Millisecond, h) })
-		wg.Go(func() { heavyStatements(ctx, r.URL(), "127.0.0.11", body, 10*time.Second, h) })
+		wg.Go(func() { heavyStatements(ctx, r.URL(), "127.0.0.11", body, h) })
 	}
-	for _, ip := range []string{"127.0.0.12", "127.0.0.13", "127.0.0.14"} {
-		for range 3 {
+	for _, ip := range soakBodyAddrs {
+		for range 4 {
 			wg.Go(func() { bigBodies(ctx, r.Addr(), ip, h) })
 		}
 	}
@@ -57,6 +56,11 @@ func (a soakAttacks) start(ctx context.Context, wg *sync.WaitGroup) {
 	}
 	wg.Go(func() { restoreZeros(ctx, r.Addr(), "127.0.0.19", h) })
 }
+
+// soakBodyAddrs are the addresses of the tokenless 60 MiB bodies: two,
+// each holding its share of the router's body budget, which together
+// leave room for everyone else's bodies (soakBodyMemory).
+var soakBodyAddrs = []string{"127.0.0.12", "127.0.0.13"}
 
 // soakShardAddrs are the addresses of the /_shard/ flood, which the
 // router's audit log counts one by one.
@@ -107,6 +111,7 @@ func bigBodies(ctx context.Context, addr, ip string, h *hostileCounts) {
 		}
 		code := <-answered
 		c.Close()
+		pause(ctx, 50*time.Millisecond)
 		switch code {
 		case http.StatusTooManyRequests:
 			h.bodies429.Add(1)
@@ -145,23 +150,24 @@ func unreadReader(ctx context.Context, addr, ip, token string, h *hostileCounts)
 				h.readersRefused.Add(1)
 			}
 		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(2 * time.Second):
-		}
+		pause(ctx, 2*time.Second)
 		c.Close()
 	}
 }
 
 // heavyStatements sends body, a heavy statement of the tenant heavy, one
-// at a time, giving up on each after patience: a client that hangs up
-// (the node stops the statement) or one that waits for the node's
-// --max-statement-time (answered 503).
-func heavyStatements(ctx context.Context, base, ip string, body []byte, patience time.Duration, h *hostileCounts) {
+// at a time, in turn hanging up after 300 ms (the node stops the
+// statement) and waiting for the node's --max-statement-time (answered
+// 503).
+func heavyStatements(ctx context.Context, base, ip string, body []byte, h *hostileCounts) {
 	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
 	hc := &http.Client{Transport: &http.Transport{DialContext: d.DialContext}}
 	defer hc.CloseIdleConnections()
-	for ctx.Err() == nil {
+	for i := 0; ctx.Err() == nil; i++ {
+		patience := 300 * time.Millisecond
+		if i%2 == 1 {
+			patience = 10 * time.Second
+		}
 		rctx, cancel := context.WithTimeout(ctx, patience)
 		req, _ := http.NewRequestWithContext(rctx, "POST", base+"/t/heavy/query", strings.NewReader(string(body)))
 		req.Header.Set("Authorization", "Bearer "+dataToken)
@@ -179,6 +185,7 @@ func heavyStatements(ctx context.Context, base, ip string, body []byte, patience
 			res.Body.Close()
 		}
 		cancel()
+		pause(ctx, 100*time.Millisecond)
 	}
 }
 
@@ -203,7 +210,7 @@ func shardFlood(ctx context.Context, base, ip string, h *hostileCounts) {
 		} else {
 			h.shardOther.Add(1)
 		}
-		time.Sleep(time.Millisecond)
+		pause(ctx, 2*time.Millisecond)
 	}
 }
 
@@ -238,9 +245,17 @@ func restoreZeros(ctx context.Context, addr, ip string, h *hostileCounts) {
 		}
 		c.Close()
 		sending.Wait()
-		select {
-		case <-ctx.Done():
-		case <-time.After(200 * time.Millisecond):
-		}
+		pause(ctx, 200*time.Millisecond)
+	}
+}
+
+// pause waits d, or until ctx ends: the attackers' pace, which exercises
+// the servers' bounds without spending the machine's cores on sending.
+func pause(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
 	}
 }

@@ -153,6 +153,7 @@ func hangUps(ctx context.Context, addr, ip, tenant string, h *hostileCounts) {
 		}
 		c.Close()
 		h.hungUp.Add(1)
+		pause(ctx, time.Millisecond)
 	}
 }
 
