@@ -172,6 +172,17 @@ NEIGHBOUR_BENCH_FLAGS ?=
 neighbour-bench:
 	$(GO) run ./bench/neighbour -out bench/neighbour.txt $(NEIGHBOUR_BENCH_FLAGS)
 
+# Every hostile client at once beside writers through a router under
+# leases, for five minutes (tests/soak_test.go, TestSoakHostileClients in
+# its long mode; make test runs it for seconds): the router's and nodes'
+# memory peaks against their bounds, a light tenant's p99 alone and under
+# attack, failovers, upstream errors, refusals by kind and the audit
+# logs' sizes; writes bench/soak.txt.
+.PHONY: soak
+soak:
+	FENEC_SOAK=long FENEC_SOAK_TABLE=$(CURDIR)/bench/soak.txt $(GO) test -count=1 -v -timeout 30m -run '^TestSoakHostileClients$$' ./tests
+	@cat bench/soak.txt
+
 # Per-region leasing with the global tier 40 ms away each way: a node's
 # loss under writers with its region leased by the global tier and by
 # itself, the write pause of a planned handoff each way, and forwarding
