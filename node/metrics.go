@@ -84,6 +84,11 @@ func newMetrics(reg *registry, nl *nodeLease) *metrics {
 			Help: "Writes under --sync always answered before a copy streaming from the tenant acknowledged them (it lagged and was not waited for): a failover onto it may lack them.",
 		}),
 	}
+	// Every reason's series is there from the start, so that an alert's
+	// rate over it sees the first statement stopped.
+	for _, reason := range []string{"client", "time", "tenant"} {
+		m.cancelled.WithLabelValues(reason)
+	}
 	m.reg.MustRegister(m.statements, m.errors, m.duration, m.conns, m.held, m.streams, m.unreplicated, m.cancelled,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "fenec_node_tenants_on_disk",
