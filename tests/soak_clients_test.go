@@ -60,17 +60,20 @@ func (h *hostileCounts) String() string {
 }
 
 // Each address's bound on connections in the soak (--max-conns-per-addr):
-// the router's low enough that a flood meets it at once; a node's above
-// the router's own connections to it.
+// low enough that a flood meets it within its first few batches on a
+// loaded machine, above what any other client of the soak opens from one
+// address (the unread readers: soakPlan.readers, 40 at most). A node
+// spares its router's address once the router proved itself.
 const (
-	soakRouterPerAddr = 64
-	soakNodePerAddr   = 96
+	soakRouterPerAddr = 48
+	soakNodePerAddr   = 32
 )
 
-// floodConns opens connections to addr from ip and keeps up to hold of
-// them open, sending nothing: a stranger taking a server's connections.
-// A connection answered at once is a refusal (it must be 429); one left
-// unanswered was taken, and is held. All are closed at the end.
+// floodConns opens connections to addr from ip, sixteen at a time, and
+// keeps up to hold of them open, sending nothing: a stranger taking a
+// server's connections. A connection answered at once is a refusal (it
+// must be 429); one left unanswered was taken, and is held. All are
+// closed at the end.
 func floodConns(ctx context.Context, addr, ip string, hold int, h *floodCounts) {
 	var held []net.Conn
 	defer func() {
@@ -80,26 +83,33 @@ func floodConns(ctx context.Context, addr, ip string, hold int, h *floodCounts) 
 	}()
 	buf := make([]byte, 12)
 	for ctx.Err() == nil {
-		c, err := dialFrom(ctx, addr, ip)
-		if err != nil {
-			continue
-		}
-		c.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
-		n, err := io.ReadFull(c, buf)
-		switch {
-		case n == len(buf) && string(buf) == "HTTP/1.1 429":
-			h.refused.Add(1)
-			c.Close()
-		case n == 0 && errors.Is(err, os.ErrDeadlineExceeded):
-			c.SetReadDeadline(time.Time{})
-			held = append(held, c)
-			h.held.Add(1)
-			if len(held) > hold {
-				held[0].Close()
-				held = held[1:]
+		var batch []net.Conn
+		for range 16 {
+			if c, err := dialFrom(ctx, addr, ip); err == nil {
+				batch = append(batch, c)
 			}
-		default: // closed by the server (its header timeout): not a refusal
-			c.Close()
+		}
+		// One wait for the whole batch: a refusal is written as the
+		// connection is taken.
+		deadline := time.Now().Add(10 * time.Millisecond)
+		for _, c := range batch {
+			c.SetReadDeadline(deadline)
+			n, err := io.ReadFull(c, buf)
+			switch {
+			case n == len(buf) && string(buf) == "HTTP/1.1 429":
+				h.refused.Add(1)
+				c.Close()
+			case n == 0 && errors.Is(err, os.ErrDeadlineExceeded):
+				c.SetReadDeadline(time.Time{})
+				held = append(held, c)
+				h.held.Add(1)
+				if len(held) > hold {
+					held[0].Close()
+					held = held[1:]
+				}
+			default: // closed by the server (its header timeout): not a refusal
+				c.Close()
+			}
 		}
 	}
 }

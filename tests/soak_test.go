@@ -40,9 +40,13 @@ func soakPlanFromEnv() soakPlan {
 	return shortSoak
 }
 
-// soakLease is the routers' lease in the soak: grants renew twice a
-// second or so, and a node unanswered for 2.2 s would be failed over.
-const soakLease = "2"
+// soakLease is the routers' lease in the soak: two of them pass in the
+// short soak's attack. Grants renew about every 1.3 s, and a node
+// unanswered for 4.4 s would be failed over. Not shorter: a node's write
+// answered after its lease lapsed is answered 500 (outcome unknown), and
+// on a shared 2-core machine at a load average of 25 a 2 s lease lapsed
+// under a write with nothing wrong but the machine.
+const soakLease = "4"
 
 // The soak's bounds on what the attacks may take, given to the servers as
 // flags, and the memory bounds that follow from them.
@@ -84,11 +88,14 @@ const (
 	// (under -race) share the cores with the servers, and where the heavy
 	// tenant's two statements may each hold a core of the light tenant's
 	// node for their bound (docs/security.md, what one tenant can still
-	// take). It catches a tenant starved for seconds — a lease's length,
-	// a queue behind the strangers' bodies — not a slowdown; the figures
-	// are logged (and tabled by make soak) for that.
+	// take). With the floor, the bound is 5 s at least: it catches a
+	// tenant starved for longer than a lease (soakLease) — behind the
+	// strangers' bodies, a node's connections or its statements — not a
+	// slowdown; the figures are logged (and tabled by make soak) for
+	// that. On that machine at a load average of 22, under -race, the
+	// light tenant's p99 under attack was 2.6 s.
 	soakSlowdown      = 20
-	soakSlowdownFloor = 100 * time.Millisecond
+	soakSlowdownFloor = 250 * time.Millisecond
 )
 
 // soakAuditBound bounds an audit log written over minutes (begun or
@@ -123,7 +130,7 @@ func TestSoakHostileClients(t *testing.T) {
 	c := cluster.New(t)
 	audit := func(name string) string { return c.Dir() + "/" + name + "-audit.jsonl" }
 	r := c.StartRouter("router", cluster.RouterOptions{Args: []string{
-		"--auto-failover", soakLease, "--upstream-timeout", "5", "--body-timeout", "1",
+		"--auto-failover", soakLease, "--upstream-timeout", "15", "--body-timeout", "1",
 		"--max-conns-per-addr", strconv.Itoa(soakRouterPerAddr), "--audit", audit("router"),
 		"--max-body-memory", strconv.Itoa(soakBodyMemory >> 20), "--max-body-memory-per-addr", strconv.Itoa(soakBodyMemoryPerAddr >> 20)}})
 	nodeArgs := func(name string) []string {
