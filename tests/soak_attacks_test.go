@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -25,36 +26,80 @@ type soakAttacks struct {
 	heavy  map[string][]byte // heavy statements' bodies, by kind
 }
 
-// start runs every attack until ctx ends, each goroutine owned by wg.
+// start runs every attack until ctx ends, each goroutine owned by wg;
+// FENEC_SOAK_ONLY (a comma-separated list of soakAttackNames) runs only
+// those, to tell which one costs the light tenant what.
 func (a soakAttacks) start(ctx context.Context, wg *sync.WaitGroup) {
 	r, n, h := a.router, a.node, a.hits
-	for i := range 3 {
-		wg.Go(func() { slowBodies(ctx, r.Addr(), "127.0.0.2", h) })
-		wg.Go(func() { hangUps(ctx, r.Addr(), "127.0.0.3", fmt.Sprintf("junk%d", i%2+1), h) })
+	on := soakAttacksOn()
+	if on["slow"] {
+		for range 3 {
+			wg.Go(func() { slowBodies(ctx, r.Addr(), "127.0.0.2", h) })
+		}
+		wg.Go(func() { slowBodies(ctx, n.Direct(), "127.0.0.6", h) })
 	}
-	wg.Go(func() { badTokens(ctx, r.URL(), "127.0.0.4", h) })
-	wg.Go(func() { hugeDeclared(ctx, r.Addr(), "127.0.0.5", h) })
-	wg.Go(func() { slowBodies(ctx, n.Direct(), "127.0.0.6", h) })
-	wg.Go(func() { floodConns(ctx, r.Addr(), "127.0.0.7", 3*soakRouterPerAddr, &h.routerFlood) })
-	wg.Go(func() { floodConns(ctx, n.Direct(), "127.0.0.8", 2*soakNodePerAddr, &h.nodeFlood) })
-	for range a.plan.readers {
-		wg.Go(func() { unreadReader(ctx, r.Addr(), "127.0.0.9", cluster.RouterToken, h) })
-	}
-	for range a.plan.readers / 2 {
-		wg.Go(func() { unreadReader(ctx, n.Direct(), "127.0.0.10", dataToken, h) })
-	}
-	for _, body := range a.heavy {
-		wg.Go(func() { heavyStatements(ctx, r.URL(), "127.0.0.11", body, h) })
-	}
-	for _, ip := range soakBodyAddrs {
-		for range 4 {
-			wg.Go(func() { bigBodies(ctx, r.Addr(), ip, h) })
+	if on["hangups"] {
+		for i := range 3 {
+			wg.Go(func() { hangUps(ctx, r.Addr(), "127.0.0.3", fmt.Sprintf("junk%d", i%2+1), h) })
 		}
 	}
-	for _, ip := range soakShardAddrs {
-		wg.Go(func() { shardFlood(ctx, r.URL(), ip, h) })
+	if on["tokens"] {
+		wg.Go(func() { badTokens(ctx, r.URL(), "127.0.0.4", h) })
 	}
-	wg.Go(func() { restoreZeros(ctx, r.Addr(), "127.0.0.19", h) })
+	if on["declared"] {
+		wg.Go(func() { hugeDeclared(ctx, r.Addr(), "127.0.0.5", h) })
+	}
+	if on["floods"] {
+		wg.Go(func() { floodConns(ctx, r.Addr(), "127.0.0.7", 3*soakRouterPerAddr, &h.routerFlood) })
+		wg.Go(func() { floodConns(ctx, n.Direct(), "127.0.0.8", 2*soakNodePerAddr, &h.nodeFlood) })
+	}
+	if on["readers"] {
+		for range a.plan.readers {
+			wg.Go(func() { unreadReader(ctx, r.Addr(), "127.0.0.9", cluster.RouterToken, h) })
+		}
+		for range a.plan.readers / 2 {
+			wg.Go(func() { unreadReader(ctx, n.Direct(), "127.0.0.10", dataToken, h) })
+		}
+	}
+	if on["heavy"] {
+		for _, body := range a.heavy {
+			wg.Go(func() { heavyStatements(ctx, r.URL(), "127.0.0.11", body, h) })
+		}
+	}
+	if on["bodies"] {
+		for _, ip := range soakBodyAddrs {
+			for range 4 {
+				wg.Go(func() { bigBodies(ctx, r.Addr(), ip, h) })
+			}
+		}
+	}
+	if on["shard"] {
+		for _, ip := range soakShardAddrs {
+			wg.Go(func() { shardFlood(ctx, r.URL(), ip, h) })
+		}
+	}
+	if on["restore"] {
+		wg.Go(func() { restoreZeros(ctx, r.Addr(), "127.0.0.19", h) })
+	}
+}
+
+// soakAttackNames name the soak's attacks, for FENEC_SOAK_ONLY.
+var soakAttackNames = []string{"slow", "hangups", "tokens", "declared", "floods", "readers", "heavy", "bodies", "shard", "restore"}
+
+// soakAttacksOn are the attacks to run: every one, or those
+// FENEC_SOAK_ONLY names.
+func soakAttacksOn() map[string]bool {
+	on := map[string]bool{}
+	only := os.Getenv("FENEC_SOAK_ONLY")
+	for _, name := range soakAttackNames {
+		on[name] = only == ""
+	}
+	for _, name := range strings.Split(only, ",") {
+		if name != "" {
+			on[strings.TrimSpace(name)] = true
+		}
+	}
+	return on
 }
 
 // soakBodyAddrs are the addresses of the tokenless 60 MiB bodies: two,

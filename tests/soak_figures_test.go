@@ -62,6 +62,10 @@ func (f *soakFigures) auditBound() int64 {
 	return soakAuditBound(int(f.took/time.Minute)+2, len(soakShardAddrs)+8)
 }
 
+// unbounded is the least the router's audit log would hold written a
+// line a refusal of the /_shard/ flood: its path alone cut at 200 bytes.
+func (f *soakFigures) unbounded() int64 { return 200 * f.hits.shardRefused.Load() }
+
 func (f *soakFigures) ratio() float64 {
 	if f.alone.p(99) == 0 {
 		return 0
@@ -74,9 +78,9 @@ func (f *soakFigures) log(t *testing.T) {
 	t.Logf("light tenant: alone %d reads, p50 %v p99 %v; under attack %d reads, p50 %v p99 %v (p99 ×%.1f)",
 		len(f.alone.took), f.alone.p(50), f.alone.p(99), len(f.under.took), f.under.p(50), f.under.p(99), f.ratio())
 	t.Logf("router: upstream errors n1 %v n2 %v, failovers %v, bodies refused %v (503 %v, 429 %v), answers cut by node %v by client %v, 499s %v, tokens refused %v, connections refused %v; "+
-		"n1: connections refused %v, statements stopped at the time bound %v and by their clients %v, answers refused for memory %v; audit logs %v bytes (bound %d each)",
+		"n1: connections refused %v, statements stopped at the time bound %v and by their clients %v, answers refused for memory %v; audit logs %v bytes (bound %d each; a line a refusal would be %d bytes at least)",
 		f.upstream[0], f.upstream[1], f.failovers, f.bodiesRefused, f.bodies503, f.bodies429, f.cutByNode, f.cutByClient, f.clientGone,
-		f.tokensRefused, f.routerConns, f.nodeConns, f.cancelledTime, f.cancelled, f.answersRefused, f.audit, f.auditBound())
+		f.tokensRefused, f.routerConns, f.nodeConns, f.cancelledTime, f.cancelled, f.answersRefused, f.audit, f.auditBound(), f.unbounded())
 }
 
 // table is the figures as make soak writes them.
@@ -113,5 +117,6 @@ func (f *soakFigures) table() string {
 	row("/_shard/ long paths refused (401, 429)", fmt.Sprintf("%d (router counted %v)", f.hits.shardRefused.Load(), f.tokensRefused))
 	row("stalled bodies cut 408; bad tokens; early hang-ups", fmt.Sprintf("%d; %d; %d", f.hits.slow.Load(), f.hits.badToken.Load(), f.hits.hungUp.Load()))
 	row("audit log bytes: router, n1, n2 (bound each)", fmt.Sprintf("%d, %d, %d (%d)", f.audit[0], f.audit[1], f.audit[2], f.auditBound()))
+	row("router's audit log written a line a refusal, at least", fmt.Sprintf("%d bytes", f.unbounded()))
 	return b.String()
 }

@@ -99,13 +99,14 @@ const (
 )
 
 // soakAuditBound bounds an audit log written over minutes (begun or
-// running) by addrs addresses refused: 64 KiB for the changes of the
-// set-up and the first refusals whole, then per address, minute and kind
-// of refusal (a bad token, held off) a first line and a line of repeats,
-// each at most 8 KiB (internal/audit). Written a line a refusal, the
-// flood of 32 KiB paths would be tens of MB.
+// running) by addrs addresses refused: 32 KiB for the changes of the
+// set-up and the first refusals, then per address, minute and kind of
+// refusal (a bad token, held off) a first line and a line of repeats,
+// each of 2 KiB at most with its fields cut at 200 bytes (800 for an
+// outcome: internal/audit). Written a line a refusal, the /_shard/
+// flood alone would pass it within seconds.
 func soakAuditBound(minutes, addrs int) int64 {
-	return 64<<10 + int64(minutes*addrs*2*2)*8<<10
+	return 32<<10 + int64(minutes*addrs*2*2)*2<<10
 }
 
 // Every attack at once, beside well-behaved writers through the router
@@ -242,16 +243,17 @@ func TestSoakHostileClients(t *testing.T) {
 		t.Errorf("the router failed over %v times", fig.failovers)
 	}
 	// Every attack met its bound.
-	if hits.routerFlood.refused.Load() == 0 || hits.nodeFlood.refused.Load() == 0 {
+	on := soakAttacksOn()
+	if on["floods"] && (fig.routerConns == 0 || fig.nodeConns == 0) {
 		t.Errorf("a flood of connections was never refused: %s", hits.String())
 	}
-	if fig.bodiesRefused == 0 {
+	if on["bodies"] && fig.bodiesRefused == 0 {
 		t.Errorf("no tokenless 60 MiB body was refused by the router's body budget: %s", hits.String())
 	}
-	if hits.restoreRefused.Load() == 0 || hits.restoreOther.Load() != 0 {
+	if on["restore"] && (hits.restoreRefused.Load() == 0 || hits.restoreOther.Load() != 0) {
 		t.Errorf("restores of zeros: %d refused 400, %d answered otherwise", hits.restoreRefused.Load(), hits.restoreOther.Load())
 	}
-	if hits.shardRefused.Load() == 0 || hits.shardOther.Load() != 0 {
+	if on["shard"] && (hits.shardRefused.Load() == 0 || hits.shardOther.Load() != 0) {
 		t.Errorf("the /_shard/ flood: %d refused 401 or 429, %d answered otherwise", hits.shardRefused.Load(), hits.shardOther.Load())
 	}
 	for i, name := range []string{"router", "n1", "n2"} {
