@@ -60,12 +60,15 @@ func (h *hostileCounts) String() string {
 }
 
 // Each address's bound on connections in the soak (--max-conns-per-addr):
-// low enough that a flood meets it within its first few batches on a
-// loaded machine, above what any other client of the soak opens from one
-// address (the unread readers: soakPlan.readers, 40 at most). A node
-// spares its router's address once the router proved itself.
+// low enough that a flood meets it within its first batches on a loaded
+// machine, above what any other client of the soak opens from one
+// address — on the router, the test's own clients from 127.0.0.1 (the
+// writers', the light tenant's, and a keep-alive connection left by
+// every operator call the checks make); on a node, the unread readers
+// (soakPlan.readers/2, 20 at most), the router's address being spared
+// once the router proved itself.
 const (
-	soakRouterPerAddr = 48
+	soakRouterPerAddr = 128
 	soakNodePerAddr   = 32
 )
 

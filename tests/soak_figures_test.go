@@ -2,6 +2,7 @@ package tests
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -33,28 +34,47 @@ type soakFigures struct {
 	answersRefused           float64 // n1's fenec_node_answers_refused_total
 }
 
-// read reads the servers' series.
-func (f *soakFigures) read(t *testing.T, r *cluster.Router, n1, n2 *cluster.Node) {
+// read reads the servers' series, one scrape of each.
+func (f *soakFigures) read(t *testing.T, r *cluster.Router, n1 *cluster.Node) {
 	t.Helper()
-	s := func(series string) float64 { return routerSeries(t, r, series) }
-	f.upstream = [2]float64{s(`fenec_router_upstream_errors_total{node="n1"}`), s(`fenec_router_upstream_errors_total{node="n2"}`)}
-	f.failovers = s(`fenec_router_auto_failovers_total{outcome="done"}`) + s(`fenec_router_auto_failovers_total{outcome="partial"}`) +
-		s(`fenec_router_auto_failovers_total{outcome="failed"}`)
-	f.bodies503 = s(`fenec_router_refused_bodies_total{reason="total"}`)
-	f.bodies429 = s(`fenec_router_refused_bodies_total{reason="address"}`)
+	s := seriesOf(t, r.Client())
+	f.upstream = [2]float64{s[`fenec_router_upstream_errors_total{node="n1"}`], s[`fenec_router_upstream_errors_total{node="n2"}`]}
+	f.failovers = s[`fenec_router_auto_failovers_total{outcome="done"}`] + s[`fenec_router_auto_failovers_total{outcome="partial"}`] +
+		s[`fenec_router_auto_failovers_total{outcome="failed"}`]
+	f.bodies503 = s[`fenec_router_refused_bodies_total{reason="total"}`]
+	f.bodies429 = s[`fenec_router_refused_bodies_total{reason="address"}`]
 	f.bodiesRefused = f.bodies503 + f.bodies429
-	f.cutByNode = s(`fenec_router_answers_cut_total{by="node"}`)
-	f.cutByClient = s(`fenec_router_answers_cut_total{by="client"}`)
+	f.cutByNode = s[`fenec_router_answers_cut_total{by="node"}`]
+	f.cutByClient = s[`fenec_router_answers_cut_total{by="client"}`]
 	for _, route := range []string{"query", "batch", "rest", "changes", "other"} {
-		f.clientGone += s(fmt.Sprintf(`fenec_router_requests_total{code="499",route="%s"}`, route))
+		f.clientGone += s[fmt.Sprintf(`fenec_router_requests_total{code="499",route="%s"}`, route)]
 	}
-	f.tokensRefused = s(`fenec_router_refused_tokens_total{answer="unauthorized"}`) + s(`fenec_router_refused_tokens_total{answer="held_off"}`)
-	f.routerConns = s(`fenec_router_refused_connections_total{reason="address"}`) + s(`fenec_router_refused_connections_total{reason="total"}`)
-	admin := n1.Admin()
-	f.nodeConns = metric(t, admin, `fenec_node_refused_connections_total{reason="address"}`) + metric(t, admin, `fenec_node_refused_connections_total{reason="total"}`)
-	f.cancelledTime = metric(t, admin, `fenec_node_statements_cancelled_total{reason="time"}`)
-	f.cancelled = metric(t, admin, `fenec_node_statements_cancelled_total{reason="client"}`)
-	f.answersRefused = metric(t, admin, "fenec_node_answers_refused_total")
+	f.tokensRefused = s[`fenec_router_refused_tokens_total{answer="unauthorized"}`] + s[`fenec_router_refused_tokens_total{answer="held_off"}`]
+	f.routerConns = s[`fenec_router_refused_connections_total{reason="address"}`] + s[`fenec_router_refused_connections_total{reason="total"}`]
+	s = seriesOf(t, n1.Admin())
+	f.nodeConns = s[`fenec_node_refused_connections_total{reason="address"}`] + s[`fenec_node_refused_connections_total{reason="total"}`]
+	f.cancelledTime = s[`fenec_node_statements_cancelled_total{reason="time"}`]
+	f.cancelled = s[`fenec_node_statements_cancelled_total{reason="client"}`]
+	f.answersRefused = s["fenec_node_answers_refused_total"]
+}
+
+// seriesOf is every series of a server's /_metrics, by its name and
+// labels as written there.
+func seriesOf(t *testing.T, c *cluster.Client) map[string]float64 {
+	t.Helper()
+	res := c.Do("GET", "/_metrics", nil)
+	wantStatus(t, res, 200, "metrics of "+c.Base())
+	series := map[string]float64{}
+	for _, line := range strings.Split(string(res.Body), "\n") {
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if v, err := strconv.ParseFloat(line[i+1:], 64); i > 0 && err == nil {
+			series[line[:i]] = v
+		}
+	}
+	return series
 }
 
 // auditBound is the bound on each audit log over the soak's minutes.

@@ -219,7 +219,7 @@ func TestSoakHostileClients(t *testing.T) {
 
 	fig := soakFigures{plan: plan, writes: total, alone: alone, under: under, hits: &hits,
 		peaks: peaks(), took: time.Since(started)}
-	fig.read(t, r, n1, n2)
+	fig.read(t, r, n1)
 	for _, name := range []string{"router", "n1", "n2"} {
 		size := int64(0)
 		if st, err := os.Stat(audit(name)); err == nil {
