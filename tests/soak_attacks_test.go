@@ -55,7 +55,7 @@ func (a soakAttacks) start(ctx context.Context, wg *sync.WaitGroup) {
 	}
 	if on["readers"] {
 		for range a.plan.readers {
-			wg.Go(func() { unreadReader(ctx, r.Addr(), "127.0.0.9", cluster.RouterToken, h) })
+			wg.Go(func() { unreadReader(ctx, r.Addr(), "127.0.0.9", dataToken, h) })
 		}
 		for range a.plan.readers / 2 {
 			wg.Go(func() { unreadReader(ctx, n.Direct(), "127.0.0.10", dataToken, h) })
@@ -193,6 +193,8 @@ func unreadReader(ctx context.Context, addr, ip, token string, h *hostileCounts)
 				h.readersBegun.Add(1)
 			case "HTTP/1.1 503":
 				h.readersRefused.Add(1)
+			default:
+				h.readersOther.Add(1)
 			}
 		}
 		pause(ctx, 2*time.Second)

@@ -28,9 +28,9 @@ type hostileCounts struct {
 	// the address's share, 503 the router's), sent whole and refused by
 	// the node (401), or cut some other way.
 	bodies429, bodies503, bodies401, bodiesOther atomic.Int64
-	// Unread readers: answers begun (200) or refused for the node's
-	// answer memory (503).
-	readersBegun, readersRefused atomic.Int64
+	// Unread readers: answers begun (200), refused for the node's answer
+	// memory (503), or answered otherwise.
+	readersBegun, readersRefused, readersOther atomic.Int64
 	// Heavy statements: given up on by their clients, answered 503 at
 	// the statement time bound, or answered whole.
 	heavyLeft, heavyStopped, heavyDone atomic.Int64

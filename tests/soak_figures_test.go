@@ -106,14 +106,14 @@ func (f *soakFigures) log(t *testing.T) {
 // table is the figures as make soak writes them.
 func (f *soakFigures) table() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "make soak (TestSoakHostileClients, FENEC_SOAK=long): a router and two nodes under leases of %s s, four writers,\n", soakLease)
+	fmt.Fprintf(&b, "TestSoakHostileClients, its %s plan (make soak: the long one): a router and two nodes under leases of %s s, four writers,\n", f.plan.name, soakLease)
 	fmt.Fprintf(&b, "every attack at once for %v beside them; a collection of %d rows of 4 KB, `in` lists of %d values, %d unread readers\n",
 		f.plan.attack, f.plan.rows, f.plan.inValues, f.plan.readers+f.plan.readers/2)
 	fmt.Fprintf(&b, "(%d through the router, %d straight to the node); the run took %v. Measured %s.\n\n",
 		f.plan.readers, f.plan.readers/2, f.took.Round(time.Second), time.Now().UTC().Format("2006-01-02"))
-	row := func(k, v string) { fmt.Fprintf(&b, "| %-58s | %-44s |\n", k, v) }
+	row := func(k, v string) { fmt.Fprintf(&b, "| %-60s | %-44s |\n", k, v) }
 	row("figure", "value")
-	fmt.Fprintf(&b, "|%s|%s|\n", strings.Repeat("-", 60), strings.Repeat("-", 46))
+	fmt.Fprintf(&b, "|%s|%s|\n", strings.Repeat("-", 62), strings.Repeat("-", 46))
 	row("writes acknowledged (every one read back)", fmt.Sprint(f.writes))
 	mib := func(n int64) string { return fmt.Sprintf("%d MiB", n>>20) }
 	row("router resident peak (bound)", fmt.Sprintf("%s (%s)", mib(f.peaks["router"]), mib(soakRouterMemory)))

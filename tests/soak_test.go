@@ -29,7 +29,7 @@ type soakPlan struct {
 }
 
 var (
-	shortSoak = soakPlan{name: "short", alone: 2 * time.Second, attack: 8 * time.Second, rows: 2000, inValues: 100_000, readers: 12}
+	shortSoak = soakPlan{name: "short", alone: 2 * time.Second, attack: 8 * time.Second, rows: 3000, inValues: 100_000, readers: 12}
 	longSoak  = soakPlan{name: "long", alone: 30 * time.Second, attack: 5 * time.Minute, rows: 6000, inValues: 300_000, readers: 40}
 )
 
@@ -252,6 +252,9 @@ func TestSoakHostileClients(t *testing.T) {
 	}
 	if on["restore"] && (hits.restoreRefused.Load() == 0 || hits.restoreOther.Load() != 0) {
 		t.Errorf("restores of zeros: %d refused 400, %d answered otherwise", hits.restoreRefused.Load(), hits.restoreOther.Load())
+	}
+	if on["readers"] && (hits.readersBegun.Load() == 0 || hits.readersOther.Load() != 0) {
+		t.Errorf("unread readers: %d answers begun, %d answered neither 200 nor 503", hits.readersBegun.Load(), hits.readersOther.Load())
 	}
 	if on["shard"] && (hits.shardRefused.Load() == 0 || hits.shardOther.Load() != 0) {
 		t.Errorf("the /_shard/ flood: %d refused 401 or 429, %d answered otherwise", hits.shardRefused.Load(), hits.shardOther.Load())
