@@ -140,3 +140,50 @@ func (f *soakFigures) table() string {
 	row("router's audit log written a line a refusal, at least", fmt.Sprintf("%d bytes", f.unbounded()))
 	return b.String()
 }
+
+// check fails t past any of the soak's bounds: an upstream error counted
+// against a healthy node, a failover, an attack that never met its bound
+// (of those run), a resident peak, an audit log, the light tenant's p99.
+func (f *soakFigures) check(t *testing.T) {
+	t.Helper()
+	for i, name := range []string{"n1", "n2"} {
+		if f.upstream[i] != 0 {
+			t.Errorf("%v upstream errors counted against %s, a healthy node: FenecNodeUnreachable would page", f.upstream[i], name)
+		}
+	}
+	if f.failovers != 0 {
+		t.Errorf("the router failed over %v times", f.failovers)
+	}
+	h, on := f.hits, soakAttacksOn()
+	if on["floods"] && (f.routerConns == 0 || f.nodeConns == 0) {
+		t.Errorf("a flood of connections was never refused: router %v, n1 %v", f.routerConns, f.nodeConns)
+	}
+	if on["bodies"] && f.bodiesRefused == 0 {
+		t.Errorf("no tokenless 60 MiB body was refused by the router's body budget: %s", h.String())
+	}
+	if on["restore"] && (h.restoreRefused.Load() == 0 || h.restoreOther.Load() != 0) {
+		t.Errorf("restores of zeros: %d refused 400, %d answered otherwise", h.restoreRefused.Load(), h.restoreOther.Load())
+	}
+	if on["readers"] && (h.readersBegun.Load() == 0 || h.readersOther.Load() != 0) {
+		t.Errorf("unread readers: %d answers begun, %d answered neither 200 nor 503", h.readersBegun.Load(), h.readersOther.Load())
+	}
+	if on["shard"] && (h.shardRefused.Load() == 0 || h.shardOther.Load() != 0) {
+		t.Errorf("the /_shard/ flood: %d refused 401 or 429, %d answered otherwise", h.shardRefused.Load(), h.shardOther.Load())
+	}
+	for i, name := range []string{"router", "n1", "n2"} {
+		bound := int64(soakNodeMemory)
+		if name == "router" {
+			bound = soakRouterMemory
+		}
+		if f.peaks[name] > bound {
+			t.Errorf("%s: resident peak %d MiB, past its bound %d MiB", name, f.peaks[name]>>20, bound>>20)
+		}
+		if b := f.auditBound(); f.audit[i] > b {
+			t.Errorf("%s's audit log: %d bytes, past its bound %d", name, f.audit[i], b)
+		}
+	}
+	if limit := soakSlowdown * max(f.alone.p(99), soakSlowdownFloor); f.under.p(99) > limit {
+		t.Errorf("the light tenant's p99 under attack %v, past %d times its p99 alone (%v, floored at %v)",
+			f.under.p(99), soakSlowdown, f.alone.p(99), soakSlowdownFloor)
+	}
+}
