@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+)
+
+// sample is what one case measured: its answers, and the writes it made.
+type sample struct {
+	answers []answer
+	writes  []time.Duration
+	// wrong counts answers that missed a write they said they held: (c)'s
+	// reads without the client's own write, (d)'s reads missing a write
+	// acknowledged longer before they were sent than their stated bound.
+	wrong int
+	// checked counts the answers held to a bound; unbounded those that
+	// stated none (not checked).
+	checked, unbounded int
+}
+
+// nearFar measures (a) and (b): the keyed read through near stating
+// nothing, and with Fenec-Max-Staleness: 1000, in turns of a tenth of
+// n each, after one turn of each to warm up.
+func nearFar(d *deployment, n int) (far, near sample, err error) {
+	r := newReader(d, d.near)
+	defer r.close()
+	turn := max(n/10, 1)
+	for round := range 11 {
+		for _, c := range []struct {
+			s   *sample
+			hdr []string
+		}{{&far, nil}, {&near, []string{hdrMaxStaleness, "1000"}}} {
+			for range turn {
+				a, err := r.read(c.hdr...)
+				if err != nil {
+					return far, near, err
+				}
+				if round > 0 {
+					c.s.answers = append(c.s.answers, a)
+				}
+			}
+		}
+	}
+	return far, near, nil
+}
+
+// readYourWrites measures (c): n times, a client in us writes through
+// near (to eu1) and reads with Fenec-After of its write through near.
+// Values from next on; it returns the next unused.
+func readYourWrites(d *deployment, n int, next int64) (sample, int64, error) {
+	var s sample
+	r := newReader(d, d.near)
+	defer r.close()
+	for i := range n + max(n/10, 1) {
+		v := next
+		next++
+		w, err := r.write(v)
+		if err != nil {
+			return s, next, err
+		}
+		a, err := r.read(hdrAfter, w.seq, hdrHistory, w.history)
+		if err != nil {
+			return s, next, err
+		}
+		if i < max(n/10, 1) {
+			continue // warming up
+		}
+		s.writes = append(s.writes, w.took)
+		s.answers = append(s.answers, a)
+		s.checked++
+		if a.n < v {
+			s.wrong++
+		}
+	}
+	return s, next, nil
+}
+
+// steady measures (d): a writer beside eu1 (through g) writes at rate a
+// second for dur while a reader in us reads through near with
+// Fenec-Max-Staleness: 1000 every gap; then every answer is held to the
+// bound it stated. Values from next on.
+func steady(d *deployment, dur time.Duration, rate int, gap time.Duration, next int64) (sample, error) {
+	var s sample
+	ctx, cancel := context.WithTimeout(context.Background(), dur)
+	defer cancel()
+	var (
+		mu      sync.Mutex
+		acked   []time.Time // guarded by mu: acked[i] is when write next+i was answered
+		werr    error       // guarded by mu
+		wg      sync.WaitGroup
+		readErr error
+	)
+	wg.Go(func() {
+		w := newReader(d, d.g)
+		defer w.close()
+		tick := time.NewTicker(time.Second / time.Duration(rate))
+		defer tick.Stop()
+		for v := next; ; v++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			wr, err := w.write(v)
+			mu.Lock()
+			if err != nil {
+				werr = err
+				mu.Unlock()
+				return
+			}
+			acked = append(acked, wr.acked)
+			mu.Unlock()
+		}
+	})
+	wg.Go(func() {
+		r := newReader(d, d.near)
+		defer r.close()
+		for ctx.Err() == nil {
+			a, err := r.read(hdrMaxStaleness, "1000")
+			if err != nil {
+				readErr = err
+				return
+			}
+			s.answers = append(s.answers, a)
+			time.Sleep(gap)
+		}
+	})
+	wg.Wait()
+	if werr != nil {
+		return s, fmt.Errorf("the steady writer: %w", werr)
+	}
+	if readErr != nil {
+		return s, fmt.Errorf("the reader under writes: %w", readErr)
+	}
+	for _, a := range s.answers {
+		if a.stale < 0 {
+			s.unbounded++
+			continue
+		}
+		s.checked++
+		if missed(a, acked, next) {
+			s.wrong++
+		}
+	}
+	return s, nil
+}
+
+// missed says whether answer a, which states a bound, misses a write it
+// must hold: write first+i was answered at acked[i], one write at a time
+// in order, each setting the row's n to its value. The last write
+// answered more than the stated bound before the read was sent must be in
+// it (and with it every one before it): n at least its value.
+func missed(a answer, acked []time.Time, first int64) bool {
+	cutoff := a.sent.Add(-time.Duration(a.stale) * time.Millisecond)
+	k := sort.Search(len(acked), func(i int) bool { return !acked[i].Before(cutoff) })
+	return k > 0 && a.n < first+int64(k-1)
+}

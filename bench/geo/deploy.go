@@ -1,0 +1,249 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/fenec-go/fenec/bench/internal/benchkit"
+	"github.com/fenec-go/fenec/tests/dnsstub"
+)
+
+const (
+	adminToken = "bench-admin-token"
+	replToken  = "bench-replication-token"
+	tenant     = "t0"
+)
+
+// deployment is two regions leased by the global tier: eu1 (the
+// tenant's home) and eu2 (its voting copy) in eu, us1 (its read copy) in
+// us; g, the global tier's leading router, beside eu's nodes; near, a
+// standby of g's directory with --near us, beside us1. Each side looks
+// node names up at a name server of its own: eu's names its own nodes
+// 127.0.0.1 (the node itself) and us1 127.0.0.2 (a wanLink in front of
+// it on the same port), us's the other way round. So us1's feed and
+// probes, near's forwarding to eu1 and near's watch of g's directory
+// cross the link; g's leases of us1 too.
+type deployment struct {
+	cfg   config
+	dir   string
+	c     *http.Client
+	g     string // g's URL (in eu)
+	near  string // near's URL (in us)
+	procs []*benchkit.Proc
+	links []*wanLink
+	dns   []*dnsstub.Server
+	// ids names each node by its id (Fenec-Node).
+	ids map[string]string
+}
+
+func (d *deployment) close() {
+	for _, p := range slices.Backward(d.procs) {
+		p.Stop()
+	}
+	for _, l := range d.links {
+		l.close()
+	}
+	for _, s := range d.dns {
+		s.Close()
+	}
+	d.c.CloseIdleConnections()
+	os.RemoveAll(d.dir)
+}
+
+// startDeployment starts every process, places the tenant on eu1 with
+// its copy on eu2 and its read copy on us1, and writes its one row.
+func startDeployment(cfg config) (*deployment, error) {
+	d := &deployment{cfg: cfg, c: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 16}},
+		ids: map[string]string{}}
+	var err error
+	if d.dir, err = os.MkdirTemp("", "fenec-geo-bench-"); err != nil {
+		return d, err
+	}
+	euDNS, err := dnsstub.Start()
+	if err != nil {
+		return d, err
+	}
+	d.dns = append(d.dns, euDNS)
+	usDNS, err := dnsstub.Start()
+	if err != nil {
+		return d, err
+	}
+	d.dns = append(d.dns, usDNS)
+
+	g, err := benchkit.StartRouterProc(cfg.shardBin, filepath.Join(d.dir, "g"), "g",
+		"--auto-failover", "2", "--insecure", "--resolver", euDNS.Addr())
+	if err != nil {
+		return d, fmt.Errorf("router g: %w", err)
+	}
+	d.procs = append(d.procs, g.P)
+	d.g = g.URL
+	for _, n := range []struct{ name, region string }{{"eu1", "eu"}, {"eu2", "eu"}, {"us1", "us"}} {
+		home, away := euDNS, usDNS
+		if n.region == "us" {
+			home, away = usDNS, euDNS
+		}
+		if err := d.startNode(n.name, n.region, home, away); err != nil {
+			return d, err
+		}
+	}
+	if _, err := d.call("PUT", d.g+"/_shard/nodes/eu1", `{"standby":"eu2"}`, 201, nil); err != nil {
+		return d, err
+	}
+	if err := d.waitLeased("eu1", "eu2", "us1"); err != nil {
+		return d, err
+	}
+
+	// near reads g's directory across the link, as a router in us would.
+	dirLink, err := d.link("127.0.0.1:0", g.Etcd[len("http://"):])
+	if err != nil {
+		return d, err
+	}
+	addr, err := benchkit.FreeAddr()
+	if err != nil {
+		return d, err
+	}
+	args := append([]string{"--listen", addr, "--id", "near", "--directory", "http://" + dirLink.addr(), "--standby",
+		"--near", "us", "--insecure", "--resolver", usDNS.Addr()}, g.Secrets...)
+	near, err := benchkit.StartProc("fenec-shard near", nil, cfg.shardBin, args...)
+	if err != nil {
+		return d, err
+	}
+	d.procs = append(d.procs, near)
+	d.near = "http://" + addr
+	if err := near.WaitHTTP(d.near + "/_health"); err != nil {
+		return d, err
+	}
+	return d, d.placeTenant()
+}
+
+// startNode starts node name of region, looked up at home as itself and
+// at away through a wanLink on 127.0.0.2 and the same port, and records
+// it at g by name.
+func (d *deployment) startNode(name, region string, home, away *dnsstub.Server) error {
+	p, addr, err := benchkit.StartNodeProc(d.cfg.nodeBin, filepath.Join(d.dir, name), "fenec-node "+name, adminToken,
+		"--replication-token", replToken, "--lease", "--sync", "always", "--resolver", home.Addr())
+	if err != nil {
+		return fmt.Errorf("node %s: %w", name, err)
+	}
+	d.procs = append(d.procs, p)
+	_, port, _ := net.SplitHostPort(addr)
+	if _, err := d.link("127.0.0.2:"+port, addr); err != nil {
+		return fmt.Errorf("the link in front of %s: %w", name, err)
+	}
+	host := name + ".bench.test"
+	home.Set(host, netip.MustParseAddr("127.0.0.1"))
+	away.Set(host, netip.MustParseAddr("127.0.0.2"))
+	var id struct{ ID string }
+	if _, err := d.callToken("GET", "http://"+addr+"/_admin/node", adminToken, "", 200, &id); err != nil {
+		return err
+	}
+	d.ids[id.ID] = name
+	body := fmt.Sprintf(`{"addr":"http://%s:%s","token":%q,"region":%q}`, host, port, adminToken, region)
+	_, err = d.call("PUT", d.g+"/_shard/nodes/"+name, body, 201, nil)
+	return err
+}
+
+// link starts a wanLink of the run's delay on listen in front of target.
+func (d *deployment) link(listen, target string) (*wanLink, error) {
+	l, err := startWAN(listen, target, d.cfg.delay)
+	if err != nil {
+		return nil, err
+	}
+	d.links = append(d.links, l)
+	return l, nil
+}
+
+// placeTenant places the tenant on eu1, writes its row through g, gives
+// it a read copy on us1, and waits until near sends a bounded read there
+// and the copy answers it.
+func (d *deployment) placeTenant() error {
+	if _, err := d.call("PUT", d.g+"/_shard/tenants/"+tenant, `{"node":"eu1"}`, 201, nil); err != nil {
+		return err
+	}
+	for _, q := range []string{"create collection kv (k text @unique, n int)", "put kv {k: 'x', n: 0}"} {
+		if _, err := d.call("POST", d.g+"/t/"+tenant+"/query", queryBody(q), 200, nil); err != nil {
+			return err
+		}
+	}
+	if _, err := d.call("PUT", d.g+"/_shard/tenants/"+tenant+"/read-copies", `{"nodes":["us1"]}`, 200, nil); err != nil {
+		return err
+	}
+	r := newReader(d, d.near)
+	defer r.close()
+	return waitFor(60*time.Second, func() error {
+		a, err := r.read(hdrMaxStaleness, "1000")
+		if err != nil {
+			return err
+		}
+		if a.node != "us1" {
+			return fmt.Errorf("a bounded read through near answered by %s (served by %q)", a.node, a.servedBy)
+		}
+		return nil
+	})
+}
+
+// waitLeased waits until g runs a lease on every named node.
+func (d *deployment) waitLeased(nodes ...string) error {
+	return waitFor(30*time.Second, func() error {
+		var a struct {
+			Nodes []struct {
+				Node   string `json:"node"`
+				Ran    bool   `json:"ran"`
+				LeftMS int64  `json:"left_ms"`
+			} `json:"nodes"`
+		}
+		if _, err := d.call("GET", d.g+"/_shard/leases", "", 200, &a); err != nil {
+			return err
+		}
+		for _, want := range nodes {
+			if !slices.ContainsFunc(a.Nodes, func(n struct {
+				Node   string `json:"node"`
+				Ran    bool   `json:"ran"`
+				LeftMS int64  `json:"left_ms"`
+			}) bool {
+				return n.Node == want && n.Ran && n.LeftMS > 0
+			}) {
+				return fmt.Errorf("%s not leased by g", want)
+			}
+		}
+		return nil
+	})
+}
+
+// call sends one request with no token and wants the status; out, if
+// set, takes the answer's JSON.
+func (d *deployment) call(method, url, body string, want int, out any) ([]byte, error) {
+	return d.callToken(method, url, "", body, want, out)
+}
+
+func (d *deployment) callToken(method, url, token, body string, want int, out any) ([]byte, error) {
+	b, err := benchkit.Call(d.c, method, url, token, body, want)
+	if err != nil || out == nil {
+		return b, err
+	}
+	return b, json.Unmarshal(b, out)
+}
+
+// waitFor calls fn until it returns nil, for at most limit.
+func waitFor(limit time.Duration, fn func() error) error {
+	deadline := time.Now().Add(limit)
+	for {
+		err := fn()
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func queryBody(q string) string {
+	b, _ := json.Marshal(map[string]string{"query": q})
+	return string(b)
+}

@@ -1,0 +1,116 @@
+// Command geo measures what a reader in region us gets for a tenant homed
+// in region eu, a wide-area link away, through a router near it
+// (fenec-shard --near us) with the tenant's read copy on us1:
+//
+//	(a) a keyed read stating nothing: it goes to the primary, eu1;
+//	(b) the same read with Fenec-Max-Staleness: 1000: the copy answers;
+//	(c) read-your-writes: a client in us writes through the router (to
+//	    eu1), then reads with Fenec-After and Fenec-History of its write;
+//	(d) the staleness the copy states (Fenec-Staleness-Ms) while a writer
+//	    beside eu1 writes at a steady rate, every answer held to it: it
+//	    must hold every write acknowledged more than that long before the
+//	    read was sent.
+//
+// Routers and nodes are processes of their own (fenec-shard, fenec-node,
+// built from this checkout), on loopback; the wide-area link (wanLink,
+// -delay each way) and the name servers that route each side's lookups
+// through it are the bench's, and so are its clients. It prints a table
+// and writes it to -out.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/fenec-go/fenec/bench/internal/benchkit"
+)
+
+type config struct {
+	delay  time.Duration
+	reads  int
+	rw     int
+	steady time.Duration
+	rate   int
+	gap    time.Duration
+	out    string
+	// the binaries the run starts, built once
+	nodeBin, shardBin string
+}
+
+func main() {
+	var cfg config
+	small := flag.Bool("small", false, "the smallest run, to see that the bench runs (bench-smoke): -reads 20 -rw 10 -steady 2s")
+	flag.DurationVar(&cfg.delay, "delay", 40*time.Millisecond, "added each way between us and eu")
+	flag.IntVar(&cfg.reads, "reads", 300, "reads of (a) and of (b), in turns of a tenth (after a tenth of each to warm up)")
+	flag.IntVar(&cfg.rw, "rw", 150, "writes each read back in (c) (after a tenth to warm up)")
+	flag.DurationVar(&cfg.steady, "steady", 20*time.Second, "how long (d) writes and reads")
+	flag.IntVar(&cfg.rate, "rate", 50, "(d)'s writes a second")
+	flag.DurationVar(&cfg.gap, "gap", 5*time.Millisecond, "(d)'s reader's pause between reads")
+	flag.StringVar(&cfg.out, "out", "bench/geo.txt", "file the table is written to")
+	flag.Parse()
+	if *small {
+		cfg.reads, cfg.rw, cfg.steady = 20, 10, 2*time.Second
+	}
+	if err := run(cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "geo bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(cfg config) error {
+	if cfg.reads < 1 || cfg.rw < 1 || cfg.rate < 1 || cfg.steady <= 0 {
+		return fmt.Errorf("-reads, -rw, -rate and -steady must be positive")
+	}
+	nodeBin, shardBin, remove, err := benchkit.BuildTemp("geo-bench")
+	if err != nil {
+		return err
+	}
+	defer remove()
+	cfg.nodeBin, cfg.shardBin = nodeBin, shardBin
+	began := time.Now()
+	loadBefore := benchkit.LoadAvg()
+
+	d, err := startDeployment(cfg)
+	defer d.close()
+	if err != nil {
+		return fmt.Errorf("deployment: %w", err)
+	}
+	var r results
+	if r.far, r.near, err = nearFar(d, cfg.reads); err != nil {
+		return fmt.Errorf("(a) and (b): %w", err)
+	}
+	next := int64(1)
+	if r.ryw, next, err = readYourWrites(d, cfg.rw, next); err != nil {
+		return fmt.Errorf("(c): %w", err)
+	}
+	if r.steady, err = steady(d, cfg.steady, cfg.rate, cfg.gap, next); err != nil {
+		return fmt.Errorf("(d): %w", err)
+	}
+	r.began, r.loadBefore, r.loadAfter, r.commit = began, loadBefore, benchkit.LoadAvg(), commit()
+	table := report(cfg, r)
+	if err := benchkit.Emit(cfg.out, table); err != nil {
+		return err
+	}
+	if n := r.ryw.wrong + r.steady.wrong; n > 0 {
+		return fmt.Errorf("%d answers missed a write they said they held", n)
+	}
+	return nil
+}
+
+// commit names the checkout measured: its commit, and whether its files
+// differ from it.
+func commit() string {
+	out, err := exec.Command("git", "rev-parse", "--short=12", "HEAD").Output()
+	if err != nil {
+		return "unknown"
+	}
+	c := strings.TrimSpace(string(out))
+	if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(st) > 0 {
+		c += " (with changes not committed)"
+	}
+	return c
+}
