@@ -192,6 +192,18 @@ soak:
 region-bench:
 	$(GO) run ./bench/region -runs 3 -out bench/region.txt
 
+# Reads near the reader with the tenant's home 40 ms away each way: a
+# reader in us through a --near router, for a tenant of eu with a read
+# copy in us, reading stating nothing (the primary), with a staleness
+# bound and after its own write (the copy), and the staleness the copy
+# states under steady writes, every answer held to it; routers and nodes
+# each a process, the wide-area link the bench's; writes bench/geo.txt.
+# GEO_BENCH_FLAGS are passed on, e.g. "-delay 80ms" or "-small".
+GEO_BENCH_FLAGS ?=
+.PHONY: geo-bench
+geo-bench:
+	$(GO) run ./bench/geo -out bench/geo.txt $(GEO_BENCH_FLAGS)
+
 # The fault-injection suite (tests/nemesis, docs/testing.md): real nodes
 # and routers on loopback, a proxy on every link, clients at a steady
 # rate, faults from a seeded schedule, every history checked. Every run

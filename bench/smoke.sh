@@ -33,7 +33,8 @@ lane \
   shard "$GO run ./bench/shard -only deployed,move -tls=false -rounds 1 -dur 1s -move-docs 2000 -out $dir/shard.txt -profile-out $dir/shard-profile.txt -move-profile-out '' -move-faults-out $dir/shard-move-faults.txt" \
   search "$GO run ./bench/search -n 2000 -q 50 -docs 2000 -vocab 2000 -out $dir/search.txt" \
   node "$GO run ./bench/node -d 300ms -rounds 1 -docs 1000 -o $dir/node.txt" \
-  lease "$GO run ./bench/lease -leases 1 -runs 1 -tenants 2 -out $dir/lease.txt" &
+  lease "$GO run ./bench/lease -leases 1 -runs 1 -tenants 2 -out $dir/lease.txt" \
+  geo "$GO run ./bench/geo -small -out $dir/geo.txt" &
 a=$!
 lane \
   engine "cd bench/sqlite && $GO run . -n 2000 -singles 200 -reads 200 >$dir/engine.txt" \
