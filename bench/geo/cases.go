@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -47,6 +48,24 @@ func nearFar(d *deployment, n int) (far, near sample, err error) {
 	return far, near, nil
 }
 
+// tight measures (e): n reads through near with Fenec-Max-Staleness:
+// bound, one the copy cannot prove, after a tenth of n to warm up.
+func tight(d *deployment, n int, bound int64) (sample, error) {
+	var s sample
+	r := newReader(d, d.near)
+	defer r.close()
+	for i := range n + max(n/10, 1) {
+		a, err := r.read(hdrMaxStaleness, strconv.FormatInt(bound, 10))
+		if err != nil {
+			return s, err
+		}
+		if i >= max(n/10, 1) {
+			s.answers = append(s.answers, a)
+		}
+	}
+	return s, nil
+}
+
 // readYourWrites measures (c): n times, a client in us writes through
 // near (to eu1) and reads with Fenec-After of its write through near.
 // Values from next on; it returns the next unused.
@@ -80,9 +99,9 @@ func readYourWrites(d *deployment, n int, next int64) (sample, int64, error) {
 
 // steady measures (d): a writer beside eu1 (through g) writes at rate a
 // second for dur while a reader in us reads through near with
-// Fenec-Max-Staleness: 1000 every gap; then every answer is held to the
+// Fenec-Max-Staleness: bound every gap; then every answer is held to the
 // bound it stated. Values from next on.
-func steady(d *deployment, dur time.Duration, rate int, gap time.Duration, next int64) (sample, error) {
+func steady(d *deployment, dur time.Duration, rate int, bound int64, gap time.Duration, next int64) (sample, error) {
 	var s sample
 	ctx, cancel := context.WithTimeout(context.Background(), dur)
 	defer cancel()
@@ -119,7 +138,7 @@ func steady(d *deployment, dur time.Duration, rate int, gap time.Duration, next 
 		r := newReader(d, d.near)
 		defer r.close()
 		for ctx.Err() == nil {
-			a, err := r.read(hdrMaxStaleness, "1000")
+			a, err := r.read(hdrMaxStaleness, strconv.FormatInt(bound, 10))
 			if err != nil {
 				readErr = err
 				return

@@ -6,10 +6,14 @@
 //	(b) the same read with Fenec-Max-Staleness: 1000: the copy answers;
 //	(c) read-your-writes: a client in us writes through the router (to
 //	    eu1), then reads with Fenec-After and Fenec-History of its write;
-//	(d) the staleness the copy states (Fenec-Staleness-Ms) while a writer
-//	    beside eu1 writes at a steady rate, every answer held to it: it
+//	(d) the staleness the copy states (Fenec-Staleness-Ms) to reads with
+//	    Fenec-Max-Staleness (-bound, 1000) while a writer beside eu1
+//	    writes at a steady rate, every answer held to it: it
 //	    must hold every write acknowledged more than that long before the
-//	    read was sent.
+//	    read was sent;
+//	(e) a read with a bound below the round trip to eu1 (the delay): no
+//	    copy can prove it, so it is declined and goes to the primary —
+//	    what that costs against (a).
 //
 // Routers and nodes are processes of their own (fenec-shard, fenec-node,
 // built from this checkout), on loopback; the wide-area link (wanLink,
@@ -33,8 +37,10 @@ type config struct {
 	delay  time.Duration
 	reads  int
 	rw     int
+	tight  int
 	steady time.Duration
 	rate   int
+	bound  int64
 	gap    time.Duration
 	out    string
 	// the binaries the run starts, built once
@@ -43,17 +49,32 @@ type config struct {
 
 func main() {
 	var cfg config
-	small := flag.Bool("small", false, "the smallest run, to see that the bench runs (bench-smoke): -reads 20 -rw 10 -steady 2s")
+	small := flag.Bool("small", false, "the smallest run, to see that the bench runs (bench-smoke): -reads 20 -rw 10 -steady 2s -tight 5, each unless given")
 	flag.DurationVar(&cfg.delay, "delay", 40*time.Millisecond, "added each way between us and eu")
 	flag.IntVar(&cfg.reads, "reads", 300, "reads of (a) and of (b), in turns of a tenth (after a tenth of each to warm up)")
+	flag.IntVar(&cfg.tight, "tight", 30, "reads of (e), with a bound of the delay (below the round trip: no copy can prove it)")
 	flag.IntVar(&cfg.rw, "rw", 150, "writes each read back in (c) (after a tenth to warm up)")
 	flag.DurationVar(&cfg.steady, "steady", 20*time.Second, "how long (d) writes and reads")
 	flag.IntVar(&cfg.rate, "rate", 50, "(d)'s writes a second")
+	flag.Int64Var(&cfg.bound, "bound", 1000, "(d)'s Fenec-Max-Staleness (ms)")
 	flag.DurationVar(&cfg.gap, "gap", 5*time.Millisecond, "(d)'s reader's pause between reads")
 	flag.StringVar(&cfg.out, "out", "bench/geo.txt", "file the table is written to")
 	flag.Parse()
-	if *small {
-		cfg.reads, cfg.rw, cfg.steady = 20, 10, 2*time.Second
+	if *small { // what is not given: -small -rw 50 keeps that -rw
+		given := map[string]bool{}
+		flag.Visit(func(f *flag.Flag) { given[f.Name] = true })
+		if !given["reads"] {
+			cfg.reads = 20
+		}
+		if !given["rw"] {
+			cfg.rw = 10
+		}
+		if !given["steady"] {
+			cfg.steady = 2 * time.Second
+		}
+		if !given["tight"] {
+			cfg.tight = 5
+		}
 	}
 	if err := run(cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "geo bench:", err)
@@ -62,8 +83,8 @@ func main() {
 }
 
 func run(cfg config) error {
-	if cfg.reads < 1 || cfg.rw < 1 || cfg.rate < 1 || cfg.steady <= 0 {
-		return fmt.Errorf("-reads, -rw, -rate and -steady must be positive")
+	if cfg.reads < 1 || cfg.rw < 1 || cfg.tight < 1 || cfg.rate < 1 || cfg.steady <= 0 || cfg.delay <= time.Millisecond {
+		return fmt.Errorf("-reads, -rw, -tight, -rate and -steady must be positive, -delay more than 1ms")
 	}
 	nodeBin, shardBin, remove, err := benchkit.BuildTemp("geo-bench")
 	if err != nil {
@@ -83,11 +104,14 @@ func run(cfg config) error {
 	if r.far, r.near, err = nearFar(d, cfg.reads); err != nil {
 		return fmt.Errorf("(a) and (b): %w", err)
 	}
+	if r.tight, err = tight(d, cfg.tight, cfg.delay.Milliseconds()); err != nil {
+		return fmt.Errorf("(e): %w", err)
+	}
 	next := int64(1)
 	if r.ryw, next, err = readYourWrites(d, cfg.rw, next); err != nil {
 		return fmt.Errorf("(c): %w", err)
 	}
-	if r.steady, err = steady(d, cfg.steady, cfg.rate, cfg.gap, next); err != nil {
+	if r.steady, err = steady(d, cfg.steady, cfg.rate, cfg.bound, cfg.gap, next); err != nil {
 		return fmt.Errorf("(d): %w", err)
 	}
 	r.began, r.loadBefore, r.loadAfter, r.commit = began, loadBefore, benchkit.LoadAvg(), commit()
