@@ -107,7 +107,7 @@ func steady(d *deployment, dur time.Duration, rate int, bound int64, gap time.Du
 	defer cancel()
 	var (
 		mu      sync.Mutex
-		acked   []time.Time // guarded by mu: acked[i] is when write next+i was answered
+		acked   []time.Time // guarded by mu: acked[i] is when write next+i was answered; s.writes too
 		werr    error       // guarded by mu
 		wg      sync.WaitGroup
 		readErr error
@@ -131,6 +131,7 @@ func steady(d *deployment, dur time.Duration, rate int, bound int64, gap time.Du
 				return
 			}
 			acked = append(acked, wr.acked)
+			s.writes = append(s.writes, wr.took)
 			mu.Unlock()
 		}
 	})

@@ -53,6 +53,7 @@ func report(cfg config, r results) []byte {
 	row("(c) that write, through near to eu1", r.ryw.writes, "-", "-")
 	c, p = who(r.steady)
 	row(fmt.Sprintf("(d) Fenec-Max-Staleness: %d, %d writes/s on eu1", cfg.bound, cfg.rate), took(r.steady), c, p)
+	row(fmt.Sprintf("(d) its writes, through g beside eu1 (%.0f/s)", float64(len(r.steady.writes))/cfg.steady.Seconds()), r.steady.writes, "-", "-")
 	c, p = who(r.tight)
 	row(fmt.Sprintf("(e) Fenec-Max-Staleness: %d, below the round trip", cfg.delay.Milliseconds()), took(r.tight), c, p)
 	tw.Flush()
