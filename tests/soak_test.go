@@ -56,11 +56,9 @@ const (
 	// holds one 60 MiB body (its buffer's room, 64 MiB, and 8 more), the
 	// two addresses of the body flood (soakBodyAddrs) hold 144 MiB
 	// together, and 48 MiB are left for everyone else's bodies. A third
-	// such address would fill the router's budget, and every other
-	// client's body, a writer's of a few hundred bytes too, would be
-	// refused 503 until the strangers' bodies ended: the budget has no
-	// room kept for small bodies (with the defaults, 512 and 192 MiB,
-	// three addresses fill it).
+	// such address would fill what large bodies may take of the router's
+	// budget (all but its last eighth, kept for bodies of at most a MiB:
+	// the writers' go on there).
 	soakBodyMemory        = 192 << 20
 	soakBodyMemoryPerAddr = 72 << 20
 	// soakAnswerMemory is the nodes' --max-answer-memory in the soak.

@@ -10,6 +10,17 @@ import (
 // bytes arrive.
 const minBodyRoom = 16 << 10
 
+// smallBody is the largest body the budget's reserve serves: a body
+// whose room grows past it may take the budget only up to its last
+// reserveShare, so that large bodies — a stranger's 60 MiB floods, or
+// many honest uploads at once — never leave the small writes that are
+// most of a deployment's traffic without room.
+const smallBody = 1 << 20
+
+// reserveShare: the part of the budget in all (1/8) kept for bodies of at
+// most smallBody.
+const reserveShare = 8
+
 // bodyBudget bounds the request bodies the forwarder holds at once: in
 // all, and from one client address (an IPv6 one by its /64). A body is
 // buffered whole so that a resend replays it byte for byte, and it is
@@ -32,12 +43,18 @@ func newBodyBudget(total, perAddr int64) *bodyBudget {
 	return &bodyBudget{total: total, perAddr: perAddr, by: map[string]int64{}}
 }
 
-// take charges n bytes to key, or says which bound refuses them.
-func (b *bodyBudget) take(key string, n int64) error {
+// take charges n bytes to key for a body that holds body bytes once they
+// are charged, or says which bound refuses them. A body past smallBody
+// is refused the budget's reserve (its last reserveShare).
+func (b *bodyBudget) take(key string, n, body int64) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	limit := b.total
+	if body > smallBody {
+		limit -= b.total / reserveShare
+	}
 	switch {
-	case b.total > 0 && b.held+n > b.total:
+	case b.total > 0 && b.held+n > limit:
 		return ErrBodyMemory
 	case b.perAddr > 0 && b.by[key]+n > b.perAddr:
 		return ErrBodyMemoryAddr

@@ -159,3 +159,56 @@ func TestHangUpsAreTheClients(t *testing.T) {
 		t.Fatalf("%v upstream errors counted against a node for %d clients that hung up", e, n)
 	}
 }
+
+// Large bodies take the budget only up to its last eighth: with it held
+// by bodies past a MiB, one more large body is refused 503 while a small
+// write — most clients' — still has room. Without the reserve, a few
+// strangers' large bodies leave every writer's small body refused.
+func TestBodyBudgetKeepsRoomForSmallBodies(t *testing.T) {
+	node := newRecorder(t, nil)
+	place := newPlacements(map[string]Target{"acme": {Node: "n1", Addr: node.addr()}})
+	r := newRouter(t, place, fwdOpts{cfg: func(c *Config) {
+		c.MaxBodyBytes = 4 << 20
+		c.MaxBodyMemoryPerAddr = 0
+		c.MaxBodyMemory = 16 << 20
+	}})
+	const size, sent = 4 << 20, 3 << 20
+	var large []*slowBody
+	for range 3 {
+		large = append(large, startBody(t, r.url, size, sent))
+	}
+	testkit.Eventually(t, 10*time.Second, func() bool { return r.f.budget.Held() >= 12<<20 },
+		"three large bodies charged")
+	d := startBody(t, r.url, size, sent)
+	resp, body := d.answer(t)
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, "--max-body-memory") {
+		t.Fatalf("a fourth large body into the reserve: %d %s", resp.StatusCode, body)
+	}
+	if resp := startBody(t, r.url, 100<<10, 0).finish(t); resp.StatusCode != 200 {
+		t.Fatalf("a small body beside large ones holding all but the reserve: %d", resp.StatusCode)
+	}
+	for _, b := range large {
+		if resp := b.finish(t); resp.StatusCode != 200 {
+			t.Fatalf("a large body within the budget: %d", resp.StatusCode)
+		}
+	}
+}
+
+func TestBodyBudgetReserve(t *testing.T) {
+	b := newBodyBudget(8<<20, 0)
+	if err := b.take("a", 7<<20, 7<<20); err != nil {
+		t.Fatalf("a large body up to the reserve: %v", err)
+	}
+	if err := b.take("b", 16<<10, 2<<20); err != ErrBodyMemory {
+		t.Fatalf("a large body growing into the reserve: %v", err)
+	}
+	if err := b.take("c", 512<<10, 512<<10); err != nil {
+		t.Fatalf("a small body in the reserve: %v", err)
+	}
+	if err := b.take("c", 512<<10, 1<<20); err != nil {
+		t.Fatalf("a body of a MiB in the reserve: %v", err)
+	}
+	if err := b.take("d", 16<<10, 16<<10); err != ErrBodyMemory {
+		t.Fatalf("a small body past the whole budget: %v", err)
+	}
+}

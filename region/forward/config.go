@@ -93,8 +93,8 @@ func (c Config) Validate() error {
 	case c.MaxBodyMemory < 0 || c.MaxBodyMemoryPerAddr < 0:
 		return fmt.Errorf("%w: body memory bounds must not be negative", ErrBadConfig)
 	case c.MaxBodyMemoryPerAddr > 0 && c.MaxBodyMemoryPerAddr <= c.MaxBodyBytes,
-		c.MaxBodyMemory > 0 && c.MaxBodyMemory <= c.MaxBodyBytes:
-		return fmt.Errorf("%w: body memory bounds must be above the largest body (%d MiB), or no request that large could be taken", ErrBadConfig, c.MaxBodyBytes>>20)
+		c.MaxBodyMemory > 0 && c.MaxBodyMemory-c.MaxBodyMemory/reserveShare <= c.MaxBodyBytes:
+		return fmt.Errorf("%w: body memory bounds must be above the largest body (%d MiB; the bound in all by an eighth more, kept for small bodies), or no request that large could be taken", ErrBadConfig, c.MaxBodyBytes>>20)
 	case c.MaxBodyMemory > 0 && c.MaxBodyMemoryPerAddr > c.MaxBodyMemory:
 		return fmt.Errorf("%w: one address's body memory above the router's in all", ErrBadConfig)
 	case c.BodyTimeout <= 0:

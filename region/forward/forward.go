@@ -364,7 +364,7 @@ func (f *Forwarder) readBody(w http.ResponseWriter, x *exchange) error {
 
 // charge takes n more bytes of the body budget for x's body.
 func (f *Forwarder) charge(x *exchange, n int64) error {
-	if err := f.budget.take(x.key, n); err != nil {
+	if err := f.budget.take(x.key, n, x.charged+n); err != nil {
 		f.metrics.bodyRefused(err)
 		return err
 	}
