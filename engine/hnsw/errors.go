@@ -19,4 +19,7 @@ var (
 	// ErrMissingVector is returned by Load when the vector callback has no
 	// vector for a live node.
 	ErrMissingVector = errors.New("hnsw: vector missing for a node")
+	// ErrReleased is returned by Search and the writers of a graph
+	// after Release: the mapped image it read is gone.
+	ErrReleased = errors.New("hnsw: graph released")
 )

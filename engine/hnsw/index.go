@@ -37,11 +37,11 @@ type Index struct {
 	rnd *rand.Rand
 	l2  bool // Metric is L2: distances are squared Euclidean
 
-	vecs   []float32 // by slot, dim each
+	vecs   []float32 // by slot from nmap on, dim each
 	ids    []int64   // by slot
 	state  []uint8   // by slot
 	level  []uint8   // by slot: the node's top level
-	l0     []uint32  // by slot, m0+1 each: count, then neighbours at level 0
+	l0     []uint32  // by slot from nmap on, m0+1 each: count, then neighbours at level 0
 	up     [][]uint32
 	slotOf map[int64]uint32 // live ids only
 	// scratch holds one slot's links as a graph is read.
@@ -61,6 +61,8 @@ type Index struct {
 
 	visited sync.Pool                // *visitSet
 	primed  atomic.Pointer[visitSet] // the next walk's, made as a graph loads
+
+	mapped // the slots read in place from a mapped image (mapped.go)
 }
 
 // Hit is one search answer: a document id and its score (higher is better).
@@ -113,7 +115,9 @@ func (x *Index) Has(id int64) bool {
 	return ok
 }
 
-// MemoryBytes estimates the heap the index holds, for memory accounting.
+// MemoryBytes estimates the memory the index holds, for memory accounting:
+// its heap, and the mapped bytes it reads in place counted whole (they are
+// all read, and so resident, as the graph loads).
 func (x *Index) MemoryBytes() int64 {
 	n := int64(cap(x.vecs))*4 + int64(cap(x.ids))*8 + int64(cap(x.state)+cap(x.level))
 	n += int64(cap(x.l0))*4 + int64(cap(x.up))*24 + int64(cap(x.free))*4
@@ -121,7 +125,7 @@ func (x *Index) MemoryBytes() int64 {
 		n += int64(cap(u)) * 4
 	}
 	n += int64(len(x.slotOf)) * 48
-	return n
+	return n + x.mappedBytes()
 }
 
 // prepare checks v and returns the copy the index stores or searches with.
@@ -141,15 +145,35 @@ func (x *Index) prepare(v []float32) ([]float32, error) {
 
 // vec returns the stored vector of slot s.
 func (x *Index) vec(s uint32) []float32 {
-	o := int(s) * x.dim
+	if s < x.nmap {
+		o := int(s) * x.dim
+		return x.mvecs[o : o+x.dim : o+x.dim]
+	}
+	o := int(s-x.nmap) * x.dim
 	return x.vecs[o : o+x.dim : o+x.dim]
+}
+
+// list0 returns slot s's level-0 list as stored: its count, then room for
+// m0 neighbours (read only: setLinks writes through list0Mut).
+func (x *Index) list0(s uint32) []uint32 {
+	w := x.m0 + 1
+	if s < x.nmap {
+		if k := x.cow[s]; k != 0 {
+			o := int(k-1) * w
+			return x.l0cow[o : o+w : o+w]
+		}
+		o := int(s) * w
+		return x.ml0[o : o+w : o+w]
+	}
+	o := int(s-x.nmap) * w
+	return x.l0[o : o+w : o+w]
 }
 
 // links returns the neighbours of slot s at level l (a view).
 func (x *Index) links(s uint32, l int) []uint32 {
 	if l == 0 {
-		o := int(s) * (x.m0 + 1)
-		return x.l0[o+1 : o+1+int(x.l0[o])]
+		w := x.list0(s)
+		return w[1 : 1+w[0]]
 	}
 	o := (l - 1) * (x.m + 1)
 	u := x.up[s]
@@ -160,8 +184,7 @@ func (x *Index) links(s uint32, l int) []uint32 {
 func (x *Index) setLinks(s uint32, l int, ns []uint32) {
 	var dst []uint32
 	if l == 0 {
-		o := int(s) * (x.m0 + 1)
-		dst = x.l0[o : o+1+x.m0]
+		dst = x.list0Mut(s)
 	} else {
 		o := (l - 1) * (x.m + 1)
 		dst = x.up[s][o : o+1+x.m]
@@ -191,9 +214,8 @@ func (x *Index) allocSlot(id int64, v []float32, lvl int) uint32 {
 	if n := len(x.free); n > 0 {
 		s = x.free[n-1]
 		x.free = x.free[:n-1]
-		copy(x.vec(s), v)
-		o := int(s) * (x.m0 + 1)
-		x.l0[o] = 0
+		copy(x.vec(s), v) // never a mapped slot: those are not freed for reuse
+		x.list0Mut(s)[0] = 0
 	} else {
 		s = uint32(len(x.ids))
 		x.vecs = append(x.vecs, v...)
@@ -278,6 +300,7 @@ func (x *Index) reset() {
 		cfg: x.cfg, dim: x.dim, m: x.m, m0: x.m0, ml: x.ml,
 		pcg: x.pcg, rnd: x.rnd, l2: x.l2,
 		slotOf: make(map[int64]uint32), entry: noEntry,
+		mapped: mapped{hold: x.hold},
 	}
 }
 

@@ -38,14 +38,24 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // point, tombstones (with their vectors) — but not the live vectors, which
 // Load reads back through its callback. It returns the bytes written.
 func (x *Index) WriteTo(w io.Writer) (int64, error) {
+	if !x.enter() {
+		return 0, ErrReleased
+	}
+	defer x.leave()
+	return x.writeGraph(w, version)
+}
+
+// writeGraph writes the graph in the form of version ver: 1 whole but for
+// the live vectors, headVersion without level 0's lists and any vector.
+func (x *Index) writeGraph(w io.Writer, ver uint32) (int64, error) {
 	pcg, err := x.pcg.MarshalBinary()
 	if err != nil {
 		return 0, fmt.Errorf("save level draw: %w", err)
 	}
 	bw := newBinWriter(w)
 	bw.bytes([]byte(magic))
-	bw.u32(version)
-	bw.u64(uint64(x.bodyLen(len(pcg))))
+	bw.u32(ver)
+	bw.u64(uint64(x.bodyLenV(len(pcg), ver)))
 	c := x.cfg
 	bw.u32(uint32(c.Dim))
 	bw.u8(uint8(c.Metric))
@@ -67,7 +77,7 @@ func (x *Index) WriteTo(w io.Writer) (int64, error) {
 	bw.u32(uint32(x.live))
 	bw.u32(uint32(x.dead))
 	for s := range x.ids {
-		x.writeSlot(bw, uint32(s), remap)
+		x.writeSlot(bw, uint32(s), remap, ver)
 	}
 	bw.u32(bw.sum())
 	bw.spill()
@@ -89,7 +99,7 @@ func (x *Index) dense() (remap []uint32, n uint32) {
 	return remap, n
 }
 
-func (x *Index) writeSlot(bw *binWriter, s uint32, remap []uint32) {
+func (x *Index) writeSlot(bw *binWriter, s uint32, remap []uint32, ver uint32) {
 	st := x.state[s]
 	if st == slotFree {
 		return
@@ -97,32 +107,41 @@ func (x *Index) writeSlot(bw *binWriter, s uint32, remap []uint32) {
 	bw.u8(st)
 	bw.u64(uint64(x.ids[s]))
 	bw.u8(x.level[s])
-	for l := 0; l <= int(x.level[s]); l++ {
+	for l := firstSaved(ver); l <= int(x.level[s]); l++ {
 		ns := x.links(s, l)
 		bw.u16(uint16(len(ns)))
 		for _, n := range ns {
 			bw.u32(remap[n])
 		}
 	}
-	if st == slotDead {
+	if st == slotDead && ver == version {
 		for _, f := range x.vec(s) {
 			bw.u32(math.Float32bits(f))
 		}
 	}
 }
 
-// bodyLen returns the length of the body WriteTo writes.
-func (x *Index) bodyLen(pcgLen int) int64 {
+// firstSaved is the first level whose lists a graph of version ver
+// carries in its body: level 0's are in the section from headVersion on.
+func firstSaved(ver uint32) int {
+	if ver == headVersion {
+		return 1
+	}
+	return 0
+}
+
+// bodyLenV returns the length of the body writeGraph writes for ver.
+func (x *Index) bodyLenV(pcgLen int, ver uint32) int64 {
 	n := int64(4+1+4+4+4+8) + 4 + int64(pcgLen) + 5*4
 	for s := range x.ids {
 		if x.state[s] == slotFree {
 			continue
 		}
 		n += 1 + 8 + 1
-		for l := 0; l <= int(x.level[s]); l++ {
+		for l := firstSaved(ver); l <= int(x.level[s]); l++ {
 			n += 2 + 4*int64(len(x.links(uint32(s), l)))
 		}
-		if x.state[s] == slotDead {
+		if x.state[s] == slotDead && ver == version {
 			n += 4 * int64(x.dim)
 		}
 	}
@@ -199,7 +218,7 @@ func (x *Index) SavedLen() int64 {
 	if err != nil {
 		return 0
 	}
-	return int64(headerBytes) + x.bodyLen(len(pcg)) + 4
+	return int64(headerBytes) + x.bodyLenV(len(pcg), version) + 4
 }
 
 // Load reads a graph written by WriteTo, restoring every link as it was,
@@ -412,13 +431,18 @@ func (l *Loader) Finish() (*Index, error) {
 	return x, nil
 }
 
-// checkHeader checks a graph's header and returns its body's length.
-func checkHeader(hdr []byte) (uint64, error) {
+// checkHeader checks a graph's header, of version 1, and returns its
+// body's length.
+func checkHeader(hdr []byte) (uint64, error) { return checkHeaderVersion(hdr, version) }
+
+// checkHeaderVersion checks a graph's header is of version ver and
+// returns its body's length.
+func checkHeaderVersion(hdr []byte, ver uint32) (uint64, error) {
 	if string(hdr[:len(magic)]) != magic {
 		return 0, fmt.Errorf("%w: not a graph", ErrCorrupt)
 	}
-	if v := binary.LittleEndian.Uint32(hdr[len(magic):]); v != version {
-		return 0, fmt.Errorf("%w: version %d, want %d", ErrCorrupt, v, version)
+	if v := binary.LittleEndian.Uint32(hdr[len(magic):]); v != ver {
+		return 0, fmt.Errorf("%w: version %d, want %d", ErrCorrupt, v, ver)
 	}
 	body := binary.LittleEndian.Uint64(hdr[len(magic)+4:])
 	if body > math.MaxInt64-4 {
@@ -458,8 +482,22 @@ type tombVec struct {
 	v    []float32
 }
 
-// readBody parses and checks the body.
+// readBody parses and checks the body of a graph of version 1.
 func readBody(br *binReader) (*Index, []tombVec, error) {
+	x, tomb, live, dead, err := readBodyV(br, version)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := x.check(live, dead); err != nil {
+		return nil, nil, err
+	}
+	return x, tomb, nil
+}
+
+// readBodyV parses the body of a graph of version ver and returns the
+// counts it says, for the caller to check once the graph is whole (one
+// of headVersion has no level-0 lists yet).
+func readBodyV(br *binReader, ver uint32) (*Index, []tombVec, uint32, uint32, error) {
 	cfg := Config{
 		Dim:            int(br.u32()),
 		Metric:         Metric(br.u8()),
@@ -469,54 +507,51 @@ func readBody(br *binReader) (*Index, []tombVec, error) {
 		Seed:           int64(br.u64()),
 	}
 	if br.err != nil {
-		return nil, nil, br.fail("config")
+		return nil, nil, 0, 0, br.fail("config")
 	}
 	if err := cfg.Validate(); err != nil || cfg != cfg.withDefaults() {
-		return nil, nil, fmt.Errorf("%w: config: %v", ErrCorrupt, err)
+		return nil, nil, 0, 0, fmt.Errorf("%w: config: %v", ErrCorrupt, err)
 	}
 	pcgState := br.bytes(int(br.u32()))
 	pcg := new(rand.PCG)
 	if br.err != nil {
-		return nil, nil, br.fail("level draw")
+		return nil, nil, 0, 0, br.fail("level draw")
 	}
 	if err := pcg.UnmarshalBinary(pcgState); err != nil {
-		return nil, nil, fmt.Errorf("%w: level draw: %v", ErrCorrupt, err)
+		return nil, nil, 0, 0, fmt.Errorf("%w: level draw: %v", ErrCorrupt, err)
 	}
 	x := newIndex(cfg, pcg)
 	slots := br.u32()
 	x.entry, x.top = br.u32(), int(br.u32())
 	live, dead := br.u32(), br.u32()
 	if br.err != nil {
-		return nil, nil, br.fail("counts")
+		return nil, nil, 0, 0, br.fail("counts")
 	}
-	if uint64(slots) > uint64(br.remaining()/minSlotBytes) {
-		return nil, nil, fmt.Errorf("%w: %d slots in a body of %d bytes", ErrCorrupt, slots, br.remaining())
+	if uint64(slots) > uint64(br.remaining()/slotBytes(ver)) {
+		return nil, nil, 0, 0, fmt.Errorf("%w: %d slots in a body of %d bytes", ErrCorrupt, slots, br.remaining())
 	}
 	var tomb []tombVec
 	for s := uint32(0); s < slots; s++ {
 		if len(x.ids) == cap(x.ids) {
-			x.grow(x.roomFor(slots-s, br))
+			x.grow(x.roomFor(slots-s, br, ver), ver == version)
 		}
-		t, err := x.readSlot(br, s)
+		t, err := x.readSlot(br, s, ver)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, 0, 0, err
 		}
 		if t.v != nil {
 			tomb = append(tomb, t)
 		}
 	}
 	if n := br.remaining(); n != 0 {
-		return nil, nil, fmt.Errorf("%w: %d bytes left in body", ErrCorrupt, n)
+		return nil, nil, 0, 0, fmt.Errorf("%w: %d bytes left in body", ErrCorrupt, n)
 	}
-	if err := x.check(live, dead); err != nil {
-		return nil, nil, err
-	}
-	return x, tomb, nil
+	return x, tomb, live, dead, nil
 }
 
 // readSlot reads slot s (the next slot) into x; for a tombstone it
 // returns its vector too.
-func (x *Index) readSlot(br *binReader, s uint32) (tombVec, error) {
+func (x *Index) readSlot(br *binReader, s uint32, ver uint32) (tombVec, error) {
 	st := br.u8()
 	id := int64(br.u64())
 	lvl := int(br.u8())
@@ -529,13 +564,13 @@ func (x *Index) readSlot(br *binReader, s uint32) (tombVec, error) {
 	if lvl > maxLevel {
 		return tombVec{}, fmt.Errorf("%w: slot %d level %d", ErrCorrupt, s, lvl)
 	}
-	x.allocEmpty()
+	x.allocEmpty(ver == version)
 	x.ids[s], x.state[s], x.level[s] = id, st, uint8(lvl)
 	if lvl > 0 {
 		x.up[s] = make([]uint32, lvl*(x.m+1))
 	}
 	ns := x.scratch[:0]
-	for l := 0; l <= lvl; l++ {
+	for l := firstSaved(ver); l <= lvl; l++ {
 		k := int(br.u16())
 		if br.err != nil {
 			return tombVec{}, br.fail("links")
@@ -551,6 +586,10 @@ func (x *Index) readSlot(br *binReader, s uint32) (tombVec, error) {
 			return tombVec{}, br.fail("links")
 		}
 		x.setLinks(s, l, ns)
+	}
+	if st == slotDead && ver != version {
+		x.dead++
+		return tombVec{}, nil
 	}
 	if st == slotDead {
 		if br.remaining() < 4*int64(x.dim) {
@@ -578,25 +617,36 @@ func (x *Index) readSlot(br *binReader, s uint32) (tombVec, error) {
 // level and one link count.
 const minSlotBytes = 1 + 8 + 1 + 2
 
+// slotBytes is the least a slot takes in the body of a graph of version
+// ver: one of headVersion carries no level-0 count.
+func slotBytes(ver uint32) int64 {
+	if ver == version {
+		return minSlotBytes
+	}
+	return minSlotBytes - 2
+}
+
 // roomFor is how many more slots to make room for, of the left still to
 // read: all of them when the bytes at hand could hold them (a graph held
 // whole: one allocation), else as many as those bytes could hold or seven
 // times those made already, whichever is more. A slot takes at least
 // minSlotBytes, so a damaged count never makes a graph allocate for more
 // slots than eight times what the bytes read so far could hold, or 1024.
-func (x *Index) roomFor(left uint32, br *binReader) int {
-	held := max(int64(len(br.p))/minSlotBytes, 7*int64(len(x.ids)), 1024)
+func (x *Index) roomFor(left uint32, br *binReader, ver uint32) int {
+	held := max(int64(len(br.p))/slotBytes(ver), 7*int64(len(x.ids)), 1024)
 	return int(min(int64(left), held))
 }
 
 // grow makes room for n more slots in the arrays allocEmpty appends to,
-// and in the map of live ids.
-func (x *Index) grow(n int) {
+// and in the map of live ids; with l0, in the level-0 lists too.
+func (x *Index) grow(n int, l0 bool) {
 	x.ids = reserve(x.ids, n)
 	x.state = reserve(x.state, n)
 	x.level = reserve(x.level, n)
 	x.up = reserve(x.up, n)
-	x.l0 = reserve(x.l0, n*(x.m0+1))
+	if l0 {
+		x.l0 = reserve(x.l0, n*(x.m0+1))
+	}
 	if len(x.slotOf) == 0 {
 		x.slotOf = make(map[int64]uint32, n)
 	}
@@ -617,14 +667,16 @@ func reserve[E any](s []E, n int) []E {
 	return r
 }
 
-// allocEmpty grows the arrays, all but the vectors, by one free slot
-// with no links.
-func (x *Index) allocEmpty() {
+// allocEmpty grows the arrays, all but the vectors (and with l0 false
+// the level-0 lists), by one free slot with no links.
+func (x *Index) allocEmpty(l0 bool) {
 	x.ids = append(x.ids, 0)
 	x.state = append(x.state, slotFree)
 	x.level = append(x.level, 0)
 	x.up = append(x.up, nil)
-	x.l0 = append(x.l0, make([]uint32, x.m0+1)...)
+	if l0 {
+		x.l0 = append(x.l0, make([]uint32, x.m0+1)...)
+	}
 }
 
 // check verifies what the slots say against the counts and entry point

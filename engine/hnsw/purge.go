@@ -86,9 +86,14 @@ func (x *Index) endPurge() {
 		x.ids[s] = 0
 		x.level[s] = 0
 		x.up[s] = nil
-		x.l0[s*(x.m0+1)] = 0
-		x.free = append(x.free, uint32(s))
 		x.dead--
+		if uint32(s) < x.nmap {
+			// A mapped slot's vector cannot be written: it is left
+			// unused (no list names it) until the next image drops it.
+			continue
+		}
+		x.list0Mut(uint32(s))[0] = 0
+		x.free = append(x.free, uint32(s))
 	}
 	x.purging, x.cursor, x.doomed = false, 0, nil
 	if x.entry != noEntry && x.state[x.entry] == slotFree {

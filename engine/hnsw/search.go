@@ -74,6 +74,10 @@ func (x *Index) Search(q []float32, opts Query) ([]Hit, error) {
 	if opts.K <= 0 {
 		return nil, ErrK
 	}
+	if !x.enter() {
+		return nil, ErrReleased
+	}
+	defer x.leave()
 	sc := &stopCheck{stop: opts.Stop}
 	if opts.Candidates != nil {
 		return x.scoreIDs(qv, opts.Candidates, opts.K, opts.Filter, sc), nil

@@ -1,0 +1,291 @@
+package hnsw
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"math"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/fenec-go/fenec/engine/internal/hugemem"
+)
+
+// A graph saved for mapping comes in two parts. The head (WriteHead) is
+// the saved graph of version 2: as version 1 (persist.go), but each slot
+// carries its lists from level 1 up only, and a tombstone no vector. The
+// section (WriteSection) is what a mapped image serves in place, every
+// slot's fixed-size level-0 list and its vector, numbered as the head
+// numbers them:
+//
+//	lists    slots × (m0+1) u32: count, then m0 neighbours (unused ones 0)
+//	vectors  slots × dim f32, normalised for Cosine as the graph keeps them
+//	trailer  CRC-32C u32 of lists and vectors
+//
+// LoadMapped reads the head into memory and uses the section where it
+// lies, checking its sum first: the lists and vectors are neither copied
+// nor decoded. All integers are little-endian; a section must start at a
+// multiple of 4 in memory to be used in place (else it is copied).
+const headVersion = 2
+
+// A Holder keeps the bytes of a section readable: Acquire takes a
+// reference (false once the bytes are gone), Release gives it back.
+type Holder interface {
+	Acquire() bool
+	Release()
+}
+
+// mapped is the part of an Index read in place from a mapped section:
+// slots below nmap keep their vectors in mvecs and their level-0 lists in
+// ml0; a list changed since is copied out first into l0cow (cow[s] is 1 +
+// its place there, or 0). A mapped slot is never reused: its vector
+// cannot be written. hold keeps the bytes mapped, released by Release.
+type mapped struct {
+	nmap  uint32
+	mvecs []float32
+	ml0   []uint32
+	cow   []uint32
+	l0cow []uint32
+
+	hold     Holder
+	released atomic.Bool
+}
+
+// list0Mut returns slot s's level-0 list to write, copying a mapped one
+// out first.
+func (x *Index) list0Mut(s uint32) []uint32 {
+	if s < x.nmap && x.cow[s] == 0 {
+		x.l0cow = append(x.l0cow, x.list0(s)...)
+		x.cow[s] = uint32(len(x.l0cow) / (x.m0 + 1))
+	}
+	return x.list0(s)
+}
+
+// mappedBytes is what the index reads in place, and the lists copied out.
+func (x *Index) mappedBytes() int64 {
+	return 4 * int64(len(x.mvecs)+len(x.ml0)+cap(x.cow)+cap(x.l0cow))
+}
+
+// MappedBytes is how many of MemoryBytes are read in place from a mapped
+// image rather than held on the heap.
+func (x *Index) MappedBytes() int64 { return 4 * int64(len(x.mvecs)+len(x.ml0)) }
+
+// enter takes a reference on the mapped bytes for a reader; false once
+// the graph is released. Every enter is paired with a leave.
+func (x *Index) enter() bool {
+	if x.hold == nil {
+		return !x.released.Load()
+	}
+	return x.hold.Acquire()
+}
+
+func (x *Index) leave() {
+	if x.hold != nil {
+		x.hold.Release()
+	}
+}
+
+// Release gives back the graph's reference on the mapped image it reads:
+// the bytes go once the searches running on it end, and Search answers
+// ErrReleased after. A graph built in memory only stops answering. The
+// caller stops writing to it first (writes are never concurrent with
+// anything on an Index). Safe to call twice.
+func (x *Index) Release() {
+	if x.released.Swap(true) {
+		return
+	}
+	if x.hold != nil {
+		x.hold.Release()
+	}
+}
+
+// sectionSlots is how many slots a saved graph numbers: those in use.
+func (x *Index) sectionSlots() int64 { return int64(x.live + x.dead) }
+
+// SectionLen is the number of bytes WriteSection writes now.
+func (x *Index) SectionLen() int64 {
+	n := x.sectionSlots()
+	return 4*n*int64(x.m0+1) + 4*n*int64(x.dim) + 4
+}
+
+// HeadLen is the number of bytes WriteHead writes now (0 if it would
+// fail).
+func (x *Index) HeadLen() int64 {
+	pcg, err := x.pcg.MarshalBinary()
+	if err != nil {
+		return 0
+	}
+	return int64(headerBytes) + x.bodyLenV(len(pcg), headVersion) + 4
+}
+
+// WriteHead writes the graph but for what WriteSection writes. It returns
+// the bytes written.
+func (x *Index) WriteHead(w io.Writer) (int64, error) {
+	if !x.enter() {
+		return 0, ErrReleased
+	}
+	defer x.leave()
+	return x.writeGraph(w, headVersion)
+}
+
+// WriteSection writes every slot's level-0 list and vector, numbered as
+// WriteHead numbers them, and their sum. It returns the bytes written.
+func (x *Index) WriteSection(w io.Writer) (int64, error) {
+	if !x.enter() {
+		return 0, ErrReleased
+	}
+	defer x.leave()
+	remap, n := x.dense()
+	bw := newBinWriter(w)
+	words := make([]uint32, x.m0+1)
+	raw := make([]byte, 4*max(x.m0+1, x.dim))
+	for s := range x.ids {
+		if x.state[s] == slotFree {
+			continue
+		}
+		clear(words)
+		ns := x.links(uint32(s), 0)
+		words[0] = uint32(len(ns))
+		for i, t := range ns {
+			words[1+i] = remap[t]
+		}
+		for i, v := range words {
+			binary.LittleEndian.PutUint32(raw[4*i:], v)
+		}
+		bw.bytes(raw[:4*len(words)])
+	}
+	for s := range x.ids {
+		if x.state[s] == slotFree {
+			continue
+		}
+		for i, f := range x.vec(uint32(s)) {
+			binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(f))
+		}
+		bw.bytes(raw[:4*x.dim])
+	}
+	bw.u32(bw.sum())
+	bw.spill()
+	if bw.err != nil {
+		return bw.n, fmt.Errorf("write graph section: %w", bw.err)
+	}
+	if want := 4*int64(n)*int64(x.m0+1+x.dim) + 4; bw.n != want {
+		return bw.n, fmt.Errorf("write graph section: wrote %d bytes, want %d", bw.n, want)
+	}
+	return bw.n, nil
+}
+
+// LoadMapped reads a graph saved as head (WriteHead) and section
+// (WriteSection), each exactly the bytes written. The head is read into
+// memory; the section's sum is checked and its lists and vectors are used
+// where they lie, read only, for as long as the graph lives: hold (nil
+// for bytes the garbage collector keeps) is the reference that keeps
+// them, which the graph owns from now on, failing or not, and gives back
+// on Release. A section not aligned for reading in place is copied (and
+// hold given back at once). A graph damaged, cut short or of another
+// version is ErrCorrupt.
+func LoadMapped(head, section []byte, hold Holder) (x *Index, err error) {
+	defer func() {
+		if err != nil && hold != nil {
+			hold.Release()
+		}
+	}()
+	if len(head) < headerBytes {
+		return nil, fmt.Errorf("%w: header: %w", ErrCorrupt, io.ErrUnexpectedEOF)
+	}
+	body, err := checkHeaderVersion(head[:headerBytes], headVersion)
+	if err != nil {
+		return nil, err
+	}
+	if rest := uint64(len(head) - headerBytes); rest != body+4 {
+		return nil, fmt.Errorf("%w: a head of %d bytes for a body of %d", ErrCorrupt, rest, body)
+	}
+	hdr, data := head[:headerBytes], head[headerBytes:]
+	crc := crc32.Update(crc32.Checksum(hdr, castagnoli), castagnoli, data[:body])
+	if crc != binary.LittleEndian.Uint32(data[body:]) {
+		return nil, fmt.Errorf("%w: checksum", ErrCorrupt)
+	}
+	x, _, live, dead, err := readBodyV(&binReader{p: data[:body]}, headVersion)
+	if err != nil {
+		return nil, err
+	}
+	if err := x.placeSection(section); err != nil {
+		return nil, err
+	}
+	if uintptr(unsafe.Pointer(unsafe.SliceData(section)))%4 != 0 || !littleEndian {
+		// Not where (or as) a uint32 may be read: copied, the mapping
+		// not kept.
+		c := hugemem.Make[byte](len(section), len(section))
+		copy(c, section)
+		if !littleEndian {
+			for i := 0; i+4 <= len(c); i += 4 {
+				c[i], c[i+1], c[i+2], c[i+3] = c[i+3], c[i+2], c[i+1], c[i]
+			}
+		}
+		x.viewSection(c)
+		if hold != nil {
+			hold.Release()
+			hold = nil
+		}
+	} else {
+		x.viewSection(section)
+	}
+	x.hold = hold
+	if err := x.checkMapped(live, dead); err != nil {
+		x.hold = nil // released by the defer
+		return nil, err
+	}
+	x.primeVisited()
+	return x, nil
+}
+
+// littleEndian is whether this machine stores a uint32 as a section does.
+var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
+
+// placeSection checks section's length and sum against the slots read.
+func (x *Index) placeSection(section []byte) error {
+	n := int64(len(x.ids))
+	want := 4*n*int64(x.m0+1) + 4*n*int64(x.dim) + 4
+	if int64(len(section)) != want {
+		return fmt.Errorf("%w: a section of %d bytes for %d slots, want %d", ErrCorrupt, len(section), n, want)
+	}
+	body := len(section) - 4
+	if crc32.Checksum(section[:body], castagnoli) != binary.LittleEndian.Uint32(section[body:]) {
+		return fmt.Errorf("%w: section checksum", ErrCorrupt)
+	}
+	return nil
+}
+
+// viewSection makes the section's lists and vectors the mapped slots'.
+func (x *Index) viewSection(section []byte) {
+	n := len(x.ids)
+	words := n * (x.m0 + 1)
+	if n == 0 {
+		return
+	}
+	x.nmap = uint32(n)
+	x.ml0 = unsafe.Slice((*uint32)(unsafe.Pointer(&section[0])), words)
+	x.mvecs = unsafe.Slice((*float32)(unsafe.Pointer(&section[4*words])), n*x.dim)
+	x.cow = make([]uint32, n)
+	x.l0 = nil
+	x.vecs = nil
+}
+
+// checkMapped checks what check does, each level-0 count first (a list
+// is sliced by it), and that every vector is finite. It only reads.
+func (x *Index) checkMapped(live, dead uint32) error {
+	for s := range x.nmap {
+		if c := x.list0(s)[0]; c > uint32(x.m0) {
+			return fmt.Errorf("%w: slot %d has %d links at level 0", ErrCorrupt, s, c)
+		}
+	}
+	if err := x.check(live, dead); err != nil {
+		return err
+	}
+	for s := range x.nmap {
+		if !finite(x.vec(s)) {
+			return fmt.Errorf("%w: slot %d vector not finite", ErrCorrupt, s)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,193 @@
+package hnsw
+
+import (
+	"bytes"
+	"errors"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/fenec-go/fenec/engine/internal/fmap"
+)
+
+// saveMapped writes x's head and section into a file, the section at
+// offset 64, maps the file and returns the two parts as views of the
+// mapping and the mapping itself.
+func saveMapped(t testing.TB, x *Index) (head, section []byte, r *fmap.Region) {
+	t.Helper()
+	var h, s bytes.Buffer
+	if n, err := x.WriteHead(&h); err != nil || n != x.HeadLen() || n != int64(h.Len()) {
+		t.Fatalf("write head: %d bytes (HeadLen %d, buffer %d), %v", n, x.HeadLen(), h.Len(), err)
+	}
+	if n, err := x.WriteSection(&s); err != nil || n != x.SectionLen() || n != int64(s.Len()) {
+		t.Fatalf("write section: %d bytes (SectionLen %d, buffer %d), %v", n, x.SectionLen(), s.Len(), err)
+	}
+	const at = 64
+	data := make([]byte, at+s.Len()+h.Len())
+	copy(data[at:], s.Bytes())
+	copy(data[at+s.Len():], h.Bytes())
+	path := filepath.Join(t.TempDir(), "graph")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err = fmap.Map(f, int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := r.Bytes()
+	return b[at+s.Len():], b[at : at+s.Len()], r
+}
+
+func TestMappedRoundTrip(t *testing.T) {
+	for _, metric := range []Metric{Cosine, L2, Dot} {
+		t.Run(metric.String(), func(t *testing.T) {
+			x, _ := churned(t, 2000, 16, metric)
+			head, section, r := saveMapped(t, x)
+			y, err := LoadMapped(head, section, r)
+			if err != nil {
+				t.Fatalf("load: %v", err)
+			}
+			t.Cleanup(y.Release)
+			if y.Len() != x.Len() || y.Tombstones() != x.Tombstones() || y.Config() != x.Config() {
+				t.Fatalf("loaded Len %d Tombstones %d Config %+v, want %d %d %+v",
+					y.Len(), y.Tombstones(), y.Config(), x.Len(), x.Tombstones(), x.Config())
+			}
+			if y.MappedBytes() != int64(len(section))-4 {
+				t.Fatalf("MappedBytes %d, want the section's %d", y.MappedBytes(), len(section)-4)
+			}
+			qs := randVecs(21, 30, 16)
+			sameAnswers(t, x, y, qs)
+			// The version 1 form of both is the same: the mapped graph
+			// holds exactly what the built one does.
+			if !bytes.Equal(save(t, x), save(t, y)) {
+				t.Fatal("the mapped graph saves differently")
+			}
+			// Both go on alike, the mapped one writing its changes beside
+			// the mapping (which is read only: a write there would fault),
+			// through purges that free mapped slots.
+			more := randVecs(22, 1500, 16)
+			for i, v := range more {
+				for _, z := range []*Index{x, y} {
+					if err := z.Add(int64(5000+i), v); err != nil {
+						t.Fatal(err)
+					}
+					z.Remove(int64(i * 3))
+				}
+			}
+			sameAnswers(t, x, y, qs)
+			// And save again, and load again, alike.
+			head2, section2, r2 := saveMapped(t, y)
+			z, err := LoadMapped(head2, section2, r2)
+			if err != nil {
+				t.Fatalf("load again: %v", err)
+			}
+			t.Cleanup(z.Release)
+			sameAnswers(t, x, z, qs)
+		})
+	}
+}
+
+func TestMappedDamageRefused(t *testing.T) {
+	x, _ := churned(t, 500, 8, Cosine)
+	var h, s bytes.Buffer
+	if _, err := x.WriteHead(&h); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := x.WriteSection(&s); err != nil {
+		t.Fatal(err)
+	}
+	hb, sb := h.Bytes(), s.Bytes()
+	cases := map[string]func() ([]byte, []byte){
+		"section byte flipped": func() ([]byte, []byte) { c := bytes.Clone(sb); c[len(c)/2] ^= 1; return hb, c },
+		"section cut short":    func() ([]byte, []byte) { return hb, sb[:len(sb)-9] },
+		"section too long":     func() ([]byte, []byte) { return hb, append(bytes.Clone(sb), 0, 0, 0, 0) },
+		"head byte flipped":    func() ([]byte, []byte) { c := bytes.Clone(hb); c[len(c)/2] ^= 1; return c, sb },
+		"head cut short":       func() ([]byte, []byte) { return hb[:len(hb)-1], sb },
+		"head of version 1":    func() ([]byte, []byte) { return save(t, x), sb },
+		"no head":              func() ([]byte, []byte) { return nil, sb },
+	}
+	for name, mk := range cases {
+		t.Run(name, func(t *testing.T) {
+			head, section := mk()
+			held := fmap.Hold(nil, nil)
+			if _, err := LoadMapped(head, section, held); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("got %v, want ErrCorrupt", err)
+			}
+			if held.Live() {
+				t.Fatal("a refused graph kept its reference on the mapping")
+			}
+		})
+	}
+	// A section whose sum checks but whose counts do not is refused too,
+	// not sliced past its end.
+	c := bytes.Clone(sb)
+	c[0] = 0xff
+	fixSum(c)
+	if _, err := LoadMapped(hb, c, nil); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("a level-0 count past m0: got %v, want ErrCorrupt", err)
+	}
+}
+
+// fixSum rewrites a section's trailing sum to match its bytes.
+func fixSum(section []byte) {
+	body := len(section) - 4
+	sum := crc32Sum(section[:body])
+	section[body], section[body+1], section[body+2], section[body+3] = byte(sum), byte(sum>>8), byte(sum>>16), byte(sum>>24)
+}
+
+// TestReleaseWaitsForSearches runs searches on a graph served from a real
+// mapping while it is released: the mapping goes only once the last search
+// that entered is done (a search reading it after would fault and end the
+// test), and a search after answers ErrReleased. Run it under -race.
+func TestReleaseWaitsForSearches(t *testing.T) {
+	x := build(t, Config{Dim: 16, M: 8, EfConstruction: 32}, randVecs(40, 2000, 16))
+	head, section, r := saveMapped(t, x)
+	y, err := LoadMapped(head, section, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qs := randVecs(41, 64, 16)
+	var wg sync.WaitGroup
+	var answered sync.WaitGroup
+	answered.Add(4)
+	for g := range 4 {
+		wg.Go(func() {
+			first := true
+			for i := g; ; i = (i + 1) % len(qs) {
+				hs, err := y.Search(qs[i], Query{K: 5})
+				if errors.Is(err, ErrReleased) {
+					return
+				}
+				if err != nil || len(hs) != 5 {
+					t.Errorf("search: %d hits, %v", len(hs), err)
+				}
+				if first {
+					answered.Done() // every searcher is under way
+					first = false
+				}
+			}
+		})
+	}
+	answered.Wait()
+	y.Release()
+	y.Release() // twice is harmless
+	wg.Wait()
+	if r.Live() {
+		t.Fatal("the mapping outlived the graph and its searches")
+	}
+	if _, err := y.Search(qs[0], Query{K: 5}); !errors.Is(err, ErrReleased) {
+		t.Fatalf("search after release: %v, want ErrReleased", err)
+	}
+	if _, err := y.WriteHead(&bytes.Buffer{}); !errors.Is(err, ErrReleased) {
+		t.Fatalf("write after release: %v, want ErrReleased", err)
+	}
+}
+
+func crc32Sum(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
