@@ -300,7 +300,7 @@ func (x *Index) reset() {
 		cfg: x.cfg, dim: x.dim, m: x.m, m0: x.m0, ml: x.ml,
 		pcg: x.pcg, rnd: x.rnd, l2: x.l2,
 		slotOf: make(map[int64]uint32), entry: noEntry,
-		mapped: mapped{hold: x.hold},
+		mapped: mapped{hold: x.hold, own: x.own},
 	}
 }
 

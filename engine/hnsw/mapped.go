@@ -6,6 +6,7 @@ import (
 	"hash/crc32"
 	"io"
 	"math"
+	"runtime"
 	"sync/atomic"
 	"unsafe"
 
@@ -40,7 +41,9 @@ type Holder interface {
 // slots below nmap keep their vectors in mvecs and their level-0 lists in
 // ml0; a list changed since is copied out first into l0cow (cow[s] is 1 +
 // its place there, or 0). A mapped slot is never reused: its vector
-// cannot be written. hold keeps the bytes mapped, released by Release.
+// cannot be written. hold keeps the bytes mapped; own is the graph's own
+// reference on it, given back by Release or, should the graph be dropped
+// without, once the garbage collector finds it unreachable.
 type mapped struct {
 	nmap  uint32
 	mvecs []float32
@@ -48,8 +51,20 @@ type mapped struct {
 	cow   []uint32
 	l0cow []uint32
 
-	hold     Holder
-	released atomic.Bool
+	hold Holder
+	own  *ownRef
+}
+
+// ownRef is a graph's own reference on its mapping, given back once.
+type ownRef struct {
+	hold Holder
+	done atomic.Bool
+}
+
+func (o *ownRef) release() {
+	if o != nil && !o.done.Swap(true) {
+		o.hold.Release()
+	}
 }
 
 // list0Mut returns slot s's level-0 list to write, copying a mapped one
@@ -72,12 +87,15 @@ func (x *Index) mappedBytes() int64 {
 func (x *Index) MappedBytes() int64 { return 4 * int64(len(x.mvecs)+len(x.ml0)) }
 
 // enter takes a reference on the mapped bytes for a reader; false once
-// the graph is released. Every enter is paired with a leave.
+// the graph is released (a reader arriving after is turned away even
+// while others still read, so the last of them lets the bytes go). Every
+// enter is paired with a leave. A graph held in memory alone is always
+// readable.
 func (x *Index) enter() bool {
 	if x.hold == nil {
-		return !x.released.Load()
+		return true
 	}
-	return x.hold.Acquire()
+	return !x.own.done.Load() && x.hold.Acquire()
 }
 
 func (x *Index) leave() {
@@ -86,19 +104,20 @@ func (x *Index) leave() {
 	}
 }
 
-// Release gives back the graph's reference on the mapped image it reads:
-// the bytes go once the searches running on it end, and Search answers
-// ErrReleased after. A graph built in memory only stops answering. The
-// caller stops writing to it first (writes are never concurrent with
+// Pin keeps the bytes the graph reads mapped for the caller, even past
+// Release, until Unpin; false if they are gone already. A reader that
+// found the graph where another may Release it pins it first.
+func (x *Index) Pin() bool { return x.enter() }
+
+// Unpin undoes a Pin.
+func (x *Index) Unpin() { x.leave() }
+
+// Release gives back the graph's own reference on the mapped image it
+// reads: the bytes go once the searches and pins on it end, and Search
+// answers ErrReleased after. A graph held in memory alone is unchanged.
+// The caller stops writing to it first (writes are never concurrent with
 // anything on an Index). Safe to call twice.
-func (x *Index) Release() {
-	if x.released.Swap(true) {
-		return
-	}
-	if x.hold != nil {
-		x.hold.Release()
-	}
-}
+func (x *Index) Release() { x.own.release() }
 
 // sectionSlots is how many slots a saved graph numbers: those in use.
 func (x *Index) sectionSlots() int64 { return int64(x.live + x.dead) }
@@ -230,10 +249,12 @@ func LoadMapped(head, section []byte, hold Holder) (x *Index, err error) {
 	} else {
 		x.viewSection(section)
 	}
-	x.hold = hold
 	if err := x.checkMapped(live, dead); err != nil {
-		x.hold = nil // released by the defer
-		return nil, err
+		return nil, err // hold released by the defer
+	}
+	if hold != nil {
+		x.hold, x.own = hold, &ownRef{hold: hold}
+		runtime.AddCleanup(x, (*ownRef).release, x.own)
 	}
 	x.primeVisited()
 	return x, nil

@@ -165,7 +165,7 @@ func (l *Log) writeCheckpoint(f, old *os.File, pos Position, idx *indexer, image
 			return nil, err
 		}
 	}
-	n, err := writeImageFrames(bw, pos, l.opts.imageChunk, writeState)
+	n, err := writeImageFrames(bw, pos, l.opts.imageChunk, off, writeState)
 	if err != nil {
 		return nil, fmt.Errorf("image: %w", err)
 	}

@@ -2,11 +2,12 @@ package store
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
 	"io"
+
+	"github.com/fenec-go/fenec/engine/internal/fmap"
 )
 
 // An image is one or more frames at one seq (First = seq+1, Last = seq):
@@ -73,14 +74,17 @@ type imageWriter struct {
 	chunk int
 	buf   []byte
 	n     int64 // bytes written to w
+	at    int64 // where in the file the next byte written to w lands
 	err   error
 }
 
-func newImageWriter(w io.Writer, pos Position, chunk int) *imageWriter {
+// newImageWriter starts an image written to w, whose first byte lands at
+// offset at of the file.
+func newImageWriter(w io.Writer, pos Position, chunk int, at int64) *imageWriter {
 	if chunk <= 0 {
 		chunk = defaultImageChunk
 	}
-	iw := &imageWriter{w: w, seq: pos.Seq, chunk: chunk}
+	iw := &imageWriter{w: w, seq: pos.Seq, chunk: chunk, at: at}
 	iw.buf = encodeImageHeader(make([]byte, 0, chunk), pos)
 	return iw
 }
@@ -134,13 +138,15 @@ func (iw *imageWriter) emit(kind Kind) error {
 		return err
 	}
 	iw.n += int64(len(p) + len(iw.buf))
+	iw.at += int64(len(p) + len(iw.buf))
 	iw.buf = iw.buf[:0]
 	return nil
 }
 
-// writeImageFrames streams one image at pos to w and returns its bytes.
-func writeImageFrames(w io.Writer, pos Position, chunk int, writeState WriteStateFunc) (int64, error) {
-	iw := newImageWriter(w, pos, chunk)
+// writeImageFrames streams one image at pos to w, starting at offset at
+// of the file, and returns its bytes.
+func writeImageFrames(w io.Writer, pos Position, chunk int, at int64, writeState WriteStateFunc) (int64, error) {
+	iw := newImageWriter(w, pos, chunk, at)
 	if err := writeState(iw); err != nil {
 		return iw.n, err
 	}
@@ -170,7 +176,7 @@ func writeImage(w io.Writer, pos Position, chunk int, writeState WriteStateFunc)
 	if _, err := bw.Write(encodeHeader(pos.Seq)); err != nil {
 		return cw.n, err
 	}
-	if _, err := writeImageFrames(bw, pos, chunk, writeState); err != nil {
+	if _, err := writeImageFrames(bw, pos, chunk, headerSize, writeState); err != nil {
 		return cw.n, err
 	}
 	if err := bw.Flush(); err != nil {
@@ -179,13 +185,8 @@ func writeImage(w io.Writer, pos Position, chunk int, writeState WriteStateFunc)
 	return cw.n, nil
 }
 
-// imageReader reads the state of an image whose frames' bodies are given.
-func imageReader(bodies [][]byte) io.Reader {
-	rs := make([]io.Reader, 0, len(bodies))
-	for _, b := range bodies {
-		if len(b) > 0 {
-			rs = append(rs, bytes.NewReader(b))
-		}
-	}
-	return io.MultiReader(rs...)
+// imageReader reads the state of an image whose frames' bodies are given,
+// views of the mapping reg (nil: not mapped, no spans).
+func imageReader(bodies [][]byte, reg *fmap.Region) *stateReader {
+	return &stateReader{bodies: bodies, reg: reg}
 }

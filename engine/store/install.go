@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/fenec-go/fenec/engine/internal/fmap"
 	"golang.org/x/sys/unix"
 )
 
@@ -319,6 +320,7 @@ func (c *chunkReader) drain() {
 // its decode as it came checked; no tail cut, at least one image): what
 // replaying it needs.
 type fileScan struct {
+	reg  *fmap.Region // the mapping, data its bytes
 	data []byte
 	s    *scanned
 	err  error
@@ -333,24 +335,25 @@ func scanImageFile(f *os.File, size int64, opts Options) fileScan {
 	}
 	// Not populated: the scan reads the leading image's frame heads
 	// only, not their bodies.
-	data, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
+	reg, err := fmap.Map(f, size)
 	if err != nil {
 		return fileScan{err: fmt.Errorf("map image: %w", err)}
 	}
-	return checkScan(data, opts, true)
+	return checkScan(reg, opts, true)
 }
 
 // checkScan scans the mapped image file data (trusting its leading image
 // with lead).
-func checkScan(data []byte, opts Options, lead bool) fileScan {
+func checkScan(reg *fmap.Region, opts Options, lead bool) fileScan {
+	data := reg.Bytes()
 	s, err := scanTrusting(data, opts.indexEvery, true, lead)
 	if err != nil {
-		return fileScan{data: data, err: fmt.Errorf("%w: %v", ErrBadImage, err)}
+		return fileScan{reg: reg, data: data, err: fmt.Errorf("%w: %v", ErrBadImage, err)}
 	}
 	if len(s.images) == 0 {
-		return fileScan{data: data, err: fmt.Errorf("%w: no image in it", ErrBadImage)}
+		return fileScan{reg: reg, data: data, err: fmt.Errorf("%w: no image in it", ErrBadImage)}
 	}
-	return fileScan{data: data, s: s, opts: opts}
+	return fileScan{reg: reg, data: data, s: s, opts: opts}
 }
 
 // replay gives h what it does not have yet: only the records after the
@@ -364,7 +367,7 @@ func (fs fileScan) replay(h Replayer, streamed bool) (*scanned, error) {
 	if !streamed {
 		// Nothing was decoded as it came, so nothing was checked:
 		// the leading image's checksums are checked now.
-		again := checkScan(fs.data, fs.opts, false)
+		again := checkScan(fs.reg, fs.opts, false)
 		if again.err != nil {
 			return nil, again.err
 		}
@@ -379,15 +382,16 @@ func (fs fileScan) replay(h Replayer, streamed bool) (*scanned, error) {
 		}
 		return s, nil
 	}
-	if err := replay(fs.data[:s.end], s, h); err != nil {
+	if err := replay(fs.data[:s.end], fs.reg, s, h); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadImage, err)
 	}
 	return s, nil
 }
 
-// unmap lets go of the mapping.
+// unmap lets go of the scan's reference on the mapping (what h kept of
+// it stays mapped until it lets go too).
 func (fs fileScan) unmap() {
-	if fs.data != nil {
-		_ = unix.Munmap(fs.data)
+	if fs.reg != nil {
+		fs.reg.Release()
 	}
 }

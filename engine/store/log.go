@@ -11,7 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"golang.org/x/sys/unix"
+	"github.com/fenec-go/fenec/engine/internal/fmap"
 )
 
 // logState is the Log's state.
@@ -241,11 +241,15 @@ func openScan(f *os.File, path string, opts Options, h Replayer) (*scanned, erro
 	if st.Size() < headerSize {
 		return nil, &DamagedError{Path: path, Offset: 0, Why: "header cut short"}
 	}
-	data, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
+	// The mapping lives on past the open where the engine keeps a
+	// reference (a graph read in place): it is released here, and the
+	// last reference unmaps it.
+	reg, err := fmap.Map(f, st.Size())
 	if err != nil {
-		return nil, fmt.Errorf("map file: %w", err)
+		return nil, err
 	}
-	defer unix.Munmap(data)
+	defer reg.Release()
+	data := reg.Bytes()
 	s, err := scan(data, opts.indexEvery, false)
 	if err != nil {
 		var se *scanError
@@ -265,7 +269,7 @@ func openScan(f *os.File, path string, opts Options, h Replayer) (*scanned, erro
 			"bytes", int64(len(data))-s.end, "why", s.tailWhy)
 	}
 	if h != nil {
-		if err := replay(data[:s.end], s, h); err != nil {
+		if err := replay(data[:s.end], reg, s, h); err != nil {
 			return nil, fmt.Errorf("replay %s: %w", path, err)
 		}
 	}
@@ -273,8 +277,8 @@ func openScan(f *os.File, path string, opts Options, h Replayer) (*scanned, erro
 }
 
 // replay gives h the last image and the engine records after it. scan
-// checked every frame of data already.
-func replay(data []byte, s *scanned, h Replayer) error {
+// checked every frame of data already. data is a view of reg.
+func replay(data []byte, reg *fmap.Region, s *scanned, h Replayer) error {
 	off := int64(headerSize)
 	if len(s.images) > 0 {
 		img := s.images[len(s.images)-1]
@@ -296,7 +300,7 @@ func replay(data []byte, s *scanned, h Replayer) error {
 			bodies = append(bodies, body)
 			o += size
 		}
-		if err := h.Image(pos.Seq, imageReader(bodies)); err != nil {
+		if err := h.Image(pos.Seq, imageReader(bodies, reg)); err != nil {
 			return fmt.Errorf("image: %w", err)
 		}
 		off = img.end
