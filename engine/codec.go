@@ -319,6 +319,19 @@ func (d *doc) val(i int) any {
 
 // vectorInto decodes d's i-th value, a vector of len(dst) numbers, into
 // dst; false if it is not one.
+// hasVector reports whether value i of d is a vector.
+func (d *doc) hasVector(i int) bool {
+	b := d.raw
+	for range i {
+		k := skipValue(b, 0)
+		if k < 0 {
+			return false
+		}
+		b = b[k:]
+	}
+	return len(b) > 0 && b[0] == vVector
+}
+
 func (d *doc) vectorInto(i int, dst []float32) bool {
 	b := d.raw
 	for range i {

@@ -242,7 +242,7 @@ func (c *collection) memoryBytes() int64 {
 	for _, x := range c.search {
 		switch x := x.(type) {
 		case *vectorIndex:
-			n += x.x.MemoryBytes()
+			n += x.graph().MemoryBytes()
 		case *textIndex:
 			n += x.x.MemoryBytes()
 		}

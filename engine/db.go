@@ -184,6 +184,7 @@ func (db *DB) Close() error {
 		db.wg.Wait()
 		db.mu.Lock()
 		db.closed = true
+		db.releaseGraphsLocked()
 		db.mu.Unlock()
 		db.closeErr = db.log.Close()
 	})

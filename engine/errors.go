@@ -26,6 +26,10 @@ var (
 	// statement names, or a value of no JSON type. Like a parse error it
 	// depends on the request, never on the tenant's rows or schema.
 	ErrParams = fmt.Errorf("%w (parameters)", ErrInvalid)
+	// ErrNewerImage is a tenant file whose image a later fenec wrote, in
+	// a format this one does not read: open it with that fenec (or a
+	// later one), or restore an older copy.
+	ErrNewerImage = errors.New("image written by a newer fenec: open the file with a fenec of its version or later")
 )
 
 // The file's own errors are the store's: the engine returns them wrapped

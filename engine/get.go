@@ -329,7 +329,12 @@ func (r *runner) nearHits(c *collection, n *fql.Near, k int, filter func(int64) 
 	if all {
 		hq.Filter = nil
 	}
-	hs, err := vi.x.Search(vec, hq)
+	g, ok := vi.pin()
+	if !ok {
+		return nil, ErrClosed
+	}
+	hs, err := g.Search(vec, hq)
+	g.Unpin()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}

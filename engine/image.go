@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -16,25 +17,37 @@ import (
 
 // The state payload of an image, streamed:
 //
-//	"FNI2"
+//	"FNI3"
 //	counters: uvarint n, n × (string name, varint last id)
 //	collections: uvarint n, n × (uvarint len, schema;
-//	    graphs: uvarint g, g × (uvarint field, uvarint len, graph);
+//	    graphs: uvarint g, g × (uvarint field, uvarint len, head,
+//	        uvarint len, uvarint pad, pad × 0, section);
 //	    uvarint docs, docs × (uvarint len, varint id, uvarint values, values))
 //
 // Documents are written one at a time, so neither writing nor reading an
-// image holds it whole in memory. Text indexes are rebuilt on load; HNSW
-// graphs travel as links ahead of their collection's documents, each
-// document's vector put in its graph as it is read (an image arriving is
-// decoded as it comes, and nothing of a graph is left to do once the last
-// document is in), and are rebuilt only if they fail to load. An image of
-// "FNI1" carries the graphs after all the documents, as
+// image holds it whole in memory. Text indexes are rebuilt on load. Each
+// HNSW graph travels as its head (levels, upper links, ids: hnsw's
+// WriteHead, read into memory) and its section (every node's level-0
+// list and vector, hnsw's WriteSection). A checkpoint writes each section
+// in an image frame of its own starting at a multiple of
+// store.SectionAlign in the file (pad says how far), so that an open
+// serves the graph's lists and vectors from the mapped file where they lie
+// rather than decoding them; a section that arrives otherwise (an image
+// streamed in, which pads nothing) is read into memory. Graphs are
+// rebuilt from the documents only if they fail to load.
+//
+// Images of "FNI2" carried each graph whole but for its live vectors
+// (hnsw's WriteTo) ahead of its collection's documents, each document's
+// vector put in its graph as it is read; "FNI1" carried the graphs after
+// all the documents, as
 //
 //	graphs: uvarint n, n × (string coll, uvarint field, uvarint len, graph)
 //
-// and is read still.
+// Both are read still, into memory, and the next checkpoint writes FNI3.
+// An image of a later format is refused with ErrNewerImage.
 const (
-	imageMagic   = "FNI2"
+	imageMagic   = "FNI3"
+	imageMagicV2 = "FNI2"
 	imageMagicV1 = "FNI1"
 )
 
@@ -46,12 +59,16 @@ const maxImageItem = 1 << 30
 const itemTrust = 1 << 20
 
 // snapshot is a still copy of the state an image writes: schemas copied,
-// documents by pointer (a stored doc never changes), graphs serialised as
-// the image is written (snapshotLocked).
+// documents by pointer (a stored doc never changes), graphs pinned and
+// serialised as the image is written (snapshotLocked).
 type snapshot struct {
 	counters map[string]int64
 	colls    []collSnap
-	done     chan struct{} // closed once every graph is serialised
+	// direct: the caller holds the read lock until the image is written,
+	// and the writer serialises the graphs itself (a checkpoint, whose
+	// sections land aligned in the file, to be mapped after).
+	direct bool
+	done   chan struct{} // closed once every graph is serialised
 }
 
 type collSnap struct {
@@ -60,28 +77,36 @@ type collSnap struct {
 	graphs []*graphSnap
 }
 
-// graphSnap is a graph being serialised for an image: its bytes come
-// through p, size of them (its SavedLen as the snapshot was taken); err
-// is the serialisation's failure, set before p is closed.
+// graphSnap is a graph being serialised for an image, pinned until it is.
+// Written by a goroutine of its own, its head and section come through p,
+// size bytes (their lengths as the snapshot was taken); err is the
+// serialisation's failure, set before p is closed. Written directly, head
+// keeps the head written and at the offset in the file its section went
+// to (0: not in a file).
 type graphSnap struct {
-	field int
-	x     *hnsw.Index
-	size  int64
-	p     *piecePipe
-	err   error
+	field   int
+	vi      *vectorIndex
+	x       *hnsw.Index
+	headLen int64
+	secLen  int64
+	p       *piecePipe
+	err     error
+	head    []byte
+	at      int64
 }
 
 // snapshotLocked copies what an image needs; called with mu held (read).
-// Its graphs are serialised on a goroutine of their own, still under that
+// With release nil the caller keeps the lock until the image is written
+// and wait returns, and the image's writer serialises the graphs (direct).
+// Else they are serialised on a goroutine of their own, still under that
 // lock, while the image is written: the first bytes of an image go out as
 // its graphs are read, not once the tens of megabytes of a large one are
 // serialised, and the lock is held no longer than before. The goroutine
 // calls release once it is done with the graphs (the read lock handed over
-// to it), or, release nil, the caller keeps the lock until wait returns.
-// The goroutine never waits on the image's writer: a writer that stops
-// early leaves it to finish on its own.
+// to it). It never waits on the image's writer: a writer that stops early
+// leaves it to finish on its own.
 func (db *DB) snapshotLocked(release func()) *snapshot {
-	s := &snapshot{counters: make(map[string]int64, len(db.st.counters)), done: make(chan struct{})}
+	s := &snapshot{counters: make(map[string]int64, len(db.st.counters)), done: make(chan struct{}), direct: release == nil}
 	for k, v := range db.st.counters {
 		s.counters[k] = v
 	}
@@ -99,46 +124,130 @@ func (db *DB) snapshotLocked(release func()) *snapshot {
 			return true
 		})
 		for i, x := range c.search {
-			if g, ok := x.(*vectorIndex); ok {
-				size := g.x.SavedLen()
-				cs.graphs = append(cs.graphs, &graphSnap{field: i, x: g.x, size: size, p: newPiecePipe(size)})
+			if vi, ok := x.(*vectorIndex); ok {
+				g, ok := vi.pin()
+				if !ok {
+					continue // released: the tenant is closing
+				}
+				gs := &graphSnap{field: i, vi: vi, x: g, headLen: g.HeadLen(), secLen: g.SectionLen()}
+				if !s.direct {
+					gs.p = newPiecePipe(gs.headLen + gs.secLen)
+				}
+				cs.graphs = append(cs.graphs, gs)
 			}
 		}
 		s.colls = append(s.colls, cs)
 	}
+	if s.direct {
+		close(s.done)
+		return s
+	}
 	go func() {
 		defer close(s.done)
-		if release != nil {
-			defer release()
-		}
+		defer release()
 		for _, cs := range s.colls {
 			for _, g := range cs.graphs {
-				if _, err := g.x.WriteTo(g.p); err != nil {
+				if err := g.serialise(); err != nil {
 					g.err = fmt.Errorf("write graph %s.%s: %w", cs.sch.Name, cs.sch.Fields[g.field].Name, err)
 				}
 				g.p.close()
+				g.x.Unpin()
 			}
 		}
 	}()
 	return s
 }
 
-// wait returns once the snapshot's graphs are serialised.
-func (s *snapshot) wait() { <-s.done }
+// serialise writes the graph's head and section to its pipe.
+func (g *graphSnap) serialise() error {
+	if _, err := g.x.WriteHead(g.p); err != nil {
+		return err
+	}
+	_, err := g.x.WriteSection(g.p)
+	return err
+}
 
-// copyTo writes the graph's bytes to w as they are serialised: all size
-// of them, or an error.
-func (g *graphSnap) copyTo(w io.Writer) error {
-	n, err := io.Copy(w, g.p)
+// wait returns once the snapshot's graphs are serialised; a direct
+// snapshot's graphs are unpinned.
+func (s *snapshot) wait() {
+	<-s.done
+	if s.direct {
+		for _, cs := range s.colls {
+			for _, g := range cs.graphs {
+				g.x.Unpin()
+			}
+		}
+	}
+}
+
+// copyTo writes the next n of the graph's bytes to w as they are
+// serialised.
+func (g *graphSnap) copyTo(w io.Writer, n int64) error {
+	k, err := io.CopyN(w, g.p, n)
 	switch {
+	case g.err != nil && (err != nil || k < n): // set before the pipe closed
+		return g.err
 	case err != nil:
 		return err
-	case g.err != nil: // set before the pipe closed, so seen once it is read to its end
-		return g.err
-	case n != g.size:
-		return fmt.Errorf("graph of %d bytes serialised as %d", g.size, n)
 	}
 	return nil
+}
+
+// writeGraph writes graph g of an image: field, head and section. bw
+// writes to w; a direct snapshot written to a store.SectionWriter puts the
+// section in a frame of its own and notes where.
+func (s *snapshot) writeGraph(bw *bufio.Writer, w io.Writer, g *graphSnap) error {
+	b := appendUvarint(nil, uint64(g.field))
+	b = appendUvarint(b, uint64(g.headLen))
+	if _, err := bw.Write(b); err != nil {
+		return err
+	}
+	if !s.direct {
+		if err := g.copyTo(bw, g.headLen); err != nil {
+			return err
+		}
+		if _, err := bw.Write(append(appendUvarint(nil, uint64(g.secLen)), 0)); err != nil {
+			return err
+		}
+		if err := g.copyTo(bw, g.secLen); err != nil {
+			return err
+		}
+		if g.err != nil {
+			return g.err
+		}
+		return nil
+	}
+	var head bytes.Buffer
+	if _, err := g.x.WriteHead(&head); err != nil {
+		return err
+	}
+	if int64(head.Len()) != g.headLen {
+		return fmt.Errorf("graph head of %d bytes written as %d", g.headLen, head.Len())
+	}
+	g.head = head.Bytes()
+	if _, err := bw.Write(g.head); err != nil {
+		return err
+	}
+	if _, err := bw.Write(appendUvarint(nil, uint64(g.secLen))); err != nil {
+		return err
+	}
+	section := func(w io.Writer) error {
+		_, err := g.x.WriteSection(w)
+		return err
+	}
+	sw, ok := w.(store.SectionWriter)
+	if !ok {
+		if err := bw.WriteByte(0); err != nil {
+			return err
+		}
+		return section(bw)
+	}
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	at, err := sw.WriteSection(g.secLen, section)
+	g.at = at
+	return err
 }
 
 // write streams the snapshot as an image's state payload.
@@ -165,16 +274,14 @@ func (s *snapshot) write(w io.Writer) error {
 		b = appendUvarint(b[:0], uint64(len(item)))
 		b = append(b, item...)
 		b = appendUvarint(b, uint64(len(cs.graphs)))
+		if _, err := bw.Write(b); err != nil {
+			return err
+		}
+		b = b[:0]
 		for _, g := range cs.graphs {
-			b = appendUvarint(b, uint64(g.field))
-			b = appendUvarint(b, uint64(g.size))
-			if _, err := bw.Write(b); err != nil {
+			if err := s.writeGraph(bw, w, g); err != nil {
 				return err
 			}
-			if err := g.copyTo(bw); err != nil {
-				return err
-			}
-			b = b[:0]
 		}
 		b = appendUvarint(b, uint64(len(cs.docs)))
 		if _, err := bw.Write(b); err != nil {
@@ -199,6 +306,7 @@ func (s *snapshot) write(w io.Writer) error {
 // imageReader reads an image's state payload.
 type imageReader struct {
 	br  *bufio.Reader
+	src io.Reader // what br reads: a store.MappedState when the file is mapped
 	buf []byte
 }
 
@@ -264,12 +372,16 @@ func (ir *imageReader) longItem(n int) ([]byte, error) {
 
 // readImage rebuilds a state from an image's payload.
 func readImage(r io.Reader, logger *slog.Logger) (*state, error) {
-	ir := &imageReader{br: bufio.NewReaderSize(r, 256<<10)}
+	ir := &imageReader{br: bufio.NewReaderSize(r, 256<<10), src: r}
 	magic := make([]byte, len(imageMagic))
-	if _, err := io.ReadFull(ir.br, magic); err != nil || string(magic) != imageMagic && string(magic) != imageMagicV1 {
+	if _, err := io.ReadFull(ir.br, magic); err != nil {
 		return nil, errors.New("image state: bad magic")
 	}
-	v1 := string(magic) == imageMagicV1
+	form, err := imageForm(string(magic))
+	if err != nil {
+		return nil, err
+	}
+	v1 := form == imageMagicV1
 	st := newState()
 	n, err := ir.uvarint()
 	if err != nil {
@@ -291,7 +403,7 @@ func readImage(r io.Reader, logger *slog.Logger) (*state, error) {
 		return nil, err
 	}
 	for range n {
-		if err := ir.readColl(st, !v1, logger); err != nil {
+		if err := ir.readColl(st, form, logger); err != nil {
 			return nil, err
 		}
 	}
@@ -312,9 +424,23 @@ func readImage(r io.Reader, logger *slog.Logger) (*state, error) {
 	return st, nil
 }
 
-// readColl reads a collection; with graphs (FNI2), its graphs first, the
-// documents' vectors put in them as the documents come.
-func (ir *imageReader) readColl(st *state, graphs bool, logger *slog.Logger) error {
+// imageForm says which image format magic names: this one, an earlier
+// one still read, or a later one (ErrNewerImage), or none.
+func imageForm(magic string) (string, error) {
+	switch {
+	case magic == imageMagic || magic == imageMagicV2 || magic == imageMagicV1:
+		return magic, nil
+	case len(magic) == 4 && magic[:3] == "FNI" && magic[3] > imageMagic[3]:
+		return "", fmt.Errorf("%w: image format %s, this fenec reads up to %s", ErrNewerImage, magic, imageMagic)
+	}
+	return "", errors.New("image state: bad magic")
+}
+
+// readColl reads a collection; of FNI2, its graphs first, the documents'
+// vectors put in them as the documents come; of FNI3, its graphs first,
+// whole.
+func (ir *imageReader) readColl(st *state, form string, logger *slog.Logger) error {
+	graphs := form != imageMagicV1
 	raw, err := ir.item()
 	if err != nil {
 		return err
@@ -333,7 +459,13 @@ func (ir *imageReader) readColl(st *state, graphs bool, logger *slog.Logger) err
 	}
 	st.colls[sch.Name] = c
 	var feed *graphFeed
-	if graphs {
+	var mapped []int // fields whose graph came whole (FNI3)
+	if form == imageMagic {
+		var err error
+		if mapped, err = ir.readCollSections(c, logger); err != nil {
+			return err
+		}
+	} else if graphs {
 		f, err := ir.readCollGraphs(c, logger)
 		if f != nil {
 			feed = f
@@ -384,6 +516,14 @@ func (ir *imageReader) readColl(st *state, graphs bool, logger *slog.Logger) err
 			feed.add(kept)
 		}
 	}
+	for _, i := range mapped {
+		if err := graphMatches(c, i); err != nil {
+			logger.Warn("graph did not load; rebuilding it", "collection", sch.Name,
+				"field", sch.Fields[i].Name, "err", err)
+			c.search[i].(*vectorIndex).graph().Release()
+			c.search[i] = nil
+		}
+	}
 	if feed == nil {
 		return nil
 	}
@@ -394,7 +534,7 @@ func (ir *imageReader) readColl(st *state, graphs bool, logger *slog.Logger) err
 				"field", sch.Fields[g.field].Name, "err", err)
 			continue
 		}
-		c.search[g.field] = &vectorIndex{x: x}
+		c.search[g.field] = newVectorIndex(x)
 	}
 	return nil
 }
@@ -435,6 +575,126 @@ func (ir *imageReader) readCollGraphs(c *collection, logger *slog.Logger) (*grap
 	}
 	f.graphsDone()
 	return f, nil
+}
+
+// readCollSections reads collection c's graphs of an FNI3 image, which
+// come whole before its documents, each section used where the mapped
+// file holds it, and returns the fields given a graph. A graph refused is
+// logged and left to be rebuilt; an image cut short is an error.
+func (ir *imageReader) readCollSections(c *collection, logger *slog.Logger) ([]int, error) {
+	n, err := ir.uvarint()
+	if err != nil || n == 0 {
+		return nil, err
+	}
+	if n > uint64(len(c.sch.Fields)) {
+		return nil, fmt.Errorf("image of %s: %d graphs for %d fields", c.sch.Name, n, len(c.sch.Fields))
+	}
+	var got []int
+	for range n {
+		fi, err := ir.uvarint()
+		if err != nil {
+			return got, err
+		}
+		if fi >= uint64(len(c.sch.Fields)) || c.sch.Fields[fi].HNSW == nil || slices.Contains(got, int(fi)) ||
+			c.search[fi] != nil {
+			return got, fmt.Errorf("image graph for %s field %d that has none", c.sch.Name, fi)
+		}
+		head, err := ir.item()
+		if err != nil {
+			return got, err
+		}
+		head = slices.Clone(head) // ir.buf is read into again
+		section, hold, err := ir.section()
+		if err != nil {
+			return got, err
+		}
+		x, err := hnsw.LoadMapped(head, section, hold)
+		if err != nil {
+			logger.Warn("graph did not load; rebuilding it", "collection", c.sch.Name,
+				"field", c.sch.Fields[fi].Name, "err", err)
+			continue
+		}
+		c.search[fi] = newVectorIndex(x)
+		got = append(got, int(fi))
+	}
+	return got, nil
+}
+
+// section reads a graph's section: its length, its pad, and its bytes,
+// a view of the mapped file (with a reference on it) where the state is
+// read from one and the section lies in one frame, else read into memory
+// (hold nil).
+func (ir *imageReader) section() ([]byte, hnsw.Holder, error) {
+	n, err := ir.uvarint()
+	if err != nil {
+		return nil, nil, err
+	}
+	if n > maxSection {
+		return nil, nil, fmt.Errorf("image graph section of %d bytes", n)
+	}
+	pad, err := ir.uvarint()
+	if err != nil {
+		return nil, nil, err
+	}
+	if pad >= store.SectionAlign {
+		return nil, nil, fmt.Errorf("image graph section padded by %d bytes", pad)
+	}
+	if _, err := ir.br.Discard(int(pad)); err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", errShort, err)
+	}
+	if ms, ok := ir.src.(store.MappedState); ok {
+		back := ir.br.Buffered()
+		if b, reg, ok := ms.Span(back, int(n)); ok {
+			// Past the section: in the buffer, or the buffer emptied and
+			// the state moved past what it did not hold.
+			_, _ = ir.br.Discard(min(int(n), back))
+			return b, reg, nil
+		}
+	}
+	if n <= itemTrust {
+		b := make([]byte, n)
+		if _, err := io.ReadFull(ir.br, b); err != nil {
+			return nil, nil, fmt.Errorf("%w: %v", errShort, err)
+		}
+		return b, nil, nil
+	}
+	saved := ir.buf
+	ir.buf = nil
+	b, err := ir.longItem(int(n))
+	ir.buf = saved // the section is the graph's: not read into again
+	if err != nil {
+		return nil, nil, err
+	}
+	return b, nil, nil
+}
+
+// maxSection bounds a graph's section: its level-0 lists and vectors.
+const maxSection = 1 << 40
+
+// graphMatches checks that the graph of field i, loaded whole, holds a
+// node for exactly the documents of c with a vector there.
+func graphMatches(c *collection, i int) error {
+	x := c.search[i].(*vectorIndex).graph()
+	n := 0
+	var bad int64
+	c.order.Ascend(func(d *doc) bool {
+		if !d.hasVector(i) {
+			return true
+		}
+		n++
+		if !x.Has(d.id) {
+			bad = d.id
+			return false
+		}
+		return true
+	})
+	switch {
+	case bad != 0:
+		return fmt.Errorf("document %d has no node", bad)
+	case n != x.Len():
+		return fmt.Errorf("%d nodes for %d documents with a vector", x.Len(), n)
+	}
+	return nil
 }
 
 // graphLoad is a collection's graph being loaded as its documents come.
@@ -701,7 +961,7 @@ func (ir *imageReader) readGraphs(st *state, logger *slog.Logger) error {
 				"field", c.sch.Fields[i].Name, "err", err)
 			continue
 		}
-		c.search[i] = &vectorIndex{x: g}
+		c.search[i] = newVectorIndex(g)
 	}
 	return nil
 }
@@ -732,6 +992,7 @@ func (db *DB) rewrite(compact bool) error {
 	if err != nil {
 		return fmt.Errorf("checkpoint: %w", storeErr(err))
 	}
+	db.mapGraphs(snap)
 	return nil
 }
 

@@ -185,7 +185,7 @@ func writeV1(t *testing.T, snap *snapshot) []byte {
 	for _, cs := range snap.colls {
 		for _, g := range cs.graphs {
 			var data bytes.Buffer
-			if err := g.copyTo(&data); err != nil {
+			if _, err := g.x.WriteTo(&data); err != nil {
 				t.Fatal(err)
 			}
 			b = appendString(b, cs.sch.Name)

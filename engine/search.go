@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"sync/atomic"
+
 	"github.com/fenec-go/fenec/engine/hnsw"
 	"github.com/fenec-go/fenec/engine/text"
 )
@@ -23,15 +25,46 @@ func (t *textIndex) put(id int64, v any) {
 func (t *textIndex) remove(id int64) { t.x.Remove(id) }
 
 // vectorIndex is an @hnsw field's graph. A vector the graph refuses cannot
-// happen: the field's type checked its dimension.
-type vectorIndex struct{ x *hnsw.Index }
+// happen: the field's type checked its dimension. The graph is swapped
+// (under the read lock) for the same graph served from the file a
+// checkpoint just wrote: writers, under the write lock, use it as it is;
+// readers pin it first.
+type vectorIndex struct{ p atomic.Pointer[hnsw.Index] }
+
+func newVectorIndex(x *hnsw.Index) *vectorIndex {
+	g := &vectorIndex{}
+	g.p.Store(x)
+	return g
+}
+
+// graph is the graph, for writers (under the write lock: never swapped
+// meanwhile) and for what reads no vector or list (MemoryBytes).
+func (g *vectorIndex) graph() *hnsw.Index { return g.p.Load() }
+
+// pin returns the graph pinned (hnsw.Index.Pin) for a reader, who unpins
+// it; false only once it is released and not replaced (a closed tenant).
+func (g *vectorIndex) pin() (*hnsw.Index, bool) {
+	for {
+		x := g.p.Load()
+		if x.Pin() {
+			return x, true
+		}
+		if g.p.Load() == x {
+			return nil, false
+		}
+	}
+}
+
+// swap serves the graph from x, letting the old one's mapping go once its
+// readers are done.
+func (g *vectorIndex) swap(x *hnsw.Index) { g.p.Swap(x).Release() }
 
 func (g *vectorIndex) put(id int64, v any) {
 	if vec, ok := v.([]float32); ok {
-		_ = g.x.Add(id, vec)
+		_ = g.graph().Add(id, vec)
 	}
 }
-func (g *vectorIndex) remove(id int64) { g.x.Remove(id) }
+func (g *vectorIndex) remove(id int64) { g.graph().Remove(id) }
 
 func hnswConfig(f *fieldSpec) hnsw.Config {
 	cfg := hnsw.Config{Dim: f.Type.dim, M: f.HNSW.M, EfConstruction: f.HNSW.EfConstruction,
@@ -57,5 +90,5 @@ func newSearchIndex(f *fieldSpec) searchIndex {
 		// is a fenec bug, not a user error.
 		panic("engine: hnsw config: " + err.Error())
 	}
-	return &vectorIndex{x: x}
+	return newVectorIndex(x)
 }

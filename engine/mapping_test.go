@@ -1,0 +1,335 @@
+package engine
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/fenec-go/fenec/engine/store"
+)
+
+// vectorTenant makes a tenant of n documents with 16-number vectors under
+// an @hnsw (cosine) field, some updated and deleted.
+func vectorTenant(tb testing.TB, n int) (*DB, string) {
+	tb.Helper()
+	db, path := newTestDB(tb, Options{NoSweep: true})
+	mustExec(tb, db, "create collection v (n int @sorted, a int, b int, e vector<16> @hnsw(cosine))")
+	putVectors(tb, db, 1, n)
+	mustExec(tb, db, "del v where a = 0")
+	mustExec(tb, db, "set v {e: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16]} where b = 0")
+	return db, path
+}
+
+// putVectors puts documents with n from..to-1 and seeded random vectors.
+func putVectors(tb testing.TB, db *DB, from, to int) {
+	tb.Helper()
+	rng := rand.New(rand.NewPCG(uint64(from), 3))
+	var docs []any
+	for i := from; i < to; i++ {
+		e := make([]any, 16)
+		for j := range e {
+			e[j] = rng.Float64()*2 - 1
+		}
+		docs = append(docs, map[string]any{"n": int64(i), "a": int64(i % 9), "b": int64(i % 13), "e": e})
+	}
+	mustExec(tb, db, "put v $1", docs)
+}
+
+var vectorProbes = []string{
+	"get v select id, n near e [1, 0, 3, 0, 0.5, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2] limit 7",
+	"get v select id near e [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1, 0, 0, 0, 0, 0, 0] limit 10",
+	"get v select id near e [-1, 0, 3, 0, 0.5, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2] exact limit 5",
+	"get v select id near e [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1] where n > 500 limit 5",
+	"get v count",
+}
+
+func vectorAnswers(tb testing.TB, db *DB) []string {
+	tb.Helper()
+	out := make([]string, len(vectorProbes))
+	for i, q := range vectorProbes {
+		out[i] = mustExec(tb, db, q)
+	}
+	return out
+}
+
+// mappedBytes is what db's graphs read in place from its mapped file.
+func mappedBytes(db *DB) int64 {
+	db.mu.RLock()
+	defer db.mu.RUnlock()
+	var n int64
+	for _, c := range db.st.colls {
+		for _, x := range c.search {
+			if g, ok := x.(*vectorIndex); ok {
+				n += g.graph().MappedBytes()
+			}
+		}
+	}
+	return n
+}
+
+// A checkpoint's graphs are served from the file it wrote, and an open's
+// from the file it opened; they answer as a tenant whose graphs never left
+// memory, before and after more writes.
+func TestGraphsServedFromTheMappedFile(t *testing.T) {
+	db, path := vectorTenant(t, 1500)
+	mem, _ := vectorTenant(t, 1500) // the same, never checkpointed
+	if n := mappedBytes(db); n != 0 {
+		t.Fatalf("a tenant never checkpointed maps %d bytes", n)
+	}
+	if err := db.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	if mappedBytes(db) == 0 {
+		t.Fatal("after a checkpoint the graph is not served from the file")
+	}
+	sameAnswers2(t, "after the checkpoint", vectorAnswers(t, db), vectorAnswers(t, mem))
+	var logged bytes.Buffer
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := Open(path, Options{NoSweep: true, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if strings.Contains(logged.String(), "rebuilding") {
+		t.Fatalf("a graph was rebuilt: %s", logged.String())
+	}
+	if mappedBytes(db) == 0 {
+		t.Fatal("after an open the graph is not served from the file")
+	}
+	sameAnswers2(t, "after the open", vectorAnswers(t, db), vectorAnswers(t, mem))
+	// Writes change the graph beside the mapping, alike on both.
+	for _, z := range []*DB{db, mem} {
+		putVectors(t, z, 5000, 5600)
+		mustExec(t, z, "del v where a = 4")
+		mustExec(t, z, "set v {e: [0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1]} where b = 5")
+	}
+	sameAnswers2(t, "after writes", vectorAnswers(t, db), vectorAnswers(t, mem))
+	// Checkpointed again, compacted, and opened again, still alike.
+	if err := db.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	sameAnswers2(t, "after a second checkpoint", vectorAnswers(t, db), vectorAnswers(t, mem))
+	mustExec(t, db, "compact")
+	db = reopen(t, db, path)
+	sameAnswers2(t, "after compact and open", vectorAnswers(t, db), vectorAnswers(t, mem))
+	if mappedBytes(db) == 0 {
+		t.Fatal("after compact and open the graph is not served from the file")
+	}
+	// A move's image (streamed, sections not aligned) installs and
+	// answers alike too, its graphs read into memory.
+	var img bytes.Buffer
+	if _, err := db.WriteImage(&img); err != nil {
+		t.Fatal(err)
+	}
+	moved, err := InstallOpen(filepath.Join(t.TempDir(), "moved.fenec"), &img, Options{NoSweep: true, Logger: discardLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer moved.Close()
+	sameAnswers2(t, "a moved copy", vectorAnswers(t, moved), vectorAnswers(t, mem))
+}
+
+func sameAnswers2(tb testing.TB, what string, got, want []string) {
+	tb.Helper()
+	for i := range want {
+		if got[i] != want[i] {
+			tb.Fatalf("%s: %s\n got %.300s\nwant %.300s", what, vectorProbes[i], got[i], want[i])
+		}
+	}
+}
+
+// writeV2 writes snap as the second format did: "FNI2", each graph whole
+// but for its live vectors ahead of its collection's documents.
+func writeV2(t *testing.T, snap *snapshot) []byte {
+	t.Helper()
+	var out bytes.Buffer
+	bw := bufio.NewWriter(&out)
+	b := []byte(imageMagicV2)
+	b = appendUvarint(b, uint64(len(snap.counters)))
+	for n, id := range snap.counters {
+		b = appendString(b, n)
+		b = appendVarint(b, id)
+	}
+	b = appendUvarint(b, uint64(len(snap.colls)))
+	for _, cs := range snap.colls {
+		item := appendSchema(nil, cs.sch)
+		b = appendUvarint(b, uint64(len(item)))
+		b = append(b, item...)
+		b = appendUvarint(b, uint64(len(cs.graphs)))
+		for _, g := range cs.graphs {
+			var data bytes.Buffer
+			if _, err := g.x.WriteTo(&data); err != nil {
+				t.Fatal(err)
+			}
+			b = appendUvarint(b, uint64(g.field))
+			b = appendUvarint(b, uint64(data.Len()))
+			b = append(b, data.Bytes()...)
+		}
+		b = appendUvarint(b, uint64(len(cs.docs)))
+		for _, d := range cs.docs {
+			item = appendVarint(nil, d.id)
+			item = appendUvarint(item, uint64(len(cs.sch.Fields)))
+			item = append(item, d.raw...)
+			b = appendUvarint(b, uint64(len(item)))
+			b = append(b, item...)
+		}
+	}
+	bw.Write(b)
+	if err := bw.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return out.Bytes()
+}
+
+// A file of the previous image format opens, its graphs read into memory
+// as before, and its next checkpoint writes the mapped format.
+func TestImageOfTheSecondFormatOpens(t *testing.T) {
+	src, _ := vectorTenant(t, 800)
+	src.mu.RLock()
+	snap := src.snapshotLocked(nil)
+	v2 := writeV2(t, snap)
+	snap.wait()
+	src.mu.RUnlock()
+	path := filepath.Join(t.TempDir(), "v2.fenec")
+	var img bytes.Buffer
+	if _, err := store.WriteImage(&img, src.log.Position(), func(w io.Writer) error {
+		_, err := w.Write(v2)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, img.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logged bytes.Buffer
+	db, err := Open(path, Options{NoSweep: true, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if strings.Contains(logged.String(), "rebuilding") {
+		t.Fatalf("a graph was rebuilt: %s", logged.String())
+	}
+	if mappedBytes(db) != 0 {
+		t.Fatal("a graph of the previous format is served from the file")
+	}
+	want := vectorAnswers(t, src)
+	sameAnswers2(t, "the previous format", vectorAnswers(t, db), want)
+	if err := db.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	db = reopen(t, db, path)
+	if mappedBytes(db) == 0 {
+		t.Fatal("checkpointed, the file's graph is not served from it")
+	}
+	sameAnswers2(t, "converted", vectorAnswers(t, db), want)
+}
+
+// An image of a later format is refused with ErrNewerImage, which says
+// what to do.
+func TestImageOfALaterFormatRefused(t *testing.T) {
+	src, _ := vectorTenant(t, 50)
+	payload := statePayload(t, src)
+	if !bytes.HasPrefix(payload, []byte(imageMagic)) {
+		t.Fatalf("payload starts %q", payload[:4])
+	}
+	later := bytes.Clone(payload)
+	later[3]++
+	_, err := readImage(bytes.NewReader(later), discardLogger())
+	if !errors.Is(err, ErrNewerImage) {
+		t.Fatalf("got %v, want ErrNewerImage", err)
+	}
+	path := filepath.Join(t.TempDir(), "later.fenec")
+	var img bytes.Buffer
+	if _, err := store.WriteImage(&img, src.log.Position(), func(w io.Writer) error {
+		_, err := w.Write(later)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, img.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(path, Options{NoSweep: true, Logger: discardLogger()}); !errors.Is(err, ErrNewerImage) {
+		t.Fatalf("open: got %v, want ErrNewerImage", err)
+	}
+}
+
+// A checkpointed file damaged or cut short inside a graph's section is
+// refused at open as any damaged file is (DamagedError, naming where),
+// never served.
+func TestDamagedSectionRefused(t *testing.T) {
+	db, path := vectorTenant(t, 1500)
+	// A checkpoint as Checkpoint runs it, noting where the section went.
+	db.mu.RLock()
+	snap := db.snapshotLocked(nil)
+	err := db.log.Checkpoint(snap.write)
+	var at, n int64
+	for _, cs := range snap.colls {
+		for _, g := range cs.graphs {
+			at, n = g.at, g.secLen
+		}
+	}
+	snap.wait()
+	db.mu.RUnlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if at%store.SectionAlign != 0 {
+		t.Fatalf("section at %d, not a multiple of %d", at, store.SectionAlign)
+	}
+	if n == 0 {
+		t.Fatal("no section found")
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	good, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cut := range []struct {
+		name string
+		file []byte
+	}{
+		{"a byte flipped", flipped(good, at+n/2)},
+		{"cut inside the section", good[:at+n/2]},
+	} {
+		t.Run(cut.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "bad.fenec")
+			if err := os.WriteFile(p, cut.file, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			bad, err := Open(p, Options{NoSweep: true, Logger: discardLogger()})
+			if err == nil {
+				defer bad.Close()
+				// A tail cut off leaves the records before the image:
+				// what is served must then not be the section's.
+				if mappedBytes(bad) != 0 {
+					t.Fatal("a damaged section is served")
+				}
+				return
+			}
+			var de *DamagedError
+			if !errors.As(err, &de) {
+				t.Fatalf("got %v, want a DamagedError", err)
+			}
+		})
+	}
+}
+
+func flipped(b []byte, at int64) []byte {
+	c := bytes.Clone(b)
+	c[at] ^= 0x40
+	return c
+}
+
