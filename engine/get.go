@@ -2,6 +2,7 @@ package engine
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -335,6 +336,9 @@ func (r *runner) nearHits(c *collection, n *fql.Near, k int, filter func(int64) 
 	}
 	hs, err := g.Search(vec, hq)
 	g.Unpin()
+	if errors.Is(err, hnsw.ErrFault) {
+		return nil, fmt.Errorf("near %s of %s: %w", n.Field, c.sch.Name, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}

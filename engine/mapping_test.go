@@ -3,6 +3,7 @@ package engine
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fenec-go/fenec/engine/hnsw"
 	"github.com/fenec-go/fenec/engine/store"
 )
 
@@ -333,3 +335,26 @@ func flipped(b []byte, at int64) []byte {
 	return c
 }
 
+// The tenant file shortened under an open tenant by another path (the
+// node's flock does not stop truncate(2); fenec itself never shortens a
+// file below what it mapped) makes a search fail with hnsw.ErrFault, and
+// the process goes on.
+func TestTenantFileShortenedUnderTheNode(t *testing.T) {
+	db, path := vectorTenant(t, 1500)
+	if err := db.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	q := vectorProbes[2]
+	mustExec(t, db, q)
+	if err := os.Truncate(path, 0); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := db.Exec(context.Background(), Statement{Query: q})
+	if !errors.Is(err, hnsw.ErrFault) {
+		t.Fatalf("near on a shortened file: %v, want hnsw.ErrFault", err)
+	}
+	// Another opener of the same path is refused while the tenant is open.
+	if _, err := Open(path, Options{NoSweep: true, Logger: discardLogger()}); !errors.Is(err, ErrLocked) {
+		t.Fatalf("a second open: %v, want ErrLocked", err)
+	}
+}

@@ -22,4 +22,8 @@ var (
 	// ErrReleased is returned by Search and the writers of a graph
 	// after Release: the mapped image it read is gone.
 	ErrReleased = errors.New("hnsw: graph released")
+	// ErrFault is returned by a graph whose mapped image could not be
+	// read (its file was shortened under it, by something other than
+	// fenec): it answers nothing more; the tenant must be reopened.
+	ErrFault = errors.New("hnsw: the mapped tenant file could not be read (shortened under the node?): reopen the tenant")
 )

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -239,11 +240,16 @@ func (x *Index) allocSlot(id int64, v []float32, lvl int) uint32 {
 // vector: the old node becomes a tombstone and the new vector is linked in
 // afresh (the same vector again changes nothing). v is copied (and
 // normalised for Cosine).
-func (x *Index) Add(id int64, v []float32) error {
+func (x *Index) Add(id int64, v []float32) (err error) {
 	c, err := x.prepare(v)
 	if err != nil {
 		return err
 	}
+	if x.faulted.Load() {
+		return ErrFault
+	}
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer x.guard(&err)
 	if old, ok := x.slotOf[id]; ok {
 		if slices.Equal(x.vec(old), c) {
 			return nil
@@ -264,9 +270,11 @@ func (x *Index) Add(id int64, v []float32) error {
 // Removing an id not present does nothing.
 func (x *Index) Remove(id int64) {
 	s, ok := x.slotOf[id]
-	if !ok {
+	if !ok || x.faulted.Load() {
 		return
 	}
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer x.guard(nil)
 	x.retire(s)
 	x.maybePurge()
 }

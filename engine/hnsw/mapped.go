@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"runtime"
+	"runtime/debug"
 	"sync/atomic"
 	"unsafe"
 
@@ -51,8 +52,9 @@ type mapped struct {
 	cow   []uint32
 	l0cow []uint32
 
-	hold Holder
-	own  *ownRef
+	hold    Holder
+	own     *ownRef
+	faulted atomic.Bool // a read of the mapping faulted (guard)
 }
 
 // ownRef is a graph's own reference on its mapping, given back once.
@@ -95,12 +97,35 @@ func (x *Index) enter() bool {
 	if x.hold == nil {
 		return true
 	}
-	return !x.own.done.Load() && x.hold.Acquire()
+	return !x.own.done.Load() && !x.faulted.Load() && x.hold.Acquire()
 }
 
 func (x *Index) leave() {
 	if x.hold != nil {
 		x.hold.Release()
+	}
+}
+
+// guard turns a fault reading the mapped bytes — the file shortened
+// under the mapping by someone other than fenec, which flock cannot
+// refuse — into ErrFault in *err, rather than a crash of the process
+// (runtime/debug.SetPanicOnFault); the graph answers ErrFault from then
+// on. Deferred by every method that reads a mapped graph's bytes, with
+// the restore of the goroutine's setting deferred before it:
+//
+//	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+//	defer x.guard(&err)
+func (x *Index) guard(err *error) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	if _, ok := r.(interface{ Addr() uintptr }); !ok {
+		panic(r)
+	}
+	x.faulted.Store(true)
+	if err != nil {
+		*err = ErrFault
 	}
 }
 
@@ -140,21 +165,33 @@ func (x *Index) HeadLen() int64 {
 
 // WriteHead writes the graph but for what WriteSection writes. It returns
 // the bytes written.
-func (x *Index) WriteHead(w io.Writer) (int64, error) {
+func (x *Index) WriteHead(w io.Writer) (n int64, err error) {
 	if !x.enter() {
-		return 0, ErrReleased
+		return 0, x.gone()
 	}
 	defer x.leave()
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer x.guard(&err)
 	return x.writeGraph(w, headVersion)
+}
+
+// gone is why enter turned a reader away.
+func (x *Index) gone() error {
+	if x.faulted.Load() {
+		return ErrFault
+	}
+	return ErrReleased
 }
 
 // WriteSection writes every slot's level-0 list and vector, numbered as
 // WriteHead numbers them, and their sum. It returns the bytes written.
-func (x *Index) WriteSection(w io.Writer) (int64, error) {
+func (x *Index) WriteSection(w io.Writer) (_ int64, err error) {
 	if !x.enter() {
-		return 0, ErrReleased
+		return 0, x.gone()
 	}
 	defer x.leave()
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer x.guard(&err)
 	remap, n := x.dense()
 	bw := newBinWriter(w)
 	words := make([]uint32, x.m0+1)

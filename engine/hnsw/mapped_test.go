@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"hash/crc32"
+	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -17,6 +18,13 @@ import (
 // mapping and the mapping itself.
 func saveMapped(t testing.TB, x *Index) (head, section []byte, r *fmap.Region) {
 	t.Helper()
+	head, section, r, _ = saveMappedAt(t, x)
+	return head, section, r
+}
+
+// saveMappedAt is saveMapped, saying the file's path too.
+func saveMappedAt(t testing.TB, x *Index) (head, section []byte, r *fmap.Region, path string) {
+	t.Helper()
 	var h, s bytes.Buffer
 	if n, err := x.WriteHead(&h); err != nil || n != x.HeadLen() || n != int64(h.Len()) {
 		t.Fatalf("write head: %d bytes (HeadLen %d, buffer %d), %v", n, x.HeadLen(), h.Len(), err)
@@ -28,7 +36,7 @@ func saveMapped(t testing.TB, x *Index) (head, section []byte, r *fmap.Region) {
 	data := make([]byte, at+s.Len()+h.Len())
 	copy(data[at:], s.Bytes())
 	copy(data[at+s.Len():], h.Bytes())
-	path := filepath.Join(t.TempDir(), "graph")
+	path = filepath.Join(t.TempDir(), "graph")
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +50,37 @@ func saveMapped(t testing.TB, x *Index) (head, section []byte, r *fmap.Region) {
 		t.Fatal(err)
 	}
 	b := r.Bytes()
-	return b[at+s.Len():], b[at : at+s.Len()], r
+	return b[at+s.Len():], b[at : at+s.Len()], r, path
+}
+
+// A file shortened under a mapped graph by another path (flock does not
+// stop truncate(2)) makes its reads fault: the graph answers ErrFault, the
+// process goes on.
+func TestFileShortenedUnderTheMapping(t *testing.T) {
+	x := build(t, Config{Dim: 16, M: 8, EfConstruction: 32}, randVecs(50, 3000, 16))
+	head, section, r, path := saveMappedAt(t, x)
+	y, err := LoadMapped(bytes.Clone(head), section, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer y.Release()
+	q := randVecs(51, 1, 16)[0]
+	search(t, y, q, Query{K: 5})
+	if err := os.Truncate(path, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := y.Search(q, Query{K: 5, Exact: true}); !errors.Is(err, ErrFault) {
+		t.Fatalf("search of a shortened file: %v, want ErrFault", err)
+	}
+	if _, err := y.Search(q, Query{K: 5}); !errors.Is(err, ErrFault) {
+		t.Fatalf("search after a fault: %v, want ErrFault", err)
+	}
+	if _, err := y.WriteSection(io.Discard); !errors.Is(err, ErrFault) {
+		t.Fatalf("save after a fault: %v, want ErrFault", err)
+	}
+	if err := y.Add(99999, q); !errors.Is(err, ErrFault) {
+		t.Fatalf("add after a fault: %v, want ErrFault", err)
+	}
 }
 
 func TestMappedRoundTrip(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"runtime/debug"
 
 	"github.com/fenec-go/fenec/engine/internal/hugemem"
 )
@@ -37,11 +38,13 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // WriteTo writes the graph — configuration, levels, neighbour lists, entry
 // point, tombstones (with their vectors) — but not the live vectors, which
 // Load reads back through its callback. It returns the bytes written.
-func (x *Index) WriteTo(w io.Writer) (int64, error) {
+func (x *Index) WriteTo(w io.Writer) (n int64, err error) {
 	if !x.enter() {
-		return 0, ErrReleased
+		return 0, x.gone()
 	}
 	defer x.leave()
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer x.guard(&err)
 	return x.writeGraph(w, version)
 }
 

@@ -2,6 +2,7 @@ package hnsw
 
 import (
 	"math/rand/v2"
+	"runtime/debug"
 	"slices"
 )
 
@@ -66,7 +67,7 @@ const flatLimit = 2048
 // estimate from a sample) is answered by scoring those rows, exactly, and
 // a graph walk that comes back short falls back to scoring every row. A q
 // of the wrong length is ErrDimension; K <= 0 is ErrK.
-func (x *Index) Search(q []float32, opts Query) ([]Hit, error) {
+func (x *Index) Search(q []float32, opts Query) (_ []Hit, err error) {
 	qv, err := x.prepare(q)
 	if err != nil {
 		return nil, err
@@ -75,9 +76,11 @@ func (x *Index) Search(q []float32, opts Query) ([]Hit, error) {
 		return nil, ErrK
 	}
 	if !x.enter() {
-		return nil, ErrReleased
+		return nil, x.gone()
 	}
 	defer x.leave()
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer x.guard(&err)
 	sc := &stopCheck{stop: opts.Stop}
 	if opts.Candidates != nil {
 		return x.scoreIDs(qv, opts.Candidates, opts.K, opts.Filter, sc), nil
