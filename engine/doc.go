@@ -23,15 +23,21 @@
 //     too (the lock is given back): memory and file are as they were.
 //   - Opening replays the file's last image and the records after it,
 //     read from the mapped file: each document copies its own bytes, so
-//     a deleted one gives its memory back. A file that lost writes it
-//     may have answered (under SyncEvery, stopped without closing) is
+//     a deleted one gives its memory back. An @hnsw graph does not: its
+//     level-0 lists and vectors (its section) are read where the mapped
+//     file holds them, their checksum checked first, and the mapping
+//     lives as long as a graph or a search holds it (mapping.go; the
+//     format and what is checked when in docs/design.md). A checkpoint
+//     maps the file it wrote and swaps each graph for one served from it.
+//     A file that lost writes it may have answered (under SyncEvery,
+//     stopped without closing) is
 //     then rewritten as one image past them, in a new history, its id
 //     counters moved on as far as its seq: no seq or id is given twice.
 //   - seq moves by one per document written or deleted and per schema
 //     change; a block is numbered by its last.
 //   - An image (checkpoint, compact, WriteImage) streams the schemas, the
-//     id counters, the live documents and each HNSW graph's links; text
-//     indexes are rebuilt on load. The compact statement (Exec, or a Batch
+//     id counters, the live documents and each HNSW graph (head and
+//     section: image.go); text indexes are rebuilt on load. The compact statement (Exec, or a Batch
 //     of it alone) rewrites the file as one image and nothing before it;
 //     Shrink, what a server runs as a tenant closes, checkpoints only
 //     where the file comes out smaller or an open would otherwise replay

@@ -34,6 +34,18 @@
 // are the exception: they belong to no document, so the graph carries them.
 // The saved form is versioned, length-prefixed and checksummed.
 //
+// A graph may also be saved in two parts (mapped.go): a head (WriteHead,
+// version 2: all but the level-0 lists and the vectors) and a section
+// (WriteSection: every node's fixed-size level-0 list and its vector, as
+// the graph keeps it, and their checksum). LoadMapped reads the head into
+// memory and serves the section where it lies — a read-only mapping of the
+// tenant file — after checking its sum: writes since change the graph
+// beside it (a list copied out, a new node on the heap; a mapped slot is
+// never reused). The mapping is held by reference (Holder): the graph's
+// own, given back by Release, and each Search's and Pin's while it runs,
+// so the bytes go once the last reader is done. A read that faults on the
+// mapping (its file shortened under it) is ErrFault, not a crash.
+//
 // It is not for storing documents, for choosing which field to index, or
 // for persistence of vectors; nor does it lock. Concurrency: Add and Remove
 // must not run concurrently with anything else on the same Index; Search,
