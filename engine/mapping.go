@@ -36,6 +36,7 @@ func (db *DB) mapGraphs(snap *snapshot) {
 			g.vi.swap(x)
 		}
 	}
+	reg.Drop() // the checks read it all: resident again as searches read it
 }
 
 // releaseGraphsLocked lets go of every graph's mapping as the tenant

@@ -273,6 +273,7 @@ func openScan(f *os.File, path string, opts Options, h Replayer) (*scanned, erro
 			return nil, fmt.Errorf("replay %s: %w", path, err)
 		}
 	}
+	reg.Drop() // what the engine reads in place comes back as it is read
 	return s, nil
 }
 

@@ -70,5 +70,17 @@ func (r *Region) Release() {
 	}
 }
 
+// Drop lets the process's resident set go of the mapped pages it touched
+// (madvise MADV_DONTNEED): the file's pages stay in the page cache, and
+// come back into the process as they are read again. An open calls it
+// once the whole file was read for its checksums, so the process keeps
+// resident only what its searches read since. The caller holds a
+// reference.
+func (r *Region) Drop() {
+	if r.unmap != nil && len(r.data) > 0 {
+		_ = unix.Madvise(r.data, unix.MADV_DONTNEED) // advice: nothing to undo if refused
+	}
+}
+
 // Live reports whether the region is still mapped (tests read it).
 func (r *Region) Live() bool { return r.refs.Load() > 0 }
