@@ -50,6 +50,21 @@ bench:
 clean:
 	rm -rf $(BIN)
 
+# Opening a 100 000 × 128 @hnsw tenant served from its mapped file against
+# the build before it (MAPPING_BEFORE, a revision), side by side in one run:
+# the bench's source is built in a git worktree at that revision too.
+# Writes bench/mapping.txt. Run it on a quiet machine (load average under 3).
+MAPPING_BEFORE ?= 31e2593
+MAPPING_FLAGS  ?=
+.PHONY: mapping-bench
+mapping-bench:
+	@t=$$(mktemp -d); trap 'git worktree remove --force '$$t/before' >/dev/null 2>&1; rm -rf '$$t EXIT; \
+	git worktree add --detach $$t/before $(MAPPING_BEFORE) >/dev/null && \
+	mkdir -p $$t/before/bench/mapping && cp bench/mapping/main.go $$t/before/bench/mapping/ && \
+	(cd $$t/before && $(GO) build -o $$t/mapping-before ./bench/mapping) && \
+	$(GO) build -o $$t/mapping-after ./bench/mapping && \
+	$$t/mapping-after -before $$t/mapping-before -after $$t/mapping-after -out bench/mapping.txt $(MAPPING_FLAGS)
+
 # fenec, fenec-node and fenec-shard where go install puts them: $GOBIN,
 # else $(go env GOPATH)/bin (put that directory on PATH).
 .PHONY: install

@@ -1,0 +1,240 @@
+// Command mapping measures opening a tenant whose @hnsw graph is served
+// from the mapped file against a build of fenec before it, side by side in
+// one run: each build makes its own tenant of the same vectors and opens
+// it, in turns, in a process of its own; the table gives the ratios. It
+// uses only the engine's public API, so the same source builds at the
+// revision before (make mapping-bench does that in a git worktree).
+//
+//	go run ./bench/mapping -before /tmp/mapping-before -after /tmp/mapping-after -out bench/mapping.txt
+//	mapping -make FILE -n 100000 -dim 128   # child: build a tenant
+//	mapping -open FILE                       # child: open it, print one JSON line
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fenec-go/fenec/engine"
+)
+
+func main() {
+	mk := flag.String("make", "", "child: build a tenant at this path")
+	open := flag.String("open", "", "child: open the tenant at this path and print what it took")
+	n := flag.Int("n", 100000, "vectors")
+	dim := flag.Int("dim", 128, "numbers a vector")
+	before := flag.String("before", "", "this tool built at the revision before")
+	after := flag.String("after", "", "this tool built at this revision")
+	rounds := flag.Int("rounds", 3, "opens of each, in turns")
+	out := flag.String("out", "", "write the table here too")
+	flag.Parse()
+	switch {
+	case *mk != "":
+		build(*mk, *n, *dim)
+	case *open != "":
+		measure(*open, *dim)
+	default:
+		compare(*before, *after, *n, *dim, *rounds, *out)
+	}
+}
+
+// build makes a tenant of n seeded random vectors, checkpointed.
+func build(path string, n, dim int) {
+	opts := engine.Options{NoSweep: true, Sync: engine.SyncOff, Logger: slog.New(slog.DiscardHandler)}
+	db, err := engine.Create(path, opts)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, _, err := db.Exec(ctx, engine.Statement{Query: fmt.Sprintf("create collection v (n int, e vector<%d> @hnsw(cosine))", dim)}); err != nil {
+		log.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for from := 0; from < n; from += 1000 {
+		docs := make([]any, 0, 1000)
+		for i := from; i < min(n, from+1000); i++ {
+			e := make([]any, dim)
+			for j := range e {
+				e[j] = rng.Float64()*2 - 1
+			}
+			docs = append(docs, map[string]any{"n": int64(i), "e": e})
+		}
+		if _, _, err := db.Exec(ctx, engine.Statement{Query: "put v $1", Params: []any{docs}}); err != nil {
+			log.Fatal(err)
+		}
+	}
+	if err := db.Checkpoint(); err != nil {
+		log.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// opened is what one open took.
+type opened struct {
+	OpenMs      float64 `json:"open_ms"`
+	HeapMB      float64 `json:"heap_mb"`
+	AnonMB      float64 `json:"rss_anon_mb"`
+	FileMB      float64 `json:"rss_file_mb"`
+	EstimateMB  float64 `json:"memory_bytes_mb"`
+	FirstNearMs float64 `json:"first_near_ms"`
+	AnonNearMB  float64 `json:"rss_anon_after_near_mb"`
+	FileNearMB  float64 `json:"rss_file_after_near_mb"`
+}
+
+// measure opens the tenant at path and prints an opened as JSON.
+func measure(path string, dim int) {
+	runtime.GC()
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	t0 := time.Now()
+	db, err := engine.Open(path, engine.Options{NoSweep: true, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		log.Fatal(err)
+	}
+	var o opened
+	o.OpenMs = ms(time.Since(t0))
+	runtime.GC()
+	runtime.ReadMemStats(&m1)
+	o.HeapMB = mb(int64(m1.HeapAlloc) - int64(m0.HeapAlloc))
+	o.AnonMB, o.FileMB = rss()
+	o.EstimateMB = mb(db.MemoryBytes())
+	q := "get v select id near e [" + strings.TrimSuffix(strings.Repeat("0.5, ", dim), ", ") + "] limit 10"
+	t1 := time.Now()
+	if _, _, err := db.Exec(context.Background(), engine.Statement{Query: q}); err != nil {
+		log.Fatal(err)
+	}
+	o.FirstNearMs = ms(time.Since(t1))
+	o.AnonNearMB, o.FileNearMB = rss()
+	if err := db.Close(); err != nil {
+		log.Fatal(err)
+	}
+	if err := json.NewEncoder(os.Stdout).Encode(o); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// rss is the process's resident anonymous and file-backed memory, MB.
+func rss() (anon, file float64) {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0, 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if !ok {
+			continue
+		}
+		kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+		switch k {
+		case "RssAnon":
+			anon = kb / 1024
+		case "RssFile":
+			file = kb / 1024
+		}
+	}
+	return anon, file
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+func mb(n int64) float64         { return float64(n) / (1 << 20) }
+
+// compare builds a tenant with each tool and opens each in turns.
+func compare(before, after string, n, dim, rounds int, out string) {
+	if before == "" || after == "" {
+		log.Fatal("give -before and -after: this tool built at the revision before and at this one (make mapping-bench)")
+	}
+	dir, err := os.MkdirTemp("", "fenec-mapping-bench")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	tools := []struct{ name, bin, file string }{
+		{"before", before, filepath.Join(dir, "before.fenec")},
+		{"after", after, filepath.Join(dir, "after.fenec")},
+	}
+	for _, t := range tools {
+		run(t.bin, "-make", t.file, "-n", strconv.Itoa(n), "-dim", strconv.Itoa(dim))
+	}
+	got := map[string][]opened{}
+	for range rounds {
+		for _, t := range tools {
+			var o opened
+			if err := json.Unmarshal([]byte(run(t.bin, "-open", t.file, "-dim", strconv.Itoa(dim))), &o); err != nil {
+				log.Fatal(err)
+			}
+			got[t.name] = append(got[t.name], o)
+		}
+	}
+	var b strings.Builder
+	load, _ := os.ReadFile("/proc/loadavg")
+	fi, _ := os.Stat(tools[0].file)
+	fa, _ := os.Stat(tools[1].file)
+	fmt.Fprintf(&b, "open of a tenant of %d × %d @hnsw(cosine), the build before against this one, each opened %d times in turns in a process of its own (medians); %s/%s, %d CPUs, load average %s\n",
+		n, dim, rounds, runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), strings.Join(strings.Fields(string(load))[:3], " "))
+	fmt.Fprintf(&b, "file: before %.1f MB, after %.1f MB (%.2f×)\n\n", mb(fi.Size()), mb(fa.Size()), float64(fa.Size())/float64(fi.Size()))
+	rows := []struct {
+		what string
+		f    func(opened) float64
+	}{
+		{"open ms", func(o opened) float64 { return o.OpenMs }},
+		{"heap after open, MB (live, after GC)", func(o opened) float64 { return o.HeapMB }},
+		{"resident anonymous after open, MB", func(o opened) float64 { return o.AnonMB }},
+		{"resident file-backed after open, MB", func(o opened) float64 { return o.FileMB }},
+		{"MemoryBytes (what --max-memory counts), MB", func(o opened) float64 { return o.EstimateMB }},
+		{"first near, ms", func(o opened) float64 { return o.FirstNearMs }},
+		{"resident anonymous after a near, MB", func(o opened) float64 { return o.AnonNearMB }},
+		{"resident file-backed after a near, MB", func(o opened) float64 { return o.FileNearMB }},
+	}
+	fmt.Fprintf(&b, "%44s %10s %10s %14s\n", "", "before", "after", "after/before")
+	for _, r := range rows {
+		x, y := median(got["before"], r.f), median(got["after"], r.f)
+		ratio := "-"
+		if x != 0 {
+			ratio = fmt.Sprintf("%.2f×", y/x)
+		}
+		fmt.Fprintf(&b, "%44s %10.1f %10.1f %14s\n", r.what, x, y, ratio)
+	}
+	fmt.Print(b.String())
+	if out != "" {
+		if err := os.WriteFile(out, []byte(b.String()), 0o644); err != nil {
+			log.Fatal(err)
+		}
+	}
+}
+
+func median(os []opened, f func(opened) float64) float64 {
+	v := make([]float64, len(os))
+	for i, o := range os {
+		v[i] = f(o)
+	}
+	slices.Sort(v)
+	return v[len(v)/2]
+}
+
+// run runs bin with args and returns its standard output.
+func run(bin string, args ...string) string {
+	cmd := exec.Command(bin, args...)
+	cmd.Stderr = os.Stderr
+	b, err := cmd.Output()
+	if err != nil {
+		log.Fatalf("%s %v: %v", bin, args, err)
+	}
+	return string(b)
+}
