@@ -32,9 +32,11 @@ import (
 // in an image frame of its own starting at a multiple of
 // store.SectionAlign in the file (pad says how far), so that an open
 // serves the graph's lists and vectors from the mapped file where they lie
-// rather than decoding them; a section that arrives otherwise (an image
-// streamed in, which pads nothing) is read into memory. Graphs are
-// rebuilt from the documents only if they fail to load.
+// rather than decoding them; a section not in a mapped file, or not
+// aligned, is read into memory. Images streamed out (WriteImage: moves,
+// backups, restores) are written as FNI2 (below), which carries each
+// vector once. Graphs are rebuilt from the documents only if they fail to
+// load.
 //
 // Images of "FNI2" carried each graph whole but for its live vectors
 // (hnsw's WriteTo) ahead of its collection's documents, each document's
@@ -43,7 +45,8 @@ import (
 //
 //	graphs: uvarint n, n × (string coll, uvarint field, uvarint len, graph)
 //
-// Both are read still, into memory, and the next checkpoint writes FNI3.
+// Both are read still, into memory (FNI2 by a feed beside the reader:
+// graphFeed), and the next checkpoint writes FNI3.
 // An image of a later format is refused with ErrNewerImage.
 const (
 	imageMagic   = "FNI3"
@@ -78,19 +81,20 @@ type collSnap struct {
 }
 
 // graphSnap is a graph being serialised for an image, pinned until it is.
-// Written by a goroutine of its own, its head and section come through p,
-// size bytes (their lengths as the snapshot was taken); err is the
-// serialisation's failure, set before p is closed. Written directly, head
-// keeps the head written and at the offset in the file its section went
-// to (0: not in a file).
+// Written by a goroutine of its own (FNI2), its bytes come through p,
+// size of them (its SavedLen as the snapshot was taken); err is the
+// serialisation's failure, set before p is closed. Written directly
+// (FNI3), head keeps the head written, of headLen bytes, and at the offset
+// in the file its section of secLen bytes went to (0: not in a file).
 type graphSnap struct {
 	field   int
 	vi      *vectorIndex
 	x       *hnsw.Index
-	headLen int64
-	secLen  int64
+	size    int64
 	p       *piecePipe
 	err     error
+	headLen int64
+	secLen  int64
 	head    []byte
 	at      int64
 }
@@ -129,9 +133,12 @@ func (db *DB) snapshotLocked(release func()) *snapshot {
 				if !ok {
 					continue // released: the tenant is closing
 				}
-				gs := &graphSnap{field: i, vi: vi, x: g, headLen: g.HeadLen(), secLen: g.SectionLen()}
-				if !s.direct {
-					gs.p = newPiecePipe(gs.headLen + gs.secLen)
+				gs := &graphSnap{field: i, vi: vi, x: g}
+				if s.direct {
+					gs.headLen, gs.secLen = g.HeadLen(), g.SectionLen()
+				} else {
+					gs.size = g.SavedLen()
+					gs.p = newPiecePipe(gs.size)
 				}
 				cs.graphs = append(cs.graphs, gs)
 			}
@@ -158,12 +165,9 @@ func (db *DB) snapshotLocked(release func()) *snapshot {
 	return s
 }
 
-// serialise writes the graph's head and section to its pipe.
+// serialise writes the graph to its pipe, as FNI2 carries it.
 func (g *graphSnap) serialise() error {
-	if _, err := g.x.WriteHead(g.p); err != nil {
-		return err
-	}
-	_, err := g.x.WriteSection(g.p)
+	_, err := g.x.WriteTo(g.p)
 	return err
 }
 
@@ -193,29 +197,25 @@ func (g *graphSnap) copyTo(w io.Writer, n int64) error {
 	return nil
 }
 
-// writeGraph writes graph g of an image: field, head and section. bw
-// writes to w; a direct snapshot written to a store.SectionWriter puts the
-// section in a frame of its own and notes where.
+// writeGraph writes graph g of an image: its field and, for FNI2, its
+// bytes, for FNI3 its head and section. bw writes to w; a direct snapshot
+// written to a store.SectionWriter puts the section in a frame of its own
+// and notes where.
 func (s *snapshot) writeGraph(bw *bufio.Writer, w io.Writer, g *graphSnap) error {
 	b := appendUvarint(nil, uint64(g.field))
+	if !s.direct {
+		b = appendUvarint(b, uint64(g.size))
+		if _, err := bw.Write(b); err != nil {
+			return err
+		}
+		if err := g.copyTo(bw, g.size); err != nil {
+			return err
+		}
+		return g.err
+	}
 	b = appendUvarint(b, uint64(g.headLen))
 	if _, err := bw.Write(b); err != nil {
 		return err
-	}
-	if !s.direct {
-		if err := g.copyTo(bw, g.headLen); err != nil {
-			return err
-		}
-		if _, err := bw.Write(append(appendUvarint(nil, uint64(g.secLen)), 0)); err != nil {
-			return err
-		}
-		if err := g.copyTo(bw, g.secLen); err != nil {
-			return err
-		}
-		if g.err != nil {
-			return g.err
-		}
-		return nil
 	}
 	var head bytes.Buffer
 	if _, err := g.x.WriteHead(&head); err != nil {
@@ -251,9 +251,18 @@ func (s *snapshot) writeGraph(bw *bufio.Writer, w io.Writer, g *graphSnap) error
 }
 
 // write streams the snapshot as an image's state payload.
+//
+// A direct snapshot (a checkpoint's) writes FNI3, whose sections the file
+// serves mapped. Any other (an image streamed out: a move, a backup, a
+// restore) writes FNI2: its graphs without their live vectors, which the
+// receiver takes from the documents, so a moved image carries each vector
+// once; its file is written as FNI3 by its first checkpoint.
 func (s *snapshot) write(w io.Writer) error {
 	bw := bufio.NewWriterSize(w, 256<<10)
-	b := []byte(imageMagic)
+	b := []byte(imageMagicV2)
+	if s.direct {
+		b = []byte(imageMagic)
+	}
 	names := make([]string, 0, len(s.counters))
 	for n := range s.counters {
 		names = append(names, n)

@@ -126,7 +126,7 @@ func TestGraphsServedFromTheMappedFile(t *testing.T) {
 	if mappedBytes(db) == 0 {
 		t.Fatal("after compact and open the graph is not served from the file")
 	}
-	// A move's image (streamed, sections not aligned) installs and
+	// A move's image (streamed: FNI2, each vector once) installs and
 	// answers alike too, its graphs read into memory.
 	var img bytes.Buffer
 	if _, err := db.WriteImage(&img); err != nil {
@@ -240,13 +240,22 @@ func TestImageOfTheSecondFormatOpens(t *testing.T) {
 // what to do.
 func TestImageOfALaterFormatRefused(t *testing.T) {
 	src, _ := vectorTenant(t, 50)
-	payload := statePayload(t, src)
+	var buf bytes.Buffer
+	src.mu.RLock()
+	snap := src.snapshotLocked(nil) // a checkpoint's: FNI3
+	err := snap.write(&buf)
+	snap.wait()
+	src.mu.RUnlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload := buf.Bytes()
 	if !bytes.HasPrefix(payload, []byte(imageMagic)) {
 		t.Fatalf("payload starts %q", payload[:4])
 	}
 	later := bytes.Clone(payload)
 	later[3]++
-	_, err := readImage(bytes.NewReader(later), discardLogger())
+	_, err = readImage(bytes.NewReader(later), discardLogger())
 	if !errors.Is(err, ErrNewerImage) {
 		t.Fatalf("got %v, want ErrNewerImage", err)
 	}
