@@ -34,7 +34,8 @@ lane \
   search "$GO run ./bench/search -n 2000 -q 50 -docs 2000 -vocab 2000 -out $dir/search.txt" \
   node "$GO run ./bench/node -d 300ms -rounds 1 -docs 1000 -o $dir/node.txt" \
   lease "$GO run ./bench/lease -leases 1 -runs 1 -tenants 2 -out $dir/lease.txt" \
-  geo "$GO run ./bench/geo -small -out $dir/geo.txt" &
+  geo "$GO run ./bench/geo -small -out $dir/geo.txt" \
+  mapping "$GO build -o $dir/mapping ./bench/mapping && $dir/mapping -before $dir/mapping -after $dir/mapping -n 2000 -dim 16 -rounds 1 -out $dir/mapping.txt" &
 a=$!
 lane \
   engine "cd bench/sqlite && $GO run . -n 2000 -singles 200 -reads 200 >$dir/engine.txt" \
