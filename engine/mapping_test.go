@@ -367,3 +367,75 @@ func TestTenantFileShortenedUnderTheNode(t *testing.T) {
 		t.Fatalf("a second open: %v, want ErrLocked", err)
 	}
 }
+
+// mappingsOf counts this process's mappings of path: of the file there
+// now, and of files renamed over since ("(deleted)").
+func mappingsOf(t *testing.T, path string) (live, deleted int) {
+	t.Helper()
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Skip("no /proc/self/maps")
+	}
+	for _, l := range strings.Split(string(maps), "\n") {
+		switch {
+		case strings.HasSuffix(l, " "+path+" (deleted)"):
+			deleted++
+		case strings.HasSuffix(l, " "+path):
+			live++
+		}
+	}
+	return live, deleted
+}
+
+// A checkpoint swaps the graphs onto the file it wrote; the mapping of the
+// file it replaced goes once no reader holds it: at once with none, and
+// with a reader in flight (a pinned graph, as a search holds it) once that
+// reader lets go.
+func TestCheckpointLetsTheOldMappingGo(t *testing.T) {
+	db, path := vectorTenant(t, 1500)
+	if err := db.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	db = reopen(t, db, path)
+	if live, deleted := mappingsOf(t, path); live != 1 || deleted != 0 {
+		t.Fatalf("after the open: %d mappings of the file, %d of replaced ones; want 1 and 0", live, deleted)
+	}
+	mustExec(t, db, "put v {n: 1, a: 1, b: 1, e: [1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]}")
+	if err := db.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	if live, deleted := mappingsOf(t, path); live != 1 || deleted != 0 {
+		t.Fatalf("after a checkpoint: %d mappings of the file, %d of replaced ones; want 1 and 0", live, deleted)
+	}
+	// A reader in flight across the next checkpoint.
+	db.mu.RLock()
+	vi := db.st.colls["v"].search[3].(*vectorIndex)
+	db.mu.RUnlock()
+	held, ok := vi.pin()
+	if !ok {
+		t.Fatal("the graph could not be pinned")
+	}
+	mustExec(t, db, "put v {n: 2, a: 1, b: 1, e: [0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]}")
+	if err := db.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	if vi.graph() == held {
+		t.Fatal("the checkpoint did not swap the graph")
+	}
+	if live, deleted := mappingsOf(t, path); live != 1 || deleted != 1 {
+		t.Fatalf("with a reader in flight: %d mappings of the file, %d of replaced ones; want 1 and 1", live, deleted)
+	}
+	if _, err := held.Search(make([]float32, 16), hnsw.Query{K: 3, Exact: true}); err != nil {
+		t.Fatalf("the reader in flight: %v", err) // still mapped for it
+	}
+	held.Unpin()
+	if live, deleted := mappingsOf(t, path); live != 1 || deleted != 0 {
+		t.Fatalf("once the reader let go: %d mappings of the file, %d of replaced ones; want 1 and 0", live, deleted)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if live, deleted := mappingsOf(t, path); live != 0 || deleted != 0 {
+		t.Fatalf("closed: %d mappings of the file, %d of replaced ones; want none", live, deleted)
+	}
+}

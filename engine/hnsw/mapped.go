@@ -54,7 +54,8 @@ type mapped struct {
 
 	hold    Holder
 	own     *ownRef
-	faulted atomic.Bool // a read of the mapping faulted (guard)
+	pins    atomic.Int32 // Pins not undone: their holders read on past Release
+	faulted atomic.Bool  // a read of the mapping faulted (guard)
 }
 
 // ownRef is a graph's own reference on its mapping, given back once.
@@ -94,10 +95,15 @@ func (x *Index) MappedBytes() int64 { return 4 * int64(len(x.mvecs)+len(x.ml0)) 
 // enter is paired with a leave. A graph held in memory alone is always
 // readable.
 func (x *Index) enter() bool {
-	if x.hold == nil {
+	switch {
+	case x.hold == nil:
 		return true
+	case x.faulted.Load():
+		return false
+	case x.own.done.Load() && x.pins.Load() == 0:
+		return false // released, and no pin holds it: turned away
 	}
-	return !x.own.done.Load() && !x.faulted.Load() && x.hold.Acquire()
+	return x.hold.Acquire()
 }
 
 func (x *Index) leave() {
@@ -129,13 +135,25 @@ func (x *Index) guard(err *error) {
 	}
 }
 
-// Pin keeps the bytes the graph reads mapped for the caller, even past
-// Release, until Unpin; false if they are gone already. A reader that
-// found the graph where another may Release it pins it first.
-func (x *Index) Pin() bool { return x.enter() }
+// Pin keeps the bytes the graph reads mapped for the caller, who may go
+// on reading (searching, saving) past Release, until Unpin; false if it
+// was released already. A reader that found the graph where another may
+// Release it pins it first.
+func (x *Index) Pin() bool {
+	if !x.enter() {
+		return false
+	}
+	x.pins.Add(1)
+	return true
+}
 
 // Unpin undoes a Pin.
-func (x *Index) Unpin() { x.leave() }
+func (x *Index) Unpin() {
+	if x.hold != nil {
+		x.pins.Add(-1)
+	}
+	x.leave()
+}
 
 // Release gives back the graph's own reference on the mapped image it
 // reads: the bytes go once the searches and pins on it end, and Search

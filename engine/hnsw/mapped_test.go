@@ -229,3 +229,44 @@ func TestReleaseWaitsForSearches(t *testing.T) {
 }
 
 func crc32Sum(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
+
+// A pinned graph reads on past Release (a snapshot saving it while a
+// checkpoint swaps it out); its mapping goes at the last Unpin, and a
+// search arriving after that is turned away.
+func TestPinnedReadsOnPastRelease(t *testing.T) {
+	x := build(t, Config{Dim: 16, M: 8, EfConstruction: 32}, randVecs(60, 1000, 16))
+	head, section, r := saveMapped(t, x)
+	y, err := LoadMapped(head, section, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !y.Pin() {
+		t.Fatal("a live graph refused a pin")
+	}
+	y.Release()
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			if _, err := y.WriteSection(io.Discard); err != nil {
+				t.Errorf("save while pinned: %v", err)
+			}
+			if _, err := y.Search(randVecs(61, 1, 16)[0], Query{K: 3}); err != nil {
+				t.Errorf("search while pinned: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if !r.Live() {
+		t.Fatal("the mapping went while pinned")
+	}
+	y.Unpin()
+	if r.Live() {
+		t.Fatal("the mapping outlived the last pin")
+	}
+	if y.Pin() {
+		t.Fatal("a pin taken on a released graph whose mapping is gone")
+	}
+	if _, err := y.Search(randVecs(61, 1, 16)[0], Query{K: 3}); !errors.Is(err, ErrReleased) {
+		t.Fatalf("search after the last pin: %v, want ErrReleased", err)
+	}
+}
