@@ -439,3 +439,40 @@ func TestCheckpointLetsTheOldMappingGo(t *testing.T) {
 		t.Fatalf("closed: %d mappings of the file, %d of replaced ones; want none", live, deleted)
 	}
 }
+
+// An FNI3 payload cut short anywhere is an error, and one with a byte
+// changed anywhere is an error or is read (a graph refused rebuilt) and
+// searched without a panic. (In a file, the frame checksums refuse both
+// before the payload is read: TestDamagedSectionRefused.)
+func TestSectionPayloadCutOrDamaged(t *testing.T) {
+	src, _ := vectorTenant(t, 300)
+	var buf bytes.Buffer
+	src.mu.RLock()
+	snap := src.snapshotLocked(nil)
+	err := snap.write(&buf)
+	snap.wait()
+	src.mu.RUnlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := buf.Bytes()
+	if _, err := readImage(bytes.NewReader(full), discardLogger()); err != nil {
+		t.Fatalf("whole: %v", err)
+	}
+	for cut := 0; cut < len(full); cut += 1 + len(full)/211 {
+		if _, err := readImage(bytes.NewReader(full[:cut]), discardLogger()); err == nil {
+			t.Fatalf("a state cut at %d of %d was read", cut, len(full))
+		}
+	}
+	stmt, _, err := src.parse(Statement{Query: vectorProbes[0]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for at := 0; at < len(full); at += 1 + len(full)/97 {
+		st, err := readImage(bytes.NewReader(flipped(full, int64(at))), discardLogger())
+		if err != nil {
+			continue
+		}
+		_, _ = (&runner{st: st}).run(stmt) // a damaged value may be refused; no panic
+	}
+}
