@@ -304,12 +304,17 @@ func (x *Index) maybePurge() {
 
 // reset empties the graph, keeping the configuration and the level draw.
 func (x *Index) reset() {
+	// The mapping stays held (its reference and pins are the holders'),
+	// though the emptied graph reads none of it.
+	pins, faulted := x.pins.Load(), x.faulted.Load()
 	*x = Index{
 		cfg: x.cfg, dim: x.dim, m: x.m, m0: x.m0, ml: x.ml,
 		pcg: x.pcg, rnd: x.rnd, l2: x.l2,
 		slotOf: make(map[int64]uint32), entry: noEntry,
 		mapped: mapped{hold: x.hold, own: x.own},
 	}
+	x.pins.Store(pins)
+	x.faulted.Store(faulted)
 }
 
 // link connects new slot s, of top level lvl, into the graph.

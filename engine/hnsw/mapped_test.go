@@ -270,3 +270,35 @@ func TestPinnedReadsOnPastRelease(t *testing.T) {
 		t.Fatalf("search after the last pin: %v, want ErrReleased", err)
 	}
 }
+
+// A mapped graph emptied by removes (reset) keeps its pins and its hold:
+// the pin's holder unpins as it would, and Release lets the mapping go.
+func TestMappedGraphEmptied(t *testing.T) {
+	vs := randVecs(70, 300, 8)
+	x := build(t, Config{Dim: 8, M: 8, EfConstruction: 32}, vs)
+	head, section, r := saveMapped(t, x)
+	y, err := LoadMapped(head, section, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !y.Pin() {
+		t.Fatal("pin refused")
+	}
+	for i := range vs {
+		y.Remove(int64(i))
+	}
+	if y.Len() != 0 || y.MappedBytes() != 0 {
+		t.Fatalf("emptied: Len %d, MappedBytes %d", y.Len(), y.MappedBytes())
+	}
+	if err := y.Add(1, vs[0]); err != nil {
+		t.Fatal(err)
+	}
+	if hs := search(t, y, vs[0], Query{K: 1}); len(hs) != 1 || hs[0].ID != 1 {
+		t.Fatalf("after an add: %v", hs)
+	}
+	y.Unpin()
+	y.Release()
+	if r.Live() {
+		t.Fatal("the mapping outlived the emptied graph's release")
+	}
+}
