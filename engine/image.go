@@ -379,8 +379,21 @@ func (ir *imageReader) longItem(n int) ([]byte, error) {
 	return b, nil
 }
 
-// readImage rebuilds a state from an image's payload.
-func readImage(r io.Reader, logger *slog.Logger) (*state, error) {
+// readImage rebuilds a state from an image's payload. A state refused
+// lets go of the mappings its graphs held.
+func readImage(r io.Reader, logger *slog.Logger) (st *state, err error) {
+	defer func() {
+		if err != nil && st != nil {
+			releaseGraphs(st)
+			st = nil
+		}
+	}()
+	return readImageState(r, logger)
+}
+
+// readImageState is readImage, returning with an error what it read so
+// far, for readImage to let go of.
+func readImageState(r io.Reader, logger *slog.Logger) (*state, error) {
 	ir := &imageReader{br: bufio.NewReaderSize(r, 256<<10), src: r}
 	magic := make([]byte, len(imageMagic))
 	if _, err := io.ReadFull(ir.br, magic); err != nil {
@@ -394,31 +407,31 @@ func readImage(r io.Reader, logger *slog.Logger) (*state, error) {
 	st := newState()
 	n, err := ir.uvarint()
 	if err != nil {
-		return nil, err
+		return st, err
 	}
 	for range n {
 		name, err := ir.item()
 		if err != nil {
-			return nil, err
+			return st, err
 		}
 		key := string(name)
 		id, err := binary.ReadVarint(ir.br)
 		if err != nil {
-			return nil, fmt.Errorf("%w: counter", errShort)
+			return st, fmt.Errorf("%w: counter", errShort)
 		}
 		st.counters[key] = id
 	}
 	if n, err = ir.uvarint(); err != nil {
-		return nil, err
+		return st, err
 	}
 	for range n {
 		if err := ir.readColl(st, form, logger); err != nil {
-			return nil, err
+			return st, err
 		}
 	}
 	if v1 {
 		if err := ir.readGraphs(st, logger); err != nil {
-			return nil, err
+			return st, err
 		}
 	}
 	// Any graph missing or refused is built from the documents.
@@ -468,12 +481,17 @@ func (ir *imageReader) readColl(st *state, form string, logger *slog.Logger) err
 	}
 	st.colls[sch.Name] = c
 	var feed *graphFeed
-	var mapped []int // fields whose graph came whole (FNI3)
+	var mapped []loadedGraph // graphs that came whole (FNI3), set once the documents are in
 	if form == imageMagic {
 		var err error
 		if mapped, err = ir.readCollSections(c, logger); err != nil {
 			return err
 		}
+		defer func() {
+			for _, g := range mapped { // not set: the documents failed
+				g.x.Release()
+			}
+		}()
 	} else if graphs {
 		f, err := ir.readCollGraphs(c, logger)
 		if f != nil {
@@ -525,14 +543,16 @@ func (ir *imageReader) readColl(st *state, form string, logger *slog.Logger) err
 			feed.add(kept)
 		}
 	}
-	for _, i := range mapped {
-		if err := graphMatches(c, i); err != nil {
+	for _, g := range mapped {
+		if err := graphMatches(c, g.field, g.x); err != nil {
 			logger.Warn("graph did not load; rebuilding it", "collection", sch.Name,
-				"field", sch.Fields[i].Name, "err", err)
-			c.search[i].(*vectorIndex).graph().Release()
-			c.search[i] = nil
+				"field", sch.Fields[g.field].Name, "err", err)
+			g.x.Release()
+			continue
 		}
+		c.search[g.field] = newVectorIndex(g.x)
 	}
+	mapped = nil // each set or released
 	if feed == nil {
 		return nil
 	}
@@ -586,11 +606,27 @@ func (ir *imageReader) readCollGraphs(c *collection, logger *slog.Logger) (*grap
 	return f, nil
 }
 
+// loadedGraph is a graph of an FNI3 image, loaded whole, for field.
+type loadedGraph struct {
+	field int
+	x     *hnsw.Index
+}
+
 // readCollSections reads collection c's graphs of an FNI3 image, which
 // come whole before its documents, each section used where the mapped
-// file holds it, and returns the fields given a graph. A graph refused is
-// logged and left to be rebuilt; an image cut short is an error.
-func (ir *imageReader) readCollSections(c *collection, logger *slog.Logger) ([]int, error) {
+// file holds it, and returns them, for the caller to set once the
+// documents are in (set before, each document's vector would be added
+// again) or to release. A graph refused is logged and left to be rebuilt;
+// an image cut short is an error, the graphs read so far released.
+func (ir *imageReader) readCollSections(c *collection, logger *slog.Logger) (got []loadedGraph, err error) {
+	defer func() {
+		if err != nil {
+			for _, g := range got {
+				g.x.Release()
+			}
+			got = nil
+		}
+	}()
 	n, err := ir.uvarint()
 	if err != nil || n == 0 {
 		return nil, err
@@ -598,16 +634,16 @@ func (ir *imageReader) readCollSections(c *collection, logger *slog.Logger) ([]i
 	if n > uint64(len(c.sch.Fields)) {
 		return nil, fmt.Errorf("image of %s: %d graphs for %d fields", c.sch.Name, n, len(c.sch.Fields))
 	}
-	var got []int
+	seen := make([]bool, len(c.sch.Fields))
 	for range n {
 		fi, err := ir.uvarint()
 		if err != nil {
 			return got, err
 		}
-		if fi >= uint64(len(c.sch.Fields)) || c.sch.Fields[fi].HNSW == nil || slices.Contains(got, int(fi)) ||
-			c.search[fi] != nil {
+		if fi >= uint64(len(c.sch.Fields)) || c.sch.Fields[fi].HNSW == nil || seen[fi] {
 			return got, fmt.Errorf("image graph for %s field %d that has none", c.sch.Name, fi)
 		}
+		seen[fi] = true
 		head, err := ir.item()
 		if err != nil {
 			return got, err
@@ -623,8 +659,7 @@ func (ir *imageReader) readCollSections(c *collection, logger *slog.Logger) ([]i
 				"field", c.sch.Fields[fi].Name, "err", err)
 			continue
 		}
-		c.search[fi] = newVectorIndex(x)
-		got = append(got, int(fi))
+		got = append(got, loadedGraph{field: int(fi), x: x})
 	}
 	return got, nil
 }
@@ -680,10 +715,9 @@ func (ir *imageReader) section() ([]byte, hnsw.Holder, error) {
 // maxSection bounds a graph's section: its level-0 lists and vectors.
 const maxSection = 1 << 40
 
-// graphMatches checks that the graph of field i, loaded whole, holds a
+// graphMatches checks that x, the graph of field i loaded whole, holds a
 // node for exactly the documents of c with a vector there.
-func graphMatches(c *collection, i int) error {
-	x := c.search[i].(*vectorIndex).graph()
+func graphMatches(c *collection, i int, x *hnsw.Index) error {
 	n := 0
 	var bad int64
 	c.order.Ascend(func(d *doc) bool {

@@ -41,8 +41,11 @@ func (db *DB) mapGraphs(snap *snapshot) {
 
 // releaseGraphsLocked lets go of every graph's mapping as the tenant
 // closes; mu is held.
-func (db *DB) releaseGraphsLocked() {
-	for _, c := range db.st.colls {
+func (db *DB) releaseGraphsLocked() { releaseGraphs(db.st) }
+
+// releaseGraphs lets go of the mappings st's graphs hold.
+func releaseGraphs(st *state) {
+	for _, c := range st.colls {
 		for _, x := range c.search {
 			if g, ok := x.(*vectorIndex); ok {
 				g.graph().Release()
