@@ -111,6 +111,7 @@ func (db *DB) forkPastLost() error {
 	if _, err := db.log.ForkPast(snap.write); err != nil {
 		return err // the store's says what failed
 	}
+	db.mapGraphs(snap) // served from the file written, not the one it replaced
 	return nil
 }
 

@@ -30,9 +30,9 @@
 //     format and what is checked when in docs/design.md). A checkpoint
 //     maps the file it wrote and swaps each graph for one served from it.
 //     A file that lost writes it may have answered (under SyncEvery,
-//     stopped without closing) is
-//     then rewritten as one image past them, in a new history, its id
-//     counters moved on as far as its seq: no seq or id is given twice.
+//     stopped without closing) is then rewritten as one image past them,
+//     in a new history, its id counters moved on as far as its seq: no
+//     seq or id is given twice.
 //   - seq moves by one per document written or deleted and per schema
 //     change; a block is numbered by its last.
 //   - An image (checkpoint, compact, WriteImage) streams the schemas, the

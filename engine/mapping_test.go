@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fenec-go/fenec/engine/hnsw"
 	"github.com/fenec-go/fenec/engine/store"
@@ -475,4 +476,42 @@ func TestSectionPayloadCutOrDamaged(t *testing.T) {
 		}
 		_, _ = (&runner{st: st}).run(stmt) // a damaged value may be refused; no panic
 	}
+}
+
+// A file that lost writes at its tail is started again past them at open,
+// rewritten as one image: its graphs are served from the file written, and
+// the one it replaced is let go.
+func TestLostTailServedFromTheFileWritten(t *testing.T) {
+	opts := Options{Sync: SyncEvery, SyncEvery: time.Hour, NoSweep: true, Logger: discardLogger()}
+	db, path := newTestDB(t, opts)
+	mustExec(t, db, "create collection v (n int @sorted, a int, b int, e vector<16> @hnsw(cosine))")
+	putVectors(t, db, 1, 800)
+	if err := db.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	putVectors(t, db, 800, 810) // the first write after the checkpoint bounds the file
+	if err := db.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	synced, firstHistory := db.FileBytes(), db.History()
+	want := vectorAnswers(t, db)
+	putVectors(t, db, 900, 950) // lost
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(path, synced); err != nil {
+		t.Fatal(err)
+	}
+	db2, err := Open(path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db2.Close() })
+	if _, lost := db2.log.Lost(); lost || db2.History() == firstHistory {
+		t.Fatal("the file was not started again past its lost tail")
+	}
+	if live, deleted := mappingsOf(t, path); live != 1 || deleted != 0 {
+		t.Fatalf("after an open past a lost tail: %d mappings of the file, %d of replaced ones; want 1 and 0", live, deleted)
+	}
+	sameAnswers2(t, "past a lost tail", vectorAnswers(t, db2), want)
 }
