@@ -1,7 +1,8 @@
 // Command mapping measures opening a tenant whose @hnsw graph is served
 // from the mapped file against a build of fenec before it, side by side in
-// one run: each build makes its own tenant of the same vectors and opens
-// it, in turns, in a process of its own; the table gives the ratios. It
+// one run: the build before makes a tenant, this build converts a copy
+// of it (opens it and checkpoints it into its own format), and each opens
+// its file, in turns, in a process of its own; the table gives the ratios. It
 // uses only the engine's public API, so the same source builds at the
 // revision before (make mapping-bench does that in a git worktree).
 //
@@ -33,6 +34,7 @@ import (
 
 func main() {
 	mk := flag.String("make", "", "child: build a tenant at this path")
+	convert := flag.String("convert", "", "child: copy the tenant at -make's path here, open it and checkpoint it (this build's image format)")
 	open := flag.String("open", "", "child: open the tenant at this path and print what it took")
 	n := flag.Int("n", 100000, "vectors")
 	dim := flag.Int("dim", 128, "numbers a vector")
@@ -42,6 +44,8 @@ func main() {
 	out := flag.String("out", "", "write the table here too")
 	flag.Parse()
 	switch {
+	case *convert != "":
+		rewrite(*mk, *convert)
 	case *mk != "":
 		build(*mk, *n, *dim)
 	case *open != "":
@@ -75,6 +79,28 @@ func build(path string, n, dim int) {
 		if _, _, err := db.Exec(ctx, engine.Statement{Query: "put v $1", Params: []any{docs}}); err != nil {
 			log.Fatal(err)
 		}
+	}
+	if err := db.Checkpoint(); err != nil {
+		log.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// rewrite copies the tenant at src to dst, opens it and checkpoints it:
+// the same tenant in this build's image format.
+func rewrite(src, dst string) {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := os.WriteFile(dst, b, 0o600); err != nil {
+		log.Fatal(err)
+	}
+	db, err := engine.Open(dst, engine.Options{NoSweep: true, Sync: engine.SyncOff, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		log.Fatal(err)
 	}
 	if err := db.Checkpoint(); err != nil {
 		log.Fatal(err)
@@ -155,7 +181,8 @@ func rss() (anon, file float64) {
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 func mb(n int64) float64         { return float64(n) / (1 << 20) }
 
-// compare builds a tenant with each tool and opens each in turns.
+// compare builds a tenant with the build before, converts a copy with
+// this one, and opens each with its own build, in turns.
 func compare(before, after string, n, dim, rounds int, out string) {
 	if before == "" || after == "" {
 		log.Fatal("give -before and -after: this tool built at the revision before and at this one (make mapping-bench)")
@@ -169,9 +196,10 @@ func compare(before, after string, n, dim, rounds int, out string) {
 		{"before", before, filepath.Join(dir, "before.fenec")},
 		{"after", after, filepath.Join(dir, "after.fenec")},
 	}
-	for _, t := range tools {
-		run(t.bin, "-make", t.file, "-n", strconv.Itoa(n), "-dim", strconv.Itoa(dim))
-	}
+	// One tenant, built by the build before; this one opens it (the
+	// previous format) and checkpoints it into its own.
+	run(before, "-make", tools[0].file, "-n", strconv.Itoa(n), "-dim", strconv.Itoa(dim))
+	run(after, "-make", tools[0].file, "-convert", tools[1].file)
 	got := map[string][]opened{}
 	for range rounds {
 		for _, t := range tools {
