@@ -56,7 +56,10 @@ type Report struct {
 	// they stated), unbounded (held to neither). CopyReads were sent to a
 	// copy, Declined of them answered with no rows (421, 504).
 	Fresh, Bounded, UnboundedReads, CopyReads, Declined int
-	Anomalies                                           []Anomaly `json:"anomalies"`
+	// NearCopy and NearPrimary count the reads through a router near the
+	// far region that stated a bound or a seq, by who served them.
+	NearCopy, NearPrimary int
+	Anomalies             []Anomaly `json:"anomalies"`
 	// Known are the anomalies Claims.Known names: reported, not failed on.
 	Known []Anomaly `json:"known,omitempty"`
 	// Unchecked names the objects porcupine ran out of time on.
@@ -112,6 +115,8 @@ func Check(h *History, cl Claims) Report {
 	r.Anomalies = append(r.Anomalies, checkIncrements(h, ops, cl)...)
 	r.Anomalies = append(r.Anomalies, checkAfterReads(h, ops, cl)...)
 	r.Anomalies = append(r.Anomalies, checkStaleness(h, ops, cl)...)
+	r.Anomalies = append(r.Anomalies, checkNearReads(h, ops)...)
+	r.NearCopy, r.NearPrimary = nearCounts(ops)
 	r.LongestGap, r.LongestGapOn = longestGap(ops)
 	r.Sort(cl)
 	return r

@@ -284,6 +284,9 @@ func (t *Topo) HealAll() {
 			r.globalLink.Heal()
 		}
 	}
+	for _, p := range t.farLinks {
+		p.SetDelay(farDelay)
+	}
 	for _, r := range t.Routers {
 		t.StartRouter(r, nil)
 	}

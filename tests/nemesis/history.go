@@ -91,7 +91,14 @@ type Op struct {
 	// "unbounded".
 	Staleness int64 `json:"staleness_ms"`
 	// ToCopy: the read was sent to the tenant's copy, not its primary.
-	ToCopy   bool      `json:"to_copy,omitempty"`
+	ToCopy bool `json:"to_copy,omitempty"`
+	// Ask are the headers a read through a router near the far region
+	// was sent with (name, value, ...): Fenec-Max-Staleness, or
+	// Fenec-After and Fenec-History.
+	Ask []string `json:"ask,omitempty"`
+	// ServedBy is its answer's Fenec-Served-By ("copy", "primary"; ""
+	// for none).
+	ServedBy string    `json:"served_by,omitempty"`
 	Attempts []Attempt `json:"attempts,omitempty"`
 }
 
@@ -158,13 +165,16 @@ type History struct {
 	// a move, by the state it was seen in ("handoff given", "move
 	// copying").
 	KilledIn map[string]int `json:"killed_in,omitempty"` // guarded by mu
+	// ReadCopies names, per tenant, the nodes its read copies are on.
+	ReadCopies map[string][]string `json:"read_copies,omitempty"` // guarded by mu
 }
 
 // NewHistory begins a history now.
 func NewHistory(scenario string, seed uint64, lease time.Duration) *History {
 	now := time.Now()
 	return &History{Scenario: scenario, Seed: seed, Lease: lease, Began: now, start: now,
-		PowerLost: map[string][]int64{}, Damaged: map[string][]string{}, KilledIn: map[string]int{}}
+		PowerLost: map[string][]int64{}, Damaged: map[string][]string{}, KilledIn: map[string]int{},
+		ReadCopies: map[string][]string{}}
 }
 
 // Now is the time since the history began, in ns.

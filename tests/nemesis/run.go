@@ -156,6 +156,10 @@ func RunScenario(tb testing.TB, sc Scenario, seed uint64, o Options) Result {
 		rep.LongestGap.Round(time.Millisecond), rep.LongestGapOn)
 	tb.Logf("nemesis: reads answered fresh %d, within a bound they stated %d, unbounded %d; %d sent to copies, %d of them declined",
 		rep.Fresh, rep.Bounded, rep.UnboundedReads, rep.CopyReads, rep.Declined)
+	if rep.NearCopy+rep.NearPrimary > 0 {
+		tb.Logf("nemesis: reads through the near router stating a bound or a seq: %d served by the read copy, %d by the primary",
+			rep.NearCopy, rep.NearPrimary)
+	}
 	if len(rep.Unchecked) > 0 {
 		tb.Logf("nemesis: porcupine ran out of time on %v: those objects are unchecked", rep.Unchecked)
 	}

@@ -33,9 +33,10 @@ func Scenarios() []Scenario {
 		{Name: "retries", Bound: 2.5, About: "increments with Idempotency-Key sent again through 500 outcome-unknown, 502 and 503 until settled, while primaries are killed, paused and cut off, routers killed and connections reset",
 			Mix:  Mix{RegWrite: 10, RegRead: 10, Append: 15, ListRead: 10, Incr: 45, CntRead: 10},
 			Step: stepRetries},
-		{Name: "ryw", About: "read-your-writes across regions: a write in one region, a read with Fenec-After in another while the far copy lags or is cut off",
-			Skip: "needs routers that send reads to read copies in other regions (DESIGN §10, not built yet); every scenario's copy reads already hold " +
-				"copies to Fenec-After and Fenec-Max-Staleness (checkAfterReads, checkStaleness), which reads through such routers will meet too"},
+		{Name: "ryw", Bound: 3.5, About: "read-your-writes across regions: clients in us write through the router near them to eu's primaries and read back through it, " +
+			"with Fenec-After of their own write or a Fenec-Max-Staleness, from read copies in us; the copy's links to eu cut or slowed, the router's to it cut, " +
+			"its node killed, a primary moved or failed over, the global tier cut off from us",
+			Shape: Shape{Far: "us"}, Step: stepFar},
 		{Name: "mixed", Bound: 5, About: "every fault above but the power loss under --sync 100, drawn together, on the two-tier deployment",
 			Shape: Shape{Regions: true, Ballast: 256 << 10}, Step: stepMixed},
 	}

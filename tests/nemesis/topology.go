@@ -47,7 +47,20 @@ type Shape struct {
 	Ballast int
 	// NodeArgs are more flags for every node (e.g. --log-level debug).
 	NodeArgs []string
+	// Far, when set, adds a second region of that name, leased by the
+	// global tier as eu is: one node there (Far+"1"), a router near it
+	// (n1: a standby on the global tier's directory started with --near
+	// Far), and a delay of farDelay each way on every link between the
+	// two regions. Every third tenant (t2, t5, ...) is set to survive
+	// its region, its voting copy on the far node; every other gets a
+	// read copy there. Not with Regions (read copies are the global
+	// tier's).
+	Far string
 }
+
+// farDelay is the delay, each way, of every link between eu and the far
+// region while no fault changes it: a round trip of 2·farDelay.
+const farDelay = 10 * time.Millisecond
 
 // Topo is a running deployment: routers and nodes, and a proxy of its
 // own on every link from a router or a node to a node, and from a router
@@ -62,9 +75,13 @@ type Topo struct {
 
 	Routers []*Router
 	Nodes   []*Node
-	peers   *dnsstub.Server // the nodes' resolver: names at 127.0.0.2
-	byID    map[string]string
-	tenants []string
+	peers   *dnsstub.Server // eu's nodes' resolver: names at 127.0.0.2
+	farDNS  *dnsstub.Server // the far node's: eu's nodes at 127.0.0.3
+	// farLinks are the links between eu and the far region, each
+	// delayed by farDelay unless a fault changes it.
+	farLinks []*proxy.Proxy
+	byID     map[string]string
+	tenants  []string
 
 	stuck map[string]bool // nodes a check found stuck, by name
 
@@ -78,8 +95,10 @@ type Router struct {
 	// Tier is "global" or the region it serves.
 	Tier    string
 	Standby bool
-	ip      string          // where its proxies to the nodes listen
-	dns     *dnsstub.Server // its resolver: node names at ip
+	// Near is the region of the readers it serves (--near), if any.
+	Near string
+	ip   string          // where its proxies to the nodes listen
+	dns  *dnsstub.Server // its resolver: node names at ip
 	// dirLink is its proxy to its directory (a standby's), globalLink to
 	// the global directory (a region's router's); nil when it has none.
 	dirLink, globalLink *proxy.Proxy
@@ -91,8 +110,9 @@ type Router struct {
 type Node struct {
 	*cluster.Node
 	ID      string
+	Region  string
 	port    string
-	links   map[string]*proxy.Proxy // by who reaches it: a router's name, or "peers"
+	links   map[string]*proxy.Proxy // by who reaches it: a router's name, "peers", or (eu's nodes) the far node's name
 	clock   string                  // its lease clock's file
 	synced  string                  // its synced lengths' directory
 	admin   *cluster.Client         // the suite's own, straight to the node
@@ -125,7 +145,11 @@ func Start(tb testing.TB, h *History, shape Shape, lease time.Duration) *Topo {
 	}
 	t.startRouters()
 	for i := range shape.Nodes {
-		t.startNode(region + strconv.Itoa(i+1))
+		t.startNode(region+strconv.Itoa(i+1), region)
+	}
+	if shape.Far != "" {
+		t.farDNS = dnsstub.New(tb)
+		t.startNode(shape.Far+"1", shape.Far)
 	}
 	t.recordNodes()
 	t.WaitLeased(2 * time.Minute)
@@ -148,6 +172,9 @@ func (t *Topo) startRouters() {
 		e := t.startRouter("e1", region, false, nil)
 		t.startRouter("e2", region, true, e)
 	}
+	if t.shape.Far != "" {
+		t.startRouter("n1", "global", true, g)
+	}
 }
 
 // startRouter starts one router; a standby uses leader's directory
@@ -161,6 +188,11 @@ func (t *Topo) startRouter(name, tier string, standby bool, leader *Router) *Rou
 		o.Directory = "http://" + r.dirLink.Addr()
 		args = append(args, "--standby")
 	}
+	if name == "n1" {
+		r.Near = t.shape.Far
+		args = append(args, "--near", r.Near)
+		t.far(r.dirLink)
+	}
 	if tier != "global" {
 		r.globalLink = proxy.New(t.tb, hostPort(t.Routers[0].EtcdURL()))
 		args = append(args, "--region", tier, "--global", "http://"+r.globalLink.Addr())
@@ -172,15 +204,20 @@ func (t *Topo) startRouter(name, tier string, standby bool, leader *Router) *Rou
 	return r
 }
 
-// startNode starts a node under --lease, its clock and synced lengths
-// the suite's, with a proxy for each router and one for its peers.
-func (t *Topo) startNode(name string) *Node {
-	n := &Node{links: map[string]*proxy.Proxy{},
+// startNode starts a node of reg under --lease, its clock and synced
+// lengths the suite's, with a proxy for each router and one for its
+// peers; the far node also gets a proxy of its own to each of eu's.
+func (t *Topo) startNode(name, reg string) *Node {
+	n := &Node{Region: reg, links: map[string]*proxy.Proxy{},
 		clock: filepath.Join(t.dir, name+".clock"), synced: filepath.Join(t.dir, name+".synced")}
 	if err := os.MkdirAll(n.synced, 0o755); err != nil {
 		t.tb.Fatal(err)
 	}
-	args := []string{"--lease", "--sync", t.shape.Sync, "--replication-token", replToken, "--resolver", t.peers.Addr()}
+	resolver := t.peers
+	if reg != region {
+		resolver = t.farDNS
+	}
+	args := []string{"--lease", "--sync", t.shape.Sync, "--replication-token", replToken, "--resolver", resolver.Addr()}
 	args = append(args, t.shape.NodeArgs...)
 	env := []string{nemesis.ClockEnv + "=" + n.clock, nemesis.SyncedEnv + "=" + n.synced}
 	n.Node = t.C.StartNode(name, cluster.NodeOptions{Args: args, Env: env})
@@ -194,9 +231,21 @@ func (t *Topo) startNode(name string) *Node {
 	for _, r := range t.Routers {
 		n.links[r.Name] = proxy.NewOn(t.tb, r.ip+":"+port, n.Direct())
 		r.dns.Set(host, netip.MustParseAddr(r.ip))
+		if (r.Near != "") != (reg != region) {
+			t.far(n.links[r.Name])
+		}
 	}
 	n.links[peersLink] = proxy.NewOn(t.tb, "127.0.0.2:"+port, n.Direct())
 	t.peers.Set(host, netip.MustParseAddr("127.0.0.2"))
+	if reg != region {
+		t.far(n.links[peersLink])
+		t.farDNS.Set(host, netip.MustParseAddr("127.0.0.2"))
+		for _, m := range t.Nodes {
+			m.links[name] = proxy.NewOn(t.tb, "127.0.0.3:"+m.port, m.Direct())
+			t.farDNS.Set(m.Name+".fenec.test", netip.MustParseAddr("127.0.0.3"))
+			t.far(m.links[name])
+		}
+	}
 	var id struct {
 		ID string `json:"id"`
 	}
@@ -210,6 +259,13 @@ func (t *Topo) startNode(name string) *Node {
 	return n
 }
 
+// far delays p by farDelay and keeps it among the links between the
+// regions.
+func (t *Topo) far(p *proxy.Proxy) {
+	p.SetDelay(farDelay)
+	t.farLinks = append(t.farLinks, p)
+}
+
 // URL is the address node n is recorded at.
 func (n *Node) URL() string { return "http://" + n.Name + ".fenec.test:" + n.port }
 
@@ -219,7 +275,7 @@ func (n *Node) URL() string { return "http://" + n.Name + ".fenec.test:" + n.por
 func (t *Topo) recordNodes() {
 	g := t.Routers[0].cl
 	for _, n := range t.Nodes {
-		res := g.Do("PUT", "/_shard/nodes/"+n.Name, map[string]any{"addr": n.URL(), "token": cluster.AdminToken, "region": region})
+		res := g.Do("PUT", "/_shard/nodes/"+n.Name, map[string]any{"addr": n.URL(), "token": cluster.AdminToken, "region": n.Region})
 		if res.Status != 201 {
 			t.tb.Fatalf("record %s: %s", n.Name, res)
 		}
@@ -328,11 +384,13 @@ func (t *Topo) WaitLeased(within time.Duration) {
 
 // Placement is a tenant's row of GET /_shard/tenants.
 type Placement struct {
-	Name    string `json:"name"`
-	Node    string `json:"node"`
-	State   string `json:"state"`
-	Replica string `json:"replica"`
-	Behind  uint64 `json:"replica_behind"` // the seq the copy was recorded behind at
+	Name       string   `json:"name"`
+	Node       string   `json:"node"`
+	State      string   `json:"state"`
+	Replica    string   `json:"replica"`
+	Behind     uint64   `json:"replica_behind"` // the seq the copy was recorded behind at
+	ReadCopies []string `json:"read_copies"`
+	Survive    string   `json:"survive"`
 }
 
 // Placements reads the tenants from the first router that answers,
@@ -363,9 +421,10 @@ func (t *Topo) Placements(ctx context.Context) (map[string]Placement, error) {
 // collections and rows, and waits until each copy holds them.
 func (t *Topo) placeTenants() {
 	g := t.Leader().cl
+	home := t.HomeNodes()
 	for i := range t.shape.Tenants {
 		name := "t" + strconv.Itoa(i)
-		n := t.Nodes[i%len(t.Nodes)]
+		n := home[i%len(home)]
 		if res := g.Do("PUT", "/_shard/tenants/"+name, map[string]any{"node": n.Name}); res.Status != 201 {
 			t.tb.Fatalf("place %s: %s", name, res)
 		}
@@ -382,6 +441,9 @@ func (t *Topo) placeTenants() {
 			t.ballast(g, name)
 		}
 		t.tenants = append(t.tenants, name)
+		if t.shape.Far != "" {
+			t.placeFar(g, i, name)
+		}
 	}
 	cluster.Eventually(t.tb, 2*time.Minute, func() error {
 		ps, err := t.Placements(context.Background())
@@ -399,6 +461,57 @@ func (t *Topo) placeTenants() {
 		}
 		return nil
 	})
+}
+
+// HomeNodes are eu's nodes.
+func (t *Topo) HomeNodes() []*Node {
+	var out []*Node
+	for _, n := range t.Nodes {
+		if n.Region == region {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// FarNode is the far region's node (nil without Shape.Far).
+func (t *Topo) FarNode() *Node {
+	for _, n := range t.Nodes {
+		if n.Region != region {
+			return n
+		}
+	}
+	return nil
+}
+
+// NearRouter is the router near the far region's readers (nil without
+// Shape.Far).
+func (t *Topo) NearRouter() *Router {
+	for _, r := range t.Routers {
+		if r.Near != "" {
+			return r
+		}
+	}
+	return nil
+}
+
+// placeFar sets the i-th tenant, name, to survive its region (every
+// third) or gives it a read copy on the far node (the others), and
+// records its read copies in the history.
+func (t *Topo) placeFar(g *cluster.Client, i int, name string) {
+	far := t.FarNode().Name
+	if i%3 == 2 {
+		if res := g.Do("PUT", "/_shard/tenants/"+name+"/survive", map[string]any{"survive": "region"}); res.Status != 200 {
+			t.tb.Fatalf("%s to survive its region: %s", name, res)
+		}
+		return
+	}
+	if res := g.Do("PUT", "/_shard/tenants/"+name+"/read-copies", map[string]any{"nodes": []string{far}}); res.Status != 200 {
+		t.tb.Fatalf("a read copy of %s on %s: %s", name, far, res)
+	}
+	t.h.mu.Lock()
+	t.h.ReadCopies[name] = []string{far}
+	t.h.mu.Unlock()
 }
 
 // ballast writes Ballast bytes of rows into a collection of their own.

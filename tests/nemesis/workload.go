@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -96,8 +97,9 @@ type client struct {
 	direct map[string]*cluster.Client
 	rng    *rand.Rand
 	n      int64 // operations begun, for unique values and keys
-	// appended is the client's last acknowledged append to each list, by
-	// object, for its reads from copies to ask for.
+	// appended is the client's last acknowledged append to each list
+	// (and, a far client's, write of the register), by object, for its
+	// reads from copies to ask for.
 	appended map[string]*Op
 }
 
@@ -123,6 +125,13 @@ func StartWorkload(topo *Topo, h *History, seed uint64, mix Mix, perRouter, dire
 		id++
 		c := &client{id: id, via: "node", direct: directs, rng: rand.New(rand.NewPCG(seed, uint64(id)))}
 		w.wg.Go(func() { w.run(c) })
+	}
+	if near := topo.NearRouter(); near != nil {
+		for range farClients {
+			id++
+			c := &client{id: id, via: "router:" + near.Name, cl: cluster.NewClient(topo.tb, near.URL(), ""), rng: rand.New(rand.NewPCG(seed, uint64(id)))}
+			w.wg.Go(func() { w.runFar(c) })
+		}
 	}
 	w.wg.Go(w.poll)
 	return w
@@ -193,6 +202,12 @@ func (w *Workload) run(c *client) {
 
 // one runs one operation of kind on tenant and records it.
 func (w *Workload) one(c *client, tenant string, kind Kind, final bool) *Op {
+	op, body := w.newOp(c, tenant, kind, final)
+	return w.do(c, op, body)
+}
+
+// newOp is an operation of kind on tenant, and the body of its request.
+func (w *Workload) newOp(c *client, tenant string, kind Kind, final bool) (*Op, map[string]any) {
 	c.n++
 	op := &Op{Client: c.id, Via: c.via, Tenant: tenant, Kind: kind, Final: final, Staleness: NoBound}
 	var q string
@@ -222,10 +237,15 @@ func (w *Workload) one(c *client, tenant string, kind Kind, final bool) *Op {
 	if params != nil {
 		body["params"] = params
 	}
+	return op, body
+}
+
+// do sends op until it settles and records it.
+func (w *Workload) do(c *client, op *Op, body map[string]any) *Op {
 	op.Call = w.h.Now()
 	w.attempts(c, op, body)
 	w.h.Add(op)
-	if op.Kind == ListAppend && op.Outcome == OK && op.History != "" && op.Seq > 0 {
+	if (op.Kind == ListAppend || op.Kind == RegWrite) && op.Outcome == OK && op.History != "" && op.Seq > 0 {
 		if c.appended == nil {
 			c.appended = map[string]*Op{}
 		}
@@ -320,9 +340,9 @@ func (w *Workload) attempt(c *client, op *Op, body map[string]any) (Attempt, *cl
 		}
 		op.Via = "node:" + node
 	}
-	var hdr []string
+	hdr := op.Ask
 	if op.IdemKey != "" {
-		hdr = []string{"Idempotency-Key", op.IdemKey}
+		hdr = append(slices.Clone(hdr), "Idempotency-Key", op.IdemKey)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), attemptWait)
 	defer cancel()
@@ -376,6 +396,7 @@ func (w *Workload) settle(op *Op, a Attempt, res *cluster.Resp) {
 	op.Node, op.History = a.Node, a.History
 	op.Seq, _ = strconv.ParseUint(a.Seq, 10, 64)
 	op.Replayed = res.Header.Get("Idempotent-Replayed") == "true"
+	op.ServedBy = res.Header.Get(wire.HeaderServedBy)
 	// Every read a node answers states how old it may be: checkStaleness
 	// holds it to that, and only one stated fresh (0) is held to
 	// linearizability.
