@@ -224,3 +224,41 @@ func TestCheckAfterReadsAndStaleness(t *testing.T) {
 		t.Fatalf("found the wrong ones: %v, %v", after[0], stale[0])
 	}
 }
+
+// Reads through the router near the far region are held to who they say
+// served them and to the bound they asked.
+func TestCheckNearReads(t *testing.T) {
+	near := func(node, servedBy string, ask []string, stale int64) *Op {
+		op := rd(RegRead, "a", 0, 10, 20)
+		op.Node, op.ServedBy, op.Ask, op.Staleness = node, servedBy, ask, stale
+		return op
+	}
+	max100 := []string{"Fenec-Max-Staleness", "100"}
+	after := []string{"Fenec-After", "3", "Fenec-History", "h1"}
+	for _, tc := range []struct {
+		name string
+		op   *Op
+		bad  bool
+	}{
+		{"the copy within the bound", near("us1", "copy", max100, 80), false},
+		{"the primary, fresh", near("eu1", "primary", max100, 0), false},
+		{"the copy after a seq", near("us1", "copy", after, 700), false},
+		{"no bound, no served-by", near("eu1", "", nil, 0), false},
+		{"a copy answer from a node without one", near("eu2", "copy", max100, 10), true},
+		{"a primary answer from the read copy", near("us1", "primary", max100, 0), true},
+		{"no served-by", near("eu1", "", max100, 0), true},
+		{"an unknown served-by", near("us1", "replica", after, 0), true},
+		{"over the bound asked", near("us1", "copy", max100, 101), true},
+		{"unbounded though a bound was asked", near("eu1", "primary", max100, Unbounded), true},
+		{"no staleness stated", near("us1", "copy", after, NoBound), true},
+		{"served-by on a read stating nothing", near("eu1", "primary", nil, 0), true},
+	} {
+		h := hist(tc.op)
+		h.ReadCopies["a"] = []string{"us1"}
+		ops, _ := h.Snapshot()
+		got := checkNearReads(h, ops)
+		if (len(got) > 0) != tc.bad {
+			t.Errorf("%s: found %v, want an anomaly %v", tc.name, got, tc.bad)
+		}
+	}
+}
