@@ -152,40 +152,18 @@ func nearCounts(ops []*Op) (byCopy, byPrimary int) {
 
 // stepFar is one fault episode of the far region's reads: the far node's
 // links to eu cut or slowed, the near router's link to it cut, the far
-// node killed, a tenant with a read copy moved or failed over, or the
-// global tier's links to the far region cut (its routers' to the far
-// node, the near router's to the directory).
+// node killed, a tenant with a read copy moved or failed over (half the
+// time while its copy is cut off or slowed), or the global tier's links
+// to the far region cut (its routers' to the far node, the near router's
+// to the directory).
 func stepFar(ctx context.Context, r *Run) {
 	t := r.T
 	far, near := t.FarNode(), t.NearRouter()
 	switch r.Rng.IntN(7) {
-	case 0: // the far node ↔ eu's nodes: replication and proofs both ways
-		var heal []func()
-		for _, m := range t.HomeNodes() {
-			f := t.Cut(m, far.Name)
-			heal = append(heal, func() { t.Heal(m, far.Name, f) })
-		}
-		f := t.Cut(far, peersLink)
-		heal = append(heal, func() { t.Heal(far, peersLink, f) })
+	case 0, 1: // the far node ↔ eu's nodes, cut or slowed: replication and proofs both ways
+		heal := cutFar(t, far, r)
 		sleep(context.Background(), r.Between(r.Leases(0.5), r.Leases(3)))
-		for _, h := range heal {
-			h()
-		}
-	case 1: // the same links slowed, each way
-		d := r.Between(50*time.Millisecond, 400*time.Millisecond)
-		f := t.h.Begin("delay", far.Name+"<->"+region, fmt.Sprintf("%v each way", d))
-		links := []*proxy.Proxy{far.links[peersLink]}
-		for _, m := range t.HomeNodes() {
-			links = append(links, m.links[far.Name])
-		}
-		for _, l := range links {
-			l.SetDelay(d)
-		}
-		sleep(context.Background(), r.Between(r.Leases(1), r.Leases(3)))
-		for _, l := range links {
-			l.SetDelay(farDelay)
-		}
-		t.h.End(f)
+		heal()
 	case 2: // the near router ↔ the read copy
 		f := t.Cut(far, near.Name)
 		sleep(context.Background(), r.Between(r.Leases(0.5), r.Leases(2)))
@@ -194,15 +172,21 @@ func stepFar(ctx context.Context, r *Run) {
 		f := t.KillNode(far)
 		sleep(context.Background(), r.Between(r.Leases(0.5), r.Leases(2)))
 		t.StartNode(far, f)
-	case 4:
-		moveCopied(ctx, r)
-	case 5: // a primary of a tenant with a read copy killed: failed over
-		if _, p, ok := anyCopied(ctx, r); ok {
+	case 4, 5: // a tenant with a read copy moved or failed over, half the time while its copy is cut off or slowed
+		heal := func() {}
+		if r.Chance(0.5) {
+			heal = cutFar(t, far, r)
+		}
+		if r.Chance(0.5) {
+			moveCopied(ctx, r)
+		} else if _, p, ok := anyCopied(ctx, r); ok {
 			n := t.Node(p.Node)
 			f := t.KillNode(n)
 			sleep(context.Background(), r.Between(r.Leases(1.5), r.Leases(3)))
 			t.StartNode(n, f)
 		}
+		sleep(context.Background(), r.Between(0, r.Leases(1)))
+		heal()
 	default: // the global tier ↔ the far region
 		var heal []func()
 		for _, g := range t.Routers {
@@ -218,6 +202,38 @@ func stepFar(ctx context.Context, r *Run) {
 		for _, h := range heal {
 			h()
 		}
+	}
+}
+
+// cutFar cuts the far node's links to and from eu's nodes, or (half the
+// time) slows them by 50 to 400 ms each way; the func it returns ends it.
+func cutFar(t *Topo, far *Node, r *Run) func() {
+	links := []*proxy.Proxy{far.links[peersLink]}
+	for _, m := range t.HomeNodes() {
+		links = append(links, m.links[far.Name])
+	}
+	if r.Chance(0.5) {
+		d := r.Between(50*time.Millisecond, 400*time.Millisecond)
+		f := t.h.Begin("delay", far.Name+"<->"+region, fmt.Sprintf("%v each way", d))
+		for _, l := range links {
+			l.SetDelay(d)
+		}
+		return func() {
+			for _, l := range links {
+				l.SetDelay(farDelay)
+			}
+			t.h.End(f)
+		}
+	}
+	f := t.h.Begin("cut", far.Name+"<->"+region, "replication and proofs, both ways")
+	for _, l := range links {
+		l.Cut()
+	}
+	return func() {
+		for _, l := range links {
+			l.Heal()
+		}
+		t.h.End(f)
 	}
 }
 
