@@ -521,16 +521,20 @@ func TestCopyWaitDeclinesAtOnce(t *testing.T) {
 	b.mkTenant("a")
 	b.admin("POST", "tenants/a/follow", `{"from":"http://`+p.Addr()+`"}`)
 	testkit.Eventually(t, 10*time.Second, func() bool { return boundedRead(b, 1000).Status == 200 }, "the copy proves its bound")
+	wait := "100"
 	routed := func(hdr ...string) http.Header {
-		h := http.Header{wire.HeaderCopyWait: {"100"}, wire.HeaderRouterProof: {forwarded.Proof(adminToken)}, wire.HeaderClient: {"10.1.2.3"}}
+		h := http.Header{wire.HeaderCopyWait: {wait}, wire.HeaderRouterProof: {forwarded.Proof(adminToken)}, wire.HeaderClient: {"10.1.2.3"}}
 		for i := 0; i+1 < len(hdr); i += 2 {
 			h.Set(hdr[i], hdr[i+1])
 		}
 		return h
 	}
-	// Answered: the write it waits for arrives within the wait.
+	// Answered: the write it waits for arrives within the wait (a wait
+	// of seconds, so that a loaded machine's slow feed is no refusal).
 	w := answeredSeq(t, a.q("a", `put c {name: "new"}`))
+	wait = "10000"
 	r := b.doH("GET", "/t/a/c?count", "", routed(wire.HeaderAfter, strconv.FormatUint(w, 10), wire.HeaderMaxStaleness, "1000"))
+	wait = "100"
 	if r.Status != 200 || strings.TrimSpace(string(r.Body)) != `{"count":4}` {
 		t.Fatalf("routed read: %d %s", r.Status, r.Body)
 	}
