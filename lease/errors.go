@@ -17,6 +17,10 @@ var (
 	// the grant is of an earlier epoch (409, naming the directory).
 	// Returned as a *DirectoryError.
 	ErrOtherDirectory = errors.New("this node is leased by another directory")
+	// ErrEpochBound: the grant names an epoch more than EpochMargin past
+	// the one the node is bound at, or a term or epoch past MaxNumber
+	// (409, naming the node's binding). Returned as a *BoundError.
+	ErrEpochBound = errors.New("grant's epoch or term is past the bound")
 	// ErrNeedsList: the grant carries no tenant list and the node does not
 	// hold the list it names (412).
 	ErrNeedsList = errors.New("node needs the tenant list")
@@ -62,3 +66,23 @@ func (e *DirectoryError) Error() string {
 
 // Is makes errors.Is(err, ErrOtherDirectory) true for a *DirectoryError.
 func (e *DirectoryError) Is(target error) bool { return target == ErrOtherDirectory }
+
+// BoundError is the 409 refusal of a grant whose epoch is more than
+// EpochMargin past the node's, or whose term or epoch is past MaxNumber.
+// It names the node's binding, and matches ErrEpochBound with errors.Is.
+// A router meeting it treats the node as it treats one that does not
+// answer: it is neither deposed nor told another directory leases it.
+type BoundError struct {
+	Dir   string // the directory leasing the node
+	Epoch uint64 // the epoch it leases the node at
+	Term  uint64 // the highest term the node took from it
+	Asked uint64 // the epoch (or term) the grant named
+}
+
+func (e *BoundError) Error() string {
+	return fmt.Sprintf("%v: the grant names %d; this node is bound to %q at epoch %d (term %d) and takes at most %d epochs more, and no number past %d",
+		ErrEpochBound, e.Asked, e.Dir, e.Epoch, e.Term, EpochMargin, uint64(MaxNumber))
+}
+
+// Is makes errors.Is(err, ErrEpochBound) true for a *BoundError.
+func (e *BoundError) Is(target error) bool { return target == ErrEpochBound }

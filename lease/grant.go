@@ -189,6 +189,9 @@ type ErrorBody struct {
 	// earlier epoch).
 	LeasedBy string `json:"leased_by,omitempty"`
 	Epoch    uint64 `json:"epoch,omitempty"`
+	// Asked, on a refusal of a grant past the bounds (ErrEpochBound), is
+	// the epoch or term the grant named.
+	Asked uint64 `json:"asked,omitempty"`
 }
 
 // ReplyStatus maps an error from NodeLease.Handle (or ErrTakesNoLease) to
@@ -196,7 +199,10 @@ type ErrorBody struct {
 func ReplyStatus(err error) (int, ErrorBody) {
 	var te *TermError
 	var de *DirectoryError
+	var be *BoundError
 	switch {
+	case errors.As(err, &be):
+		return http.StatusConflict, ErrorBody{Error: err.Error(), Term: be.Term, LeasedBy: be.Dir, Epoch: be.Epoch, Asked: be.Asked}
 	case errors.As(err, &de):
 		return http.StatusConflict, ErrorBody{Error: err.Error(), Term: de.Term, LeasedBy: de.Dir, Epoch: de.Epoch}
 	case errors.As(err, &te):
@@ -212,7 +218,7 @@ func ReplyStatus(err error) (int, ErrorBody) {
 }
 
 // DecodeReply turns a node's reply to a grant (status and body) back into
-// an Answer or the refusal it stands for: *DirectoryError, *TermError,
+// an Answer or the refusal it stands for: *BoundError, *DirectoryError, *TermError,
 // ErrTakesNoLease, ErrNeedsList, ErrBadGrant, or an error naming the
 // status.
 func DecodeReply(status int, body []byte) (Answer, error) {
@@ -229,6 +235,9 @@ func DecodeReply(status int, body []byte) (Answer, error) {
 	case http.StatusConflict:
 		if eb.Error == ErrTakesNoLease.Error() {
 			return Answer{}, ErrTakesNoLease
+		}
+		if eb.Asked != 0 {
+			return Answer{}, &BoundError{Dir: eb.LeasedBy, Epoch: eb.Epoch, Term: eb.Term, Asked: eb.Asked}
 		}
 		if eb.LeasedBy != "" {
 			return Answer{}, &DirectoryError{Dir: eb.LeasedBy, Epoch: eb.Epoch, Term: eb.Term}

@@ -2,6 +2,7 @@ package lease
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -22,11 +23,17 @@ const maxGrantBytes = 8 << 20
 // Report, if set, is asked after each grant answered 200 for the copies the
 // node wants recorded behind (tenant: the seq a write waits at) and those
 // it says caught up; they go in the answer.
+//
+// OnBinding, if set, is called for each grant that moved the node's
+// binding (another directory, epoch or term: was and now differ, err is
+// nil) and each refused past the bounds (err is a *BoundError): the node
+// writes them to its audit log.
 type Handler struct {
-	Lease   *NodeLease
-	Clock   Clock
-	OnTaken func(Status)
-	Report  func() (behind map[string]uint64, caught []string)
+	Lease     *NodeLease
+	Clock     Clock
+	OnTaken   func(Status)
+	Report    func() (behind map[string]uint64, caught []string)
+	OnBinding func(r *http.Request, was, now Binding, g Grant, err error)
 }
 
 // ServeHTTP answers a grant or a status request.
@@ -60,7 +67,16 @@ func (h *Handler) grant(w http.ResponseWriter, r *http.Request) {
 	}
 	// The moment read here is the answer's: the lease a later grant runs
 	// from it ends no later than one run from the bytes going out.
-	a, err := h.Lease.Handle(h.Clock.Now(), g)
+	a, was, err := h.Lease.Judge(h.Clock.Now(), g)
+	if h.OnBinding != nil {
+		now := Binding{Dir: a.Dir, Epoch: a.Epoch, Term: a.Term}
+		switch {
+		case errors.Is(err, ErrEpochBound):
+			h.OnBinding(r, was, was, g, err)
+		case err == nil && now != was:
+			h.OnBinding(r, was, now, g, nil)
+		}
+	}
 	if err != nil {
 		status, body := ReplyStatus(err)
 		writeJSON(w, status, body)

@@ -55,9 +55,13 @@ type LeaserConfig struct {
 	Deposed func(ctx context.Context, node string, highest uint64)
 	// Elsewhere, if set, is called (on a goroutine of its own) the first
 	// time a node refuses this router's grants because another directory
-	// leases it (again only after the node took a grant in between, or
-	// its terms changed). The router is not deposed: the node is neither
-	// granted at once again nor ever failed over while it refuses so.
+	// leases it, or for an epoch past its bound (again only after the node
+	// took a grant in between, or its terms changed). The router is not
+	// deposed, and nothing else changes for the node's region: the node is
+	// not granted again at once, and is counted as a node that does not
+	// answer (it lapses and is failed over as one). Who leases a region
+	// changes only by a handoff the routers write, never by one node's
+	// word.
 	Elsewhere func(ctx context.Context, node string, refusal *DirectoryError)
 	// Reports, if set, is called (on a goroutine of its own, one per node
 	// at a time) with what a node's answer asks recorded: copies behind
@@ -556,7 +560,7 @@ func (l *Leaser) grant(ctx context.Context, node string, nr *nodeRun) (again boo
 		}
 	case err == nil:
 		t.GaveUp(g) // came back, but after the router stopped waiting
-	case errors.Is(err, ErrNeedsList), errors.Is(err, ErrTakesNoLease), errors.Is(err, ErrLowerTerm), errors.Is(err, ErrOtherDirectory),
+	case errors.Is(err, ErrNeedsList), errors.Is(err, ErrTakesNoLease), errors.Is(err, ErrLowerTerm), errors.Is(err, ErrOtherDirectory), errors.Is(err, ErrEpochBound),
 		errors.Is(err, ErrBadGrant) && !t.Legacy() && fromBeforeDirectories(err):
 		wasLeasing := t.TakesLease()
 		t.Refused(g, err)
@@ -599,7 +603,7 @@ func (l *Leaser) refusedLocked(node string, nr *nodeRun, err error, wasLeasing b
 	}
 	if de := nr.tracker.Elsewhere(); de != nil && !nr.elsewhere {
 		nr.elsewhere = true
-		l.log.Warn("node is leased by another directory: not granting it, never failing it over", "node", node,
+		l.log.Warn("node refuses our grants for another binding: counted as not answering, failed over once it lapses", "node", node,
 			"leased_by", de.Dir, "epoch", de.Epoch, "dir", l.cfg.Dir, "our_epoch", nr.tracker.Terms().Epoch)
 		if l.cfg.Elsewhere != nil {
 			ctx := l.ctx

@@ -90,18 +90,34 @@ func NewNodeLease(b Binding, persist func(Binding) error) *NodeLease {
 // Handle judges grant g, answered by the node at boot-clock moment now, and
 // says what it took. It refuses a grant of another directory than the one
 // the node is bound to unless the grant carries a handoff from that
-// directory (*DirectoryError, as it does a grant of an earlier epoch), and
-// a lower term than the highest taken from its directory (*TermError); it
+// directory (*DirectoryError, as it does a grant of an earlier epoch), a
+// grant past the bounds (*BoundError: an epoch more than EpochMargin past
+// the node's, a term or epoch past MaxNumber), and a lower term than the
+// highest taken from its directory (*TermError); it
 // persists the binding a grant moves to before taking it, and refuses a
 // grant it would take that carries no list while naming a list the node
 // does not hold (ErrNeedsList). Every grant answered 200 is kept (with now)
 // so a later grant can acknowledge it.
 func (l *NodeLease) Handle(now time.Duration, g Grant) (Answer, error) {
+	a, _, err := l.Judge(now, g)
+	return a, err
+}
+
+// Judge is Handle, also saying the binding the node held before the grant
+// (the node audits every grant that changes it).
+func (l *NodeLease) Judge(now time.Duration, g Grant) (Answer, Binding, error) {
 	if err := g.Validate(); err != nil {
-		return Answer{}, err
+		return Answer{}, Binding{}, err
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	was := l.bound
+	a, err := l.handleLocked(now, g)
+	return a, was, err
+}
+
+// handleLocked is Handle with l.mu held.
+func (l *NodeLease) handleLocked(now time.Duration, g Grant) (Answer, error) {
 	next, handed, err := l.bindLocked(g)
 	if err != nil {
 		return Answer{}, err
@@ -149,6 +165,9 @@ func (l *NodeLease) Handle(now time.Duration, g Grant) (Answer, error) {
 func (l *NodeLease) bindLocked(g Grant) (next Binding, handed bool, err error) {
 	b := l.bound
 	refuse := &DirectoryError{Dir: b.Dir, Epoch: b.Epoch, Term: b.Term}
+	if err := l.boundedLocked(g); err != nil {
+		return b, false, err
+	}
 	switch {
 	case g.Dir == b.Dir:
 		switch {
@@ -169,6 +188,24 @@ func (l *NodeLease) bindLocked(g Grant) (next Binding, handed bool, err error) {
 		return b, false, refuse
 	}
 	return Binding{Dir: g.Dir, Epoch: g.Epoch, Term: g.Term}, true, nil
+}
+
+// boundedLocked refuses a grant whose term or epoch is past MaxNumber, or
+// whose epoch is more than EpochMargin past the one the node is bound at:
+// no leaser moves a region's epoch on so far while a node was away, and a
+// grant that did would leave the node refusing every leaser of its region
+// (and, at the largest number, wrap the next epoch to zero). A node bound
+// to no directory yet knows no epoch: only MaxNumber bounds its first.
+func (l *NodeLease) boundedLocked(g Grant) error {
+	b := l.bound
+	asked := g.Epoch
+	switch {
+	case g.Term > MaxNumber:
+		asked = g.Term
+	case b.Dir == "" && g.Epoch <= MaxNumber, EpochWithin(b.Epoch, g.Epoch):
+		return nil
+	}
+	return &BoundError{Dir: b.Dir, Epoch: b.Epoch, Term: b.Term, Asked: asked}
 }
 
 // runningLocked: a lease runs at now.

@@ -252,13 +252,19 @@ func (t *Tracker) GaveUp(g Grant) {
 // carry the list at once; ErrTakesNoLease marks a node that is never
 // failed over; a *TermError marks the node fenced against this router (it
 // took a higher term), after which the router judges no lapse for it; a
-// *DirectoryError marks it leased by another directory, which is not this
-// router's to fail over either. Any other error counts as GaveUp.
+// *DirectoryError (or a *BoundError) marks it refusing this router's
+// grants for another binding: it is not granted again at once, and it is
+// counted as a node that does not answer — it lapses and is failed over
+// like one, so one node's binding, forged or not, costs that node alone.
+// Any other error counts as GaveUp.
 func (t *Tracker) Refused(g Grant, err error) {
 	t.outstanding--
 	var te *TermError
 	var de *DirectoryError
+	var be *BoundError
 	switch {
+	case errors.As(err, &be):
+		t.elsewhere = &DirectoryError{Dir: be.Dir, Epoch: be.Epoch, Term: be.Term}
 	case errors.As(err, &de):
 		t.elsewhere = de
 	case errors.Is(err, ErrBadGrant) && !t.legacy && fromBeforeDirectories(err):
@@ -309,12 +315,13 @@ func (t *Tracker) LapseAt() time.Duration {
 
 // Lapsed says the node has certainly lost its lease at now: no grant to it
 // is outstanding, and now is at least the counted lease and a tenth past
-// the last answer that came back. A node that takes no lease, one that
-// took a higher term than this router's, and one leased by another
-// directory never lapse; under MustRun, neither does one that has not yet
-// run a lease of this router's.
+// the last answer that came back. A node that takes no lease and one that
+// took a higher term than this router's never lapse; under MustRun,
+// neither does one that has not yet run a lease of this router's. One
+// that refuses for another directory's binding lapses as one that does
+// not answer.
 func (t *Tracker) Lapsed(now time.Duration) bool {
-	if t.noLease || t.fenced || t.elsewhere != nil || t.outstanding > 0 {
+	if t.noLease || t.fenced || t.outstanding > 0 {
 		return false
 	}
 	if t.terms.MustRun && !t.ranAny {

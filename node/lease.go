@@ -95,7 +95,35 @@ func (c *call) serveLease() {
 	if !c.method(http.MethodGet, http.MethodHead, http.MethodPost) {
 		return
 	}
-	c.s.lease.handler.ServeHTTP(c.w, c.r)
+	h := *c.s.lease.handler
+	h.OnBinding = func(_ *http.Request, was, now lease.Binding, g lease.Grant, err error) {
+		what, detail := "lease_bind", bindingChange(was, now, g)
+		if err != nil {
+			what, detail = "lease_refused", detail+": "+err.Error()
+		}
+		c.log.Warn("lease binding", "what", what, "detail", detail)
+		c.s.auditf(c, what, "", detail)
+	}
+	h.ServeHTTP(c.w, c.r)
+}
+
+// bindingChange describes, for the audit log, a grant that moves (or
+// would move) a node's binding: from which directory, epoch and term to
+// which, by which router, with which handoff.
+func bindingChange(was, now lease.Binding, g lease.Grant) string {
+	d := fmt.Sprintf("binding %s epoch %d term %d -> %s epoch %d term %d; grant of router %q: dir %q epoch %d term %d n %d",
+		dirName(was.Dir), was.Epoch, was.Term, dirName(now.Dir), now.Epoch, now.Term, g.Router, g.Dir, g.Epoch, g.Term, g.N)
+	if h := g.Handoff; h != nil {
+		d += fmt.Sprintf(", handoff from %q term %d force %v", h.From, h.Term, h.Force)
+	}
+	return d
+}
+
+func dirName(d string) string {
+	if d == "" {
+		return "(none)"
+	}
+	return d
 }
 
 // fencedPromote says why a promotion a router asks at directory dir,
