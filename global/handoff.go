@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/fenec-go/fenec/lease"
 )
 
 // A region's leasing changes hands through states of its region record in
@@ -44,6 +46,11 @@ func DirOf(side, r string) string {
 // ErrHandoffState: the region record is not in the state a handoff step
 // needs (one in flight already, none to take, the side asked leases it).
 var ErrHandoffState = errors.New("region's handoff is not in the state this step needs")
+
+// ErrEpochBound: a region's epoch would move past lease.MaxNumber, or a
+// record names one more than lease.EpochMargin past the epoch the
+// directory knows: refused, never wrapped nor adopted.
+var ErrEpochBound = errors.New("region's epoch is past its bound")
 
 // handoffErr says which step found which state.
 func handoffErr(r Region, step string) error {
@@ -123,7 +130,11 @@ func (r *Region) Take(now time.Time) error {
 	if r.Handoff == nil || r.Handoff.State != HandoffGiven {
 		return handoffErr(*r, "take")
 	}
-	r.Leaser, r.Epoch, r.Since = r.Handoff.To, r.Epoch+1, now
+	epoch, err := lease.NextEpoch(r.Epoch, 1)
+	if err != nil {
+		return fmt.Errorf("take of region %s: %w: %w", r.Name, ErrEpochBound, err)
+	}
+	r.Leaser, r.Epoch, r.Since = r.Handoff.To, epoch, now
 	r.Handoff.State, r.Handoff.Updated = HandoffDone, now
 	return nil
 }
@@ -141,28 +152,28 @@ func (r *Region) RollBack(why string, now time.Time) error {
 // Force records that the region's leading router took the region's
 // leasing without the global tier: the epoch moves two above the highest
 // known (a planned handoff it could not see may have used the next),
-// recordMS is the global record it waits out.
+// recordMS is the global record it waits out. A known epoch more than
+// lease.EpochMargin past the record's is refused, not adopted: no handoff
+// the region could not see moves the epoch so far, so the number came from
+// a record or a node that is not to be believed; and an epoch past
+// lease.MaxNumber is refused rather than wrapped.
 func (r *Region) Force(router string, knownEpoch uint64, recordMS int64, by string, now time.Time) error {
 	if r.LeasedBy() == LeaserRegion {
 		return handoffErr(*r, "forced takeover")
 	}
+	if !lease.EpochWithin(r.Epoch, knownEpoch) && knownEpoch > r.Epoch {
+		return fmt.Errorf("forced takeover of region %s: %w: the global record's epoch %d is more than %d past this directory's %d; look at both records (GET /_shard/regions) before forcing",
+			r.Name, ErrEpochBound, knownEpoch, lease.EpochMargin, r.Epoch)
+	}
+	epoch, err := lease.NextEpoch(max(r.Epoch, knownEpoch), 2)
+	if err != nil {
+		return fmt.Errorf("forced takeover of region %s: %w: %w", r.Name, ErrEpochBound, err)
+	}
 	seq := r.seq() + 1
-	r.Leaser, r.Epoch, r.Since = LeaserRegion, max(r.Epoch, knownEpoch)+2, now
+	r.Leaser, r.Epoch, r.Since = LeaserRegion, epoch, now
 	r.Handoff = &Handoff{From: LeaserGlobal, To: LeaserRegion, State: HandoffDone, Force: true, Seq: seq,
 		LeaseRecordMS: recordMS, At: now, Updated: now, Taker: router, Asked: by}
 	return nil
-}
-
-// Fenced records what the global tier learned from a node of the region
-// refusing its grants: the region leases it, at epoch (at least).
-func (r *Region) Fenced(epoch uint64, why string, now time.Time) {
-	if r.Leaser == LeaserRegion && r.Epoch >= epoch && !r.InFlight() {
-		return
-	}
-	seq := r.seq() + 1
-	r.Leaser, r.Epoch, r.Since = LeaserRegion, max(r.Epoch, epoch), now
-	r.Handoff = &Handoff{From: LeaserGlobal, To: LeaserRegion, State: HandoffDone, Force: true, Seq: seq,
-		At: now, Updated: now, Why: why}
 }
 
 // seq is the number of the region's last handoff (0: none).

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -30,6 +32,21 @@ const (
 	handoffWait    = 30 * time.Second
 	globalCallWait = 3 * time.Second
 )
+
+// forceGuard is how long after the global directory last answered the
+// region's link a forced takeover is refused (409) unless asked with
+// "even_if_global_answers": a global tier that answers takes a planned
+// handoff, which fences nobody by surprise.
+const forceGuard = 10 * time.Second
+
+// answeredAgo says, for the audit log, when the global directory last
+// answered.
+func answeredAgo(within bool, ago time.Duration) string {
+	if ago == 0 && !within {
+		return "never since this router led"
+	}
+	return fmt.Sprintf("%.1f s ago", ago.Seconds())
+}
 
 // handoffBound is how long a giver waits for its given handoff to be
 // taken before it rolls it back and grants the region's nodes again: its
@@ -80,7 +97,7 @@ func (m *mirror) reconcile(ctx context.Context, s, dgs *global.Store, snap globa
 	switch {
 	case h.To == global.LeaserGlobal && unanswered(h, m.rt.now()):
 		why := fmt.Sprintf("the global tier's leading router did not take the offer within %v: start or promote one (fenec-shard --auto-failover S, POST /_shard/promote), then ask again", offerWait)
-		rec.dg, err = dgs.UpdateRegion(ctx, m.region, rec.dg, func(r *global.Region) error { return r.RollBack(why, m.rt.now()) })
+		rec.dg, err = m.rt.writeRegion(ctx, dgs, global.DirGlobal, m.region, rec.dg, func(r *global.Region) error { return r.RollBack(why, m.rt.now()) })
 		return rec, err
 	case h.State == global.HandoffOffered && h.To == global.LeaserRegion:
 		return m.ready(ctx, s, dgs, rec)
@@ -103,6 +120,10 @@ func (m *mirror) reconcile(ctx context.Context, s, dgs *global.Store, snap globa
 // its term and its record while the region leases).
 func (m *mirror) align(ctx context.Context, s, dgs *global.Store, rec linkRecords) (linkRecords, error) {
 	de, dg := rec.de.Value, rec.dg.Value
+	if err := epochGap(de, dg); err != nil {
+		m.refuseGap(de, dg, err)
+		return rec, err
+	}
 	push := de.Newer(dg) || (!dg.Newer(de) && de.LeasedBy() == global.LeaserRegion)
 	if push {
 		want, err := m.decorate(ctx, s, de, true)
@@ -110,12 +131,12 @@ func (m *mirror) align(ctx context.Context, s, dgs *global.Store, rec linkRecord
 			return rec, err
 		}
 		if !sameRegion(want, de) {
-			if rec.de, err = s.UpdateRegion(ctx, m.region, rec.de, func(r *global.Region) error { *r = want; return nil }); err != nil {
+			if rec.de, err = m.rt.writeRegion(ctx, s, global.DirOfRegion(m.region), m.region, rec.de, func(r *global.Region) error { *r = want; return nil }); err != nil {
 				return rec, err
 			}
 		}
 		if !sameRegion(want, dg) {
-			if rec.dg, err = dgs.UpdateRegion(ctx, m.region, rec.dg, func(r *global.Region) error { *r = want; return nil }); err != nil {
+			if rec.dg, err = m.rt.writeRegion(ctx, dgs, global.DirGlobal, m.region, rec.dg, func(r *global.Region) error { *r = want; return nil }); err != nil {
 				return rec, err
 			}
 			m.rt.log.Info("link: region record written into the global directory", "region", m.region,
@@ -132,14 +153,45 @@ func (m *mirror) align(ctx context.Context, s, dgs *global.Store, rec linkRecord
 		raise = h.LeaseRecordMS // the region takes: count by the giver's record
 	}
 	var err error
+	was := rec.de.Value
 	if rec.de, err = s.AdoptRegion(ctx, m.region, rec.de, want, raise); err != nil {
 		return rec, err
 	}
+	m.rt.auditRegion(global.DirOfRegion(m.region), was, want)
 	m.rt.settleTo(ctx, rec.de.Rev) // the leasing's scope reads the view
 	m.rt.leasing.poke()
 	m.rt.log.Info("link: region record taken from the global directory", "region", m.region,
 		"leaser", want.LeasedBy(), "epoch", want.Epoch, "state", stateOf(want))
 	return rec, nil
+}
+
+// epochGap refuses two region records whose epochs are more than
+// lease.EpochMargin apart: no handoff moves an epoch so far while one
+// directory looked away, so the larger number is not to be adopted into
+// the other directory — it came from a record written by hand, or by a
+// router that believed a forged grant. The operator looks at both
+// records (GET /_shard/regions on each tier) and corrects the wrong one.
+func epochGap(de, dg global.Region) error {
+	lo, hi := min(de.Epoch, dg.Epoch), max(de.Epoch, dg.Epoch)
+	if lease.EpochWithin(lo, hi) {
+		return nil
+	}
+	return fmt.Errorf("%w: region %s's record is at epoch %d in its own directory and %d in the global one, more than %d apart: neither is adopted; correct the wrong record",
+		global.ErrEpochBound, de.Name, de.Epoch, dg.Epoch, lease.EpochMargin)
+}
+
+// refuseGap logs and audits, once for each pair of epochs, the link
+// refusing to bring two records epochs apart in line.
+func (m *mirror) refuseGap(de, dg global.Region, err error) {
+	m.mu.Lock()
+	seen := m.gapSeen == [2]uint64{de.Epoch, dg.Epoch}
+	m.gapSeen = [2]uint64{de.Epoch, dg.Epoch}
+	m.mu.Unlock()
+	if seen {
+		return
+	}
+	m.rt.log.Error("link: region records not brought in line", "region", m.region, "err", err)
+	m.rt.auditControl("region_record_refused", "", err.Error())
 }
 
 // decorate sets this router, its directory's term and longest-lease
@@ -202,13 +254,13 @@ func (m *mirror) ready(ctx context.Context, s, dgs *global.Store, rec linkRecord
 	var err error
 	if m.rt.cfg.AutoFailover <= 0 {
 		why := fmt.Sprintf("region %s's leading router %s runs without --auto-failover: start it with --auto-failover to take its region's leasing", m.region, m.rt.id)
-		rec.dg, err = dgs.UpdateRegion(ctx, m.region, rec.dg, func(r *global.Region) error { return r.RollBack(why, m.rt.now()) })
+		rec.dg, err = m.rt.writeRegion(ctx, dgs, global.DirGlobal, m.region, rec.dg, func(r *global.Region) error { return r.RollBack(why, m.rt.now()) })
 		return rec, err
 	}
 	if _, err := m.down(ctx, s, rec.de, rec.dg); err != nil {
 		return rec, err
 	}
-	rec.dg, err = dgs.UpdateRegion(ctx, m.region, rec.dg, func(r *global.Region) error { return r.Ready(m.rt.id, m.rt.now()) })
+	rec.dg, err = m.rt.writeRegion(ctx, dgs, global.DirGlobal, m.region, rec.dg, func(r *global.Region) error { return r.Ready(m.rt.id, m.rt.now()) })
 	if err == nil {
 		m.rt.log.Info("handoff: ready to lease the region", "region", m.region)
 	}
@@ -228,7 +280,7 @@ func (m *mirror) give(ctx context.Context, s, dgs *global.Store, rec linkRecords
 		return rec, err
 	}
 	now := m.rt.now()
-	if rec.de, err = s.UpdateRegion(ctx, m.region, rec.de, func(r *global.Region) error {
+	if rec.de, err = m.rt.writeRegion(ctx, s, global.DirOfRegion(m.region), m.region, rec.de, func(r *global.Region) error {
 		return r.Give(m.rt.id, term, lr.Value, now, now)
 	}); err != nil {
 		return rec, err
@@ -243,7 +295,7 @@ func (m *mirror) give(ctx context.Context, s, dgs *global.Store, rec linkRecords
 		return rec, err
 	}
 	want := rec.de.Value
-	rec.dg, err = dgs.UpdateRegion(ctx, m.region, rec.dg, func(r *global.Region) error { *r = want; return nil })
+	rec.dg, err = m.rt.writeRegion(ctx, dgs, global.DirGlobal, m.region, rec.dg, func(r *global.Region) error { *r = want; return nil })
 	return rec, err
 }
 
@@ -263,7 +315,7 @@ func (m *mirror) awaitTaken(ctx context.Context, s, dgs *global.Store, rec linkR
 		return rec, nil
 	}
 	why := fmt.Sprintf("the global tier did not take region %s within %v", m.region, bound)
-	dg, err := dgs.UpdateRegion(ctx, m.region, rec.dg, func(r *global.Region) error { return r.RollBack(why, m.rt.now()) })
+	dg, err := m.rt.writeRegion(ctx, dgs, global.DirGlobal, m.region, rec.dg, func(r *global.Region) error { return r.RollBack(why, m.rt.now()) })
 	if err != nil {
 		return rec, err
 	}
@@ -285,7 +337,7 @@ func (m *mirror) take(ctx context.Context, s, dgs *global.Store, rec linkRecords
 	if _, err := m.down(ctx, s, rec.de, rec.dg); err != nil {
 		return rec, err
 	}
-	if rec.dg, err = dgs.UpdateRegion(ctx, m.region, rec.dg, func(r *global.Region) error { return r.Take(m.rt.now()) }); err != nil {
+	if rec.dg, err = m.rt.writeRegion(ctx, dgs, global.DirGlobal, m.region, rec.dg, func(r *global.Region) error { return r.Take(m.rt.now()) }); err != nil {
 		return rec, err
 	}
 	h := rec.dg.Value.Handoff
@@ -389,15 +441,15 @@ func (g *globalHandoffs) stepRegion(ctx context.Context, name string, rec global
 	switch {
 	case h.To == global.LeaserRegion && unanswered(h, g.rt.now()):
 		why := fmt.Sprintf("no leading router of region %s took the offer within %v: start one linked to the global tier (fenec-shard --region %s --global URLS --auto-failover S), then ask again", name, offerWait, name)
-		_, err = s.UpdateRegion(ctx, name, at, func(r *global.Region) error { return r.RollBack(why, g.rt.now()) })
+		_, err = g.rt.writeRegion(ctx, s, global.DirGlobal, name, at, func(r *global.Region) error { return r.RollBack(why, g.rt.now()) })
 		return err
 	case h.State == global.HandoffOffered && h.To == global.LeaserGlobal:
 		if g.rt.cfg.AutoFailover <= 0 {
 			why := fmt.Sprintf("the global tier's leading router %s runs without --auto-failover: it cannot take region %s's leasing", g.rt.id, name)
-			_, err = s.UpdateRegion(ctx, name, at, func(r *global.Region) error { return r.RollBack(why, g.rt.now()) })
+			_, err = g.rt.writeRegion(ctx, s, global.DirGlobal, name, at, func(r *global.Region) error { return r.RollBack(why, g.rt.now()) })
 			return err
 		}
-		_, err = s.UpdateRegion(ctx, name, at, func(r *global.Region) error { return r.Ready(g.rt.id, g.rt.now()) })
+		_, err = g.rt.writeRegion(ctx, s, global.DirGlobal, name, at, func(r *global.Region) error { return r.Ready(g.rt.id, g.rt.now()) })
 		return err
 	case h.State == global.HandoffReady && h.To == global.LeaserRegion:
 		return g.give(ctx, s, name, at)
@@ -431,7 +483,7 @@ func (g *globalHandoffs) give(ctx context.Context, s *global.Store, name string,
 		return err
 	}
 	now := g.rt.now()
-	if _, err := s.UpdateRegion(ctx, name, at, func(r *global.Region) error {
+	if _, err := g.rt.writeRegion(ctx, s, global.DirGlobal, name, at, func(r *global.Region) error {
 		return r.Give(g.rt.id, term, lr.Value, now, now)
 	}); err != nil {
 		g.rt.leasing.keepOn(name)
@@ -464,7 +516,7 @@ func (g *globalHandoffs) awaitTaken(ctx context.Context, s *global.Store, name s
 		return nil
 	}
 	why := fmt.Sprintf("region %s's leading router did not take its leasing within %v", name, bound)
-	if _, err := s.UpdateRegion(ctx, name, at, func(r *global.Region) error { return r.RollBack(why, g.rt.now()) }); err != nil {
+	if _, err := g.rt.writeRegion(ctx, s, global.DirGlobal, name, at, func(r *global.Region) error { return r.RollBack(why, g.rt.now()) }); err != nil {
 		return err
 	}
 	g.forget(name)
@@ -481,6 +533,7 @@ func (g *globalHandoffs) take(ctx context.Context, s *global.Store, name string,
 	if err != nil {
 		return err
 	}
+	g.rt.auditRegion(global.DirGlobal, at.Value, done.Value)
 	g.rt.settleTo(ctx, done.Rev)
 	h := done.Value.Handoff
 	if lsr := g.rt.leasing.running(); lsr != nil {
@@ -511,43 +564,18 @@ func nodesOf(v *global.View, r string) []string {
 }
 
 // leasedElsewhere is the leasing's word that a node of region refused this
-// router's grants because another directory leases it. The global tier
-// records in its directory that the region leases its nodes (at the epoch
-// the node named), so it — and a router promoted after it — leases none of
-// them; it fails none over for refusing and goes on leading the rest. A
-// region's router has its link read the global directory again.
-func (rt *Router) leasedElsewhere(ctx context.Context, node, region string, refusal *lease.DirectoryError) {
-	if rt.mirroring() {
-		if rt.link != nil {
-			rt.link.wake()
-		}
-		return
-	}
-	why := fmt.Sprintf("node %s refused the global tier's grants: leased by %s at epoch %d", node, refusal.Dir, refusal.Epoch)
-	for range 4 {
-		s, err := rt.lead.changes(ctx)
-		if err != nil {
-			return
-		}
-		at, err := s.ReadRegion(ctx, region)
-		if err != nil {
-			return
-		}
-		if at.Value.LeasedBy() == global.LeaserRegion && at.Value.Epoch >= refusal.Epoch {
-			return
-		}
-		_, err = s.UpdateRegion(ctx, region, at, func(r *global.Region) error {
-			r.Fenced(refusal.Epoch, why, rt.now())
-			return nil
-		})
-		if err == nil {
-			rt.log.Warn("a region leases its nodes: recorded; none of them is leased or failed over here", "region", region, "why", why)
-			return
-		}
-		if !errors.Is(err, global.ErrConflict) {
-			rt.log.Warn("record a region leasing its nodes", "region", region, "err", err)
-			return
-		}
+// router's grants for another binding. It is written to the audit log and
+// costs that node alone (the leasing counts it as not answering); the
+// region record is not touched: who leases a region changes only by a
+// handoff state the routers wrote (a region's own router's forced takeover
+// reaches the global directory through its link). A region's router has
+// its link read the global directory again.
+func (rt *Router) leasedElsewhere(_ context.Context, node, region string, refusal *lease.DirectoryError) {
+	detail := fmt.Sprintf("node %s of region %s refused this router's grants: it says it is leased by %s at epoch %d (term %d); counted as not answering, the region record is unchanged",
+		node, region, refusal.Dir, refusal.Epoch, refusal.Term)
+	rt.auditControl("lease_refused", node, detail)
+	if rt.mirroring() && rt.link != nil {
+		rt.link.wake()
 	}
 }
 
@@ -580,6 +608,9 @@ func (c *shardCall) postHandoff(s *global.Store, region string) (int, any, error
 	var req struct {
 		To    string `json:"to"`
 		Force bool   `json:"force"`
+		// EvenIfGlobalAnswers forces a takeover although the global
+		// directory answered within forceGuard.
+		EvenIfGlobalAnswers bool `json:"even_if_global_answers"`
 	}
 	if err := c.decode(&req); err != nil {
 		return 0, nil, err
@@ -591,6 +622,9 @@ func (c *shardCall) postHandoff(s *global.Store, region string) (int, any, error
 	if rt.mirroring() && region != rt.cfg.Region {
 		return 0, nil, fmt.Errorf("%w: this router serves region %s; send the handoff of region %s to the global tier's leading router or to that region's", ErrNotOwner, rt.cfg.Region, region)
 	}
+	if req.EvenIfGlobalAnswers && !req.Force {
+		return 0, nil, fmt.Errorf("%w: \"even_if_global_answers\" goes with \"force\": true only", ErrBadRequest)
+	}
 	if req.Force {
 		if req.To == global.LeaserRegion {
 			// The region's own copy of its records says which of its
@@ -599,7 +633,7 @@ func (c *shardCall) postHandoff(s *global.Store, region string) (int, any, error
 				return 0, nil, err
 			}
 		}
-		return c.forceTakeover(s, region, req.To)
+		return c.forceTakeover(s, region, req.To, req.EvenIfGlobalAnswers)
 	}
 	if rt.mirroring() && req.To == global.LeaserRegion && rt.cfg.AutoFailover <= 0 {
 		return 0, nil, fmt.Errorf("%w: this router runs without --auto-failover: it cannot lease region %s's nodes; restart it with --auto-failover S", ErrBadRequest, region)
@@ -625,7 +659,7 @@ func (c *shardCall) postHandoff(s *global.Store, region string) (int, any, error
 	}
 	if err == nil {
 		var offered global.Versioned[global.Region]
-		offered, err = offerTo.UpdateRegion(octx, region, at, func(r *global.Region) error { return r.Offer(req.To, rt.id, rt.now()) })
+		offered, err = c.rt.writeRegion(octx, offerTo, global.DirGlobal, region, at, func(r *global.Region) error { return r.Offer(req.To, rt.id, rt.now()) })
 		at = offered
 	}
 	if err != nil {
@@ -692,8 +726,15 @@ func (c *shardCall) awaitHandoff(region string, offered global.Region, wait time
 // forceTakeover serves a forced takeover: on region r's leading router,
 // to the region, written into its own directory alone (the audit log has
 // it, as every change).
-func (c *shardCall) forceTakeover(s *global.Store, region, to string) (int, any, error) {
+func (c *shardCall) forceTakeover(s *global.Store, region, to string, evenIfGlobalAnswers bool) (int, any, error) {
 	rt := c.rt
+	ago, answers := time.Duration(0), false
+	if rt.mirroring() && rt.link != nil {
+		if at := rt.link.globalAnswered(); !at.IsZero() {
+			ago = rt.now().Sub(at)
+			answers = ago < forceGuard
+		}
+	}
 	switch {
 	case !rt.mirroring():
 		return 0, nil, fmt.Errorf("%w: a forced takeover is made on region %s's leading router (fenec-shard --region %s --global ...), when the global tier cannot be reached", ErrNotOwner, region, region)
@@ -701,6 +742,9 @@ func (c *shardCall) forceTakeover(s *global.Store, region, to string) (int, any,
 		return 0, nil, fmt.Errorf("%w: only a region takes its leasing by force: hand it back to the global tier with {\"to\": \"global\"}", ErrBadRequest)
 	case rt.cfg.AutoFailover <= 0:
 		return 0, nil, fmt.Errorf("%w: this router runs without --auto-failover: it cannot lease region %s's nodes; restart it with --auto-failover S", ErrBadRequest, region)
+	case answers && !evenIfGlobalAnswers:
+		return 0, nil, fmt.Errorf("%w: the global directory answered this router %.1f s ago (within %v): use a planned handoff ({\"to\": \"region\"} without force; fenec handoff %s --to region); to force anyway while it answers, add \"even_if_global_answers\": true (fenec handoff %s --to region --force --even-if-global-answers)",
+			ErrGlobalAnswers, ago.Seconds(), forceGuard, region, region)
 	}
 	ctx := c.r.Context()
 	at, err := s.ReadRegion(ctx, region)
@@ -715,15 +759,19 @@ func (c *shardCall) forceTakeover(s *global.Store, region, to string) (int, any,
 	rt.link.mu.Lock()
 	known = max(known, rt.link.dgRec.Value.Epoch)
 	rt.link.mu.Unlock()
-	forced, err := s.UpdateRegion(ctx, region, at, func(r *global.Region) error {
+	forced, err := c.rt.writeRegion(ctx, s, global.DirOfRegion(region), region, at, func(r *global.Region) error {
 		return r.Force(rt.id, known, lr.Value, c.r.RemoteAddr, rt.now())
 	})
 	if err != nil {
 		return 0, nil, err
 	}
 	c.settle(forced.Rev)
+	fenced := nodesOf(rt.watcher.View(), region)
+	slices.Sort(fenced)
 	rt.log.Warn("forced takeover: the region leases its nodes without the global tier", "region", region,
-		"epoch", forced.Value.Epoch, "global_record_ms", lr.Value)
+		"epoch", forced.Value.Epoch, "global_record_ms", lr.Value, "nodes", fenced, "even_if_global_answers", evenIfGlobalAnswers)
+	rt.auditControl("forced_takeover", "", fmt.Sprintf("region %s force true epoch %d even_if_global_answers %v (global directory last answered %s); nodes fenced: %s",
+		region, forced.Value.Epoch, evenIfGlobalAnswers, answeredAgo(answers, ago), strings.Join(fenced, ",")))
 	rt.link.wake()
 	return http.StatusOK, answerOf(forced.Value), nil
 }

@@ -66,8 +66,8 @@ type leasingDeps struct {
 	// directory says the region leases them.
 	region string
 	// elsewhere is told (on a goroutine of the leasing's) that a node of
-	// region refused this router's grants because another directory
-	// leases it; the leasing has stopped leasing the region's nodes.
+	// region refused this router's grants for another binding; the
+	// leasing counts that node as not answering, and no other.
 	elsewhere func(ctx context.Context, node, region string, refusal *lease.DirectoryError)
 	// view is the router's copy of its directory (nil before it arrived).
 	view func() *global.View
@@ -121,16 +121,15 @@ type leasing struct {
 	// then mu.
 	syncMu sync.Mutex
 
-	mu       sync.Mutex
-	leaser   *lease.Leaser         // guarded by mu: nil when not leasing
-	term     uint64                // guarded by mu: the term leaser grants at
-	lists    map[string]lease.List // guarded by mu: the list each leased node was last set
-	failing  map[string]bool       // guarded by mu: nodes whose failover runs now
-	settled  map[string]bool       // guarded by mu: nodes whose last failover ended (lists go back)
-	held     map[string]heldWait   // guarded by mu: tenants waiting, off their node's list, for a held failover
-	probes   map[string]probe      // guarded by mu: what a node's lease probe said
-	scope    scopeState            // guarded by mu: regions given or fenced, a forced takeover settled
-	fencedAt map[string]uint64     // guarded by mu: the region's epoch when its nodes refused us
+	mu      sync.Mutex
+	leaser  *lease.Leaser         // guarded by mu: nil when not leasing
+	term    uint64                // guarded by mu: the term leaser grants at
+	lists   map[string]lease.List // guarded by mu: the list each leased node was last set
+	failing map[string]bool       // guarded by mu: nodes whose failover runs now
+	settled map[string]bool       // guarded by mu: nodes whose last failover ended (lists go back)
+	held    map[string]heldWait   // guarded by mu: tenants waiting, off their node's list, for a held failover
+	probes  map[string]probe      // guarded by mu: what a node's lease probe said
+	scope   scopeState            // guarded by mu: regions given, a forced takeover settled
 	// lastRev and lastFO are the view's revision and the nodes' failed-over
 	// marks the lists were last set from; dirty asks for them to be set
 	// again all the same. Guarded by mu.
@@ -156,14 +155,13 @@ func newLeasing(deps leasingDeps) *leasing {
 			Name: "fenec_router_auto_failovers_total",
 			Help: "Nodes this router failed over on a lapsed lease, by outcome.",
 		}, []string{"outcome"}),
-		metrics:  lease.NewMetrics(),
-		lists:    map[string]lease.List{},
-		failing:  map[string]bool{},
-		settled:  map[string]bool{},
-		held:     map[string]heldWait{},
-		probes:   map[string]probe{},
-		scope:    scopeState{giving: map[string]bool{}, fenced: map[string]bool{}},
-		fencedAt: map[string]uint64{},
+		metrics: lease.NewMetrics(),
+		lists:   map[string]lease.List{},
+		failing: map[string]bool{},
+		settled: map[string]bool{},
+		held:    map[string]heldWait{},
+		probes:  map[string]probe{},
+		scope:   scopeState{giving: map[string]bool{}},
 	}
 	l.tr = &notifyingTransport{tr: deps.transport, n: l.answers}
 	for _, o := range []string{AutoFailoverDone, AutoFailoverPartial, AutoFailoverFailed} {

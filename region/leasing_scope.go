@@ -22,12 +22,12 @@ type leaseScope struct {
 
 // scopeState is what a router's scope depends on besides its view:
 // regions it is handing over (the global tier stops granting them before
-// it records the handoff given), regions whose nodes refused its grants
-// for another directory, and, for a region's router, whether the global
-// tier has learned of a forced takeover.
+// it records the handoff given), and, for a region's router, whether the
+// global tier has learned of a forced takeover. A node refusing the
+// router's grants for another binding changes no region's scope: it costs
+// that node alone (the Leaser counts it as not answering).
 type scopeState struct {
 	giving map[string]bool // regions whose nodes this router stopped granting to give them
-	fenced map[string]bool // regions whose nodes said another directory leases them
 	// settledAt, on a region's router after a forced takeover, is the
 	// moment (leasing clock) from which every lease the global tier may
 	// have granted has run out since it learned of the takeover: from
@@ -37,7 +37,7 @@ type scopeState struct {
 }
 
 // globalScope is the global tier's: every node of a region the global
-// directory says the global tier leases, not being given, not fenced.
+// directory says the global tier leases, not being given.
 func globalScope(v *global.View, st scopeState) leaseScope {
 	sc := leaseScope{active: true, terms: map[string]lease.NodeTerms{}}
 	if v == nil {
@@ -45,7 +45,7 @@ func globalScope(v *global.View, st scopeState) leaseScope {
 	}
 	for name, n := range v.Nodes() {
 		rec := regionRecord(v, n.Region)
-		if rec.LeasedBy() != global.LeaserGlobal || st.giving[n.Region] || st.fenced[n.Region] {
+		if rec.LeasedBy() != global.LeaserGlobal || st.giving[n.Region] {
 			continue
 		}
 		sc.terms[name] = nodeTerms(rec, global.LeaserGlobal, false)
@@ -63,7 +63,7 @@ func regionScope(v *global.View, r string, st scopeState, now time.Duration) lea
 		return sc
 	}
 	rec := regionRecord(v, r)
-	if rec.LeasedBy() != global.LeaserRegion || st.fenced[r] {
+	if rec.LeasedBy() != global.LeaserRegion {
 		return sc
 	}
 	sc.active = true
@@ -106,14 +106,6 @@ func nodeTerms(rec global.Region, side string, unsettled bool) lease.NodeTerms {
 // scopeLocked is the leasing's scope over v, now.
 func (l *leasing) scopeLocked(v *global.View) leaseScope {
 	st := l.scope
-	st.fenced = map[string]bool{}
-	for r, epoch := range l.fencedAt {
-		// A region's nodes refused us at the epoch its record had then;
-		// a record that moved on since is judged afresh.
-		if v == nil || regionRecord(v, r).Epoch <= epoch {
-			st.fenced[r] = true
-		}
-	}
 	if l.deps.region != "" {
 		return regionScope(v, l.deps.region, st, l.deps.clock.Now())
 	}
@@ -166,10 +158,13 @@ func (l *leasing) settleForce(at time.Duration) {
 }
 
 // refusedElsewhere is the Leaser's Elsewhere callback: a node refused this
-// router's grants because another directory leases it. The router stops
-// leasing every node of the node's region (at the region's epoch as its
-// record has it now) and tells the router, which records or learns who
-// leases it. It never fails the node over and never steps down.
+// router's grants for another binding (another directory, a later epoch,
+// or an epoch past its bound). It costs that node alone: the Leaser counts
+// it as not answering, so it lapses and is failed over as one that does
+// not answer; no other node's lease and no region record changes. Who
+// leases a region changes only by a handoff state the routers wrote — a
+// node's word is what a stolen admin token or a compromised node can
+// forge. The router logs and audits it, and tells the router.
 func (l *leasing) refusedElsewhere(ctx context.Context, node string, refusal *lease.DirectoryError) {
 	v := l.deps.view()
 	if v == nil {
@@ -179,12 +174,8 @@ func (l *leasing) refusedElsewhere(ctx context.Context, node string, refusal *le
 	if !ok {
 		return
 	}
-	l.mu.Lock()
-	l.fencedAt[n.Region] = regionRecord(v, n.Region).Epoch
-	l.mu.Unlock()
-	l.log.Warn("a node is leased by another directory: its region's nodes are not leased here",
-		"node", node, "region", n.Region, "leased_by", refusal.Dir, "epoch", refusal.Epoch)
-	l.resync()
+	l.log.Warn("a node refuses our grants for another binding: counted as not answering; its region's record is unchanged",
+		"node", node, "region", n.Region, "leased_by", refusal.Dir, "epoch", refusal.Epoch, "record_epoch", regionRecord(v, n.Region).Epoch)
 	if l.deps.elsewhere != nil {
 		l.deps.elsewhere(ctx, node, n.Region, refusal)
 	}

@@ -44,8 +44,8 @@ func scopeNodes(sc leaseScope) []string {
 }
 
 // Which nodes each side leases, on what terms: the global tier every node
-// of a region it leases (none of one given, being given, fenced, or
-// leased by the region); a region's router its region's nodes while its
+// of a region it leases (none of one given, being given, or leased by
+// the region); a region's router its region's nodes while its
 // region leases, with the handoff that gave it (forced: a node must run
 // its lease before it is failed over, until settled).
 func TestLeaseScopes(t *testing.T) {
@@ -60,7 +60,7 @@ func TestLeaseScopes(t *testing.T) {
 		Handoff: &global.Handoff{From: global.LeaserRegion, To: global.LeaserGlobal, State: global.HandoffDone, Seq: 2, Term: 4, LeaseRecordMS: 3000}}
 
 	v := viewOf(t, []global.Region{taken, back}, nodes)
-	g := globalScope(v, scopeState{giving: map[string]bool{}, fenced: map[string]bool{}})
+	g := globalScope(v, scopeState{giving: map[string]bool{}})
 	if got := scopeNodes(g); !slices.Equal(got, []string{"u1", "x1"}) || !g.active {
 		t.Fatalf("global tier leases %v (active %v), want u1, x1", got, g.active)
 	}
@@ -70,9 +70,9 @@ func TestLeaseScopes(t *testing.T) {
 	if nt := g.terms["x1"]; nt != (lease.NodeTerms{}) {
 		t.Fatalf("x1 (a region with no record) terms %+v", nt)
 	}
-	g = globalScope(v, scopeState{giving: map[string]bool{"us": true}, fenced: map[string]bool{"xx": true}})
-	if got := scopeNodes(g); len(got) != 0 {
-		t.Fatalf("global tier giving us, fenced from xx, leases %v", got)
+	g = globalScope(v, scopeState{giving: map[string]bool{"us": true}})
+	if got := scopeNodes(g); !slices.Equal(got, []string{"x1"}) {
+		t.Fatalf("global tier giving us leases %v, want x1", got)
 	}
 	e := regionScope(v, "eu", scopeState{}, 0)
 	if got := scopeNodes(e); !slices.Equal(got, []string{"e1", "e2"}) || !e.active {
@@ -95,9 +95,6 @@ func TestLeaseScopes(t *testing.T) {
 	}
 	if nt := regionScope(v, "eu", scopeState{settledAt: 3 * time.Second}, 2*time.Second).terms["e2"]; !nt.MustRun {
 		t.Fatalf("forced, settling: %+v", nt)
-	}
-	if e := regionScope(v, "eu", scopeState{fenced: map[string]bool{"eu": true}}, 0); e.active {
-		t.Fatal("a region's router fenced by its nodes leases")
 	}
 
 	v = viewOf(t, []global.Region{given}, nodes)

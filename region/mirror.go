@@ -66,6 +66,11 @@ type mirror struct {
 	gaveAt  time.Duration                   // guarded by mu: when this router gave its region to the global tier (0: it did not)
 	ackedAt time.Duration                   // guarded by mu: when the global directory first showed a forced takeover (0: not yet)
 	dgRec   global.Versioned[global.Region] // guarded by mu: the global directory's region record, as last read
+	// answered is when the global directory last answered a step of the
+	// link (a forced takeover is refused for forceGuard after it).
+	// Guarded by mu.
+	answered time.Time
+	gapSeen  [2]uint64 // guarded by mu: the epochs of the last gap refused and audited
 
 	// ls is what the link holds of both directories while it leads; only
 	// run's goroutine touches it (nil: list them again).
@@ -255,6 +260,9 @@ func (m *mirror) step(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	m.mu.Lock()
+	m.answered = m.rt.now()
+	m.mu.Unlock()
 	rec, err := m.reconcile(sctx, s, dgs, snap)
 	if err != nil {
 		m.rt.lead.lost(sctx, err)
@@ -378,4 +386,12 @@ func (rt *Router) ownsOwnRegion() error {
 		return ErrNotReady
 	}
 	return rt.owns(regionRecord(v, rt.cfg.Region))
+}
+
+// globalAnswered is when the global directory last answered a step of the
+// link (zero: never since this router led).
+func (m *mirror) globalAnswered() time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.answered
 }

@@ -26,6 +26,10 @@ var (
 	// ErrNotLeader: this router does not take changes (a standby, or one
 	// that saw another take the lead).
 	ErrNotLeader = errors.New("this router does not lead: changes go to the leader")
+	// ErrGlobalAnswers: a forced takeover asked while the global
+	// directory answers the region's link (forceGuard): a planned handoff
+	// is the way, or force it with "even_if_global_answers".
+	ErrGlobalAnswers = errors.New("forced takeover refused: the global directory answers")
 	// ErrBadRequest: the request's body or parameters are not what the
 	// route takes.
 	ErrBadRequest = errors.New("bad request")
@@ -163,6 +167,8 @@ var shardStatus = []struct {
 	{ErrNotOwner, http.StatusConflict},
 	{global.ErrWrongDirectory, http.StatusConflict},
 	{global.ErrHandoffState, http.StatusConflict},
+	{global.ErrEpochBound, http.StatusConflict},
+	{ErrGlobalAnswers, http.StatusConflict},
 	{ErrHandingOver, http.StatusServiceUnavailable},
 	{ErrGlobalUnreachable, http.StatusServiceUnavailable},
 	{ErrBadRequest, http.StatusBadRequest},

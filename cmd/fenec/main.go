@@ -68,7 +68,7 @@ var commands = []command{
 	{"promote", "", "make the router named by --router (a standby) lead", setupPromote},
 	{"quota", "TENANT [--bytes N] [--rows N] ...", "read a tenant's quota, or set it", setupQuota},
 	{"replicas", "", "give every tenant without a replica one now", setupReplicas},
-	{"handoff", "REGION --to global|region [--force]", "hand a region's leasing to the other directory", setupHandoff},
+	{"handoff", "REGION --to global|region [--force [--even-if-global-answers]]", "hand a region's leasing to the other directory", setupHandoff},
 	{"query", "[--tenants a,b] MERGE QUERY", "one read on each tenant, merged", setupQuery},
 	{"backup", "TENANT [--file PATH] | NODE_URL --tenants DIR --token T", "one tenant's image through the router, or every tenant of one node", setupBackup},
 	{"restore", "TENANT [--file PATH] | NODE_URL --tenants DIR --token T", "put one tenant's image back through the router, or every tenant of one node", setupRestore},

@@ -469,14 +469,15 @@ func setupReplicas(fs *flag.FlagSet, e *env) runFunc {
 	})
 }
 
-// setupHandoff is `fenec handoff REGION --to global|region [--force]
-// [--wait]`. The router answers once the handoff is done, or 202 with the
+// setupHandoff is `fenec handoff REGION --to global|region [--force
+// [--even-if-global-answers]] [--wait]`. The router answers once the handoff is done, or 202 with the
 // state it is in while it is still in flight: that is no failure; with
 // --wait the CLI follows it in GET /_shard/regions until it is done or
 // rolled back.
 func setupHandoff(fs *flag.FlagSet, e *env) runFunc {
 	to := fs.String("to", "", "who leases the region from now: `global` or region")
-	force := fs.Bool("force", false, "(on the region's leading router) take the leasing without the global tier")
+	force := fs.Bool("force", false, "(on the region's leading router) take the leasing without the global tier; refused while the global directory answered within 10 s")
+	evenIf := fs.Bool("even-if-global-answers", false, "with --force: take the leasing by force although the global directory answers (a planned handoff is the way while it does)")
 	wait := fs.Bool("wait", false, "if the handoff is still in flight when the router answers, wait until it is done or rolled back")
 	return routerVerb(fs, e, func(ctx context.Context, c *routerClient, pos []string) error {
 		if err := wantArgs(pos, 1, "one REGION"); err != nil {
@@ -486,8 +487,14 @@ func setupHandoff(fs *flag.FlagSet, e *env) runFunc {
 			return fmt.Errorf("%w: --to must be global or region", errUsage)
 		}
 		body := map[string]any{"to": *to}
+		if *evenIf && !*force {
+			return fmt.Errorf("%w: --even-if-global-answers goes with --force", errUsage)
+		}
 		if *force {
 			body["force"] = true
+		}
+		if *evenIf {
+			body["even_if_global_answers"] = true
 		}
 		// The router answers within half the CLI's own bound (30 s at most),
 		// so an answer in flight is heard rather than timed out.
