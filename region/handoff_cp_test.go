@@ -250,7 +250,10 @@ func TestHandoffOfferNoOneTakesRolledBackCP(t *testing.T) {
 // router forces the takeover: the nodes it reaches take its grants at
 // epoch two and bind to its directory; a node it cannot reach is failed
 // over by no one automatically, however long it stays silent, and by an
-// operator with force; the tenant writes again on its copy.
+// operator with force; the tenant writes again on its copy. Forcing is
+// refused while the global directory answered within forceGuard, unless
+// the operator says even_if_global_answers; the audit log names the
+// region, force, the epoch and the nodes fenced.
 func TestForcedTakeoverCP(t *testing.T) {
 	tt := startTwoTiers(t)
 	g, e := tt.g, tt.e
@@ -269,9 +272,19 @@ func TestForcedTakeoverCP(t *testing.T) {
 	if st, b := e.shard(t, http.MethodPost, "regions/eu/handoff", map[string]any{"to": "region"}, nil); st != http.StatusServiceUnavailable || !strings.Contains(string(b), "force") {
 		t.Fatalf("a planned handoff with the global tier gone: %d %s", st, b)
 	}
-	ans := e.handoff(t, global.LeaserRegion, true, http.StatusOK)
-	if ans.Leaser != global.LeaserRegion || ans.Epoch != 2 || ans.Handoff == nil || !ans.Handoff.Force {
-		t.Fatalf("forced: %+v", ans)
+	// The global directory answered the link moments ago: forcing is
+	// refused, naming the planned handoff and the field that forces anyway.
+	st, b := e.shard(t, http.MethodPost, "regions/eu/handoff", map[string]any{"to": "region", "force": true}, nil)
+	if st != http.StatusConflict || !strings.Contains(string(b), "use a planned handoff") || !strings.Contains(string(b), "even_if_global_answers") {
+		t.Fatalf("forced while the global directory answered within %v: %d %s", forceGuard, st, b)
+	}
+	if rec := e.region(t, "eu"); rec.Leaser == global.LeaserRegion {
+		t.Fatalf("a refused forced takeover changed the record: %+v", rec)
+	}
+	var ans handoffAnswer
+	st, b = e.shard(t, http.MethodPost, "regions/eu/handoff", map[string]any{"to": "region", "force": true, "even_if_global_answers": true}, nil)
+	if st != http.StatusOK || jsonUnmarshal(b, &ans) != nil || ans.Leaser != global.LeaserRegion || ans.Epoch != 2 || ans.Handoff == nil || !ans.Handoff.Force {
+		t.Fatalf("forced: %d %s", st, b)
 	}
 	e.waitLeased(t, "b")
 	if st := tt.b.leaseStatus(t); st.Dir != "region:eu" || st.Epoch != 2 {
@@ -292,6 +305,10 @@ func TestForcedTakeoverCP(t *testing.T) {
 	}
 	if !strings.Contains(string(raw), `"what":"handoff"`) || !strings.Contains(string(raw), `"what":"failover"`) {
 		t.Fatalf("the forced takeover and the forced failover are not in the audit log:\n%s", raw)
+	}
+	if !strings.Contains(string(raw), `"what":"forced_takeover"`) || !strings.Contains(string(raw), "region eu force true epoch 2 even_if_global_answers true") ||
+		!strings.Contains(string(raw), "nodes fenced: a,b") || !strings.Contains(string(raw), `"what":"region_record"`) {
+		t.Fatalf("the forced takeover's audit line does not name the region, force, the epoch and the nodes:\n%s", raw)
 	}
 }
 
