@@ -474,8 +474,20 @@ func TestRegionForcedTakeover(t *testing.T) {
 	via := eu.Leader.Client()
 	res := via.Do("POST", "/_shard/regions/eu/handoff", map[string]any{"to": "region"})
 	wantError(t, res, 503, "a planned handoff with the global tier cut off")
+	// The global directory answered eu's link moments ago: forcing is
+	// refused until it has been silent for the guard's window.
 	res = via.Do("POST", "/_shard/regions/eu/handoff", map[string]any{"to": "region", "force": true})
-	wantStatus(t, res, 200, "forced takeover")
+	if e := wantError(t, res, 409, "a forced takeover just after the global directory answered"); !strings.Contains(e["error"].(string), "use a planned handoff") ||
+		!strings.Contains(e["error"].(string), "even_if_global_answers") {
+		t.Fatalf("the refusal says neither what to do nor how to force: %v", e)
+	}
+	cluster.Eventually(t, wait, func() error {
+		res = via.Do("POST", "/_shard/regions/eu/handoff", map[string]any{"to": "region", "force": true})
+		if res.Status != 200 {
+			return fmt.Errorf("forced takeover: %s", res)
+		}
+		return nil
+	})
 	waitLeased(t, eu.Leader, "eu2", "eu3")
 	for _, n := range []string{"eu2", "eu3"} {
 		if dir, epoch := bindingOf(t, eu.Node(n)); dir != "region:eu" || epoch != 2 {

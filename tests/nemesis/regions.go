@@ -89,7 +89,9 @@ func (t *Topo) Handoff(to string, force bool, wait time.Duration) (int, string) 
 	}
 	body := map[string]any{"to": to}
 	if force {
-		body["force"] = true
+		// The scenario forces only once it killed the global tier: it
+		// knows what the guard would make an operator wait to see.
+		body["force"], body["even_if_global_answers"] = true, true
 	}
 	f := t.h.Begin("handoff", "eu to "+to, fmt.Sprintf("force %v, asked at %s", force, via.Name))
 	res := via.cl.Do("POST", fmt.Sprintf("/_shard/regions/%s/handoff?wait=%d", region, int(wait.Seconds())), body)
