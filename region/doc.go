@@ -23,6 +23,9 @@
 //   - control_metrics.go: the control plane's series. The audit log of
 //     every change, and of refusals counted per address and minute, is
 //     package internal/audit, the nodes' own.
+//   - audit_control.go: the audit lines of the router's own doing —
+//     every region record it writes, a node refusing its grants for
+//     another binding, a forced takeover.
 //   - placement.go: the forwarder's Placements over the watcher, the
 //     watcher callback that cuts requests out to a failed-over node, and
 //     measuring nodes for a placement (least bytes on disk).
