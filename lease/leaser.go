@@ -436,6 +436,22 @@ func (l *Leaser) RemoveNode(node string) {
 	}
 }
 
+// Doubt has the Leaser disbelieve node's word that it took a higher term
+// (Tracker.Doubt): the router's directory shows this router's term
+// standing. The node is counted as one refusing for another binding from
+// then on, and Elsewhere is called for it.
+func (l *Leaser) Doubt(node string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	nr := l.nodes[node]
+	if nr == nil || l.ctx == nil {
+		return
+	}
+	nr.tracker.Doubt()
+	l.log.Warn("node says it took a higher term than the directory's: not believed; counted as not answering", "node", node, "term", l.cfg.Term)
+	l.refusedLocked(node, nr, nil, true)
+}
+
 // Leases says whether node is leased (set and not removed).
 func (l *Leaser) Leases(node string) bool {
 	l.mu.Lock()

@@ -89,6 +89,10 @@ type Tracker struct {
 	noLease bool   // the node takes no lease
 	fenced  bool   // the node holds a higher term
 	highest uint64 // that term
+	// doubted: the router's directory showed the router's term standing
+	// when the node said it held a higher one, so the node's word is not
+	// believed: its refusals by term count as for another binding.
+	doubted bool
 
 	dir       string          // the router's directory, named in every grant
 	terms     NodeTerms       // the node's epoch, handoff and counting
@@ -273,8 +277,26 @@ func (t *Tracker) Refused(g Grant, err error) {
 		t.sendList, t.needNow = true, true
 	case errors.Is(err, ErrTakesNoLease):
 		t.noLease = true
+	case errors.As(err, &te) && t.doubted:
+		t.highest = te.Highest
+		t.elsewhere = &DirectoryError{Dir: t.dir, Epoch: t.terms.Epoch, Term: te.Highest}
 	case errors.As(err, &te):
 		t.fenced, t.highest = true, te.Highest
+	}
+}
+
+// Doubt has the router disbelieve the node's word that it took a higher
+// term than the router's: the router's own directory shows the router's
+// term standing, and a node holds no term its directory never reached
+// unless a grant was forged (the admin token stolen, or the node
+// compromised). The node is no longer fenced: it and each later refusal
+// of it by term count as a refusal for another binding — it lapses as a
+// node that does not answer, and costs that node alone.
+func (t *Tracker) Doubt() {
+	t.doubted = true
+	if t.fenced {
+		t.fenced = false
+		t.elsewhere = &DirectoryError{Dir: t.dir, Epoch: t.terms.Epoch, Term: t.highest}
 	}
 }
 

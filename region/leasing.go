@@ -274,6 +274,28 @@ func (l *leasing) step(ctx context.Context) {
 	l.sync()
 }
 
+// termStands says whether this router's directory still shows term,
+// the router's own, as its term, although a node said it took highest: no
+// router of the directory ever held highest, so the node's word is forged
+// (a stolen admin token, a compromised node) and deposes no one. A
+// directory that cannot be read within the router's lease, or that moved
+// its term on, stands for nothing: the router steps down, as before.
+func (l *leasing) termStands(ctx context.Context, term, highest uint64) bool {
+	ctx, cancel := context.WithTimeout(ctx, max(l.deps.own, time.Second))
+	defer cancel()
+	s, err := l.deps.lead.changes(ctx)
+	if err != nil {
+		return false
+	}
+	cur, err := s.Term(ctx)
+	if err != nil || cur.Value != term || highest <= cur.Value {
+		return false
+	}
+	l.log.Warn("a node says it took a higher term than its directory ever reached: not believed, counted as not answering",
+		"node_term", highest, "directory_term", cur.Value)
+	return true
+}
+
 // leaserName names one incarnation of this router's leasing: grants are
 // numbered per name, so every Leaser needs one of its own.
 func (l *leasing) leaserName(term uint64) string {
@@ -287,7 +309,8 @@ func (l *leasing) begin(ctx context.Context, term uint64) error {
 	if err != nil {
 		return err
 	}
-	lsr, err := lease.NewLeaser(lease.LeaserConfig{
+	var lsr *lease.Leaser
+	lsr, err = lease.NewLeaser(lease.LeaserConfig{
 		Router:    l.leaserName(term),
 		Term:      term,
 		Dir:       l.deps.dir,
@@ -297,7 +320,11 @@ func (l *leasing) begin(ctx context.Context, term uint64) error {
 		Failover:  l.failover,
 		Metrics:   l.metrics,
 		Reports:   l.reports,
-		Deposed: func(_ context.Context, node string, highest uint64) {
+		Deposed: func(ctx context.Context, node string, highest uint64) {
+			if l.termStands(ctx, term, highest) {
+				lsr.Doubt(node) // the node's word alone: it costs that node
+				return
+			}
 			l.log.Warn("a node took a higher term: this router stops leasing and taking changes", "node", node, "highest", highest, "term", term)
 			select {
 			case l.deposed <- highest:

@@ -442,7 +442,14 @@ func TestLeasingFollowsTheLeadSim(t *testing.T) {
 		if fo := s.failedOver(); len(fo) != 1 || fo[0].node != "a" || fo[0].at < led+lapse {
 			t.Fatalf("failovers %+v, lead at %v", fo, led)
 		}
-		// b takes a higher term from elsewhere: the router is deposed.
+		// Another router is promoted (the directory's term moves on,
+		// which this lead does not watch) and b takes its higher term:
+		// the router is deposed.
+		for range 3 {
+			if _, err := s.lead.store.Promote(t.Context(), "other"); err != nil {
+				t.Fatal(err)
+			}
+		}
 		nb := s.net.node("b").lease
 		list := []string{}
 		if _, err := nb.Handle(s.clock.Now(), lease.Grant{Term: term + 3, Router: "other", N: 1, MS: 1000, Tenants: list, List: lease.ListID(list)}); err != nil {
@@ -654,6 +661,51 @@ func TestLeasingLetsGoANodeFailedOverAsItsRegionLeftSim(t *testing.T) {
 		for _, n := range []string{"a", "b"} {
 			if st, ok := s.status(n); ok {
 				t.Fatalf("%s still leased by a router whose directory no longer leases its region: %+v", n, st)
+			}
+		}
+	})
+}
+
+// A node says it took a term its directory never reached (a forged grant:
+// the admin token stolen, or the node compromised). The router reads its
+// directory, finds its own term standing, and is not deposed: the node is
+// counted as not answering — failed over once it lapses — and every other
+// node is leased as before.
+func TestLeasingDoubtsAForgedTermSim(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newLeaseSim(t)
+		s.addNode("a", true)
+		s.addNode("b", true)
+		s.place("ta", "a", "b")
+		s.place("tb", "b", "a")
+		s.l.start(t.Context())
+		term := s.lead.lead(t)
+		s.sleepTo(s.clock.Now() + simLeaseLen)
+		if !s.l.Leading() {
+			t.Fatal("not leasing")
+		}
+		na := s.net.node("a").lease
+		list := []string{}
+		if _, err := na.Handle(s.clock.Now(), lease.Grant{Term: term + 1000, Router: "forger", N: 1, MS: 1000, Tenants: list, List: lease.ListID(list)}); err != nil {
+			t.Fatal(err)
+		}
+		forged := s.clock.Now()
+		s.sleepTo(forged + 3*simLeaseLen)
+		if !s.l.Leading() {
+			t.Fatal("deposed by one node's word")
+		}
+		s.lead.mu.Lock()
+		downs := slices.Clone(s.lead.downs)
+		s.lead.mu.Unlock()
+		if len(downs) != 0 {
+			t.Fatalf("stepDown calls %v", downs)
+		}
+		if fo := s.failedOver(); len(fo) != 1 || fo[0].node != "a" || fo[0].at < forged {
+			t.Fatalf("failovers %+v: want a alone", fo)
+		}
+		for _, n := range s.l.nodes() {
+			if n.Node == "b" && (n.FailedOver || !n.Answered || n.LeasedBy != "") {
+				t.Fatalf("b after a's forged term: %+v", n)
 			}
 		}
 	})
