@@ -96,15 +96,23 @@ func (c *call) serveLease() {
 		return
 	}
 	h := *c.s.lease.handler
+	var what, detail string // a grant that moved the binding, or was refused past the bound
 	h.OnBinding = func(_ *http.Request, was, now lease.Binding, g lease.Grant, err error) {
-		what, detail := "lease_bind", bindingChange(was, now, g)
+		what, detail = "lease_bind", bindingChange(was, now, g)
 		if err != nil {
 			what, detail = "lease_refused", detail+": "+err.Error()
 		}
-		c.log.Warn("lease binding", "what", what, "detail", detail)
-		c.s.auditf(c, what, "", detail)
 	}
 	h.ServeHTTP(c.w, c.r)
+	switch what {
+	case "lease_bind":
+		c.log.Info("lease binding moved", "detail", detail)
+	case "lease_refused":
+		c.log.Warn("grant refused past the epoch bound", "detail", detail)
+	}
+	if what != "" {
+		c.s.auditf(c, what, "", detail) // with the status answered
+	}
 }
 
 // bindingChange describes, for the audit log, a grant that moves (or
