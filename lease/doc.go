@@ -37,7 +37,12 @@
 // compares terms only with that directory's, refuses grants of an earlier
 // epoch, and takes a grant of another directory only when it carries a
 // [Handoff] from its own, at a higher epoch (a *[DirectoryError]
-// otherwise, which does not depose the router that meets it). A router
+// otherwise, which does not depose the router that meets it: the router
+// counts that node alone as not answering). A node refuses a grant more
+// than [EpochMargin] epochs past its own, or naming a term or epoch past
+// [MaxNumber] (a *[BoundError]), and [NextEpoch] never wraps: a grant is
+// sent by whoever holds the admin token, so one node's word never moves
+// more than that node. A router
 // taking a region over counts its nodes by the giver's record until they
 // ran one of its leases ([NodeTerms], [Leaser.ExtendRecord]). docs/regions.md
 // is the protocol around it.
