@@ -269,15 +269,40 @@ func TestNodeWithoutLeaseNeverFailedOverCP(t *testing.T) {
 }
 
 // A node that took a higher term of the router's own directory than the
-// router's fences it: the router stops leasing and taking changes.
+// router's fences it, once the directory shows its term moved on: the
+// router stops leasing and taking changes. A node holding a term the
+// directory never reached (a forged grant) deposes no one: it is counted
+// as not answering, and the router leads on.
 func TestDeposedRouterStopsCP(t *testing.T) {
 	r := startLeasingRouter(t)
-	a := startLeaseNode(t, true)
+	a, b := startLeaseNode(t, true), startLeaseNode(t, true)
 	r.addLeaseNode(t, "a", a, nil)
+	r.addLeaseNode(t, "b", b, nil)
 	r.waitLeased(t, "a")
+	r.waitLeased(t, "b")
 	term := r.leases(t).Term
 	list := []string{}
 	g, _ := json.Marshal(lease.Grant{Term: term + 5, Router: "other", N: 1, MS: 1000, Tenants: list, List: lease.ListID(list), Dir: "global"})
+	if st, _, body := cpDo(t, http.MethodPost, b.URL()+"/_admin/lease", cpAdminToken, g, nil); st != http.StatusOK {
+		t.Fatalf("forged higher grant: %d %s", st, body)
+	}
+	testkit.Eventually(t, cpWait, func() error {
+		for _, st := range r.leases(t).Nodes {
+			if st.Node == "b" && st.FailedOver && st.LeasedBy != "" {
+				return nil
+			}
+		}
+		return fmt.Errorf("b not counted as refusing: %+v", r.leases(t))
+	})
+	if !r.rt.Leading() || !r.leases(t).Leasing {
+		t.Fatal("deposed by a term its directory never reached")
+	}
+	r.waitLeased(t, "a")
+	for range 5 { // another router promoted five times
+		if _, err := r.rt.store.Promote(cpCtx(t), "other"); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if st, _, body := cpDo(t, http.MethodPost, a.URL()+"/_admin/lease", cpAdminToken, g, nil); st != http.StatusOK {
 		t.Fatalf("higher grant: %d %s", st, body)
 	}
