@@ -335,7 +335,8 @@ func TestHandoffHostileCP(t *testing.T) {
 	if st, _, b := cpDo(t, http.MethodGet, url, cpRouterToken, nil, nil); st != http.StatusMethodNotAllowed {
 		t.Fatalf("GET: %d %s", st, b)
 	}
-	for _, bad := range []string{`{"to": "region"`, `{"to": "region", "later": true}`, `[1]`, `{"to": 7}`, `{}`} {
+	for _, bad := range []string{`{"to": "region"`, `{"to": "region", "later": true}`, `[1]`, `{"to": 7}`, `{}`,
+		`{"to": "region", "even_if_global_answers": true}`, `{"to": "region", "force": true, "even_if_global_answers": "yes"}`} {
 		if st, _, b := cpDo(t, http.MethodPost, url, cpRouterToken, []byte(bad), nil); st != http.StatusBadRequest || !strings.Contains(string(b), "error") {
 			t.Fatalf("body %s: %d %s", bad, st, b)
 		}

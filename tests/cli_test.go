@@ -223,6 +223,7 @@ func TestCLIVerbs(t *testing.T) {
 	}
 	refused(t, env, 1, []string{fmt.Sprint(direct.Status), e.Error}, "handoff", "nosuch", "--to", "region")
 	refused(t, env, 2, []string{"--to must be global or region"}, "handoff", "local", "--to", "elsewhere")
+	refused(t, env, 2, []string{"--even-if-global-answers goes with --force"}, "handoff", "local", "--to", "region", "--even-if-global-answers")
 }
 
 // TestCLIFailoverAndPromote fails a dead node over by hand from the CLI,
