@@ -33,7 +33,7 @@ var importRules = map[string][]string{
 	"internal/tlsx":             {"internal/rawtcp"},
 	"internal/testkit":          {"internal/tlsx"},
 	"internal/testkit/testnode": {"internal/testkit", "node", "wire"},
-	"global":                    {"wire", "internal/tlsx"},
+	"global":                    {"wire", "lease", "internal/tlsx"}, // lease: the bounds on the epochs it records
 	"node":                      {"engine", "lease", "wire", "internal"},
 	"region":                    {"global", "lease", "wire", "internal", "region/forward", "region/merge"},
 	"region/forward":            {"wire", "internal"},
