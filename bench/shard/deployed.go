@@ -311,8 +311,70 @@ func deployedTable(ctx context.Context, w io.Writer, cfg config, d *deployedRig)
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if err := tailTable(w, d, loads, res); err != nil {
+		return err
+	}
 	tlsCompare(w, d, loads, plus)
 	return nil
+}
+
+// tailPairs are the targets whose tails are set side by side, round by
+// round: the router and the nginx it is compared with.
+var tailPairs = [][2]string{{"fenec-shard", "nginx 1 worker"}, {"fenec-shard TLS", "nginx TLS 1 worker"}}
+
+// tailTable says, for each load, whether the router's p99 is above
+// nginx's: the ratio of the two p99s in each round (the two ran within
+// seconds of each other, so a round's ratio is what the machine's noise
+// leaves least of), how many rounds had the router's above, and the
+// ratios' spread. A tail the router adds shows as above in every round;
+// one run's p99, or a median, says nothing of that alone. With n rounds,
+// the chance that noise alone puts one side above in all of them is
+// 2^(1-n), under a tenth from 5 rounds on.
+func tailTable(w io.Writer, d *deployedRig, loads []wrkLoad, res [][][]wrkResult) error {
+	index := map[string]int{}
+	for i, t := range d.targets {
+		index[t.name] = i
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "The tail, round by round: the router's p99 over nginx's in each round (both ran within seconds of each other)")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "request\tconns\trouter\tagainst\trounds above\tmin ×\tmedian ×\tmax ×\tsays\t")
+	for li, l := range loads {
+		for _, pair := range tailPairs {
+			a, aok := index[pair[0]]
+			b, bok := index[pair[1]]
+			if !aok || !bok {
+				continue
+			}
+			var ratios []float64
+			above := 0
+			for i := range min(len(res[li][a]), len(res[li][b])) {
+				ra, rb := res[li][a][i].P99, res[li][b][i].P99
+				if rb <= 0 {
+					continue
+				}
+				ratios = append(ratios, ra/rb)
+				if ra > rb {
+					above++
+				}
+			}
+			if len(ratios) == 0 {
+				continue
+			}
+			says := "no order: noise"
+			switch {
+			case len(ratios) >= 5 && above == len(ratios):
+				says = "router above"
+			case len(ratios) >= 5 && above == 0:
+				says = "router below"
+			case len(ratios) < 5:
+				says = "too few rounds"
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d of %d\t%.2f\t%.2f\t%.2f\t%s\t\n", l, l.conns, pair[0], pair[1], above, len(ratios),
+				slices.Min(ratios), benchkit.Median(ratios), slices.Max(ratios), says)
+		}
+	}
+	return tw.Flush()
 }
 
 func field(rs []wrkResult, f func(wrkResult) float64) []float64 {
