@@ -3,6 +3,8 @@ package global
 import (
 	"fmt"
 	"strings"
+
+	"github.com/fenec-go/fenec/wire"
 )
 
 // The key layout, relative to the directory's prefix (DESIGN.md §4).
@@ -31,19 +33,8 @@ func TenantKey(t string) string { return PrefixTenants + t }
 func QuotaKey(t string) string { return PrefixQuotas + t }
 
 // ValidName reports whether s is a name fenec accepts for a tenant, node,
-// region or router: [a-z0-9_-]{1,64}.
-func ValidName(s string) bool {
-	if len(s) == 0 || len(s) > 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
+// region or router: wire.ValidName, the one rule every side checks.
+func ValidName(s string) bool { return wire.ValidName(s) }
 
 // CheckName returns ErrInvalidName, saying what was named, unless ValidName.
 func CheckName(what, s string) error {

@@ -61,7 +61,7 @@ func (c *call) admin(rest []string) {
 
 // adminTenant serves /_admin/tenants/<t>[/...].
 func (c *call) adminTenant(name string, rest []string) {
-	if !validName(name) {
+	if !wire.ValidName(name) {
 		c.fail(fmt.Errorf("%w: %q", ErrBadName, name))
 		return
 	}

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+
+	"github.com/fenec-go/fenec/wire"
 )
 
 // ident is a collection or field name of the query language.
@@ -19,7 +21,7 @@ func userColl(s string) bool {
 // data serves /t/<tenant>/<rest...>. The tenant comes from the path
 // only.
 func (c *call) data(name string, rest []string) {
-	if !validName(name) {
+	if !wire.ValidName(name) {
 		c.route = "data"
 		c.fail(fmt.Errorf("%w: %q", ErrBadName, name))
 		return

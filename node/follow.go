@@ -186,7 +186,7 @@ func (c *call) adminFollow(name string) {
 		c.fail(err)
 		return
 	}
-	if body.As != "" && !validName(body.As) {
+	if body.As != "" && !wire.ValidName(body.As) {
 		c.fail(fmt.Errorf("%w: follow: as %q is not a node name", ErrBadRequest, body.As))
 		return
 	}

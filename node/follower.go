@@ -445,7 +445,7 @@ func (r *registry) startFollowers() error {
 		return fmt.Errorf("read tenant dir: %w", err)
 	}
 	for _, e := range ents {
-		if name, ok := strings.CutSuffix(e.Name(), followExt); ok && validName(name) {
+		if name, ok := strings.CutSuffix(e.Name(), followExt); ok && wire.ValidName(name) {
 			r.reopen(name)
 		}
 	}

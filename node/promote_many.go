@@ -78,7 +78,7 @@ func (c *call) promoteManyBody() (wire.PromoteMany, error) {
 	}
 	seen := make(map[string]bool, len(body.Tenants))
 	for _, t := range body.Tenants {
-		if !validName(t.Tenant) {
+		if !wire.ValidName(t.Tenant) {
 			return body, fmt.Errorf("%w: %q", ErrBadName, t.Tenant)
 		}
 		if seen[t.Tenant] {

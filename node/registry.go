@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -20,15 +19,11 @@ import (
 	"github.com/fenec-go/fenec/engine"
 	"github.com/fenec-go/fenec/internal/netx"
 	"github.com/fenec-go/fenec/lease"
+	"github.com/fenec-go/fenec/wire"
 )
 
 // fileExt ends every tenant file's name.
 const fileExt = ".fenec"
-
-var tenantName = regexp.MustCompile(`^[a-z0-9_-]{1,64}$`)
-
-// validName says whether s may name a tenant (and so a file in the dir).
-func validName(s string) bool { return tenantName.MatchString(s) }
 
 // registry owns the open tenants of the node's directory: it opens a
 // tenant on first use (one opener per tenant, no lock held across the
@@ -126,7 +121,7 @@ func (r *registry) pathOf(name string) string {
 // lets it go with release. An unknown tenant is ErrUnknownTenant: a
 // request never creates one.
 func (r *registry) acquire(ctx context.Context, name string) (*tenant, error) {
-	if !validName(name) {
+	if !wire.ValidName(name) {
 		return nil, ErrBadName
 	}
 	for {
@@ -274,7 +269,7 @@ func (r *registry) installImage(name string, src io.Reader) error {
 // install registers a tenant made by mk, which must make path anew.
 // While it runs, the name is held opening, so no request opens the file.
 func (r *registry) install(name string, mk func(string, *tenant) (*engine.DB, error)) error {
-	if !validName(name) {
+	if !wire.ValidName(name) {
 		return ErrBadName
 	}
 	r.mu.Lock()
@@ -385,7 +380,7 @@ func (r *registry) remove(name string, cause error, after func(path string) erro
 // file once no request holds it and before it closes: what it holds then
 // is final (a restore starts past it).
 func (r *registry) removeAt(name string, cause error, last func(*engine.DB), after func(path string) error) error {
-	if !validName(name) {
+	if !wire.ValidName(name) {
 		return ErrBadName
 	}
 	for {
@@ -448,7 +443,7 @@ func (r *registry) closeRemove(t *tenant, cause error, last func(*engine.DB), af
 // is never the one deleted. Otherwise ErrNotFrozen (ErrUnknownTenant when
 // there is no file) and nothing changes.
 func (r *registry) removeFrozen(name string, after func(path string) error) error {
-	if !validName(name) {
+	if !wire.ValidName(name) {
 		return ErrBadName
 	}
 	r.mu.Lock()
@@ -579,7 +574,7 @@ func (r *registry) onDisk() ([]string, error) {
 	var names []string
 	for _, e := range ents {
 		name, ok := strings.CutSuffix(e.Name(), fileExt)
-		if ok && e.Type().IsRegular() && validName(name) {
+		if ok && e.Type().IsRegular() && wire.ValidName(name) {
 			names = append(names, name)
 		}
 	}

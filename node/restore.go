@@ -69,7 +69,7 @@ type restoreAsk struct {
 // created) and where the restored file starts.
 func (r *registry) replaceImage(ctx context.Context, name string, src io.Reader, ask restoreAsk) (wire.Restored, error) {
 	out := wire.Restored{Tenant: name}
-	if !validName(name) {
+	if !wire.ValidName(name) {
 		return out, ErrBadName
 	}
 	old, err := r.acquireOld(ctx, name)
@@ -281,7 +281,7 @@ func (r *registry) removeStaged() {
 	}
 	for _, e := range ents {
 		name, what := stagedImage(e.Name())
-		if what == "" || !validName(name) || !e.Type().IsRegular() {
+		if what == "" || !wire.ValidName(name) || !e.Type().IsRegular() {
 			continue
 		}
 		if err := os.Remove(filepath.Join(r.dir, e.Name())); err == nil {

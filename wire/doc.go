@@ -9,7 +9,8 @@
 // (HeaderNode) when it knows its id.
 // The node decodes what the router, the CLI and the tests send with these
 // types, and they decode its answers with the same ones, so a field is
-// named once.
+// named once. ValidName is the one rule for a tenant's, node's, region's
+// or router's name, checked alike by each of them.
 //
 // It is a leaf: the standard library only, nothing of fenec's. It is not
 // the data API's bodies (queries and rows are the engine's, passed

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -17,9 +16,6 @@ import (
 
 // callTimeout bounds one admin call that moves no image.
 const callTimeout = 30 * time.Second
-
-// tenantName is what a tenant may be called (API.md).
-var tenantName = regexp.MustCompile(`^[a-z0-9_-]{1,64}$`)
 
 // fileExt is a tenant file's extension, on a node and in a backup.
 const fileExt = ".fenec"
@@ -53,7 +49,7 @@ func (a *admin) tenants(ctx context.Context) ([]string, error) {
 		return nil, fmt.Errorf("tenant list: %w", err)
 	}
 	for _, n := range names {
-		if !tenantName.MatchString(n) {
+		if !wire.ValidName(n) {
 			return nil, fmt.Errorf("tenant list: bad name %q", n)
 		}
 	}
@@ -144,7 +140,7 @@ func restoreNode(ctx context.Context, hc *http.Client, pos []string, dir, token 
 	var refused []string
 	for _, e := range entries {
 		t, ok := strings.CutSuffix(e.Name(), fileExt)
-		if !ok || !e.Type().IsRegular() || !tenantName.MatchString(t) {
+		if !ok || !e.Type().IsRegular() || !wire.ValidName(t) {
 			continue
 		}
 		n, err := a.restoreOne(ctx, filepath.Join(dir, e.Name()), t, force)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/fenec-go/fenec/global"
 	"github.com/fenec-go/fenec/internal/tlsx"
+	"github.com/fenec-go/fenec/wire"
 )
 
 // setupCerts is `fenec certs`: it makes what a test or compose cluster
@@ -80,7 +81,7 @@ func makeCerts(stdout io.Writer, r certsRun, names []string) error {
 	}
 	for _, arg := range names {
 		name, hosts := splitCertArg(arg, loopback)
-		if !tenantName.MatchString(name) {
+		if !wire.ValidName(name) {
 			return fmt.Errorf("%w: certificate name %q must be [a-z0-9_-]{1,64}", errUsage, name)
 		}
 		leaf, err := ca.Issue(name, hosts, time.Duration(days)*24*time.Hour)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fenec-go/fenec/internal/tokenfile"
+	"github.com/fenec-go/fenec/wire"
 )
 
 // setupRegister is `fenec register`: it records a node with a router (PUT
@@ -38,7 +39,7 @@ func register(ctx context.Context, e *env, pos []string, name, addr, region, adm
 	switch {
 	case len(pos) != 1:
 		return fmt.Errorf("%w: want one ROUTER_URL, got %d arguments", errUsage, len(pos))
-	case !tenantName.MatchString(name):
+	case !wire.ValidName(name):
 		return fmt.Errorf("%w: --name must be [a-z0-9_-]{1,64}", errUsage)
 	case addr == "" || adminToken == "":
 		return fmt.Errorf("%w: --addr and --admin-token (or --admin-token-file) are required", errUsage)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fenec-go/fenec/engine"
+	"github.com/fenec-go/fenec/wire"
 )
 
 // copyOpts are the flags backup and restore share: --tenants DIR and
@@ -108,7 +109,7 @@ func fileOr(file, tenant string) string {
 // /_shard/tenants/<t>/file) into path: written to a temporary name beside
 // it, synced, then renamed, so path never holds half an image.
 func backupTenant(ctx context.Context, c *routerClient, e *env, tenant, path string) error {
-	if !tenantName.MatchString(tenant) {
+	if !wire.ValidName(tenant) {
 		return fmt.Errorf("%w: tenant %q must be [a-z0-9_-]{1,64}", errUsage, tenant)
 	}
 	req, err := c.request(ctx, http.MethodGet, tenantPath(tenant, "/file"), nil)
@@ -155,7 +156,7 @@ func backupTenant(ctx context.Context, c *routerClient, e *env, tenant, path str
 // /_shard/tenants/<t>/file), which installs it in the tenant's place on
 // its node.
 func restoreTenant(ctx context.Context, c *routerClient, e *env, tenant, path string, force bool) error {
-	if !tenantName.MatchString(tenant) {
+	if !wire.ValidName(tenant) {
 		return fmt.Errorf("%w: tenant %q must be [a-z0-9_-]{1,64}", errUsage, tenant)
 	}
 	f, img, size, err := openImage(path)

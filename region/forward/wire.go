@@ -23,23 +23,10 @@ func parseTarget(raw string) (tenant string, rt route, err error) {
 		end = len(rest)
 	}
 	tenant = rest[:end]
-	if !validTenant(tenant) {
+	if !wire.ValidName(tenant) {
 		return "", routeOther, ErrBadTenant
 	}
 	return tenant, routeOf(rest[end:]), nil
-}
-
-func validTenant(s string) bool {
-	if len(s) == 0 || len(s) > 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
 }
 
 // routeOf names the route of what follows /t/<tenant>.
