@@ -13,6 +13,7 @@ import (
 
 	"github.com/fenec-go/fenec/engine"
 	"github.com/fenec-go/fenec/internal/connlimit"
+	"github.com/fenec-go/fenec/internal/netx"
 	"github.com/fenec-go/fenec/internal/tlsx"
 	"github.com/fenec-go/fenec/internal/tokenfile"
 	"github.com/fenec-go/fenec/lease"
@@ -303,7 +304,7 @@ func (c *Config) Validate() error {
 	host, _, err := net.SplitHostPort(c.HTTP)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("http %q: %w", c.HTTP, err))
-	} else if !isLoopback(host) && !c.Insecure {
+	} else if !netx.LoopbackHost(host) && !c.Insecure {
 		if c.HTTPToken == "" {
 			errs = append(errs, fmt.Errorf("http %q is not a loopback address: set --http-token or --insecure", c.HTTP))
 		}
@@ -432,13 +433,4 @@ func (c *Config) syncMode() (engine.SyncMode, time.Duration, error) {
 		}
 		return engine.SyncEvery, time.Duration(ms) * time.Millisecond, nil
 	}
-}
-
-// isLoopback says whether host names only this machine.
-func isLoopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }

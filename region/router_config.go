@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/netip"
 	"os"
 	"strings"
 	"time"
@@ -264,19 +263,6 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: --auto-failover %v: at least 0.03 s, or 0", ErrBadConfig, c.AutoFailover)
 	}
 	return c.validateExposure()
-}
-
-// loopbackAddr reports whether host:port listens on loopback only.
-func loopbackAddr(hostport string) bool {
-	host, _, err := net.SplitHostPort(hostport)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.IsLoopback()
 }
 
 // defaultID makes a router name from the host name and the port it

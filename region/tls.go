@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/netip"
-	"net/url"
 	"strings"
 	"time"
 
@@ -57,7 +55,7 @@ func (c Config) validateExposure() error {
 		return nil
 	}
 	var why []string
-	if !loopbackAddr(c.Listen) {
+	if !netx.LoopbackAddr(c.Listen) {
 		switch {
 		case c.Token == "":
 			why = append(why, fmt.Sprintf("--listen %s has no token: set --token-file", c.Listen))
@@ -75,7 +73,7 @@ func (c Config) validateExposure() error {
 			{"--etcd-listen-client-url", c.Etcd.ListenClientURL}, {"--etcd-listen-peer-url", c.Etcd.ListenPeerURL},
 		} {
 			switch {
-			case u.url == "" || loopbackURL(u.url):
+			case u.url == "" || netx.LoopbackURL(u.url):
 			case !strings.HasPrefix(u.url, "https://"):
 				why = append(why, fmt.Sprintf("%s %s is not https://: serve it over TLS (https:// with --etcd-cert and --etcd-key, or --tls-cert and --tls-key)", u.flag, u.url))
 			case ef.CA == "":
@@ -88,7 +86,7 @@ func (c Config) validateExposure() error {
 		urls []string
 	}{{"--directory", c.DirectoryURLs}, {"--global", c.GlobalURLs}} {
 		for _, u := range l.urls {
-			if !loopbackURL(u) && !strings.HasPrefix(u, "https://") {
+			if !netx.LoopbackURL(u) && !strings.HasPrefix(u, "https://") {
 				why = append(why, fmt.Sprintf("%s %s is not https://: reach etcd over TLS (https:// with --etcd-ca, and --etcd-cert and --etcd-key where it asks for a client certificate)", l.flag, u))
 			}
 		}
@@ -110,7 +108,7 @@ func (c Config) directoryOffLoopback() bool {
 		urls = append(urls, c.Etcd.ClientURL, c.Etcd.PeerURL, c.Etcd.ListenClientURL, c.Etcd.ListenPeerURL)
 	}
 	for _, u := range urls {
-		if u != "" && !loopbackURL(u) {
+		if u != "" && !netx.LoopbackURL(u) {
 			return true
 		}
 	}
@@ -128,24 +126,10 @@ func checkNodeAddr(addr string, insecure bool) error {
 	if !strings.Contains(u, "://") {
 		u = "http://" + u
 	}
-	if loopbackURL(u) {
+	if netx.LoopbackURL(u) {
 		return nil
 	}
 	return fmt.Errorf("%w: node address %s is not https://, so its admin token and clients' requests would cross the network in clear: serve the node over TLS (fenec-node --tls-cert, --tls-key) and record it as https://, or start the router with --insecure", ErrBadRequest, addr)
-}
-
-// loopbackURL reports whether u's host names only this machine.
-func loopbackURL(u string) bool {
-	pu, err := url.Parse(u)
-	if err != nil {
-		return false
-	}
-	host := pu.Hostname()
-	if host == "localhost" {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.IsLoopback()
 }
 
 // loadTLS reads the router's TLS files and the directory's (the same

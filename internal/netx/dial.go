@@ -1,5 +1,7 @@
 // Package netx holds what fenec's routers and nodes share about reaching
-// each other.
+// each other, and the one rule for which addresses name only this machine
+// (LoopbackHost, LoopbackAddr, LoopbackURL), by which each decides where
+// tokens and TLS may be left off.
 package netx
 
 import (

@@ -7,9 +7,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"net/netip"
 	"sync"
 	"time"
+
+	"github.com/fenec-go/fenec/internal/netx"
 )
 
 // ErrNotLoopback refuses an address a remote host could reach.
@@ -27,7 +28,7 @@ type Server struct {
 // Start listens on addr (loopback only; port 0 picks one) and serves the
 // profiles there on a goroutine Close waits for.
 func Start(addr string, log *slog.Logger) (*Server, error) {
-	if !loopback(addr) {
+	if !netx.LoopbackAddr(addr) {
 		return nil, fmt.Errorf("pprof %q: %w", addr, ErrNotLoopback)
 	}
 	ln, err := net.Listen("tcp", addr)
@@ -69,16 +70,4 @@ func (s *Server) Close() error {
 		s.wg.Wait()
 	})
 	return err
-}
-
-func loopback(hostport string) bool {
-	host, _, err := net.SplitHostPort(hostport)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.IsLoopback()
 }
