@@ -102,28 +102,6 @@ var (
 	ErrBadConfig = forward.ErrBadConfig
 )
 
-// notFoundError is a node or tenant the directory does not hold, named
-// as the API names it: it is its route's sentinel (as) and
-// global.ErrNotFound.
-type notFoundError struct {
-	as   error  // ErrUnknownNode, ErrUnknownTenant
-	name string // "" when the directory's error named none
-}
-
-func (e *notFoundError) Error() string {
-	switch {
-	case e.name == "":
-		return e.as.Error()
-	case e.as == ErrUnknownNode:
-		return fmt.Sprintf("unknown node %q: no node is recorded under that name (GET /_shard/nodes lists them)", e.name)
-	case e.as == ErrUnknownTenant:
-		return fmt.Sprintf("unknown tenant %q: no placement names it; create it with PUT /_shard/tenants/%s", e.name, e.name)
-	}
-	return fmt.Sprintf("%v: %q", e.as, e.name)
-}
-
-func (e *notFoundError) Unwrap() []error { return []error{e.as, global.ErrNotFound} }
-
 // heldError says which operation holds a tenant; it is global.ErrHeld.
 type heldError struct {
 	tenant, by string

@@ -374,21 +374,4 @@ func cpError(w http.ResponseWriter, err error) {
 	cpJSON(w, code, shardErrorBody(err))
 }
 
-// errNotFoundAs turns the directory's not-found into the route's own,
-// naming the record as the API does, never by its key in the directory.
-func errNotFoundAs(err, as error) error {
-	if !errors.Is(err, global.ErrNotFound) {
-		return err
-	}
-	nf := &notFoundError{as: as}
-	var rn *global.RecordNotFound
-	if errors.As(err, &rn) {
-		nf.name = rn.Name
-	}
-	return nf
-}
-
-// isNotFound reports a record that does not exist.
-func isNotFound(err error) bool { return errors.Is(err, global.ErrNotFound) }
-
 func cmpString(a, b string) int { return strings.Compare(a, b) }
