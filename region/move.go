@@ -410,15 +410,6 @@ func (d *sourceDeletes) wait(ctx context.Context, tenant, node string) error {
 	}
 }
 
-// settleTo waits (bounded) until the router's view is current to rev.
-func (rt *Router) settleTo(ctx context.Context, rev int64) {
-	ctx, cancel := context.WithTimeout(ctx, rt.cfg.NodeTimeout)
-	defer cancel()
-	if err := rt.watcher.WaitRev(ctx, rev); err != nil {
-		rt.log.Warn("view behind a change", "rev", rev, "err", err)
-	}
-}
-
 // recoverInBackground puts back, on a goroutine the router owns, every
 // move a router left unfinished when it stopped or lost the lead.
 func (rt *Router) recoverInBackground() {

@@ -1,7 +1,6 @@
 package region
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -278,27 +277,6 @@ func (c *shardCall) view() (*global.View, error) {
 		return v, nil
 	}
 	return nil, ErrNotReady
-}
-
-// settle waits until the router's own view holds a write it made, so a read
-// on this router right after a change sees it.
-func (c *shardCall) settle(rev int64) {
-	ctx, cancel := context.WithTimeout(c.r.Context(), c.rt.cfg.NodeTimeout)
-	defer cancel()
-	if err := c.rt.watcher.WaitRev(ctx, rev); err != nil {
-		c.rt.log.Warn("view behind a change", "rev", rev, "err", err)
-	}
-}
-
-// settleNow waits until the router's view is current to the directory's
-// revision now, for a change whose own revision is not returned.
-func (c *shardCall) settleNow(s *global.Store) {
-	_, rev, err := s.Directory().List(c.r.Context(), global.KeyTerm)
-	if err != nil {
-		c.rt.log.Warn("read the directory's revision", "err", err)
-		return
-	}
-	c.settle(rev)
 }
 
 // promote makes this router the leader at the next term. A router that
