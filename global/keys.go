@@ -18,6 +18,12 @@ const (
 	PrefixNodes    = "nodes/"               // nodes/<n>: Node
 	PrefixTenants  = "tenants/"             // tenants/<t>: Tenant
 	PrefixQuotas   = "quotas/"              // quotas/<t>: Quota
+
+	// PrefixStandbys keys the standby node that takes a copy of every
+	// tenant of a node: standbys/<n> = "<standby>". The view, the watcher
+	// and the mirror leave these keys out; a router reads them when it
+	// picks a copy's node.
+	PrefixStandbys = "standbys/"
 )
 
 // RegionKey returns the key of region r.
@@ -31,6 +37,9 @@ func TenantKey(t string) string { return PrefixTenants + t }
 
 // QuotaKey returns the key of tenant t's quota.
 func QuotaKey(t string) string { return PrefixQuotas + t }
+
+// StandbyKey returns the key of node n's standby.
+func StandbyKey(n string) string { return PrefixStandbys + n }
 
 // ValidName reports whether s is a name fenec accepts for a tenant, node,
 // region or router: wire.ValidName, the one rule every side checks.

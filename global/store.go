@@ -174,6 +174,15 @@ func (s *Store) GetQuota(ctx context.Context, t string) (Versioned[Quota], error
 	return get[Quota](ctx, s, QuotaKey(t))
 }
 
+// GetStandby returns the standby recorded for node n; ErrNotFound if it
+// has none.
+func (s *Store) GetStandby(ctx context.Context, n string) (Versioned[string], error) {
+	if err := CheckName("node", n); err != nil {
+		return Versioned[string]{}, err
+	}
+	return get[string](ctx, s, StandbyKey(n))
+}
+
 // ListRegions returns every region by name, and the list's revision.
 func (s *Store) ListRegions(ctx context.Context) (map[string]Versioned[Region], int64, error) {
 	return list[Region](ctx, s, PrefixRegions)

@@ -48,6 +48,7 @@ func TestStore(t *testing.T) {
 		{"HandoffRace", testHandoffRace},
 		{"ClaimName", testClaimName},
 		{"Guarded", testGuarded},
+		{"Standby", testStoreStandby},
 	}
 	forEachDirectory(t, func(t *testing.T, open func(testing.TB) Directory) {
 		for _, c := range cases {
@@ -98,6 +99,44 @@ func testStoreRecords(t *testing.T, s *Store) {
 	want := `{"bytes":1073741824,"rows":1000,"streams":5,"requests":50,"rows_per_s":100,"bytes_per_s":1048576}`
 	if string(kv.Value) != want {
 		t.Fatalf("quota stored as %s, want %s", kv.Value, want)
+	}
+}
+
+// testStoreStandby: a node's standby is written, read back, replaced only
+// at the revision read, and removed; its raw value is the standby's name as
+// a JSON string.
+func testStoreStandby(t *testing.T, s *Store) {
+	ctx := testCtx(t)
+	if _, err := s.GetStandby(ctx, "n1"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("absent standby: err %v, want ErrNotFound", err)
+	}
+	rev, err := s.Txn().PutStandby("n1", 0, "n2").Commit(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.GetStandby(ctx, "n1"); err != nil || got.Value != "n2" || got.Rev != rev {
+		t.Fatalf("standby: got %+v, %v; want n2 at %d", got, err, rev)
+	}
+	kv, err := s.Directory().Get(ctx, StandbyKey("n1"))
+	if err != nil || string(kv.Value) != `"n2"` || kv.Key != "standbys/n1" {
+		t.Fatalf("standby stored as %s = %s, %v; want standbys/n1 = \"n2\"", kv.Key, kv.Value, err)
+	}
+	if _, err := s.Txn().PutStandby("n1", 0, "n3").Commit(ctx); !errors.Is(err, ErrConflict) {
+		t.Fatalf("put at a stale revision: err %v, want ErrConflict", err)
+	}
+	for _, tc := range []struct{ node, standby string }{{"N1", "n2"}, {"n1", "n/2"}, {"n1", ""}} {
+		if _, err := s.Txn().PutStandby(tc.node, rev, tc.standby).Commit(ctx); !errors.Is(err, ErrInvalidName) {
+			t.Fatalf("put standby %q of %q: err %v, want ErrInvalidName", tc.standby, tc.node, err)
+		}
+	}
+	if _, err := s.GetStandby(ctx, "n/1"); !errors.Is(err, ErrInvalidName) {
+		t.Fatalf("get standby of n/1: err %v, want ErrInvalidName", err)
+	}
+	if _, err := s.Txn().DeleteStandby("n1", rev).Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetStandby(ctx, "n1"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("deleted standby: err %v, want ErrNotFound", err)
 	}
 }
 

@@ -169,6 +169,22 @@ func (tx *Txn) DeleteQuota(t string, rev int64) *Txn {
 	return tx.del(QuotaKey(t), rev)
 }
 
+// PutStandby records standby as node n's standby, which was at rev.
+func (tx *Txn) PutStandby(n string, rev int64, standby string) *Txn {
+	if !tx.named("node", n) || !tx.named("standby", standby) {
+		return tx
+	}
+	return tx.put(StandbyKey(n), rev, standby)
+}
+
+// DeleteStandby removes node n's standby, which was at rev.
+func (tx *Txn) DeleteStandby(n string, rev int64) *Txn {
+	if !tx.named("node", n) {
+		return tx
+	}
+	return tx.del(StandbyKey(n), rev)
+}
+
 // Commit applies the transaction: every write or none. A condition that no
 // longer holds is ErrConflict. It returns the revision of the writes.
 func (tx *Txn) Commit(ctx context.Context) (int64, error) {

@@ -13,12 +13,6 @@ import (
 	"github.com/fenec-go/fenec/global"
 )
 
-// standbyPrefix keys, in the directory, the standby node that takes a
-// copy of every tenant of a node: standbys/<node> = "<standby>". The
-// directory's views ignore these keys; the router reads them when it
-// picks a copy's node.
-const standbyPrefix = "standbys/"
-
 // ErrNoReplica: the tenant has no copy to promote, or no node to take
 // one.
 var ErrNoReplica = errors.New("no replica")
@@ -32,18 +26,14 @@ var ErrStandbyNode = errors.New("node is a standby: it takes only copies")
 
 // standbyOf is the standby recorded for node n ("" when none).
 func (rt *Router) standbyOf(ctx context.Context, n string) (string, error) {
-	kv, err := rt.dir.Get(ctx, standbyPrefix+n)
+	sb, err := rt.store.GetStandby(ctx, n)
 	if isNotFound(err) {
 		return "", nil
 	}
 	if err != nil {
 		return "", fmt.Errorf("read standby of %s: %w", n, err)
 	}
-	var s string
-	if err := json.Unmarshal(kv.Value, &s); err != nil {
-		return "", fmt.Errorf("read standby of %s: %w", n, err)
-	}
-	return s, nil
+	return sb.Value, nil
 }
 
 // replicaTarget picks the node that takes a copy of a tenant whose
@@ -374,8 +364,7 @@ func (c *shardCall) putStandby(s *global.Store, node, standby string) (int, any,
 			return 0, nil, fmt.Errorf("mark %s standby: %w", standby, err)
 		}
 	}
-	v, _ := json.Marshal(standby)
-	rev, err := c.rt.dir.Put(ctx, standbyPrefix+node, v)
+	rev, err := recordStandby(ctx, s, node, standby)
 	if err != nil {
 		return 0, nil, fmt.Errorf("record the standby of %s: %w", node, err)
 	}
@@ -401,9 +390,30 @@ func (c *shardCall) putStandby(s *global.Store, node, standby string) (int, any,
 	for _, f := range failed {
 		unreplicated = append(unreplicated, f.Tenant)
 	}
-	return http.StatusCreated, map[string]any{
-		"node": node, "standby": standby, "replicated": replicated, "unreplicated": unreplicated, "failed": failed,
+	return http.StatusCreated, standbyAnswer{
+		Node: node, Standby: standby, Replicated: replicated, Unreplicated: unreplicated, Failed: failed,
 	}, nil
+}
+
+// recordStandby writes standby as node's standby, in place of the one
+// recorded before if any, and returns the write's revision.
+func recordStandby(ctx context.Context, s *global.Store, node, standby string) (int64, error) {
+	at, err := s.GetStandby(ctx, node)
+	if err != nil && !isNotFound(err) {
+		return 0, err
+	}
+	return s.Txn().PutStandby(node, at.Rev, standby).Commit(ctx)
+}
+
+// standbyAnswer answers the naming of a node's standby: the tenants of
+// node given a copy on it, and those that were not (again under failed,
+// with why).
+type standbyAnswer struct {
+	Failed       []replicaFailure `json:"failed"`
+	Node         string           `json:"node"`
+	Replicated   []string         `json:"replicated"`
+	Standby      string           `json:"standby"`
+	Unreplicated []string         `json:"unreplicated"`
 }
 
 // replicaFailure is a tenant that got no copy, and why.
@@ -464,7 +474,14 @@ func (c *shardCall) postReplicas(s *global.Store) (int, any, error) {
 	if len(failed) > 0 {
 		code = http.StatusBadGateway
 	}
-	return code, map[string]any{"replicated": replicated, "failed": failed}, nil
+	return code, replicasAnswer{Failed: failed, Replicated: replicated}, nil
+}
+
+// replicasAnswer answers POST /_shard/replicas: the tenants given a copy,
+// and those that failed, with why.
+type replicasAnswer struct {
+	Failed     []replicaFailure `json:"failed"`
+	Replicated []string         `json:"replicated"`
 }
 
 // parseStandby reads a node request's "standby": true (the node itself is

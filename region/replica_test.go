@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fenec-go/fenec/internal/jsonerr"
 	"github.com/fenec-go/fenec/internal/testkit"
 	"github.com/fenec-go/fenec/internal/testkit/testnode"
 	"github.com/fenec-go/fenec/node"
@@ -386,4 +387,28 @@ func TestReplicasOnRequestCP(t *testing.T) {
 	}
 	r.mustQuery(t, "t2", "create collection c (n int)")
 	caughtUp(t, "t2", b, a)
+}
+
+// TestReplicaAnswersJSON: the answers to naming a standby and to POST
+// /_shard/replicas are written with these fields, in this order, empty
+// lists as [] (clients and docs/ read them so).
+func TestReplicaAnswersJSON(t *testing.T) {
+	failed := []replicaFailure{{Tenant: "t2", Why: "node n2: <down> & out"}}
+	for _, tc := range []struct {
+		v    any
+		want string
+	}{
+		{standbyAnswer{Node: "n1", Standby: "n2", Replicated: []string{"t1"}, Unreplicated: []string{"t2"}, Failed: failed},
+			`{"failed":[{"tenant":"t2","why":"node n2: <down> & out"}],"node":"n1","replicated":["t1"],"standby":"n2","unreplicated":["t2"]}`},
+		{standbyAnswer{Node: "n1", Standby: "n2", Replicated: []string{}, Unreplicated: []string{}, Failed: []replicaFailure{}},
+			`{"failed":[],"node":"n1","replicated":[],"standby":"n2","unreplicated":[]}`},
+		{replicasAnswer{Replicated: []string{"t1"}, Failed: failed},
+			`{"failed":[{"tenant":"t2","why":"node n2: <down> & out"}],"replicated":["t1"]}`},
+		{replicasAnswer{Replicated: []string{}, Failed: []replicaFailure{}}, `{"failed":[],"replicated":[]}`},
+	} {
+		got, err := jsonerr.Marshal(tc.v)
+		if err != nil || string(got) != tc.want {
+			t.Errorf("%T answered as %s (%v), want %s", tc.v, got, err, tc.want)
+		}
+	}
 }
