@@ -38,15 +38,21 @@
 //
 // /_shard/, route by route:
 //   - shard.go: serveShard — the token, reads on every router, changes
-//     only on the leader (fenced on its term), audit, settling the view.
+//     only on the leader (fenced on its term), audit.
+//   - answer.go: cpJSON and cpError, how every route writes its answer
+//     or its refusal (by router_errors.go's table).
+//   - notfound.go: the directory's not-found said as the route's own
+//     (unknown node, unknown tenant, by the name the API uses).
+//   - settle.go: waiting, bounded, until the router's view holds a change
+//     it made, so a read on this router right after sees it.
 //   - shard_nodes.go, shard_tenants.go: nodes and tenants (record,
 //     forget, place, delete).
 //   - move.go: a tenant's move (freeze, image, flip, delete source), and
 //     recovering moves left unfinished by a router that stopped.
 //   - quota.go: quotas, stored in the directory and sent to the nodes;
 //     a PUT conditioned on the quota read (If-Match on GET's ETag).
-//   - replica.go: copies (placing one, standby nodes, POST
-//     /_shard/replicas); repair.go: the loop that has failed-over nodes'
+//   - replica.go: copies (placing one, standby nodes, each recorded by
+//     global's Store, POST /_shard/replicas); repair.go: the loop that has failed-over nodes'
 //     stale copies follow again, retries copies owed (read again from
 //     the directory at each term) and replaces copies their nodes report
 //     damaged; collect.go: its deletion of a move's source left frozen.
