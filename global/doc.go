@@ -17,7 +17,8 @@
 //     server/embed in one owning type (Ready, Err, idempotent Close).
 //   - Store, the typed records of the key layout under a prefix (default
 //     /fenec/): meta/term, meta/leader, meta/lease_record_ms, regions/<r>,
-//     nodes/<n>, tenants/<t>, quotas/<t>. Reads return each record with its
+//     nodes/<n>, tenants/<t>, quotas/<t>, standbys/<n> (a node's standby,
+//     which the view leaves out). Reads return each record with its
 //     revision (Versioned); Txn writes several as one transaction
 //     conditioned on the revisions read, and helpers (PlaceTenant,
 //     Failover, BeginMove/FinishMove/AbortMove, Hold/Release, RemoveTenant)
