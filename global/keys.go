@@ -20,7 +20,7 @@ const (
 	PrefixQuotas   = "quotas/"              // quotas/<t>: Quota
 
 	// PrefixStandbys keys the standby node that takes a copy of every
-	// tenant of a node: standbys/<n> = "<standby>". The view, the watcher
+	// tenant of a node: standbys/<n> = "<standby>". The watcher's view
 	// and the mirror leave these keys out; a router reads them when it
 	// picks a copy's node.
 	PrefixStandbys = "standbys/"
