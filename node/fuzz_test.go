@@ -33,7 +33,7 @@ var adminRoutes = []struct {
 	{"POST", "lease", []int{200, 400, 409, 412}},
 	{"POST", "tenants/a/compact", []int{200}},
 	{"PUT", "tenants/b/file", []int{201, 400, 409}},
-	{"PUT", "tenants/a/file?replace=true", []int{200, 400}},
+	{"PUT", "tenants/a/file?replace=true", []int{200, 400, 409}}, // 409: an image of another lineage than a's
 }
 
 // fuzzNode is a node served in process, without a listener: requests go
