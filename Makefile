@@ -27,11 +27,11 @@ test: vet
 # bare "context deadline exceeded" when a -fuzztime duration ends while a
 # worker is busy (golang/go#75804, fixed in Go 1.27), which is no finding.
 # A count has no deadline to race; targets slower per input run fewer.
-FUZZEXECS ?= 200000x
+FUZZEXECS ?= 120000x
 fuzz:
 	@grep -rl --include='*_test.go' '^func Fuzz' engine node region global lease internal | xargs -n1 dirname | sort -u | while read -r d; do \
 	  for t in $$(grep -h '^func Fuzz' $$d/*_test.go | sed 's/^func \(Fuzz[A-Za-z0-9_]*\).*/\1/'); do \
-	    case $$t in FuzzReplay) n=20000x;; FuzzHead|FuzzReadImage) n=80000x;; FuzzAdminBody|FuzzRequestFraming) n=100000x;; *) n=$(FUZZEXECS);; esac; \
+	    case $$t in FuzzReplay) n=20000x;; FuzzHead|FuzzReadImage) n=80000x;; FuzzAdminBody|FuzzRequestFraming) n=80000x;; *) n=$(FUZZEXECS);; esac; \
 	    echo "fuzz ./$$d $$t ($$n)"; \
 	    $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $$n ./$$d || exit 1; \
 	  done; \

@@ -429,8 +429,9 @@ func moveBench(w io.Writer, cfg config, c *http.Client, rig moveRig) (string, er
 	}
 	if cached != nil {
 		// The image of an earlier run, restored in place of the empty
-		// tenant; the probe's vector is drawn as if the rows were.
-		if _, err := benchkit.Call(c, "PUT", direct+"/_admin/tenants/mv/file?replace=true", adminToken, string(cached), 200); err != nil {
+		// tenant (another tenant's lineage: forced); the probe's vector is
+		// drawn as if the rows were.
+		if _, err := benchkit.Call(c, "PUT", direct+"/_admin/tenants/mv/file?replace=true&force=true", adminToken, string(cached), 200); err != nil {
 			return "", fmt.Errorf("restore %s: %w", cfg.moveImage, err)
 		}
 		for range cfg.moveDocs {
