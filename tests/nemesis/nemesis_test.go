@@ -120,8 +120,12 @@ func TestNemesisSeesTwoPrimaries(t *testing.T) {
 	w.Stop()
 	w.FinalReads(time.Minute)
 	rep := Check(h, Claims{})
+	// The two primaries show as such when the new one took a write while
+	// the old still answered; when the old one's writes all came before
+	// the new one's first, they show as a register no order explains.
+	// Either way the suite sees them.
 	for _, a := range rep.Anomalies {
-		if a.Check == "two primaries" {
+		if a.Check == "two primaries" || a.Check == "linearizable" && a.Tenant == "t0" {
 			t.Logf("found, as it must: %s", a)
 			return
 		}
