@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strings"
 
 	"github.com/fenec-go/fenec/global"
 )
@@ -217,14 +216,6 @@ func refuseRegionalLeasing(ctx context.Context, s *global.Store, r string) error
 		return nil
 	}
 	slices.Sort(names)
-	return fmt.Errorf("%w: region %s holds tenants set to survive their region's loss, or their copies (%s): a region that leases itself cannot be failed over from outside; set them to \"zone\" first (PUT /_shard/tenants/<t>/survive {\"survive\": \"zone\"})",
-		ErrSurvive, r, strings.Join(countedList(names, 10), ", "))
-}
-
-// countedList is names, the first n of them and how many more.
-func countedList(names []string, n int) []string {
-	if len(names) <= n {
-		return names
-	}
-	return append(slices.Clone(names[:n]), fmt.Sprintf("and %d more", len(names)-n))
+	return fmt.Errorf("%w: region %s holds %s set to survive their region's loss, or their copies: a region that leases itself cannot be failed over from outside; set them to \"zone\" first (PUT /_shard/tenants/<t>/survive {\"survive\": \"zone\"})",
+		ErrSurvive, r, countedNames(names, "tenant", 10))
 }

@@ -187,14 +187,7 @@ func TestReadCopiesHostile(t *testing.T) {
 	d := startReadCopies(t)
 	d.g.Place("t1", d.eu1)
 	path := "/_shard/tenants/t1/read-copies"
-	for _, tc := range []struct {
-		what   string
-		client *cluster.Client
-		method string
-		body   any
-		status int
-		says   string
-	}{
+	wantRefusals(t, path, []refusal{
 		{"no token", cluster.NewClient(t, d.g.URL(), ""), "PUT", map[string]any{"nodes": []string{"us1"}}, 401, "token"},
 		{"a wrong token", cluster.NewClient(t, d.g.URL(), "wrong"), "PUT", map[string]any{"nodes": []string{"us1"}}, 401, "token"},
 		{"a GET", d.admin, "GET", nil, 405, ""},
@@ -207,18 +200,35 @@ func TestReadCopiesHostile(t *testing.T) {
 		{"the primary", d.admin, "PUT", map[string]any{"nodes": []string{"eu1"}}, 409, "choose another node"},
 		{"too many", d.admin, "PUT", map[string]any{"nodes": manyNames(9)}, 400, "at most 8"},
 		{"on a standby", d.near.Client(), "PUT", map[string]any{"nodes": []string{"us1"}}, 409, "lead"},
-	} {
-		res := tc.client.Do(tc.method, path, tc.body)
-		if res.Status != tc.status || !strings.Contains(string(res.Body), tc.says) {
-			t.Errorf("%s: want %d naming %q, got %s", tc.what, tc.status, tc.says, res)
-		}
-	}
+	})
 	wantStatus(t, d.admin.Do("PUT", "/_shard/tenants/nope/read-copies", map[string]any{"nodes": []string{"us1"}}), 404, "an unknown tenant")
 	// Nothing was recorded by any of them.
 	res := d.admin.Do("GET", "/_shard/tenants", nil)
 	wantStatus(t, res, 200, "list tenants")
 	if strings.Contains(string(res.Body), "read_copies") {
 		t.Fatalf("a refused change left read copies: %s", res)
+	}
+}
+
+// refusal is one request a route must refuse: who sends what, and the
+// status and words of the refusal.
+type refusal struct {
+	what   string
+	client *cluster.Client
+	method string
+	body   any
+	status int
+	says   string
+}
+
+// wantRefusals sends each of rs to path and checks its refusal.
+func wantRefusals(t *testing.T, path string, rs []refusal) {
+	t.Helper()
+	for _, tc := range rs {
+		res := tc.client.Do(tc.method, path, tc.body)
+		if res.Status != tc.status || !strings.Contains(string(res.Body), tc.says) {
+			t.Errorf("%s: want %d naming %q, got %s", tc.what, tc.status, tc.says, res)
+		}
 	}
 }
 

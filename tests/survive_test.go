@@ -84,14 +84,7 @@ func TestSurviveHostile(t *testing.T) {
 	d := startReadCopies(t)
 	d.g.Place("t1", d.eu1)
 	path := "/_shard/tenants/t1/survive"
-	for _, tc := range []struct {
-		what   string
-		client *cluster.Client
-		method string
-		body   any
-		status int
-		says   string
-	}{
+	wantRefusals(t, path, []refusal{
 		{"no token", cluster.NewClient(t, d.g.URL(), ""), "PUT", map[string]any{"survive": "region"}, 401, "token"},
 		{"a GET", d.admin, "GET", nil, 405, ""},
 		{"no body", d.admin, "PUT", nil, 400, "zone"},
@@ -101,12 +94,7 @@ func TestSurviveHostile(t *testing.T) {
 		{"a copy on its primary", d.admin, "PUT", map[string]any{"survive": "region", "copy": "eu1"}, 409, "primary"},
 		{"an unknown copy node", d.admin, "PUT", map[string]any{"survive": "region", "copy": "ap1"}, 404, "ap1"},
 		{"on a standby", d.near.Client(), "PUT", map[string]any{"survive": "region"}, 409, "lead"},
-	} {
-		res := tc.client.Do(tc.method, path, tc.body)
-		if res.Status != tc.status || !strings.Contains(string(res.Body), tc.says) {
-			t.Errorf("%s: want %d naming %q, got %s", tc.what, tc.status, tc.says, res)
-		}
-	}
+	})
 	wantStatus(t, d.admin.Do("PUT", "/_shard/tenants/nope/survive", map[string]any{"survive": "region"}), 404, "an unknown tenant")
 	res := d.admin.Do("GET", "/_shard/tenants", nil)
 	wantStatus(t, res, 200, "list tenants")

@@ -66,6 +66,7 @@ const maxAttempts = 8
 type Forwarder struct {
 	cfg     Config
 	place   Placements
+	copies  CopyPlacements // place, if it names read copies too (near.go)
 	log     *slog.Logger
 	metrics *forwardMetrics
 	near    *nearMetrics
@@ -123,6 +124,7 @@ func newForwarder(cfg Config, place Placements, reg prometheus.Registerer, log *
 			return nil, err
 		}
 	}
+	f.copies, _ = place.(CopyPlacements)
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	f.wg.Go(f.reapLoop)
 	return f, nil

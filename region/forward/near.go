@@ -65,8 +65,7 @@ func newNearMetrics(reg prometheus.Registerer) (*nearMetrics, error) {
 // bound (Fenec-Max-Staleness or Fenec-After), on a router with copies
 // near it.
 func (f *Forwarder) nearCopy(x *exchange) (Target, bool) {
-	cp, ok := f.place.(CopyPlacements)
-	if !ok || f.cfg.CopyWait <= 0 {
+	if f.copies == nil || f.cfg.CopyWait <= 0 {
 		return Target{}, false
 	}
 	h := x.r.Header
@@ -74,7 +73,7 @@ func (f *Forwarder) nearCopy(x *exchange) (Target, bool) {
 		return Target{}, false
 	}
 	x.bounded = true
-	return cp.NearCopy(x.tenant)
+	return f.copies.NearCopy(x.tenant)
 }
 
 // forwardNear sends x to its tenant's read copy near the router when it
