@@ -41,7 +41,8 @@ import (
 // graphFeed), and the next checkpoint writes FNI3.
 // An image of a later format is refused with ErrNewerImage.
 const (
-	imageMagic   = "FNI3"
+	imageMagic   = "FNI4"
+	imageMagicV3 = "FNI3"
 	imageMagicV2 = "FNI2"
 	imageMagicV1 = "FNI1"
 )

@@ -149,7 +149,7 @@ func readImageState(r io.Reader, logger *slog.Logger) (*state, error) {
 // one still read, or a later one (ErrNewerImage), or none.
 func imageForm(magic string) (string, error) {
 	switch {
-	case magic == imageMagic || magic == imageMagicV2 || magic == imageMagicV1:
+	case magic == imageMagic || magic == imageMagicV3 || magic == imageMagicV2 || magic == imageMagicV1:
 		return magic, nil
 	case len(magic) == 4 && magic[:3] == "FNI" && magic[3] > imageMagic[3]:
 		return "", fmt.Errorf("%w: image format %s, this fenec reads up to %s", ErrNewerImage, magic, imageMagic)
@@ -181,7 +181,7 @@ func (ir *imageReader) readColl(st *state, form string, logger *slog.Logger) err
 	st.colls[sch.Name] = c
 	var feed *graphFeed
 	var mapped []loadedGraph // graphs that came whole (FNI3), set once the documents are in
-	if form == imageMagic {
+	if form == imageMagic || form == imageMagicV3 {
 		var err error
 		if mapped, err = ir.readCollSections(c, logger); err != nil {
 			return err
@@ -243,7 +243,7 @@ func (ir *imageReader) readColl(st *state, form string, logger *slog.Logger) err
 		}
 	}
 	for _, g := range mapped {
-		if err := graphMatches(c, g.field, g.x); err != nil {
+		if err := attachGraph(c, g.field, g.x); err != nil {
 			logger.Warn("graph did not load; rebuilding it", "collection", sch.Name,
 				"field", sch.Fields[g.field].Name, "err", err)
 			g.x.Release()

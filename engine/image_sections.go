@@ -1,12 +1,15 @@
 package engine
 
 import (
+	"cmp"
 	"fmt"
-	"github.com/fenec-go/fenec/engine/hnsw"
-	"github.com/fenec-go/fenec/engine/store"
 	"io"
+	"iter"
 	"log/slog"
 	"slices"
+
+	"github.com/fenec-go/fenec/engine/hnsw"
+	"github.com/fenec-go/fenec/engine/store"
 )
 
 // loadedGraph is a graph of an FNI3 image, loaded whole, for field.
@@ -117,6 +120,52 @@ func (ir *imageReader) section() ([]byte, hnsw.Holder, error) {
 
 // maxSection bounds a graph's section: its level-0 lists and vectors.
 const maxSection = 1 << 40
+
+// attachGraph checks that x, the graph of field i of an FNI3 or FNI4
+// image, matches c's documents (graphMatches) and gives it their vectors
+// to read where they lie (an FNI4 graph's live nodes have none of their
+// own).
+func attachGraph(c *collection, i int, x *hnsw.Index) error {
+	if err := graphMatches(c, i, x); err != nil {
+		return err
+	}
+	return x.AttachVectors(docVectors(func(f func(*doc) bool) { c.order.Ascend(f) }, i, x.Config().Dim))
+}
+
+// docVectors yields each document ascend visits that holds a vector of
+// dim numbers as its field i, with that vector where the document keeps
+// it (vectorView), for a graph to read in place (hnsw.Index.AttachVectors).
+func docVectors(ascend func(func(*doc) bool), i, dim int) iter.Seq2[int64, []float32] {
+	return func(yield func(int64, []float32) bool) {
+		ascend(func(d *doc) bool {
+			v, ok := d.vectorView(i, dim)
+			return !ok || yield(d.id, v)
+		})
+	}
+}
+
+// ascendDocs visits docs in order, as a collection's Ascend does.
+func ascendDocs(docs []*doc) func(func(*doc) bool) {
+	return func(f func(*doc) bool) {
+		for _, d := range docs {
+			if !f(d) {
+				return
+			}
+		}
+	}
+}
+
+// vectorOf looks up, in docs (ascending by id), the vector of dim numbers
+// a document holds as its field i, as hnsw.Index.WriteSection asks for it.
+func vectorOf(docs []*doc, i, dim int) func(int64) ([]float32, bool) {
+	return func(id int64) ([]float32, bool) {
+		k, ok := slices.BinarySearchFunc(docs, id, func(d *doc, id int64) int { return cmp.Compare(d.id, id) })
+		if !ok {
+			return nil, false
+		}
+		return docs[k].vectorView(i, dim)
+	}
+}
 
 // graphMatches checks that x, the graph of field i loaded whole, holds a
 // node for exactly the documents of c with a vector there.

@@ -150,7 +150,7 @@ func (g *graphSnap) copyTo(w io.Writer, n int64) error {
 // bytes, for FNI3 its head and section. bw writes to w; a direct snapshot
 // written to a store.SectionWriter puts the section in a frame of its own
 // and notes where.
-func (s *snapshot) writeGraph(bw *bufio.Writer, w io.Writer, g *graphSnap) error {
+func (s *snapshot) writeGraph(bw *bufio.Writer, w io.Writer, g *graphSnap, docs []*doc) error {
 	b := appendUvarint(nil, uint64(g.field))
 	if !s.direct {
 		b = appendUvarint(b, uint64(g.size))
@@ -181,7 +181,7 @@ func (s *snapshot) writeGraph(bw *bufio.Writer, w io.Writer, g *graphSnap) error
 		return err
 	}
 	section := func(w io.Writer) error {
-		_, err := g.x.WriteSection(w)
+		_, err := g.x.WriteSection(w, vectorOf(docs, g.field, g.x.Config().Dim))
 		return err
 	}
 	sw, ok := w.(store.SectionWriter)
@@ -237,7 +237,7 @@ func (s *snapshot) write(w io.Writer) error {
 		}
 		b = b[:0]
 		for _, g := range cs.graphs {
-			if err := s.writeGraph(bw, w, g); err != nil {
+			if err := s.writeGraph(bw, w, g, cs.docs); err != nil {
 				return err
 			}
 		}

@@ -28,6 +28,12 @@ func (db *DB) mapGraphs(snap *snapshot) {
 				continue
 			}
 			x, err := hnsw.LoadMapped(g.head, data[g.at:g.at+g.secLen], reg)
+			if err == nil {
+				err = x.AttachVectors(docVectors(ascendDocs(cs.docs), g.field, x.Config().Dim))
+				if err != nil {
+					x.Release()
+				}
+			}
 			if err != nil {
 				db.logger.Warn("graph not mapped after the checkpoint; kept as it is", "collection", cs.sch.Name,
 					"field", cs.sch.Fields[g.field].Name, "err", err)

@@ -120,7 +120,20 @@ type opened struct {
 	FirstNearMs float64 `json:"first_near_ms"`
 	AnonNearMB  float64 `json:"rss_anon_after_near_mb"`
 	FileNearMB  float64 `json:"rss_file_after_near_mb"`
+	NearP50Ms   float64 `json:"near_p50_ms"`
+	NearP99Ms   float64 `json:"near_p99_ms"`
+	Recall10    float64 `json:"recall_at_10"`
+	AnonWarmMB  float64 `json:"rss_anon_warm_mb"`
+	FileWarmMB  float64 `json:"rss_file_warm_mb"`
+	WarmOfFile  float64 `json:"warm_of_file"`
 }
+
+// nears is how many searches the warm rows time, after the first; recalls
+// is how many of them are checked against an exact search.
+const (
+	nears   = 1000
+	recalls = 100
+)
 
 // measure opens the tenant at path and prints an opened as JSON.
 func measure(path string, dim int) {
@@ -146,12 +159,78 @@ func measure(path string, dim int) {
 	}
 	o.FirstNearMs = ms(time.Since(t1))
 	o.AnonNearMB, o.FileNearMB = rss()
+	warm(db, dim, &o)
+	o.AnonWarmMB, o.FileWarmMB = rss()
+	if fi, err := os.Stat(path); err == nil {
+		o.WarmOfFile = (o.AnonWarmMB + o.FileWarmMB) / mb(fi.Size())
+	}
 	if err := db.Close(); err != nil {
 		log.Fatal(err)
 	}
 	if err := json.NewEncoder(os.Stdout).Encode(o); err != nil {
 		log.Fatal(err)
 	}
+}
+
+// warm runs nears seeded random searches, timing each, and checks the
+// first recalls of them against an exact search (recall@10).
+func warm(db *engine.DB, dim int, o *opened) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	took := make([]float64, 0, nears)
+	found, want := 0, 0
+	for i := range nears {
+		q := make([]string, dim)
+		for j := range q {
+			q[j] = strconv.FormatFloat(rng.Float64()*2-1, 'g', -1, 64)
+		}
+		vec := "[" + strings.Join(q, ", ") + "]"
+		t0 := time.Now()
+		res, _, err := db.Exec(context.Background(), engine.Statement{Query: "get v select id near e " + vec + " limit 10"})
+		if err != nil {
+			log.Fatal(err)
+		}
+		took = append(took, ms(time.Since(t0)))
+		if i >= recalls {
+			continue
+		}
+		ex, _, err := db.Exec(context.Background(), engine.Statement{Query: "get v select id near e " + vec + " exact limit 10"})
+		if err != nil {
+			log.Fatal(err)
+		}
+		got := ids(res.JSON())
+		for _, id := range ids(ex.JSON()) {
+			want++
+			if slices.Contains(got, id) {
+				found++
+			}
+		}
+	}
+	slices.Sort(took)
+	o.NearP50Ms, o.NearP99Ms = took[len(took)/2], took[len(took)*99/100]
+	o.Recall10 = float64(found) / float64(want)
+}
+
+// ids are the ids of a get's answer.
+func ids(answer []byte) []int64 {
+	var rows []struct {
+		ID int64 `json:"id"`
+	}
+	var wrapped struct {
+		Rows []struct {
+			ID int64 `json:"id"`
+		} `json:"rows"`
+	}
+	if json.Unmarshal(answer, &rows) != nil {
+		if err := json.Unmarshal(answer, &wrapped); err != nil {
+			log.Fatalf("answer %.200s: %v", answer, err)
+		}
+		rows = wrapped.Rows
+	}
+	out := make([]int64, len(rows))
+	for i, r := range rows {
+		out[i] = r.ID
+	}
+	return out
 }
 
 // rss is the process's resident anonymous and file-backed memory, MB.
@@ -229,6 +308,12 @@ func compare(before, after string, n, dim, rounds int, out string) {
 		{"first near, ms", func(o opened) float64 { return o.FirstNearMs }},
 		{"resident anonymous after a near, MB", func(o opened) float64 { return o.AnonNearMB }},
 		{"resident file-backed after a near, MB", func(o opened) float64 { return o.FileNearMB }},
+		{fmt.Sprintf("near p50 of the next %d, ms", nears), func(o opened) float64 { return o.NearP50Ms }},
+		{fmt.Sprintf("near p99 of the next %d, ms", nears), func(o opened) float64 { return o.NearP99Ms }},
+		{fmt.Sprintf("recall@10 of %d (against exact)", recalls), func(o opened) float64 { return o.Recall10 }},
+		{"resident anonymous, warm, MB", func(o opened) float64 { return o.AnonWarmMB }},
+		{"resident file-backed, warm, MB", func(o opened) float64 { return o.FileWarmMB }},
+		{"resident warm / file size", func(o opened) float64 { return o.WarmOfFile }},
 	}
 	fmt.Fprintf(&b, "%44s %10s %10s %14s\n", "", "before", "after", "after/before")
 	for _, r := range rows {
@@ -237,7 +322,11 @@ func compare(before, after string, n, dim, rounds int, out string) {
 		if x != 0 {
 			ratio = fmt.Sprintf("%.2f×", y/x)
 		}
-		fmt.Fprintf(&b, "%44s %10.1f %10.1f %14s\n", r.what, x, y, ratio)
+		prec := 1
+		if y < 10 {
+			prec = 3
+		}
+		fmt.Fprintf(&b, "%44s %10.*f %10.*f %14s\n", r.what, prec, x, prec, y, ratio)
 	}
 	fmt.Print(b.String())
 	if out != "" {

@@ -11,6 +11,18 @@ func dot(a, b []float32) float32 {
 	return dotGo(a, b)
 }
 
+// dotScaled returns dot(a, u) for u the vector b scaled by inv as
+// scaleUnit scales it (each number float32(float64(b[i])*inv)), without
+// writing u anywhere: the same sum, to the bit, as dot gives of a and u
+// (the same lanes, in the same order). A graph whose vectors are its
+// documents' measures them so, each with its inverse norm (mapped.go).
+func dotScaled(a, b []float32, inv float64) float32 {
+	if useAVX2 && len(a) > 0 {
+		return dotScaledAVX2(&a[0], &b[:len(a)][0], len(a), inv)
+	}
+	return dotScaledGo(a, b, inv)
+}
+
 // sqDist returns the squared Euclidean distance between a and b, in
 // assembly where dot is.
 func sqDist(a, b []float32) float32 {
@@ -38,6 +50,31 @@ func dotGo(a, b []float32) float32 {
 	}
 	for ; i < len(a); i++ {
 		s0 += a[i] * b[i]
+	}
+	return s0 + s1 + s2 + s3
+}
+
+// dotScaledGo is dotScaled in Go, dotGo's sums of b's numbers scaled;
+// like dotGo it is not instrumented by the race detector.
+//
+//go:norace
+func dotScaledGo(a, b []float32, inv float64) float32 {
+	b = b[:len(a)]
+	var s0, s1, s2, s3 float32
+	var u [8]float32
+	i := 0
+	for ; i+8 <= len(a); i += 8 {
+		aa, bb := a[i:i+8:i+8], b[i:i+8:i+8]
+		for j, f := range bb {
+			u[j] = float32(float64(f) * inv)
+		}
+		s0 += aa[0]*u[0] + aa[4]*u[4]
+		s1 += aa[1]*u[1] + aa[5]*u[5]
+		s2 += aa[2]*u[2] + aa[6]*u[6]
+		s3 += aa[3]*u[3] + aa[7]*u[7]
+	}
+	for ; i < len(a); i++ {
+		s0 += a[i] * float32(float64(b[i])*inv)
 	}
 	return s0 + s1 + s2 + s3
 }
@@ -116,13 +153,21 @@ func sumSquares(v []float32) float64 {
 }
 
 // scaleUnit scales v, whose squares sum to s, to unit length.
-func scaleUnit(v []float32, s float64) {
+func scaleUnit(v []float32, s float64) { scaleBy(v, v, invNorm(s)) }
+
+// invNorm is what scaleUnit scales a vector whose squares sum to s by:
+// 1/√s, or 1 for a zero vector (which stays zero).
+func invNorm(s float64) float64 {
 	if s == 0 {
-		return
+		return 1
 	}
-	inv := 1 / math.Sqrt(s)
+	return 1 / math.Sqrt(s)
+}
+
+// scaleBy writes v scaled by inv into dst, as scaleUnit scales it.
+func scaleBy(dst, v []float32, inv float64) {
 	for i, x := range v {
-		v[i] = float32(float64(x) * inv)
+		dst[i] = float32(float64(x) * inv)
 	}
 }
 

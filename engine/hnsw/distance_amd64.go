@@ -10,6 +10,13 @@ var useAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 //go:noescape
 func dotAVX2(a, b *float32, n int) float32
 
+// dotScaledAVX2 returns the dot product of the n float32s at a and those
+// at b each scaled by inv (float32(float64(b[i])*inv)), summed as dotAVX2
+// sums.
+//
+//go:noescape
+func dotScaledAVX2(a, b *float32, n int, inv float64) float32
+
 // sqDistAVX2 returns the squared Euclidean distance between the n float32s
 // at a and at b.
 //

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 )
 
 // Slot states.
@@ -147,6 +148,9 @@ func (x *Index) prepare(v []float32) ([]float32, error) {
 // vec returns the stored vector of slot s.
 func (x *Index) vec(s uint32) []float32 {
 	if s < x.nmap {
+		if x.mv != nil {
+			return unsafe.Slice(x.mv[s], x.dim)
+		}
 		o := int(s) * x.dim
 		return x.mvecs[o : o+x.dim : o+x.dim]
 	}
@@ -251,7 +255,7 @@ func (x *Index) Add(id int64, v []float32) (err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer x.guard(&err)
 	if old, ok := x.slotOf[id]; ok {
-		if slices.Equal(x.vec(old), c) {
+		if slices.Equal(x.unit(old, x.ubuf(0)), c) {
 			return nil
 		}
 		x.retire(old)
@@ -363,12 +367,12 @@ func byDist(a, b item) int {
 // greedy walks from ep on level from down to level to+1, each time to the
 // nearest neighbour of q, and returns where it ends.
 func (x *Index) greedy(q []float32, ep uint32, from, to int) item {
-	cur := item{d: x.dist(q, x.vec(ep)), slot: ep}
+	cur := item{d: x.distTo(q, ep), slot: ep}
 	for l := from; l > to; l-- {
 		for changed := true; changed; {
 			changed = false
 			for _, n := range x.links(cur.slot, l) {
-				if d := x.dist(q, x.vec(n)); d < cur.d {
+				if d := x.distTo(q, n); d < cur.d {
 					cur = item{d: d, slot: n}
 					changed = true
 				}
@@ -391,10 +395,10 @@ func (x *Index) selectNeighbours(cands []item, m int) []uint32 {
 	}
 	out := make([]uint32, 0, m)
 	for _, c := range cands {
-		cv := x.vec(c.slot)
+		cv := x.unit(c.slot, x.ubuf(0))
 		good := true
 		for _, k := range out {
-			if x.dist(cv, x.vec(k)) < c.d {
+			if x.distTo(cv, k) < c.d {
 				good = false
 				break
 			}
@@ -421,12 +425,12 @@ func (x *Index) addLink(n, s uint32, l int) {
 		x.setLinks(n, l, ns)
 		return
 	}
-	nv := x.vec(n)
+	nv := x.unit(n, x.ubuf(1))
 	cands := make([]item, 0, len(cur)+1)
-	cands = append(cands, item{d: x.dist(nv, x.vec(s)), slot: s})
+	cands = append(cands, item{d: x.distTo(nv, s), slot: s})
 	for _, c := range cur {
 		if x.state[c] == slotLive {
-			cands = append(cands, item{d: x.dist(nv, x.vec(c)), slot: c})
+			cands = append(cands, item{d: x.distTo(nv, c), slot: c})
 		}
 	}
 	slices.SortFunc(cands, byDist)

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"math"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"sync/atomic"
 	"unsafe"
 
@@ -15,11 +15,17 @@ import (
 )
 
 // A graph saved for mapping comes in two parts. The head (WriteHead) is
-// the saved graph of version 2: as version 1 (persist.go), but each slot
+// the saved graph of version 3: as version 1 (persist.go), but each slot
 // carries its lists from level 1 up only, and a tombstone no vector. The
-// section (WriteSection) is what a mapped image serves in place, every
-// slot's fixed-size level-0 list and its vector, numbered as the head
-// numbers them:
+// section (WriteSection, docvec.go) is what a mapped image serves in
+// place: every slot's fixed-size level-0 list, numbered as the head
+// numbers them, each live node's inverse norm (Cosine) and the
+// tombstones' vectors; the live nodes' vectors are not in it, but in the
+// documents that hold them, which the graph reads where they lie
+// (AttachVectors).
+//
+// A head of version 2 (written before) comes with a section that holds
+// every slot's vector, as the graph keeps them:
 //
 //	lists    slots × (m0+1) u32: count, then m0 neighbours (unused ones 0)
 //	vectors  slots × dim f32, normalised for Cosine as the graph keeps them
@@ -28,8 +34,11 @@ import (
 // LoadMapped reads the head into memory and uses the section where it
 // lies, checking its sum first: the lists and vectors are neither copied
 // nor decoded. All integers are little-endian; a section must start at a
-// multiple of 4 in memory to be used in place (else it is copied).
-const headVersion = 2
+// multiple of 8 in memory to be used in place (else it is copied).
+const (
+	headVersion   = 3
+	headVersionV2 = 2
+)
 
 // A Holder keeps the bytes of a section readable: Acquire takes a
 // reference (false once the bytes are gone), Release gives it back.
@@ -39,18 +48,28 @@ type Holder interface {
 }
 
 // mapped is the part of an Index read in place from a mapped section:
-// slots below nmap keep their vectors in mvecs and their level-0 lists in
-// ml0; a list changed since is copied out first into l0cow (cow[s] is 1 +
-// its place there, or 0). A mapped slot is never reused: its vector
-// cannot be written. hold keeps the bytes mapped; own is the graph's own
-// reference on it, given back by Release or, should the graph be dropped
-// without, once the garbage collector finds it unreachable.
+// slots below nmap keep their level-0 lists in ml0; a list changed since
+// is copied out first into l0cow (cow[s] is 1 + its place there, or 0).
+// Their vectors are in mvecs (a section of version 2), or where mv points
+// (version 3): a live node's in its document, a tombstone's in mvecs;
+// minv (Cosine, version 3) is each one's inverse norm, by which it is
+// scaled to the unit vector the graph measures (unit, distTo). A mapped
+// slot is never reused: its vector cannot be written. hold keeps the
+// bytes mapped; own is the graph's own reference on it, given back by
+// Release or, should the graph be dropped without, once the garbage
+// collector finds it unreachable.
 type mapped struct {
 	nmap  uint32
 	mvecs []float32
+	mv    []*float32
+	minv  []float64
 	ml0   []uint32
 	cow   []uint32
 	l0cow []uint32
+	// awaiting: the live nodes' vectors are not given yet (AttachVectors).
+	awaiting bool
+	// scratch: two vectors normalised by writes (ubuf).
+	scratch2 []float32
 
 	hold    Holder
 	own     *ownRef
@@ -82,12 +101,15 @@ func (x *Index) list0Mut(s uint32) []uint32 {
 
 // mappedBytes is what the index reads in place, and the lists copied out.
 func (x *Index) mappedBytes() int64 {
-	return 4 * int64(len(x.mvecs)+len(x.ml0)+cap(x.cow)+cap(x.l0cow))
+	return x.MappedBytes() + 4*int64(cap(x.cow)+cap(x.l0cow)+cap(x.scratch2)) + 8*int64(cap(x.mv))
 }
 
 // MappedBytes is how many of MemoryBytes are read in place from a mapped
-// image rather than held on the heap.
-func (x *Index) MappedBytes() int64 { return 4 * int64(len(x.mvecs)+len(x.ml0)) }
+// image rather than held on the heap (the documents' vectors a graph
+// reads are counted with the documents).
+func (x *Index) MappedBytes() int64 {
+	return 4*int64(len(x.mvecs)+len(x.ml0)) + 8*int64(len(x.minv))
+}
 
 // enter takes a reference on the mapped bytes for a reader; false once
 // the graph is released (a reader arriving after is turned away even
@@ -96,6 +118,8 @@ func (x *Index) MappedBytes() int64 { return 4 * int64(len(x.mvecs)+len(x.ml0)) 
 // readable.
 func (x *Index) enter() bool {
 	switch {
+	case x.awaiting:
+		return false
 	case x.hold == nil:
 		return true
 	case x.faulted.Load():
@@ -165,12 +189,6 @@ func (x *Index) Release() { x.own.release() }
 // sectionSlots is how many slots a saved graph numbers: those in use.
 func (x *Index) sectionSlots() int64 { return int64(x.live + x.dead) }
 
-// SectionLen is the number of bytes WriteSection writes now.
-func (x *Index) SectionLen() int64 {
-	n := x.sectionSlots()
-	return 4*n*int64(x.m0+1) + 4*n*int64(x.dim) + 4
-}
-
 // HeadLen is the number of bytes WriteHead writes now (0 if it would
 // fail).
 func (x *Index) HeadLen() int64 {
@@ -195,69 +213,28 @@ func (x *Index) WriteHead(w io.Writer) (n int64, err error) {
 
 // gone is why enter turned a reader away.
 func (x *Index) gone() error {
-	if x.faulted.Load() {
+	switch {
+	case x.faulted.Load():
 		return ErrFault
+	case x.awaiting:
+		return fmt.Errorf("%w: the live nodes' vectors were not given", ErrMissingVector)
 	}
 	return ErrReleased
 }
 
-// WriteSection writes every slot's level-0 list and vector, numbered as
-// WriteHead numbers them, and their sum. It returns the bytes written.
-func (x *Index) WriteSection(w io.Writer) (_ int64, err error) {
-	if !x.enter() {
-		return 0, x.gone()
-	}
-	defer x.leave()
-	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	defer x.guard(&err)
-	remap, n := x.dense()
-	bw := newBinWriter(w)
-	words := make([]uint32, x.m0+1)
-	raw := make([]byte, 4*max(x.m0+1, x.dim))
-	for s := range x.ids {
-		if x.state[s] == slotFree {
-			continue
-		}
-		clear(words)
-		ns := x.links(uint32(s), 0)
-		words[0] = uint32(len(ns))
-		for i, t := range ns {
-			words[1+i] = remap[t]
-		}
-		for i, v := range words {
-			binary.LittleEndian.PutUint32(raw[4*i:], v)
-		}
-		bw.bytes(raw[:4*len(words)])
-	}
-	for s := range x.ids {
-		if x.state[s] == slotFree {
-			continue
-		}
-		for i, f := range x.vec(uint32(s)) {
-			binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(f))
-		}
-		bw.bytes(raw[:4*x.dim])
-	}
-	bw.u32(bw.sum())
-	bw.spill()
-	if bw.err != nil {
-		return bw.n, fmt.Errorf("write graph section: %w", bw.err)
-	}
-	if want := 4*int64(n)*int64(x.m0+1+x.dim) + 4; bw.n != want {
-		return bw.n, fmt.Errorf("write graph section: wrote %d bytes, want %d", bw.n, want)
-	}
-	return bw.n, nil
-}
-
 // LoadMapped reads a graph saved as head (WriteHead) and section
 // (WriteSection), each exactly the bytes written. The head is read into
-// memory; the section's sum is checked and its lists and vectors are used
-// where they lie, read only, for as long as the graph lives: hold (nil
-// for bytes the garbage collector keeps) is the reference that keeps
-// them, which the graph owns from now on, failing or not, and gives back
-// on Release. A section not aligned for reading in place is copied (and
-// hold given back at once). A graph damaged, cut short or of another
-// version is ErrCorrupt.
+// memory; the section's sum is checked and what it holds is used where it
+// lies, read only, for as long as the graph lives: hold (nil for bytes
+// the garbage collector keeps) is the reference that keeps them, which
+// the graph owns from now on, failing or not, and gives back on Release.
+// A section not aligned for reading in place is copied (and hold given
+// back at once). A graph damaged, cut short or of another version is
+// ErrCorrupt.
+//
+// A graph of version 3 (what WriteHead writes) waits for its live nodes'
+// vectors (AttachVectors) before it serves anything; one of version 2
+// (its section holding them) is whole.
 func LoadMapped(head, section []byte, hold Holder) (x *Index, err error) {
 	defer func() {
 		if err != nil && hold != nil {
@@ -267,7 +244,11 @@ func LoadMapped(head, section []byte, hold Holder) (x *Index, err error) {
 	if len(head) < headerBytes {
 		return nil, fmt.Errorf("%w: header: %w", ErrCorrupt, io.ErrUnexpectedEOF)
 	}
-	body, err := checkHeaderVersion(head[:headerBytes], headVersion)
+	ver := uint32(headVersion)
+	if binary.LittleEndian.Uint32(head[len(magic):]) == headVersionV2 {
+		ver = headVersionV2
+	}
+	body, err := checkHeaderVersion(head[:headerBytes], ver)
 	if err != nil {
 		return nil, err
 	}
@@ -279,32 +260,35 @@ func LoadMapped(head, section []byte, hold Holder) (x *Index, err error) {
 	if crc != binary.LittleEndian.Uint32(data[body:]) {
 		return nil, fmt.Errorf("%w: checksum", ErrCorrupt)
 	}
-	x, _, live, dead, err := readBodyV(&binReader{p: data[:body]}, headVersion)
+	x, _, live, dead, err := readBodyV(&binReader{p: data[:body]}, ver)
 	if err != nil {
 		return nil, err
 	}
-	if err := x.placeSection(section); err != nil {
+	if err := x.placeSection(section, ver); err != nil {
 		return nil, err
 	}
-	if uintptr(unsafe.Pointer(unsafe.SliceData(section)))%4 != 0 || !littleEndian {
-		// Not where (or as) a uint32 may be read: copied, the mapping
-		// not kept.
+	if uintptr(unsafe.Pointer(unsafe.SliceData(section)))%8 != 0 || !littleEndian {
+		// Not where (or as) a uint32 or a float64 may be read: copied,
+		// the mapping not kept.
 		c := hugemem.Make[byte](len(section), len(section))
 		copy(c, section)
 		if !littleEndian {
-			for i := 0; i+4 <= len(c); i += 4 {
-				c[i], c[i+1], c[i+2], c[i+3] = c[i+3], c[i+2], c[i+1], c[i]
-			}
+			swapSection(c, x.sectionEights(ver))
 		}
-		x.viewSection(c)
+		section = c
 		if hold != nil {
 			hold.Release()
 			hold = nil
 		}
-	} else {
-		x.viewSection(section)
 	}
-	if err := x.checkMapped(live, dead); err != nil {
+	if ver == headVersionV2 {
+		x.viewSection(section)
+		err = x.checkMapped(live, dead)
+	} else {
+		x.viewSectionV3(section)
+		err = x.checkMappedV3(live, dead)
+	}
+	if err != nil {
 		return nil, err // hold released by the defer
 	}
 	if hold != nil {
@@ -315,13 +299,28 @@ func LoadMapped(head, section []byte, hold Holder) (x *Index, err error) {
 	return x, nil
 }
 
+// swapSection turns a section's numbers to this machine's order: eights
+// 8-byte numbers, then 4-byte ones to the end.
+func swapSection(c []byte, eights int) {
+	for i := 0; i < 8*eights; i += 8 {
+		slices.Reverse(c[i : i+8])
+	}
+	for i := 8 * eights; i+4 <= len(c); i += 4 {
+		c[i], c[i+1], c[i+2], c[i+3] = c[i+3], c[i+2], c[i+1], c[i]
+	}
+}
+
 // littleEndian is whether this machine stores a uint32 as a section does.
 var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 
-// placeSection checks section's length and sum against the slots read.
-func (x *Index) placeSection(section []byte) error {
+// placeSection checks section's length and sum against the slots read,
+// for a head of version ver.
+func (x *Index) placeSection(section []byte, ver uint32) error {
 	n := int64(len(x.ids))
 	want := 4*n*int64(x.m0+1) + 4*n*int64(x.dim) + 4
+	if ver != headVersionV2 {
+		want = x.sectionLenV3(n, int64(x.dead))
+	}
 	if int64(len(section)) != want {
 		return fmt.Errorf("%w: a section of %d bytes for %d slots, want %d", ErrCorrupt, len(section), n, want)
 	}
@@ -332,7 +331,17 @@ func (x *Index) placeSection(section []byte) error {
 	return nil
 }
 
-// viewSection makes the section's lists and vectors the mapped slots'.
+// sectionEights is how many 8-byte numbers a section of version ver
+// starts with: the inverse norms.
+func (x *Index) sectionEights(ver uint32) int {
+	if ver == headVersionV2 || x.cfg.Metric != Cosine {
+		return 0
+	}
+	return len(x.ids)
+}
+
+// viewSection makes a section of version 2's lists and vectors the mapped
+// slots'.
 func (x *Index) viewSection(section []byte) {
 	n := len(x.ids)
 	words := n * (x.m0 + 1)
@@ -350,12 +359,7 @@ func (x *Index) viewSection(section []byte) {
 // checkMapped checks what check does, each level-0 count first (a list
 // is sliced by it), and that every vector is finite. It only reads.
 func (x *Index) checkMapped(live, dead uint32) error {
-	for s := range x.nmap {
-		if c := x.list0(s)[0]; c > uint32(x.m0) {
-			return fmt.Errorf("%w: slot %d has %d links at level 0", ErrCorrupt, s, c)
-		}
-	}
-	if err := x.check(live, dead); err != nil {
+	if err := x.checkLists(live, dead); err != nil {
 		return err
 	}
 	for s := range x.nmap {
@@ -364,4 +368,14 @@ func (x *Index) checkMapped(live, dead uint32) error {
 		}
 	}
 	return nil
+}
+
+// checkLists checks what check does, each level-0 count first.
+func (x *Index) checkLists(live, dead uint32) error {
+	for s := range x.nmap {
+		if c := x.list0(s)[0]; c > uint32(x.m0) {
+			return fmt.Errorf("%w: slot %d has %d links at level 0", ErrCorrupt, s, c)
+		}
+	}
+	return x.check(live, dead)
 }

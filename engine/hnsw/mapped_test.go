@@ -5,6 +5,8 @@ import (
 	"errors"
 	"hash/crc32"
 	"io"
+	"iter"
+	"maps"
 	"os"
 	"path/filepath"
 	"sync"
@@ -13,23 +15,56 @@ import (
 	"github.com/fenec-go/fenec/engine/internal/fmap"
 )
 
+// docVecs stands for the documents a graph's live vectors are read from:
+// each id's vector as it was put.
+type docVecs map[int64][]float32
+
+// docsOf is the documents of a graph built from vs under ids 0.. (build).
+func docsOf(vs [][]float32) docVecs {
+	d := docVecs{}
+	for i, v := range vs {
+		d[int64(i)] = v
+	}
+	return d
+}
+
+func (d docVecs) vector(id int64) ([]float32, bool) {
+	v, ok := d[id]
+	return v, ok
+}
+
+func (d docVecs) all() iter.Seq2[int64, []float32] { return maps.All(d) }
+
+// loadAttached is LoadMapped of a head and section, given docs' vectors.
+func loadAttached(head, section []byte, hold Holder, docs docVecs) (*Index, error) {
+	x, err := LoadMapped(head, section, hold)
+	if err != nil {
+		return nil, err
+	}
+	if err := x.AttachVectors(docs.all()); err != nil {
+		x.Release()
+		return nil, err
+	}
+	return x, nil
+}
+
 // saveMapped writes x's head and section into a file, the section at
 // offset 64, maps the file and returns the two parts as views of the
 // mapping and the mapping itself.
-func saveMapped(t testing.TB, x *Index) (head, section []byte, r *fmap.Region) {
+func saveMapped(t testing.TB, x *Index, docs docVecs) (head, section []byte, r *fmap.Region) {
 	t.Helper()
-	head, section, r, _ = saveMappedAt(t, x)
+	head, section, r, _ = saveMappedAt(t, x, docs)
 	return head, section, r
 }
 
 // saveMappedAt is saveMapped, saying the file's path too.
-func saveMappedAt(t testing.TB, x *Index) (head, section []byte, r *fmap.Region, path string) {
+func saveMappedAt(t testing.TB, x *Index, docs docVecs) (head, section []byte, r *fmap.Region, path string) {
 	t.Helper()
 	var h, s bytes.Buffer
 	if n, err := x.WriteHead(&h); err != nil || n != x.HeadLen() || n != int64(h.Len()) {
 		t.Fatalf("write head: %d bytes (HeadLen %d, buffer %d), %v", n, x.HeadLen(), h.Len(), err)
 	}
-	if n, err := x.WriteSection(&s); err != nil || n != x.SectionLen() || n != int64(s.Len()) {
+	if n, err := x.WriteSection(&s, docs.vector); err != nil || n != x.SectionLen() || n != int64(s.Len()) {
 		t.Fatalf("write section: %d bytes (SectionLen %d, buffer %d), %v", n, x.SectionLen(), s.Len(), err)
 	}
 	const at = 64
@@ -57,9 +92,10 @@ func saveMappedAt(t testing.TB, x *Index) (head, section []byte, r *fmap.Region,
 // stop truncate(2)) makes its reads fault: the graph answers ErrFault, the
 // process goes on.
 func TestFileShortenedUnderTheMapping(t *testing.T) {
-	x := build(t, Config{Dim: 16, M: 8, EfConstruction: 32}, randVecs(50, 3000, 16))
-	head, section, r, path := saveMappedAt(t, x)
-	y, err := LoadMapped(bytes.Clone(head), section, r)
+	vs := randVecs(50, 3000, 16)
+	x := build(t, Config{Dim: 16, M: 8, EfConstruction: 32}, vs)
+	head, section, r, path := saveMappedAt(t, x, docsOf(vs))
+	y, err := loadAttached(bytes.Clone(head), section, r, docsOf(vs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +111,7 @@ func TestFileShortenedUnderTheMapping(t *testing.T) {
 	if _, err := y.Search(q, Query{K: 5}); !errors.Is(err, ErrFault) {
 		t.Fatalf("search after a fault: %v, want ErrFault", err)
 	}
-	if _, err := y.WriteSection(io.Discard); !errors.Is(err, ErrFault) {
+	if _, err := y.WriteSection(io.Discard, docsOf(vs).vector); !errors.Is(err, ErrFault) {
 		t.Fatalf("save after a fault: %v, want ErrFault", err)
 	}
 	if err := y.Add(99999, q); !errors.Is(err, ErrFault) {
@@ -86,9 +122,9 @@ func TestFileShortenedUnderTheMapping(t *testing.T) {
 func TestMappedRoundTrip(t *testing.T) {
 	for _, metric := range []Metric{Cosine, L2, Dot} {
 		t.Run(metric.String(), func(t *testing.T) {
-			x, _ := churned(t, 2000, 16, metric)
-			head, section, r := saveMapped(t, x)
-			y, err := LoadMapped(head, section, r)
+			x, live := churned(t, 2000, 16, metric)
+			head, section, r := saveMapped(t, x, live)
+			y, err := loadAttached(head, section, r, live)
 			if err != nil {
 				t.Fatalf("load: %v", err)
 			}
@@ -118,11 +154,13 @@ func TestMappedRoundTrip(t *testing.T) {
 					}
 					z.Remove(int64(i * 3))
 				}
+				live[int64(5000+i)] = v
+				delete(live, int64(i*3))
 			}
 			sameAnswers(t, x, y, qs)
 			// And save again, and load again, alike.
-			head2, section2, r2 := saveMapped(t, y)
-			z, err := LoadMapped(head2, section2, r2)
+			head2, section2, r2 := saveMapped(t, y, live)
+			z, err := loadAttached(head2, section2, r2, live)
 			if err != nil {
 				t.Fatalf("load again: %v", err)
 			}
@@ -133,12 +171,12 @@ func TestMappedRoundTrip(t *testing.T) {
 }
 
 func TestMappedDamageRefused(t *testing.T) {
-	x, _ := churned(t, 500, 8, Cosine)
+	x, live := churned(t, 500, 8, Cosine)
 	var h, s bytes.Buffer
 	if _, err := x.WriteHead(&h); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := x.WriteSection(&s); err != nil {
+	if _, err := x.WriteSection(&s, docVecs(live).vector); err != nil {
 		t.Fatal(err)
 	}
 	hb, sb := h.Bytes(), s.Bytes()
@@ -165,12 +203,53 @@ func TestMappedDamageRefused(t *testing.T) {
 	}
 	// A section whose sum checks but whose counts do not is refused too,
 	// not sliced past its end.
+	lists := 8 * int(x.sectionSlots()) // past the inverse norms (Cosine)
 	c := bytes.Clone(sb)
-	c[0] = 0xff
+	c[lists] = 0xff
 	fixSum(c)
 	if _, err := LoadMapped(hb, c, nil); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("a level-0 count past m0: got %v, want ErrCorrupt", err)
 	}
+	// A live node's inverse norm that is not its document's vector's: the
+	// section loads (its sum checks), the vectors given are refused.
+	for s := range x.ids {
+		if x.state[s] != slotLive {
+			continue
+		}
+		c := bytes.Clone(sb)
+		c[8*s] ^= 1
+		fixSum(c)
+		y, err := LoadMapped(hb, c, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := y.AttachVectors(docVecs(live).all()); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("a norm not its vector's: got %v, want ErrCorrupt", err)
+		}
+		if _, err := y.Search(make([]float32, 8), Query{K: 1}); !errors.Is(err, ErrMissingVector) {
+			t.Fatalf("search of a graph refused its vectors: got %v, want ErrMissingVector", err)
+		}
+		break
+	}
+	// A vector missing, or of the wrong length, is refused as well.
+	for name, docs := range map[string]docVecs{"missing": {}, "short": shortened(live)} {
+		y, err := LoadMapped(hb, sb, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := y.AttachVectors(docs.all()); err == nil {
+			t.Fatalf("vectors %s: attached", name)
+		}
+	}
+}
+
+// shortened is docs with each vector a number short.
+func shortened(docs map[int64][]float32) docVecs {
+	d := docVecs{}
+	for id, v := range docs {
+		d[id] = v[:len(v)-1]
+	}
+	return d
 }
 
 // fixSum rewrites a section's trailing sum to match its bytes.
@@ -185,9 +264,10 @@ func fixSum(section []byte) {
 // that entered is done (a search reading it after would fault and end the
 // test), and a search after answers ErrReleased. Run it under -race.
 func TestReleaseWaitsForSearches(t *testing.T) {
-	x := build(t, Config{Dim: 16, M: 8, EfConstruction: 32}, randVecs(40, 2000, 16))
-	head, section, r := saveMapped(t, x)
-	y, err := LoadMapped(head, section, r)
+	vs := randVecs(40, 2000, 16)
+	x := build(t, Config{Dim: 16, M: 8, EfConstruction: 32}, vs)
+	head, section, r := saveMapped(t, x, docsOf(vs))
+	y, err := loadAttached(head, section, r, docsOf(vs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,9 +314,10 @@ func crc32Sum(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
 // checkpoint swaps it out); its mapping goes at the last Unpin, and a
 // search arriving after that is turned away.
 func TestPinnedReadsOnPastRelease(t *testing.T) {
-	x := build(t, Config{Dim: 16, M: 8, EfConstruction: 32}, randVecs(60, 1000, 16))
-	head, section, r := saveMapped(t, x)
-	y, err := LoadMapped(head, section, r)
+	vs := randVecs(60, 1000, 16)
+	x := build(t, Config{Dim: 16, M: 8, EfConstruction: 32}, vs)
+	head, section, r := saveMapped(t, x, docsOf(vs))
+	y, err := loadAttached(head, section, r, docsOf(vs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +328,7 @@ func TestPinnedReadsOnPastRelease(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 2 {
 		wg.Go(func() {
-			if _, err := y.WriteSection(io.Discard); err != nil {
+			if _, err := y.WriteSection(io.Discard, docsOf(vs).vector); err != nil {
 				t.Errorf("save while pinned: %v", err)
 			}
 			if _, err := y.Search(randVecs(61, 1, 16)[0], Query{K: 3}); err != nil {
@@ -276,8 +357,8 @@ func TestPinnedReadsOnPastRelease(t *testing.T) {
 func TestMappedGraphEmptied(t *testing.T) {
 	vs := randVecs(70, 300, 8)
 	x := build(t, Config{Dim: 8, M: 8, EfConstruction: 32}, vs)
-	head, section, r := saveMapped(t, x)
-	y, err := LoadMapped(head, section, r)
+	head, section, r := saveMapped(t, x, docsOf(vs))
+	y, err := loadAttached(head, section, r, docsOf(vs))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -74,8 +74,9 @@ func (x *Index) writeGraph(w io.Writer, ver uint32) (int64, error) {
 	bw.u32(uint32(x.top))
 	bw.u32(uint32(x.live))
 	bw.u32(uint32(x.dead))
+	buf := make([]float32, x.dim) // a tombstone's vector, normalised (mapped.go)
 	for s := range x.ids {
-		x.writeSlot(bw, uint32(s), remap, ver)
+		x.writeSlot(bw, uint32(s), remap, ver, buf)
 	}
 	bw.u32(bw.sum())
 	bw.spill()
@@ -97,7 +98,7 @@ func (x *Index) dense() (remap []uint32, n uint32) {
 	return remap, n
 }
 
-func (x *Index) writeSlot(bw *binWriter, s uint32, remap []uint32, ver uint32) {
+func (x *Index) writeSlot(bw *binWriter, s uint32, remap []uint32, ver uint32, buf []float32) {
 	st := x.state[s]
 	if st == slotFree {
 		return
@@ -113,7 +114,7 @@ func (x *Index) writeSlot(bw *binWriter, s uint32, remap []uint32, ver uint32) {
 		}
 	}
 	if st == slotDead && ver == version {
-		for _, f := range x.vec(s) {
+		for _, f := range x.unit(s, buf) {
 			bw.u32(math.Float32bits(f))
 		}
 	}
@@ -122,7 +123,7 @@ func (x *Index) writeSlot(bw *binWriter, s uint32, remap []uint32, ver uint32) {
 // firstSaved is the first level whose lists a graph of version ver
 // carries in its body: level 0's are in the section from headVersion on.
 func firstSaved(ver uint32) int {
-	if ver == headVersion {
+	if ver != version {
 		return 1
 	}
 	return 0

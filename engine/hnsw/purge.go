@@ -110,12 +110,12 @@ func (x *Index) repair(s uint32, l int, vs *visitSet, cands []item) []item {
 	}
 	vs.reset(len(x.ids))
 	vs.seen(s)
-	sv := x.vec(s)
+	sv := x.unit(s, x.ubuf(1))
 	add := func(n uint32) {
 		if x.state[n] != slotLive || vs.seen(n) {
 			return
 		}
-		cands = append(cands, item{d: x.dist(sv, x.vec(n)), slot: n})
+		cands = append(cands, item{d: x.distTo(sv, n), slot: n})
 	}
 	for _, n := range cur {
 		if x.state[n] == slotLive {

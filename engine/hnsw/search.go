@@ -169,7 +169,7 @@ func (x *Index) exact(q []float32, k int, filter func(int64) bool, sc *stopCheck
 		if x.state[s] != slotLive || (filter != nil && !filter(x.ids[s])) {
 			continue
 		}
-		top.keep(item{d: x.dist(q, x.vec(uint32(s))), slot: uint32(s)}, k)
+		top.keep(item{d: x.distTo(q, uint32(s)), slot: uint32(s)}, k)
 	}
 	return x.hits(q, top.items)
 }
@@ -191,7 +191,7 @@ func (x *Index) scoreIDs(q []float32, ids []int64, k int, filter func(int64) boo
 			continue
 		}
 		seen[s] = struct{}{}
-		top.keep(item{d: x.dist(q, x.vec(s)), slot: s}, k)
+		top.keep(item{d: x.distTo(q, s), slot: s}, k)
 	}
 	return x.hits(q, top.items)
 }
@@ -212,8 +212,12 @@ func keep(top *maxHeap, it item, k int) {
 // descending then id ascending.
 func (x *Index) hits(q []float32, found []item) []Hit {
 	out := make([]Hit, len(found))
+	var buf []float32 // a document's vector normalised (mapped.go)
+	if x.minv != nil {
+		buf = make([]float32, x.dim)
+	}
 	for i, f := range found {
-		out[i] = Hit{ID: x.ids[f.slot], Score: score64(x.cfg.Metric, q, x.vec(f.slot))}
+		out[i] = Hit{ID: x.ids[f.slot], Score: score64(x.cfg.Metric, q, x.unit(f.slot, buf))}
 	}
 	slices.SortFunc(out, func(a, b Hit) int {
 		switch {
@@ -244,7 +248,7 @@ func (x *Index) searchLayer(q []float32, eps []item, ef, l int, accept func(uint
 		if vs.seen(ep.slot) {
 			continue
 		}
-		d := x.dist(q, x.vec(ep.slot))
+		d := x.distTo(q, ep.slot)
 		cand.push(item{d: d, slot: ep.slot})
 		if accept(ep.slot) {
 			keep(&res, item{d: d, slot: ep.slot}, ef)
@@ -259,7 +263,7 @@ func (x *Index) searchLayer(q []float32, eps []item, ef, l int, accept func(uint
 			if vs.seen(n) {
 				continue
 			}
-			d := x.dist(q, x.vec(n))
+			d := x.distTo(q, n)
 			if len(res) < ef || d < res[0].d {
 				cand.push(item{d: d, slot: n})
 				if accept(n) {

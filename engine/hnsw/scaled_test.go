@@ -1,0 +1,75 @@
+package hnsw
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestDotScaledExact checks that dotScaled of a vector and its inverse norm
+// is, to the bit, dot of the same vector normalised as the graph stores it
+// — in assembly and in Go, at every length a block or a tail takes.
+func TestDotScaledExact(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 9))
+	for n := 1; n <= 300; n++ {
+		for range 20 {
+			a, b := make([]float32, n), make([]float32, n)
+			scale := math.Pow(10, float64(rng.IntN(12)-6))
+			for i := range a {
+				a[i] = float32(rng.NormFloat64())
+				b[i] = float32(rng.NormFloat64() * scale)
+			}
+			normalize(a)
+			inv := invNorm(sumSquares(b))
+			u := make([]float32, n)
+			scaleBy(u, b, inv)
+			if got, want := dotScaledGo(a, b, inv), dotGo(a, u); math.Float32bits(got) != math.Float32bits(want) {
+				t.Fatalf("n %d: dotScaledGo %v, dotGo of the scaled vector %v", n, got, want)
+			}
+			if got, want := dotScaled(a, b, inv), dot(a, u); math.Float32bits(got) != math.Float32bits(want) {
+				t.Fatalf("n %d: dotScaled %v, dot of the scaled vector %v (assembly: %v)", n, got, want, useAVX2)
+			}
+		}
+	}
+}
+
+// TestScaleUnitIsScaleBy checks that a vector normalised in place equals
+// it scaled by its inverse norm, zero vectors included.
+func TestScaleUnitIsScaleBy(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 1000 {
+		v := make([]float32, 1+rng.IntN(40))
+		for i := range v {
+			if rng.IntN(4) > 0 {
+				v[i] = float32(rng.NormFloat64() * 1e3)
+			}
+		}
+		u := make([]float32, len(v))
+		scaleBy(u, v, invNorm(sumSquares(v)))
+		normalize(v)
+		for i := range v {
+			if math.Float32bits(u[i]) != math.Float32bits(v[i]) {
+				t.Fatalf("number %d: %v scaled, %v normalised", i, u[i], v[i])
+			}
+		}
+	}
+}
+
+func BenchmarkDotScaled128(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	x, y := make([]float32, 128), make([]float32, 128)
+	for i := range x {
+		x[i], y[i] = rng.Float32(), rng.Float32()
+	}
+	inv := invNorm(sumSquares(y))
+	b.Run("dot", func(b *testing.B) {
+		for b.Loop() {
+			dot(x, y)
+		}
+	})
+	b.Run("scaled", func(b *testing.B) {
+		for b.Loop() {
+			dotScaled(x, y, inv)
+		}
+	})
+}
