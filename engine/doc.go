@@ -24,8 +24,9 @@
 //   - Opening replays the file's last image and the records after it,
 //     read from the mapped file: each document copies its own bytes, so
 //     a deleted one gives its memory back. An @hnsw graph does not: its
-//     level-0 lists and vectors (its section) are read where the mapped
-//     file holds them, their checksum checked first, and the mapping
+//     level-0 lists (its section) are read where the mapped file holds
+//     them, their checksum checked first, its live nodes' vectors where
+//     their documents keep them (each vector held once), and the mapping
 //     lives as long as a graph or a search holds it (mapping.go; the
 //     format and what is checked when in docs/design.md). A checkpoint
 //     maps the file it wrote and swaps each graph for one served from it.

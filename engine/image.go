@@ -2,14 +2,15 @@ package engine
 
 import (
 	"fmt"
-	"github.com/fenec-go/fenec/engine/store"
 	"io"
 	"log/slog"
+
+	"github.com/fenec-go/fenec/engine/store"
 )
 
 // The state payload of an image, streamed:
 //
-//	"FNI3"
+//	"FNI4"
 //	counters: uvarint n, n × (string name, varint last id)
 //	collections: uvarint n, n × (uvarint len, schema;
 //	    graphs: uvarint g, g × (uvarint field, uvarint len, head,
@@ -20,25 +21,30 @@ import (
 // image holds it whole in memory. Text indexes are rebuilt on load. Each
 // HNSW graph travels as its head (levels, upper links, ids: hnsw's
 // WriteHead, read into memory) and its section (every node's level-0
-// list and vector, hnsw's WriteSection). A checkpoint writes each section
-// in an image frame of its own starting at a multiple of
+// list, an inverse norm per node for cosine, the tombstones' vectors:
+// hnsw's WriteSection). Each live vector is held once, in its document:
+// once the documents are in, the graph is given each one where the
+// document keeps it (attachGraph) and reads it there. A checkpoint writes
+// each section in an image frame of its own starting at a multiple of
 // store.SectionAlign in the file (pad says how far), so that an open
-// serves the graph's lists and vectors from the mapped file where they lie
-// rather than decoding them; a section not in a mapped file, or not
-// aligned, is read into memory. Images streamed out (WriteImage: moves,
-// backups, restores) are written as FNI2 (below), which carries each
-// vector once. Graphs are rebuilt from the documents only if they fail to
-// load.
+// serves the graph's lists from the mapped file where they lie rather
+// than decoding them; a section not in a mapped file, or not aligned, is
+// read into memory. Images streamed out (WriteImage: moves, backups,
+// restores) are written as FNI2 (below), which carries each vector once
+// as well and which older nodes read. Graphs are rebuilt from the
+// documents only if they fail to load.
 //
-// Images of "FNI2" carried each graph whole but for its live vectors
-// (hnsw's WriteTo) ahead of its collection's documents, each document's
-// vector put in its graph as it is read; "FNI1" carried the graphs after
-// all the documents, as
+// Images of "FNI3" were laid out as FNI4, but each section held every
+// node's vector too, normalised (a head of hnsw's version 2): read as
+// they are, served from the mapped file. Images of "FNI2" carried each
+// graph whole but for its live vectors (hnsw's WriteTo) ahead of its
+// collection's documents, each document's vector put in its graph as it
+// is read; "FNI1" carried the graphs after all the documents, as
 //
 //	graphs: uvarint n, n × (string coll, uvarint field, uvarint len, graph)
 //
 // Both are read still, into memory (FNI2 by a feed beside the reader:
-// graphFeed), and the next checkpoint writes FNI3.
+// graphFeed). The next checkpoint of a file of any of them writes FNI4.
 // An image of a later format is refused with ErrNewerImage.
 const (
 	imageMagic   = "FNI4"

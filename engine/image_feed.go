@@ -2,9 +2,10 @@ package engine
 
 import (
 	"fmt"
-	"github.com/fenec-go/fenec/engine/hnsw"
 	"io"
 	"log/slog"
+
+	"github.com/fenec-go/fenec/engine/hnsw"
 )
 
 // readCollGraphs hands collection c's graphs, which come before its

@@ -5,10 +5,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/fenec-go/fenec/engine/internal/hugemem"
 	"io"
 	"log/slog"
 	"slices"
+
+	"github.com/fenec-go/fenec/engine/internal/hugemem"
 )
 
 // imageReader reads an image's state payload.
@@ -158,7 +159,7 @@ func imageForm(magic string) (string, error) {
 }
 
 // readColl reads a collection; of FNI2, its graphs first, the documents'
-// vectors put in them as the documents come; of FNI3, its graphs first,
+// vectors put in them as the documents come; of FNI4 and FNI3, its graphs first,
 // whole.
 func (ir *imageReader) readColl(st *state, form string, logger *slog.Logger) error {
 	graphs := form != imageMagicV1
@@ -180,7 +181,7 @@ func (ir *imageReader) readColl(st *state, form string, logger *slog.Logger) err
 	}
 	st.colls[sch.Name] = c
 	var feed *graphFeed
-	var mapped []loadedGraph // graphs that came whole (FNI3), set once the documents are in
+	var mapped []loadedGraph // graphs that came whole (FNI4, FNI3), set once the documents are in
 	if form == imageMagic || form == imageMagicV3 {
 		var err error
 		if mapped, err = ir.readCollSections(c, logger); err != nil {

@@ -12,13 +12,13 @@ import (
 	"github.com/fenec-go/fenec/engine/store"
 )
 
-// loadedGraph is a graph of an FNI3 image, loaded whole, for field.
+// loadedGraph is a graph of an FNI4 or FNI3 image, loaded whole, for field.
 type loadedGraph struct {
 	field int
 	x     *hnsw.Index
 }
 
-// readCollSections reads collection c's graphs of an FNI3 image, which
+// readCollSections reads collection c's graphs of an FNI4 or FNI3 image, which
 // come whole before its documents, each section used where the mapped
 // file holds it, and returns them, for the caller to set once the
 // documents are in (set before, each document's vector would be added

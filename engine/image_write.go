@@ -4,10 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
-	"github.com/fenec-go/fenec/engine/hnsw"
-	"github.com/fenec-go/fenec/engine/store"
 	"io"
 	"slices"
+
+	"github.com/fenec-go/fenec/engine/hnsw"
+	"github.com/fenec-go/fenec/engine/store"
 )
 
 // snapshot is a still copy of the state an image writes: schemas copied,
@@ -33,7 +34,7 @@ type collSnap struct {
 // Written by a goroutine of its own (FNI2), its bytes come through p,
 // size of them (its SavedLen as the snapshot was taken); err is the
 // serialisation's failure, set before p is closed. Written directly
-// (FNI3), head keeps the head written, of headLen bytes, and at the offset
+// (FNI4), head keeps the head written, of headLen bytes, and at the offset
 // in the file its section of secLen bytes went to (0: not in a file).
 type graphSnap struct {
 	field   int
@@ -147,7 +148,7 @@ func (g *graphSnap) copyTo(w io.Writer, n int64) error {
 }
 
 // writeGraph writes graph g of an image: its field and, for FNI2, its
-// bytes, for FNI3 its head and section. bw writes to w; a direct snapshot
+// bytes, for FNI4 its head and section. bw writes to w; a direct snapshot
 // written to a store.SectionWriter puts the section in a frame of its own
 // and notes where.
 func (s *snapshot) writeGraph(bw *bufio.Writer, w io.Writer, g *graphSnap, docs []*doc) error {
@@ -201,11 +202,11 @@ func (s *snapshot) writeGraph(bw *bufio.Writer, w io.Writer, g *graphSnap, docs 
 
 // write streams the snapshot as an image's state payload.
 //
-// A direct snapshot (a checkpoint's) writes FNI3, whose sections the file
+// A direct snapshot (a checkpoint's) writes FNI4, whose sections the file
 // serves mapped. Any other (an image streamed out: a move, a backup, a
 // restore) writes FNI2: its graphs without their live vectors, which the
 // receiver takes from the documents, so a moved image carries each vector
-// once; its file is written as FNI3 by its first checkpoint.
+// once; its file is written as FNI4 by its first checkpoint.
 func (s *snapshot) write(w io.Writer) error {
 	bw := bufio.NewWriterSize(w, 256<<10)
 	b := []byte(imageMagicV2)

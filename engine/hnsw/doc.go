@@ -34,12 +34,17 @@
 // are the exception: they belong to no document, so the graph carries them.
 // The saved form is versioned, length-prefixed and checksummed.
 //
-// A graph may also be saved in two parts (mapped.go): a head (WriteHead,
-// version 2: all but the level-0 lists and the vectors) and a section
-// (WriteSection: every node's fixed-size level-0 list and its vector, as
-// the graph keeps it, and their checksum). LoadMapped reads the head into
-// memory and serves the section where it lies — a read-only mapping of the
-// tenant file — after checking its sum: writes since change the graph
+// A graph may also be saved in two parts (mapped.go, docvec.go): a head
+// (WriteHead, version 3: all but the level-0 lists and the vectors) and a
+// section (WriteSection: every node's fixed-size level-0 list, for Cosine
+// an inverse norm per node, the tombstones' vectors, and their checksum).
+// LoadMapped reads the head into memory and serves the section where it
+// lies — a read-only mapping of the tenant file — after checking its sum;
+// AttachVectors then gives it the live nodes' vectors, which it reads
+// where their documents keep them (held once), scaling each by its norm
+// as it measures it, to the bit the unit vector it made when the vector
+// was added. A head of version 2 (before) comes with a section holding
+// every vector, and is served so as it is. Writes since change the graph
 // beside it (a list copied out, a new node on the heap; a mapped slot is
 // never reused). The mapping is held by reference (Holder): the graph's
 // own, given back by Release, and each Search's and Pin's while it runs,

@@ -3,10 +3,11 @@ package hnsw
 import (
 	"encoding/binary"
 	"fmt"
-	"github.com/fenec-go/fenec/engine/internal/hugemem"
 	"hash/crc32"
 	"math"
 	"math/rand/v2"
+
+	"github.com/fenec-go/fenec/engine/internal/hugemem"
 )
 
 // checkHeader checks a graph's header, of version 1, and returns its

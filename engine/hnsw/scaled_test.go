@@ -3,6 +3,7 @@ package hnsw
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -72,4 +73,41 @@ func BenchmarkDotScaled128(b *testing.B) {
 			dotScaled(x, y, inv)
 		}
 	})
+}
+
+// A graph loaded from a section of version 3 holds no copy of its live
+// vectors: it reads each where its document keeps it (a change there,
+// which a stored document never makes, shows in its next answer), and its
+// heap is the built graph's less their bytes.
+func TestMappedGraphReadsTheDocumentsVectors(t *testing.T) {
+	for _, metric := range []Metric{Cosine, L2} {
+		t.Run(metric.String(), func(t *testing.T) {
+			const n, dim = 1500, 32
+			vs := randVecs(80, n, dim)
+			x := build(t, Config{Dim: dim, Metric: metric, M: 8, EfConstruction: 32}, vs)
+			docs := docsOf(vs)
+			head, section, r := saveMapped(t, x, docs)
+			y, err := loadAttached(head, section, r, docs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(y.Release)
+			heapX, heapY := x.MemoryBytes(), y.MemoryBytes()-y.MappedBytes()
+			if vecs := int64(4 * n * dim); heapY > heapX-vecs {
+				t.Fatalf("mapped graph's heap %d bytes, built graph's %d: not %d of vectors less", heapY, heapX, vecs)
+			}
+			q := slices.Clone(vs[7])
+			before := search(t, y, q, Query{K: 1, Exact: true})
+			if before[0].ID != 7 {
+				t.Fatalf("nearest of vector 7: %v", before)
+			}
+			for i := range vs[7] {
+				vs[7][i] = -vs[7][i] // the document's bytes, not a copy
+			}
+			after := search(t, y, q, Query{K: 1, Exact: true})
+			if after[0].ID == 7 {
+				t.Fatalf("the graph answers %v for a vector whose document now holds its opposite", after)
+			}
+		})
+	}
 }
