@@ -17,7 +17,11 @@ func dot(a, b []float32) float32 {
 // (the same lanes, in the same order). A graph whose vectors are its
 // documents' measures them so, each with its inverse norm (mapped.go).
 func dotScaled(a, b []float32, inv float64) float32 {
-	if useAVX2 && len(a) > 0 {
+	switch {
+	case len(a) == 0:
+	case useAVX512:
+		return dotScaledAVX512(&a[0], &b[:len(a)][0], len(a), inv)
+	case useAVX2:
 		return dotScaledAVX2(&a[0], &b[:len(a)][0], len(a), inv)
 	}
 	return dotScaledGo(a, b, inv)

@@ -229,3 +229,80 @@ dsdone:
 	VZEROUPPER
 	MOVSS X0, ret+32(FP)
 	RET
+
+// func dotScaledAVX512(a, b *float32, n int, inv float64) float32
+// dotScaledAVX2 with each 8 numbers of b widened, scaled and rounded back
+// in one 512-bit register rather than two halves joined: the same numbers
+// in the same lanes, summed in the same order.
+TEXT ·dotScaledAVX512(SB), NOSPLIT, $0-36
+	MOVQ a+0(FP), SI
+	MOVQ b+8(FP), DI
+	MOVQ n+16(FP), CX
+	VBROADCASTSD inv+24(FP), Z8
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+dz32:
+	CMPQ CX, $32
+	JL   dz8
+	VCVTPS2PD (DI), Z9
+	VCVTPS2PD 32(DI), Z10
+	VCVTPS2PD 64(DI), Z11
+	VCVTPS2PD 96(DI), Z12
+	VMULPD Z8, Z9, Z9
+	VMULPD Z8, Z10, Z10
+	VMULPD Z8, Z11, Z11
+	VMULPD Z8, Z12, Z12
+	VCVTPD2PS Z9, Y9
+	VCVTPD2PS Z10, Y10
+	VCVTPD2PS Z11, Y11
+	VCVTPD2PS Z12, Y12
+	VFMADD231PS (SI), Y9, Y0
+	VFMADD231PS 32(SI), Y10, Y1
+	VFMADD231PS 64(SI), Y11, Y2
+	VFMADD231PS 96(SI), Y12, Y3
+	ADDQ $128, SI
+	ADDQ $128, DI
+	SUBQ $32, CX
+	JMP  dz32
+
+dz8:
+	CMPQ CX, $8
+	JL   dzsum
+	VCVTPS2PD (DI), Z9
+	VMULPD Z8, Z9, Z9
+	VCVTPD2PS Z9, Y9
+	VFMADD231PS (SI), Y9, Y0
+	ADDQ $32, SI
+	ADDQ $32, DI
+	SUBQ $8, CX
+	JMP  dz8
+
+dzsum:
+	VADDPS Y1, Y0, Y0
+	VADDPS Y3, Y2, Y2
+	VADDPS Y2, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS X1, X0, X0
+	VHADDPS X0, X0, X0
+	VHADDPS X0, X0, X0
+
+dz1:
+	CMPQ CX, $0
+	JE   dzdone
+	VMOVSS (DI), X9
+	VCVTSS2SD X9, X9, X9
+	VMULSD X8, X9, X9
+	VCVTSD2SS X9, X9, X9
+	VFMADD231SS (SI), X9, X0
+	ADDQ $4, SI
+	ADDQ $4, DI
+	DECQ CX
+	JMP  dz1
+
+dzdone:
+	VZEROUPPER
+	MOVSS X0, ret+32(FP)
+	RET

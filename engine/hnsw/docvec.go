@@ -152,14 +152,16 @@ func (x *Index) viewSectionV3(section []byte) {
 	if x.dead > 0 {
 		x.mvecs = unsafe.Slice((*float32)(unsafe.Pointer(&section[off])), x.dead*x.dim)
 	}
-	x.mv = make([]*float32, n)
+	x.mv = make([]docVec, n)
 	t := 0
 	for s := range n {
+		x.mv[s].inv = 1
 		if x.state[s] == slotDead {
-			x.mv[s] = &x.mvecs[t*x.dim]
+			x.mv[s].v = &x.mvecs[t*x.dim]
 			t++
 		}
 	}
+	x.scaled = x.minv != nil
 	x.cow = make([]uint32, n)
 	x.l0 = nil
 	x.vecs = nil
@@ -203,7 +205,7 @@ func (x *Index) AttachVectors(vectors iter.Seq2[int64, []float32]) error {
 	n := 0
 	for id, v := range vectors {
 		s, ok := x.slotOf[id]
-		if !ok || s >= x.nmap || x.mv[s] != nil {
+		if !ok || s >= x.nmap || x.mv[s].v != nil {
 			continue
 		}
 		if len(v) != x.dim {
@@ -216,12 +218,15 @@ func (x *Index) AttachVectors(vectors iter.Seq2[int64, []float32]) error {
 		if x.minv != nil && invNorm(ss) != x.minv[s] {
 			return fmt.Errorf("%w: the vector of id %d is not the one its graph was saved with", ErrCorrupt, id)
 		}
-		x.mv[s] = unsafe.SliceData(v)
+		x.mv[s].v = unsafe.SliceData(v)
+		if x.minv != nil {
+			x.mv[s].inv = x.minv[s]
+		}
 		n++
 	}
 	if n != x.live {
 		for s := range x.nmap {
-			if x.state[s] == slotLive && x.mv[s] == nil {
+			if x.state[s] == slotLive && x.mv[s].v == nil {
 				return fmt.Errorf("%w: id %d", ErrMissingVector, x.ids[s])
 			}
 		}
@@ -234,8 +239,8 @@ func (x *Index) AttachVectors(vectors iter.Seq2[int64, []float32]) error {
 // vector (Cosine) scaled by its inverse norm into buf (dim numbers), any
 // other a view of the vector as kept.
 func (x *Index) unit(s uint32, buf []float32) []float32 {
-	if s < x.nmap && x.minv != nil {
-		scaleBy(buf, x.vec(s), x.minv[s])
+	if s < x.nmap && x.scaled {
+		scaleBy(buf, x.vec(s), x.mv[s].inv)
 		return buf[:x.dim]
 	}
 	return x.vec(s)
@@ -244,10 +249,19 @@ func (x *Index) unit(s uint32, buf []float32) []float32 {
 // distTo is the graph's distance from q to slot s's vector as the graph
 // measures it (unit), scaled as it is summed rather than first.
 func (x *Index) distTo(q []float32, s uint32) float32 {
-	if s < x.nmap && x.minv != nil {
-		return -dotScaled(q, x.vec(s), x.minv[s])
+	if s < x.nmap && x.scaled {
+		e := x.mv[s] // the vector's place and its norm: one read
+		return -dotScaled(q, unsafe.Slice(e.v, x.dim), e.inv)
 	}
 	return x.dist(q, x.vec(s))
+}
+
+// docVec is where a mapped slot's vector lies and, for a document's
+// vector of a Cosine graph, its inverse norm (else 1): kept side by side
+// so that a distance reads both at once.
+type docVec struct {
+	v   *float32
+	inv float64
 }
 
 // ubuf is the i-th (0 or 1) of two buffers of dim numbers a write
@@ -258,4 +272,29 @@ func (x *Index) ubuf(i int) []float32 {
 		x.scratch2 = make([]float32, 2*x.dim)
 	}
 	return x.scratch2[i*x.dim : (i+1)*x.dim]
+}
+
+// slotAt is a slot and where its vector lies (a document's, in a graph
+// that reads them: its place and norm read ahead; else nil).
+type slotAt struct {
+	slot uint32
+	at   docVec
+}
+
+// place returns slot s with where its vector lies read now: a walk reads
+// the places of a node's neighbours together, before it measures any, so
+// that their reads overlap rather than each wait on the one before.
+func (x *Index) place(s uint32) slotAt {
+	if s < x.nmap && x.scaled {
+		return slotAt{slot: s, at: x.mv[s]}
+	}
+	return slotAt{slot: s}
+}
+
+// distToAt is distTo of a slot placed (place).
+func (x *Index) distToAt(q []float32, p slotAt) float32 {
+	if p.at.v != nil {
+		return -dotScaled(q, unsafe.Slice(p.at.v, x.dim), p.at.inv)
+	}
+	return x.distTo(q, p.slot)
 }

@@ -149,7 +149,7 @@ func (x *Index) prepare(v []float32) ([]float32, error) {
 func (x *Index) vec(s uint32) []float32 {
 	if s < x.nmap {
 		if x.mv != nil {
-			return unsafe.Slice(x.mv[s], x.dim)
+			return unsafe.Slice(x.mv[s].v, x.dim)
 		}
 		o := int(s) * x.dim
 		return x.mvecs[o : o+x.dim : o+x.dim]

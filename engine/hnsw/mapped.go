@@ -61,11 +61,14 @@ type Holder interface {
 type mapped struct {
 	nmap  uint32
 	mvecs []float32
-	mv    []*float32
+	mv    []docVec
 	minv  []float64
-	ml0   []uint32
-	cow   []uint32
-	l0cow []uint32
+	// scaled: mv's vectors are documents' (Cosine, version 3), each
+	// measured scaled by its inverse norm.
+	scaled bool
+	ml0    []uint32
+	cow    []uint32
+	l0cow  []uint32
 	// awaiting: the live nodes' vectors are not given yet (AttachVectors).
 	awaiting bool
 	// scratch: two vectors normalised by writes (ubuf).
@@ -101,7 +104,7 @@ func (x *Index) list0Mut(s uint32) []uint32 {
 
 // mappedBytes is what the index reads in place, and the lists copied out.
 func (x *Index) mappedBytes() int64 {
-	return x.MappedBytes() + 4*int64(cap(x.cow)+cap(x.l0cow)+cap(x.scratch2)) + 8*int64(cap(x.mv))
+	return x.MappedBytes() + 4*int64(cap(x.cow)+cap(x.l0cow)+cap(x.scratch2)) + 16*int64(cap(x.mv))
 }
 
 // MappedBytes is how many of MemoryBytes are read in place from a mapped

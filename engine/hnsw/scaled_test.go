@@ -27,11 +27,26 @@ func TestDotScaledExact(t *testing.T) {
 			if got, want := dotScaledGo(a, b, inv), dotGo(a, u); math.Float32bits(got) != math.Float32bits(want) {
 				t.Fatalf("n %d: dotScaledGo %v, dotGo of the scaled vector %v", n, got, want)
 			}
-			if got, want := dotScaled(a, b, inv), dot(a, u); math.Float32bits(got) != math.Float32bits(want) {
-				t.Fatalf("n %d: dotScaled %v, dot of the scaled vector %v (assembly: %v)", n, got, want, useAVX2)
+			want := dot(a, u)
+			for name, k := range scaledKernels() {
+				if got := k(a, b, inv); math.Float32bits(got) != math.Float32bits(want) {
+					t.Fatalf("n %d: %s %v, dot of the scaled vector %v", n, name, got, want)
+				}
 			}
 		}
 	}
+}
+
+// scaledKernels are dotScaled and each assembly kernel this machine runs.
+func scaledKernels() map[string]func(a, b []float32, inv float64) float32 {
+	ks := map[string]func(a, b []float32, inv float64) float32{"dotScaled": dotScaled}
+	if useAVX2 {
+		ks["dotScaledAVX2"] = func(a, b []float32, inv float64) float32 { return dotScaledAVX2(&a[0], &b[0], len(a), inv) }
+	}
+	if useAVX512 {
+		ks["dotScaledAVX512"] = func(a, b []float32, inv float64) float32 { return dotScaledAVX512(&a[0], &b[0], len(a), inv) }
+	}
+	return ks
 }
 
 // TestScaleUnitIsScaleBy checks that a vector normalised in place equals

@@ -213,7 +213,7 @@ func keep(top *maxHeap, it item, k int) {
 func (x *Index) hits(q []float32, found []item) []Hit {
 	out := make([]Hit, len(found))
 	var buf []float32 // a document's vector normalised (mapped.go)
-	if x.minv != nil {
+	if x.scaled {
 		buf = make([]float32, x.dim)
 	}
 	for i, f := range found {
@@ -259,11 +259,21 @@ func (x *Index) searchLayer(q []float32, eps []item, ef, l int, accept func(uint
 		if len(res) >= ef && c.d > res[0].d {
 			break
 		}
+		next := vs.next[:0]
+		var touch float32
 		for _, n := range x.links(c.slot, l) {
-			if vs.seen(n) {
-				continue
+			if !vs.seen(n) {
+				p := x.place(n)
+				if p.at.v != nil {
+					touch += *p.at.v // its first line on its way
+				}
+				next = append(next, p)
 			}
-			d := x.distTo(q, n)
+		}
+		vs.next, vs.touch = next, touch
+		for _, p := range next {
+			n := p.slot
+			d := x.distToAt(q, p)
 			if len(res) < ef || d < res[0].d {
 				cand.push(item{d: d, slot: n})
 				if accept(n) {
@@ -282,6 +292,8 @@ type visitSet struct {
 	epoch uint32
 	cand  minHeap
 	res   maxHeap
+	next  []slotAt // the neighbours of a node to measure, found first
+	touch float32  // what reading their vectors' first numbers ahead summed
 }
 
 func (x *Index) getVisited() *visitSet {
