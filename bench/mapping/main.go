@@ -24,6 +24,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -126,6 +127,8 @@ type opened struct {
 	AnonWarmMB  float64 `json:"rss_anon_warm_mb"`
 	FileWarmMB  float64 `json:"rss_file_warm_mb"`
 	WarmOfFile  float64 `json:"warm_of_file"`
+	AnonFreeMB  float64 `json:"rss_anon_freed_mb"`
+	FreeOfFile  float64 `json:"freed_of_file"`
 }
 
 // nears is how many searches the warm rows time, after the first; recalls
@@ -161,8 +164,12 @@ func measure(path string, dim int) {
 	o.AnonNearMB, o.FileNearMB = rss()
 	warm(db, dim, &o)
 	o.AnonWarmMB, o.FileWarmMB = rss()
+	debug.FreeOSMemory() // the garbage of the searches, and the heap's headroom, given back
+	var fileNow float64
+	o.AnonFreeMB, fileNow = rss()
 	if fi, err := os.Stat(path); err == nil {
 		o.WarmOfFile = (o.AnonWarmMB + o.FileWarmMB) / mb(fi.Size())
+		o.FreeOfFile = (o.AnonFreeMB + fileNow) / mb(fi.Size())
 	}
 	if err := db.Close(); err != nil {
 		log.Fatal(err)
@@ -314,6 +321,8 @@ func compare(before, after string, n, dim, rounds int, out string) {
 		{"resident anonymous, warm, MB", func(o opened) float64 { return o.AnonWarmMB }},
 		{"resident file-backed, warm, MB", func(o opened) float64 { return o.FileWarmMB }},
 		{"resident warm / file size", func(o opened) float64 { return o.WarmOfFile }},
+		{"resident anonymous, warm, after FreeOSMemory", func(o opened) float64 { return o.AnonFreeMB }},
+		{"resident then / file size", func(o opened) float64 { return o.FreeOfFile }},
 	}
 	fmt.Fprintf(&b, "%44s %10s %10s %14s\n", "", "before", "after", "after/before")
 	for _, r := range rows {
