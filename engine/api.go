@@ -179,4 +179,5 @@ type Filter interface {
 }
 
 // DB (db.go) is one open tenant file; its methods are spread over db.go,
-// image.go, changes.go and sweep.go.
+// image.go (its image: image_write.go, image_read.go, image_sections.go,
+// image_feed.go), mapping.go, changes.go and sweep.go.

@@ -38,7 +38,7 @@
 //     change; a block is numbered by its last.
 //   - An image (checkpoint, compact, WriteImage) streams the schemas, the
 //     id counters, the live documents and each HNSW graph (head and
-//     section: image.go); text indexes are rebuilt on load. The compact statement (Exec, or a Batch
+//     section: image.go, image_write.go, image_read.go); text indexes are rebuilt on load. The compact statement (Exec, or a Batch
 //     of it alone) rewrites the file as one image and nothing before it;
 //     Shrink, what a server runs as a tenant closes, checkpoints only
 //     where the file comes out smaller or an open would otherwise replay
