@@ -159,9 +159,10 @@ rules:
 	promtool check rules deploy/prometheus/alerts.yml
 	cd deploy/prometheus && promtool test rules alerts_test.yml
 
-# The drill on the two-region compose deployment (deploy/compose.yaml): a
-# node cut off the network and killed under keyed writers, three runs of
-# each case; prints the table and writes bench/drill.txt. Builds the
+# The drill on the three-region compose deployment (deploy/compose.yaml): a
+# node cut off the network and killed under keyed writers, and region eu
+# lost whole with 25 ms each way between the regions (the lost case), three
+# runs of each case; prints the table and writes bench/drill.txt. Builds the
 # binaries and images first (deploy/build.sh, offline).
 # The images are tagged, and the drill's compose project named, after this
 # checkout's directory, so that drills of two checkouts on one Docker host

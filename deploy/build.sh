@@ -1,6 +1,6 @@
 #!/bin/sh
 # Builds what deploy/compose.yaml runs, offline: fenec's static binaries
-# (and the drill's resolver) into deploy/bin/, the tokens into
+# (and the drill's resolver and wide-area proxy) into deploy/bin/, the tokens into
 # deploy/tokens/ and the certificates and the directory's secrets into
 # deploy/certs/ (deploy/certs.sh; once: kept across builds), Debian's
 # Prometheus with the C library it links into deploy/bin/prometheus/ (when
@@ -9,6 +9,9 @@ set -eu
 cd "$(dirname "$0")/.."
 CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o deploy/bin/ ./cmd/fenec-node ./cmd/fenec-shard ./cmd/fenec
 CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o deploy/bin/fenec-drill-resolver ./bench/drill/resolver
+# The drill's wide-area link where the kernel has no netem: run on the
+# host, in a container's network namespace (bench/drill/wan.go, deploy/wan.sh).
+CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o deploy/bin/fenec-drill-wanproxy ./bench/drill/wanproxy
 
 # One random token per file, readable by the containers' user (uid 65534)
 # through the secret's bind mount, and by nobody else on the host: the

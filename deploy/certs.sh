@@ -22,8 +22,8 @@ set -eu
 cd "$(dirname "$0")/.."
 fenec=${FENEC:-deploy/bin/fenec}
 certs=${FENEC_CERTS:-deploy/certs}
-routers="g1 g2 g3 eu1 eu2 eu3 us1 us2 us3"
-others="n1 n2 n3 n4 n5 operator prometheus"
+routers="g1 g2 g3 eu1 eu2 eu3 us1 us2 us3 ap1 ap2 ap3"
+others="n1 n2 n3 n4 n5 n6 n7 operator prometheus"
 
 mkdir -p "$certs"
 chmod 700 "$certs"
@@ -33,6 +33,21 @@ if [ $# -eq 0 ]; then
   fi
   if [ ! -s "$certs/etcd-ca.pem" ]; then
     "$fenec" certs --out "$certs" --etcd $routers
+  fi
+  # A directory made before a service was added (region ap's routers and
+  # nodes): the missing ones issued under the same CAs.
+  missing="" missingEtcd=""
+  for name in $routers $others; do
+    [ -s "$certs/$name.pem" ] || missing="$missing $name"
+  done
+  for name in $routers; do
+    [ -s "$certs/$name-etcd.pem" ] || missingEtcd="$missingEtcd $name"
+  done
+  if [ -n "$missing" ]; then
+    "$fenec" certs --out "$certs" $missing
+  fi
+  if [ -n "$missingEtcd" ]; then
+    "$fenec" certs --out "$certs" --etcd $missingEtcd
   fi
 else
   "$fenec" certs --out "$certs" "$@"

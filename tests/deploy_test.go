@@ -64,7 +64,7 @@ func TestDeployCertsReadableByTheContainers(t *testing.T) {
 	}
 	run()
 	check()
-	for _, want := range []string{"g1-etcd.pem", "g1-etcd-key.pem", "us3-etcd.pem", "n5-key.pem", "prometheus.pem", "etcd-ca.pem", "directory.key", "directory.password"} {
+	for _, want := range []string{"g1-etcd.pem", "g1-etcd-key.pem", "us3-etcd.pem", "n5-key.pem", "ap3-etcd.pem", "ap1-key.pem", "n7-key.pem", "prometheus.pem", "etcd-ca.pem", "directory.key", "directory.password"} {
 		if _, ok := modes()[want]; !ok {
 			t.Fatalf("deploy/certs.sh made no %s", want)
 		}
@@ -89,6 +89,31 @@ func TestDeployCertsReadableByTheContainers(t *testing.T) {
 		rotated := f == "n1-key.pem" || f == "g1-etcd-key.pem" || f == "g1-key.pem"
 		if bytes.Equal(read(f), b) == rotated {
 			t.Errorf("%s: rotated %v, want %v", f, !bytes.Equal(read(f), b), rotated)
+		}
+	}
+
+	// A directory made before a service was added (region ap): run again,
+	// certs.sh issues the missing ones under the same CAs and leaves the
+	// others be.
+	for _, f := range []string{"ap2.pem", "ap2-key.pem", "ap2-etcd.pem", "ap2-etcd-key.pem", "n6.pem", "n6-key.pem"} {
+		if err := os.Remove(filepath.Join(certs, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kept := map[string][]byte{}
+	for _, f := range []string{"ca.pem", "etcd-ca.pem", "ap1-etcd.pem", "n7-key.pem"} {
+		kept[f] = read(f)
+	}
+	run()
+	check()
+	for _, f := range []string{"ap2.pem", "ap2-key.pem", "ap2-etcd.pem", "ap2-etcd-key.pem", "n6.pem", "n6-key.pem"} {
+		if _, ok := modes()[f]; !ok {
+			t.Errorf("deploy/certs.sh left %s missing", f)
+		}
+	}
+	for f, b := range kept {
+		if !bytes.Equal(read(f), b) {
+			t.Errorf("deploy/certs.sh issued %s again, making only the missing ones", f)
 		}
 	}
 

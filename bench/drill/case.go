@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,9 +17,9 @@ import (
 
 // The deployment's shape, as deploy/compose.yaml has it.
 var (
-	regionNodes   = map[string][]string{"eu": {"n1", "n2", "n3"}, "us": {"n4", "n5"}}
-	regionRouters = map[string][]string{"eu": {"eu1", "eu2"}, "us": {"us1", "us2"}} // the writers' routers
-	allRouters    = []string{"g1", "g2", "g3", "eu1", "eu2", "eu3", "us1", "us2", "us3"}
+	regionNodes   = map[string][]string{"eu": {"n1", "n2", "n3"}, "us": {"n4", "n5"}, "ap": {"n6", "n7"}}
+	regionRouters = map[string][]string{"eu": {"eu1", "eu2"}, "us": {"us1", "us2"}, "ap": {"ap1", "ap2"}} // the writers' routers
+	allRouters    = []string{"g1", "g2", "g3", "eu1", "eu2", "eu3", "us1", "us2", "us3", "ap1", "ap2", "ap3"}
 )
 
 // victim is the node the drill loses.
@@ -42,6 +43,10 @@ type result struct {
 	otherRegion  time.Duration      // the other region's tenants: longest pause from the cut on
 	victimErrors map[int]int        // answers other than 200 the victim's writers saw, by status
 	copyErrors   map[int]int        // the same, for the writers of tenants whose replica was the victim
+
+	wanMode  string        // how the wide-area delay was put on ("": none)
+	wanDelay time.Duration // one way's
+	lostRun  *lostResult   // the lost case's measures
 }
 
 // runCase runs one case on a fresh deployment and takes it down after.
@@ -70,10 +75,21 @@ func runCase(ctx context.Context, cfg config, d *deployment, kase string, run in
 	if err := d.up(uctx); err != nil {
 		return res, err
 	}
+	if cfg.wan > 0 && slices.Contains(cfg.wanCases, kase) {
+		link, err := applyWAN(uctx, d, cfg.wan, cfg.wanMode, filepath.Join(filepath.Dir(d.file), "bin", "fenec-drill-wanproxy"))
+		if err != nil {
+			return res, err
+		}
+		defer link.stop()
+		res.wanMode, res.wanDelay = link.mode, link.delay
+	}
 	hc := d.client(10*time.Second, 2)
 	defer hc.CloseIdleConnections()
 	if err := settle(uctx, d, hc); err != nil {
 		return res, err
+	}
+	if kase == "lost" {
+		return runLost(ctx, cfg, d, hc, res)
 	}
 	tenants, err := placeTenants(uctx, d, hc, cfg.tenants)
 	if err != nil {
@@ -212,6 +228,16 @@ func judge(ctx context.Context, d *deployment, hc *http.Client, leader string, w
 	return nil
 }
 
+// nodeNames are every node of the deployment.
+func nodeNames() []string {
+	var out []string
+	for _, ns := range regionNodes {
+		out = append(out, ns...)
+	}
+	slices.Sort(out)
+	return out
+}
+
 func regionOf(node string) string {
 	for r, ns := range regionNodes {
 		if slices.Contains(ns, node) {
@@ -221,8 +247,8 @@ func regionOf(node string) string {
 	return ""
 }
 
-// settle waits until the global tier leads and leases all five nodes, and
-// both regions' routers hold their copies.
+// settle waits until the global tier leads and leases every node, and
+// every region's routers hold their copies.
 func settle(ctx context.Context, d *deployment, hc *http.Client) error {
 	tok := d.tokens["router"]
 	if err := waitFor(ctx, 3*time.Minute, "the global tier leasing every node", func() error {
@@ -242,8 +268,8 @@ func settle(ctx context.Context, d *deployment, hc *http.Client) error {
 				ran++
 			}
 		}
-		if !ls.Leasing || ran < 5 {
-			return fmt.Errorf("leasing %v, %d of 5 nodes run a lease", ls.Leasing, ran)
+		if want := len(nodeNames()); !ls.Leasing || ran < want {
+			return fmt.Errorf("leasing %v, %d of %d nodes run a lease", ls.Leasing, ran, want)
 		}
 		return nil
 	}); err != nil {
@@ -364,7 +390,7 @@ func startWriters(d *deployment, tenants map[string]placed) []*writer {
 	for i, t := range names {
 		p := tenants[t]
 		routers := regionRouters[regionOf(p.node)]
-		out = append(out, newWriter(t, p.node, p.replica, d.url(routers[i%len(routers)]), d.tokens["http"], d.client(6*time.Second, 2)))
+		out = append(out, newWriter(t, p.node, p.replica, []string{d.url(routers[i%len(routers)])}, d.tokens["http"], d.client(6*time.Second, 2)))
 	}
 	return out
 }

@@ -61,8 +61,13 @@ func (d *deployment) up(ctx context.Context) error {
 	if _, err := d.compose(ctx, "up", "-d", "--no-build"); err != nil {
 		return err
 	}
+	return d.learn(ctx)
+}
+
+// learn reads the addresses of the deployment's routers and nodes.
+func (d *deployment) learn(ctx context.Context) error {
 	d.ips = map[string]string{}
-	for _, svc := range []string{"g1", "g2", "g3", "eu1", "eu2", "eu3", "us1", "us2", "us3", "n1", "n2", "n3", "n4", "n5"} {
+	for svc := range serviceRegion {
 		id, err := d.container(ctx, svc)
 		if err != nil {
 			return err
@@ -144,14 +149,14 @@ func call(ctx context.Context, hc *http.Client, method, url, token string, body,
 }
 
 // freePorts picks where the routers' ports are published (compose's
-// FENEC_PORTS: a prefix of two digits, PP00 to PP22 and PP90): the first
+// FENEC_PORTS: a prefix of two digits, PP00 to PP32 and PP90): the first
 // prefix from 47 on whose ports are all free, so that a drill runs beside
 // another deployment on the same host. The drill itself talks to the
 // containers' own addresses.
 func freePorts() (string, error) {
 	for prefix := 47; prefix <= 69; prefix++ {
 		free := true
-		for _, suffix := range []int{0, 1, 2, 10, 11, 12, 20, 21, 22, 90} {
+		for _, suffix := range []int{0, 1, 2, 10, 11, 12, 20, 21, 22, 30, 31, 32, 90} {
 			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d%02d", prefix, suffix))
 			if err != nil {
 				free = false

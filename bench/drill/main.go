@@ -1,7 +1,7 @@
-// Command drill is `make drill`: the seed's drill on the two-region compose
-// deployment (deploy/compose.yaml, images built by deploy/build.sh). A lease
+// Command drill is `make drill`: the seed's drill on the three-region
+// compose deployment (deploy/compose.yaml, images built by deploy/build.sh). A lease
 // of 2 s and an upstream timeout of 4 s on the routers; keyed writers on
-// every tenant, through both regions' routers; then one node of region eu
+// every tenant, through its region's routers; then one node of region eu
 // cut off the network (docker network disconnect) and killed. It prints, and
 // writes to -out, per run: when the dead node's tenants' writers wrote again
 // after the kill, when the global tier's directory showed them failed over,
@@ -20,6 +20,16 @@
 //     nodes (a forced handoff to eu's and to us's own router), then the
 //     cut. Should a router refuse the handoff, the case reports the
 //     refusal and measures nothing.
+//   - lost: region eu lost whole (lost.go), with the wide-area delay
+//     between the regions (wan.go): tenants on eu's nodes, half set to
+//     survive their region with their copy in us, written through us's
+//     routers and the global tier's router in us (g2); every container of
+//     eu and g1 killed at once, g2 promoted; when each region tenant wrote
+//     again, and what the zone tenants' writers were answered.
+//
+// With -wan-hold it runs no case: it puts the wide-area delay on a compose
+// project already up (deploy/wan.sh), prints what it measures and holds it
+// until interrupted.
 //
 // It is a benchmark, not a test: it asserts only that no acknowledged write
 // was lost and that the dead node's writers wrote again (-check, what CI's
@@ -40,19 +50,23 @@ import (
 )
 
 type config struct {
-	cases   []string
-	runs    int
-	tenants int           // per node
-	after   time.Duration // writers run on this long after the kill
-	out     string
-	project string
-	check   bool
-	keep    bool
+	cases    []string
+	runs     int
+	tenants  int           // per node
+	after    time.Duration // writers run on this long after the kill
+	out      string
+	project  string
+	check    bool
+	keep     bool
+	wan      time.Duration // one way's delay between regions (0: none)
+	wanCases []string      // the cases run with it
+	wanMode  string        // netem, proxy or auto
+	wanHold  bool          // put the link on a running project and hold it
 }
 
 func main() {
 	var cfg config
-	cases := flag.String("cases", "cut,resolver,region", "the cases to run, comma-separated: cut, resolver, region")
+	cases := flag.String("cases", "cut,resolver,region,lost", "the cases to run, comma-separated: cut, resolver, region, lost")
 	flag.IntVar(&cfg.runs, "runs", 3, "runs of each case")
 	flag.IntVar(&cfg.tenants, "tenants", 3, "tenants placed on each node")
 	flag.DurationVar(&cfg.after, "after", 10*time.Second, "how long the writers go on after the kill")
@@ -60,8 +74,19 @@ func main() {
 	flag.StringVar(&cfg.project, "project", "fenecdrill", "the compose project's name (its containers, network, volumes)")
 	flag.BoolVar(&cfg.check, "check", false, "exit 1 if an acknowledged write was lost or a dead node's writer never wrote again")
 	flag.BoolVar(&cfg.keep, "keep", false, "leave the last run's deployment up (for a look)")
+	flag.DurationVar(&cfg.wan, "wan", 25*time.Millisecond, "the wide-area delay between regions, each way (0: none)")
+	wanCases := flag.String("wan-cases", "lost", "the cases run with the wide-area delay, comma-separated")
+	flag.StringVar(&cfg.wanMode, "wan-mode", "auto", "how the delay is put on: netem (tc), proxy (iptables and a delaying proxy in each container's namespace) or auto (netem if the kernel has it)")
+	flag.BoolVar(&cfg.wanHold, "wan-hold", false, "put the wide-area delay on the running project -project, measure it and hold it until interrupted; run no case (deploy/wan.sh)")
 	flag.Parse()
 	cfg.cases = strings.Split(*cases, ",")
+	cfg.wanCases = strings.Split(*wanCases, ",")
+	switch cfg.wanMode {
+	case "netem", "proxy", "auto":
+	default:
+		fmt.Fprintf(os.Stderr, "drill: -wan-mode %q: netem, proxy or auto\n", cfg.wanMode)
+		os.Exit(2)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -83,6 +108,13 @@ func run(ctx context.Context, cfg config) error {
 	certs, err := loadTLS(root)
 	if err != nil {
 		return fmt.Errorf("the deployment's certificates (deploy/build.sh makes them): %w", err)
+	}
+	if cfg.wanHold {
+		if cfg.wan <= 0 {
+			return errors.New("-wan-hold with no -wan delay")
+		}
+		d := &deployment{project: cfg.project, file: filepath.Join(root, "deploy", "compose.yaml"), tokens: tokens, tls: certs}
+		return holdWAN(ctx, cfg, d, root)
 	}
 	var results []result
 	var failed []string

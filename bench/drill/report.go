@@ -55,6 +55,10 @@ func (r result) line() string {
 	if r.notRun != "" {
 		return fmt.Sprintf("%s #%d: not run: %s", r.kase, r.run, r.notRun)
 	}
+	if lr := r.lostRun; lr != nil {
+		return fmt.Sprintf("%s #%d: link %s; promoted %s s after the kill; region tenants wrote again %s s after the promotion (bound %s s; first through %s; through us1/us2 %s s), all out of eu at %s s; %d acknowledged, %d lost; zone tenants: %d acknowledged before, %d after; answered %s",
+			r.kase, r.run, r.linkText(), secs(lr.killToPromo), span(lr.wroteAgain), secs(lr.bound), viaText(lr.firstVia), span(lr.viaUS), secs(lr.failedOver), lr.acked, lr.lost, lr.zoneAcked, lr.zoneAfter, lr.zoneText())
+	}
 	return fmt.Sprintf("%s #%d: wrote again %s s after the kill, failed over at %s s, %d acknowledged, %d lost, cut %s, region's others paused %s ms (replica on n1: %s ms; %s ms before)",
 		r.kase, r.run, span(r.wroteAgain), secs(r.failedOver), r.acked, r.lost, r.cutText(), millis(r.pause), millis(r.pauseCopy), millis(r.pauseBefore))
 }
@@ -65,6 +69,15 @@ func (r result) problems() []string {
 	if r.notRun != "" {
 		return nil
 	}
+	if lr := r.lostRun; lr != nil {
+		if lr.lost > 0 {
+			out = append(out, fmt.Sprintf("%s #%d lost %d acknowledged writes of region tenants", r.kase, r.run, lr.lost))
+		}
+		if len(lr.wroteAgain) == 0 || slices.Contains(lr.wroteAgain, -1) {
+			out = append(out, fmt.Sprintf("%s #%d: a region tenant's writer never wrote again", r.kase, r.run))
+		}
+		return out
+	}
 	if r.lost > 0 {
 		out = append(out, fmt.Sprintf("%s #%d lost %d acknowledged writes", r.kase, r.run, r.lost))
 	}
@@ -74,19 +87,36 @@ func (r result) problems() []string {
 	return out
 }
 
+// linkText is the wide-area link a run had.
+func (r result) linkText() string {
+	if r.wanMode == "" {
+		return "none"
+	}
+	s := fmt.Sprintf("%v each way (%s)", r.wanDelay, r.wanMode)
+	if lr := r.lostRun; lr != nil && lr.link.far > 0 {
+		s += fmt.Sprintf(", health us1→eu1 %d ms vs us1→us2 %d ms", lr.link.far.Milliseconds(), lr.link.near.Milliseconds())
+	}
+	return s
+}
+
 // report is the whole table.
 func report(cfg config, results []result) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "make drill — %s, %s/%s, %d cores\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
 	fmt.Fprintf(&b, "deploy/compose.yaml, TLS on every link: global tier g1 (leads) + g2, g3; regions eu (eu1 leads the region's directory,\n")
-	fmt.Fprintf(&b, "linked to the global one; eu2, eu3; nodes n1–n3) and us (us1–us3; n4, n5); nodes --lease --sync always, every tenant\n")
+	fmt.Fprintf(&b, "linked to the global one; eu2, eu3; nodes n1–n3), us (us1–us3; n4, n5) and ap (ap1–ap3; n6, n7); nodes --lease --sync always, every tenant\n")
 	fmt.Fprintf(&b, "a replica; routers --auto-failover 2 --upstream-timeout 4 (a region's leading router leases its nodes once handed them).\n")
 	fmt.Fprintf(&b, "%d tenants a node, each written by one keyed writer (Idempotency-Key, sent again until 200) through its region's\n", cfg.tenants)
-	fmt.Fprintf(&b, "routers (eu1/eu2, us1/us2) in turn; %s after the kill of n1 (disconnected from the network first), every acknowledged\n", cfg.after)
+	fmt.Fprintf(&b, "routers (eu1/eu2, us1/us2, ap1/ap2) in turn; %s after the kill of n1 (disconnected from the network first), every acknowledged\n", cfg.after)
 	fmt.Fprintf(&b, "key read back. Target: writers write again within 2.5 s of the kill (the seed's 1.93–2.52 s; 3.94 s before cutting).\n\n")
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "case\trun\twrote again (s)\tn1's writers paused (s)\tfailed over (s)\tcut→kill (ms)\tacked\tlost\tcut resent/502/streams/left\teu others' longest pause (ms)\treplica on n1 (ms)\tbefore the cut (ms)\tus (ms)\tn1's writers saw\treplica on n1 saw")
+	var lost []result
 	for _, r := range results {
+		if r.lostRun != nil {
+			lost = append(lost, r)
+			continue
+		}
 		if r.notRun != "" {
 			fmt.Fprintf(tw, "%s\t%d\tnot run: %s\n", r.kase, r.run, r.notRun)
 			continue
@@ -106,5 +136,46 @@ func report(cfg config, results []result) string {
 	fmt.Fprintf(&b, "cases: cut = disconnect + kill, names looked up at Docker's resolver; resolver = disconnect + remove, names looked up\n")
 	fmt.Fprintf(&b, "at a resolver that never answers a name Docker lacks; region = the global tier stopped and eu and us\n")
 	fmt.Fprintf(&b, "leasing their own nodes (a forced handoff each), Docker's resolver.\n")
+	if len(lost) > 0 {
+		reportLost(&b, cfg, lost)
+	}
 	return b.String()
+}
+
+// reportLost is the lost case's table.
+func reportLost(b *strings.Builder, cfg config, results []result) {
+	fmt.Fprintf(b, "\nlost: region eu lost whole — n1–n3, eu1–eu3 and g1 (the global tier's leader) killed at once, g2 (in us) promoted\n")
+	fmt.Fprintf(b, "(POST /_shard/promote) as soon as the kill returned. %d tenants on each of eu's nodes, every other one `survive: region`\n", cfg.tenants)
+	fmt.Fprintf(b, "with its copy on n4 or n5, the rest `zone`; each written by a keyed writer from us: us1 or us2, then g2 when that\n")
+	fmt.Fprintf(b, "router does not take it (it stays with the router that last answered 200). Writers ran %s after the promotion.\n\n", cfg.after)
+	tw := tabwriter.NewWriter(b, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "run\tlink\tkill→promoted (s)\tregion tenants wrote again (s)\tbound (s)\tfirst through\tthrough us1/us2 (s)\tall out of eu (s)\tacked\tlost\tzone acked before/after")
+	for _, r := range results {
+		lr := r.lostRun
+		if r.notRun != "" {
+			fmt.Fprintf(tw, "%d\tnot run: %s\n", r.run, r.notRun)
+			continue
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d/%d\n", r.run, r.linkText(), secs(lr.killToPromo), span(lr.wroteAgain), secs(lr.bound),
+			viaText(lr.firstVia), span(lr.viaUS), secs(lr.failedOver), lr.acked, lr.lost, lr.zoneAcked, lr.zoneAfter)
+	}
+	tw.Flush()
+	for _, r := range results {
+		if lr := r.lostRun; lr != nil && r.notRun == "" {
+			fmt.Fprintf(b, "run %d, the zone tenants' writers after the kill, by router and status: %s; the first body of each router's and status's answer:\n", r.run, lr.zoneText())
+			keys := make([]string, 0, len(lr.zoneBodies))
+			for k := range lr.zoneBodies {
+				keys = append(keys, k)
+			}
+			slices.Sort(keys)
+			for _, k := range keys {
+				fmt.Fprintf(b, "  %s: %s\n", k, lr.zoneBodies[k])
+			}
+		}
+	}
+	fmt.Fprintf(b, "wrote again: from the promotion answered to each region tenant's first acknowledged write after it (min–max); bound:\n")
+	fmt.Fprintf(b, "the leases eu's nodes may still run (lease %v × 1.1), a round of grants (lease / 3) and a round trip of the link.\n", lostLease)
+	fmt.Fprintf(b, "lost: region tenants' acknowledged writes not read back from the node g2 places them on after (a tenant still placed\n")
+	fmt.Fprintf(b, "in eu counts all its writes lost). The zone tenants' writes stay on eu's dead nodes and are not read back.\n")
+	fmt.Fprintf(b, "Not checked here: that no two primaries took writes (no history checker runs over the drill's writers).\n")
 }

@@ -8,34 +8,50 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
 
-// ack is one acknowledged write: its key, when it was first sent, and when
-// its 200 came back.
+// ack is one acknowledged write: its key, when it was first sent, when
+// its 200 came back, and the router that answered it.
 type ack struct {
 	k        int
 	sent, at time.Time
+	via      string
 }
 
-// writer writes one tenant through one router, a key at a time: each write
-// an insert of a new k with an Idempotency-Key, sent again with the same key
-// until it is answered 200, as a careful client does.
+// fail is one answer other than 200: when it was sent, how long it took,
+// its status (0: none) and the router asked.
+type fail struct {
+	at     time.Time
+	took   time.Duration
+	status int
+	via    string
+}
+
+// writer writes one tenant through its routers, a key at a time: each
+// write an insert of a new k with an Idempotency-Key, sent again with the
+// same key until it is answered 200, as a careful client does. Given
+// several routers, it stays with the one that last answered 200 and asks
+// the next after any other answer.
 type writer struct {
-	tenant, node string // node: where the tenant was placed
-	replica      string // its replica's node then
-	base, token  string // the router's URL, the data token
+	tenant, node string   // node: where the tenant was placed
+	replica      string   // its replica's node then
+	bases        []string // the routers' URLs
+	token        string   // the data token
 	hc           *http.Client
 
 	mu     sync.Mutex
-	acks   []ack       // guarded by mu
-	errors map[int]int // guarded by mu: answers other than 200 by status, 0 for a transport error
+	acks   []ack             // guarded by mu
+	errors map[int]int       // guarded by mu: answers other than 200 by status, 0 for a transport error
+	fails  []fail            // guarded by mu
+	sample map[string]string // guarded by mu: the first body of each router's and status's answer other than 200
 }
 
-func newWriter(tenant, node, replica, base, token string, hc *http.Client) *writer {
-	return &writer{tenant: tenant, node: node, replica: replica, base: base, token: token,
-		hc: hc, errors: map[int]int{}}
+func newWriter(tenant, node, replica string, bases []string, token string, hc *http.Client) *writer {
+	return &writer{tenant: tenant, node: node, replica: replica, bases: bases, token: token,
+		hc: hc, errors: map[int]int{}, sample: map[string]string{}}
 }
 
 // pace is the least time between one write's first send and the next's:
@@ -47,6 +63,7 @@ const pace = 10 * time.Millisecond
 func (w *writer) run(ctx context.Context) {
 	defer w.hc.CloseIdleConnections()
 	var last time.Time
+	cur := 0
 	for k := 1; ctx.Err() == nil; k++ {
 		if rest := pace - time.Since(last); rest > 0 {
 			time.Sleep(rest)
@@ -54,10 +71,12 @@ func (w *writer) run(ctx context.Context) {
 		sent := time.Now()
 		last = sent
 		for ctx.Err() == nil {
-			status := w.insert(ctx, k)
+			base := w.bases[cur]
+			at := time.Now()
+			status := w.insert(ctx, base, k)
 			if status == http.StatusOK {
 				w.mu.Lock()
-				w.acks = append(w.acks, ack{k: k, sent: sent, at: time.Now()})
+				w.acks = append(w.acks, ack{k: k, sent: sent, at: time.Now(), via: base})
 				w.mu.Unlock()
 				break
 			}
@@ -66,16 +85,19 @@ func (w *writer) run(ctx context.Context) {
 			}
 			w.mu.Lock()
 			w.errors[status]++
+			w.fails = append(w.fails, fail{at: at, took: time.Since(at), status: status, via: base})
 			w.mu.Unlock()
+			cur = (cur + 1) % len(w.bases)
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
 }
 
-// insert sends write k once and returns its status (0: no answer).
-func (w *writer) insert(ctx context.Context, k int) int {
+// insert sends write k once through base and returns its status (0: no
+// answer).
+func (w *writer) insert(ctx context.Context, base string, k int) int {
 	body, _ := json.Marshal(map[string]any{"query": "insert w {k: $1}", "params": []any{k}})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.base+"/t/"+w.tenant+"/query", bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/t/"+w.tenant+"/query", bytes.NewReader(body))
 	if err != nil {
 		return 0
 	}
@@ -85,9 +107,30 @@ func (w *writer) insert(ctx context.Context, k int) int {
 	if err != nil {
 		return 0
 	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(res.Body, 300))
+		key := hostOf(base) + " " + strconv.Itoa(res.StatusCode)
+		w.mu.Lock()
+		if _, ok := w.sample[key]; !ok {
+			w.sample[key] = strings.TrimSpace(string(b))
+		}
+		w.mu.Unlock()
+	}
 	io.Copy(io.Discard, res.Body)
-	res.Body.Close()
 	return res.StatusCode
+}
+
+// failures is the writer's answers other than 200 so far, oldest first,
+// and the first body of each router's and status's.
+func (w *writer) failures() ([]fail, map[string]string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	sample := map[string]string{}
+	for k, v := range w.sample {
+		sample[k] = v
+	}
+	return append([]fail(nil), w.fails...), sample
 }
 
 // snapshot is the writer's acknowledgements so far, oldest first.
