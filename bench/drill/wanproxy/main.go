@@ -9,6 +9,12 @@
 // dial, as a SYN and its answer across the link would be. Its own dials
 // carry -mark, which the redirect rule leaves alone.
 //
+// Unlike netem it cannot refuse a connection: the kernel has accepted it
+// before the proxy dials. A dial that fails or takes longer than
+// -dial-timeout (fenec's own dial bound, 1 s) resets the connection
+// instead, so a client dialling a dead address sees its connection reset
+// about that long after, where through netem its dial would time out.
+//
 // It is not fenec and imports nothing of it; bench/drill/wan.go starts one
 // per container and stops it.
 package main
@@ -35,16 +41,17 @@ func main() {
 	listen := flag.String("listen", "127.0.0.1:17999", "where the redirected connections arrive")
 	delay := flag.Duration("delay", 25*time.Millisecond, "one way's delay")
 	mark := flag.Int("mark", 0x7e, "the firewall mark on this proxy's own dials")
+	dialTimeout := flag.Duration("dial-timeout", time.Second, "how long a dial may take before the connection is reset")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *listen, *delay, *mark); err != nil {
+	if err := run(ctx, *listen, *delay, *mark, *dialTimeout); err != nil {
 		fmt.Fprintln(os.Stderr, "wanproxy:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, listen string, delay time.Duration, mark int) error {
+func run(ctx context.Context, listen string, delay time.Duration, mark int, dialTimeout time.Duration) error {
 	ln, err := net.Listen("tcp4", listen)
 	if err != nil {
 		return err
@@ -52,7 +59,7 @@ func run(ctx context.Context, listen string, delay time.Duration, mark int) erro
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	go func() { <-ctx.Done(); ln.Close() }()
-	dialer := net.Dialer{Timeout: 5 * time.Second, Control: func(_, _ string, c syscall.RawConn) error {
+	dialer := net.Dialer{Timeout: dialTimeout, Control: func(_, _ string, c syscall.RawConn) error {
 		var serr error
 		err := c.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_MARK, mark) })
 		return errors.Join(err, serr)
@@ -77,6 +84,12 @@ func serve(ctx context.Context, in *net.TCPConn, dialer *net.Dialer, delay time.
 		fmt.Fprintln(os.Stderr, "wanproxy:", err)
 		return
 	}
+	if to == in.LocalAddr().String() {
+		// Not redirected: sent to the proxy itself, which would dial
+		// itself again and again.
+		in.SetLinger(0)
+		return
+	}
 	select {
 	case <-ctx.Done():
 		return
@@ -84,7 +97,8 @@ func serve(ctx context.Context, in *net.TCPConn, dialer *net.Dialer, delay time.
 	}
 	c, err := dialer.DialContext(ctx, "tcp4", to)
 	if err != nil {
-		return // the client sees its connection closed, as a refused one
+		in.SetLinger(0) // closed with a reset, as near a refusal as an accepted connection gets
+		return
 	}
 	out := c.(*net.TCPConn)
 	defer out.Close()
