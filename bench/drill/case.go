@@ -76,7 +76,9 @@ func runCase(ctx context.Context, cfg config, d *deployment, kase string, run in
 		return res, err
 	}
 	if cfg.wan > 0 && slices.Contains(cfg.wanCases, kase) {
-		link, err := applyWAN(uctx, d, cfg.wan, cfg.wanMode, filepath.Join(filepath.Dir(d.file), "bin", "fenec-drill-wanproxy"))
+		wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+		link, err := applyWAN(wctx, d, cfg.wan, cfg.wanMode, filepath.Join(filepath.Dir(d.file), "bin", "fenec-drill-wanproxy"))
+		cancel()
 		if err != nil {
 			return res, err
 		}

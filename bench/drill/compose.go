@@ -25,6 +25,8 @@ type deployment struct {
 	env     []string // FENEC_* settings for this run
 	tokens  map[string]string
 	ips     map[string]string // service → its address on the project's network
+	ids     map[string]string // service → its container (learn)
+	pids    map[string]string // service → its container's process on the host (learn)
 	tls     *tlsx.Source      // the CA bundle and the operator's certificate
 }
 
@@ -64,19 +66,35 @@ func (d *deployment) up(ctx context.Context) error {
 	return d.learn(ctx)
 }
 
-// learn reads the addresses of the deployment's routers and nodes.
+// learn reads the containers, addresses and process ids of the
+// deployment's routers and nodes, in two calls of docker (docker-compose
+// ps a service at a time takes seconds each on a loaded machine).
 func (d *deployment) learn(ctx context.Context) error {
-	d.ips = map[string]string{}
+	out, err := docker(ctx, "ps", "-q", "--filter", "label=com.docker.compose.project="+d.project)
+	if err != nil {
+		return err
+	}
+	ids := strings.Fields(out)
+	if len(ids) == 0 {
+		return fmt.Errorf("project %s has no container running", d.project)
+	}
+	out, err = docker(ctx, append([]string{"inspect", "-f",
+		`{{index .Config.Labels "com.docker.compose.service"}} {{.Id}} {{.State.Pid}} {{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}`}, ids...)...)
+	if err != nil {
+		return err
+	}
+	d.ips, d.ids, d.pids = map[string]string{}, map[string]string{}, map[string]string{}
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) != 4 {
+			continue
+		}
+		d.ids[f[0]], d.pids[f[0]], d.ips[f[0]] = f[1], f[2], f[3]
+	}
 	for svc := range serviceRegion {
-		id, err := d.container(ctx, svc)
-		if err != nil {
-			return err
+		if d.ips[svc] == "" {
+			return fmt.Errorf("service %s has no running container with an address", svc)
 		}
-		ip, err := docker(ctx, "inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", id)
-		if err != nil {
-			return err
-		}
-		d.ips[svc] = ip
 	}
 	return nil
 }
@@ -91,6 +109,9 @@ func (d *deployment) down() error {
 
 // container is the id of a service's container.
 func (d *deployment) container(ctx context.Context, svc string) (string, error) {
+	if id, ok := d.ids[svc]; ok {
+		return id, nil
+	}
 	out, err := d.compose(ctx, "ps", "-q", svc)
 	id := strings.TrimSpace(out)
 	if err == nil && id == "" {

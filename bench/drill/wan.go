@@ -46,14 +46,25 @@ type wan struct {
 	mode  string      // netem or proxy
 	procs []*exec.Cmd // the proxies, one a container (proxy mode)
 	rules []redirect  // the redirects, taken off at stop
+	ipt   string      // the iptables the namespaces' rules are written with
 }
 
-// redirect is one REDIRECT rule in a container's namespace.
-type redirect struct{ pid, ipt, ip string }
+// redirect is the REDIRECT rules in one container's namespace, written
+// with ipt (iptables-legacy or iptables-nft) in one call of its -restore.
+type redirect struct {
+	pid, ipt string
+	far      []string
+}
 
-func (r redirect) args(op string) []string {
-	return []string{r.ipt, "-w", "-t", "nat", op, "OUTPUT", "-p", "tcp", "-d", r.ip + "/32",
-		"-m", "mark", "!", "--mark", wanMark, "-j", "REDIRECT", "--to-ports", wanProxyPort}
+// apply adds (op -A) or deletes (op -D) the rules.
+func (r redirect) apply(ctx context.Context, op string) error {
+	var b strings.Builder
+	b.WriteString("*nat\n")
+	for _, ip := range r.far {
+		fmt.Fprintf(&b, "%s OUTPUT -p tcp -d %s/32 -m mark ! --mark %s -j REDIRECT --to-ports %s\n", op, ip, wanMark, wanProxyPort)
+	}
+	b.WriteString("COMMIT\n")
+	return nsenterIn(ctx, r.pid, b.String(), r.ipt+"-restore", "-w", "--noflush")
 }
 
 // applyWAN puts the delay between d's regions. mode is netem, proxy or
@@ -69,13 +80,9 @@ func applyWAN(ctx context.Context, d *deployment, delay time.Duration, mode, pro
 	}
 	slices.Sort(svcs)
 	for _, svc := range svcs {
-		id, err := d.container(ctx, svc)
-		if err != nil {
-			return nil, err
-		}
-		pid, err := docker(ctx, "inspect", "-f", "{{.State.Pid}}", id)
-		if err != nil {
-			return nil, err
+		pid := d.pids[svc]
+		if pid == "" || pid == "0" {
+			return nil, fmt.Errorf("service %s has no process running", svc)
 		}
 		pids[svc] = pid
 	}
@@ -129,7 +136,14 @@ func (w *wan) farIPs(d *deployment, svc string) []string {
 
 // nsenter runs a host command in the network namespace of pid.
 func nsenter(ctx context.Context, pid string, args ...string) error {
-	out, err := exec.CommandContext(ctx, "nsenter", append([]string{"-t", pid, "-n", "--"}, args...)...).CombinedOutput()
+	return nsenterIn(ctx, pid, "", args...)
+}
+
+// nsenterIn is nsenter with stdin given.
+func nsenterIn(ctx context.Context, pid, stdin string, args ...string) error {
+	cmd := exec.CommandContext(ctx, "nsenter", append([]string{"-t", pid, "-n", "--"}, args...)...)
+	cmd.Stdin = strings.NewReader(stdin)
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("nsenter -t %s -n %s: %w: %s", pid, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 	}
@@ -153,21 +167,22 @@ func netem(ctx context.Context, pid string, delay time.Duration, far []string) e
 	if far == nil {
 		return nsenter(ctx, pid, "tc", "qdisc", "del", "dev", "eth0", "root")
 	}
+	var batch strings.Builder
 	for _, ip := range far {
-		if err := nsenter(ctx, pid, "tc", "filter", "add", "dev", "eth0", "parent", "1:0", "protocol", "ip",
-			"prio", "1", "u32", "match", "ip", "dst", ip+"/32", "flowid", "1:4"); err != nil {
-			return err
-		}
+		fmt.Fprintf(&batch, "filter add dev eth0 parent 1:0 protocol ip prio 1 u32 match ip dst %s/32 flowid 1:4\n", ip)
 	}
-	return nil
+	return nsenterIn(ctx, pid, batch.String(), "tc", "-batch", "-")
 }
 
 // proxy redirects pid's new connections to far to a wanproxy started in
 // its namespace.
 func (w *wan) proxy(ctx context.Context, pid string, far []string, bin string) error {
-	ipt, err := iptablesFor(ctx, pid)
-	if err != nil {
-		return err
+	if w.ipt == "" {
+		ipt, err := iptablesFor(ctx, pid)
+		if err != nil {
+			return err
+		}
+		w.ipt = ipt
 	}
 	cmd := exec.Command("nsenter", "-t", pid, "-n", "--", bin, "-listen", "127.0.0.1:"+wanProxyPort,
 		"-delay", w.delay.String(), "-mark", wanMark)
@@ -177,20 +192,18 @@ func (w *wan) proxy(ctx context.Context, pid string, far []string, bin string) e
 		return err
 	}
 	w.procs = append(w.procs, cmd)
-	for _, ip := range far {
-		r := redirect{pid: pid, ipt: ipt, ip: ip}
-		if err := nsenter(ctx, pid, r.args("-A")...); err != nil {
-			return err
-		}
-		w.rules = append(w.rules, r)
+	r := redirect{pid: pid, ipt: w.ipt, far: far}
+	if err := r.apply(ctx, "-A"); err != nil {
+		return err
 	}
+	w.rules = append(w.rules, r)
 	return nil
 }
 
 // iptablesFor is the iptables Docker wrote the namespace's rules with
 // (its DNS redirect), so that the drill's rules sit in the same tables.
 func iptablesFor(ctx context.Context, pid string) (string, error) {
-	for _, ipt := range []string{"iptables-legacy", "iptables-nft", "iptables"} {
+	for _, ipt := range []string{"iptables-legacy", "iptables-nft"} {
 		if _, err := exec.LookPath(ipt); err != nil {
 			continue
 		}
@@ -231,7 +244,7 @@ func (w *wan) stop() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for _, r := range w.rules {
-		_ = nsenter(ctx, r.pid, r.args("-D")...) // a container gone took its rules with it
+		_ = r.apply(ctx, "-D") // a container gone took its rules with it
 	}
 	w.rules = nil
 	for _, p := range w.procs {
