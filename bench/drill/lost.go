@@ -48,7 +48,10 @@ var lostRouters = []string{"us1", "us2"}
 type lostResult struct {
 	link         wanTimes                   // the link as measured before the loss
 	region, zone int                        // tenants of each kind
-	killToPromo  time.Duration              // the kill → the promotion answered
+	killTook     time.Duration              // the one docker kill of the region's containers, asked → returned
+	killToPromo  time.Duration              // the kill returned → the promotion answered
+	promoTries   int                        // the promotions asked until one was answered 200
+	promoRefused string                     // the first promotion's refusal, if any
 	bound        time.Duration              // lease × 1.1 + lease / 3 + a round trip
 	wroteAgain   []time.Duration            // region tenants: promotion → first acknowledged write after it
 	firstVia     map[string]int             // the router of each one's first write after the promotion
@@ -84,15 +87,16 @@ func runLost(ctx context.Context, cfg config, d *deployment, hc *http.Client, re
 	const warm = 4 * time.Second
 	time.Sleep(warm)
 
-	killAt, err := killRegion(ctx, d)
+	asked, killAt, err := killRegion(ctx, d)
 	if err != nil {
 		return res, err
 	}
-	promoAt, err := promote(ctx, d, hc, lostPromoted)
+	lr.killTook = killAt.Sub(asked)
+	promoAt, tries, refused, err := promote(ctx, d, hc, lostPromoted)
 	if err != nil {
 		return res, err
 	}
-	lr.killToPromo = promoAt.Sub(killAt)
+	lr.killToPromo, lr.promoTries, lr.promoRefused = promoAt.Sub(killAt), tries, refused
 	lr.failedOver = watchOut(ctx, d, hc, survive, promoAt, cfg.after)
 	if rest := time.Until(promoAt.Add(cfg.after)); rest > 0 {
 		time.Sleep(rest)
@@ -170,8 +174,9 @@ func placeLost(ctx context.Context, d *deployment, hc *http.Client, n int) (map[
 	return out, survive, err
 }
 
-// lostWriters makes a writer for every tenant, from us: one of us's
-// routers in turn, then g2.
+// lostWriters makes a writer for every tenant, from us: every write sent
+// first to one of us's routers (in turn by tenant), then to g2 when that
+// one does not take it.
 func lostWriters(d *deployment, tenants map[string]placed) []*writer {
 	names := make([]string, 0, len(tenants))
 	for t := range tenants {
@@ -182,14 +187,17 @@ func lostWriters(d *deployment, tenants map[string]placed) []*writer {
 	for i, t := range names {
 		p := tenants[t]
 		bases := []string{d.url(lostRouters[i%len(lostRouters)]), d.url(lostPromoted)}
-		out = append(out, newWriter(t, p.node, p.replica, bases, d.tokens["http"], d.client(6*time.Second, 2)))
+		w := newWriter(t, p.node, p.replica, bases, d.tokens["http"], d.client(6*time.Second, 2))
+		w.preferFirst = true // us's own router first, every write: it takes the tenant once it is in us
+		out = append(out, w)
 	}
 	return out
 }
 
 // killRegion kills every container of the lost region and its global
-// router at once, and returns when.
-func killRegion(ctx context.Context, d *deployment) (time.Time, error) {
+// router at once (one docker kill), and returns when it was asked and when
+// it returned: every one of them dead.
+func killRegion(ctx context.Context, d *deployment) (time.Time, time.Time, error) {
 	var ids []string
 	for svc, r := range serviceRegion {
 		if r != lostRegion {
@@ -197,22 +205,23 @@ func killRegion(ctx context.Context, d *deployment) (time.Time, error) {
 		}
 		id, err := d.container(ctx, svc)
 		if err != nil {
-			return time.Time{}, err
+			return time.Time{}, time.Time{}, err
 		}
 		ids = append(ids, id)
 	}
-	at := time.Now()
-	if _, err := docker(ctx, append([]string{"kill"}, ids...)...); err != nil {
-		return at, err
-	}
-	return at, nil
+	asked := time.Now()
+	_, err := docker(ctx, append([]string{"kill"}, ids...)...)
+	return asked, time.Now(), err
 }
 
 // promote asks the standby router r to lead, as the operator does, until
-// it answers; it returns when it did.
-func promote(ctx context.Context, d *deployment, hc *http.Client, r string) (time.Time, error) {
+// it answers 200; it returns when it did, how many asks it took, and the
+// first refusal.
+func promote(ctx context.Context, d *deployment, hc *http.Client, r string) (time.Time, int, string, error) {
 	var at time.Time
+	tries, refused := 0, ""
 	err := waitFor(ctx, time.Minute, "the promotion of "+r, func() error {
+		tries++
 		var ans struct {
 			Leader string `json:"leader"`
 		}
@@ -220,10 +229,13 @@ func promote(ctx context.Context, d *deployment, hc *http.Client, r string) (tim
 		if err == nil && st != 200 {
 			err = fmt.Errorf("status %d", st)
 		}
+		if err != nil && refused == "" {
+			refused = err.Error()
+		}
 		at = time.Now()
 		return err
 	})
-	return at, err
+	return at, tries, refused, err
 }
 
 // watchOut polls the promoted router's placements until every region

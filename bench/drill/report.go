@@ -106,17 +106,31 @@ func report(cfg config, results []result) string {
 	fmt.Fprintf(&b, "deploy/compose.yaml, TLS on every link: global tier g1 (leads) + g2, g3; regions eu (eu1 leads the region's directory,\n")
 	fmt.Fprintf(&b, "linked to the global one; eu2, eu3; nodes n1–n3), us (us1–us3; n4, n5) and ap (ap1–ap3; n6, n7); nodes --lease --sync always, every tenant\n")
 	fmt.Fprintf(&b, "a replica; routers --auto-failover 2 --upstream-timeout 4 (a region's leading router leases its nodes once handed them).\n")
-	fmt.Fprintf(&b, "%d tenants a node, each written by one keyed writer (Idempotency-Key, sent again until 200) through its region's\n", cfg.tenants)
-	fmt.Fprintf(&b, "routers (eu1/eu2, us1/us2, ap1/ap2) in turn; %s after the kill of n1 (disconnected from the network first), every acknowledged\n", cfg.after)
-	fmt.Fprintf(&b, "key read back. Target: writers write again within 2.5 s of the kill (the seed's 1.93–2.52 s; 3.94 s before cutting).\n\n")
-	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "case\trun\twrote again (s)\tn1's writers paused (s)\tfailed over (s)\tcut→kill (ms)\tacked\tlost\tcut resent/502/streams/left\teu others' longest pause (ms)\treplica on n1 (ms)\tbefore the cut (ms)\tus (ms)\tn1's writers saw\treplica on n1 saw")
-	var lost []result
+	var lost, cut []result
 	for _, r := range results {
 		if r.lostRun != nil {
 			lost = append(lost, r)
-			continue
+		} else {
+			cut = append(cut, r)
 		}
+	}
+	if len(cut) > 0 {
+		reportCut(&b, cfg, cut)
+	}
+	if len(lost) > 0 {
+		reportLost(&b, cfg, lost)
+	}
+	return b.String()
+}
+
+// reportCut is the table of the cases that lose n1.
+func reportCut(b *strings.Builder, cfg config, results []result) {
+	fmt.Fprintf(b, "%d tenants a node, each written by one keyed writer (Idempotency-Key, sent again until 200) through its region's\n", cfg.tenants)
+	fmt.Fprintf(b, "routers (eu1/eu2, us1/us2, ap1/ap2) in turn; %s after the kill of n1 (disconnected from the network first), every acknowledged\n", cfg.after)
+	fmt.Fprintf(b, "key read back. Target: writers write again within 2.5 s of the kill (the seed's 1.93–2.52 s; 3.94 s before cutting).\n\n")
+	tw := tabwriter.NewWriter(b, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "case\trun\twrote again (s)\tn1's writers paused (s)\tfailed over (s)\tcut→kill (ms)\tacked\tlost\tcut resent/502/streams/left\teu others' longest pause (ms)\treplica on n1 (ms)\tbefore the cut (ms)\tus (ms)\tn1's writers saw\treplica on n1 saw")
+	for _, r := range results {
 		if r.notRun != "" {
 			fmt.Fprintf(tw, "%s\t%d\tnot run: %s\n", r.kase, r.run, r.notRun)
 			continue
@@ -125,43 +139,42 @@ func report(cfg config, results []result) string {
 			millis(r.disconnected), r.acked, r.lost, r.cutText(), millis(r.pause), millis(r.pauseCopy), millis(r.pauseBefore), millis(r.otherRegion), errText(r.victimErrors), errText(r.copyErrors))
 	}
 	tw.Flush()
-	fmt.Fprintf(&b, "\nwrote again: from the kill to each of n1's tenants' first acknowledged write after it (min–max over the tenants).\n")
-	fmt.Fprintf(&b, "failed over: from the kill to the leading router's placements showing every n1 tenant on its copy.\n")
-	fmt.Fprintf(&b, "eu others: the longest time without an acknowledged write, from the cut to the end, of eu's tenants on n2 and n3 whose\n")
-	fmt.Fprintf(&b, "replica is elsewhere; \"replica on n1\" those whose replica was n1: under --sync always a write waits for a dead copy\n")
-	fmt.Fprintf(&b, "half the lease (--replica-wait, at most half the lease), then a round of grants for the router to record the copy\n")
-	fmt.Fprintf(&b, "behind, within the routers' upstream timeout (4 s); \"before the cut\": all of eu's others over the warm-up; us: region us.\n")
-	fmt.Fprintf(&b, "n1's writers saw, replica on n1 saw: the answers other than 200 those writers got, by status (none: the routers resent\n")
-	fmt.Fprintf(&b, "every keyed write cut from n1 to the new primary).\n")
-	fmt.Fprintf(&b, "cases: cut = disconnect + kill, names looked up at Docker's resolver; resolver = disconnect + remove, names looked up\n")
-	fmt.Fprintf(&b, "at a resolver that never answers a name Docker lacks; region = the global tier stopped and eu and us\n")
-	fmt.Fprintf(&b, "leasing their own nodes (a forced handoff each), Docker's resolver.\n")
-	if len(lost) > 0 {
-		reportLost(&b, cfg, lost)
-	}
-	return b.String()
+	fmt.Fprintf(b, "\nwrote again: from the kill to each of n1's tenants' first acknowledged write after it (min–max over the tenants).\n")
+	fmt.Fprintf(b, "failed over: from the kill to the leading router's placements showing every n1 tenant on its copy.\n")
+	fmt.Fprintf(b, "eu others: the longest time without an acknowledged write, from the cut to the end, of eu's tenants on n2 and n3 whose\n")
+	fmt.Fprintf(b, "replica is elsewhere; \"replica on n1\" those whose replica was n1: under --sync always a write waits for a dead copy\n")
+	fmt.Fprintf(b, "half the lease (--replica-wait, at most half the lease), then a round of grants for the router to record the copy\n")
+	fmt.Fprintf(b, "behind, within the routers' upstream timeout (4 s); \"before the cut\": all of eu's others over the warm-up; us: region us.\n")
+	fmt.Fprintf(b, "n1's writers saw, replica on n1 saw: the answers other than 200 those writers got, by status (none: the routers resent\n")
+	fmt.Fprintf(b, "every keyed write cut from n1 to the new primary).\n")
+	fmt.Fprintf(b, "cases: cut = disconnect + kill, names looked up at Docker's resolver; resolver = disconnect + remove, names looked up\n")
+	fmt.Fprintf(b, "at a resolver that never answers a name Docker lacks; region = the global tier stopped and eu and us\n")
+	fmt.Fprintf(b, "leasing their own nodes (a forced handoff each), Docker's resolver.\n")
 }
 
 // reportLost is the lost case's table.
 func reportLost(b *strings.Builder, cfg config, results []result) {
 	fmt.Fprintf(b, "\nlost: region eu lost whole — n1–n3, eu1–eu3 and g1 (the global tier's leader) killed at once, g2 (in us) promoted\n")
-	fmt.Fprintf(b, "(POST /_shard/promote) as soon as the kill returned. %d tenants on each of eu's nodes, every other one `survive: region`\n", cfg.tenants)
-	fmt.Fprintf(b, "with its copy on n4 or n5, the rest `zone`; each written by a keyed writer from us: us1 or us2, then g2 when that\n")
-	fmt.Fprintf(b, "router does not take it (it stays with the router that last answered 200). Writers ran %s after the promotion.\n\n", cfg.after)
+	fmt.Fprintf(b, "(POST /_shard/promote, asked again every 200 ms until answered 200) as soon as the kill returned. %d tenants on each of eu's nodes, every other one `survive: region`\n", cfg.tenants)
+	fmt.Fprintf(b, "with its copy on n4 or n5, the rest `zone`; each written by a keyed writer from us, every write sent to us1 or us2 first\n")
+	fmt.Fprintf(b, "and to g2 when that router does not take it (us's routers hold us's tenants only). Writers ran %s after the promotion.\n\n", cfg.after)
 	tw := tabwriter.NewWriter(b, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "run\tlink\tkill→promoted (s)\tregion tenants wrote again (s)\tbound (s)\tfirst through\tthrough us1/us2 (s)\tall out of eu (s)\tacked\tlost\tzone acked before/after")
+	fmt.Fprintln(tw, "run\tlink\tkill took (s)\tkill→promoted (s)\tpromotions asked\tregion tenants wrote again (s)\tbound (s)\tfirst through\tthrough us1/us2 (s)\tall out of eu (s)\tacked\tlost\tzone acked before/after")
 	for _, r := range results {
 		lr := r.lostRun
 		if r.notRun != "" {
 			fmt.Fprintf(tw, "%d\tnot run: %s\n", r.run, r.notRun)
 			continue
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d/%d\n", r.run, r.linkText(), secs(lr.killToPromo), span(lr.wroteAgain), secs(lr.bound),
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d/%d\n", r.run, r.linkText(), secs(lr.killTook), secs(lr.killToPromo), lr.promoTries, span(lr.wroteAgain), secs(lr.bound),
 			viaText(lr.firstVia), span(lr.viaUS), secs(lr.failedOver), lr.acked, lr.lost, lr.zoneAcked, lr.zoneAfter)
 	}
 	tw.Flush()
 	for _, r := range results {
 		if lr := r.lostRun; lr != nil && r.notRun == "" {
+			if lr.promoRefused != "" {
+				fmt.Fprintf(b, "run %d, the first promotion asked: %s\n", r.run, lr.promoRefused)
+			}
 			fmt.Fprintf(b, "run %d, the zone tenants' writers after the kill, by router and status: %s; the first body of each router's and status's answer:\n", r.run, lr.zoneText())
 			keys := make([]string, 0, len(lr.zoneBodies))
 			for k := range lr.zoneBodies {

@@ -33,13 +33,15 @@ type fail struct {
 // writer writes one tenant through its routers, a key at a time: each
 // write an insert of a new k with an Idempotency-Key, sent again with the
 // same key until it is answered 200, as a careful client does. Given
-// several routers, it stays with the one that last answered 200 and asks
-// the next after any other answer.
+// several routers, it stays with the one that last answered 200 (or,
+// with preferFirst, starts every write at the first) and asks the next
+// after any other answer.
 type writer struct {
 	tenant, node string   // node: where the tenant was placed
 	replica      string   // its replica's node then
 	bases        []string // the routers' URLs
 	token        string   // the data token
+	preferFirst  bool     // every new write asks bases[0] first, not the router that answered the last
 	hc           *http.Client
 
 	mu     sync.Mutex
@@ -70,6 +72,9 @@ func (w *writer) run(ctx context.Context) {
 		}
 		sent := time.Now()
 		last = sent
+		if w.preferFirst {
+			cur = 0
+		}
 		for ctx.Err() == nil {
 			base := w.bases[cur]
 			at := time.Now()
