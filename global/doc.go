@@ -21,8 +21,8 @@
 //     which the view leaves out). Reads return each record with its
 //     revision (Versioned); Txn writes several as one transaction
 //     conditioned on the revisions read, and helpers (PlaceTenant,
-//     Failover, BeginMove/FinishMove/AbortMove, Hold/Release, RemoveTenant)
-//     build the usual ones. ClaimLeader and Promote move the lead by
+//     Failover, BeginMove/StepMove/FinishMove/AbortMove, Hold/Release,
+//     RemoveTenant) build the usual ones. ClaimLeader and Promote move the lead by
 //     compare-and-swap on the term; a Store Fenced on the term it read
 //     writes nothing once a promotion moved the term on; one Guarded on a
 //     region record writes nothing once a handoff moved the record on.

@@ -176,6 +176,14 @@ type Tenant struct {
 	HeldBy string `json:"held_by,omitempty"`
 	// Target is a move's destination while State is moving.
 	Target string `json:"target,omitempty"`
+	// MoveStep is how far a move by following has gone while State is
+	// moving (MoveFollowing, MoveSwitching, MovePromoting; "" for a move
+	// by image, or before its target follows): what a router recovering
+	// the move finishes or puts back from.
+	MoveStep string `json:"move_step,omitempty"`
+	// MoveSeq is the source's last seq once frozen, recorded with
+	// MovePromoting: the target held it when it was promoted.
+	MoveSeq uint64 `json:"move_seq,omitempty"`
 	// ReplicaBehind, when not 0, records that the replica may lack writes
 	// the primary answered: under --sync always the primary asked (at
 	// this seq) for it to be recorded so before answering them, its copy

@@ -308,6 +308,33 @@ func testStoreMove(t *testing.T, s *Store) {
 	if want.Replica = ""; err != nil || back.Value != want {
 		t.Fatalf("abort of a move onto the replica's node: %+v, %v; want %+v", back.Value, err, want)
 	}
+
+	// A move by following records its steps; put back, none is left.
+	if _, err := s.StepMove(ctx, "t1", back, MoveFollowing, 0); !errors.Is(err, ErrState) {
+		t.Fatalf("a step of no move: err %v, want ErrState", err)
+	}
+	moving, err = s.BeginMove(ctx, "t1", back, "n2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stepped, err := s.StepMove(ctx, "t1", moving, MovePromoting, 41)
+	if err != nil || stepped.Value.MoveStep != MovePromoting || stepped.Value.MoveSeq != 41 {
+		t.Fatalf("step: %+v, %v", stepped.Value, err)
+	}
+	if _, err := s.StepMove(ctx, "t1", moving, MoveSwitching, 0); !errors.Is(err, ErrConflict) {
+		t.Fatalf("a step from a stale reading: err %v, want ErrConflict", err)
+	}
+	if back, err = s.AbortMove(ctx, "t1", stepped); err != nil || back.Value != want {
+		t.Fatalf("abort after a step: %+v, %v; want %+v", back.Value, err, want)
+	}
+	// Finished from a promoted copy, the fork is recorded and the steps go.
+	moving, _ = s.BeginMove(ctx, "t1", back, "n2")
+	stepped, _ = s.StepMove(ctx, "t1", moving, MovePromoting, 41)
+	done, err = s.FinishMoveForked(ctx, "t1", stepped, 9)
+	want.Node, want.ForkedHistory = "n2", 9
+	if err != nil || done.Value != want {
+		t.Fatalf("finish from a promoted copy: %+v, %v; want %+v", done.Value, err, want)
+	}
 }
 
 func testStoreHold(t *testing.T, s *Store) {

@@ -63,7 +63,7 @@ func failOver(name string, t *Tenant, to string, forked uint64) error {
 	if t.Replica == to {
 		t.Replica = ""
 	}
-	t.State, t.Target = StateActive, ""
+	t.State, t.Target, t.MoveStep, t.MoveSeq = StateActive, "", "", 0
 	return nil
 }
 
@@ -87,19 +87,55 @@ func (s *Store) BeginMove(ctx context.Context, name string, at Versioned[Tenant]
 	})
 }
 
+// The steps of a move by following (Tenant.MoveStep), in order.
+const (
+	// MoveFollowing: the target's copy follows the source, which takes
+	// writes. Recovery puts the move back.
+	MoveFollowing = "following"
+	// MoveSwitching: the source is (being) frozen and the copy catches
+	// up. Recovery puts the move back.
+	MoveSwitching = "switching"
+	// MovePromoting: the copy held the frozen source's last seq (MoveSeq)
+	// and is (being) promoted. Recovery finishes the move if the source
+	// still holds no more than MoveSeq, else puts it back.
+	MovePromoting = "promoting"
+)
+
 // FinishMove flips tenant name, read at at while moving, onto its move's
 // target: node=target, active, no longer held, failed_from cleared (a move
 // is not a failover). A replica that was the target is dropped.
 func (s *Store) FinishMove(ctx context.Context, name string, at Versioned[Tenant]) (Versioned[Tenant], error) {
+	return s.FinishMoveForked(ctx, name, at, 0)
+}
+
+// FinishMoveForked is FinishMove for a target promoted from a following
+// copy, whose history forked at forked (recorded as a failover records
+// it; 0 keeps the record's).
+func (s *Store) FinishMoveForked(ctx context.Context, name string, at Versioned[Tenant], forked uint64) (Versioned[Tenant], error) {
 	return s.UpdateTenant(ctx, name, at, func(t *Tenant) error {
 		if t.State != StateMoving || t.HeldBy != HoldMove {
 			return fmt.Errorf("finish move of %s (%s, held by %q): %w", name, t.State, t.HeldBy, ErrState)
 		}
 		t.Node, t.Target, t.State, t.HeldBy, t.FailedFrom = t.Target, "", StateActive, "", ""
-		t.ReplicaBehind = 0
+		t.ReplicaBehind, t.MoveStep, t.MoveSeq = 0, "", 0
+		if forked != 0 {
+			t.ForkedHistory = forked
+		}
 		if t.Replica == t.Node {
 			t.Replica = ""
 		}
+		return nil
+	})
+}
+
+// StepMove records that tenant name's move, read at at, reached step,
+// with seq the source's last (MovePromoting's; 0 otherwise).
+func (s *Store) StepMove(ctx context.Context, name string, at Versioned[Tenant], step string, seq uint64) (Versioned[Tenant], error) {
+	return s.UpdateTenant(ctx, name, at, func(t *Tenant) error {
+		if t.State != StateMoving || t.HeldBy != HoldMove {
+			return fmt.Errorf("move of %s to step %s (%s, held by %q): %w", name, step, t.State, t.HeldBy, ErrState)
+		}
+		t.MoveStep, t.MoveSeq = step, seq
 		return nil
 	})
 }
@@ -110,7 +146,7 @@ func (s *Store) AbortMove(ctx context.Context, name string, at Versioned[Tenant]
 		if t.State != StateMoving || t.HeldBy != HoldMove {
 			return fmt.Errorf("abort move of %s (%s, held by %q): %w", name, t.State, t.HeldBy, ErrState)
 		}
-		t.Target, t.State, t.HeldBy = "", StateActive, ""
+		t.Target, t.State, t.HeldBy, t.MoveStep, t.MoveSeq = "", StateActive, "", "", 0
 		return nil
 	})
 }

@@ -44,6 +44,8 @@ func cpCtx(tb testing.TB) context.Context {
 // fails mid-move).
 type cpNode struct {
 	*testnode.Node
+	// refuseInstall refuses a tenant's image, installed (a move by image)
+	// or followed (a move's following copy): 507.
 	refuseInstall atomic.Bool
 	cutImage      atomic.Bool
 	// holdInstall, when set, holds an image install until it is closed;
@@ -75,6 +77,7 @@ func startCPNodeWith(tb testing.TB, configure func(*node.Config)) *cpNode {
 		Wrap: func(next http.Handler) http.Handler {
 			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				install := r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, "/file")
+				follow := r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/follow")
 				create := r.Method == http.MethodPut && !install && strings.HasPrefix(r.URL.Path, "/_admin/tenants/") &&
 					strings.Count(r.URL.Path, "/") == 3
 				if hold := n.holdDelete.Load(); hold != nil && r.Method == http.MethodDelete {
@@ -104,7 +107,7 @@ func startCPNodeWith(tb testing.TB, configure func(*node.Config)) *cpNode {
 						return
 					}
 				}
-				if n.refuseInstall.Load() && install {
+				if n.refuseInstall.Load() && (install || follow) {
 					_, _ = io.Copy(io.Discard, r.Body)
 					w.Header().Set("Content-Type", "application/json")
 					w.WriteHeader(http.StatusInsufficientStorage)

@@ -19,9 +19,24 @@ type moveAnswer struct {
 	Tenant string `json:"tenant"`
 	From   string `json:"from"`
 	To     string `json:"to"`
-	Bytes  int64  `json:"bytes"`
-	MS     int64  `json:"ms"`
+	// By is how the target got the tenant: moveByFollow or moveByImage.
+	By    string `json:"by"`
+	Bytes int64  `json:"bytes"`
+	MS    int64  `json:"ms"`
+	// PauseMS is how long the source refused writes (frozen) before the
+	// directory pointed at the target.
+	PauseMS int64 `json:"pause_ms"`
 }
+
+// How a move gives the target the tenant (moveAnswer.By).
+const (
+	// moveByFollow: the target's copy followed the source, which took
+	// writes until the switch (move_follow.go).
+	moveByFollow = "follow"
+	// moveByImage: the source froze for the copy of its image (a target
+	// with no --replication-token, or a router run with --move-image).
+	moveByImage = "image"
+)
 
 // moveTenant serves the move route: {"to": node}.
 func (c *shardCall) moveTenant(s *global.Store, name string) (int, any, error) {
@@ -66,10 +81,13 @@ type moveRun struct {
 }
 
 // move moves tenant name onto node to: the directory marks it moving
-// (held by the move), the source freezes, the image streams from the
-// source into the target (a stale copy there deleted first), the directory
-// flips in one transaction, and the source's file is deleted. A failure
-// before the flip thaws the source and puts the record back.
+// (held by the move); the target's copy follows the source until it is
+// close, then the switch freezes the source, lets the copy catch up,
+// promotes it and flips the directory (move_follow.go) — or, by image,
+// the source freezes and its image streams into the target, then the
+// directory flips; and the source's file is deleted. A failure before the
+// flip thaws the source, deletes the target's copy and puts the record
+// back.
 func (rt *Router) move(ctx context.Context, s *global.Store, name, to string) (moveAnswer, error) {
 	start := time.Now()
 	at, err := s.GetTenant(ctx, name)
@@ -90,14 +108,17 @@ func (rt *Router) move(ctx context.Context, s *global.Store, name, to string) (m
 		rt.metrics.moves.WithLabelValues(MoveRefused).Inc()
 		return moveAnswer{}, err
 	}
-	ans := moveAnswer{Tenant: name, From: at.Value.Node, To: to}
+	ans := moveAnswer{Tenant: name, From: at.Value.Node, To: to, By: moveByFollow}
 	began := time.Now()
-	n, err := m.copy(ctx)
-	ans.Bytes = n
-	copied := time.Now()
-	if err == nil {
-		err = m.flip(ctx)
+	n, pause, err := m.byFollowing(ctx)
+	if errors.Is(err, errCannotFollow) || rt.cfg.MoveImage {
+		if err != nil {
+			rt.log.Info("a move's target cannot follow: its image is copied, the source frozen meanwhile", "tenant", name, "to", to, "err", err)
+		}
+		ans.By = moveByImage
+		n, pause, err = m.byImage(ctx)
 	}
+	ans.Bytes, ans.PauseMS = n, pause.Milliseconds()
 	flipped := time.Now()
 	if err != nil {
 		outcome := MoveAborted
@@ -116,10 +137,40 @@ func (rt *Router) move(ctx context.Context, s *global.Store, name, to string) (m
 	rt.afterMove(ctx, s, name, m.copyDropped) // the copy follows the new node (replica.go)
 	ans.MS = time.Since(start).Milliseconds()
 	rt.metrics.moves.WithLabelValues(MoveDone).Inc()
-	rt.log.Info("tenant moved", "tenant", name, "from", ans.From, "to", to, "bytes", n, "ms", ans.MS,
-		"begin_ms", began.Sub(start).Milliseconds(),
-		"copy_ms", copied.Sub(began).Milliseconds(), "flip_ms", flipped.Sub(copied).Milliseconds())
+	rt.log.Info("tenant moved", "tenant", name, "from", ans.From, "to", to, "by", ans.By, "bytes", n, "ms", ans.MS,
+		"begin_ms", began.Sub(start).Milliseconds(), "copy_ms", flipped.Sub(began).Milliseconds()-ans.PauseMS,
+		"pause_ms", ans.PauseMS)
 	return ans, nil
+}
+
+// byFollowing gives the target a copy following the source and switches
+// onto it once close (move_follow.go). It returns the copy's bytes and
+// how long the source was frozen. Under --move-image it does nothing.
+func (m *moveRun) byFollowing(ctx context.Context) (int64, time.Duration, error) {
+	if m.rt.cfg.MoveImage {
+		return 0, 0, nil
+	}
+	if err := m.startFollow(ctx); err != nil {
+		return 0, 0, err
+	}
+	n, err := m.awaitClose(ctx)
+	if err != nil {
+		return n, 0, err
+	}
+	pause, err := m.switchOver(ctx)
+	return n, pause, err
+}
+
+// byImage freezes the source, copies its image into the target and flips
+// the directory. It returns the bytes copied and how long the source was
+// frozen.
+func (m *moveRun) byImage(ctx context.Context) (int64, time.Duration, error) {
+	frozen := time.Now()
+	n, err := m.copy(ctx)
+	if err == nil {
+		err = m.flip(ctx)
+	}
+	return n, time.Since(frozen), err
 }
 
 // begin checks the move and marks the tenant moving, held by the move.
@@ -279,8 +330,10 @@ func (m *moveRun) flip(ctx context.Context) error {
 }
 
 // putBack undoes a move that failed before its flip: the source thaws and
-// the record is active on the source again. The copy on the target, if
-// any, is left for the next move to replace. Its calls outlive ctx.
+// the record is active on the source again. A copy that followed the
+// source (or was promoted, never pointed at) is deleted; an image's copy
+// on the target is left for the next move to replace. Its calls outlive
+// ctx.
 func (m *moveRun) putBack(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*m.rt.cfg.NodeTimeout)
 	defer cancel()
@@ -288,10 +341,14 @@ func (m *moveRun) putBack(ctx context.Context) error {
 	if err := m.rt.nodes.freeze(ctx, m.src, m.name, false); err != nil {
 		errs = append(errs, fmt.Errorf("thaw %s on %s: %w", m.name, m.at.Value.Node, err))
 	}
+	followed := m.at.Value.MoveStep != ""
 	if back, err := m.s.AbortMove(ctx, m.name, m.at); err != nil {
 		errs = append(errs, fmt.Errorf("put %s back on %s: %w", m.name, m.at.Value.Node, err))
 	} else {
 		m.rt.settleTo(ctx, back.Rev)
+		if followed {
+			m.dropTarget(ctx) // once the directory is back on the source
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -424,10 +481,12 @@ func (rt *Router) recoverInBackground() {
 	})
 }
 
-// recoverMoves thaws the source of every tenant left moving by a move and
-// puts its record back: it is served from the source again, and a second
-// move replaces the stale copy on the target. A delete left unfinished is
-// finished.
+// recoverMoves finishes or puts back every move a router left: one that
+// reached global.MovePromoting is finished if the source, frozen again,
+// holds nothing its promoted copy lacks (recoverPromoting); any other is
+// put back — the source thawed, the record active on it again, a
+// following copy on the target deleted — and a second move replaces the
+// target's copy. A delete left unfinished is finished.
 func (rt *Router) recoverMoves(ctx context.Context, s *global.Store) error {
 	tenants, _, err := s.ListTenants(ctx)
 	if err != nil {
@@ -453,7 +512,13 @@ func (rt *Router) recoverMoves(ctx context.Context, s *global.Store) error {
 			errs = append(errs, fmt.Errorf("recover move of %s: %w", name, err))
 			continue
 		}
-		m := &moveRun{rt: rt, s: s, name: name, at: at, src: src.Value}
+		m := &moveRun{rt: rt, s: s, name: name, at: at, from: at.Value.Node, src: src.Value}
+		if at.Value.MoveStep == global.MovePromoting && m.recoverPromoting(ctx) {
+			m.removeSourceLater(ctx)
+			rt.afterMove(ctx, s, name, false)
+			rt.log.Info("finished a move left unfinished", "tenant", name, "from", m.from, "node", m.at.Value.Node)
+			continue
+		}
 		if err := m.putBack(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("recover move of %s: %w", name, err))
 			continue

@@ -218,6 +218,7 @@ func TestMoveOntoCopyPutBackCP(t *testing.T) {
 	if e := r.tenantsOf(t)["m"]; e.Node != "a" || e.Replica == "b" {
 		t.Fatalf("put back, the tenant names the copy the move replaced: %+v", e)
 	}
+	b.refuseInstall.Store(false) // it takes the tenant's image again: the copy is made there
 	r.mustQuery(t, "m", "put c {n: 2}")
 	testkit.Eventually(t, cpWait, func() error {
 		if e := r.tenantsOf(t)["m"]; e.Node != "a" || e.Replica != "b" {

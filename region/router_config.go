@@ -124,6 +124,16 @@ type Config struct {
 	NodeTimeout time.Duration
 	// MoveTimeout bounds a whole move, image copy included. Default 30 min.
 	MoveTimeout time.Duration
+	// MoveImage moves a tenant by copying its image with the source
+	// frozen (writes pause for the whole copy), as fenec did before moves
+	// by following; a target without a replication token is always moved
+	// so. For comparison. --move-image.
+	MoveImage bool
+	// TestMovePause, for tests alone, holds every move at that step
+	// (global.MoveFollowing, MoveSwitching, MovePromoting) until the
+	// router stops, so that a test can kill it there. fenec-shard sets it
+	// from the environment (FENEC_TEST_MOVE_PAUSE); empty: never.
+	TestMovePause string
 	// Replicas gives each tenant a following copy on another node of its
 	// region. --replicas.
 	Replicas bool
@@ -198,6 +208,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Near, "near", c.Near, "send reads that state a staleness bound or a seq first to the tenant's read copy on a node of `REGION`, this router's readers' region (none: every read to the primary)")
 	fs.BoolVar(&c.Standby, "standby", c.Standby, "never claim the lead on its own; forward and wait for POST /_shard/promote")
 	fs.BoolVar(&c.Replicas, "replicas", c.Replicas, "give each tenant a replica on another node of its region")
+	fs.BoolVar(&c.MoveImage, "move-image", c.MoveImage, "move tenants by copying the image with the source frozen (writes pause for the whole copy) instead of by a following copy; for comparison")
 	fs.Var((*flagx.Seconds)(&c.AutoFailover), "auto-failover", "lease each node for `S` seconds; fail over lost ones (0: never)")
 	c.Forward.AddFlags(fs)
 	c.Conns.AddFlags(fs)
@@ -255,6 +266,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: node timeout must be positive", ErrBadConfig)
 	case c.MoveTimeout < c.NodeTimeout:
 		return fmt.Errorf("%w: move timeout %v below the node timeout %v", ErrBadConfig, c.MoveTimeout, c.NodeTimeout)
+	case c.TestMovePause != "" && c.TestMovePause != global.MoveFollowing &&
+		c.TestMovePause != global.MoveSwitching && c.TestMovePause != global.MovePromoting:
+		return fmt.Errorf("%w: a move's test pause %q: want %s, %s or %s (FENEC_TEST_MOVE_PAUSE)", ErrBadConfig,
+			c.TestMovePause, global.MoveFollowing, global.MoveSwitching, global.MovePromoting)
 	case c.SizesParallel <= 0:
 		return fmt.Errorf("%w: sizes parallelism must be positive", ErrBadConfig)
 	case (len(c.GlobalURLs) > 0 || c.Global != nil) && c.Region == "":

@@ -22,6 +22,8 @@ type tenantEntry struct {
 	Replica string `json:"replica,omitempty"`
 	Target  string `json:"target,omitempty"`
 	HeldBy  string `json:"held_by,omitempty"`
+	// MoveStep is how far a move by following has gone (global.Tenant).
+	MoveStep string `json:"move_step,omitempty"`
 	// ReplicaBehind: the replica may lack answered writes from this seq
 	// on (see global.Tenant); a failover will not promote it unforced.
 	ReplicaBehind uint64   `json:"replica_behind,omitempty"`
@@ -42,7 +44,7 @@ func (c *shardCall) listTenants() {
 	used := map[string]global.Node{}
 	for name, t := range v.Tenants() {
 		out = append(out, tenantEntry{Name: name, Node: t.Node, State: string(t.State),
-			Replica: t.Replica, Target: t.Target, HeldBy: t.HeldBy, ReplicaBehind: t.ReplicaBehind,
+			Replica: t.Replica, Target: t.Target, HeldBy: t.HeldBy, MoveStep: t.MoveStep, ReplicaBehind: t.ReplicaBehind,
 			ReadCopies: t.ReadCopies.Names(), Survive: cmp.Or(t.Survive, global.SurviveZone)})
 		if n, ok := v.Node(t.Node); ok {
 			used[t.Node] = n

@@ -27,6 +27,11 @@ func main() {
 	os.Exit(code)
 }
 
+// movePauseEnv names the step at which every move of this router waits
+// until it stops (region.Config.TestMovePause): for the tests that kill a
+// router mid-move.
+const movePauseEnv = "FENEC_TEST_MOVE_PAUSE"
+
 // options is everything the command line sets.
 type options struct {
 	router  region.Config
@@ -84,6 +89,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	signal.Notify(hup, syscall.SIGHUP) // read the TLS files again
 	defer signal.Stop(hup)
 	cfg.Reload = hup
+	if step := os.Getenv(movePauseEnv); step != "" {
+		cfg.TestMovePause = step
+		cfg.Logger.Warn("every move pauses for a test", "step", step, "env", movePauseEnv)
+	}
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintln(stderr, "fenec-shard:", err)
 		return 2
