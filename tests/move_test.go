@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/fenec-go/fenec/tests/cluster"
 )
@@ -19,8 +20,13 @@ type writer struct {
 	c      *cluster.Client
 	tenant string
 
+	// every, when set, paces the writes: one begun every so often, and a
+	// refused one asked again after a few ms.
+	every time.Duration
+
 	mu     sync.Mutex
 	acked  []int          // guarded by mu: every k answered 201
+	at     []time.Time    // guarded by mu: when each of acked was answered
 	seqs   map[int]string // guarded by mu: Fenec-Seq of each acknowledged k
 	status map[int]int    // guarded by mu: answers other than 201, by status
 	last   *cluster.Resp  // guarded by mu: the last refusal, for failures
@@ -31,7 +37,13 @@ type writer struct {
 
 // startWriter starts the writer; t.Cleanup stops it.
 func startWriter(t *testing.T, c *cluster.Client, tenant string) *writer {
-	w := &writer{c: c, tenant: tenant, status: map[int]int{}, seqs: map[int]string{}}
+	return startPacedWriter(t, c, tenant, 0)
+}
+
+// startPacedWriter starts a writer beginning a write every so often (0:
+// each as soon as the last was acknowledged).
+func startPacedWriter(t *testing.T, c *cluster.Client, tenant string, every time.Duration) *writer {
+	w := &writer{c: c, tenant: tenant, every: every, status: map[int]int{}, seqs: map[int]string{}}
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	w.wg.Go(w.run)
 	t.Cleanup(w.stop)
@@ -39,13 +51,21 @@ func startWriter(t *testing.T, c *cluster.Client, tenant string) *writer {
 }
 
 func (w *writer) run() {
+	next := time.Now()
 	for k := 0; w.ctx.Err() == nil; k++ {
+		if w.every > 0 {
+			next = next.Add(w.every)
+			if d := time.Until(next); d > 0 {
+				w.sleep(d)
+			}
+		}
 		for w.ctx.Err() == nil {
 			r := w.c.DoCtx(w.ctx, "POST", "/t/"+w.tenant+"/c", fmt.Sprintf(`{"k": %d}`, k),
 				"Idempotency-Key", "w-"+strconv.Itoa(k))
 			w.mu.Lock()
 			if r.Status == 201 {
 				w.acked = append(w.acked, k)
+				w.at = append(w.at, time.Now())
 				w.seqs[k] = r.Header.Get("Fenec-Seq") + " replayed=" + r.Header.Get("Idempotent-Replayed")
 				w.mu.Unlock()
 				break
@@ -53,8 +73,38 @@ func (w *writer) run() {
 			w.status[r.Status]++
 			w.last = r
 			w.mu.Unlock()
+			if w.every > 0 {
+				w.sleep(2 * time.Millisecond)
+			}
 		}
 	}
+}
+
+// sleep waits d or until the writer stops.
+func (w *writer) sleep(d time.Duration) {
+	select {
+	case <-w.ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// longestGap is the longest time between two acknowledgements in a row,
+// the later answered from..to, and when it ended.
+func (w *writer) longestGap(from, to time.Time) (time.Duration, time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var gap time.Duration
+	var end time.Time
+	for i := 1; i < len(w.at); i++ {
+		at := w.at[i]
+		if at.Before(from) || at.After(to) {
+			continue
+		}
+		if d := at.Sub(w.at[i-1]); d > gap {
+			gap, end = d, at
+		}
+	}
+	return gap, end
 }
 
 // stop ends the writer and waits for it. Safe to call twice.

@@ -161,6 +161,9 @@ type RouterOptions struct {
 	// of a cluster not yet founded answers only once the others start):
 	// call WaitHealthy.
 	NoWait bool
+	// Env is added to the router's environment ("KEY=value" each), at
+	// every start.
+	Env []string
 }
 
 // Member is one router's place in an etcd cluster of embedded members.
@@ -264,7 +267,7 @@ func (c *Cluster) startRouter(name string, o RouterOptions) *Router {
 		args = append(args, c.secretArgs()...)
 	}
 	args = append(args, o.Args...)
-	r.Proc = StartProc(c.tb, c.dir, name, Bins().Shard, args...)
+	r.Proc = StartProcEnv(c.tb, c.dir, name, Bins().Shard, o.Env, args...)
 	return r
 }
 
