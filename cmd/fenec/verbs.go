@@ -88,7 +88,7 @@ func setupTenants(fs *flag.FlagSet, e *env) runFunc {
 		path := "/_shard/tenants"
 		cols := []column{field("NAME", "name"), field("NODE", "node"), field("STATE", "state"),
 			field("REPLICA", "replica"), field("REPLICA_BEHIND", "replica_behind"), field("HELD_BY", "held_by"),
-			field("TARGET", "target")}
+			field("TARGET", "target"), field("STEP", "move_step")}
 		if *bytes {
 			path += "?bytes"
 			cols = append(cols, field("BYTES", "bytes"))
@@ -231,11 +231,13 @@ func setupMove(fs *flag.FlagSet, e *env) runFunc {
 			return err
 		}
 		var ans struct {
-			From, To  string
-			Bytes, MS int64
+			From, To, By string
+			Bytes, MS    int64
+			PauseMS      int64 `json:"pause_ms"`
 		}
 		_ = json.Unmarshal(b, &ans)
-		return c.done(b, fmt.Sprintf("moved %s from %s to %s: %d bytes in %d ms", pos[0], ans.From, ans.To, ans.Bytes, ans.MS))
+		return c.done(b, fmt.Sprintf("moved %s from %s to %s by %s: %d bytes in %d ms, writes paused %d ms",
+			pos[0], ans.From, ans.To, ans.By, ans.Bytes, ans.MS, ans.PauseMS))
 	})
 }
 
