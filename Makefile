@@ -222,6 +222,14 @@ GEO_BENCH_FLAGS ?=
 geo-bench:
 	$(GO) run ./bench/geo -out bench/geo.txt $(GEO_BENCH_FLAGS)
 
+# A tenant rehomed between regions under writes, 25 ms each way between
+# them: the longest gap between a steady writer's acknowledged writes, the
+# move by following against the source frozen for its image's copy
+# (--move-image), two deployments side by side (bench/rehome.txt).
+.PHONY: rehome-bench
+rehome-bench:
+	$(GO) run ./bench/rehome -out bench/rehome.txt $(REHOME_BENCH_FLAGS)
+
 # The fault-injection suite (tests/nemesis, docs/testing.md): real nodes
 # and routers on loopback, a proxy on every link, clients at a steady
 # rate, faults from a seeded schedule, every history checked. Every run

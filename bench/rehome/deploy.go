@@ -1,0 +1,280 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fenec-go/fenec/bench/internal/benchkit"
+	"github.com/fenec-go/fenec/tests/dnsstub"
+)
+
+const (
+	adminToken = "bench-admin-token"
+	replToken  = "bench-replication-token"
+	tenant     = "t0"
+)
+
+// deployment is two regions leased by the global tier: eu1 in eu, us1 in
+// us, and g, the global tier's leading router, in eu. Each side looks node
+// names up at a name server of its own: eu's names eu1 127.0.0.1 (the node
+// itself) and us1 127.0.0.2 (a link in front of it on the same port), us's
+// the other way round. So g's calls to us1 and us1's feed from eu1 (and,
+// moved, eu1's from us1, g's forwarding to us1) cross the link.
+type deployment struct {
+	cfg   config
+	mode  string
+	dir   string
+	c     *http.Client
+	g     string            // g's URL
+	nodes map[string]string // each node's own address
+	procs []*benchkit.Proc
+	links []*link
+	dns   []*dnsstub.Server
+	bytes int64 // the tenant's bytes on disk once loaded
+	w     *writer
+	at    string // the node the tenant is on
+}
+
+func (d *deployment) close() {
+	if d.w != nil {
+		d.w.stop()
+	}
+	for _, p := range slices.Backward(d.procs) {
+		p.Stop()
+	}
+	for _, l := range d.links {
+		l.close()
+	}
+	for _, s := range d.dns {
+		s.Close()
+	}
+	d.c.CloseIdleConnections()
+	os.RemoveAll(d.dir)
+}
+
+// startDeployment starts every process of one deployment (g with
+// --move-image for mode image), places the tenant on eu1 and loads it.
+func startDeployment(cfg config, mode string) (*deployment, error) {
+	d := &deployment{cfg: cfg, mode: mode, nodes: map[string]string{}, at: "eu1",
+		c: &http.Client{Timeout: 5 * time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: 16}}}
+	var err error
+	if d.dir, err = os.MkdirTemp("", "fenec-rehome-bench-"); err != nil {
+		return d, err
+	}
+	eu, err := dnsstub.Start()
+	if err != nil {
+		return d, err
+	}
+	d.dns = append(d.dns, eu)
+	us, err := dnsstub.Start()
+	if err != nil {
+		return d, err
+	}
+	d.dns = append(d.dns, us)
+	args := []string{"--auto-failover", "2", "--insecure", "--resolver", eu.Addr()}
+	if mode == "image" {
+		args = append(args, "--move-image")
+	}
+	g, err := benchkit.StartRouterProc(cfg.shardBin, filepath.Join(d.dir, "g"), "g", args...)
+	if err != nil {
+		return d, fmt.Errorf("router g: %w", err)
+	}
+	d.procs = append(d.procs, g.P)
+	d.g = g.URL
+	if err := d.startNode("eu1", "eu", eu, us); err != nil {
+		return d, err
+	}
+	if err := d.startNode("us1", "us", us, eu); err != nil {
+		return d, err
+	}
+	if err := d.waitLeased("eu1", "us1"); err != nil {
+		return d, err
+	}
+	return d, d.load()
+}
+
+// startNode starts node name of region, looked up at home as itself and
+// at away through a link on 127.0.0.2 and the same port, and records it
+// at g by name.
+func (d *deployment) startNode(name, region string, home, away *dnsstub.Server) error {
+	p, addr, err := benchkit.StartNodeProc(d.cfg.nodeBin, filepath.Join(d.dir, name), "fenec-node "+name, adminToken,
+		"--replication-token", replToken, "--lease", "--sync", "always", "--resolver", home.Addr())
+	if err != nil {
+		return fmt.Errorf("node %s: %w", name, err)
+	}
+	d.procs = append(d.procs, p)
+	d.nodes[name] = addr
+	_, port, _ := net.SplitHostPort(addr)
+	l, err := startLink("127.0.0.2:"+port, addr, d.cfg.delay)
+	if err != nil {
+		return fmt.Errorf("the link in front of %s: %w", name, err)
+	}
+	d.links = append(d.links, l)
+	host := name + ".bench.test"
+	home.Set(host, netip.MustParseAddr("127.0.0.1"))
+	away.Set(host, netip.MustParseAddr("127.0.0.2"))
+	body := fmt.Sprintf(`{"addr":"http://%s:%s","token":%q,"region":%q}`, host, port, adminToken, region)
+	_, err = benchkit.Call(d.c, "PUT", d.g+"/_shard/nodes/"+name, "", body, 201)
+	return err
+}
+
+// waitLeased waits until g runs a lease on every named node.
+func (d *deployment) waitLeased(nodes ...string) error {
+	return waitFor(30*time.Second, func() error {
+		var a struct {
+			Nodes []struct {
+				Node   string `json:"node"`
+				Ran    bool   `json:"ran"`
+				LeftMS int64  `json:"left_ms"`
+			} `json:"nodes"`
+		}
+		if err := benchkit.CallJSON(d.c, "GET", d.g+"/_shard/leases", "", "", 200, &a); err != nil {
+			return err
+		}
+		for _, want := range nodes {
+			ok := false
+			for _, n := range a.Nodes {
+				ok = ok || (n.Node == want && n.Ran && n.LeftMS > 0)
+			}
+			if !ok {
+				return fmt.Errorf("%s not leased by g", want)
+			}
+		}
+		return nil
+	})
+}
+
+// load places the tenant on eu1 and puts its documents, in batches
+// through g, then reads its bytes on disk.
+func (d *deployment) load() error {
+	if _, err := benchkit.Call(d.c, "PUT", d.g+"/_shard/tenants/"+tenant, "", `{"node":"eu1"}`, 201); err != nil {
+		return err
+	}
+	for _, q := range []string{"create collection c (k int @unique)",
+		fmt.Sprintf("create collection docs (title text, v vector<%d>)", d.cfg.dims)} {
+		if _, err := benchkit.Call(d.c, "POST", d.g+"/t/"+tenant+"/query", "", queryBody(q), 200); err != nil {
+			return err
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	const batch = 500
+	for i := 0; i < d.cfg.docs; i += batch {
+		var b strings.Builder
+		b.WriteString("[")
+		for j := i; j < min(i+batch, d.cfg.docs); j++ {
+			if j > i {
+				b.WriteString(",")
+			}
+			fmt.Fprintf(&b, `{"title":"document %d","v":[`, j)
+			for k := range d.cfg.dims {
+				if k > 0 {
+					b.WriteString(",")
+				}
+				b.WriteString(strconv.FormatFloat(rng.Float64(), 'f', 5, 64))
+			}
+			b.WriteString("]}")
+		}
+		b.WriteString("]")
+		if _, err := benchkit.Call(d.c, "POST", d.g+"/t/"+tenant+"/docs", "", b.String(), 201); err != nil {
+			return fmt.Errorf("load documents %d..: %w", i, err)
+		}
+	}
+	var sizes map[string]int64
+	if err := benchkit.CallJSON(d.c, "GET", "http://"+d.nodes["eu1"]+"/_admin/sizes", adminToken, "", 200, &sizes); err == nil {
+		d.bytes = sizes[tenant]
+	}
+	return nil
+}
+
+// startWriter starts the deployment's writer through g.
+func (d *deployment) startWriter(rate int) {
+	d.w = startWriter(d.g, tenant, time.Second/time.Duration(rate))
+}
+
+// moved is one move as measured.
+type moved struct {
+	to      string
+	gap     time.Duration // the longest gap between acknowledged writes
+	ms      int64         // the move's answer: how long it took
+	pauseMS int64         // and how long the source refused writes
+	by      string
+}
+
+// move moves the tenant to node to, then lets the writer run a second
+// more, and measures the longest gap between acknowledged writes from
+// the move's start to then.
+func (d *deployment) move(to string) (moved, error) {
+	time.Sleep(time.Second) // a quiet second before, as after
+	began := time.Now()
+	var ans struct {
+		By      string `json:"by"`
+		MS      int64  `json:"ms"`
+		PauseMS int64  `json:"pause_ms"`
+	}
+	if err := benchkit.CallJSON(d.c, "POST", d.g+"/_shard/tenants/"+tenant+"/move", "", fmt.Sprintf(`{"to":%q}`, to), 200, &ans); err != nil {
+		return moved{}, err
+	}
+	d.at = to
+	time.Sleep(time.Second)
+	return moved{to: to, gap: d.w.longestGap(began, time.Now()), ms: ans.MS, pauseMS: ans.PauseMS, by: ans.By}, nil
+}
+
+// lost counts the acknowledged writes not on the tenant's node, read
+// there straight.
+func (d *deployment) lost() (int, error) {
+	have := map[int]bool{}
+	for from := 0; ; {
+		q := queryBody(fmt.Sprintf("get c select k where k >= %d order k limit 10000", from))
+		b, err := benchkit.Call(d.c, "POST", "http://"+d.nodes[d.at]+"/t/"+tenant+"/query", "", q, 200)
+		if err != nil {
+			return 0, err
+		}
+		var rows []struct {
+			K int `json:"k"`
+		}
+		if err := json.Unmarshal(b, &rows); err != nil {
+			return 0, err
+		}
+		for _, r := range rows {
+			have[r.K] = true
+		}
+		if len(rows) < 10000 {
+			break
+		}
+		from = rows[len(rows)-1].K + 1
+	}
+	n := 0
+	for _, k := range d.w.ackedKeys() {
+		if !have[k] {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// waitFor calls fn until it returns nil, for at most limit.
+func waitFor(limit time.Duration, fn func() error) error {
+	deadline := time.Now().Add(limit)
+	for {
+		err := fn()
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func queryBody(q string) string {
+	b, _ := json.Marshal(map[string]string{"query": q})
+	return string(b)
+}
