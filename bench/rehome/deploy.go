@@ -205,6 +205,8 @@ func (d *deployment) startWriter(rate int) {
 type moved struct {
 	to      string
 	gap     time.Duration // the longest gap between acknowledged writes
+	gapEnd  int64         // when it ended, in ms from the move's start
+	answer  int64         // when the move answered, in ms from its start
 	ms      int64         // the move's answer: how long it took
 	pauseMS int64         // and how long the source refused writes
 	by      string
@@ -224,9 +226,12 @@ func (d *deployment) move(to string) (moved, error) {
 	if err := benchkit.CallJSON(d.c, "POST", d.g+"/_shard/tenants/"+tenant+"/move", "", fmt.Sprintf(`{"to":%q}`, to), 200, &ans); err != nil {
 		return moved{}, err
 	}
+	answered := time.Since(began)
 	d.at = to
 	time.Sleep(time.Second)
-	return moved{to: to, gap: d.w.longestGap(began, time.Now()), ms: ans.MS, pauseMS: ans.PauseMS, by: ans.By}, nil
+	gap, end := d.w.longestGap(began, time.Now())
+	return moved{to: to, gap: gap, gapEnd: end.Sub(began).Milliseconds(), answer: answered.Milliseconds(),
+		ms: ans.MS, pauseMS: ans.PauseMS, by: ans.By}, nil
 }
 
 // lost counts the acknowledged writes not on the tenant's node, read

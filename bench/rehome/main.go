@@ -116,7 +116,8 @@ func run(cfg config) error {
 					return fmt.Errorf("round %d, %s move to %s: %w", round+1, mode, to, err)
 				}
 				res[mode].moves = append(res[mode].moves, m)
-				fmt.Fprintf(os.Stderr, "rehome bench: %s to %s: gap %v, move %d ms, paused %d ms\n", mode, to, m.gap, m.ms, m.pauseMS)
+				fmt.Fprintf(os.Stderr, "rehome bench: %s to %s: gap %v ending at %d ms (answered at %d), move %d ms, paused %d ms\n",
+					mode, to, m.gap, m.gapEnd, m.answer, m.ms, m.pauseMS)
 			}
 		}
 	}

@@ -45,14 +45,15 @@ func report(cfg config, res map[string]*results, began time.Time, loadBefore, lo
 	fmt.Fprintf(&out, "a writer beside the router g (in eu) begins %d writes/s through it, each with its Idempotency-Key, each asked again after any refusal until acknowledged; nodes --lease --sync always\n", cfg.rate)
 	fmt.Fprintln(&out, "two deployments side by side, their moves taking turns: image = g --move-image (the source frozen for its image's copy), follow = the target's copy follows the source, frozen for the switch alone")
 	fmt.Fprintln(&out, "routers and nodes each a process of their own (fenec-shard, fenec-node) on loopback; the wide-area link, the name servers and the writer are the bench's")
-	fmt.Fprintln(&out, "gap: the longest time between two acknowledged writes from the move's start to a second after its answer; move: its answer's ms; paused: its pause_ms (the source frozen until the flip)")
+	fmt.Fprintln(&out, "gap: the longest time between two acknowledged writes from the move's start to a second after its answer, and when it ended (ms from the move's start) against when the move answered; move: its answer's ms; paused: its pause_ms (the source frozen until the flip, which comes just before the answer)")
 	fmt.Fprintln(&out)
 
 	tw := tabwriter.NewWriter(&out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "way\tto\tby\tgap ms\tmove ms\tpaused ms\t")
+	fmt.Fprintln(tw, "way\tto\tby\tgap ms\tgap ended\tanswered\tmove ms\tpaused ms\t")
 	for _, mode := range modes {
 		for _, m := range res[mode].moves {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t%d\t%d\t\n", mode, m.to, m.by, float64(m.gap)/float64(time.Millisecond), m.ms, m.pauseMS)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t%d\t%d\t%d\t%d\t\n", mode, m.to, m.by, float64(m.gap)/float64(time.Millisecond),
+				m.gapEnd, m.answer, m.ms, m.pauseMS)
 		}
 	}
 	tw.Flush()

@@ -96,17 +96,18 @@ func (w *writer) sleep(d time.Duration) {
 }
 
 // longestGap is the longest time between two acknowledgements in a row,
-// the later one answered from..to.
-func (w *writer) longestGap(from, to time.Time) time.Duration {
+// the later one answered from..to, and when it ended.
+func (w *writer) longestGap(from, to time.Time) (time.Duration, time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var gap time.Duration
+	var end time.Time
 	for i := 1; i < len(w.at); i++ {
-		if at := w.at[i]; !at.Before(from) && !at.After(to) {
-			gap = max(gap, at.Sub(w.at[i-1]))
+		if at := w.at[i]; !at.Before(from) && !at.After(to) && at.Sub(w.at[i-1]) > gap {
+			gap, end = at.Sub(w.at[i-1]), at
 		}
 	}
-	return gap
+	return gap, end
 }
 
 // summary is how many writes were acknowledged and the refusals met.

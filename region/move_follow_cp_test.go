@@ -1,0 +1,156 @@
+package region
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/fenec-go/fenec/global"
+	"github.com/fenec-go/fenec/internal/testkit"
+	"github.com/fenec-go/fenec/internal/testkit/testnode"
+	"github.com/fenec-go/fenec/node"
+)
+
+// A move between nodes that replicate is made by following: the target's
+// copy is promoted, the directory records the history it forked, the
+// source's file goes. Run with --move-image, the same move copies the
+// image instead.
+func TestMoveByFollowingCP(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		image bool
+		by    string
+	}{{"follow", false, moveByFollow}, {"image", true, moveByImage}} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := startCPRouter(t, func(c *Config) { c.MoveImage = tc.image })
+			a, b := startReplNode(t), startReplNode(t)
+			r.addReplNode(t, "a", a, nil)
+			r.addReplNode(t, "b", b, nil)
+			r.place(t, "m", "a")
+			r.mustQuery(t, "m", "create collection c (n int)")
+			r.mustQuery(t, "m", "put c [{n: 1}, {n: 2}, {n: 3}]")
+			before := a.replication(t, "m")
+
+			var ans moveAnswer
+			if st, body := r.shard(t, http.MethodPost, "tenants/m/move", map[string]any{"to": "b"}, &ans); st != http.StatusOK {
+				t.Fatalf("move: %d %s", st, body)
+			}
+			if ans.By != tc.by || ans.Bytes <= 0 || ans.PauseMS < 0 || ans.PauseMS > ans.MS {
+				t.Fatalf("move answered %+v, want by %s", ans, tc.by)
+			}
+			got := b.replication(t, "m")
+			if got.Role != "primary" || got.Seq < before.Seq || got.LineageID() != before.LineageID() {
+				t.Fatalf("the target after the move %+v, the source before %+v", got, before)
+			}
+			rec, err := r.rt.store.GetTenant(cpCtx(t), "m")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rec.Value.Node != "b" || rec.Value.State != global.StateActive || rec.Value.MoveStep != "" || rec.Value.MoveSeq != 0 {
+				t.Fatalf("the record after the move %+v", rec.Value)
+			}
+			if forked := rec.Value.ForkedHistory; (tc.image && forked != 0) || (!tc.image && forked != got.History) {
+				t.Fatalf("forked history recorded %d, the target's history %d", forked, got.History)
+			}
+			if b := r.mustQuery(t, "m", "get c count"); !strings.Contains(string(b), `"count":3`) {
+				t.Fatalf("count after the move: %s", b)
+			}
+			testkit.Eventually(t, cpWait, func() error {
+				if st, body := a.call(t, http.MethodGet, "/_admin/tenants/m/replication", ""); st != http.StatusNotFound {
+					return fmt.Errorf("the source's file: %d %s", st, body)
+				}
+				return nil
+			})
+		})
+	}
+}
+
+// A target that never hears from its source (another replication token)
+// fails the move once the bound passes: 502 saying why, the record back
+// on the source, the target's file deleted, the source writable.
+func TestMoveTargetNeverHearsCP(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out the bound on hearing from the source")
+	}
+	r := startCPRouter(t, nil)
+	a := startReplNode(t)
+	b := &replNode{testnode.Start(t, testnode.Options{Configure: func(c *node.Config) {
+		c.Sync, c.ReplicationToken = "always", "not-the-sources-token"
+	}})}
+	r.addReplNode(t, "a", a, nil)
+	r.addReplNode(t, "b", b, nil)
+	r.place(t, "m", "a")
+	r.mustQuery(t, "m", "create collection c (n int)")
+	r.mustQuery(t, "m", "put c {n: 1}")
+
+	st, body := r.shard(t, http.MethodPost, "tenants/m/move", map[string]any{"to": "b"}, nil)
+	if st != http.StatusBadGateway || !strings.Contains(string(body), "has not heard from a") || !strings.Contains(string(body), "--replication-token") {
+		t.Fatalf("move to a node that cannot follow the source: %d %s", st, body)
+	}
+	if e := r.tenantsOf(t)["m"]; e.Node != "a" || e.State != "active" || e.HeldBy != "" || e.MoveStep != "" || e.Target != "" {
+		t.Fatalf("put back: %+v", e)
+	}
+	if st, body := b.call(t, http.MethodGet, "/_admin/tenants/m/replication", ""); st != http.StatusNotFound {
+		t.Fatalf("the target's copy after the move was put back: %d %s", st, body)
+	}
+	r.mustQuery(t, "m", "put c {n: 2}")
+}
+
+// A router stopped with its move recorded promoting, whose source took
+// writes past the seq recorded (a source started again, its freeze
+// lost): the router that leads next does not finish the move, which would
+// lose them, but puts it back and deletes the target's file.
+func TestRecoverPromotingSourceAheadCP(t *testing.T) {
+	m := cpMember(t)
+	onMember := func(c *Config) { c.DirectoryURLs = m.ClientURLs(); c.ID = "r1" }
+	a, b := startReplNode(t), startReplNode(t)
+	first := startCPRouter(t, onMember)
+	first.addReplNode(t, "a", a, nil)
+	first.addReplNode(t, "b", b, nil)
+	first.place(t, "m", "a")
+	first.mustQuery(t, "m", "create collection c (n int)")
+	first.mustQuery(t, "m", "put c {n: 1}")
+	recorded := a.replication(t, "m").Seq
+	first.mustQuery(t, "m", "put c {n: 2}") // past what the step records
+	if err := first.rt.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	dir, err := m.Open(cpCtx(t), global.DefaultPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dir.Close() })
+	store := global.NewStore(dir)
+	at, err := store.GetTenant(cpCtx(t), "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	moving, err := store.BeginMove(cpCtx(t), "m", at, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.StepMove(cpCtx(t), "m", moving, global.MovePromoting, recorded); err != nil {
+		t.Fatal(err)
+	}
+	if st, body := b.call(t, http.MethodPut, "/_admin/tenants/m", ""); st != http.StatusCreated {
+		t.Fatalf("the target's file: %d %s", st, body)
+	}
+
+	r := startCPRouter(t, onMember)
+	testkit.Eventually(t, cpWait, func() error {
+		e := r.tenantsOf(t)["m"]
+		if e.Node != "a" || e.State != "active" || e.HeldBy != "" || e.MoveStep != "" {
+			return fmt.Errorf("record %+v", e)
+		}
+		if st, _ := b.call(t, http.MethodGet, "/_admin/tenants/m/replication", ""); st != http.StatusNotFound {
+			return fmt.Errorf("the target's file answers %d", st)
+		}
+		return nil
+	})
+	if b := r.mustQuery(t, "m", "get c count"); !strings.Contains(string(b), `"count":2`) {
+		t.Fatalf("count on the source: %s", b)
+	}
+	r.mustQuery(t, "m", "put c {n: 3}")
+}
