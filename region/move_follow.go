@@ -149,7 +149,15 @@ func (m *moveRun) switchOver(ctx context.Context) (time.Duration, error) {
 		return 0, fmt.Errorf("record the promotion of %s on %s: %w", m.name, to, err)
 	}
 	m.at = at
+	// The source is asked again as the copy is promoted: one started
+	// again meanwhile has lost its freeze, and may have taken writes the
+	// copy lacks.
+	still := make(chan error, 1)
+	go func() { still <- m.stillFrozen(ctx, src.Seq) }()
 	ans, err := m.promote(ctx)
+	if serr := <-still; err == nil {
+		err = serr
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -158,6 +166,19 @@ func (m *moveRun) switchOver(ctx context.Context) (time.Duration, error) {
 		return 0, err
 	}
 	return time.Since(frozen), nil
+}
+
+// stillFrozen checks that the source is frozen at seq, its last.
+func (m *moveRun) stillFrozen(ctx context.Context, seq uint64) error {
+	st, err := m.rt.nodes.replication(ctx, m.src, m.name)
+	switch {
+	case err != nil:
+		return fmt.Errorf("read %s on %s as its copy is promoted: %w", m.name, m.at.Value.Node, err)
+	case !st.Frozen || st.Seq != seq:
+		return fmt.Errorf("%w: %s on %s thawed (frozen %v) or moved on (seq %d, frozen at %d) as its copy was promoted: started again? the move is put back",
+			ErrNodeCall, m.name, m.at.Value.Node, st.Frozen, st.Seq, seq)
+	}
+	return nil
 }
 
 // awaitSeq waits, at most moveSwitchWait, until the copy has applied seq.

@@ -266,7 +266,7 @@ func TestRehomeRouterKilledMidMove(t *testing.T) {
 				return nil
 			})
 			w.stop()
-			t.Logf("%d writes acknowledged, %d before the kill; refusals by status %v", w.count(), killedAt, w.status)
+			t.Logf("%d writes acknowledged, %d before the kill; refusals by status %v, the first of each %v", w.count(), killedAt, w.status, w.first)
 			checkRefusals(t, w)
 			primary, other := d.eu1, d.us1
 			if tc.onto == "us1" {

@@ -29,6 +29,7 @@ type writer struct {
 	at     []time.Time    // guarded by mu: when each of acked was answered
 	seqs   map[int]string // guarded by mu: Fenec-Seq of each acknowledged k
 	status map[int]int    // guarded by mu: answers other than 201, by status
+	first  map[int]string // guarded by mu: the first answer of each such status
 	last   *cluster.Resp  // guarded by mu: the last refusal, for failures
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -43,7 +44,7 @@ func startWriter(t *testing.T, c *cluster.Client, tenant string) *writer {
 // startPacedWriter starts a writer beginning a write every so often (0:
 // each as soon as the last was acknowledged).
 func startPacedWriter(t *testing.T, c *cluster.Client, tenant string, every time.Duration) *writer {
-	w := &writer{c: c, tenant: tenant, every: every, status: map[int]int{}, seqs: map[int]string{}}
+	w := &writer{c: c, tenant: tenant, every: every, status: map[int]int{}, first: map[int]string{}, seqs: map[int]string{}}
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	w.wg.Go(w.run)
 	t.Cleanup(w.stop)
@@ -71,6 +72,9 @@ func (w *writer) run() {
 				break
 			}
 			w.status[r.Status]++
+			if _, ok := w.first[r.Status]; !ok {
+				w.first[r.Status] = r.String()
+			}
 			w.last = r
 			w.mu.Unlock()
 			if w.every > 0 {
