@@ -28,6 +28,9 @@ func TestConfigValidateCP(t *testing.T) {
 		want error
 	}{
 		{"defaults", func(*Config) {}, nil},
+		{"a move's test pause at a step", func(c *Config) { c.TestMovePause = global.MovePromoting }, nil},
+		{"a move's test pause at no step", func(c *Config) { c.TestMovePause = "flipped" }, ErrBadConfig},
+		{"a move's test pause, a step's case changed", func(c *Config) { c.TestMovePause = "Following" }, ErrBadConfig},
 		{"non-loopback without token", func(c *Config) { c.Listen = "0.0.0.0:7700" }, ErrInsecure},
 		{"non-loopback insecure", func(c *Config) { c.Listen = ":7700"; c.Insecure = true }, nil},
 		{"non-loopback with token, no tls", func(c *Config) { c.Listen = "10.0.0.1:7700"; c.Token = "x" }, ErrInsecure},
@@ -116,6 +119,9 @@ func TestConfigFlagsCP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if c.MoveImage {
+		t.Fatal("--move-image on without the flag")
+	}
 	got := fmt.Sprintf("%s %s %s %s %s %s %s %s %v %v %s %v %v %v %s %v", c.Listen, c.Token, c.ID, c.Etcd.Dir,
 		c.Etcd.Name, c.Etcd.ClientURL, c.Etcd.PeerURL, c.Etcd.ClusterState, c.Etcd.ForceNewCluster,
 		c.DirectoryURLs, c.Region, c.Standby, c.Forward.UpstreamTimeout, c.Forward.IdleTimeout, c.Audit, c.Insecure)
@@ -128,6 +134,12 @@ func TestConfigFlagsCP(t *testing.T) {
 	}
 	if c.Etcd.InitialCluster != "m1=http://127.0.0.1:2" {
 		t.Fatalf("initial cluster %q", c.Etcd.InitialCluster)
+	}
+	if err := fs.Parse([]string{"--move-image"}); err != nil || !c.MoveImage {
+		t.Fatalf("--move-image: %v, set %v", err, c.MoveImage)
+	}
+	if err := fs.Parse([]string{"--move-image=maybe"}); err == nil {
+		t.Fatal("--move-image=maybe taken")
 	}
 }
 

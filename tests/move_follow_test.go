@@ -207,7 +207,9 @@ func TestRehomeUnderWriter(t *testing.T) {
 // frozen for the switch, is put back on the source; one whose copy was
 // promoted is finished on the target. Either way one node holds the
 // tenant as its primary, the other none, and every acknowledged write is
-// there.
+// there. While no router grants, the writer may meet a 500 whose outcome
+// is unknown (the node's lease lapsed as the write waited): sent again
+// with its key, it is answered as it landed.
 func TestRehomeRouterKilledMidMove(t *testing.T) {
 	for _, tc := range []struct {
 		step string
