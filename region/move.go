@@ -338,8 +338,10 @@ func (m *moveRun) putBack(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*m.rt.cfg.NodeTimeout)
 	defer cancel()
 	var errs []error
+	thawed := true
 	if err := m.rt.nodes.freeze(ctx, m.src, m.name, false); err != nil {
 		errs = append(errs, fmt.Errorf("thaw %s on %s: %w", m.name, m.at.Value.Node, err))
+		thawed = false
 	}
 	followed := m.at.Value.MoveStep != ""
 	if back, err := m.s.AbortMove(ctx, m.name, m.at); err != nil {
@@ -349,8 +351,64 @@ func (m *moveRun) putBack(ctx context.Context) error {
 		if followed {
 			m.dropTarget(ctx) // once the directory is back on the source
 		}
+		if !thawed {
+			m.thawLater()
+		}
 	}
 	return errors.Join(errs...)
+}
+
+// thawLimit bounds how long a put-back move's source that did not answer
+// its thaw is asked again.
+const thawLimit = 10 * time.Minute
+
+// thawLater asks the source of a move put back to thaw again, on a
+// goroutine the router owns, until it does, the directory no longer
+// places the tenant there active (moved or failed over since), or
+// thawLimit passes: a source cut off as the move failed serves again once
+// it answers, with no operator.
+func (m *moveRun) thawLater() {
+	m.rt.wg.Go(func() {
+		ctx, cancel := context.WithTimeout(m.rt.ctx, thawLimit)
+		defer cancel()
+		for pause := 200 * time.Millisecond; ; pause = min(2*pause, 5*time.Second) {
+			select {
+			case <-ctx.Done():
+				m.rt.log.Warn("a put-back move's source never thawed", "tenant", m.name, "node", m.at.Value.Node, "waited", thawLimit)
+				return
+			case <-time.After(pause):
+			}
+			if _, err := m.rt.nodes.replication(ctx, m.src, m.name); err != nil {
+				continue // not answering yet
+			}
+			if done := m.thawIfStill(ctx); done {
+				return
+			}
+		}
+	})
+}
+
+// thawIfStill thaws the source if the directory still places the tenant
+// there, active; it reports whether it need not be asked again. It holds
+// opMu, as a move's begin does: a move that begins after the look cannot
+// have frozen the source for its switch before the thaw lands.
+func (m *moveRun) thawIfStill(ctx context.Context) bool {
+	m.rt.opMu.Lock()
+	defer m.rt.opMu.Unlock()
+	at, err := m.s.GetTenant(ctx, m.name)
+	if err != nil && !isNotFound(err) {
+		return false
+	}
+	if err != nil || at.Value.Node != m.at.Value.Node || at.Value.State != global.StateActive {
+		return true // deleted, moved or failed over since: not this thaw's
+	}
+	tctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if err := m.rt.nodes.freeze(tctx, m.src, m.name, false); err != nil {
+		return false
+	}
+	m.rt.log.Info("thawed a put-back move's source once it answered", "tenant", m.name, "node", m.at.Value.Node)
+	return true
 }
 
 // sourceGrace is how long a moved tenant's source stays (frozen: writes

@@ -240,9 +240,14 @@ func (m *moveRun) flipForked(ctx context.Context, forked uint64) error {
 
 // dropTarget deletes the target's file of a move put back after its copy
 // began following (best effort: a file left is replaced by the next move
-// or copy made there, and no directory names it).
+// or copy made there, and no directory names it). A target this move told
+// apart from the source already is not asked again: the source may be
+// what does not answer.
 func (m *moveRun) dropTarget(ctx context.Context) {
-	dst, err := m.rt.apart(ctx, m.s, m.at.Value.Node, m.at.Value.Target)
+	dst, err := m.dst, error(nil)
+	if dst.Addr == "" { // a move recovered: not told apart yet
+		dst, err = m.rt.apart(ctx, m.s, m.at.Value.Node, m.at.Value.Target)
+	}
 	if err == nil {
 		_, err = m.rt.nodes.remove(ctx, dst, m.name)
 	}

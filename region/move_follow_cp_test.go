@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/fenec-go/fenec/global"
@@ -153,4 +154,57 @@ func TestRecoverPromotingSourceAheadCP(t *testing.T) {
 		t.Fatalf("count on the source: %s", b)
 	}
 	r.mustQuery(t, "m", "put c {n: 3}")
+}
+
+// A source cut off just as it froze for the switch: the move fails and is
+// put back, the target's copy deleted; the source, frozen still, is
+// thawed by the router once it answers again, and takes writes.
+func TestMoveSourceCutAtSwitchCP(t *testing.T) {
+	var armed, cut atomic.Bool
+	a := &replNode{testnode.Start(t, testnode.Options{
+		Configure: func(c *node.Config) { c.Sync = "always" },
+		Wrap: func(next http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if cut.Load() {
+					http.Error(w, `{"error": "cut off"}`, http.StatusBadGateway)
+					return
+				}
+				next.ServeHTTP(w, r)
+				if armed.Load() && r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/freeze") {
+					cut.Store(true)
+				}
+			})
+		},
+	})}
+	b := startReplNode(t)
+	r := startCPRouter(t, nil)
+	r.addReplNode(t, "a", a, nil)
+	r.addReplNode(t, "b", b, nil)
+	r.place(t, "m", "a")
+	r.mustQuery(t, "m", "create collection c (n int)")
+	r.mustQuery(t, "m", "put c {n: 1}")
+
+	armed.Store(true)
+	st, body := r.shard(t, http.MethodPost, "tenants/m/move", map[string]any{"to": "b"}, nil)
+	if st != http.StatusBadGateway {
+		t.Fatalf("move with its source cut off at the switch: %d %s", st, body)
+	}
+	if e := r.tenantsOf(t)["m"]; e.Node != "a" || e.State != "active" || e.HeldBy != "" || e.MoveStep != "" {
+		t.Fatalf("put back: %+v", e)
+	}
+	if st, body := b.call(t, http.MethodGet, "/_admin/tenants/m/replication", ""); st != http.StatusNotFound {
+		t.Fatalf("the target's copy after the move was put back: %d %s", st, body)
+	}
+	armed.Store(false)
+	cut.Store(false)
+	testkit.Eventually(t, cpWait, func() error {
+		if st := a.replication(t, "m"); st.Frozen || st.Role != "primary" {
+			return fmt.Errorf("the source %+v", st)
+		}
+		return nil
+	})
+	r.mustQuery(t, "m", "put c {n: 2}")
+	if b := r.mustQuery(t, "m", "get c count"); !strings.Contains(string(b), `"count":2`) {
+		t.Fatalf("count on the source: %s", b)
+	}
 }
