@@ -63,6 +63,12 @@ func TestMoveByFollowingCP(t *testing.T) {
 				}
 				return nil
 			})
+			// A tenant never written moves as well.
+			r.place(t, "empty", "a")
+			if st, body := r.shard(t, http.MethodPost, "tenants/empty/move", map[string]any{"to": "b"}, &ans); st != http.StatusOK || ans.By != tc.by {
+				t.Fatalf("move of a tenant never written: %d %s", st, body)
+			}
+			r.mustQuery(t, "empty", "create collection c (n int)")
 		})
 	}
 }
