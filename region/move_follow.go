@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/fenec-go/fenec/global"
@@ -182,19 +183,44 @@ func (m *moveRun) stillFrozen(ctx context.Context, seq uint64) error {
 }
 
 // awaitSeq waits, at most moveSwitchWait, until the copy has applied seq.
+// Each look asks the copy and the source at once and takes the first to
+// say so: the source knows what its copies acknowledged a one-way trip
+// before the copy could be asked it across a wide-area link (sourceSays).
+// The promotion checks the copy's seq again (promote): a look that was
+// wrong costs the move, never a write.
 func (m *moveRun) awaitSeq(ctx context.Context, seq uint64) error {
 	ctx, cancel := context.WithTimeout(ctx, moveSwitchWait)
 	defer cancel()
 	var last string
 	for pause := time.Millisecond; ; pause = min(2*pause, 20*time.Millisecond) {
-		st, err := m.rt.nodes.replication(ctx, m.dst, m.name)
-		switch {
-		case err != nil:
-			last = err.Error()
-		case st.Seq >= seq:
+		lctx, lcancel := context.WithCancel(ctx)
+		said := make(chan string, 2) // "" when a look says the copy holds seq
+		var looks sync.WaitGroup     // both looks, ended by lcancel once one said so
+		looks.Go(func() {
+			st, err := m.rt.nodes.replication(lctx, m.dst, m.name)
+			switch {
+			case err != nil:
+				said <- err.Error()
+			case st.Seq >= seq:
+				said <- ""
+			default:
+				said <- fmt.Sprintf("seq %d", st.Seq)
+			}
+		})
+		looks.Go(func() { said <- m.sourceSays(lctx, seq) })
+		held := false
+		for range 2 {
+			if why := <-said; why == "" {
+				held = true
+				break
+			} else if !strings.HasPrefix(why, "source:") || last == "" {
+				last = why
+			}
+		}
+		lcancel()
+		looks.Wait()
+		if held {
 			return nil
-		default:
-			last = fmt.Sprintf("seq %d", st.Seq)
 		}
 		select {
 		case <-ctx.Done():
@@ -203,6 +229,34 @@ func (m *moveRun) awaitSeq(ctx context.Context, seq uint64) error {
 		case <-time.After(pause):
 		}
 	}
+}
+
+// sourceSays is "" when the frozen source counts as many voting copies
+// as the move expects (the target, and the tenant's own copy if it has
+// one), each having acknowledged seq; else why not, prefixed "source:".
+// A copy the source cannot name, one more or one fewer, makes it say no.
+func (m *moveRun) sourceSays(ctx context.Context, seq uint64) string {
+	st, err := m.rt.nodes.replication(ctx, m.src, m.name)
+	if err != nil {
+		return "source: " + err.Error()
+	}
+	want, voting := 1, 0
+	if m.at.Value.Replica != "" {
+		want++
+	}
+	for _, c := range st.Copies {
+		if c.Role == wire.RoleRead {
+			continue
+		}
+		voting++
+		if c.Acked < seq {
+			return fmt.Sprintf("source: a copy acknowledged %d", c.Acked)
+		}
+	}
+	if voting != want {
+		return fmt.Sprintf("source: %d voting copies stream, %d expected", voting, want)
+	}
+	return ""
 }
 
 // promote promotes the copy on the target with the tenant's lineage, as a
