@@ -77,9 +77,6 @@ func TestMoveByFollowingCP(t *testing.T) {
 // fails the move once the bound passes: 502 saying why, the record back
 // on the source, the target's file deleted, the source writable.
 func TestMoveTargetNeverHearsCP(t *testing.T) {
-	if testing.Short() {
-		t.Skip("waits out the bound on hearing from the source")
-	}
 	r := startCPRouter(t, nil)
 	a := startReplNode(t)
 	b := &replNode{testnode.Start(t, testnode.Options{Configure: func(c *node.Config) {
