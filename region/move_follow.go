@@ -68,6 +68,9 @@ func (m *moveRun) startFollow(ctx context.Context) error {
 		}
 		return fmt.Errorf("have the copy of %s on %s follow %s: %w", m.name, to, m.at.Value.Node, err)
 	}
+	// The quota goes with the copy, before the switch: the move's hold
+	// keeps it from changing meanwhile.
+	m.rt.carryQuota(ctx, m.s, dst, to, m.name)
 	at, err := m.s.StepMove(ctx, m.name, m.at, global.MoveFollowing, 0)
 	if err != nil {
 		return fmt.Errorf("record the move of %s following: %w", m.name, err)
@@ -135,18 +138,17 @@ func (m *moveRun) switchOver(ctx context.Context) (time.Duration, error) {
 	m.at = at
 	from, to := m.at.Value.Node, m.at.Value.Target
 	frozen := time.Now()
-	if err := m.rt.nodes.freeze(ctx, m.src, m.name, true); err != nil {
+	last, err := m.rt.nodes.freezeAt(ctx, m.src, m.name) // the source's last seq
+	if err != nil {
 		return 0, fmt.Errorf("freeze %s on %s: %w", m.name, from, err)
 	}
 	m.rt.movePause(ctx, global.MoveSwitching)
-	src, err := m.rt.nodes.replication(ctx, m.src, m.name)
-	if err != nil {
-		return 0, fmt.Errorf("read %s's last seq on %s: %w", m.name, from, err)
-	}
-	if err := m.awaitSeq(ctx, src.Seq); err != nil {
+	read := time.Now()
+	if err := m.awaitSeq(ctx, last); err != nil {
 		return 0, err
 	}
-	if at, err = m.s.StepMove(ctx, m.name, m.at, global.MovePromoting, src.Seq); err != nil {
+	caught := time.Now()
+	if at, err = m.s.StepMove(ctx, m.name, m.at, global.MovePromoting, last); err != nil {
 		return 0, fmt.Errorf("record the promotion of %s on %s: %w", m.name, to, err)
 	}
 	m.at = at
@@ -154,7 +156,7 @@ func (m *moveRun) switchOver(ctx context.Context) (time.Duration, error) {
 	// again meanwhile has lost its freeze, and may have taken writes the
 	// copy lacks.
 	still := make(chan error, 1)
-	go func() { still <- m.stillFrozen(ctx, src.Seq) }()
+	go func() { still <- m.stillFrozen(ctx, last) }()
 	ans, err := m.promote(ctx)
 	if serr := <-still; err == nil {
 		err = serr
@@ -162,10 +164,14 @@ func (m *moveRun) switchOver(ctx context.Context) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
+	promoted := time.Now()
 	m.rt.movePause(ctx, global.MovePromoting)
 	if err := m.flipForked(ctx, ans.History); err != nil {
 		return 0, err
 	}
+	m.rt.log.Info("move switched", "tenant", m.name, "from", from, "to", to, "seq", last,
+		"freeze_ms", read.Sub(frozen).Milliseconds(), "catch_up_ms", caught.Sub(read).Milliseconds(),
+		"promote_ms", promoted.Sub(caught).Milliseconds(), "flip_ms", time.Since(promoted).Milliseconds())
 	return time.Since(frozen), nil
 }
 
@@ -271,7 +277,6 @@ func (m *moveRun) promote(ctx context.Context) (wire.Promoted, error) {
 		return ans, fmt.Errorf("%w: the copy of %s on %s was promoted at seq %d, the source's last is %d",
 			ErrCopyBehind, m.name, to, ans.Seq, m.at.Value.MoveSeq)
 	}
-	m.rt.carryQuota(ctx, m.s, m.dst, to, m.name)
 	return ans, nil
 }
 

@@ -162,6 +162,17 @@ func (c *nodeClient) freeze(ctx context.Context, n global.Node, t string, freeze
 	})
 }
 
+// freezeAt freezes the tenant on the node and returns its seq once the
+// writes in flight ended: its last until it thaws.
+func (c *nodeClient) freezeAt(ctx context.Context, n global.Node, t string) (uint64, error) {
+	var ans wire.Frozen
+	err := c.bounded(ctx, func(ctx context.Context) (err error) {
+		ans, err = c.admin(n).Freeze(ctx, t)
+		return err
+	})
+	return ans.Seq, err
+}
+
 // imageOut opens the tenant's whole image on the node as a stream.
 func (c *nodeClient) imageOut(ctx context.Context, n global.Node, t string) (io.ReadCloser, error) {
 	rc, _, err := c.admin(n).Image(ctx, t)
