@@ -137,6 +137,13 @@ type Node struct {
 	// a key other than the first: usable, and sealed again under the first
 	// when the leading router starts (a key rotation).
 	Rekey bool `json:"rekey,omitempty"`
+	// Lapsed is when the router leasing the node failed it over because
+	// its lease had certainly lapsed (zero: it has not, or it answered its
+	// grants since). Routers answer the tenants left on it 503 at once,
+	// naming it and its region, rather than sending them to a node gone
+	// (docs/regions.md, "A region lost whole"). Set and cleared only by
+	// the router leasing the node; recording the node again clears it.
+	Lapsed time.Time `json:"lapsed_at,omitzero"`
 }
 
 // Validate checks the record.

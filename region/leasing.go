@@ -495,7 +495,7 @@ func (rt *Router) wireLeasing() error {
 		lead:      rt.lead,
 		transport: tr,
 		probe:     tr.probe,
-		failover:  rt.FailoverNode,
+		failover:  rt.failoverLapsed,
 		settle:    rt.settleTo,
 		ownNode:   rt.ownNode,
 		clock:     lease.NewMonoClock(),

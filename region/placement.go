@@ -42,7 +42,7 @@ func (p viewPlacements) NearCopy(tenant string) (forward.Target, bool) {
 	}
 	for _, name := range t.ReadCopies.Names() {
 		n, ok := v.Node(name)
-		if !ok || n.Region != p.near {
+		if !ok || n.Region != p.near || !n.Lapsed.IsZero() {
 			continue
 		}
 		if err := global.UsableNode(n); err != nil {
@@ -53,16 +53,25 @@ func (p viewPlacements) NearCopy(tenant string) (forward.Target, bool) {
 	return forward.Target{}, false
 }
 
-// Lookup implements Placements.
+// Lookup implements Placements. A tenant left on a node recorded lapsed
+// carries its unavailability (lapsed.go).
 func (p viewPlacements) Lookup(tenant string) (forward.Target, bool) {
-	t, n, ok := p.w.Lookup(tenant)
+	v := p.w.View()
+	if v == nil {
+		return forward.Target{}, false
+	}
+	t, ok := v.Tenant(tenant)
+	if !ok {
+		return forward.Target{}, false
+	}
+	n, ok := v.Node(t.Node)
 	if !ok {
 		return forward.Target{}, false
 	}
 	if err := global.UsableNode(n); err != nil {
 		return forward.Target{Node: t.Node, Refused: err}, true
 	}
-	return forward.Target{Node: t.Node, Addr: n.Addr, Token: n.Token}, true
+	return forward.Target{Node: t.Node, Addr: n.Addr, Token: n.Token, Unavailable: unavailable(v, tenant, t, n)}, true
 }
 
 // Ready implements Placements: the directory's first list has arrived.

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/fenec-go/fenec/global"
 )
@@ -20,6 +21,9 @@ type nodeEntry struct {
 	Standby bool   `json:"standby,omitempty"`
 	Lease   bool   `json:"lease,omitempty"`
 	ID      string `json:"id,omitempty"`
+	// LapsedAt is when the node was failed over on its lapsed lease, if
+	// it has not answered its grants since (lapsed.go).
+	LapsedAt *time.Time `json:"lapsed_at,omitempty"`
 }
 
 // listNodes answers every recorded node, by name.
@@ -31,7 +35,11 @@ func (c *shardCall) listNodes() {
 	}
 	out := []nodeEntry{}
 	for name, n := range v.Nodes() {
-		out = append(out, nodeEntry{Name: name, Addr: n.Addr, Region: n.Region, Standby: n.Standby, Lease: n.Lease, ID: n.ID})
+		e := nodeEntry{Name: name, Addr: n.Addr, Region: n.Region, Standby: n.Standby, Lease: n.Lease, ID: n.ID}
+		if !n.Lapsed.IsZero() {
+			e.LapsedAt = &n.Lapsed
+		}
+		out = append(out, e)
 	}
 	slices.SortFunc(out, func(a, b nodeEntry) int { return cmpString(a.Name, b.Name) })
 	cpJSON(c.w, http.StatusOK, out)

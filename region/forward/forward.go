@@ -37,6 +37,10 @@ type Target struct {
 	// token's seal did not open): nothing is sent there, and the request
 	// is answered 502 (ErrUntrustedNode).
 	Refused error
+	// Unavailable, when set, says the node is recorded lost with the
+	// tenant still on it: the request is answered 503 at once
+	// (unavailable.go), unless a read copy near the router answers it.
+	Unavailable *Unavailable
 }
 
 // Placements is the forwarder's view of the directory. The control plane
@@ -70,6 +74,7 @@ type Forwarder struct {
 	log     *slog.Logger
 	metrics *forwardMetrics
 	near    *nearMetrics
+	lost    map[string]prometheus.Counter // unavailable answers, by reason
 	budget  *bodyBudget
 	pools   pools
 	dial    dialFunc
@@ -108,13 +113,17 @@ func newForwarder(cfg Config, place Placements, reg prometheus.Registerer, log *
 	if err != nil {
 		return nil, err
 	}
+	lost, err := newUnavailableMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
 	if dial == nil {
 		dial = netx.Dialer(cfg.Resolver, 30*time.Second).DialContext
 	}
 	if now == nil {
 		now = time.Now
 	}
-	f := &Forwarder{cfg: cfg, place: place, log: log, metrics: m, near: nm, dial: dial, now: now,
+	f := &Forwarder{cfg: cfg, place: place, log: log, metrics: m, near: nm, lost: lost, dial: dial, now: now,
 		budget: newBodyBudget(cfg.MaxBodyMemory, cfg.MaxBodyMemoryPerAddr)}
 	if reg != nil {
 		if err := reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -459,6 +468,9 @@ func (f *Forwarder) forward(w http.ResponseWriter, x *exchange, tgt Target) int 
 				return statusClient
 			}
 			f.metrics.upstreamError(tgt.Node)
+			if u := f.lostNow(x, tgt.Node); u != nil {
+				return f.unavailable(w, x, u) // recorded lost as it was tried
+			}
 			var stop error
 			node := tgt.Node
 			if tgt, stop = f.afterFailure(x, res, tgt, &rs); stop != nil {

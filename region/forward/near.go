@@ -104,6 +104,9 @@ func (f *Forwarder) forwardNear(w http.ResponseWriter, x *exchange, tgt Target) 
 			return f.failed(w, x, tgt.Node, ErrUpstreamTimeout)
 		}
 	}
+	if tgt.Unavailable != nil {
+		return f.unavailable(w, x, tgt.Unavailable)
+	}
 	return f.forward(w, x, tgt)
 }
 
