@@ -27,9 +27,11 @@ var ErrReadCopy = errors.New("read copy refused")
 
 // readCopiesBody is PUT /_shard/tenants/<t>/read-copies: the nodes that
 // are to hold the tenant's read copies, all of them (an empty list drops
-// every one).
+// every one), or the regions to hold one each (the router picks the node:
+// readregions.go).
 type readCopiesBody struct {
-	Nodes *[]string `json:"nodes"`
+	Nodes   *[]string `json:"nodes"`
+	Regions *[]string `json:"regions"`
 }
 
 // readCopiesAnswer is what the PUT answers: the tenant's primary and its
@@ -54,20 +56,18 @@ func (c *shardCall) putReadCopies(s *global.Store, name string) (int, any, error
 	if err := c.decode(&body); err != nil {
 		return 0, nil, err
 	}
-	if body.Nodes == nil {
-		return 0, nil, fmt.Errorf(`%w: the body names the nodes to hold the tenant's read copies: {"nodes": ["us1"]} ({"nodes": []} drops them all)`, ErrBadRequest)
+	switch {
+	case body.Nodes != nil && body.Regions != nil:
+		return 0, nil, fmt.Errorf(`%w: name the nodes to hold the tenant's read copies ({"nodes": ["us1"]}) or the regions to hold one each ({"regions": ["us"]}), not both`, ErrBadRequest)
+	case body.Nodes == nil && body.Regions == nil:
+		return 0, nil, fmt.Errorf(`%w: the body names the nodes to hold the tenant's read copies: {"nodes": ["us1"]}, or the regions to hold one each: {"regions": ["us"]} ({"nodes": []} drops them all)`, ErrBadRequest)
 	}
-	want := *body.Nodes
-	if len(want) > global.MaxReadCopies {
-		return 0, nil, fmt.Errorf("%w: %d read copies asked, at most %d", ErrBadRequest, len(want), global.MaxReadCopies)
+	want, what := body.Nodes, "node"
+	if body.Regions != nil {
+		want, what = body.Regions, "region"
 	}
-	for i, n := range want {
-		if !global.ValidName(n) {
-			return 0, nil, fmt.Errorf("%w: node name %q is not a name", ErrBadRequest, n)
-		}
-		if slices.Contains(want[:i], n) {
-			return 0, nil, fmt.Errorf("%w: node %s listed twice", ErrBadRequest, n)
-		}
+	if err := checkNames(*want, what); err != nil {
+		return 0, nil, err
 	}
 	ctx := c.r.Context()
 	at, err := s.GetTenant(ctx, name)
@@ -77,6 +77,35 @@ func (c *shardCall) putReadCopies(s *global.Store, name string) (int, any, error
 	if err := c.rt.globallyLeased(ctx, s, at.Value.Node); err != nil {
 		return 0, nil, fmt.Errorf("%w: tenant %s: %w", ErrReadCopy, name, err)
 	}
+	if body.Regions != nil {
+		if want, err = c.rt.readCopyNodes(ctx, s, name, at.Value, *body.Regions); err != nil {
+			return 0, nil, err
+		}
+	}
+	return c.setReadCopies(s, name, at, *want)
+}
+
+// checkNames refuses a list of read copies' nodes or regions that is too
+// long, holds something not a name, or names one twice.
+func checkNames(names []string, what string) error {
+	if len(names) > global.MaxReadCopies {
+		return fmt.Errorf("%w: %d read copies asked, at most %d", ErrBadRequest, len(names), global.MaxReadCopies)
+	}
+	for i, n := range names {
+		if !global.ValidName(n) {
+			return fmt.Errorf("%w: %s name %q is not a name", ErrBadRequest, what, n)
+		}
+		if slices.Contains(names[:i], n) {
+			return fmt.Errorf("%w: %s %s listed twice", ErrBadRequest, what, n)
+		}
+	}
+	return nil
+}
+
+// setReadCopies makes tenant name's read copies the nodes of want: those
+// not named dropped, new ones made.
+func (c *shardCall) setReadCopies(s *global.Store, name string, at global.Versioned[global.Tenant], want []string) (int, any, error) {
+	ctx := c.r.Context()
 	have := at.Value.ReadCopies.Names()
 	ans := readCopiesAnswer{Tenant: name, Node: at.Value.Node, Added: []string{}, Dropped: []string{}}
 	for _, n := range have {

@@ -39,6 +39,8 @@ var (
 	ErrMethod = errors.New("method not allowed")
 	// ErrUnknownNode: no node of that name is recorded.
 	ErrUnknownNode = errors.New("unknown node")
+	// ErrUnknownRegion: no node or region record names that region.
+	ErrUnknownRegion = errors.New("unknown region")
 	// ErrTenantExists: the tenant is already placed.
 	ErrTenantExists = errors.New("tenant already exists")
 	// ErrNodeInUse: the node still holds a tenant (or a copy, or a move's
@@ -163,6 +165,7 @@ var shardStatus = []struct {
 	{ErrNoRoute, http.StatusNotFound},
 	{ErrMethod, http.StatusMethodNotAllowed},
 	{ErrUnknownNode, http.StatusNotFound},
+	{ErrUnknownRegion, http.StatusNotFound},
 	{ErrUnknownTenant, http.StatusNotFound},
 	{ErrTenantExists, http.StatusConflict},
 	{ErrNodeInUse, http.StatusConflict},

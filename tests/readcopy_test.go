@@ -262,3 +262,60 @@ func (d *readCopies) servedBy(res *cluster.Resp, by, node string, bound int64) e
 	}
 	return nil
 }
+
+// TestReadCopiesByRegion: {"regions": [...]} puts one read copy in each
+// region named, on the node the router picks there, and keeps the one a
+// region holds already; the tenant's own region, a region no record
+// names, a region with no node that can hold one, both nodes and
+// regions, are refused saying what to send, and change nothing.
+func TestReadCopiesByRegion(t *testing.T) {
+	d := startReadCopies(t)
+	d.g.Place("t1", d.eu1)
+	ap1 := d.c.StartNode("ap1", cluster.NodeOptions{Args: []string{"--lease", "--replication-token", replToken, "--http-token", dataToken}})
+	wantStatus(t, d.admin.Do("PUT", "/_shard/nodes/ap1", map[string]any{
+		"addr": ap1.URL(), "token": cluster.AdminToken, "region": "ap", "standby": true}), 201, "register ap1, a standby")
+	path := "/_shard/tenants/t1/read-copies"
+	wantRefusals(t, path, []refusal{
+		{"nodes and regions", d.admin, "PUT", map[string]any{"nodes": []string{"us1"}, "regions": []string{"us"}}, 400, "not both"},
+		{"the home region", d.admin, "PUT", map[string]any{"regions": []string{"eu"}}, 400, "home region"},
+		{"an unknown region", d.admin, "PUT", map[string]any{"regions": []string{"mars"}}, 404, "known regions: ap, eu, us"},
+		{"a region with no node to hold one", d.admin, "PUT", map[string]any{"regions": []string{"ap"}}, 409, "record one there"},
+		{"a region twice", d.admin, "PUT", map[string]any{"regions": []string{"us", "us"}}, 400, "twice"},
+		{"not a name", d.admin, "PUT", map[string]any{"regions": []string{"../us"}}, 400, "not a name"},
+		{"regions not a list", d.admin, "PUT", map[string]any{"regions": "us"}, 400, "regions"},
+		{"too many", d.admin, "PUT", map[string]any{"regions": manyNames(9)}, 400, "at most 8"},
+		{"on a standby router", d.near.Client(), "PUT", map[string]any{"regions": []string{"us"}}, 409, "lead"},
+	})
+	res := d.admin.Do("GET", "/_shard/tenants", nil)
+	wantStatus(t, res, 200, "list tenants")
+	if strings.Contains(string(res.Body), "read_copies") {
+		t.Fatalf("a refused change left read copies: %s", res)
+	}
+
+	var ans struct {
+		ReadCopies []string `json:"read_copies"`
+		Added      []string `json:"added"`
+		Dropped    []string `json:"dropped"`
+	}
+	res = d.admin.Do("PUT", path, map[string]any{"regions": []string{"us"}})
+	wantStatus(t, res, 200, "a read copy of t1 in us")
+	if err := json.Unmarshal(res.Body, &ans); err != nil || fmt.Sprint(ans.ReadCopies) != "[us1]" || fmt.Sprint(ans.Added) != "[us1]" {
+		t.Fatalf("a read copy in us answered %s", res)
+	}
+	res = d.admin.Do("PUT", path, map[string]any{"regions": []string{"us"}})
+	wantStatus(t, res, 200, "t1's read copy in us, asked again")
+	if err := json.Unmarshal(res.Body, &ans); err != nil || fmt.Sprint(ans.ReadCopies) != "[us1]" || len(ans.Added)+len(ans.Dropped) != 0 {
+		t.Fatalf("a read copy in us asked again answered %s", res)
+	}
+	writer := cluster.NewClient(t, d.g.URL(), dataToken)
+	writer.MustQuery("t1", "create collection kv (k text @unique, v int)")
+	writer.MustQuery("t1", "insert kv {k: 'a', v: 1}")
+	cluster.Eventually(t, wait, func() error {
+		return d.servedBy(d.reader.QueryH("t1", "get kv where k = 'a'", wire.HeaderMaxStaleness, "5000"), wire.ServedByCopy, "us1", 5000)
+	})
+	res = d.admin.Do("PUT", path, map[string]any{"regions": []string{}})
+	wantStatus(t, res, 200, "no read copies by region")
+	if err := json.Unmarshal(res.Body, &ans); err != nil || len(ans.ReadCopies) != 0 || fmt.Sprint(ans.Dropped) != "[us1]" {
+		t.Fatalf("dropping by region answered %s", res)
+	}
+}

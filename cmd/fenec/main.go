@@ -63,7 +63,7 @@ var commands = []command{
 	{"place", "TENANT [--node N] [--region R]", "create a tenant on a node", setupPlace},
 	{"move", "TENANT --to NODE", "move a tenant to another node", setupMove},
 	{"survive", "TENANT zone|region [--copy NODE]", "what a tenant must outlive: a node of its region (zone), or its region lost whole (region: its copy in another region)", setupSurvive},
-	{"read-copies", "TENANT NODE... | TENANT --none", "set a tenant's read copies, on nodes of other regions (all of them: those not named are dropped)", setupReadCopies},
+	{"read-copies", "TENANT NODE... | TENANT --regions R1,R2 | TENANT --none", "set a tenant's read copies, on nodes of other regions, or one in each region named (all of them: those not named are dropped)", setupReadCopies},
 	{"failover", "NODE [--force]", "promote a node's tenants on their copies", setupFailover},
 	{"promote", "", "make the router named by --router (a standby) lead", setupPromote},
 	{"quota", "TENANT [--bytes N] [--rows N] ...", "read a tenant's quota, or set it", setupQuota},

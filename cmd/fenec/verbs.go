@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -262,22 +263,34 @@ func setupSurvive(fs *flag.FlagSet, e *env) runFunc {
 	})
 }
 
-// setupReadCopies is `fenec read-copies TENANT NODE...` (or --none): the
-// tenant's read copies, all of them.
+// setupReadCopies is `fenec read-copies TENANT NODE...` (or --regions, or
+// --none): the tenant's read copies, all of them.
 func setupReadCopies(fs *flag.FlagSet, e *env) runFunc {
 	none := fs.Bool("none", false, "drop every read copy of the tenant")
+	regions := fs.String("regions", "", "one read copy in each of these `REGIONS` (comma-separated), on the node the router picks there")
 	return routerVerb(fs, e, func(ctx context.Context, c *routerClient, pos []string) error {
 		if len(pos) == 0 {
-			return fmt.Errorf("%w: want a TENANT and the NODEs to hold its read copies (or --none)", errUsage)
+			return fmt.Errorf("%w: want a TENANT and the NODEs to hold its read copies (or --regions, or --none)", errUsage)
 		}
 		nodes := pos[1:]
+		var body map[string][]string
 		switch {
-		case *none && len(nodes) > 0:
-			return fmt.Errorf("%w: --none drops every read copy: name no NODE with it", errUsage)
+		case *none && (len(nodes) > 0 || *regions != ""):
+			return fmt.Errorf("%w: --none drops every read copy: name no NODE nor --regions with it", errUsage)
+		case *regions != "" && len(nodes) > 0:
+			return fmt.Errorf("%w: name the NODEs to hold %s's read copies, or --regions for one in each, not both", errUsage, pos[0])
+		case *regions != "":
+			rs := strings.Split(*regions, ",")
+			if slices.Contains(rs, "") {
+				return fmt.Errorf("%w: --regions %q: want region names separated by commas, such as us,ap", errUsage, *regions)
+			}
+			body = map[string][]string{"regions": rs}
 		case !*none && len(nodes) == 0:
-			return fmt.Errorf("%w: name the NODEs to hold %s's read copies, or --none to drop them all", errUsage, pos[0])
+			return fmt.Errorf("%w: name the NODEs to hold %s's read copies, --regions for one in each, or --none to drop them all", errUsage, pos[0])
+		default:
+			body = map[string][]string{"nodes": append([]string{}, nodes...)}
 		}
-		b, err := c.call(ctx, http.MethodPut, tenantPath(pos[0], "/read-copies"), map[string][]string{"nodes": append([]string{}, nodes...)}, http.StatusOK)
+		b, err := c.call(ctx, http.MethodPut, tenantPath(pos[0], "/read-copies"), body, http.StatusOK)
 		if err != nil {
 			return err
 		}
