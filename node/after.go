@@ -52,6 +52,10 @@ func (c *call) awaitSeq() bool {
 			c.afterRefused(want, ErrHistoryForked)
 			return false
 		}
+		if err := c.pastLatest(hist, want); err != nil {
+			c.failWith(err, map[string]any{"seq": c.t.db.Seq(), "history": c.t.db.History()})
+			return false
+		}
 	}
 	c.s.metrics.held.Inc()
 	err = c.t.waitSeq(c.r.Context(), want, c.afterWait(wait))
@@ -101,4 +105,21 @@ func forkedBefore(lineage []engine.LineageEntry, h, seq uint64) bool {
 		}
 	}
 	return false
+}
+
+// pastLatest refuses, on the tenant's primary, a Fenec-After past its
+// latest write in the history the read names, when that is the file's
+// own: only this file writes in its history, so no write of that seq
+// exists — the client's seq is not one its write's answer carried. A copy
+// may be behind its primary and waits; a file of another history is
+// judged by Holds.
+func (c *call) pastLatest(hist, want uint64) error {
+	if Role(c.t.role.Load()) != RolePrimary || hist != c.t.db.History() {
+		return nil
+	}
+	if seq := c.t.db.Seq(); want > seq {
+		return fmt.Errorf("%w: Fenec-After %d is past this tenant's latest write (seq %d of history %d): no write has that seq; send the Fenec-Seq and Fenec-History your write's answer carried",
+			ErrBadRequest, want, seq, hist)
+	}
+	return nil
 }

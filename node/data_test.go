@@ -220,6 +220,19 @@ func TestFenecAfterAndHistory(t *testing.T) {
 	wantJSONError(t, r, 504)
 	wantJSONError(t, n.do("GET", "/t/a/c", "", "Fenec-After", "x"), 400)
 	wantJSONError(t, n.do("GET", "/t/a/c", "", "Fenec-After", "1", "Fenec-History", "x"), 400)
+	// Past the primary's latest write in its own history: no write has
+	// that seq, so 400 at once, naming the seq and history it has; no wait.
+	latest, _ := strconv.Atoi(n.seq("a"))
+	start := time.Now()
+	r = n.do("GET", "/t/a/c?count", "", "Fenec-After", strconv.Itoa(latest+1), "Fenec-History", hist, "Fenec-Wait", "10000")
+	m = wantJSONError(t, r, 400)
+	if m["seq"] != json.Number(strconv.Itoa(latest)) || m["history"] != json.Number(hist) ||
+		!strings.Contains(fmt.Sprint(m["error"]), "past this tenant's latest write") || time.Since(start) > 5*time.Second {
+		t.Fatalf("Fenec-After past the primary's latest write answered after %v: %s", time.Since(start), r.Body)
+	}
+	if n.seq("a") != strconv.Itoa(latest) {
+		t.Fatal("a refused read wrote")
+	}
 }
 
 // history is a tenant's current history id, read from its open file.

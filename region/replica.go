@@ -22,7 +22,7 @@ var ErrNoReplica = errors.New("no replica")
 var ErrReplicaBehind = errors.New("replica recorded behind")
 
 // ErrStandbyNode: a move onto a standby, which holds only copies.
-var ErrStandbyNode = errors.New("node is a standby: it takes only copies")
+var ErrStandbyNode = errors.New("node is a standby: it takes only copies; move the tenant to a node that is not one (GET /_shard/nodes lists them), or record this node again without \"standby\" first")
 
 // standbyOf is the standby recorded for node n ("" when none).
 func (rt *Router) standbyOf(ctx context.Context, n string) (string, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -286,10 +287,13 @@ func TestReadCopiesByRegion(t *testing.T) {
 		{"too many", d.admin, "PUT", map[string]any{"regions": manyNames(9)}, 400, "at most 8"},
 		{"on a standby router", d.near.Client(), "PUT", map[string]any{"regions": []string{"us"}}, 409, "lead"},
 	})
+	wantRefusals(t, "/_shard/tenants/t1/move", []refusal{
+		{"a move to a standby node", d.admin, "POST", map[string]any{"to": "ap1"}, 409, "a node that is not one"},
+	})
 	res := d.admin.Do("GET", "/_shard/tenants", nil)
 	wantStatus(t, res, 200, "list tenants")
-	if strings.Contains(string(res.Body), "read_copies") {
-		t.Fatalf("a refused change left read copies: %s", res)
+	if strings.Contains(string(res.Body), "read_copies") || !strings.Contains(string(res.Body), `"node":"eu1"`) {
+		t.Fatalf("a refused change left a mark: %s", res)
 	}
 
 	var ans struct {
@@ -317,5 +321,69 @@ func TestReadCopiesByRegion(t *testing.T) {
 	wantStatus(t, res, 200, "no read copies by region")
 	if err := json.Unmarshal(res.Body, &ans); err != nil || len(ans.ReadCopies) != 0 || fmt.Sprint(ans.Dropped) != "[us1]" {
 		t.Fatalf("dropping by region answered %s", res)
+	}
+}
+
+// TestBoundedReadsHostile: a read through the router near the copy whose
+// bound is negative, past a day, not a number, a list or repeated, or
+// whose Fenec-After is past the tenant's latest write, is refused 400 at
+// once (nothing runs), saying what to send; a good bound after them is
+// served by the copy.
+func TestBoundedReadsHostile(t *testing.T) {
+	d := startReadCopies(t)
+	d.g.Place("t1", d.eu1)
+	writer := cluster.NewClient(t, d.g.URL(), dataToken)
+	writer.MustQuery("t1", "create collection kv (k text @unique, v int)")
+	res := writer.MustQuery("t1", "insert kv {k: 'a', v: 1}")
+	seq, history := res.Header.Get(wire.HeaderSeq), res.Header.Get(wire.HeaderHistory)
+	wantStatus(t, d.admin.Do("PUT", "/_shard/tenants/t1/read-copies", map[string]any{"nodes": []string{"us1"}}), 200, "a read copy of t1 on us1")
+	cluster.Eventually(t, wait, func() error {
+		return d.servedBy(d.reader.QueryH("t1", "get kv", wire.HeaderMaxStaleness, "5000"), wire.ServedByCopy, "us1", 5000)
+	})
+	n, _ := strconv.ParseUint(seq, 10, 64)
+	hc := &http.Client{Transport: &http.Transport{}}
+	defer hc.CloseIdleConnections()
+	for _, tc := range []struct {
+		what string
+		hdr  [][2]string
+		says string
+	}{
+		{"a negative bound", [][2]string{{wire.HeaderMaxStaleness, "-1"}}, wire.HeaderMaxStaleness},
+		{"a bound past a day", [][2]string{{wire.HeaderMaxStaleness, "86400001"}}, wire.HeaderMaxStaleness},
+		{"a huge bound", [][2]string{{wire.HeaderMaxStaleness, "99999999999999999999"}}, wire.HeaderMaxStaleness},
+		{"not a number", [][2]string{{wire.HeaderMaxStaleness, "soon"}}, wire.HeaderMaxStaleness},
+		{"a fraction", [][2]string{{wire.HeaderMaxStaleness, "1.5"}}, wire.HeaderMaxStaleness},
+		{"a list", [][2]string{{wire.HeaderMaxStaleness, "5000, 6000"}}, wire.HeaderMaxStaleness},
+		{"repeated", [][2]string{{wire.HeaderMaxStaleness, "5000"}, {wire.HeaderMaxStaleness, "5000"}}, wire.HeaderMaxStaleness},
+		{"Fenec-After past the latest write", [][2]string{{wire.HeaderAfter, strconv.FormatUint(n+10, 10)}, {wire.HeaderHistory, history}},
+			"past this tenant's latest write"},
+	} {
+		req, err := http.NewRequest("POST", d.near.URL()+"/t/t1/query", strings.NewReader(`{"query": "get kv"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+dataToken)
+		for _, h := range tc.hdr {
+			req.Header.Add(h[0], h[1])
+		}
+		start := time.Now()
+		r, err := hc.Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.what, err)
+		}
+		body, _ := io.ReadAll(r.Body)
+		r.Body.Close()
+		took := time.Since(start)
+		var e struct{ Error string }
+		if r.StatusCode != 400 || json.Unmarshal(body, &e) != nil || !strings.Contains(e.Error, tc.says) || took > 2*time.Second {
+			t.Errorf("%s: want 400 naming %q at once, got %d %s after %v", tc.what, tc.says, r.StatusCode, body, took)
+		}
+	}
+	if err := d.servedBy(d.reader.QueryH("t1", "get kv", wire.HeaderMaxStaleness, "5000"), wire.ServedByCopy, "us1", 5000); err != nil {
+		t.Fatalf("a good bound after the bad ones: %v", err)
+	}
+	res = d.reader.QueryH("t1", "get kv", wire.HeaderAfter, seq, wire.HeaderHistory, history)
+	if err := d.servedBy(res, wire.ServedByCopy, "us1", -1); err != nil {
+		t.Fatalf("Fenec-After of the client's own write: %v", err)
 	}
 }

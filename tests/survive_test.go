@@ -269,3 +269,29 @@ func lapsedNodes(t *testing.T, r *cluster.Client) map[string]time.Time {
 	}
 	return out
 }
+
+// TestSurviveNoOtherRegion: a tenant cannot be set to survive its region
+// where no node of another region can hold its copy: 409 saying to record
+// one, and nothing changed.
+func TestSurviveNoOtherRegion(t *testing.T) {
+	c := cluster.New(t)
+	g := c.StartRouter("g", cluster.RouterOptions{Args: []string{"--auto-failover", "2"}})
+	args := []string{"--lease", "--sync", "always", "--replication-token", replToken, "--http-token", dataToken}
+	admin := g.Client()
+	for _, name := range []string{"eu1", "eu2"} {
+		n := c.StartNode(name, cluster.NodeOptions{Args: args})
+		wantStatus(t, admin.Do("PUT", "/_shard/nodes/"+name, map[string]any{
+			"addr": n.URL(), "token": cluster.AdminToken, "region": "eu"}), 201, "register "+name)
+	}
+	res := admin.Do("PUT", "/_shard/tenants/t1", map[string]any{"node": "eu1"})
+	wantStatus(t, res, 201, "place t1")
+	wantRefusals(t, "/_shard/tenants/t1/survive", []refusal{
+		{"no node of another region", admin, "PUT", map[string]any{"survive": "region"}, 409, "record one"},
+		{"a copy named in its own region", admin, "PUT", map[string]any{"survive": "region", "copy": "eu2"}, 409, "another region"},
+	})
+	res = admin.Do("GET", "/_shard/tenants", nil)
+	wantStatus(t, res, 200, "list tenants")
+	if !strings.Contains(string(res.Body), `"survive":"zone"`) || !strings.Contains(string(res.Body), `"node":"eu1"`) {
+		t.Fatalf("a refused change left a mark: %s", res)
+	}
+}
