@@ -158,6 +158,41 @@ func (s *Store) GetNode(ctx context.Context, n string) (Versioned[Node], error) 
 	return get[Node](ctx, s, NodeKey(n))
 }
 
+// NodeRetries bounds how often a write conditioned on a node's record
+// (WriteNode, a tenant placed on the node) reads the record again after
+// another change to it won the race.
+const NodeRetries = 8
+
+// WriteNode reads node name's record (a zero one, found false, when there
+// is none and create allows it), lets change edit it, and writes it back
+// conditioned on the revision read. Another writer may change other fields
+// of the same record meanwhile (the leasing router marks lease:true, an
+// operator names a standby), so a lost race reads the record again and
+// reapplies change rather than refusing the caller. It answers the
+// revision written, or 0 when change left the record as it was.
+func (s *Store) WriteNode(ctx context.Context, name string, create bool, change func(n *Node, found bool) bool) (int64, error) {
+	var err error
+	for range NodeRetries {
+		cur, gerr := s.GetNode(ctx, name)
+		found := gerr == nil
+		if !found && (!create || !errors.Is(gerr, ErrNotFound)) {
+			return 0, gerr
+		}
+		rec := cur.Value
+		if !change(&rec, found) {
+			return 0, nil
+		}
+		var rev int64
+		if rev, err = s.Txn().PutNode(name, cur.Rev, rec).Commit(ctx); err == nil {
+			return rev, nil
+		}
+		if !errors.Is(err, ErrConflict) {
+			return 0, err
+		}
+	}
+	return 0, err
+}
+
 // GetTenant returns tenant t; ErrNotFound if absent.
 func (s *Store) GetTenant(ctx context.Context, t string) (Versioned[Tenant], error) {
 	if err := CheckName("tenant", t); err != nil {

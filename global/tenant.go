@@ -8,6 +8,9 @@ import (
 // HoldMove is the HeldBy of a tenant being moved.
 const HoldMove = "move"
 
+// HoldFailover is the HeldBy of a tenant whose copy is being promoted.
+const HoldFailover = "failover"
+
 // PlaceTenant records a new tenant: it must be absent, and its node must be
 // at nodeRev (as the caller read it when choosing it).
 func (s *Store) PlaceTenant(ctx context.Context, name string, t Tenant, nodeRev int64) (Versioned[Tenant], error) {

@@ -79,6 +79,15 @@ func (v *View) Region(name string) (Region, bool) {
 	return r, ok
 }
 
+// RegionRecord is region r's record, or, where v has none, that of a
+// region the global tier leases (how a region starts out).
+func (v *View) RegionRecord(r string) Region {
+	if rec, ok := v.Region(r); ok {
+		return rec
+	}
+	return Region{Name: r, Leaser: LeaserGlobal}
+}
+
 // Quota returns tenant name's quota.
 func (v *View) Quota(name string) (Quota, bool) {
 	q, ok := v.quotas[name]

@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fenec-go/fenec/global"
+	"github.com/fenec-go/fenec/region/leasing"
 )
 
 // Outcomes of a move, the label of fenec_router_moves_total.
@@ -27,18 +28,6 @@ type controlMetrics struct {
 	refused *prometheus.CounterVec
 }
 
-// failoverOutcome is a failover's outcome label: done, partial or failed
-// (the same as an automatic failover's).
-func failoverOutcome(res FailoverResult) string {
-	switch {
-	case len(res.Failed) > 0 && len(res.Promoted) == 0:
-		return AutoFailoverFailed
-	case len(res.Failed) > 0:
-		return AutoFailoverPartial
-	}
-	return AutoFailoverDone
-}
-
 func newControlMetrics(reg prometheus.Registerer, w *global.Watcher, lead *leadership) (*controlMetrics, error) {
 	m := &controlMetrics{
 		moves: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -59,7 +48,7 @@ func newControlMetrics(reg prometheus.Registerer, w *global.Watcher, lead *leade
 	for _, o := range []string{MoveDone, MoveAborted, MoveStuck, MoveRefused} {
 		m.moves.WithLabelValues(o)
 	}
-	for _, o := range []string{AutoFailoverDone, AutoFailoverPartial, AutoFailoverFailed} {
+	for _, o := range []string{leasing.AutoFailoverDone, leasing.AutoFailoverPartial, leasing.AutoFailoverFailed} {
 		m.failovers.WithLabelValues(o)
 	}
 	leading := prometheus.NewGaugeFunc(prometheus.GaugeOpts{

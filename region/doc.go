@@ -5,6 +5,8 @@
 // /t/<tenant>/ is region/forward's, which this package feeds with
 // placements (placement.go) and tells of failovers (Cut). Nor is it the
 // cross-tenant merge: region/merge's rules run on the rows query.go reads.
+// Nor is it the leasing: region/leasing grants nodes their leases and
+// fails lapsed ones over, through the dependencies leases.go hands it.
 // It talks to nodes only over HTTP, and to the directory only through
 // package global.
 //
@@ -56,7 +58,9 @@
 //     stale copies follow again, retries copies owed (read again from
 //     the directory at each term) and replaces copies their nodes report
 //     damaged; collect.go: its deletion of a move's source left frozen.
-//   - failover.go: FailoverNode, by hand or on a lease.
+//   - failover.go: FailoverNode, by hand or on a lease (its answer,
+//     FailoverResult, is region/leasing's type, which fails nodes over
+//     through it).
 //   - shard_file.go: a tenant's image out (backup) and in (restore, as a
 //     new history, its lineage recorded); restore_hold.go: a failover
 //     ends a restore's hold and cancels it rather than wait for it.
@@ -67,19 +71,16 @@
 // Who leads, and leases (docs/regions.md is the protocol):
 //   - leader.go: leadership — claiming the lead (every claim moves the
 //     term on), the fenced Store every change goes through, stepping down
-//     when the view shows a later term.
+//     when the view shows a later term or a node took a higher one.
 //   - owner.go: which side owns a region's placements (the side leasing
 //     it), the 409 naming where to send a change, the store guarded on
 //     the region record every change writes through.
-//   - leasing.go: --auto-failover over explicit dependencies and an
-//     injected clock — a lease.Leaser while this router leads (and, on a
-//     region's router, while its region leases), GET /_shard/leases, the
-//     forwarder's LeaseRetry; leasing_scope.go: which nodes, on what terms
-//     (epoch, handoff); leasing_lists.go: the nodes' lists from the view;
-//     leasing_failover.go: a lapsed node's failover and the copies'
-//     reports; leasing_probe.go: nodes that take leases;
-//     leasing_notify.go: a node's next answer, the series;
-//     leasetransport.go: grants over HTTP.
+//   - leases.go: the leasing (--auto-failover, package region/leasing)
+//     wired over the router's lead, view, transport and failover, the
+//     forwarder's LeaseRetry, and GET /_shard/leases. The leasing itself
+//     reaches the router only through leasing.Deps and the lead only
+//     through leasing.Lead (leader.go's leasingLead); the router keeps the
+//     clock it hands it (Router.clock), which the handoff's steps read.
 //   - handoff.go: POST /_shard/regions/<r>/handoff, the global tier's
 //     steps of a handoff, the region's (run by its link), a forced
 //     takeover; mirror.go: a region's leading router's link to the global
@@ -95,7 +96,7 @@
 // else is locked:
 //
 //	Router.opMu → repairer.mu
-//	leasing.syncMu → leasing.mu → lease.Leaser's own (SetList, SetTerms)
+//	leasing.Leasing.syncMu → leasing.Leasing.mu → lease.Leaser's own (SetList, SetTerms)
 //
 // opMu serialises the changes that must not interleave on the leader (a
 // placement choosing a node against that node's removal, a move's start,
@@ -103,11 +104,11 @@
 // for it, the repair's deletion of a move's source left frozen), and is
 // held across their directory calls (and, recording a node, across asking
 // nodes recorded before ids who they are; the repair, across its one
-// node call). leasing.mu is never held across a failover, a grant or the
-// directory: it is released before FailoverNode, which takes opMu.
-// leadership.mu, mirror.mu, globalHandoffs.mu, audit.Log's mu and
-// answerNotifier.mu guard their
-// own fields and call nothing that locks. No router lock is held while
+// node call). leasing.Leasing.mu is never held across a failover, a grant
+// or the directory: it is released before the Failover dependency
+// (FailoverNode), which takes opMu. leadership.mu, mirror.mu,
+// globalHandoffs.mu, audit.Log's mu and region/leasing's answerNotifier.mu
+// guard their own fields and call nothing that locks. No router lock is held while
 // the forwarder is called, and the forwarder holds none of its own while
 // it calls back (LeaseRetry, Placements); inside region/forward the order
 // is pool.mu → flight.mu.

@@ -13,29 +13,17 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/fenec-go/fenec/global"
+	"github.com/fenec-go/fenec/region/leasing"
 	"github.com/fenec-go/fenec/wire"
 )
 
-// holdFailover is the HeldBy of a tenant whose copy is being promoted.
-const holdFailover = "failover"
-
-// heldWaitLimit bounds how long a failover waits, in the background, for
-// the operation holding a tenant to end.
-const heldWaitLimit = 10 * time.Minute
-
 // FailoverResult is what a failover of one node did: the tenants promoted
-// on their copies and those that were not, with why.
-type FailoverResult struct {
-	Node     string            `json:"node"`
-	Promoted []string          `json:"promoted"`
-	Failed   []FailoverFailure `json:"failed"`
-}
+// on their copies and those that were not, with why. The leasing fails
+// lapsed nodes over through FailoverNode, so the type is its.
+type FailoverResult = leasing.FailoverResult
 
 // FailoverFailure is a tenant a failover left on its node.
-type FailoverFailure struct {
-	Tenant string `json:"tenant"`
-	Why    string `json:"why"`
-}
+type FailoverFailure = leasing.FailoverFailure
 
 // failoverBatch bounds the tenants one directory transaction of a
 // failover holds or points at their copies: each takes a condition and a
@@ -95,7 +83,7 @@ func (rt *Router) FailoverNode(ctx context.Context, node string, force bool) Fai
 			tenants[t] = at
 			broken = append(broken, t)
 		}
-		if by := at.Value.HeldBy; by != "" && by != holdFailover {
+		if by := at.Value.HeldBy; by != "" && by != global.HoldFailover {
 			res.Failed = append(res.Failed, FailoverFailure{Tenant: t,
 				Why: fmt.Sprintf("held by %s: failed over onto %q when it ends", by, at.Value.Replica)})
 			rt.failoverWhenReleased(s, t, node, at.Value.Replica, force)
@@ -167,11 +155,11 @@ func (rt *Router) failoverBatch(ctx context.Context, s *global.Store, node strin
 	held := make([]global.Versioned[global.Tenant], len(names))
 	for i, t := range names {
 		at := tenants[t]
-		if at.Value.HeldBy == holdFailover { // one cut short: taken as it is
+		if at.Value.HeldBy == global.HoldFailover { // one cut short: taken as it is
 			held[i] = at
 			continue
 		}
-		tx, held[i].Value = tx.HoldTenant(t, at, holdFailover)
+		tx, held[i].Value = tx.HoldTenant(t, at, global.HoldFailover)
 	}
 	rev, err := tx.Commit(ctx)
 	if err != nil {
@@ -320,7 +308,7 @@ func (rt *Router) pointAtCopies(ctx context.Context, s *global.Store, ok []promo
 	defer rt.opMu.Unlock()
 	tx := s.Txn()
 	for _, p := range ok {
-		tx, _ = tx.ReleaseAndFailover(p.name, p.held, holdFailover, p.held.Value.Replica, p.ans.History)
+		tx, _ = tx.ReleaseAndFailover(p.name, p.held, global.HoldFailover, p.held.Value.Replica, p.ans.History)
 	}
 	rev, err := tx.Commit(ctx)
 	if err != nil {
@@ -347,7 +335,7 @@ func (rt *Router) pointAtCopies(ctx context.Context, s *global.Store, ok []promo
 // its copy, conditioned on the release's revision. The caller holds opMu.
 func (rt *Router) pointAtCopy(ctx context.Context, s *global.Store, p promoted) error {
 	rec := p.held.Value
-	free, err := s.Release(ctx, p.name, p.held, holdFailover)
+	free, err := s.Release(ctx, p.name, p.held, global.HoldFailover)
 	if err != nil {
 		return fmt.Errorf("release %s after its promotion on %s (a second failover finishes it): %w", p.name, rec.Replica, err)
 	}
@@ -371,7 +359,7 @@ func (rt *Router) logFailedOver(p promoted, force bool) {
 func (rt *Router) releaseHeld(ctx context.Context, s *global.Store, name string, held global.Versioned[global.Tenant]) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rt.cfg.NodeTimeout)
 	defer cancel()
-	rel, err := s.Release(rctx, name, held, holdFailover)
+	rel, err := s.Release(rctx, name, held, global.HoldFailover)
 	if err != nil {
 		rt.log.Error("release a tenant after a failed promotion", "tenant", name, "err", err)
 		return
@@ -393,7 +381,7 @@ func (rt *Router) failoverOneByOne(ctx context.Context, s *global.Store, node st
 			continue // moved or failed over meanwhile
 		}
 		at = rt.breakRestore(ctx, s, t, node, at)
-		if by := at.Value.HeldBy; by != "" && by != holdFailover {
+		if by := at.Value.HeldBy; by != "" && by != global.HoldFailover {
 			res.Failed = append(res.Failed, FailoverFailure{Tenant: t,
 				Why: fmt.Sprintf("held by %s: failed over onto %q when it ends", by, at.Value.Replica)})
 			rt.failoverWhenReleased(s, t, node, at.Value.Replica, force)
@@ -415,9 +403,9 @@ func (rt *Router) failoverTenant(ctx context.Context, s *global.Store, name stri
 		return err
 	}
 	held := at
-	if at.Value.HeldBy != holdFailover {
+	if at.Value.HeldBy != global.HoldFailover {
 		var err error
-		if held, err = s.Hold(ctx, name, at, holdFailover); err != nil {
+		if held, err = s.Hold(ctx, name, at, global.HoldFailover); err != nil {
 			return fmt.Errorf("hold %s: %w", name, err)
 		}
 	}
@@ -454,7 +442,7 @@ func (rt *Router) failoverWhenReleased(s *global.Store, name, node, replica stri
 	}
 	rt.wg.Go(func() {
 		defer rt.heldEnded(name)
-		ctx, cancel := context.WithTimeout(rt.ctx, heldWaitLimit)
+		ctx, cancel := context.WithTimeout(rt.ctx, leasing.HeldWaitLimit)
 		defer cancel()
 		tick := time.NewTicker(200 * time.Millisecond)
 		defer tick.Stop()
@@ -462,7 +450,7 @@ func (rt *Router) failoverWhenReleased(s *global.Store, name, node, replica stri
 			select {
 			case <-ctx.Done():
 				rt.log.Warn("held tenant not failed over: gave up waiting for the operation holding it; back on its node's lease list",
-					"tenant", name, "node", node, "waited", heldWaitLimit, "err", context.Cause(ctx))
+					"tenant", name, "node", node, "waited", leasing.HeldWaitLimit, "err", context.Cause(ctx))
 				return
 			case <-tick.C:
 			}
@@ -474,7 +462,7 @@ func (rt *Router) failoverWhenReleased(s *global.Store, name, node, replica stri
 				}
 				continue
 			}
-			if at.Value.HeldBy != "" && at.Value.HeldBy != holdFailover {
+			if at.Value.HeldBy != "" && at.Value.HeldBy != global.HoldFailover {
 				continue
 			}
 			if at.Value.Node != node || at.Value.Replica != replica {
@@ -518,7 +506,7 @@ func (c *shardCall) postFailover(s *global.Store, node string) (int, any, error)
 		}
 	}
 	res := c.rt.FailoverNode(c.r.Context(), node, req.Force)
-	c.rt.metrics.failovers.WithLabelValues(failoverOutcome(res)).Inc()
+	c.rt.metrics.failovers.WithLabelValues(res.Outcome()).Inc()
 	code := http.StatusOK
 	if len(res.Failed) > 0 {
 		code = http.StatusBadGateway

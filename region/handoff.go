@@ -159,7 +159,7 @@ func (m *mirror) align(ctx context.Context, s, dgs *global.Store, rec linkRecord
 	}
 	m.rt.auditRegion(global.DirOfRegion(m.region), was, want)
 	m.rt.settleTo(ctx, rec.de.Rev) // the leasing's scope reads the view
-	m.rt.leasing.poke()
+	m.rt.leasing.Poke()
 	m.rt.log.Info("link: region record taken from the global directory", "region", m.region,
 		"leaser", want.LeasedBy(), "epoch", want.Epoch, "state", stateOf(want))
 	return rec, nil
@@ -289,7 +289,7 @@ func (m *mirror) give(ctx context.Context, s, dgs *global.Store, rec linkRecords
 	m.gaveAt = m.clock.Now()
 	m.mu.Unlock()
 	m.rt.settleTo(ctx, rec.de.Rev)
-	m.rt.leasing.resync() // the region's nodes leave the leasing: no grant to them is out from here
+	m.rt.leasing.Resync() // the region's nodes leave the leasing: no grant to them is out from here
 	m.rt.log.Info("handoff: stopped granting the region's nodes", "region", m.region, "term", term)
 	if _, err := m.up(ctx, dgs, rec.de, rec.dg); err != nil {
 		return rec, err
@@ -356,7 +356,7 @@ func (m *mirror) settleForce(rec linkRecords) {
 		m.mu.Lock()
 		m.ackedAt = 0
 		m.mu.Unlock()
-		m.rt.leasing.settleForce(0)
+		m.rt.leasing.SettleForce(0)
 		return
 	}
 	if dg.LeasedBy() != global.LeaserRegion || dg.Epoch < de.Epoch {
@@ -369,7 +369,7 @@ func (m *mirror) settleForce(rec linkRecords) {
 	rl := time.Duration(rec.snap.view.LeaseRecordMS) * time.Millisecond
 	at := m.ackedAt + rl + rl/10
 	m.mu.Unlock()
-	m.rt.leasing.settleForce(at)
+	m.rt.leasing.SettleForce(at)
 }
 
 // globalHandoffs takes the global tier's steps of every region's handoff,
@@ -427,7 +427,7 @@ func (g *globalHandoffs) stepRegion(ctx context.Context, name string, rec global
 	h := rec.Handoff
 	if h == nil || !rec.InFlight() {
 		g.forget(name)
-		g.rt.leasing.keepOn(name)
+		g.rt.leasing.KeepOn(name)
 		return nil
 	}
 	s, err := g.rt.lead.changes(ctx)
@@ -475,22 +475,22 @@ func (g *globalHandoffs) give(ctx context.Context, s *global.Store, name string,
 			}
 		}
 	}
-	g.rt.leasing.giveUp(name)
+	g.rt.leasing.GiveUp(name)
 	_, term := g.rt.lead.status()
 	lr, err := s.LeaseRecord(ctx)
 	if err != nil {
-		g.rt.leasing.keepOn(name)
+		g.rt.leasing.KeepOn(name)
 		return err
 	}
 	now := g.rt.now()
 	if _, err := g.rt.writeRegion(ctx, s, global.DirGlobal, name, at, func(r *global.Region) error {
 		return r.Give(g.rt.id, term, lr.Value, now, now)
 	}); err != nil {
-		g.rt.leasing.keepOn(name)
+		g.rt.leasing.KeepOn(name)
 		return err
 	}
 	g.mu.Lock()
-	g.givenSeen[name] = g.rt.leasing.deps.clock.Now()
+	g.givenSeen[name] = g.rt.clock.Now()
 	g.mu.Unlock()
 	g.rt.log.Info("handoff: stopped granting the region's nodes", "region", name, "term", term, "record_ms", lr.Value)
 	return nil
@@ -500,7 +500,7 @@ func (g *globalHandoffs) give(ctx context.Context, s *global.Store, name string,
 // past the bound it rolls the handoff back (if the region's done won the
 // race, it is done) and leases the region's nodes again.
 func (g *globalHandoffs) awaitTaken(ctx context.Context, s *global.Store, name string, at global.Versioned[global.Region]) error {
-	now := g.rt.leasing.deps.clock.Now()
+	now := g.rt.clock.Now()
 	g.mu.Lock()
 	seen, ok := g.givenSeen[name]
 	if !ok {
@@ -508,8 +508,8 @@ func (g *globalHandoffs) awaitTaken(ctx context.Context, s *global.Store, name s
 		g.givenSeen[name] = now
 	}
 	g.mu.Unlock()
-	if !g.rt.leasing.giving(name) {
-		g.rt.leasing.giveUp(name) // led since: never granting the region while it is given
+	if !g.rt.leasing.Giving(name) {
+		g.rt.leasing.GiveUp(name) // led since: never granting the region while it is given
 	}
 	bound := handoffBound(g.rt.cfg.AutoFailover)
 	if now-seen < bound {
@@ -520,7 +520,7 @@ func (g *globalHandoffs) awaitTaken(ctx context.Context, s *global.Store, name s
 		return err
 	}
 	g.forget(name)
-	g.rt.leasing.keepOn(name)
+	g.rt.leasing.KeepOn(name)
 	g.rt.log.Warn("handoff rolled back: leasing the region's nodes again", "region", name, "why", why)
 	return nil
 }
@@ -536,11 +536,9 @@ func (g *globalHandoffs) take(ctx context.Context, s *global.Store, name string,
 	g.rt.auditRegion(global.DirGlobal, at.Value, done.Value)
 	g.rt.settleTo(ctx, done.Rev)
 	h := done.Value.Handoff
-	if lsr := g.rt.leasing.running(); lsr != nil {
-		lsr.ExtendRecord(time.Duration(h.LeaseRecordMS) * time.Millisecond)
-	}
-	g.rt.leasing.keepOn(name)
-	g.rt.leasing.resync()
+	g.rt.leasing.ExtendRecord(time.Duration(h.LeaseRecordMS) * time.Millisecond)
+	g.rt.leasing.KeepOn(name)
+	g.rt.leasing.Resync()
 	g.rt.log.Info("handoff: the global tier leases the region", "region", name, "epoch", done.Value.Epoch,
 		"giver_term", h.Term, "giver_record_ms", h.LeaseRecordMS)
 	return nil
@@ -713,7 +711,7 @@ func (c *shardCall) awaitHandoff(region string, offered global.Region, wait time
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			rec := regionRecord(c.rt.watcher.View(), region)
+			rec := c.rt.watcher.View().RegionRecord(region)
 			if rec.Handoff == nil || !rec.Handoff.At.Equal(at) {
 				rec = offered
 			}

@@ -62,7 +62,7 @@ func (rt *Router) startLapses() {
 		return
 	}
 	rt.wg.Go(func() {
-		t := time.NewTicker(rt.leasing.tick())
+		t := time.NewTicker(rt.leasing.Tick())
 		defer t.Stop()
 		for {
 			select {
@@ -104,11 +104,7 @@ func (rt *Router) clearAnswered(ctx context.Context) {
 // answeredSinceLapse says whether node has answered this router's grants
 // and has not lapsed since.
 func (rt *Router) answeredSinceLapse(node string) bool {
-	lsr := rt.leasing.running()
-	if lsr == nil {
-		return false
-	}
-	for _, st := range lsr.Nodes() {
+	for _, st := range rt.leasing.Nodes() {
 		if st.Node == node {
 			return st.Answered && !st.FailedOver
 		}
@@ -149,7 +145,7 @@ func (rt *Router) clearLapsed(ctx context.Context, node string) {
 // nil unless its node n is recorded lapsed and no failover holds the
 // tenant (one under way is waited for, as any other).
 func unavailable(v *global.View, name string, t global.Tenant, n global.Node) *forward.Unavailable {
-	if n.Lapsed.IsZero() || t.HeldBy == holdFailover {
+	if n.Lapsed.IsZero() || t.HeldBy == global.HoldFailover {
 		return nil
 	}
 	u := &forward.Unavailable{Reason: forward.UnavailableZone, Tenant: name, Node: t.Node, Region: n.Region, Since: n.Lapsed}

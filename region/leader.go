@@ -223,3 +223,25 @@ func (l *leadership) status() (bool, uint64) {
 	l.checkViewLocked()
 	return l.leading, l.term
 }
+
+// stepDown ends this router's lead at once: a node fenced its term, so a
+// router was promoted over it.
+func (l *leadership) stepDown(highest uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.leading {
+		l.leading = false
+		l.log.Warn("a node took a higher term: no more changes here", "highest", highest, "our_term", l.term)
+	}
+}
+
+// leasingLead is the lead as the leasing asks of it (leasing.Lead).
+type leasingLead struct{ ld *leadership }
+
+func (l leasingLead) Status() (bool, uint64) { return l.ld.status() }
+
+func (l leasingLead) Changes(ctx context.Context) (*global.Store, error) { return l.ld.changes(ctx) }
+
+func (l leasingLead) StepDown(highest uint64) { l.ld.stepDown(highest) }
+
+func (l leasingLead) Lost(ctx context.Context, err error) { l.ld.lost(ctx, err) }

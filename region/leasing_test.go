@@ -1,9 +1,7 @@
 package region
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,11 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fenec-go/fenec/global"
 	"github.com/fenec-go/fenec/internal/testkit"
 	"github.com/fenec-go/fenec/internal/testkit/testnode"
 	"github.com/fenec-go/fenec/lease"
 	"github.com/fenec-go/fenec/node"
+	"github.com/fenec-go/fenec/region/leasing"
 )
 
 // leaseNode is a fenec-node under --lease (or not) whose /_admin/lease can
@@ -102,9 +100,9 @@ func (r *cpRouter) waitLeased(tb testing.TB, name string) {
 	})
 }
 
-func (r *cpRouter) leases(tb testing.TB) leasesAnswer {
+func (r *cpRouter) leases(tb testing.TB) leasing.Leases {
 	tb.Helper()
-	var a leasesAnswer
+	var a leasing.Leases
 	if st, b := r.shard(tb, http.MethodGet, "leases", nil, &a); st != http.StatusOK {
 		tb.Fatalf("leases: %d %s", st, b)
 	}
@@ -190,7 +188,7 @@ func TestAutoFailoverOfCutNodeCP(t *testing.T) {
 	if st, _ := a.write(t, "t1", 6000); st != http.StatusServiceUnavailable {
 		t.Fatalf("old primary took a write after the failover: %d", st)
 	}
-	if got := testkit.CounterValue(t, r.rt.leasing.failovers.WithLabelValues(AutoFailoverDone)); got < 1 {
+	if got := metricValue(t, r, `fenec_router_auto_failovers_total{outcome="done"}`); got < 1 {
 		t.Fatalf("auto failovers done: %v", got)
 	}
 	var failedOver bool
@@ -379,63 +377,6 @@ func TestHeldTenantOffTheListCP(t *testing.T) {
 	r.mustQuery(t, "h", "put c {n: 1}")
 	if st, _ := a.write(t, "h", 2); st != http.StatusServiceUnavailable {
 		t.Fatalf("old node took a write for h: %d", st)
-	}
-}
-
-// The transport bounds a grant, name resolution included, by its ctx, and
-// turns refusals back into the lease package's errors.
-func TestLeaseTransport(t *testing.T) {
-	a := startLeaseNode(t, true)
-	free := startLeaseNode(t, false)
-	nodes := map[string]global.Node{
-		"a":    {Addr: a.Addr(), Token: cpAdminToken, Region: "eu"},
-		"free": {Addr: free.Addr(), Token: cpAdminToken, Region: "eu"},
-		"gone": {Addr: "unresolvable.invalid:1", Token: cpAdminToken, Region: "eu"},
-	}
-	tr := newLeaseTransport(func(n string) (global.Node, bool) { v, ok := nodes[n]; return v, ok }, "")
-	t.Cleanup(tr.close)
-	ctx := cpCtx(t)
-	list := []string{"x"}
-	ans, err := tr.Send(ctx, "a", lease.Grant{Term: 1, Router: "r", N: 1, MS: 1000, Tenants: list, List: lease.ListID(list)})
-	if err != nil || !ans.Took {
-		t.Fatalf("grant: %+v %v", ans, err)
-	}
-	if _, err := tr.Send(ctx, "free", lease.Grant{Term: 1, Router: "r", N: 1, MS: 1000, Tenants: list, List: lease.ListID(list)}); !errors.Is(err, lease.ErrTakesNoLease) {
-		t.Fatalf("node without --lease: %v", err)
-	}
-	if takes, err := tr.probe(ctx, nodes["free"]); takes || err != nil {
-		t.Fatalf("probe of a node without --lease: %v %v", takes, err)
-	}
-	if takes, err := tr.probe(ctx, nodes["a"]); !takes || err != nil {
-		t.Fatalf("probe of a leased node: %v %v", takes, err)
-	}
-	if _, err := tr.Send(ctx, "nobody", lease.Grant{}); !errors.Is(err, ErrUnknownNode) {
-		t.Fatalf("unknown node: %v", err)
-	}
-	a.cut.Store(true)
-	sctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-	defer cancel()
-	if _, err := tr.Send(sctx, "a", lease.Grant{Term: 1, Router: "r", N: 2, Ack: 1, MS: 1000, List: lease.ListID(list)}); err == nil {
-		t.Fatal("a cut grant answered")
-	}
-	if _, err := tr.Send(sctx, "gone", lease.Grant{Term: 1, Router: "r", N: 1, MS: 1000, Tenants: list, List: lease.ListID(list)}); err == nil {
-		t.Fatal("an unresolvable node answered")
-	}
-}
-
-func TestGainedAndLists(t *testing.T) {
-	for _, c := range []struct {
-		old, list []string
-		want      bool
-	}{
-		{nil, nil, false},
-		{nil, []string{"a"}, true},
-		{[]string{"a", "b"}, []string{"a"}, false},
-		{[]string{"a"}, []string{"a", "c"}, true},
-	} {
-		if got := gained(c.old, c.list); got != c.want {
-			t.Errorf("gained(%v, %v) = %v, want %v", c.old, c.list, got, c.want)
-		}
 	}
 }
 

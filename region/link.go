@@ -199,7 +199,7 @@ func (ls *linkState) snap(r string) globalSnap {
 		}
 	}
 	v, _ := global.ViewOf(kvs, ls.g.Rev())
-	snap := globalSnap{view: v, region: global.Versioned[global.Region]{Value: regionRecord(v, r)}}
+	snap := globalSnap{view: v, region: global.Versioned[global.Region]{Value: v.RegionRecord(r)}}
 	if kv, ok := ls.g.Get(global.RegionKey(r)); ok {
 		snap.region.Rev = kv.ModRev
 	}

@@ -385,7 +385,7 @@ func (rt *Router) ownsOwnRegion() error {
 	if v == nil {
 		return ErrNotReady
 	}
-	return rt.owns(regionRecord(v, rt.cfg.Region))
+	return rt.owns(v.RegionRecord(rt.cfg.Region))
 }
 
 // globalAnswered is when the global directory last answered a step of the

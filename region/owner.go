@@ -154,7 +154,7 @@ func (rt *Router) promoteFence(r string) wire.Promote {
 	_, term := rt.lead.status()
 	f := wire.Promote{Dir: rt.dirName(), Term: term}
 	if v := rt.watcher.View(); v != nil {
-		f.Epoch = regionRecord(v, r).Epoch
+		f.Epoch = v.RegionRecord(r).Epoch
 	}
 	return f
 }
@@ -163,5 +163,5 @@ func (rt *Router) promoteFence(r string) wire.Promote {
 // (for the jobs that pick what to work on; each change they make still
 // checks with own).
 func (rt *Router) ownedIn(v *global.View, r string) bool {
-	return v != nil && rt.owns(regionRecord(v, r)) == nil
+	return v != nil && rt.owns(v.RegionRecord(r)) == nil
 }

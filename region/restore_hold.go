@@ -100,6 +100,6 @@ func (rt *Router) breakRestore(ctx context.Context, s *global.Store, name, node 
 // meanwhile, goes back on it at once if it is still there.
 func (rt *Router) heldEnded(name string) {
 	if rt.leasing != nil {
-		rt.leasing.heldEnded(name)
+		rt.leasing.HeldEnded(name)
 	}
 }

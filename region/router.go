@@ -28,7 +28,9 @@ import (
 	"github.com/fenec-go/fenec/internal/h1"
 	"github.com/fenec-go/fenec/internal/reqpath"
 	"github.com/fenec-go/fenec/internal/tlsx"
+	"github.com/fenec-go/fenec/lease"
 	"github.com/fenec-go/fenec/region/forward"
+	"github.com/fenec-go/fenec/region/leasing"
 )
 
 // startTimeout bounds the router's start: the directory coming up, the
@@ -94,10 +96,13 @@ type Router struct {
 	repair repairer
 	reads  readPointer // which primary each read copy was last seen following
 	// leasing grants nodes their leases while this router leads
-	// (--auto-failover) and asks refused writes again (leasing.go).
-	leasing      *leasing
-	leaseTr      *leaseTransport
+	// (--auto-failover) and asks refused writes again (package
+	// region/leasing, wired in leases.go); clock is the monotonic clock
+	// it decides by, which the handoff's steps read too.
+	leasing      *leasing.Leasing
+	leaseTr      *leasing.HTTPTransport
 	leaseUnwatch func()
+	clock        lease.Clock
 	// link is a region's leading router's link to the global directory
 	// (mirror.go); handoffs the global tier's steps of regions' handoffs
 	// (handoff.go). One of them is set.
@@ -379,7 +384,7 @@ func (rt *Router) Close() error {
 			rt.cancel()
 		}
 		if rt.leasing != nil {
-			rt.leasing.close() // its failovers may start jobs of the router's
+			rt.leasing.Close() // its failovers may start jobs of the router's
 		}
 		if rt.loop != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -398,7 +403,7 @@ func (rt *Router) Close() error {
 			rt.leaseUnwatch()
 		}
 		if rt.leaseTr != nil {
-			rt.leaseTr.close()
+			rt.leaseTr.Close()
 		}
 		if rt.fwd != nil {
 			errs = append(errs, rt.fwd.Close())
@@ -451,7 +456,7 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rt.fwd.ServeHTTP(rw, r)
 	case p == "/_shard/leases" && rt.leasing != nil: // {"leasing": false} without --auto-failover
 		if rt.authorize(rw, r) {
-			rt.leasing.serveLeases(rw, r)
+			serveLeases(rw, r, rt.leasing)
 		}
 	case strings.HasPrefix(p, "/_shard/"):
 		rt.serveShard(rw, r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id)))

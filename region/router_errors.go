@@ -8,6 +8,7 @@ import (
 	"github.com/fenec-go/fenec/global"
 	"github.com/fenec-go/fenec/internal/reqpath"
 	"github.com/fenec-go/fenec/region/forward"
+	"github.com/fenec-go/fenec/region/leasing"
 	"github.com/fenec-go/fenec/region/merge"
 	"github.com/fenec-go/fenec/wire"
 )
@@ -23,9 +24,6 @@ var (
 	// ErrClientCert: under --tls-client-auth admin, a /_shard/ or
 	// /_metrics call without a client certificate the router trusts.
 	ErrClientCert = errors.New("this router takes /_shard/ and /_metrics calls only with a client certificate its --tls-ca verifies: call it with one")
-	// ErrNotLeader: this router does not take changes (a standby, or one
-	// that saw another take the lead).
-	ErrNotLeader = errors.New("this router does not lead: changes go to the leader")
 	// ErrGlobalAnswers: a forced takeover asked while the global
 	// directory answers the region's link (forceGuard): a planned handoff
 	// is the way, or force it with "even_if_global_answers".
@@ -37,8 +35,6 @@ var (
 	ErrNoRoute = errors.New("no such route")
 	// ErrMethod: the route does not take the request's method.
 	ErrMethod = errors.New("method not allowed")
-	// ErrUnknownNode: no node of that name is recorded.
-	ErrUnknownNode = errors.New("unknown node")
 	// ErrUnknownRegion: no node or region record names that region.
 	ErrUnknownRegion = errors.New("unknown region")
 	// ErrTenantExists: the tenant is already placed.
@@ -51,8 +47,6 @@ var (
 	ErrNodeAnswers = errors.New("node answers")
 	// ErrNodeCheck: the node did not answer its admin token.
 	ErrNodeCheck = errors.New("node did not answer its admin token")
-	// ErrNodeCall: an admin call to a node failed or was refused.
-	ErrNodeCall = errors.New("node admin call")
 	// ErrNoCandidate: no node of the region can take a tenant.
 	ErrNoCandidate = errors.New("no node to place the tenant on")
 	// ErrCopyBehind: a new copy did not take its primary's image in time.
@@ -102,6 +96,18 @@ var (
 	ErrBodyStalled = forward.ErrBodyStalled
 	// ErrBadConfig: a configuration value is out of range.
 	ErrBadConfig = forward.ErrBadConfig
+)
+
+// Sentinels of the leasing the control plane answers with too: the same
+// values, so errors.Is holds across the two.
+var (
+	// ErrNotLeader: this router does not take changes (a standby, or one
+	// that saw another take the lead).
+	ErrNotLeader = leasing.ErrNotLeader
+	// ErrUnknownNode: no node of that name is recorded.
+	ErrUnknownNode = leasing.ErrUnknownNode
+	// ErrNodeCall: an admin call to a node failed or was refused.
+	ErrNodeCall = leasing.ErrNodeCall
 )
 
 // heldError says which operation holds a tenant; it is global.ErrHeld.

@@ -145,7 +145,7 @@ func (c *shardCall) listRegions() {
 	}
 	out := []regionEntry{}
 	for name, nodes := range names {
-		rec := regionRecord(v, name)
+		rec := v.RegionRecord(name)
 		e := regionEntry{Name: name, Leaser: rec.LeasedBy(), Epoch: rec.Epoch, Router: rec.Router, Term: rec.Term,
 			LeaseRecordMS: rec.LeaseRecordMS, Handoff: rec.Handoff, Nodes: nodes,
 			Mirrored: c.rt.mirroring() && name == c.rt.cfg.Region}

@@ -3,7 +3,6 @@ package region
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -166,10 +165,6 @@ func (c *shardCall) deleteNode(s *global.Store, name string) (int, any, error) {
 	return http.StatusNoContent, nil, nil
 }
 
-// nodeRetries bounds how often updateNode reads a node's record again after
-// another change to it won the race.
-const nodeRetries = 8
-
 // updateNode changes one field of node name's record: change edits the
 // record read and says whether anything changed. Another writer may change
 // other fields of the same record meanwhile (the leasing router marks
@@ -177,7 +172,7 @@ const nodeRetries = 8
 // again and reapplies change rather than refusing the caller. It answers
 // the revision written, or 0 when change left the record as it was.
 func updateNode(ctx context.Context, s *global.Store, name string, change func(*global.Node) bool) (int64, error) {
-	return writeNode(ctx, s, name, false, func(n *global.Node, _ bool) bool { return change(n) })
+	return s.WriteNode(ctx, name, false, func(n *global.Node, _ bool) bool { return change(n) })
 }
 
 // recordNode writes n as node name's record. A node recorded again at the
@@ -186,38 +181,12 @@ func updateNode(ctx context.Context, s *global.Store, name string, change func(*
 // the node's writes) for good. A race lost to another change of the record
 // is retried.
 func recordNode(ctx context.Context, s *global.Store, name string, n global.Node) (int64, error) {
-	return writeNode(ctx, s, name, true, func(rec *global.Node, found bool) bool {
+	return s.WriteNode(ctx, name, true, func(rec *global.Node, found bool) bool {
 		keep := found && sameAddr(rec.Addr, n.Addr) && rec.Lease
 		*rec = n
 		rec.Lease = rec.Lease || keep
 		return true
 	})
-}
-
-// writeNode reads node name's record (a zero one, found false, when there
-// is none and create allows it), lets change edit it, and writes it back
-// conditioned on the revision read, reading again after a lost race.
-func writeNode(ctx context.Context, s *global.Store, name string, create bool, change func(n *global.Node, found bool) bool) (int64, error) {
-	var err error
-	for range nodeRetries {
-		cur, gerr := s.GetNode(ctx, name)
-		found := gerr == nil
-		if !found && (!create || !isNotFound(gerr)) {
-			return 0, gerr
-		}
-		rec := cur.Value
-		if !change(&rec, found) {
-			return 0, nil
-		}
-		var rev int64
-		if rev, err = s.Txn().PutNode(name, cur.Rev, rec).Commit(ctx); err == nil {
-			return rev, nil
-		}
-		if !errors.Is(err, global.ErrConflict) {
-			return 0, err
-		}
-	}
-	return 0, err
 }
 
 // countedNames is "1 tenant (a)", "3 tenants (a, b, c)", naming at most

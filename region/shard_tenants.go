@@ -126,7 +126,7 @@ func (c *shardCall) record(s *global.Store, name, nodeName string, node global.V
 	ctx := c.r.Context()
 	t := global.Tenant{Node: nodeName, State: global.StateActive}
 	placed, err := s.PlaceTenant(ctx, name, t, node.Rev)
-	for range nodeRetries {
+	for range global.NodeRetries {
 		if !errors.Is(err, global.ErrConflict) {
 			break
 		}

@@ -36,8 +36,9 @@ var importRules = map[string][]string{
 	"internal/testkit/testnode": {"internal/testkit", "node", "wire"},
 	"global":                    {"wire", "lease", "internal/tlsx"}, // lease: the bounds on the epochs it records
 	"node":                      {"engine", "lease", "wire", "internal"},
-	"region":                    {"global", "lease", "wire", "internal", "region/forward", "region/merge"},
+	"region":                    {"global", "lease", "wire", "internal", "region/forward", "region/leasing", "region/merge"},
 	"region/forward":            {"wire", "internal"},
+	"region/leasing":            {"global", "lease", "wire", "internal"},
 	"region/merge":              {"engine/fql"},
 	"cmd":                       {"engine", "node", "global", "lease", "region", "wire", "internal"},
 	"tests":                     {"tests", "wire", "internal/testkit", "internal/tlsx", "internal/nemesis"},
@@ -156,6 +157,10 @@ func TestImportRulesRefuse(t *testing.T) {
 	}{
 		{"region/forward", "global", false},
 		{"region/forward", "region", false},
+		{"region/leasing", "region", false},
+		{"region/leasing", "region/forward", false},
+		{"region/leasing", "node", false},
+		{"region", "region/leasing", true},
 		{"region/merge", "engine", false},
 		{"region", "node", false},
 		{"node", "global", false},

@@ -1,4 +1,4 @@
-package region
+package leasing
 
 import (
 	"context"
@@ -15,83 +15,58 @@ import (
 	"github.com/fenec-go/fenec/lease"
 )
 
-// The router's side of --auto-failover, in five files:
-//
-//   - leasing.go (this file): the leasing's dependencies, its one
-//     long-lived goroutine that follows the lead (a lease.Leaser runs while
-//     this router leads, at the term it leads at), and the forwarder's
-//     LeaseRetry;
-//   - leasing_lists.go: the list each leased node should hold, from the
-//     router's view, and keeping the Leaser's lists in line with it;
-//   - leasing_failover.go: what a lapsed node's failover does with its
-//     tenants (held ones wait off its list) and the copies' reports;
-//   - leasing_probe.go: asking new nodes whether they take leases;
-//   - leasing_notify.go: waiting for a node's next answer, and the series.
-//
-// The leasing reaches the rest of the router only through leasingDeps, and
-// reads time only from its clock, so its tests run inside a
-// testing/synctest bubble over an in-memory directory.
-
-// Outcomes of an automatic failover, the label of
-// fenec_router_auto_failovers_total.
-const (
-	AutoFailoverDone    = "done"    // every tenant of the node was promoted
-	AutoFailoverPartial = "partial" // some were, some were left on the node
-	AutoFailoverFailed  = "failed"  // none of its tenants could be promoted
-)
-
-// leadState is what the leasing asks of the router's lead (leadership).
-type leadState interface {
-	// status says whether this router leads, and at which term.
-	status() (leading bool, term uint64)
-	// changes returns the store fenced on the term, or why not.
-	changes(ctx context.Context) (*global.Store, error)
-	// stepDown ends the lead at once: a node took a higher term.
-	stepDown(highest uint64)
-	// lost is told of a fenced write that failed.
-	lost(ctx context.Context, err error)
+// Lead is what the leasing asks of the router's lead.
+type Lead interface {
+	// Status says whether this router leads, and at which term.
+	Status() (leading bool, term uint64)
+	// Changes returns the store fenced on the term, or why not.
+	Changes(ctx context.Context) (*global.Store, error)
+	// StepDown ends the lead at once: a node took a higher term.
+	StepDown(highest uint64)
+	// Lost is told of a fenced write that failed.
+	Lost(ctx context.Context, err error)
 }
 
-// leasingDeps are everything the leasing uses of the router.
-type leasingDeps struct {
-	// id is the router's name, the start of each Leaser's name.
-	id string
-	// own is the router's lease (--auto-failover); 0: it grants nothing.
-	own time.Duration
-	// dir names the router's directory in its grants (global.DirGlobal, or
+// Deps are everything the leasing uses of the router.
+type Deps struct {
+	// ID is the router's name, the start of each Leaser's name.
+	ID string
+	// Own is the router's lease (--auto-failover); 0: it grants nothing.
+	Own time.Duration
+	// Dir names the router's directory in its grants (global.DirGlobal, or
 	// global.DirOfRegion(region) on a region's router).
-	dir string
-	// region is the region a region's router serves ("" on the global
+	Dir string
+	// Region is the region a region's router serves ("" on the global
 	// tier's): it leases that region's nodes only, and only while its
 	// directory says the region leases them.
-	region string
-	// elsewhere is told (on a goroutine of the leasing's) that a node of
+	Region string
+	// Elsewhere is told (on a goroutine of the leasing's) that a node of
 	// region refused this router's grants for another binding; the
 	// leasing counts that node as not answering, and no other.
-	elsewhere func(ctx context.Context, node, region string, refusal *lease.DirectoryError)
-	// view is the router's copy of its directory (nil before it arrived).
-	view func() *global.View
-	// lead is the router's lead.
-	lead leadState
-	// transport carries grants to nodes; probe asks a node whether it
+	Elsewhere func(ctx context.Context, node, region string, refusal *lease.DirectoryError)
+	// View is the router's copy of its directory (nil before it arrived).
+	View func() *global.View
+	// Lead is the router's lead.
+	Lead Lead
+	// Transport carries grants to nodes; Probe asks a node whether it
 	// takes leases (true on 200, false on its 409).
-	transport lease.Transport
-	probe     func(ctx context.Context, n global.Node) (bool, error)
-	// failover fails a node over (Router.FailoverNode).
-	failover func(ctx context.Context, node string, force bool) FailoverResult
-	// settle waits (bounded) until the view holds revision rev.
-	settle func(ctx context.Context, rev int64)
-	// ownNode guards a store on node's region record, or refuses when
-	// this router's side does not own the region (owner.go); nil: no
-	// guard.
-	ownNode func(ctx context.Context, s *global.Store, node string) (*global.Store, error)
-	// clock is the router's monotonic clock: every moment the leasing
+	Transport lease.Transport
+	Probe     func(ctx context.Context, n global.Node) (bool, error)
+	// Failover fails a node over (the router's FailoverNode).
+	Failover func(ctx context.Context, node string, force bool) FailoverResult
+	// Settle waits (bounded) until the view holds revision rev.
+	Settle func(ctx context.Context, rev int64)
+	// OwnNode guards a store on node's region record, or refuses when
+	// this router's side does not own the region (the router's owner.go);
+	// nil: no guard.
+	OwnNode func(ctx context.Context, s *global.Store, node string) (*global.Store, error)
+	// Clock is the router's monotonic clock: every moment the leasing
 	// decides by is read from it.
-	clock lease.Clock
-	log   *slog.Logger
+	Clock lease.Clock
+	Log   *slog.Logger
 }
 
-// leasing grants, while this router leads, every node recorded with
+// Leasing grants, while this router leads, every node recorded with
 // lease:true the list of tenants the directory places there (a
 // lease.Leaser), and fails a lapsed node over. It follows the lead (a
 // promotion starts a new Leaser at the new term; losing the lead, or a
@@ -99,20 +74,20 @@ type leasingDeps struct {
 // change sets the nodes' lists; a node that gained a tenant is granted at
 // once). It also serves the forwarder's LeaseRetry on every router,
 // leading or not.
-type leasing struct {
-	deps leasingDeps
+type Leasing struct {
+	deps Deps
 	log  *slog.Logger
 
 	wake    chan struct{}   // the directory changed, or a failover ended
 	deposed chan uint64     // a node took a higher term than ours
 	answers *answerNotifier // grants answered, per node
-	tr      lease.Transport // deps.transport, telling answers
+	tr      lease.Transport // deps.Transport, telling answers
 
 	failovers *prometheus.CounterVec
 	metrics   *lease.Metrics // grants by outcome, each node's lease left
 
-	// ctx bounds every goroutine the leasing starts (set by start, ended
-	// by close); wg waits for them.
+	// ctx bounds every goroutine the leasing starts (set by Start, ended
+	// by Close); wg waits for them.
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -138,16 +113,18 @@ type leasing struct {
 	dirty   bool
 }
 
-func newLeasing(deps leasingDeps) *leasing {
-	if deps.clock == nil {
-		deps.clock = lease.NewMonoClock()
+// New returns the leasing over deps, not started: it serves the
+// forwarder's LeaseRetry at once, and leases nodes once started.
+func New(deps Deps) *Leasing {
+	if deps.Clock == nil {
+		deps.Clock = lease.NewMonoClock()
 	}
-	if deps.log == nil {
-		deps.log = slog.New(slog.DiscardHandler)
+	if deps.Log == nil {
+		deps.Log = slog.New(slog.DiscardHandler)
 	}
-	l := &leasing{
+	l := &Leasing{
 		deps:    deps,
-		log:     deps.log,
+		log:     deps.Log,
 		wake:    make(chan struct{}, 1),
 		deposed: make(chan uint64, 1),
 		answers: newAnswerNotifier(),
@@ -163,17 +140,17 @@ func newLeasing(deps leasingDeps) *leasing {
 		probes:  map[string]probe{},
 		scope:   scopeState{giving: map[string]bool{}},
 	}
-	l.tr = &notifyingTransport{tr: deps.transport, n: l.answers}
+	l.tr = &notifyingTransport{tr: deps.Transport, n: l.answers}
 	for _, o := range []string{AutoFailoverDone, AutoFailoverPartial, AutoFailoverFailed} {
 		l.failovers.WithLabelValues(o)
 	}
 	l.ctx, l.cancel = context.WithCancel(context.Background())
-	l.cancel() // not started: nothing runs until start
+	l.cancel() // not started: nothing runs until Start
 	return l
 }
 
-// register adds the leasing series to reg.
-func (l *leasing) register(reg prometheus.Registerer) error {
+// Register adds the leasing's series to reg.
+func (l *Leasing) Register(reg prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{l.failovers, &leaseAgeCollector{l: l}, l.metrics} {
 		if err := reg.Register(c); err != nil {
 			return err
@@ -182,9 +159,9 @@ func (l *leasing) register(reg prometheus.Registerer) error {
 	return nil
 }
 
-// start runs the leasing until ctx ends or close: its one long-lived
+// Start runs the leasing until ctx ends or Close: its one long-lived
 // goroutine, and every probe and failover it starts, are the leasing's.
-func (l *leasing) start(ctx context.Context) {
+func (l *Leasing) Start(ctx context.Context) {
 	l.mu.Lock()
 	l.ctx, l.cancel = context.WithCancel(ctx)
 	run := l.ctx
@@ -192,9 +169,9 @@ func (l *leasing) start(ctx context.Context) {
 	l.wg.Go(func() { l.run(run) })
 }
 
-// close stops the leasing and waits for every goroutine it started. Safe
-// to call twice, and without start.
-func (l *leasing) close() {
+// Close stops the leasing and waits for every goroutine it started. Safe
+// to call twice, and without Start.
+func (l *Leasing) Close() {
 	l.mu.Lock()
 	cancel := l.cancel
 	l.mu.Unlock()
@@ -204,7 +181,7 @@ func (l *leasing) close() {
 }
 
 // goCtx runs fn on a goroutine the leasing owns, with its context.
-func (l *leasing) goCtx(fn func(ctx context.Context)) {
+func (l *Leasing) goCtx(fn func(ctx context.Context)) {
 	l.mu.Lock()
 	ctx := l.ctx
 	l.mu.Unlock()
@@ -214,17 +191,17 @@ func (l *leasing) goCtx(fn func(ctx context.Context)) {
 	l.wg.Go(func() { fn(ctx) })
 }
 
-// tick is how often the leasing looks at the lead and the directory
+// Tick is how often the leasing looks at the lead and the directory
 // between changes it is told of.
-func (l *leasing) tick() time.Duration {
-	return min(100*time.Millisecond, max(l.deps.own/10, 10*time.Millisecond))
+func (l *Leasing) Tick() time.Duration {
+	return min(100*time.Millisecond, max(l.deps.Own/10, 10*time.Millisecond))
 }
 
 // run follows the lead and the directory until ctx ends, then stops
 // leasing.
-func (l *leasing) run(ctx context.Context) {
+func (l *Leasing) run(ctx context.Context) {
 	defer l.stop()
-	t := time.NewTicker(l.tick())
+	t := time.NewTicker(l.Tick())
 	defer t.Stop()
 	for {
 		l.step(ctx)
@@ -233,18 +210,16 @@ func (l *leasing) run(ctx context.Context) {
 			return
 		case highest := <-l.deposed:
 			l.stop()
-			l.deps.lead.stepDown(highest)
+			l.deps.Lead.StepDown(highest)
 		case <-l.wake:
 		case <-t.C:
 		}
 	}
 }
 
-// changed is told of every tenant change (on the watcher's goroutine).
-func (l *leasing) changed(global.TenantChange) { l.poke() }
-
-// poke has run look again at once.
-func (l *leasing) poke() {
+// Poke has the leasing look at the lead and the directory again at once
+// (the directory changed: a tenant, a region's record).
+func (l *Leasing) Poke() {
 	select {
 	case l.wake <- struct{}{}:
 	default:
@@ -253,11 +228,11 @@ func (l *leasing) poke() {
 
 // step starts or stops the Leaser as the lead says, and brings the nodes'
 // lists in line with the directory.
-func (l *leasing) step(ctx context.Context) {
-	leading, term := l.deps.lead.status()
+func (l *Leasing) step(ctx context.Context) {
+	leading, term := l.deps.Lead.Status()
 	l.mu.Lock()
 	cur, curTerm := l.leaser, l.term
-	active := l.scopeLocked(l.deps.view()).active
+	active := l.scopeLocked(l.deps.View()).active
 	l.mu.Unlock()
 	leading = leading && active
 	switch {
@@ -280,10 +255,10 @@ func (l *leasing) step(ctx context.Context) {
 // (a stolen admin token, a compromised node) and deposes no one. A
 // directory that cannot be read within the router's lease, or that moved
 // its term on, stands for nothing: the router steps down, as before.
-func (l *leasing) termStands(ctx context.Context, term, highest uint64) bool {
-	ctx, cancel := context.WithTimeout(ctx, max(l.deps.own, time.Second))
+func (l *Leasing) termStands(ctx context.Context, term, highest uint64) bool {
+	ctx, cancel := context.WithTimeout(ctx, max(l.deps.Own, time.Second))
 	defer cancel()
-	s, err := l.deps.lead.changes(ctx)
+	s, err := l.deps.Lead.Changes(ctx)
 	if err != nil {
 		return false
 	}
@@ -298,14 +273,14 @@ func (l *leasing) termStands(ctx context.Context, term, highest uint64) bool {
 
 // leaserName names one incarnation of this router's leasing: grants are
 // numbered per name, so every Leaser needs one of its own.
-func (l *leasing) leaserName(term uint64) string {
-	return l.deps.id + "-" + strconv.FormatUint(term, 10) + "-" + strconv.FormatUint(rand.Uint64(), 36)
+func (l *Leasing) leaserName(term uint64) string {
+	return l.deps.ID + "-" + strconv.FormatUint(term, 10) + "-" + strconv.FormatUint(rand.Uint64(), 36)
 }
 
 // begin starts leasing at term: a Leaser named for this incarnation, the
 // lists as the directory has them, the directory's longest-lease record.
-func (l *leasing) begin(ctx context.Context, term uint64) error {
-	s, err := l.deps.lead.changes(ctx)
+func (l *Leasing) begin(ctx context.Context, term uint64) error {
+	s, err := l.deps.Lead.Changes(ctx)
 	if err != nil {
 		return err
 	}
@@ -313,8 +288,8 @@ func (l *leasing) begin(ctx context.Context, term uint64) error {
 	lsr, err = lease.NewLeaser(lease.LeaserConfig{
 		Router:    l.leaserName(term),
 		Term:      term,
-		Dir:       l.deps.dir,
-		Lease:     l.deps.own,
+		Dir:       l.deps.Dir,
+		Lease:     l.deps.Own,
 		Transport: l.tr,
 		Record:    global.LeaseRecordStore{S: s},
 		Failover:  l.failover,
@@ -332,7 +307,7 @@ func (l *leasing) begin(ctx context.Context, term uint64) error {
 			}
 		},
 		Elsewhere: l.refusedElsewhere,
-		Clock:     l.deps.clock,
+		Clock:     l.deps.Clock,
 		Logger:    l.log,
 	})
 	if err != nil {
@@ -342,7 +317,7 @@ func (l *leasing) begin(ctx context.Context, term uint64) error {
 	l.lists = map[string]lease.List{}
 	l.settled = map[string]bool{}
 	l.dirty = true
-	v := l.deps.view()
+	v := l.deps.View()
 	sc := l.scopeLocked(v)
 	for node, list := range l.listsLocked(v, sc) {
 		lsr.SetTerms(node, sc.terms[node])
@@ -357,12 +332,12 @@ func (l *leasing) begin(ctx context.Context, term uint64) error {
 	l.mu.Lock()
 	l.leaser, l.term = lsr, term
 	l.mu.Unlock()
-	l.log.Info("leasing nodes", "term", term, "lease", l.deps.own, "dir", l.deps.dir)
+	l.log.Info("leasing nodes", "term", term, "lease", l.deps.Own, "dir", l.deps.Dir)
 	return nil
 }
 
 // stop stops the running Leaser, if any, and waits for it.
-func (l *leasing) stop() {
+func (l *Leasing) stop() {
 	l.mu.Lock()
 	lsr := l.leaser
 	l.leaser, l.term = nil, 0
@@ -376,7 +351,7 @@ func (l *leasing) stop() {
 }
 
 // running is the Leaser leasing now (nil when none).
-func (l *leasing) running() *lease.Leaser {
+func (l *Leasing) running() *lease.Leaser {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.leaser
@@ -387,11 +362,11 @@ func (l *leasing) running() *lease.Leaser {
 const notLeasedWait = 25 * time.Millisecond
 
 // Leading is the forwarder's LeaseRetry: this router grants.
-func (l *leasing) Leading() bool { return l.running() != nil }
+func (l *Leasing) Leading() bool { return l.running() != nil }
 
 // GrantNow has node granted its list at once and waits (within ctx) for
 // the next answer to come back from it.
-func (l *leasing) GrantNow(ctx context.Context, node string) error {
+func (l *Leasing) GrantNow(ctx context.Context, node string) error {
 	lsr := l.running()
 	if lsr == nil {
 		return ErrNotLeader
@@ -424,19 +399,19 @@ func (l *leasing) GrantNow(ctx context.Context, node string) error {
 
 // Lease is the lease the directory's nodes run: this router's own, or
 // the directory's longest-lease record where this router grants none.
-func (l *leasing) Lease() time.Duration {
-	if l.deps.own > 0 {
-		return l.deps.own
+func (l *Leasing) Lease() time.Duration {
+	if l.deps.Own > 0 {
+		return l.deps.Own
 	}
-	if v := l.deps.view(); v != nil {
+	if v := l.deps.View(); v != nil {
 		return time.Duration(v.LeaseRecordMS) * time.Millisecond
 	}
 	return 0
 }
 
-// nodes reports the leases as GET /_shard/leases shows them: empty when
+// Nodes reports the leases as GET /_shard/leases shows them: empty when
 // this router is not leasing.
-func (l *leasing) nodes() []lease.NodeStatus {
+func (l *Leasing) Nodes() []lease.NodeStatus {
 	lsr := l.running()
 	if lsr == nil {
 		return []lease.NodeStatus{}
@@ -444,71 +419,34 @@ func (l *leasing) nodes() []lease.NodeStatus {
 	return lsr.Nodes()
 }
 
-// leasesAnswer is the body of GET /_shard/leases.
-type leasesAnswer struct {
+// Leases is the body of GET /_shard/leases.
+type Leases struct {
 	Leasing bool               `json:"leasing"`
 	Term    uint64             `json:"term"`
 	LeaseMS int64              `json:"lease_ms"`
 	Nodes   []lease.NodeStatus `json:"nodes"`
 }
 
-// status is what GET /_shard/leases answers.
-func (l *leasing) status() leasesAnswer {
+// Leases is what GET /_shard/leases answers. A router that grants no
+// lease answers the term of the directory's lead as it sees it, not a
+// leasing term of 0.
+func (l *Leasing) Leases() Leases {
 	l.mu.Lock()
 	leasing, term := l.leaser != nil, l.term
 	l.mu.Unlock()
-	return leasesAnswer{Leasing: leasing, Term: term, LeaseMS: l.deps.own.Milliseconds(), Nodes: l.nodes()}
+	ans := Leases{Leasing: leasing, Term: term, LeaseMS: l.deps.Own.Milliseconds(), Nodes: l.Nodes()}
+	if v := l.deps.View(); !ans.Leasing && v != nil {
+		ans.Term = v.Leader.Term
+	}
+	return ans
 }
 
-// stepDown ends this router's lead at once: a node fenced its term, so a
-// router was promoted over it.
-func (ld *leadership) stepDown(highest uint64) {
-	ld.mu.Lock()
-	defer ld.mu.Unlock()
-	if ld.leading {
-		ld.leading = false
-		ld.log.Warn("a node took a higher term: no more changes here", "highest", highest, "our_term", ld.term)
+// ExtendRecord has the running Leaser, if any, count on a lease of up to
+// d having been granted just now to the nodes it is about to lease (the
+// giver's record, at a handoff taken; lease.Leaser.ExtendRecord). The
+// caller has raised the directory's record to d already.
+func (l *Leasing) ExtendRecord(d time.Duration) {
+	if lsr := l.running(); lsr != nil {
+		lsr.ExtendRecord(d)
 	}
-}
-
-// wireLeasing builds the router's leasing over its lead, view, transport
-// and failover: the forwarder's LeaseRetry on every router, and with
-// --auto-failover the series and the goroutine that leases the nodes while
-// this router leads.
-func (rt *Router) wireLeasing() error {
-	tr := newLeaseTransport(func(name string) (global.Node, bool) {
-		v := rt.watcher.View()
-		if v == nil {
-			return global.Node{}, false
-		}
-		return v.Node(name)
-	}, rt.cfg.Forward.Resolver)
-	rt.secure(tr.tr)
-	rt.leaseTr = tr
-	rt.leasing = newLeasing(leasingDeps{
-		id:        rt.id,
-		own:       rt.cfg.AutoFailover,
-		dir:       rt.dirName(),
-		region:    rt.leasedRegion(),
-		elsewhere: rt.leasedElsewhere,
-		view:      rt.watcher.View,
-		lead:      rt.lead,
-		transport: tr,
-		probe:     tr.probe,
-		failover:  rt.failoverLapsed,
-		settle:    rt.settleTo,
-		ownNode:   rt.ownNode,
-		clock:     lease.NewMonoClock(),
-		log:       rt.log,
-	})
-	rt.fwd.SetLeaseRetry(rt.leasing)
-	if rt.cfg.AutoFailover <= 0 {
-		return nil
-	}
-	if err := rt.leasing.register(rt.reg); err != nil {
-		return err
-	}
-	rt.leaseUnwatch = rt.watcher.OnTenantChange(rt.leasing.changed)
-	rt.leasing.start(rt.ctx)
-	return nil
 }

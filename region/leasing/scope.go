@@ -1,4 +1,4 @@
-package region
+package leasing
 
 import (
 	"context"
@@ -44,7 +44,7 @@ func globalScope(v *global.View, st scopeState) leaseScope {
 		return sc
 	}
 	for name, n := range v.Nodes() {
-		rec := regionRecord(v, n.Region)
+		rec := v.RegionRecord(n.Region)
 		if rec.LeasedBy() != global.LeaserGlobal || st.giving[n.Region] {
 			continue
 		}
@@ -62,7 +62,7 @@ func regionScope(v *global.View, r string, st scopeState, now time.Duration) lea
 	if v == nil {
 		return sc
 	}
-	rec := regionRecord(v, r)
+	rec := v.RegionRecord(r)
 	if rec.LeasedBy() != global.LeaserRegion {
 		return sc
 	}
@@ -104,29 +104,26 @@ func nodeTerms(rec global.Region, side string, unsettled bool) lease.NodeTerms {
 }
 
 // scopeLocked is the leasing's scope over v, now.
-func (l *leasing) scopeLocked(v *global.View) leaseScope {
+func (l *Leasing) scopeLocked(v *global.View) leaseScope {
 	st := l.scope
-	if l.deps.region != "" {
-		return regionScope(v, l.deps.region, st, l.deps.clock.Now())
+	if l.deps.Region != "" {
+		return regionScope(v, l.deps.Region, st, l.deps.Clock.Now())
 	}
 	return globalScope(v, st)
 }
 
-// giveUp stops leasing region r's nodes, to hand the region over, and
+// GiveUp stops leasing region r's nodes, to hand the region over, and
 // returns once none of them is leased (no grant to one is in flight).
-// took says whether the region was not being given already.
-func (l *leasing) giveUp(r string) (took bool) {
+func (l *Leasing) GiveUp(r string) {
 	l.mu.Lock()
-	took = !l.scope.giving[r]
 	l.scope.giving[r] = true
 	l.mu.Unlock()
 	l.resync()
-	return took
 }
 
-// keepOn leases region r's nodes again after a handoff of it ended without
+// KeepOn leases region r's nodes again after a handoff of it ended without
 // this router giving it (rolled back, or never given).
-func (l *leasing) keepOn(r string) {
+func (l *Leasing) KeepOn(r string) {
 	l.mu.Lock()
 	was := l.scope.giving[r]
 	delete(l.scope.giving, r)
@@ -136,24 +133,24 @@ func (l *leasing) keepOn(r string) {
 	}
 }
 
-// giving says whether this router stopped leasing r's nodes to give r.
-func (l *leasing) giving(r string) bool {
+// Giving says whether this router stopped leasing r's nodes to give r.
+func (l *Leasing) Giving(r string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.scope.giving[r]
 }
 
-// settleForce has a region's router fail over, from at on, a node it took
+// SettleForce has a region's router fail over, from at on, a node it took
 // by force and never reached like any other: the global tier learned of
 // the takeover and every lease it may have granted has run out by then.
 // Zero unsettles.
-func (l *leasing) settleForce(at time.Duration) {
+func (l *Leasing) SettleForce(at time.Duration) {
 	l.mu.Lock()
 	changed := l.scope.settledAt != at
 	l.scope.settledAt = at
 	l.mu.Unlock()
 	if changed {
-		l.poke()
+		l.Poke()
 	}
 }
 
@@ -165,8 +162,8 @@ func (l *leasing) settleForce(at time.Duration) {
 // leases a region changes only by a handoff state the routers wrote — a
 // node's word is what a stolen admin token or a compromised node can
 // forge. The router logs and audits it, and tells the router.
-func (l *leasing) refusedElsewhere(ctx context.Context, node string, refusal *lease.DirectoryError) {
-	v := l.deps.view()
+func (l *Leasing) refusedElsewhere(ctx context.Context, node string, refusal *lease.DirectoryError) {
+	v := l.deps.View()
 	if v == nil {
 		return
 	}
@@ -175,8 +172,8 @@ func (l *leasing) refusedElsewhere(ctx context.Context, node string, refusal *le
 		return
 	}
 	l.log.Warn("a node refuses our grants for another binding: counted as not answering; its region's record is unchanged",
-		"node", node, "region", n.Region, "leased_by", refusal.Dir, "epoch", refusal.Epoch, "record_epoch", regionRecord(v, n.Region).Epoch)
-	if l.deps.elsewhere != nil {
-		l.deps.elsewhere(ctx, node, n.Region, refusal)
+		"node", node, "region", n.Region, "leased_by", refusal.Dir, "epoch", refusal.Epoch, "record_epoch", v.RegionRecord(n.Region).Epoch)
+	if l.deps.Elsewhere != nil {
+		l.deps.Elsewhere(ctx, node, n.Region, refusal)
 	}
 }

@@ -1,4 +1,4 @@
-package region
+package leasing
 
 import (
 	"context"
@@ -28,8 +28,8 @@ type probe struct {
 // probeNodes asks nodes recorded without lease:true whether they take
 // leases, each once per address, and records lease:true for those that
 // do. Only the leader writes the record.
-func (l *leasing) probeNodes(v *global.View) {
-	now := l.deps.clock.Now()
+func (l *Leasing) probeNodes(v *global.View) {
+	now := l.deps.Clock.Now()
 	var ask []string
 	l.mu.Lock()
 	for name, n := range v.Nodes() {
@@ -53,15 +53,15 @@ func (l *leasing) probeNodes(v *global.View) {
 }
 
 // probeNode asks one node and records what it said.
-func (l *leasing) probeNode(ctx context.Context, name string, n global.Node) {
-	pctx, cancel := context.WithTimeout(ctx, max(l.deps.own/3, time.Second))
+func (l *Leasing) probeNode(ctx context.Context, name string, n global.Node) {
+	pctx, cancel := context.WithTimeout(ctx, max(l.deps.Own/3, time.Second))
 	defer cancel()
-	takes, err := l.deps.probe(pctx, n)
+	takes, err := l.deps.Probe(pctx, n)
 	if err == nil && takes {
 		err = l.recordTakesLease(pctx, name, n.Addr)
 	}
 	p := probe{addr: n.Addr, decided: err == nil && takes, none: err == nil && !takes}
-	now := l.deps.clock.Now()
+	now := l.deps.Clock.Now()
 	switch {
 	case err != nil:
 		p.retryAt = now + probeRetry
@@ -75,35 +75,35 @@ func (l *leasing) probeNode(ctx context.Context, name string, n global.Node) {
 	}
 	l.probes[name] = p
 	l.mu.Unlock()
-	l.poke()
+	l.Poke()
 }
 
 // recordTakesLease sets lease:true on node name's record, if it still has
 // addr.
-func (l *leasing) recordTakesLease(ctx context.Context, name, addr string) error {
-	s, err := l.deps.lead.changes(ctx)
-	if err == nil && l.deps.ownNode != nil {
-		s, err = l.deps.ownNode(ctx, s, name)
+func (l *Leasing) recordTakesLease(ctx context.Context, name, addr string) error {
+	s, err := l.deps.Lead.Changes(ctx)
+	if err == nil && l.deps.OwnNode != nil {
+		s, err = l.deps.OwnNode(ctx, s, name)
 	}
 	if err != nil {
 		return err
 	}
-	mark := func(n *global.Node) bool {
+	mark := func(n *global.Node, _ bool) bool {
 		if n.Addr != addr || n.Lease {
 			return false
 		}
 		n.Lease = true
 		return true
 	}
-	rev, err := updateNode(ctx, s, name, mark)
+	rev, err := s.WriteNode(ctx, name, false, mark)
 	if err != nil {
-		l.deps.lead.lost(ctx, err)
+		l.deps.Lead.Lost(ctx, err)
 		return fmt.Errorf("record %s takes leases: %w", name, err)
 	}
 	if rev == 0 {
 		return nil
 	}
-	l.deps.settle(ctx, rev)
+	l.deps.Settle(ctx, rev)
 	l.log.Info("node takes leases", "node", name)
 	return nil
 }

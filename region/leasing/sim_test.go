@@ -1,4 +1,4 @@
-package region
+package leasing
 
 import (
 	"context"
@@ -35,29 +35,29 @@ type simLead struct {
 	downs   []uint64      // guarded by mu: stepDown calls
 }
 
-func (s *simLead) status() (bool, uint64) {
+func (s *simLead) Status() (bool, uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.leading, s.term
 }
 
-func (s *simLead) changes(context.Context) (*global.Store, error) {
+func (s *simLead) Changes(context.Context) (*global.Store, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.leading {
-		return nil, &notLeaderError{}
+		return nil, ErrNotLeader
 	}
 	return s.fenced, nil
 }
 
-func (s *simLead) stepDown(highest uint64) {
+func (s *simLead) StepDown(highest uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.leading = false
 	s.downs = append(s.downs, highest)
 }
 
-func (s *simLead) lost(context.Context, error) {}
+func (s *simLead) Lost(context.Context, error) {}
 
 // lead makes the router lead at the directory's next term.
 func (s *simLead) lead(t testing.TB) uint64 {
@@ -153,7 +153,7 @@ type leaseSim struct {
 	w     *global.Watcher
 	lead  *simLead
 	net   *simNet
-	l     *leasing
+	l     *Leasing
 
 	// pinned, when set, is the view the leasing is shown instead of the
 	// watcher's; hold, when set, runs as a failover begins.
@@ -180,26 +180,26 @@ func newLeaseSim(t *testing.T) *leaseSim {
 		lead: &simLead{store: store},
 		net:  &simNet{clock: clock, nodes: map[string]*simNode{}},
 	}
-	s.l = newLeasing(leasingDeps{
-		id:  "sim",
-		own: simLeaseLen,
-		view: func() *global.View {
+	s.l = New(Deps{
+		ID:  "sim",
+		Own: simLeaseLen,
+		View: func() *global.View {
 			if v := s.pinned.Load(); v != nil {
 				return v
 			}
 			return s.w.View()
 		},
-		lead:      s.lead,
-		transport: s.net,
-		probe:     s.net.probe,
-		failover:  s.failover,
-		settle:    func(ctx context.Context, rev int64) { _ = s.w.WaitRev(ctx, rev) },
-		clock:     clock,
-		log:       testkit.Logger(),
+		Lead:      s.lead,
+		Transport: s.net,
+		Probe:     s.net.probe,
+		Failover:  s.failover,
+		Settle:    func(ctx context.Context, rev int64) { _ = s.w.WaitRev(ctx, rev) },
+		Clock:     clock,
+		Log:       testkit.Logger(),
 	})
-	s.w.OnTenantChange(s.l.changed)
+	s.w.OnTenantChange(func(global.TenantChange) { s.l.Poke() })
 	t.Cleanup(func() {
-		s.l.close()
+		s.l.Close()
 		_ = s.w.Close()
 		_ = s.dir.Close()
 	})
@@ -217,7 +217,7 @@ func (s *leaseSim) failover(ctx context.Context, node string, _ bool) FailoverRe
 	s.failovers = append(s.failovers, simFailover{node: node, at: s.clock.Now()})
 	s.mu.Unlock()
 	res := FailoverResult{Node: node, Promoted: []string{}, Failed: []FailoverFailure{}}
-	st, err := s.lead.changes(ctx)
+	st, err := s.lead.Changes(ctx)
 	if err != nil {
 		res.Failed = append(res.Failed, FailoverFailure{Why: err.Error()})
 		return res
@@ -282,7 +282,7 @@ func (s *leaseSim) addNode(name string, takesLease bool) {
 func (s *leaseSim) markLeased(nodes ...string) {
 	s.t.Helper()
 	for _, name := range nodes {
-		rev, err := updateNode(context.Background(), s.store, name, func(n *global.Node) bool {
+		rev, err := s.store.WriteNode(context.Background(), name, false, func(n *global.Node, _ bool) bool {
 			n.Lease = true
 			return true
 		})
@@ -308,6 +308,16 @@ func (s *leaseSim) place(tenant, node, replica string) {
 	s.settle(rec.Rev)
 }
 
+// nodeRev is node's record's revision.
+func (s *leaseSim) nodeRev(node string) int64 {
+	s.t.Helper()
+	n, err := s.store.GetNode(context.Background(), node)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return n.Rev
+}
+
 func (s *leaseSim) settle(rev int64) {
 	s.t.Helper()
 	if err := s.w.WaitRev(context.Background(), rev); err != nil {
@@ -327,7 +337,7 @@ func (s *leaseSim) sleepTo(at time.Duration) {
 
 // status is the leasing's view of node.
 func (s *leaseSim) status(node string) (lease.NodeStatus, bool) {
-	for _, st := range s.l.nodes() {
+	for _, st := range s.l.Nodes() {
 		if st.Node == node {
 			return st, true
 		}
@@ -344,7 +354,7 @@ func TestLeasingFailsOverAtTheLapseSim(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newLeaseSim(t)
 		s.lead.lead(t)
-		s.l.start(t.Context())
+		s.l.Start(t.Context())
 		s.addNode("a", true)
 		s.addNode("b", true)
 		// Nodes are probed at the leasing's next look (a tenth of a
@@ -418,18 +428,18 @@ func TestLeasingFollowsTheLeadSim(t *testing.T) {
 		s.addNode("b", true)
 		s.markLeased("a", "b") // as a router leading before found them
 		s.place("ta", "a", "b")
-		s.l.start(t.Context())
+		s.l.Start(t.Context())
 		s.sleepTo(time.Second)
-		if s.l.Leading() || len(s.l.nodes()) != 0 {
+		if s.l.Leading() || len(s.l.Nodes()) != 0 {
 			t.Fatal("a router that does not lead leases")
 		}
 		s.net.setDown("a", true)
 		term := s.lead.lead(t)
 		led := s.clock.Now()
 		// The leasing sees the lead at its next look: at most a tick.
-		s.sleepTo(led + s.l.tick())
-		if !s.l.Leading() || s.l.status().Term != term {
-			t.Fatalf("leasing %+v, want term %d", s.l.status(), term)
+		s.sleepTo(led + s.l.Tick())
+		if !s.l.Leading() || s.l.Leases().Term != term {
+			t.Fatalf("leasing %+v, want term %d", s.l.Leases(), term)
 		}
 		// a never answered: it is counted as granted when the leasing
 		// began, and failed over a lease and a tenth after that.
@@ -438,7 +448,7 @@ func TestLeasingFollowsTheLeadSim(t *testing.T) {
 		if fo := s.failedOver(); len(fo) != 0 {
 			t.Fatalf("a node never reached failed over before a lease from the lead's start: %+v", fo)
 		}
-		s.sleepTo(led + s.l.tick() + lapse + simLeaseLen/3)
+		s.sleepTo(led + s.l.Tick() + lapse + simLeaseLen/3)
 		if fo := s.failedOver(); len(fo) != 1 || fo[0].node != "a" || fo[0].at < led+lapse {
 			t.Fatalf("failovers %+v, lead at %v", fo, led)
 		}
@@ -476,14 +486,14 @@ func TestLeasingHeldTenantAndNoLeaseNodeSim(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newLeaseSim(t)
 		s.lead.lead(t)
-		s.l.start(t.Context())
+		s.l.Start(t.Context())
 		s.addNode("a", true)
 		s.addNode("b", true)
 		s.addNode("free", false)
 		s.place("h", "a", "b")
 		s.place("f", "a", "b")
 		ctx := context.Background()
-		st, _ := s.lead.changes(ctx)
+		st, _ := s.lead.Changes(ctx)
 		at, err := st.GetTenant(ctx, "h")
 		if err != nil {
 			t.Fatal(err)
@@ -511,7 +521,7 @@ func TestLeasingHeldTenantAndNoLeaseNodeSim(t *testing.T) {
 			t.Fatalf("a back: %+v", stA)
 		}
 		// The hold's wait ends: h, still on a, is a's again.
-		s.sleepTo(s.clock.Now() + heldWaitLimit)
+		s.sleepTo(s.clock.Now() + HeldWaitLimit)
 		if !s.net.writable("a", "h") {
 			t.Fatal("h not back on a's list once the failover's wait ended")
 		}
@@ -529,7 +539,7 @@ func TestLeasingHeldTenantAndNoLeaseNodeSim(t *testing.T) {
 func TestLeasingGrantNowSim(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newLeaseSim(t)
-		s.l.start(t.Context())
+		s.l.Start(t.Context())
 		if err := s.l.GrantNow(t.Context(), "a"); !errors.Is(err, ErrNotLeader) {
 			t.Fatalf("GrantNow not leading: %v", err)
 		}
@@ -537,7 +547,7 @@ func TestLeasingGrantNowSim(t *testing.T) {
 		s.addNode("a", true)
 		s.sleepTo(time.Second)
 		// A tenant the leasing has not seen yet: GrantNow syncs first.
-		rec, err := s.store.PlaceTenant(context.Background(), "late", global.Tenant{Node: "a", State: global.StateActive, Lineage: 1}, mustNodeRev(t, s.store, "a"))
+		rec, err := s.store.PlaceTenant(context.Background(), "late", global.Tenant{Node: "a", State: global.StateActive, Lineage: 1}, s.nodeRev("a"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -563,62 +573,6 @@ func TestLeasingGrantNowSim(t *testing.T) {
 	})
 }
 
-// A router restarted on its directory with a shorter lease (from five
-// seconds to one) shortens a node's lease with its first acknowledged
-// grant, and a tenant placed at once takes writes at once: the node takes
-// the restarted router's grants as newer than the lease it holds, so its
-// old, longer lease and its old list do not outlast the restart.
-func TestRestartedRouterShortensTheLeaseSim(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		s := newLeaseSim(t)
-		s.addNode("a", true)
-		s.markLeased("a")
-		s.place("old", "a", "")
-		first := &leadership{id: "r", store: s.store, watcher: s.w, log: testkit.Logger()}
-		if ok, err := first.claim(t.Context()); !ok || err != nil {
-			t.Fatalf("claim: %v %v", ok, err)
-		}
-		long := s.leasingOver(first, 5*time.Second)
-		long.start(t.Context())
-		s.sleepTo(2 * time.Second)
-		if !s.net.writable("a", "old") {
-			t.Fatal("a does not write its tenant under the first router")
-		}
-		long.close()
-
-		// Restarted with a one-second lease, on the same directory.
-		second := &leadership{id: "r", store: s.store, watcher: s.w, log: testkit.Logger()}
-		if ok, err := second.claim(t.Context()); !ok || err != nil {
-			t.Fatalf("claim again: %v %v", ok, err)
-		}
-		short := s.leasingOver(second, time.Second)
-		short.start(t.Context())
-		s.sleepTo(s.clock.Now() + short.tick())
-		s.place("new", "a", "")
-		if !s.net.writable("a", "new") {
-			st := s.net.node("a").lease.Status(s.clock.Now())
-			t.Fatalf("a tenant placed after the restart cannot be written at once: a's lease %+v", st)
-		}
-		if left := s.net.node("a").lease.Status(s.clock.Now()).LeftMS; left > 1000 {
-			t.Fatalf("a's lease has %d ms left after the restarted router's grants, want at most its lease of 1000", left)
-		}
-	})
-}
-
-// leasingOver is a second leasing over the sim's directory and nodes,
-// leading by ld with lease own.
-func (s *leaseSim) leasingOver(ld *leadership, own time.Duration) *leasing {
-	l := newLeasing(leasingDeps{
-		id: ld.id, own: own, view: s.w.View, lead: ld,
-		transport: s.net, probe: s.net.probe, failover: s.failover,
-		settle: func(ctx context.Context, rev int64) { _ = s.w.WaitRev(ctx, rev) },
-		clock:  s.clock, log: testkit.Logger(),
-	})
-	unwatch := s.w.OnTenantChange(l.changed)
-	s.t.Cleanup(func() { unwatch(); l.close() })
-	return l
-}
-
 // A node whose failover is under way when its region leaves the leasing's
 // scope (the region handed over, or fenced) is let go once the failover
 // ends, though the failover forgot the node's list as it ended and the
@@ -629,7 +583,7 @@ func TestLeasingLetsGoANodeFailedOverAsItsRegionLeftSim(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newLeaseSim(t)
 		s.lead.lead(t)
-		s.l.start(t.Context())
+		s.l.Start(t.Context())
 		s.addNode("a", true)
 		s.addNode("b", true)
 		s.sleepTo(200 * time.Millisecond)
@@ -678,7 +632,7 @@ func TestLeasingDoubtsAForgedTermSim(t *testing.T) {
 		s.addNode("b", true)
 		s.place("ta", "a", "b")
 		s.place("tb", "b", "a")
-		s.l.start(t.Context())
+		s.l.Start(t.Context())
 		term := s.lead.lead(t)
 		s.sleepTo(s.clock.Now() + simLeaseLen)
 		if !s.l.Leading() {
@@ -703,7 +657,7 @@ func TestLeasingDoubtsAForgedTermSim(t *testing.T) {
 		if fo := s.failedOver(); len(fo) != 1 || fo[0].node != "a" || fo[0].at < forged {
 			t.Fatalf("failovers %+v: want a alone", fo)
 		}
-		for _, n := range s.l.nodes() {
+		for _, n := range s.l.Nodes() {
 			if n.Node == "b" && (n.FailedOver || !n.Answered || n.LeasedBy != "") {
 				t.Fatalf("b after a's forged term: %+v", n)
 			}

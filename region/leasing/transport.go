@@ -1,4 +1,4 @@
-package region
+package leasing
 
 import (
 	"bytes"
@@ -19,19 +19,22 @@ import (
 // maxGrantAnswer bounds a node's answer to a grant.
 const maxGrantAnswer = 64 << 10
 
-// leaseTransport carries grants to nodes over HTTP: POST /_admin/lease
+// HTTPTransport carries grants to nodes over HTTP: POST /_admin/lease
 // with the node's admin token, the address and token read from the
 // router's copy of the directory at each call. Every call, name
 // resolution and connecting included, is bounded by its ctx: the dialer
 // resolves within the ctx, so a node whose name a resolver is slow to
 // refuse holds up only its own grant.
-type leaseTransport struct {
+type HTTPTransport struct {
 	nodes func(name string) (global.Node, bool)
 	hc    *http.Client
 	tr    *http.Transport
 }
 
-func newLeaseTransport(nodes func(name string) (global.Node, bool), resolver string) *leaseTransport {
+// NewHTTPTransport reaches the nodes that nodes names, resolving their
+// names with resolver ("": the system's); secure, if not nil, has the
+// transport speak TLS as the router does to its nodes.
+func NewHTTPTransport(nodes func(name string) (global.Node, bool), resolver string, secure func(*http.Transport)) *HTTPTransport {
 	d := netx.Dialer(resolver, 15*time.Second)
 	tr := &http.Transport{
 		Proxy:               nil,
@@ -40,12 +43,15 @@ func newLeaseTransport(nodes func(name string) (global.Node, bool), resolver str
 		IdleConnTimeout:     30 * time.Second,
 		DisableCompression:  true,
 	}
-	return &leaseTransport{nodes: nodes, hc: &http.Client{Transport: tr}, tr: tr}
+	if secure != nil {
+		secure(tr)
+	}
+	return &HTTPTransport{nodes: nodes, hc: &http.Client{Transport: tr}, tr: tr}
 }
 
 // Send posts g to node and returns its answer, or the refusal it stands
 // for (lease.DecodeReply).
-func (t *leaseTransport) Send(ctx context.Context, node string, g lease.Grant) (lease.Answer, error) {
+func (t *HTTPTransport) Send(ctx context.Context, node string, g lease.Grant) (lease.Answer, error) {
 	n, ok := t.nodes(node)
 	if !ok {
 		return lease.Answer{}, fmt.Errorf("grant to %s: %w", node, ErrUnknownNode)
@@ -61,11 +67,11 @@ func (t *leaseTransport) Send(ctx context.Context, node string, g lease.Grant) (
 	return lease.DecodeReply(status, ans)
 }
 
-// probe asks node whether it takes leases (GET /_admin/lease): true on
+// Probe asks node whether it takes leases (GET /_admin/lease): true on
 // 200, false on the 409 of a node started without --lease; an error when
 // it did not say (another 409 too: a node refusing a call meant for
 // another node says nothing of its own leases).
-func (t *leaseTransport) probe(ctx context.Context, n global.Node) (bool, error) {
+func (t *HTTPTransport) Probe(ctx context.Context, n global.Node) (bool, error) {
 	status, body, err := t.do(ctx, n, http.MethodGet, nil)
 	if err != nil {
 		return false, err
@@ -80,17 +86,18 @@ func (t *leaseTransport) probe(ctx context.Context, n global.Node) (bool, error)
 }
 
 // do makes one call and reads its answer whole.
-func (t *leaseTransport) do(ctx context.Context, n global.Node, method string, body io.Reader) (int, []byte, error) {
+func (t *HTTPTransport) do(ctx context.Context, n global.Node, method string, body io.Reader) (int, []byte, error) {
 	if err := global.UsableNode(n); err != nil {
 		return 0, nil, fmt.Errorf("%w: %w", ErrNodeCall, err)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, nodeURL(n.Addr)+"/_admin/lease", body)
+	req, err := http.NewRequestWithContext(ctx, method, wire.BaseURL(n.Addr)+"/_admin/lease", body)
 	if err != nil {
 		return 0, nil, fmt.Errorf("%w: %w", ErrNodeCall, err)
 	}
 	req.Header.Set("Authorization", "Bearer "+n.Token)
 	if n.ID != "" {
-		// A node that is not this one refuses the grant (identity.go): it
+		// A node that is not this one refuses the grant (the node's
+		// identity check): it
 		// never takes another node's list.
 		req.Header.Set(wire.HeaderNode, n.ID)
 	}
@@ -115,5 +122,5 @@ func decodeRefusal(body []byte) error {
 	return err
 }
 
-// close drops idle connections.
-func (t *leaseTransport) close() { t.tr.CloseIdleConnections() }
+// Close drops idle connections.
+func (t *HTTPTransport) Close() { t.tr.CloseIdleConnections() }

@@ -1,4 +1,4 @@
-package region
+package leasing
 
 import (
 	"maps"
@@ -27,7 +27,7 @@ func leaseLists(v *global.View, scope map[string]lease.NodeTerms, held map[strin
 	}
 	for name, rec := range v.Tenants() {
 		list, leased := out[rec.Node]
-		if !leased || rec.HeldBy == holdFailover {
+		if !leased || rec.HeldBy == global.HoldFailover {
 			continue
 		}
 		if w, ok := held[name]; ok && w.node == rec.Node && now < w.until {
@@ -60,8 +60,8 @@ func leaseLists(v *global.View, scope map[string]lease.NodeTerms, held map[strin
 
 // listsLocked is leaseLists over the scope sc and the leasing's held
 // tenants, now.
-func (l *leasing) listsLocked(v *global.View, sc leaseScope) map[string]lease.List {
-	return leaseLists(v, sc.terms, l.held, l.deps.clock.Now())
+func (l *Leasing) listsLocked(v *global.View, sc leaseScope) map[string]lease.List {
+	return leaseLists(v, sc.terms, l.held, l.deps.Clock.Now())
 }
 
 // sync sets every leased node's list from the router's view, grants at
@@ -69,13 +69,13 @@ func (l *leasing) listsLocked(v *global.View, sc leaseScope) map[string]lease.Li
 // forgot or no longer leases, and probes nodes not yet known to take
 // leases. A node failed over is given its list back only once its
 // failover ended.
-func (l *leasing) sync() {
+func (l *Leasing) sync() {
 	// One sync at a time, whole: once one returns, every node out of
 	// scope when it began has been removed from the Leaser, its last grant
 	// ended (a handoff gives a region only then).
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
-	v := l.deps.view()
+	v := l.deps.View()
 	l.mu.Lock()
 	lsr := l.leaser
 	if lsr == nil || v == nil {
@@ -144,9 +144,14 @@ func (l *leasing) sync() {
 	l.probeNodes(v)
 }
 
+// Resync sets every list again from the directory and returns once they
+// are set: a node out of scope (a region given, fenced) is no longer
+// leased, no grant to it in flight.
+func (l *Leasing) Resync() { l.resync() }
+
 // resync sets every list again from the directory and returns the
 // running Leaser (nil when not leasing).
-func (l *leasing) resync() *lease.Leaser {
+func (l *Leasing) resync() *lease.Leaser {
 	l.mu.Lock()
 	l.dirty = true
 	l.mu.Unlock()
@@ -167,8 +172,8 @@ func gained(old, list []string) bool {
 // dropHeldLocked forgets the held tenants that no longer wait: failed
 // over, moved or deleted, or past the failover's wait. It says whether it
 // forgot any.
-func (l *leasing) dropHeldLocked(v *global.View) bool {
-	now := l.deps.clock.Now()
+func (l *Leasing) dropHeldLocked(v *global.View) bool {
+	now := l.deps.Clock.Now()
 	dropped := false
 	for name, w := range l.held {
 		rec, ok := v.Tenant(name)

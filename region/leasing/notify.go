@@ -1,8 +1,7 @@
-package region
+package leasing
 
 import (
 	"context"
-	"net/http"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -60,28 +59,12 @@ var leaseAgeDesc = prometheus.NewDesc("fenec_router_lease_age_seconds",
 	"Time since each leased node's last grant answer came back (of the first round before one did).", []string{"node"}, nil)
 
 // leaseAgeCollector reads the leases as they are scraped.
-type leaseAgeCollector struct{ l *leasing }
+type leaseAgeCollector struct{ l *Leasing }
 
 func (c *leaseAgeCollector) Describe(ch chan<- *prometheus.Desc) { ch <- leaseAgeDesc }
 
 func (c *leaseAgeCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, st := range c.l.nodes() {
+	for _, st := range c.l.Nodes() {
 		ch <- prometheus.MustNewConstMetric(leaseAgeDesc, prometheus.GaugeValue, float64(st.LastAnswerMS)/1000, st.Node)
 	}
-}
-
-// serveLeases answers GET /_shard/leases (the token was checked). A
-// router that grants no lease answers the term of the directory's lead as
-// it sees it, not a leasing term of 0.
-func (l *leasing) serveLeases(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodGet {
-		w.Header().Set("Allow", http.MethodGet)
-		cpError(w, ErrMethod)
-		return
-	}
-	ans := l.status()
-	if v := l.deps.view(); !ans.Leasing && v != nil {
-		ans.Term = v.Leader.Term
-	}
-	cpJSON(w, http.StatusOK, ans)
 }

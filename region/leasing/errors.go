@@ -1,0 +1,15 @@
+package leasing
+
+import "errors"
+
+// Sentinel errors of the leasing. The router answers with the same values
+// (package region), so errors.Is holds across the two.
+var (
+	// ErrNotLeader: this router does not lead, so it grants nothing
+	// (GrantNow).
+	ErrNotLeader = errors.New("this router does not lead: changes go to the leader")
+	// ErrUnknownNode: no node of that name is recorded.
+	ErrUnknownNode = errors.New("unknown node")
+	// ErrNodeCall: an admin call to a node failed or was refused.
+	ErrNodeCall = errors.New("node admin call")
+)
