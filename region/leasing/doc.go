@@ -12,7 +12,8 @@
 // region) builds it, starts and closes it, tells it of directory changes
 // (Poke) and of a handoff's steps (GiveUp, KeepOn, Giving, SettleForce,
 // ExtendRecord, Resync), and of a held tenant's wait ended (HeldEnded);
-// GET /_shard/leases answers Leases.
+// GET /_shard/leases answers Leases, and the router's clearing of lapsed
+// nodes reads Nodes every Tick.
 //
 // # Where each thing lives
 //
