@@ -81,9 +81,10 @@
 //     reaches the router only through leasing.Deps and the lead only
 //     through leasing.Lead (leader.go's leasingLead); the router keeps the
 //     clock it hands it (Router.clock), which the handoff's steps read.
-//   - handoff.go: POST /_shard/regions/<r>/handoff, the global tier's
-//     steps of a handoff, the region's (run by its link), a forced
-//     takeover; mirror.go: a region's leading router's link to the global
+//   - handoff.go: POST /_shard/regions/<r>/handoff and a forced
+//     takeover, and what both sides of a handoff share;
+//     handoff_global.go: the global tier's steps of a handoff;
+//     handoff_region.go: the region's (run by its link); mirror.go: a region's leading router's link to the global
 //     directory (--global) — the region records kept in line, the
 //     region's records copied down or up by who leases; link.go: what the
 //     link holds of both directories, listed once and then kept by their
