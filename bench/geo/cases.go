@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/fenec-go/fenec/bench/internal/benchkit"
 )
 
 // sample is what one case measured: its answers, and the writes it made.
@@ -177,4 +179,60 @@ func missed(a answer, acked []time.Time, first int64) bool {
 	cutoff := a.sent.Add(-time.Duration(a.stale) * time.Millisecond)
 	k := sort.Search(len(acked), func(i int) bool { return !acked[i].Before(cutoff) })
 	return k > 0 && a.n < first+int64(k-1)
+}
+
+// survivalCost measures (f): a writer beside eu1 (through g) writes n
+// keyed writes to each of z0 (its voting copy on eu2) and r0 (on us1,
+// across the link), one at a time in turns — z0, r0, z0, r0 ... — after
+// a tenth of each to warm up, so that both are timed on the machine as
+// it is at the same moments. Every write must be answered by eu1, the
+// primary of both; one answered elsewhere (a failover) ends the case.
+func survivalCost(d *deployment, n int) (zone, region []time.Duration, err error) {
+	clients := []*reader{newClient(d, d.g, zoneTenant), newClient(d, d.g, regionTenant)}
+	for _, c := range clients {
+		defer c.close()
+	}
+	warm := max(n/10, 1)
+	for i := range n + warm {
+		for k, c := range clients {
+			w, err := c.write(int64(i + 1))
+			if err != nil {
+				return zone, region, fmt.Errorf("a write to %s: %w", c.tenant, err)
+			}
+			if w.node != "eu1" {
+				return zone, region, fmt.Errorf("a write to %s answered by %q, not eu1", c.tenant, w.node)
+			}
+			if i < warm {
+				continue
+			}
+			if k == 0 {
+				zone = append(zone, w.took)
+			} else {
+				region = append(region, w.took)
+			}
+		}
+	}
+	return zone, region, nil
+}
+
+// writeCost is (f) summed up: r0's writes against z0's.
+type writeCost struct {
+	p50, p99 float64       // r0's percentile over z0's
+	extra    time.Duration // r0's p50 less z0's
+	rtt      time.Duration // the round trip between eu and us: twice the delay
+	trips    float64       // extra in round trips
+}
+
+// costOf sums up (f)'s writes, zone's and region's, on a link of delay
+// each way.
+func costOf(zone, region []time.Duration, delay time.Duration) writeCost {
+	z50, r50 := benchkit.Percentile(zone, 0.5), benchkit.Percentile(region, 0.5)
+	c := writeCost{
+		p50:   ratio(r50, z50),
+		p99:   ratio(benchkit.Percentile(region, 0.99), benchkit.Percentile(zone, 0.99)),
+		extra: r50 - z50,
+		rtt:   2 * delay,
+	}
+	c.trips = ratio(c.extra, c.rtt)
+	return c
 }

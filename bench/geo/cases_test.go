@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"testing"
 	"time"
 )
@@ -34,3 +35,48 @@ func TestMissed(t *testing.T) {
 		}
 	}
 }
+
+// TestCostOf: (f)'s summary — region's percentiles over zone's, and its
+// p50 less zone's, in round trips of twice the delay.
+func TestCostOf(t *testing.T) {
+	msOf := func(from, to int) []time.Duration { // to down to from ms, in reverse (costOf sorts)
+		var ds []time.Duration
+		for v := to; v >= from; v-- {
+			ds = append(ds, time.Duration(v)*time.Millisecond)
+		}
+		return ds
+	}
+	same := func(n int, v time.Duration) []time.Duration {
+		ds := make([]time.Duration, n)
+		for i := range ds {
+			ds[i] = v
+		}
+		return ds
+	}
+	for _, tc := range []struct {
+		what         string
+		zone, region []time.Duration
+		delay        time.Duration
+		want         writeCost
+	}{
+		{"one round trip more", same(10, 2*time.Millisecond), same(10, 82*time.Millisecond), 40 * time.Millisecond,
+			writeCost{p50: 41, p99: 41, extra: 80 * time.Millisecond, rtt: 80 * time.Millisecond, trips: 1}},
+		{"spread: p50 and p99 each of its own", msOf(1, 100), msOf(81, 180), 40 * time.Millisecond,
+			writeCost{p50: 131.0 / 51, p99: 1.8, extra: 80 * time.Millisecond, rtt: 80 * time.Millisecond, trips: 1}},
+		{"two round trips more on a shorter link", same(4, 3*time.Millisecond), same(4, 103*time.Millisecond), 25 * time.Millisecond,
+			writeCost{p50: 103.0 / 3, p99: 103.0 / 3, extra: 100 * time.Millisecond, rtt: 50 * time.Millisecond, trips: 2}},
+		{"no dearer", same(5, 7*time.Millisecond), same(5, 7*time.Millisecond), 40 * time.Millisecond,
+			writeCost{p50: 1, p99: 1, rtt: 80 * time.Millisecond}},
+		{"cheaper: the difference below zero", same(5, 9*time.Millisecond), same(5, 5*time.Millisecond), 40 * time.Millisecond,
+			writeCost{p50: 5.0 / 9, p99: 5.0 / 9, extra: -4 * time.Millisecond, rtt: 80 * time.Millisecond, trips: -0.05}},
+		{"no zone writes: no ratio", nil, same(3, 90*time.Millisecond), 40 * time.Millisecond,
+			writeCost{extra: 90 * time.Millisecond, rtt: 80 * time.Millisecond, trips: 1.125}},
+	} {
+		got := costOf(tc.zone, tc.region, tc.delay)
+		if !near(got.p50, tc.want.p50) || !near(got.p99, tc.want.p99) || got.extra != tc.want.extra || got.rtt != tc.want.rtt || !near(got.trips, tc.want.trips) {
+			t.Errorf("%s: got %+v, want %+v", tc.what, got, tc.want)
+		}
+	}
+}
+
+func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }

@@ -25,15 +25,21 @@ const (
 // readQuery is the keyed read every case times: the tenant's one row.
 const readQuery = "get kv where k = 'x'"
 
-// reader is one client of a router, on one keep-alive connection.
+// reader is one client of a router for one tenant, on one keep-alive
+// connection.
 type reader struct {
-	d    *deployment
-	base string
-	c    *http.Client
+	d      *deployment
+	base   string
+	tenant string
+	c      *http.Client
 }
 
-func newReader(d *deployment, base string) *reader {
-	return &reader{d: d, base: base, c: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 1}}}
+// newReader is a client of the router at base for t0.
+func newReader(d *deployment, base string) *reader { return newClient(d, base, tenant) }
+
+// newClient is a client of the router at base for tenant t.
+func newClient(d *deployment, base, t string) *reader {
+	return &reader{d: d, base: base, tenant: t, c: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 1}}}
 }
 
 func (r *reader) close() { r.c.CloseIdleConnections() }
@@ -50,7 +56,7 @@ type answer struct {
 
 // read sends the keyed read with the header pairs hdr and reads the answer.
 func (r *reader) read(hdr ...string) (answer, error) {
-	req, err := http.NewRequest("POST", r.base+"/t/"+tenant+"/query", strings.NewReader(queryBody(readQuery)))
+	req, err := http.NewRequest("POST", r.base+"/t/"+r.tenant+"/query", strings.NewReader(queryBody(readQuery)))
 	if err != nil {
 		return answer{}, err
 	}
@@ -85,9 +91,11 @@ func (r *reader) read(hdr ...string) (answer, error) {
 	return a, nil
 }
 
-// written is one write's answer: its seq and history, and when it came.
+// written is one write's answer: its seq and history, the node that
+// gave it (by Fenec-Node), and when it came.
 type written struct {
 	seq, history string
+	node         string
 	took         time.Duration
 	acked        time.Time
 }
@@ -100,7 +108,7 @@ func (r *reader) write(v int64) (written, error) {
 	began := time.Now()
 	var last error
 	for range 5 {
-		req, err := http.NewRequest("POST", r.base+"/t/"+tenant+"/query", strings.NewReader(body))
+		req, err := http.NewRequest("POST", r.base+"/t/"+r.tenant+"/query", strings.NewReader(body))
 		if err != nil {
 			return written{}, err
 		}
@@ -120,7 +128,8 @@ func (r *reader) write(v int64) (written, error) {
 			continue
 		}
 		now := time.Now()
-		return written{seq: res.Header.Get(hdrSeq), history: res.Header.Get(hdrHistory), took: now.Sub(began), acked: now}, nil
+		return written{seq: res.Header.Get(hdrSeq), history: res.Header.Get(hdrHistory), node: r.d.ids[res.Header.Get(hdrNode)],
+			took: now.Sub(began), acked: now}, nil
 	}
 	return written{}, last
 }

@@ -19,17 +19,23 @@ const (
 	adminToken = "bench-admin-token"
 	replToken  = "bench-replication-token"
 	tenant     = "t0"
+	// (f)'s tenants, both on eu1: zoneTenant survives its zone (its
+	// voting copy on eu2), regionTenant its region (on us1).
+	zoneTenant   = "z0"
+	regionTenant = "r0"
 )
 
 // deployment is two regions leased by the global tier: eu1 (the
-// tenant's home) and eu2 (its voting copy) in eu, us1 (its read copy) in
-// us; g, the global tier's leading router, beside eu's nodes; near, a
+// tenant's home) and eu2 (its voting copy, eu1's standby) in eu, us1
+// (its read copy) in us; g, the global tier's leading router, beside eu's nodes; near, a
 // standby of g's directory with --near us, beside us1. Each side looks
 // node names up at a name server of its own: eu's names its own nodes
 // 127.0.0.1 (the node itself) and us1 127.0.0.2 (a wanLink in front of
 // it on the same port), us's the other way round. So us1's feed and
 // probes, near's forwarding to eu1 and near's watch of g's directory
-// cross the link; g's leases of us1 too.
+// cross the link; g's leases of us1 too. (f)'s two tenants live on eu1
+// too, z0's voting copy on eu2 and r0's on us1: r0's feed crosses the
+// link, and so does its copy's answer that it holds a write.
 type deployment struct {
 	cfg   config
 	dir   string
@@ -58,7 +64,8 @@ func (d *deployment) close() {
 }
 
 // startDeployment starts every process, places the tenant on eu1 with
-// its copy on eu2 and its read copy on us1, and writes its one row.
+// its copy on eu2 and its read copy on us1, and writes its one row; then
+// (f)'s tenants (placeSurvivors).
 func startDeployment(cfg config) (*deployment, error) {
 	d := &deployment{cfg: cfg, c: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 16}},
 		ids: map[string]string{}}
@@ -120,7 +127,10 @@ func startDeployment(cfg config) (*deployment, error) {
 	if err := near.WaitHTTP(d.near + "/_health"); err != nil {
 		return d, err
 	}
-	return d, d.placeTenant()
+	if err := d.placeTenant(); err != nil {
+		return d, err
+	}
+	return d, d.placeSurvivors()
 }
 
 // startNode starts node name of region, looked up at home as itself and
@@ -187,6 +197,62 @@ func (d *deployment) placeTenant() error {
 		}
 		return nil
 	})
+}
+
+// placeSurvivors places (f)'s tenants on eu1, each with the row t0 has:
+// z0 survives its zone, its voting copy on eu2 (eu1's standby, as t0's);
+// r0 is set to survive its region with its voting copy on us1. It waits
+// until the directory records both so, neither copy behind.
+func (d *deployment) placeSurvivors() error {
+	for _, t := range []string{zoneTenant, regionTenant} {
+		if _, err := d.call("PUT", d.g+"/_shard/tenants/"+t, `{"node":"eu1"}`, 201, nil); err != nil {
+			return err
+		}
+		for _, q := range []string{"create collection kv (k text @unique, n int)", "put kv {k: 'x', n: 0}"} {
+			if _, err := d.call("POST", d.g+"/t/"+t+"/query", queryBody(q), 200, nil); err != nil {
+				return fmt.Errorf("%s: %w", t, err)
+			}
+		}
+	}
+	var set struct{ Replica string }
+	if _, err := d.call("PUT", d.g+"/_shard/tenants/"+regionTenant+"/survive", `{"survive":"region","copy":"us1"}`, 200, &set); err != nil {
+		return err
+	}
+	if set.Replica != "us1" {
+		return fmt.Errorf("%s set to survive its region with its copy on %q, not us1", regionTenant, set.Replica)
+	}
+	return waitFor(30*time.Second, d.survivorsPlaced)
+}
+
+// survivorsPlaced says what, if anything, keeps the directory from
+// recording (f)'s tenants as placeSurvivors put them.
+func (d *deployment) survivorsPlaced() error {
+	var ts []struct {
+		Name          string `json:"name"`
+		Node          string `json:"node"`
+		Replica       string `json:"replica"`
+		ReplicaBehind uint64 `json:"replica_behind"`
+		Survive       string `json:"survive"`
+	}
+	if _, err := d.call("GET", d.g+"/_shard/tenants", "", 200, &ts); err != nil {
+		return err
+	}
+	want := map[string][2]string{zoneTenant: {"eu2", "zone"}, regionTenant: {"us1", "region"}}
+	for _, t := range ts {
+		w, ok := want[t.Name]
+		if !ok {
+			continue
+		}
+		if t.Node != "eu1" || t.Replica != w[0] || t.Survive != w[1] || t.ReplicaBehind != 0 {
+			return fmt.Errorf("%s on %s, its copy on %q (%d behind), survive %q: want eu1, %s, %s",
+				t.Name, t.Node, t.Replica, t.ReplicaBehind, t.Survive, w[0], w[1])
+		}
+		delete(want, t.Name)
+	}
+	if len(want) > 0 {
+		return fmt.Errorf("%d of (f)'s tenants not placed", len(want))
+	}
+	return nil
 }
 
 // waitLeased waits until g runs a lease on every named node.

@@ -13,7 +13,13 @@
 //	    read was sent;
 //	(e) a read with a bound below the round trip to eu1 (the delay): no
 //	    copy can prove it, so it is declined and goes to the primary —
-//	    what that costs against (a).
+//	    what that costs against (a);
+//	(f) what surviving a region costs a write: a writer beside eu1
+//	    (through g) writes in turns to z0, which survives its zone (its
+//	    voting copy on eu2), and r0, which survives its region (its
+//	    voting copy on us1, across the link), both on eu1 under --sync
+//	    always: r0's writes against z0's, and r0's p50 less z0's against
+//	    the round trip between the regions (twice -delay).
 //
 // Routers and nodes are processes of their own (fenec-shard, fenec-node,
 // built from this checkout), on loopback; the wide-area link (wanLink,
@@ -38,6 +44,7 @@ type config struct {
 	reads  int
 	rw     int
 	tight  int
+	cost   int
 	steady time.Duration
 	rate   int
 	bound  int64
@@ -49,11 +56,12 @@ type config struct {
 
 func main() {
 	var cfg config
-	small := flag.Bool("small", false, "the smallest run, to see that the bench runs (bench-smoke): -reads 20 -rw 10 -steady 2s -tight 5, each unless given")
+	small := flag.Bool("small", false, "the smallest run, to see that the bench runs (bench-smoke): -reads 20 -rw 10 -steady 2s -tight 5 -cost 10, each unless given")
 	flag.DurationVar(&cfg.delay, "delay", 40*time.Millisecond, "added each way between us and eu")
 	flag.IntVar(&cfg.reads, "reads", 300, "reads of (a) and of (b), in turns of a tenth (after a tenth of each to warm up)")
 	flag.IntVar(&cfg.tight, "tight", 30, "reads of (e), with a bound of the delay (below the round trip: no copy can prove it)")
 	flag.IntVar(&cfg.rw, "rw", 150, "writes each read back in (c) (after a tenth to warm up)")
+	flag.IntVar(&cfg.cost, "cost", 200, "writes to each of (f)'s tenants, in turns (after a tenth of each to warm up)")
 	flag.DurationVar(&cfg.steady, "steady", 20*time.Second, "how long (d) writes and reads")
 	flag.IntVar(&cfg.rate, "rate", 50, "(d)'s writes a second")
 	flag.Int64Var(&cfg.bound, "bound", 1000, "(d)'s Fenec-Max-Staleness (ms)")
@@ -75,6 +83,9 @@ func main() {
 		if !given["tight"] {
 			cfg.tight = 5
 		}
+		if !given["cost"] {
+			cfg.cost = 10
+		}
 	}
 	if err := run(cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "geo bench:", err)
@@ -83,8 +94,8 @@ func main() {
 }
 
 func run(cfg config) error {
-	if cfg.reads < 1 || cfg.rw < 1 || cfg.tight < 1 || cfg.rate < 1 || cfg.steady <= 0 || cfg.delay <= time.Millisecond {
-		return fmt.Errorf("-reads, -rw, -tight, -rate and -steady must be positive, -delay more than 1ms")
+	if cfg.reads < 1 || cfg.rw < 1 || cfg.tight < 1 || cfg.cost < 1 || cfg.rate < 1 || cfg.steady <= 0 || cfg.delay <= time.Millisecond {
+		return fmt.Errorf("-reads, -rw, -tight, -cost, -rate and -steady must be positive, -delay more than 1ms")
 	}
 	nodeBin, shardBin, remove, err := benchkit.BuildTemp("geo-bench")
 	if err != nil {
@@ -113,6 +124,12 @@ func run(cfg config) error {
 	}
 	if r.steady, err = steady(d, cfg.steady, cfg.rate, cfg.bound, cfg.gap, next); err != nil {
 		return fmt.Errorf("(d): %w", err)
+	}
+	if r.zone, r.region, err = survivalCost(d, cfg.cost); err != nil {
+		return fmt.Errorf("(f): %w", err)
+	}
+	if err := waitFor(10*time.Second, d.survivorsPlaced); err != nil {
+		return fmt.Errorf("(f)'s tenants after its writes: %w", err)
 	}
 	r.began, r.loadBefore, r.loadAfter, r.commit = began, loadBefore, benchkit.LoadAvg(), commit()
 	table := report(cfg, r)

@@ -15,6 +15,7 @@ import (
 // results is one run's measurements.
 type results struct {
 	far, near, ryw, steady, tight sample
+	zone, region                  []time.Duration // (f)'s writes to z0 and to r0
 	began                         time.Time
 	loadBefore, loadAfter         string
 	commit                        string
@@ -30,6 +31,7 @@ func report(cfg config, r results) []byte {
 		fmt.Fprintln(&out, "NOTE: a load average above 4 on this machine: single figures are noisy; the ratios, dominated by the delay, still hold")
 	}
 	fmt.Fprintf(&out, "tenant t0 homed on eu1 (region eu; voting copy eu2, --sync always), its read copy on us1 (region us); %v added each way between us and eu\n", cfg.delay)
+	fmt.Fprintln(&out, "(f)'s tenants on eu1 too: z0 survives its zone (voting copy eu2), r0 its region (voting copy us1); a writer beside eu1 writes to them in turns through g, one write at a time")
 	fmt.Fprintln(&out, "the reader in us reads through near (fenec-shard --standby --near us, --copy-wait 250 ms), one keyed read of one row, one client on one connection")
 	fmt.Fprintln(&out, "routers and nodes each a process of their own (fenec-shard, fenec-node) on loopback; the wide-area link, the name servers and the clients are the bench's")
 	fmt.Fprintln(&out)
@@ -56,6 +58,8 @@ func report(cfg config, r results) []byte {
 	row(fmt.Sprintf("(d) its writes, through g beside eu1 (%.0f/s)", float64(len(r.steady.writes))/cfg.steady.Seconds()), r.steady.writes, "-", "-")
 	c, p = who(r.tight)
 	row(fmt.Sprintf("(e) Fenec-Max-Staleness: %d, below the round trip", cfg.delay.Milliseconds()), took(r.tight), c, p)
+	row("(f) a write to z0, survive zone (copy on eu2)", r.zone, "-", "-")
+	row("(f) a write to r0, survive region (copy on us1)", r.region, "-", "-")
 	tw.Flush()
 	fmt.Fprintln(&out)
 
@@ -67,6 +71,10 @@ func report(cfg config, r results) []byte {
 		fmt.Fprintf(&out, "%s: p50 %.4f, p99 %.4f\n", x.name,
 			ratio(benchkit.Percentile(took(x.s), 0.5), fp50), ratio(benchkit.Percentile(took(x.s), 0.99), fp99))
 	}
+	wc := costOf(r.zone, r.region, cfg.delay)
+	fmt.Fprintf(&out, "(f) region / zone: p50 %.2f, p99 %.2f\n", wc.p50, wc.p99)
+	fmt.Fprintf(&out, "(f) region's p50 less zone's: %s ms, against the round trip between eu and us (2 × %v = %v): %.2f round trips\n",
+		ms(wc.extra), cfg.delay, wc.rtt, wc.trips)
 	fmt.Fprintln(&out)
 
 	fmt.Fprintln(&out, "the staleness the copy stated (Fenec-Staleness-Ms of its answers, ms)")
