@@ -214,8 +214,11 @@ region-bench:
 # reader in us through a --near router, for a tenant of eu with a read
 # copy in us, reading stating nothing (the primary), with a staleness
 # bound and after its own write (the copy), and the staleness the copy
-# states under steady writes, every answer held to it; routers and nodes
-# each a process, the wide-area link the bench's; writes bench/geo.txt.
+# states under steady writes, every answer held to it; and what surviving
+# a region costs a write: a writer beside eu writing in turns to a tenant
+# whose voting copy is in eu (survive zone) and one whose copy is in us
+# (survive region), both under --sync always; routers and nodes each a
+# process, the wide-area link the bench's; writes bench/geo.txt.
 # GEO_BENCH_FLAGS are passed on, e.g. "-delay 80ms" or "-small".
 GEO_BENCH_FLAGS ?=
 .PHONY: geo-bench
