@@ -196,14 +196,18 @@ func writeDevTokens(cfg devConfig, adminToken string) (map[string]string, error)
 
 // printWelcome says where the router, the node, the directory and the
 // tokens are, and how to start using them.
-func printWelcome(w io.Writer, base string, cfg devConfig, where devWhere) {
+//
+// It is written in one piece, so that whoever reads the output as it
+// comes (a terminal, a script waiting for the address) sees it whole.
+func printWelcome(out io.Writer, base string, cfg devConfig, where devWhere) {
+	var w strings.Builder
 	auth := ""
 	if f := where.tokens["router token"]; f != "" {
 		auth = ` -H "Authorization: Bearer $(cat ` + f + `)"`
 	}
-	fmt.Fprintf(w, "fenec dev: router at %s (data in %s; Ctrl-C stops)\n", base, cfg.Data)
-	fmt.Fprintf(w, "  node:      %s (recorded as %q in region %q)\n", where.node, devNode, devRegion)
-	fmt.Fprintf(w, "  etcd:      %s (the directory, embedded in the router; it takes only the password in %s)\n",
+	fmt.Fprintf(&w, "fenec dev: router at %s (data in %s; Ctrl-C stops)\n", base, cfg.Data)
+	fmt.Fprintf(&w, "  node:      %s (recorded as %q in region %q)\n", where.node, devNode, devRegion)
+	fmt.Fprintf(&w, "  etcd:      %s (the directory, embedded in the router; it takes only the password in %s)\n",
 		strings.Join(where.etcd, ","), filepath.Join(where.shard, region.PasswordFileName))
 	whats := make([]string, 0, len(where.tokens))
 	for what := range where.tokens {
@@ -211,19 +215,20 @@ func printWelcome(w io.Writer, base string, cfg devConfig, where devWhere) {
 	}
 	sort.Strings(whats)
 	for _, what := range whats {
-		fmt.Fprintf(w, "  %s: %s\n", what, where.tokens[what])
+		fmt.Fprintf(&w, "  %s: %s\n", what, where.tokens[what])
 	}
 	if cfg.Token == "" {
-		fmt.Fprintln(w, "  router token: none (a loopback router may run open; --token-file sets one)")
+		fmt.Fprintln(&w, "  router token: none (a loopback router may run open; --token-file sets one)")
 	}
-	fmt.Fprintf(w, "  the CLI:   %s\n", cliSetup(base))
-	fmt.Fprintf(w, `
+	fmt.Fprintf(&w, "  the CLI:   %s\n", cliSetup(base))
+	fmt.Fprintf(&w, `
 try, in another terminal (this one runs fenec dev until Ctrl-C):
   curl -X PUT%s %s/_shard/tenants/demo
   curl %s/t/demo/query -d '{"query": "create collection notes (body text @text)"}'
   curl %s/t/demo/notes -d '{"body": "hello from fenec"}'
   curl %s/t/demo/query -d '{"query": "get notes match body '\''hello'\''"}'
 `, auth, base, base, base, base)
+	io.WriteString(out, w.String())
 }
 
 // cliSetup is what a shell runs to use the CLI against base: the
