@@ -401,23 +401,36 @@ func startWriters(d *deployment, tenants map[string]placed) []*writer {
 // the victim is placed elsewhere, and returns how long after the kill that
 // was first seen (-1 if not within limit).
 func watchFailover(ctx context.Context, d *deployment, hc *http.Client, leader string, tenants map[string]placed, killAt time.Time, limit time.Duration) time.Duration {
-	for time.Since(killAt) < limit {
+	return watchPlaced(ctx, d, hc, leader, killAt, limit, func(now map[string]string) bool {
+		moved := 0
+		for t, n := range now {
+			if tenants[t].node == victim && n != victim {
+				moved++
+			}
+		}
+		return moved > 0 && moved == countOn(tenants, victim)
+	})
+}
+
+// watchPlaced polls router's placements (tenant → node) until done holds
+// of them, and returns how long after from that was first seen (-1 if
+// not within limit).
+func watchPlaced(ctx context.Context, d *deployment, hc *http.Client, router string, from time.Time, limit time.Duration, done func(now map[string]string) bool) time.Duration {
+	for time.Since(from) < limit {
 		var rows []struct {
 			Name string `json:"name"`
 			Node string `json:"node"`
 		}
 		cctx, cancel := context.WithTimeout(ctx, time.Second)
-		st, err := call(cctx, hc, "GET", d.url(leader)+"/_shard/tenants", d.tokens["router"], nil, &rows)
+		st, err := call(cctx, hc, "GET", d.url(router)+"/_shard/tenants", d.tokens["router"], nil, &rows)
 		cancel()
 		if err == nil && st == 200 {
-			moved := 0
+			now := make(map[string]string, len(rows))
 			for _, r := range rows {
-				if tenants[r.Name].node == victim && r.Node != victim {
-					moved++
-				}
+				now[r.Name] = r.Node
 			}
-			if moved > 0 && moved == countOn(tenants, victim) {
-				return time.Since(killAt)
+			if done(now) {
+				return time.Since(from)
 			}
 		}
 		time.Sleep(50 * time.Millisecond)

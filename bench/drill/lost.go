@@ -242,28 +242,15 @@ func promote(ctx context.Context, d *deployment, hc *http.Client, r string) (tim
 // tenant is on a node out of the lost region, and returns how long after
 // from (-1: not within limit).
 func watchOut(ctx context.Context, d *deployment, hc *http.Client, survive map[string]bool, from time.Time, limit time.Duration) time.Duration {
-	for time.Since(from) < limit {
-		var rows []struct {
-			Name string `json:"name"`
-			Node string `json:"node"`
-		}
-		cctx, cancel := context.WithTimeout(ctx, time.Second)
-		st, err := call(cctx, hc, "GET", d.url(lostPromoted)+"/_shard/tenants", d.tokens["router"], nil, &rows)
-		cancel()
-		if err == nil && st == 200 {
-			out := 0
-			for _, r := range rows {
-				if survive[r.Name] && regionOf(r.Node) != lostRegion {
-					out++
-				}
-			}
-			if out == len(survive) {
-				return time.Since(from)
+	return watchPlaced(ctx, d, hc, lostPromoted, from, limit, func(now map[string]string) bool {
+		out := 0
+		for t, n := range now {
+			if survive[t] && regionOf(n) != lostRegion {
+				out++
 			}
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return -1
+		return out == len(survive)
+	})
 }
 
 // judgeLost reads every region tenant's acknowledged keys back from the

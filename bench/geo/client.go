@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/fenec-go/fenec/bench/internal/benchkit"
 )
 
 // The headers the bench sends and reads (wire's names, spelled here so
@@ -56,7 +58,7 @@ type answer struct {
 
 // read sends the keyed read with the header pairs hdr and reads the answer.
 func (r *reader) read(hdr ...string) (answer, error) {
-	req, err := http.NewRequest("POST", r.base+"/t/"+r.tenant+"/query", strings.NewReader(queryBody(readQuery)))
+	req, err := http.NewRequest("POST", r.base+"/t/"+r.tenant+"/query", strings.NewReader(benchkit.QueryBody(readQuery)))
 	if err != nil {
 		return answer{}, err
 	}
@@ -103,7 +105,7 @@ type written struct {
 // write sets the row's n to v, with an idempotency key so that a retried
 // write lands once.
 func (r *reader) write(v int64) (written, error) {
-	body := queryBody(fmt.Sprintf("set kv {n: %d} where k = 'x'", v))
+	body := benchkit.QueryBody(fmt.Sprintf("set kv {n: %d} where k = 'x'", v))
 	key := "geo-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-" + strconv.FormatInt(v, 10)
 	began := time.Now()
 	var last error

@@ -3,16 +3,13 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
 	"time"
 
 	"github.com/fenec-go/fenec/bench/internal/benchkit"
-	"github.com/fenec-go/fenec/tests/dnsstub"
 )
 
 const (
@@ -43,8 +40,7 @@ type deployment struct {
 	g     string // g's URL (in eu)
 	near  string // near's URL (in us)
 	procs []*benchkit.Proc
-	links []*wanLink
-	dns   []*dnsstub.Server
+	sides *benchkit.Sides
 	// ids names each node by its id (Fenec-Node).
 	ids map[string]string
 }
@@ -53,11 +49,8 @@ func (d *deployment) close() {
 	for _, p := range slices.Backward(d.procs) {
 		p.Stop()
 	}
-	for _, l := range d.links {
-		l.close()
-	}
-	for _, s := range d.dns {
-		s.Close()
+	if d.sides != nil {
+		d.sides.Close()
 	}
 	d.c.CloseIdleConnections()
 	os.RemoveAll(d.dir)
@@ -73,42 +66,31 @@ func startDeployment(cfg config) (*deployment, error) {
 	if d.dir, err = os.MkdirTemp("", "fenec-geo-bench-"); err != nil {
 		return d, err
 	}
-	euDNS, err := dnsstub.Start()
-	if err != nil {
+	if d.sides, err = benchkit.StartSides(cfg.delay, "eu", "us"); err != nil {
 		return d, err
 	}
-	d.dns = append(d.dns, euDNS)
-	usDNS, err := dnsstub.Start()
-	if err != nil {
-		return d, err
-	}
-	d.dns = append(d.dns, usDNS)
 
 	g, err := benchkit.StartRouterProc(cfg.shardBin, filepath.Join(d.dir, "g"), "g",
-		"--auto-failover", "2", "--insecure", "--resolver", euDNS.Addr())
+		"--auto-failover", "2", "--insecure", "--resolver", d.sides.Resolver("eu"))
 	if err != nil {
 		return d, fmt.Errorf("router g: %w", err)
 	}
 	d.procs = append(d.procs, g.P)
 	d.g = g.URL
 	for _, n := range []struct{ name, region string }{{"eu1", "eu"}, {"eu2", "eu"}, {"us1", "us"}} {
-		home, away := euDNS, usDNS
-		if n.region == "us" {
-			home, away = usDNS, euDNS
-		}
-		if err := d.startNode(n.name, n.region, home, away); err != nil {
+		if err := d.startNode(n.name, n.region); err != nil {
 			return d, err
 		}
 	}
 	if _, err := d.call("PUT", d.g+"/_shard/nodes/eu1", `{"standby":"eu2"}`, 201, nil); err != nil {
 		return d, err
 	}
-	if err := d.waitLeased("eu1", "eu2", "us1"); err != nil {
+	if err := benchkit.WaitLeased(d.c, d.g, 30*time.Second, "eu1", "eu2", "us1"); err != nil {
 		return d, err
 	}
 
 	// near reads g's directory across the link, as a router in us would.
-	dirLink, err := d.link("127.0.0.1:0", g.Etcd[len("http://"):])
+	dirLink, err := d.sides.Link("127.0.0.1:0", g.Etcd[len("http://"):])
 	if err != nil {
 		return d, err
 	}
@@ -116,8 +98,8 @@ func startDeployment(cfg config) (*deployment, error) {
 	if err != nil {
 		return d, err
 	}
-	args := append([]string{"--listen", addr, "--id", "near", "--directory", "http://" + dirLink.addr(), "--standby",
-		"--near", "us", "--insecure", "--resolver", usDNS.Addr()}, g.Secrets...)
+	args := append([]string{"--listen", addr, "--id", "near", "--directory", "http://" + dirLink.Addr(), "--standby",
+		"--near", "us", "--insecure", "--resolver", d.sides.Resolver("us")}, g.Secrets...)
 	near, err := benchkit.StartProc("fenec-shard near", nil, cfg.shardBin, args...)
 	if err != nil {
 		return d, err
@@ -133,41 +115,23 @@ func startDeployment(cfg config) (*deployment, error) {
 	return d, d.placeSurvivors()
 }
 
-// startNode starts node name of region, looked up at home as itself and
-// at away through a wanLink on 127.0.0.2 and the same port, and records
-// it at g by name.
-func (d *deployment) startNode(name, region string, home, away *dnsstub.Server) error {
-	p, addr, err := benchkit.StartNodeProc(d.cfg.nodeBin, filepath.Join(d.dir, name), "fenec-node "+name, adminToken,
-		"--replication-token", replToken, "--lease", "--sync", "always", "--resolver", home.Addr())
+// startNode starts node name of region, published on both sides of
+// the link (Sides.Publish), and records it at g by that name.
+func (d *deployment) startNode(name, region string) error {
+	p, addr, url, err := d.sides.StartNode(d.cfg.nodeBin, filepath.Join(d.dir, name), name, region, adminToken,
+		"--replication-token", replToken, "--lease", "--sync", "always")
 	if err != nil {
-		return fmt.Errorf("node %s: %w", name, err)
+		return err
 	}
 	d.procs = append(d.procs, p)
-	_, port, _ := net.SplitHostPort(addr)
-	if _, err := d.link("127.0.0.2:"+port, addr); err != nil {
-		return fmt.Errorf("the link in front of %s: %w", name, err)
-	}
-	host := name + ".bench.test"
-	home.Set(host, netip.MustParseAddr("127.0.0.1"))
-	away.Set(host, netip.MustParseAddr("127.0.0.2"))
 	var id struct{ ID string }
 	if _, err := d.callToken("GET", "http://"+addr+"/_admin/node", adminToken, "", 200, &id); err != nil {
 		return err
 	}
 	d.ids[id.ID] = name
-	body := fmt.Sprintf(`{"addr":"http://%s:%s","token":%q,"region":%q}`, host, port, adminToken, region)
+	body := fmt.Sprintf(`{"addr":%q,"token":%q,"region":%q}`, url, adminToken, region)
 	_, err = d.call("PUT", d.g+"/_shard/nodes/"+name, body, 201, nil)
 	return err
-}
-
-// link starts a wanLink of the run's delay on listen in front of target.
-func (d *deployment) link(listen, target string) (*wanLink, error) {
-	l, err := startWAN(listen, target, d.cfg.delay)
-	if err != nil {
-		return nil, err
-	}
-	d.links = append(d.links, l)
-	return l, nil
 }
 
 // placeTenant places the tenant on eu1, writes its row through g, gives
@@ -178,7 +142,7 @@ func (d *deployment) placeTenant() error {
 		return err
 	}
 	for _, q := range []string{"create collection kv (k text @unique, n int)", "put kv {k: 'x', n: 0}"} {
-		if _, err := d.call("POST", d.g+"/t/"+tenant+"/query", queryBody(q), 200, nil); err != nil {
+		if _, err := d.call("POST", d.g+"/t/"+tenant+"/query", benchkit.QueryBody(q), 200, nil); err != nil {
 			return err
 		}
 	}
@@ -187,7 +151,7 @@ func (d *deployment) placeTenant() error {
 	}
 	r := newReader(d, d.near)
 	defer r.close()
-	return waitFor(60*time.Second, func() error {
+	return benchkit.WaitFor(60*time.Second, func() error {
 		a, err := r.read(hdrMaxStaleness, "1000")
 		if err != nil {
 			return err
@@ -209,7 +173,7 @@ func (d *deployment) placeSurvivors() error {
 			return err
 		}
 		for _, q := range []string{"create collection kv (k text @unique, n int)", "put kv {k: 'x', n: 0}"} {
-			if _, err := d.call("POST", d.g+"/t/"+t+"/query", queryBody(q), 200, nil); err != nil {
+			if _, err := d.call("POST", d.g+"/t/"+t+"/query", benchkit.QueryBody(q), 200, nil); err != nil {
 				return fmt.Errorf("%s: %w", t, err)
 			}
 		}
@@ -221,7 +185,7 @@ func (d *deployment) placeSurvivors() error {
 	if set.Replica != "us1" {
 		return fmt.Errorf("%s set to survive its region with its copy on %q, not us1", regionTenant, set.Replica)
 	}
-	return waitFor(30*time.Second, d.survivorsPlaced)
+	return benchkit.WaitFor(30*time.Second, d.survivorsPlaced)
 }
 
 // survivorsPlaced says what, if anything, keeps the directory from
@@ -255,34 +219,6 @@ func (d *deployment) survivorsPlaced() error {
 	return nil
 }
 
-// waitLeased waits until g runs a lease on every named node.
-func (d *deployment) waitLeased(nodes ...string) error {
-	return waitFor(30*time.Second, func() error {
-		var a struct {
-			Nodes []struct {
-				Node   string `json:"node"`
-				Ran    bool   `json:"ran"`
-				LeftMS int64  `json:"left_ms"`
-			} `json:"nodes"`
-		}
-		if _, err := d.call("GET", d.g+"/_shard/leases", "", 200, &a); err != nil {
-			return err
-		}
-		for _, want := range nodes {
-			if !slices.ContainsFunc(a.Nodes, func(n struct {
-				Node   string `json:"node"`
-				Ran    bool   `json:"ran"`
-				LeftMS int64  `json:"left_ms"`
-			}) bool {
-				return n.Node == want && n.Ran && n.LeftMS > 0
-			}) {
-				return fmt.Errorf("%s not leased by g", want)
-			}
-		}
-		return nil
-	})
-}
-
 // call sends one request with no token and wants the status; out, if
 // set, takes the answer's JSON.
 func (d *deployment) call(method, url, body string, want int, out any) ([]byte, error) {
@@ -295,21 +231,4 @@ func (d *deployment) callToken(method, url, token, body string, want int, out an
 		return b, err
 	}
 	return b, json.Unmarshal(b, out)
-}
-
-// waitFor calls fn until it returns nil, for at most limit.
-func waitFor(limit time.Duration, fn func() error) error {
-	deadline := time.Now().Add(limit)
-	for {
-		err := fn()
-		if err == nil || time.Now().After(deadline) {
-			return err
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func queryBody(q string) string {
-	b, _ := json.Marshal(map[string]string{"query": q})
-	return string(b)
 }

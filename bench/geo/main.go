@@ -32,8 +32,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
-	"strings"
 	"time"
 
 	"github.com/fenec-go/fenec/bench/internal/benchkit"
@@ -128,10 +126,10 @@ func run(cfg config) error {
 	if r.zone, r.region, err = survivalCost(d, cfg.cost); err != nil {
 		return fmt.Errorf("(f): %w", err)
 	}
-	if err := waitFor(10*time.Second, d.survivorsPlaced); err != nil {
+	if err := benchkit.WaitFor(10*time.Second, d.survivorsPlaced); err != nil {
 		return fmt.Errorf("(f)'s tenants after its writes: %w", err)
 	}
-	r.began, r.loadBefore, r.loadAfter, r.commit = began, loadBefore, benchkit.LoadAvg(), commit()
+	r.began, r.loadBefore, r.loadAfter, r.commit = began, loadBefore, benchkit.LoadAvg(), benchkit.Commit()
 	table := report(cfg, r)
 	if err := benchkit.Emit(cfg.out, table); err != nil {
 		return err
@@ -140,18 +138,4 @@ func run(cfg config) error {
 		return fmt.Errorf("%d answers missed a write they said they held", n)
 	}
 	return nil
-}
-
-// commit names the checkout measured: its commit, and whether its files
-// differ from it.
-func commit() string {
-	out, err := exec.Command("git", "rev-parse", "--short=12", "HEAD").Output()
-	if err != nil {
-		return "unknown"
-	}
-	c := strings.TrimSpace(string(out))
-	if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(st) > 0 {
-		c += " (with changes not committed)"
-	}
-	return c
 }

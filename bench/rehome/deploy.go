@@ -4,9 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"net/http"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,7 +13,6 @@ import (
 	"time"
 
 	"github.com/fenec-go/fenec/bench/internal/benchkit"
-	"github.com/fenec-go/fenec/tests/dnsstub"
 )
 
 const (
@@ -38,8 +35,7 @@ type deployment struct {
 	g     string            // g's URL
 	nodes map[string]string // each node's own address
 	procs []*benchkit.Proc
-	links []*link
-	dns   []*dnsstub.Server
+	sides *benchkit.Sides
 	bytes int64 // the tenant's bytes on disk once loaded
 	w     *writer
 	at    string // the node the tenant is on
@@ -52,11 +48,8 @@ func (d *deployment) close() {
 	for _, p := range slices.Backward(d.procs) {
 		p.Stop()
 	}
-	for _, l := range d.links {
-		l.close()
-	}
-	for _, s := range d.dns {
-		s.Close()
+	if d.sides != nil {
+		d.sides.Close()
 	}
 	d.c.CloseIdleConnections()
 	os.RemoveAll(d.dir)
@@ -71,17 +64,10 @@ func startDeployment(cfg config, mode string) (*deployment, error) {
 	if d.dir, err = os.MkdirTemp("", "fenec-rehome-bench-"); err != nil {
 		return d, err
 	}
-	eu, err := dnsstub.Start()
-	if err != nil {
+	if d.sides, err = benchkit.StartSides(cfg.delay, "eu", "us"); err != nil {
 		return d, err
 	}
-	d.dns = append(d.dns, eu)
-	us, err := dnsstub.Start()
-	if err != nil {
-		return d, err
-	}
-	d.dns = append(d.dns, us)
-	args := []string{"--auto-failover", "2", "--insecure", "--resolver", eu.Addr()}
+	args := []string{"--auto-failover", "2", "--insecure", "--resolver", d.sides.Resolver("eu")}
 	if mode == "image" {
 		args = append(args, "--move-image")
 	}
@@ -91,67 +77,31 @@ func startDeployment(cfg config, mode string) (*deployment, error) {
 	}
 	d.procs = append(d.procs, g.P)
 	d.g = g.URL
-	if err := d.startNode("eu1", "eu", eu, us); err != nil {
+	if err := d.startNode("eu1", "eu"); err != nil {
 		return d, err
 	}
-	if err := d.startNode("us1", "us", us, eu); err != nil {
+	if err := d.startNode("us1", "us"); err != nil {
 		return d, err
 	}
-	if err := d.waitLeased("eu1", "us1"); err != nil {
+	if err := benchkit.WaitLeased(d.c, d.g, 30*time.Second, "eu1", "us1"); err != nil {
 		return d, err
 	}
 	return d, d.load()
 }
 
-// startNode starts node name of region, looked up at home as itself and
-// at away through a link on 127.0.0.2 and the same port, and records it
-// at g by name.
-func (d *deployment) startNode(name, region string, home, away *dnsstub.Server) error {
-	p, addr, err := benchkit.StartNodeProc(d.cfg.nodeBin, filepath.Join(d.dir, name), "fenec-node "+name, adminToken,
-		"--replication-token", replToken, "--lease", "--sync", "always", "--resolver", home.Addr())
+// startNode starts node name of region, published on both sides of
+// the link (Sides.Publish), and records it at g by that name.
+func (d *deployment) startNode(name, region string) error {
+	p, addr, url, err := d.sides.StartNode(d.cfg.nodeBin, filepath.Join(d.dir, name), name, region, adminToken,
+		"--replication-token", replToken, "--lease", "--sync", "always")
 	if err != nil {
-		return fmt.Errorf("node %s: %w", name, err)
+		return err
 	}
 	d.procs = append(d.procs, p)
 	d.nodes[name] = addr
-	_, port, _ := net.SplitHostPort(addr)
-	l, err := startLink("127.0.0.2:"+port, addr, d.cfg.delay)
-	if err != nil {
-		return fmt.Errorf("the link in front of %s: %w", name, err)
-	}
-	d.links = append(d.links, l)
-	host := name + ".bench.test"
-	home.Set(host, netip.MustParseAddr("127.0.0.1"))
-	away.Set(host, netip.MustParseAddr("127.0.0.2"))
-	body := fmt.Sprintf(`{"addr":"http://%s:%s","token":%q,"region":%q}`, host, port, adminToken, region)
+	body := fmt.Sprintf(`{"addr":%q,"token":%q,"region":%q}`, url, adminToken, region)
 	_, err = benchkit.Call(d.c, "PUT", d.g+"/_shard/nodes/"+name, "", body, 201)
 	return err
-}
-
-// waitLeased waits until g runs a lease on every named node.
-func (d *deployment) waitLeased(nodes ...string) error {
-	return waitFor(30*time.Second, func() error {
-		var a struct {
-			Nodes []struct {
-				Node   string `json:"node"`
-				Ran    bool   `json:"ran"`
-				LeftMS int64  `json:"left_ms"`
-			} `json:"nodes"`
-		}
-		if err := benchkit.CallJSON(d.c, "GET", d.g+"/_shard/leases", "", "", 200, &a); err != nil {
-			return err
-		}
-		for _, want := range nodes {
-			ok := false
-			for _, n := range a.Nodes {
-				ok = ok || (n.Node == want && n.Ran && n.LeftMS > 0)
-			}
-			if !ok {
-				return fmt.Errorf("%s not leased by g", want)
-			}
-		}
-		return nil
-	})
 }
 
 // load places the tenant on eu1 and puts its documents, in batches
@@ -162,7 +112,7 @@ func (d *deployment) load() error {
 	}
 	for _, q := range []string{"create collection c (k int @unique)",
 		fmt.Sprintf("create collection docs (title text, v vector<%d>)", d.cfg.dims)} {
-		if _, err := benchkit.Call(d.c, "POST", d.g+"/t/"+tenant+"/query", "", queryBody(q), 200); err != nil {
+		if _, err := benchkit.Call(d.c, "POST", d.g+"/t/"+tenant+"/query", "", benchkit.QueryBody(q), 200); err != nil {
 			return err
 		}
 	}
@@ -239,7 +189,7 @@ func (d *deployment) move(to string) (moved, error) {
 func (d *deployment) lost() (int, error) {
 	have := map[int]bool{}
 	for from := 0; ; {
-		q := queryBody(fmt.Sprintf("get c select k where k >= %d order k limit 10000", from))
+		q := benchkit.QueryBody(fmt.Sprintf("get c select k where k >= %d order k limit 10000", from))
 		b, err := benchkit.Call(d.c, "POST", "http://"+d.nodes[d.at]+"/t/"+tenant+"/query", "", q, 200)
 		if err != nil {
 			return 0, err
@@ -265,21 +215,4 @@ func (d *deployment) lost() (int, error) {
 		}
 	}
 	return n, nil
-}
-
-// waitFor calls fn until it returns nil, for at most limit.
-func waitFor(limit time.Duration, fn func() error) error {
-	deadline := time.Now().Add(limit)
-	for {
-		err := fn()
-		if err == nil || time.Now().After(deadline) {
-			return err
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func queryBody(q string) string {
-	b, _ := json.Marshal(map[string]string{"query": q})
-	return string(b)
 }

@@ -24,8 +24,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
-	"strings"
 	"time"
 
 	"github.com/fenec-go/fenec/bench/internal/benchkit"
@@ -131,7 +129,7 @@ func run(cfg config) error {
 		}
 		r.bytes = d.bytes
 	}
-	table := report(cfg, res, began, loadBefore, benchkit.LoadAvg(), commit())
+	table := report(cfg, res, began, loadBefore, benchkit.LoadAvg(), benchkit.Commit())
 	if err := benchkit.Emit(cfg.out, table); err != nil {
 		return err
 	}
@@ -141,18 +139,4 @@ func run(cfg config) error {
 		}
 	}
 	return nil
-}
-
-// commit names the checkout measured: its commit, and whether its files
-// differ from it.
-func commit() string {
-	out, err := exec.Command("git", "rev-parse", "--short=12", "HEAD").Output()
-	if err != nil {
-		return "unknown"
-	}
-	c := strings.TrimSpace(string(out))
-	if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(st) > 0 {
-		c += " (with changes not committed)"
-	}
-	return c
 }

@@ -1,4 +1,4 @@
-package main
+package benchkit
 
 import (
 	"errors"
@@ -8,12 +8,12 @@ import (
 	"time"
 )
 
-// wanLink is a wide-area link in front of one address: a TCP proxy that
+// WANLink is a wide-area link in front of one address: a TCP proxy that
 // hands every chunk it reads on delay after it arrived, each way. Chunks
 // are delayed side by side, as on a real link, not one after another: a
 // feed of many small frames takes delay once, not once a frame, which a
 // proxy that sleeps before each write would charge it.
-type wanLink struct {
+type WANLink struct {
 	ln     net.Listener
 	target string
 	delay  time.Duration
@@ -30,23 +30,23 @@ type chunk struct {
 	due time.Time
 }
 
-// startWAN listens on listen and passes every connection to target with
+// StartWAN listens on listen and passes every connection to target with
 // delay added each way.
-func startWAN(listen, target string, delay time.Duration) (*wanLink, error) {
+func StartWAN(listen, target string, delay time.Duration) (*WANLink, error) {
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return nil, err
 	}
-	w := &wanLink{ln: ln, target: target, delay: delay, conns: map[net.Conn]struct{}{}}
+	w := &WANLink{ln: ln, target: target, delay: delay, conns: map[net.Conn]struct{}{}}
 	w.wg.Go(w.accept)
 	return w, nil
 }
 
-func (w *wanLink) addr() string { return w.ln.Addr().String() }
+func (w *WANLink) Addr() string { return w.ln.Addr().String() }
 
-// close stops accepting, closes every connection and waits for the
+// Close stops accepting, closes every connection and waits for the
 // link's goroutines. Safe to call twice.
-func (w *wanLink) close() {
+func (w *WANLink) Close() {
 	w.mu.Lock()
 	w.closed = true
 	for c := range w.conns {
@@ -58,7 +58,7 @@ func (w *wanLink) close() {
 }
 
 // track records c as open; false once the link is closed (c is closed).
-func (w *wanLink) track(c net.Conn) bool {
+func (w *WANLink) track(c net.Conn) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
@@ -69,14 +69,14 @@ func (w *wanLink) track(c net.Conn) bool {
 	return true
 }
 
-func (w *wanLink) forget(c net.Conn) {
+func (w *WANLink) forget(c net.Conn) {
 	w.mu.Lock()
 	delete(w.conns, c)
 	w.mu.Unlock()
 	c.Close()
 }
 
-func (w *wanLink) accept() {
+func (w *WANLink) accept() {
 	for {
 		c, err := w.ln.Accept()
 		if err != nil {
@@ -90,7 +90,7 @@ func (w *wanLink) accept() {
 }
 
 // serve dials the target for client c and passes bytes both ways.
-func (w *wanLink) serve(c net.Conn) {
+func (w *WANLink) serve(c net.Conn) {
 	defer w.forget(c)
 	up, err := net.DialTimeout("tcp", w.target, 5*time.Second)
 	if err != nil || !w.track(up) {
@@ -105,7 +105,7 @@ func (w *wanLink) serve(c net.Conn) {
 
 // pass copies src to dst through the delay: one goroutine reads and
 // stamps each chunk, another sends it when due.
-func (w *wanLink) pass(dst, src net.Conn) {
+func (w *WANLink) pass(dst, src net.Conn) {
 	line := make(chan chunk, 4096)
 	var wg sync.WaitGroup
 	var readErr error // the reader's last, read after wg.Wait
