@@ -210,14 +210,16 @@ soak:
 region-bench:
 	$(GO) run ./bench/region -runs 3 -out bench/region.txt
 
-# Reads near the reader with the tenant's home 40 ms away each way: a
+# Reads near the reader with the tenant's home 25 ms away each way: a
 # reader in us through a --near router, for a tenant of eu with a read
 # copy in us, reading stating nothing (the primary), with a staleness
 # bound and after its own write (the copy), and the staleness the copy
 # states under steady writes, every answer held to it; and what surviving
 # a region costs a write: a writer beside eu writing in turns to a tenant
 # whose voting copy is in eu (survive zone) and one whose copy is in us
-# (survive region), both under --sync always; routers and nodes each a
+# (survive region), both under --sync always; and (g), 10 000 write-then-
+# read pairs from us, every answer held to what it claims, with the
+# primary killed halfway and the tenant failed over; routers and nodes each a
 # process, the wide-area link the bench's; writes bench/geo.txt.
 # GEO_BENCH_FLAGS are passed on, e.g. "-delay 80ms" or "-small".
 GEO_BENCH_FLAGS ?=

@@ -25,21 +25,26 @@ type sample struct {
 }
 
 // nearFar measures (a) and (b): the keyed read through near stating
-// nothing, and with Fenec-Max-Staleness: 1000, in turns of a tenth of
-// n each, after one turn of each to warm up.
-func nearFar(d *deployment, n int) (far, near sample, err error) {
+// nothing, and with Fenec-Max-Staleness: 1000; and beside them the same
+// read sent straight to us1, the copy's node, with no router between
+// (what (b) is held to). In turns of a tenth of n each, after one turn
+// of each to warm up.
+func nearFar(d *deployment, n int) (far, near, direct sample, err error) {
 	r := newReader(d, d.near)
 	defer r.close()
+	us1 := newReader(d, "http://"+d.addrs["us1"])
+	defer us1.close()
 	turn := max(n/10, 1)
 	for round := range 11 {
 		for _, c := range []struct {
+			r   *reader
 			s   *sample
 			hdr []string
-		}{{&far, nil}, {&near, []string{hdrMaxStaleness, "1000"}}} {
+		}{{r, &far, nil}, {r, &near, []string{hdrMaxStaleness, "1000"}}, {us1, &direct, nil}} {
 			for range turn {
-				a, err := r.read(c.hdr...)
+				a, err := c.r.read(c.hdr...)
 				if err != nil {
-					return far, near, err
+					return far, near, direct, err
 				}
 				if round > 0 {
 					c.s.answers = append(c.s.answers, a)
@@ -47,7 +52,7 @@ func nearFar(d *deployment, n int) (far, near sample, err error) {
 			}
 		}
 	}
-	return far, near, nil
+	return far, near, direct, nil
 }
 
 // tight measures (e): n reads through near with Fenec-Max-Staleness:

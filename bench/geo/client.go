@@ -56,9 +56,18 @@ type answer struct {
 	n        int64         // the row's n: the last write it holds
 }
 
-// read sends the keyed read with the header pairs hdr and reads the answer.
-func (r *reader) read(hdr ...string) (answer, error) {
-	req, err := http.NewRequest("POST", r.base+"/t/"+r.tenant+"/query", strings.NewReader(benchkit.QueryBody(readQuery)))
+// read sends the keyed read of row x with the header pairs hdr and reads
+// the answer.
+func (r *reader) read(hdr ...string) (answer, error) { return r.readRow("x", hdr...) }
+
+// readRow sends the keyed read of row k with the header pairs hdr and
+// reads the answer.
+func (r *reader) readRow(k string, hdr ...string) (answer, error) {
+	q := readQuery
+	if k != "x" {
+		q = fmt.Sprintf("get kv where k = '%s'", k)
+	}
+	req, err := http.NewRequest("POST", r.base+"/t/"+r.tenant+"/query", strings.NewReader(benchkit.QueryBody(q)))
 	if err != nil {
 		return answer{}, err
 	}
@@ -100,16 +109,21 @@ type written struct {
 	node         string
 	took         time.Duration
 	acked        time.Time
+	again        int // times asked again under the same key
 }
 
-// write sets the row's n to v, with an idempotency key so that a retried
+// write sets row x's n to v, with an idempotency key so that a retried
 // write lands once.
-func (r *reader) write(v int64) (written, error) {
-	body := benchkit.QueryBody(fmt.Sprintf("set kv {n: %d} where k = 'x'", v))
-	key := "geo-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-" + strconv.FormatInt(v, 10)
+func (r *reader) write(v int64) (written, error) { return r.writeRow("x", v, 5) }
+
+// writeRow sets row k's n to v, asked at most tries times under one
+// idempotency key, 50 ms apart.
+func (r *reader) writeRow(k string, v int64, tries int) (written, error) {
+	body := benchkit.QueryBody(fmt.Sprintf("set kv {n: %d} where k = '%s'", v, k))
+	key := "geo-" + k + "-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-" + strconv.FormatInt(v, 10)
 	began := time.Now()
 	var last error
-	for range 5 {
+	for try := range tries {
 		req, err := http.NewRequest("POST", r.base+"/t/"+r.tenant+"/query", strings.NewReader(body))
 		if err != nil {
 			return written{}, err
@@ -131,7 +145,7 @@ func (r *reader) write(v int64) (written, error) {
 		}
 		now := time.Now()
 		return written{seq: res.Header.Get(hdrSeq), history: res.Header.Get(hdrHistory), node: r.d.ids[res.Header.Get(hdrNode)],
-			took: now.Sub(began), acked: now}, nil
+			took: now.Sub(began), acked: now, again: try}, nil
 	}
 	return written{}, last
 }

@@ -43,6 +43,9 @@ type deployment struct {
 	sides *benchkit.Sides
 	// ids names each node by its id (Fenec-Node).
 	ids map[string]string
+	// nodeProcs are the nodes' processes by name ((g) kills eu1's).
+	nodeProcs map[string]*benchkit.Proc
+	addrs     map[string]string // the nodes' own addresses by name
 }
 
 func (d *deployment) close() {
@@ -61,7 +64,7 @@ func (d *deployment) close() {
 // (f)'s tenants (placeSurvivors).
 func startDeployment(cfg config) (*deployment, error) {
 	d := &deployment{cfg: cfg, c: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 16}},
-		ids: map[string]string{}}
+		ids: map[string]string{}, nodeProcs: map[string]*benchkit.Proc{}, addrs: map[string]string{}}
 	var err error
 	if d.dir, err = os.MkdirTemp("", "fenec-geo-bench-"); err != nil {
 		return d, err
@@ -124,6 +127,8 @@ func (d *deployment) startNode(name, region string) error {
 		return err
 	}
 	d.procs = append(d.procs, p)
+	d.nodeProcs[name] = p
+	d.addrs[name] = addr
 	var id struct{ ID string }
 	if _, err := d.callToken("GET", "http://"+addr+"/_admin/node", adminToken, "", 200, &id); err != nil {
 		return err

@@ -38,16 +38,19 @@ import (
 )
 
 type config struct {
-	delay  time.Duration
-	reads  int
-	rw     int
-	tight  int
-	cost   int
-	steady time.Duration
-	rate   int
-	bound  int64
-	gap    time.Duration
-	out    string
+	delay       time.Duration
+	reads       int
+	rw          int
+	tight       int
+	cost        int
+	steady      time.Duration
+	rate        int
+	bound       int64
+	gap         time.Duration
+	pairs       int
+	pairClients int
+	pairBound   int64
+	out         string
 	// the binaries the run starts, built once
 	nodeBin, shardBin string
 }
@@ -55,7 +58,7 @@ type config struct {
 func main() {
 	var cfg config
 	small := flag.Bool("small", false, "the smallest run, to see that the bench runs (bench-smoke): -reads 20 -rw 10 -steady 2s -tight 5 -cost 10, each unless given")
-	flag.DurationVar(&cfg.delay, "delay", 40*time.Millisecond, "added each way between us and eu")
+	flag.DurationVar(&cfg.delay, "delay", 25*time.Millisecond, "added each way between us and eu (50 ms round trip)")
 	flag.IntVar(&cfg.reads, "reads", 300, "reads of (a) and of (b), in turns of a tenth (after a tenth of each to warm up)")
 	flag.IntVar(&cfg.tight, "tight", 30, "reads of (e), with a bound of the delay (below the round trip: no copy can prove it)")
 	flag.IntVar(&cfg.rw, "rw", 150, "writes each read back in (c) (after a tenth to warm up)")
@@ -64,6 +67,9 @@ func main() {
 	flag.IntVar(&cfg.rate, "rate", 50, "(d)'s writes a second")
 	flag.Int64Var(&cfg.bound, "bound", 1000, "(d)'s Fenec-Max-Staleness (ms)")
 	flag.DurationVar(&cfg.gap, "gap", 5*time.Millisecond, "(d)'s reader's pause between reads")
+	flag.IntVar(&cfg.pairs, "pairs", 10000, "(g)'s write-then-read pairs, eu1 killed after half of them")
+	flag.IntVar(&cfg.pairClients, "pair-clients", 16, "(g)'s clients, each writing and reading its own row")
+	flag.Int64Var(&cfg.pairBound, "pair-bound", 500, "(g)'s Fenec-Max-Staleness (ms)")
 	flag.StringVar(&cfg.out, "out", "bench/geo.txt", "file the table is written to")
 	flag.Parse()
 	if *small { // what is not given: -small -rw 50 keeps that -rw
@@ -84,6 +90,12 @@ func main() {
 		if !given["cost"] {
 			cfg.cost = 10
 		}
+		if !given["pairs"] {
+			cfg.pairs = 200
+		}
+		if !given["pair-clients"] {
+			cfg.pairClients = 4
+		}
 	}
 	if err := run(cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "geo bench:", err)
@@ -92,8 +104,8 @@ func main() {
 }
 
 func run(cfg config) error {
-	if cfg.reads < 1 || cfg.rw < 1 || cfg.tight < 1 || cfg.cost < 1 || cfg.rate < 1 || cfg.steady <= 0 || cfg.delay <= time.Millisecond {
-		return fmt.Errorf("-reads, -rw, -tight, -cost, -rate and -steady must be positive, -delay more than 1ms")
+	if cfg.reads < 1 || cfg.rw < 1 || cfg.tight < 1 || cfg.cost < 1 || cfg.rate < 1 || cfg.pairs < 2 || cfg.pairClients < 1 || cfg.pairBound < 1 || cfg.steady <= 0 || cfg.delay <= time.Millisecond {
+		return fmt.Errorf("-reads, -rw, -tight, -cost, -rate, -pair-clients, -pair-bound and -steady must be positive, -pairs at least 2, -delay more than 1ms")
 	}
 	nodeBin, shardBin, remove, err := benchkit.BuildTemp("geo-bench")
 	if err != nil {
@@ -110,7 +122,7 @@ func run(cfg config) error {
 		return fmt.Errorf("deployment: %w", err)
 	}
 	var r results
-	if r.far, r.near, err = nearFar(d, cfg.reads); err != nil {
+	if r.far, r.near, r.direct, err = nearFar(d, cfg.reads); err != nil {
 		return fmt.Errorf("(a) and (b): %w", err)
 	}
 	if r.tight, err = tight(d, cfg.tight, cfg.delay.Milliseconds()); err != nil {
@@ -129,12 +141,15 @@ func run(cfg config) error {
 	if err := benchkit.WaitFor(10*time.Second, d.survivorsPlaced); err != nil {
 		return fmt.Errorf("(f)'s tenants after its writes: %w", err)
 	}
+	if r.pairs, err = pairsRun(d, cfg.pairs, cfg.pairClients, cfg.pairBound); err != nil {
+		return fmt.Errorf("(g): %w", err)
+	}
 	r.began, r.loadBefore, r.loadAfter, r.commit = began, loadBefore, benchkit.LoadAvg(), benchkit.Commit()
 	table := report(cfg, r)
 	if err := benchkit.Emit(cfg.out, table); err != nil {
 		return err
 	}
-	if n := r.ryw.wrong + r.steady.wrong; n > 0 {
+	if n := r.ryw.wrong + r.steady.wrong + r.pairs.after.wrong + r.pairs.bounded.wrong; n > 0 {
 		return fmt.Errorf("%d answers missed a write they said they held", n)
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -15,7 +16,9 @@ import (
 // results is one run's measurements.
 type results struct {
 	far, near, ryw, steady, tight sample
+	direct                        sample          // the read straight to us1
 	zone, region                  []time.Duration // (f)'s writes to z0 and to r0
+	pairs                         checked
 	began                         time.Time
 	loadBefore, loadAfter         string
 	commit                        string
@@ -50,6 +53,7 @@ func report(cfg config, r results) []byte {
 	row("(a) stating nothing", took(r.far), c, p)
 	c, p = who(r.near)
 	row("(b) Fenec-Max-Staleness: 1000", took(r.near), c, p)
+	row("    the same read straight to us1, no router", took(r.direct), "-", "-")
 	c, p = who(r.ryw)
 	row("(c) Fenec-After of the client's write", took(r.ryw), c, p)
 	row("(c) that write, through near to eu1", r.ryw.writes, "-", "-")
@@ -70,6 +74,14 @@ func report(cfg config, r results) []byte {
 	}{{"(b) / (a)", r.near}, {"(c) / (a)", r.ryw}, {"(e) / (a)", r.tight}} {
 		fmt.Fprintf(&out, "%s: p50 %.4f, p99 %.4f\n", x.name,
 			ratio(benchkit.Percentile(took(x.s), 0.5), fp50), ratio(benchkit.Percentile(took(x.s), 0.99), fp99))
+	}
+	dp50, dp99 := benchkit.Percentile(took(r.direct), 0.5), benchkit.Percentile(took(r.direct), 0.99)
+	for _, x := range []struct {
+		name string
+		s    sample
+	}{{"(b) / straight to us1", r.near}, {"(c) / straight to us1", r.ryw}} {
+		fmt.Fprintf(&out, "%s: p50 %.2f, p99 %.2f\n", x.name,
+			ratio(benchkit.Percentile(took(x.s), 0.5), dp50), ratio(benchkit.Percentile(took(x.s), 0.99), dp99))
 	}
 	wc := costOf(r.zone, r.region, cfg.delay)
 	fmt.Fprintf(&out, "(f) region / zone: p50 %.2f, p99 %.2f\n", wc.p50, wc.p99)
@@ -93,8 +105,19 @@ func report(cfg config, r results) []byte {
 	fmt.Fprintf(&out, "(c) reads without the client's own write: %d of %d\n", r.ryw.wrong, r.ryw.checked)
 	fmt.Fprintf(&out, "(d) answers missing a write acknowledged more than their stated staleness before they were sent: %d of %d (stating no bound, not checked: %d)\n",
 		r.steady.wrong, r.steady.checked, r.steady.unbounded)
+	g := r.pairs
+	fmt.Fprintf(&out, "(g) %d write-then-read pairs by %d clients in us through near, eu1 killed (SIGKILL) after pair %d: writes acknowledged by %s; longest time no write was acknowledged %s ms; requests asked again %d\n",
+		g.pairs, cfg.pairClients, g.killAt, primaries(g.primaries), ms(g.gap), g.retried)
+	c, p = who(g.after)
+	fmt.Fprintf(&out, "(g) Fenec-After of the client's write: %d reads (%s by the copy, %s by a primary), without that write: %d\n", g.after.checked, c, p, g.after.wrong)
+	c, p = who(g.bounded)
+	fmt.Fprintf(&out, "(g) Fenec-Max-Staleness: %d: %d reads (%s by the copy, %s by a primary), missing a write acknowledged more than their stated staleness before they were sent: %d of %d (stating no bound, not checked: %d)\n",
+		cfg.pairBound, len(g.bounded.answers), c, p, g.bounded.wrong, g.bounded.checked, g.bounded.unbounded)
+	st := copyStaleness(g.bounded)
+	fmt.Fprintf(&out, "(g) the staleness the copy stated, ms: p50 %s, p99 %s, max %s\n",
+		msWhole(benchkit.Percentile(st, 0.5)), msWhole(benchkit.Percentile(st, 0.99)), msWhole(benchkit.Percentile(st, 1)))
 	var mismatched int
-	for _, s := range []sample{r.near, r.ryw, r.steady, r.tight} {
+	for _, s := range []sample{r.near, r.ryw, r.steady, r.tight, g.after, g.bounded} {
 		mismatched += disagree(s)
 	}
 	fmt.Fprintf(&out, "answers whose Fenec-Served-By disagreed with the node that gave them (Fenec-Node): %d\n", mismatched)
@@ -162,4 +185,18 @@ func ratio(a, b time.Duration) float64 {
 func busy(load string) bool {
 	f, err := strconv.ParseFloat(strings.Fields(load + " x")[0], 64)
 	return err == nil && f > 4
+}
+
+// primaries names the nodes that acknowledged writes, with how many each.
+func primaries(by map[string]int) string {
+	names := make([]string, 0, len(by))
+	for n := range by {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = fmt.Sprintf("%s %d", n, by[n])
+	}
+	return strings.Join(parts, ", ")
 }
