@@ -44,7 +44,7 @@ func (rt *Router) collectSources(ctx context.Context, s *global.Store, tenants m
 	g.SetLimit(repairParallel)
 	for name, n := range nodes {
 		g.Go(func() error {
-			files, err := rt.nodes.tenants(gc, n.Value)
+			files, err := rt.nodes.Tenants(gc, n.Value)
 			if err == nil { // one not answering is looked at next time
 				mu.Lock()
 				held[name] = files
@@ -90,7 +90,7 @@ func (rt *Router) collectSource(ctx context.Context, s *global.Store, t, node st
 	if err != nil {
 		return err
 	}
-	st, err := rt.nodes.replication(ctx, src, t)
+	st, err := rt.nodes.Replication(ctx, src, t)
 	if err != nil {
 		return err
 	}
@@ -111,7 +111,7 @@ func (rt *Router) collectSource(ctx context.Context, s *global.Store, t, node st
 	if cur, err := s.GetTenant(ctx, t); err != nil || !leftBehind(cur.Value, node) || cur.Value.Node != rec.Node {
 		return err
 	}
-	gone, err := rt.nodes.removeFrozen(ctx, src, t)
+	gone, err := rt.nodes.RemoveFrozen(ctx, src, t)
 	rt.auditRepair("collect source", t, node, err, "a moved tenant's source left frozen; its primary "+rec.Node+" serves it")
 	if err != nil {
 		return err
@@ -124,7 +124,7 @@ func (rt *Router) collectSource(ctx context.Context, s *global.Store, t, node st
 
 // servesAsPrimary checks that n holds t as its primary, of lineage.
 func (rt *Router) servesAsPrimary(ctx context.Context, n global.Node, t string, lineage uint64) error {
-	st, err := rt.nodes.replication(ctx, n, t)
+	st, err := rt.nodes.Replication(ctx, n, t)
 	if err != nil {
 		return fmt.Errorf("the primary of %s: %w", t, err)
 	}

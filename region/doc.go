@@ -7,6 +7,8 @@
 // cross-tenant merge: region/merge's rules run on the rows query.go reads.
 // Nor is it the leasing: region/leasing grants nodes their leases and
 // fails lapsed ones over, through the dependencies leases.go hands it.
+// Nor is it the client of nodes' admin API: region/nodeapi's Client makes
+// every call to a node's /_admin/ routes (Router.nodes).
 // It talks to nodes only over HTTP, and to the directory only through
 // package global.
 //
@@ -31,12 +33,10 @@
 //   - placement.go: the forwarder's Placements over the watcher, the
 //     watcher callback that cuts requests out to a failed-over node, and
 //     measuring nodes for a placement (least bytes on disk).
-//   - nodeclient.go: the router's calls to nodes' /_admin/ routes, over
-//     the admin API's client (package wire), bounded and with the
-//     request's id.
-//   - identity.go: nodes' ids — addresses in one spelling, one node under
-//     one name, and asking both nodes who they are before anything on
-//     either is deleted.
+//   - identity.go: nodes' ids — one node under one name, and asking both
+//     nodes who they are before anything on either is deleted. The calls
+//     to nodes' /_admin/ routes (bounded, with the request's id) and the
+//     one spelling of an address are region/nodeapi's.
 //
 // /_shard/, route by route:
 //   - shard.go: serveShard — the token, reads on every router, changes

@@ -14,6 +14,7 @@ import (
 
 	"github.com/fenec-go/fenec/global"
 	"github.com/fenec-go/fenec/region/leasing"
+	"github.com/fenec-go/fenec/region/nodeapi"
 	"github.com/fenec-go/fenec/wire"
 )
 
@@ -228,9 +229,9 @@ func (rt *Router) promoteOn(ctx context.Context, s *global.Store, nodes map[stri
 	for j, i := range idx {
 		sub[j], recs[j] = names[i], held[i].Value
 	}
-	ans, err := rt.nodes.promoteMany(ctx, copyNode.Value, sub, recs, force, rt.promoteFence(copyNode.Value.Region))
+	ans, err := rt.nodes.PromoteMany(ctx, copyNode.Value, sub, recs, force, rt.promoteFence(copyNode.Value.Region))
 	switch {
-	case errors.Is(err, errNoBulkPromote):
+	case errors.Is(err, nodeapi.ErrNoBulkPromote):
 		return rt.promoteEach(ctx, s, nodes, names, held, idx, force)
 	case err != nil:
 		for _, i := range idx {
@@ -246,7 +247,7 @@ func (rt *Router) promoteOn(ctx context.Context, s *global.Store, nodes map[stri
 			continue
 		}
 		if q, has := v.Quota(names[i]); has {
-			if err := rt.nodes.putQuota(ctx, copyNode.Value, names[i], q); err != nil {
+			if err := rt.nodes.PutQuota(ctx, copyNode.Value, names[i], q); err != nil {
 				rt.log.Warn("quota not carried to a node", "tenant", names[i], "node", replica, "err", err)
 			}
 		}
@@ -290,7 +291,7 @@ func (rt *Router) promoteHeld(ctx context.Context, s *global.Store, nodes map[st
 		rt.releaseHeld(ctx, s, name, held)
 		return wire.Promoted{}, fmt.Errorf("copy of %s: node %s: %w: %w", name, rec.Replica, ErrUnknownNode, global.ErrNotFound)
 	}
-	ans, err := rt.nodes.promote(ctx, copyNode.Value, name, rec, force, rt.promoteFence(copyNode.Value.Region))
+	ans, err := rt.nodes.Promote(ctx, copyNode.Value, name, rec, force, rt.promoteFence(copyNode.Value.Region))
 	if err != nil {
 		rt.releaseHeld(ctx, s, name, held)
 		return wire.Promoted{}, fmt.Errorf("promote %s on %s: %w", name, rec.Replica, err)
@@ -518,7 +519,7 @@ func (c *shardCall) postFailover(s *global.Store, node string) (int, any, error)
 // recorded (its id, where one is recorded), and the id it answers with:
 // what a failover asked only of a node that is down checks first.
 func (rt *Router) answering(ctx context.Context, n global.Node) (string, bool) {
-	id, err := rt.nodes.identify(ctx, n)
+	id, err := rt.nodes.Identify(ctx, n)
 	if err != nil || (n.ID != "" && id != n.ID) {
 		return "", false
 	}

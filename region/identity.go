@@ -4,15 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
-	"net/url"
-	"strings"
 	"sync"
 
 	"golang.org/x/sync/errgroup"
 
 	"github.com/fenec-go/fenec/global"
-	"github.com/fenec-go/fenec/wire"
+	"github.com/fenec-go/fenec/region/nodeapi"
 )
 
 // Nodes' identities. Every node keeps an id of its own (node.id in its
@@ -33,57 +30,6 @@ var (
 	ErrOtherNode = errors.New("address reaches another node than the one recorded")
 )
 
-// normalizeAddr is the one spelling of a node's address the directory
-// keeps: scheme (http:// when none is given) and host in lower case, no
-// trailing slash, no path, query, fragment or user.
-func normalizeAddr(s string) (string, error) {
-	s = strings.TrimSpace(s)
-	if !strings.Contains(s, "://") {
-		s = "http://" + s
-	}
-	u, err := url.Parse(s)
-	if err != nil {
-		return "", fmt.Errorf("%w: addr %q: %v", ErrBadRequest, s, err)
-	}
-	scheme := strings.ToLower(u.Scheme)
-	switch {
-	case scheme != "http" && scheme != "https":
-		return "", fmt.Errorf("%w: addr %q: the scheme must be http or https", ErrBadRequest, s)
-	case u.Host == "" || u.Hostname() == "":
-		return "", fmt.Errorf("%w: addr %q: no host", ErrBadRequest, s)
-	case u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "":
-		return "", fmt.Errorf("%w: addr %q: want scheme://host:port and nothing else", ErrBadRequest, s)
-	case u.Path != "" && u.Path != "/":
-		return "", fmt.Errorf("%w: addr %q: a node's address has no path", ErrBadRequest, s)
-	}
-	return scheme + "://" + strings.ToLower(u.Host), nil
-}
-
-// sameAddr says whether two recorded addresses are one spelling apart.
-func sameAddr(a, b string) bool {
-	na, errA := normalizeAddr(a)
-	nb, errB := normalizeAddr(b)
-	return errA == nil && errB == nil && na == nb
-}
-
-// identify asks the node at n.Addr its id, with n's token: the answer
-// also proves the token. A node from before ids (its /_admin/node is 404
-// while its token opens /_admin/stats) answers "".
-func (c *nodeClient) identify(ctx context.Context, n global.Node) (string, error) {
-	var id string
-	err := c.bounded(ctx, func(ctx context.Context) (err error) {
-		id, err = c.admin(n).ID(ctx)
-		return err
-	})
-	if wire.StatusOf(err) == http.StatusNotFound {
-		return "", c.checkToken(ctx, n)
-	}
-	if err != nil {
-		return "", fmt.Errorf("%w: %w", ErrNodeCheck, err)
-	}
-	return id, nil
-}
-
 // identified is node name's record as the node answers now: its id asked
 // then and there, and learned into the directory when the record has none
 // yet. A node answering another id than the one recorded is ErrOtherNode.
@@ -93,7 +39,7 @@ func (rt *Router) identified(ctx context.Context, s *global.Store, name string) 
 		return global.Node{}, errNotFoundAs(err, ErrUnknownNode)
 	}
 	n := rec.Value
-	id, err := rt.nodes.identify(ctx, n)
+	id, err := rt.nodes.Identify(ctx, n)
 	if err != nil {
 		return n, fmt.Errorf("node %s: %w", name, err)
 	}
@@ -112,7 +58,7 @@ func (rt *Router) identified(ctx context.Context, s *global.Store, name string) 
 // unless the record changed meanwhile.
 func (rt *Router) learnID(ctx context.Context, s *global.Store, name, addr, id string) {
 	rev, err := updateNode(ctx, s, name, func(n *global.Node) bool {
-		if n.ID != "" || !sameAddr(n.Addr, addr) {
+		if n.ID != "" || !nodeapi.SameAddr(n.Addr, addr) {
 			return false
 		}
 		n.ID = id
@@ -139,7 +85,7 @@ func (rt *Router) apart(ctx context.Context, s *global.Store, keep, target strin
 	if err != nil {
 		return global.Node{}, err
 	}
-	if (k.ID != "" && k.ID == n.ID) || sameAddr(k.Addr, n.Addr) {
+	if (k.ID != "" && k.ID == n.ID) || nodeapi.SameAddr(k.Addr, n.Addr) {
 		return global.Node{}, fmt.Errorf("%w: %s and %s are one node (id %s); nothing was deleted: forget one of the names (DELETE /_shard/nodes/<name>)",
 			ErrNodeTwice, keep, target, n.ID)
 	}
@@ -164,14 +110,14 @@ func (rt *Router) recordedAs(ctx context.Context, s *global.Store, name string, 
 		if other == name {
 			continue
 		}
-		if sameAddr(rec.Value.Addr, n.Addr) || (n.ID != "" && rec.Value.ID == n.ID) {
+		if nodeapi.SameAddr(rec.Value.Addr, n.Addr) || (n.ID != "" && rec.Value.ID == n.ID) {
 			return other, nil
 		}
 		if rec.Value.ID != "" || n.ID == "" {
 			continue
 		}
 		g.Go(func() error {
-			id, err := rt.nodes.identify(gctx, rec.Value)
+			id, err := rt.nodes.Identify(gctx, rec.Value)
 			if err != nil || id == "" {
 				return nil // not reachable now: checked again before any delete
 			}

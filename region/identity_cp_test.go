@@ -8,29 +8,6 @@ import (
 	"github.com/fenec-go/fenec/global"
 )
 
-func TestNormalizeAddr(t *testing.T) {
-	for _, c := range []struct{ in, want string }{
-		{"127.0.0.1:7071", "http://127.0.0.1:7071"},
-		{"http://127.0.0.1:7071", "http://127.0.0.1:7071"},
-		{"http://127.0.0.1:7071/", "http://127.0.0.1:7071"},
-		{"HTTP://LocalHost:7071", "http://localhost:7071"},
-		{"  https://n1.internal:443 ", "https://n1.internal:443"},
-		{"http://[::1]:7071", "http://[::1]:7071"},
-		{"ftp://h:1", ""},
-		{"http://h:1/x", ""},
-		{"http://h:1/./.", ""},
-		{"http://u:p@h:1", ""},
-		{"http://h:1?x=1", ""},
-		{"http://:7071", ""},
-		{"", ""},
-	} {
-		got, err := normalizeAddr(c.in)
-		if (err != nil) != (c.want == "") || got != c.want {
-			t.Errorf("normalizeAddr(%q) = %q, %v; want %q", c.in, got, err, c.want)
-		}
-	}
-}
-
 // legacyNode writes node name's record as a router from before ids did:
 // no id in it, the address as given.
 func legacyNode(tb testing.TB, r *cpRouter, name, addr string) {

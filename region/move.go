@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fenec-go/fenec/global"
+	"github.com/fenec-go/fenec/region/nodeapi"
 )
 
 // moveAnswer is POST /_shard/tenants/<t>/move's answer. The source's file
@@ -59,7 +60,7 @@ func (c *shardCall) moveTenant(s *global.Store, name string) (int, any, error) {
 	// the router's life and the move timeout.
 	ctx, cancel := context.WithTimeout(c.rt.ctx, c.rt.cfg.MoveTimeout)
 	defer cancel()
-	ctx = context.WithValue(ctx, requestIDKey{}, c.r.Header.Get("X-Request-Id"))
+	ctx = nodeapi.WithRequestID(ctx, c.r.Header.Get("X-Request-Id"))
 	ans, err := c.rt.move(ctx, s, name, req.To)
 	if err != nil {
 		return 0, nil, err
@@ -222,7 +223,7 @@ func (m *moveRun) begin(ctx context.Context, at global.Versioned[global.Tenant],
 // streams the image from one into the other, never whole in memory. It
 // returns the bytes copied.
 func (m *moveRun) copy(ctx context.Context) (int64, error) {
-	if err := m.rt.nodes.freeze(ctx, m.src, m.name, true); err != nil {
+	if err := m.rt.nodes.Freeze(ctx, m.src, m.name, true); err != nil {
 		return 0, fmt.Errorf("freeze %s on %s: %w", m.name, m.at.Value.Node, err)
 	}
 	// Asked again as the target's copy is about to go: an address may
@@ -232,18 +233,18 @@ func (m *moveRun) copy(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("move %s to %s: %w", m.name, m.at.Value.Target, err)
 	}
 	m.dst = dst
-	if gone, err := m.rt.nodes.remove(ctx, m.dst, m.name); err != nil {
+	if gone, err := m.rt.nodes.Remove(ctx, m.dst, m.name); err != nil {
 		return 0, fmt.Errorf("delete a stale copy of %s on %s: %w", m.name, m.at.Value.Target, err)
 	} else if gone {
 		m.rt.log.Info("deleted a stale copy before a move", "tenant", m.name, "node", m.at.Value.Target)
 	}
-	img, err := m.rt.nodes.imageOut(ctx, m.src, m.name)
+	img, err := m.rt.nodes.ImageOut(ctx, m.src, m.name)
 	if err != nil {
 		return 0, fmt.Errorf("read %s's image on %s: %w", m.name, m.at.Value.Node, err)
 	}
 	defer img.Close()
 	body := &imageBody{r: img}
-	err = m.rt.nodes.imageIn(ctx, m.dst, m.name, body)
+	err = m.rt.nodes.ImageIn(ctx, m.dst, m.name, body)
 	if err != nil {
 		img.Close() // unblocks a read of the source the install no longer waits for
 	}
@@ -339,7 +340,7 @@ func (m *moveRun) putBack(ctx context.Context) error {
 	defer cancel()
 	var errs []error
 	thawed := true
-	if err := m.rt.nodes.freeze(ctx, m.src, m.name, false); err != nil {
+	if err := m.rt.nodes.Freeze(ctx, m.src, m.name, false); err != nil {
 		errs = append(errs, fmt.Errorf("thaw %s on %s: %w", m.name, m.at.Value.Node, err))
 		thawed = false
 	}
@@ -378,7 +379,7 @@ func (m *moveRun) thawLater() {
 				return
 			case <-time.After(pause):
 			}
-			if _, err := m.rt.nodes.replication(ctx, m.src, m.name); err != nil {
+			if _, err := m.rt.nodes.Replication(ctx, m.src, m.name); err != nil {
 				continue // not answering yet
 			}
 			if done := m.thawIfStill(ctx); done {
@@ -404,7 +405,7 @@ func (m *moveRun) thawIfStill(ctx context.Context) bool {
 	}
 	tctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	if err := m.rt.nodes.freeze(tctx, m.src, m.name, false); err != nil {
+	if err := m.rt.nodes.Freeze(tctx, m.src, m.name, false); err != nil {
 		return false
 	}
 	m.rt.log.Info("thawed a put-back move's source once it answered", "tenant", m.name, "node", m.at.Value.Node)
@@ -427,13 +428,13 @@ const sourceGrace = 50 * time.Millisecond
 // a copy that would put the tenant back on that node waits for it rather
 // than have its new file deleted.
 func (m *moveRun) removeSourceLater(ctx context.Context) {
-	id, _ := ctx.Value(requestIDKey{}).(string)
+	id := nodeapi.RequestID(ctx)
 	done := m.rt.sources.add(m.name, m.from)
 	m.rt.wg.Go(func() {
 		defer done()
 		ctx, cancel := context.WithTimeout(m.rt.ctx, sourceGrace+2*m.rt.cfg.NodeTimeout)
 		defer cancel()
-		m.removeSource(context.WithValue(ctx, requestIDKey{}, id))
+		m.removeSource(nodeapi.WithRequestID(ctx, id))
 	})
 }
 
@@ -454,7 +455,7 @@ func (m *moveRun) removeSource(ctx context.Context) bool {
 		m.rt.log.Warn("a moved tenant's source not deleted", "tenant", m.name, "err", err)
 		return false
 	}
-	if _, err := m.rt.nodes.remove(ctx, src, m.name); err != nil {
+	if _, err := m.rt.nodes.Remove(ctx, src, m.name); err != nil {
 		m.rt.log.Warn("delete a moved tenant's source", "tenant", m.name, "err", err)
 		return false
 	}

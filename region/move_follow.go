@@ -55,15 +55,15 @@ func (m *moveRun) startFollow(ctx context.Context) error {
 	}
 	m.dst = dst
 	to := m.at.Value.Target
-	if _, err := m.rt.nodes.remove(ctx, dst, m.name); err != nil {
+	if _, err := m.rt.nodes.Remove(ctx, dst, m.name); err != nil {
 		return fmt.Errorf("delete a stale copy of %s on %s: %w", m.name, to, err)
 	}
-	if err := m.rt.nodes.create(ctx, dst, m.name); err != nil {
+	if err := m.rt.nodes.Create(ctx, dst, m.name); err != nil {
 		return fmt.Errorf("create the copy of %s on %s: %w", m.name, to, err)
 	}
-	if err := m.rt.nodes.follow(ctx, dst, to, m.name, m.src); err != nil {
+	if err := m.rt.nodes.Follow(ctx, dst, to, m.name, m.src); err != nil {
 		if wire.StatusOf(err) == http.StatusBadRequest && strings.Contains(err.Error(), "replication-token") {
-			_, _ = m.rt.nodes.remove(ctx, dst, m.name)
+			_, _ = m.rt.nodes.Remove(ctx, dst, m.name)
 			return fmt.Errorf("%w: %w", errCannotFollow, err)
 		}
 		return fmt.Errorf("have the copy of %s on %s follow %s: %w", m.name, to, m.at.Value.Node, err)
@@ -89,8 +89,8 @@ func (m *moveRun) awaitClose(ctx context.Context) (int64, error) {
 	var held time.Time // when the copy first held the lineage
 	var last string    // what the last look saw, for the error
 	for pause := 5 * time.Millisecond; ; pause = min(2*pause, 100*time.Millisecond) {
-		src, serr := m.rt.nodes.replication(ctx, m.src, m.name)
-		dst, derr := m.rt.nodes.replication(ctx, m.dst, m.name)
+		src, serr := m.rt.nodes.Replication(ctx, m.src, m.name)
+		dst, derr := m.rt.nodes.Replication(ctx, m.dst, m.name)
 		switch {
 		case serr != nil:
 			return 0, fmt.Errorf("read the source %s of %s: %w", from, m.name, serr)
@@ -104,7 +104,7 @@ func (m *moveRun) awaitClose(ctx context.Context) (int64, error) {
 				held = time.Now()
 			}
 			if src.Seq <= dst.Seq+moveCloseLag {
-				sizes, err := m.rt.nodes.sizes(ctx, m.dst)
+				sizes, err := m.rt.nodes.Sizes(ctx, m.dst)
 				if err != nil {
 					return 0, nil // the size is what the answer reports, no more
 				}
@@ -138,7 +138,7 @@ func (m *moveRun) switchOver(ctx context.Context) (time.Duration, error) {
 	m.at = at
 	from, to := m.at.Value.Node, m.at.Value.Target
 	frozen := time.Now()
-	last, err := m.rt.nodes.freezeAt(ctx, m.src, m.name) // the source's last seq
+	last, err := m.rt.nodes.FreezeAt(ctx, m.src, m.name) // the source's last seq
 	if err != nil {
 		return 0, fmt.Errorf("freeze %s on %s: %w", m.name, from, err)
 	}
@@ -177,7 +177,7 @@ func (m *moveRun) switchOver(ctx context.Context) (time.Duration, error) {
 
 // stillFrozen checks that the source is frozen at seq, its last.
 func (m *moveRun) stillFrozen(ctx context.Context, seq uint64) error {
-	st, err := m.rt.nodes.replication(ctx, m.src, m.name)
+	st, err := m.rt.nodes.Replication(ctx, m.src, m.name)
 	switch {
 	case err != nil:
 		return fmt.Errorf("read %s on %s as its copy is promoted: %w", m.name, m.at.Value.Node, err)
@@ -203,7 +203,7 @@ func (m *moveRun) awaitSeq(ctx context.Context, seq uint64) error {
 		said := make(chan string, 2) // "" when a look says the copy holds seq
 		var looks sync.WaitGroup     // both looks, ended by lcancel once one said so
 		looks.Go(func() {
-			st, err := m.rt.nodes.replication(lctx, m.dst, m.name)
+			st, err := m.rt.nodes.Replication(lctx, m.dst, m.name)
 			switch {
 			case err != nil:
 				said <- err.Error()
@@ -242,7 +242,7 @@ func (m *moveRun) awaitSeq(ctx context.Context, seq uint64) error {
 // one), each having acknowledged seq; else why not, prefixed "source:".
 // A copy the source cannot name, one more or one fewer, makes it say no.
 func (m *moveRun) sourceSays(ctx context.Context, seq uint64) string {
-	st, err := m.rt.nodes.replication(ctx, m.src, m.name)
+	st, err := m.rt.nodes.Replication(ctx, m.src, m.name)
 	if err != nil {
 		return "source: " + err.Error()
 	}
@@ -269,7 +269,7 @@ func (m *moveRun) sourceSays(ctx context.Context, seq uint64) string {
 // failover does, and checks it holds the seq recorded with the step.
 func (m *moveRun) promote(ctx context.Context) (wire.Promoted, error) {
 	to := m.at.Value.Target
-	ans, err := m.rt.nodes.promote(ctx, m.dst, m.name, m.at.Value, false, m.rt.promoteFence(m.dst.Region))
+	ans, err := m.rt.nodes.Promote(ctx, m.dst, m.name, m.at.Value, false, m.rt.promoteFence(m.dst.Region))
 	if err != nil {
 		return ans, fmt.Errorf("promote the copy of %s on %s: %w", m.name, to, err)
 	}
@@ -308,7 +308,7 @@ func (m *moveRun) dropTarget(ctx context.Context) {
 		dst, err = m.rt.apart(ctx, m.s, m.at.Value.Node, m.at.Value.Target)
 	}
 	if err == nil {
-		_, err = m.rt.nodes.remove(ctx, dst, m.name)
+		_, err = m.rt.nodes.Remove(ctx, dst, m.name)
 	}
 	if err != nil {
 		m.rt.log.Warn("the copy of a move put back not deleted", "tenant", m.name, "node", m.at.Value.Target, "err", err)
@@ -326,11 +326,11 @@ func (m *moveRun) recoverPromoting(ctx context.Context) bool {
 		return false
 	}
 	m.dst = dst
-	if err := m.rt.nodes.freeze(ctx, m.src, m.name, true); err != nil {
+	if err := m.rt.nodes.Freeze(ctx, m.src, m.name, true); err != nil {
 		m.rt.log.Warn("a promoting move not finished: its source does not answer", "tenant", m.name, "err", err)
 		return false
 	}
-	src, err := m.rt.nodes.replication(ctx, m.src, m.name)
+	src, err := m.rt.nodes.Replication(ctx, m.src, m.name)
 	if err != nil || src.Seq > m.at.Value.MoveSeq {
 		m.rt.log.Warn("a promoting move not finished: its source holds more than its copy was recorded to",
 			"tenant", m.name, "recorded", m.at.Value.MoveSeq, "source_seq", src.Seq, "err", err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/fenec-go/fenec/global"
 	"github.com/fenec-go/fenec/region/forward"
+	"github.com/fenec-go/fenec/region/nodeapi"
 )
 
 // viewPlacements is the forwarder's Placements over the router's Watcher:
@@ -116,7 +117,7 @@ type nodeBytes struct {
 
 // measureEach asks every node its tenants' sizes, at most limit at once,
 // and returns each node's sizes and total (or error), in name order.
-func measureEach(ctx context.Context, nc *nodeClient, nodes map[string]global.Node, limit int) []nodeBytes {
+func measureEach(ctx context.Context, nc *nodeapi.Client, nodes map[string]global.Node, limit int) []nodeBytes {
 	names := make([]string, 0, len(nodes))
 	for n := range nodes {
 		names = append(names, n)
@@ -128,7 +129,7 @@ func measureEach(ctx context.Context, nc *nodeClient, nodes map[string]global.No
 	g.SetLimit(limit)
 	for i, name := range names {
 		g.Go(func() error {
-			sizes, err := nc.sizes(gctx, nodes[name])
+			sizes, err := nc.Sizes(gctx, nodes[name])
 			var sum int64
 			for _, b := range sizes {
 				sum += b

@@ -227,7 +227,11 @@ func (c *shardCall) readTenant(ctx context.Context, v *global.View, name string,
 	}
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	b, seq, err := c.rt.nodes.read(rctx, n, name, st, maxTenantAnswer)
+	b, seq, err := c.rt.nodes.Read(rctx, n, name, st, maxTenantAnswer)
+	var refused *wire.StatementRefused
+	if errors.As(err, &refused) {
+		err = &statementError{msg: refused.Message, verb: refused.Verb}
+	}
 	if err != nil {
 		if ctx.Err() == nil && errors.Is(rctx.Err(), context.DeadlineExceeded) {
 			err = fmt.Errorf("%w after %d ms: node %s did not answer (timeout_ms)", ErrReadTimeout, timeout.Milliseconds(), t.Node)

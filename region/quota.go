@@ -120,7 +120,7 @@ func (rt *Router) sendQuota(ctx context.Context, s *global.Store, n, tenant stri
 	if err != nil {
 		return errNotFoundAs(err, ErrUnknownNode)
 	}
-	return rt.nodes.putQuota(ctx, node.Value, tenant, q)
+	return rt.nodes.PutQuota(ctx, node.Value, tenant, q)
 }
 
 // carryQuota sends tenant's quota, if the directory holds one, to node n:
@@ -134,7 +134,7 @@ func (rt *Router) carryQuota(ctx context.Context, s *global.Store, n global.Node
 		return
 	}
 	if err == nil {
-		err = rt.nodes.putQuota(ctx, n, tenant, q.Value)
+		err = rt.nodes.PutQuota(ctx, n, tenant, q.Value)
 	}
 	if err != nil {
 		rt.log.Warn("quota not carried to a node", "tenant", tenant, "node", nodeName, "err", err)

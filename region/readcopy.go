@@ -183,20 +183,20 @@ func (rt *Router) addReadCopy(ctx context.Context, s *global.Store, name, target
 	if node.Value.Region == primary.Value.Region {
 		return fmt.Errorf("%w: %s is in %s's own region %q, where its voting copy serves: a read copy serves readers of another region", ErrReadCopy, target, name, node.Value.Region)
 	}
-	if err := rt.nodes.checkToken(ctx, primary.Value); err != nil {
+	if err := rt.nodes.CheckToken(ctx, primary.Value); err != nil {
 		return fmt.Errorf("primary %s of %s does not answer: %w", t.Node, name, err)
 	}
 	dst, err := rt.apart(ctx, s, t.Node, target)
 	if err != nil {
 		return fmt.Errorf("read copy of %s on %s: %w", name, target, err)
 	}
-	if _, err := rt.nodes.remove(ctx, dst, name); err != nil {
+	if _, err := rt.nodes.Remove(ctx, dst, name); err != nil {
 		return fmt.Errorf("delete a stale file of %s on %s: %w", name, target, err)
 	}
-	if err := rt.nodes.create(ctx, dst, name); err != nil {
+	if err := rt.nodes.Create(ctx, dst, name); err != nil {
 		return fmt.Errorf("create a read copy of %s on %s: %w", name, target, err)
 	}
-	if err := rt.nodes.followAs(ctx, dst, target, name, primary.Value, wire.RoleRead); err != nil {
+	if err := rt.nodes.FollowAs(ctx, dst, target, name, primary.Value, wire.RoleRead); err != nil {
 		return fmt.Errorf("read copy of %s on %s: %w", name, target, err)
 	}
 	if err := rt.awaitCopy(ctx, dst, name, t.Lineage); err != nil {
@@ -262,7 +262,7 @@ func (rt *Router) pointReadCopies(ctx context.Context, tenants map[string]global
 		if !ok || global.UsableNode(primary.Value) != nil {
 			continue
 		}
-		want := nodeURL(primary.Value.Addr)
+		want := wire.BaseURL(primary.Value.Addr)
 		for _, n := range t.ReadCopies.Names() {
 			if rt.reads.seen[name+"/"+n] == want {
 				continue
@@ -271,7 +271,7 @@ func (rt *Router) pointReadCopies(ctx context.Context, tenants map[string]global
 			if !ok || global.UsableNode(node.Value) != nil {
 				continue
 			}
-			st, err := rt.nodes.replication(ctx, node.Value, name)
+			st, err := rt.nodes.Replication(ctx, node.Value, name)
 			if err != nil {
 				continue // down, or lost the file: the next round asks again
 			}
@@ -283,7 +283,7 @@ func (rt *Router) pointReadCopies(ctx context.Context, tenants map[string]global
 				rt.log.Warn("a read copy answers as a primary: left alone, drop it by hand", "tenant", name, "node", n)
 				continue
 			}
-			if err := rt.nodes.followAs(ctx, node.Value, n, name, primary.Value, wire.RoleRead); err != nil {
+			if err := rt.nodes.FollowAs(ctx, node.Value, n, name, primary.Value, wire.RoleRead); err != nil {
 				rt.log.Warn("read copy not told to follow its primary", "tenant", name, "node", n, "err", err)
 				continue
 			}

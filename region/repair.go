@@ -153,7 +153,7 @@ func (rt *Router) repairOnce(ctx context.Context, s *global.Store) {
 			rt.repair.mu.Unlock()
 			continue
 		}
-		if rt.nodes.checkToken(ctx, node.Value) != nil {
+		if rt.nodes.CheckToken(ctx, node.Value) != nil {
 			continue // not back yet
 		}
 		if rt.rejoin(ctx, s, n, node.Value) {
@@ -228,7 +228,7 @@ func (rt *Router) replaceDamaged(ctx context.Context, s *global.Store, tenants m
 			continue
 		}
 		g.Go(func() error {
-			if _, err := rt.nodes.replication(gctx, n.Value, name); wire.IsDamaged(err) {
+			if _, err := rt.nodes.Replication(gctx, n.Value, name); wire.IsDamaged(err) {
 				mu.Lock()
 				damaged[name] = at.Value.Replica
 				mu.Unlock()
@@ -319,7 +319,7 @@ func (rt *Router) rejoin(ctx context.Context, s *global.Store, n string, node gl
 			all = false
 			continue
 		}
-		if err := rt.nodes.follow(ctx, node, n, name, primary.Value); err != nil {
+		if err := rt.nodes.Follow(ctx, node, n, name, primary.Value); err != nil {
 			rt.log.Warn("stale copy not told to follow", "tenant", name, "node", n, "primary", rec.Node, "err", err)
 			all = false
 			continue

@@ -136,7 +136,7 @@ func (rt *Router) recordLineage(ctx context.Context, s *global.Store, name strin
 	if err != nil {
 		return at, errNotFoundAs(err, ErrUnknownNode)
 	}
-	st, err := rt.nodes.replication(ctx, node.Value, name)
+	st, err := rt.nodes.Replication(ctx, node.Value, name)
 	if err != nil {
 		return at, fmt.Errorf("read %s's lineage on %s: %w", name, at.Value.Node, err)
 	}
@@ -164,7 +164,7 @@ func (rt *Router) awaitCopy(ctx context.Context, n global.Node, tenant string, l
 	ctx, cancel := context.WithTimeout(ctx, copyCatchUp)
 	defer cancel()
 	for pause := 5 * time.Millisecond; ; pause = min(2*pause, 200*time.Millisecond) {
-		st, err := rt.nodes.replication(ctx, n, tenant)
+		st, err := rt.nodes.Replication(ctx, n, tenant)
 		if err == nil && st.LineageID() == lineage {
 			return nil
 		}
@@ -195,7 +195,7 @@ func (rt *Router) addReplica(ctx context.Context, s *global.Store, name, target 
 	if err != nil {
 		return errNotFoundAs(err, ErrUnknownNode)
 	}
-	if err := rt.nodes.checkToken(ctx, primary.Value); err != nil {
+	if err := rt.nodes.CheckToken(ctx, primary.Value); err != nil {
 		return fmt.Errorf("primary %s of %s does not answer: %w", at.Value.Node, name, err)
 	}
 	// A moved tenant's source still to be deleted there goes first.
@@ -208,13 +208,13 @@ func (rt *Router) addReplica(ctx context.Context, s *global.Store, name, target 
 	if err != nil {
 		return fmt.Errorf("copy of %s on %s: %w", name, target, err)
 	}
-	if _, err := rt.nodes.remove(ctx, dst, name); err != nil {
+	if _, err := rt.nodes.Remove(ctx, dst, name); err != nil {
 		return fmt.Errorf("delete a stale copy of %s on %s: %w", name, target, err)
 	}
-	if err := rt.nodes.create(ctx, dst, name); err != nil {
+	if err := rt.nodes.Create(ctx, dst, name); err != nil {
 		return fmt.Errorf("create a copy of %s on %s: %w", name, target, err)
 	}
-	if err := rt.nodes.follow(ctx, dst, target, name, primary.Value); err != nil {
+	if err := rt.nodes.Follow(ctx, dst, target, name, primary.Value); err != nil {
 		return fmt.Errorf("copy of %s on %s: %w", name, target, err)
 	}
 	if err := rt.awaitCopy(ctx, dst, name, at.Value.Lineage); err != nil {
@@ -259,7 +259,7 @@ func (rt *Router) removeStale(ctx context.Context, s *global.Store, tenant, stal
 			return err
 		}
 	}
-	_, err := rt.nodes.remove(ctx, n, tenant)
+	_, err := rt.nodes.Remove(ctx, n, tenant)
 	return err
 }
 
@@ -320,7 +320,7 @@ func (rt *Router) afterMove(ctx context.Context, s *global.Store, name string, r
 		rt.log.Warn("copy not told to follow a moved tenant", "tenant", name, "err", err)
 		return
 	}
-	if err := rt.nodes.follow(ctx, dst, at.Value.Replica, name, primary.Value); err != nil {
+	if err := rt.nodes.Follow(ctx, dst, at.Value.Replica, name, primary.Value); err != nil {
 		rt.log.Warn("copy not told to follow a moved tenant", "tenant", name, "replica", at.Value.Replica, "err", err)
 	}
 }

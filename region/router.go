@@ -31,6 +31,7 @@ import (
 	"github.com/fenec-go/fenec/lease"
 	"github.com/fenec-go/fenec/region/forward"
 	"github.com/fenec-go/fenec/region/leasing"
+	"github.com/fenec-go/fenec/region/nodeapi"
 )
 
 // startTimeout bounds the router's start: the directory coming up, the
@@ -59,7 +60,7 @@ type Router struct {
 	fwd      *forward.Forwarder   // /t/
 	reg      *prometheus.Registry // every series of this router
 	metrics  *controlMetrics
-	nodes    *nodeClient
+	nodes    *nodeapi.Client
 	lead     *leadership
 	audit    *audit.Log
 	metricsH http.Handler
@@ -249,8 +250,8 @@ func (rt *Router) wire() error {
 	var err error
 	rt.store = global.NewStore(rt.dir)
 	rt.watcher = global.StartWatcher(rt.ctx, rt.dir, rt.log)
-	rt.nodes = newNodeClient(rt.cfg.NodeTimeout, rt.cfg.Forward.Resolver)
-	rt.secure(rt.nodes.tr)
+	rt.nodes = nodeapi.New(rt.cfg.NodeTimeout, rt.cfg.Forward.Resolver)
+	rt.secure(rt.nodes.Transport())
 	rt.lead = &leadership{id: rt.id, name: rt.dirName(), store: rt.store, watcher: rt.watcher, log: rt.log}
 	rt.reg = prometheus.NewRegistry()
 	rt.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -412,7 +413,7 @@ func (rt *Router) Close() error {
 			errs = append(errs, rt.watcher.Close())
 		}
 		if rt.nodes != nil {
-			rt.nodes.close()
+			rt.nodes.Close()
 		}
 		if rt.ownDir && rt.dir != nil {
 			errs = append(errs, rt.dir.Close())
@@ -428,9 +429,6 @@ func (rt *Router) Close() error {
 
 // now is the time the audit log records.
 func (rt *Router) now() time.Time { return time.Now().UTC() }
-
-// requestIDKey carries a request's id into the admin calls it makes.
-type requestIDKey struct{}
 
 // ServeHTTP routes the router's paths; every answer carries X-Request-Id.
 func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -459,7 +457,7 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			serveLeases(rw, r, rt.leasing)
 		}
 	case strings.HasPrefix(p, "/_shard/"):
-		rt.serveShard(rw, r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id)))
+		rt.serveShard(rw, r.WithContext(nodeapi.WithRequestID(r.Context(), id)))
 	case p == "/_metrics":
 		if rt.authorize(rw, r) {
 			rt.metricsH.ServeHTTP(rw, r)

@@ -10,6 +10,7 @@ import (
 	"github.com/fenec-go/fenec/region/forward"
 	"github.com/fenec-go/fenec/region/leasing"
 	"github.com/fenec-go/fenec/region/merge"
+	"github.com/fenec-go/fenec/region/nodeapi"
 	"github.com/fenec-go/fenec/wire"
 )
 
@@ -37,16 +38,12 @@ var (
 	ErrMethod = errors.New("method not allowed")
 	// ErrUnknownRegion: no node or region record names that region.
 	ErrUnknownRegion = errors.New("unknown region")
-	// ErrTenantExists: the tenant is already placed.
-	ErrTenantExists = errors.New("tenant already exists")
 	// ErrNodeInUse: the node still holds a tenant (or a copy, or a move's
 	// target).
 	ErrNodeInUse = errors.New("node still holds tenants")
 	// ErrNodeAnswers: a failover asked only of a node that does not
 	// answer ({"if_down": true}) found it answering.
 	ErrNodeAnswers = errors.New("node answers")
-	// ErrNodeCheck: the node did not answer its admin token.
-	ErrNodeCheck = errors.New("node did not answer its admin token")
 	// ErrNoCandidate: no node of the region can take a tenant.
 	ErrNoCandidate = errors.New("no node to place the tenant on")
 	// ErrCopyBehind: a new copy did not take its primary's image in time.
@@ -64,9 +61,6 @@ var (
 	// ErrSecrets: the router lacks the directory's key or password, which
 	// every router of a deployment holds alike (secrets.go).
 	ErrSecrets = errors.New("this router does not hold the directory's secrets")
-	// ErrAnswerTooLarge: a tenant's answer to a cross-tenant read passed
-	// maxTenantAnswer; that tenant is listed with it.
-	ErrAnswerTooLarge = errors.New("tenant's answer larger than the bound")
 	// ErrReadTimeout: a tenant's read of a cross-tenant read was not
 	// answered within its timeout_ms; that tenant is listed with it,
 	// its text naming the bound ("timed out after N ms").
@@ -108,6 +102,18 @@ var (
 	ErrUnknownNode = leasing.ErrUnknownNode
 	// ErrNodeCall: an admin call to a node failed or was refused.
 	ErrNodeCall = leasing.ErrNodeCall
+)
+
+// Sentinels of the node client (region/nodeapi) the control plane answers
+// with: the same values, so errors.Is holds across the two.
+var (
+	// ErrTenantExists: the tenant is already placed.
+	ErrTenantExists = nodeapi.ErrTenantExists
+	// ErrNodeCheck: the node did not answer its admin token.
+	ErrNodeCheck = nodeapi.ErrNodeCheck
+	// ErrAnswerTooLarge: a tenant's answer to a cross-tenant read passed
+	// maxTenantAnswer; that tenant is listed with it.
+	ErrAnswerTooLarge = nodeapi.ErrAnswerTooLarge
 )
 
 // heldError says which operation holds a tenant; it is global.ErrHeld.

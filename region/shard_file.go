@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fenec-go/fenec/global"
+	"github.com/fenec-go/fenec/region/nodeapi"
 	"github.com/fenec-go/fenec/wire"
 )
 
@@ -47,9 +48,9 @@ func (c *shardCall) getFile(name string) {
 	}
 	ctx, cancel := context.WithTimeout(c.r.Context(), c.rt.cfg.MoveTimeout)
 	defer cancel()
-	img, size, err := c.rt.nodes.admin(n).Image(ctx, name)
+	img, size, err := c.rt.nodes.Admin(n).Image(ctx, name)
 	if err != nil {
-		c.fail(fmt.Errorf("image of %s on %s: %w", name, rec.Node, nodeCallError(err)))
+		c.fail(fmt.Errorf("image of %s on %s: %w", name, rec.Node, nodeapi.CallError(err)))
 		return
 	}
 	defer img.Close()
@@ -126,7 +127,7 @@ func (c *shardCall) putFile(s *global.Store, name string) (int, any, error) {
 		return 0, nil, errNotFoundAs(err, ErrUnknownNode)
 	}
 	body := &countingBody{r: c.r.Body}
-	ans, err := c.rt.nodes.admin(node.Value).Restore(ctx, name, body, c.r.ContentLength,
+	ans, err := c.rt.nodes.Admin(node.Value).Restore(ctx, name, body, c.r.ContentLength,
 		wire.RestoreOptions{Lineage: held.Value.Lineage, Force: force})
 	var rb *restoreBroken
 	switch {
@@ -190,7 +191,7 @@ func restoreRefusal(name, node string, err error) error {
 			return fmt.Errorf("%w (node %s): %s", ErrImageTooLarge, node, we.Message)
 		}
 	}
-	return fmt.Errorf("restore %s on %s: %w (the tenant is as it was)", name, node, nodeCallError(err))
+	return fmt.Errorf("restore %s on %s: %w (the tenant is as it was)", name, node, nodeapi.CallError(err))
 }
 
 // countingBody counts what the client's body gave and keeps the error it

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fenec-go/fenec/global"
+	"github.com/fenec-go/fenec/region/nodeapi"
 )
 
 // nodeEntry is a node as GET /_shard/nodes lists it: never its token.
@@ -71,9 +72,9 @@ func (c *shardCall) putNode(s *global.Store, name string) (int, any, error) {
 	if req.Addr == "" || req.Region == "" {
 		return 0, nil, fmt.Errorf("%w: a node needs an addr and a region", ErrBadRequest)
 	}
-	addr, err := normalizeAddr(req.Addr)
+	addr, err := nodeapi.NormalizeAddr(req.Addr)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
 	n := global.Node{Addr: addr, Token: req.Token, Region: req.Region, Standby: standby}
 	if err := n.Validate(); err != nil {
@@ -86,7 +87,7 @@ func (c *shardCall) putNode(s *global.Store, name string) (int, any, error) {
 	if s, err = c.rt.own(ctx, s, n.Region); err != nil {
 		return 0, nil, err
 	}
-	if n.ID, err = c.rt.nodes.identify(ctx, n); err != nil {
+	if n.ID, err = c.rt.nodes.Identify(ctx, n); err != nil {
 		return 0, nil, fmt.Errorf("node %s at %s: %w", name, n.Addr, err)
 	}
 	// One node, one name: checked and recorded under the lock moves and
@@ -182,7 +183,7 @@ func updateNode(ctx context.Context, s *global.Store, name string, change func(*
 // is retried.
 func recordNode(ctx context.Context, s *global.Store, name string, n global.Node) (int64, error) {
 	return s.WriteNode(ctx, name, true, func(rec *global.Node, found bool) bool {
-		keep := found && sameAddr(rec.Addr, n.Addr) && rec.Lease
+		keep := found && nodeapi.SameAddr(rec.Addr, n.Addr) && rec.Lease
 		*rec = n
 		rec.Lease = rec.Lease || keep
 		return true

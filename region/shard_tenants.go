@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/fenec-go/fenec/global"
+	"github.com/fenec-go/fenec/region/nodeapi"
 )
 
 // holdDelete is the HeldBy of a tenant being deleted.
@@ -98,7 +99,7 @@ func (c *shardCall) placeTenant(s *global.Store, name string) (int, any, error) 
 	if s, err = c.rt.own(ctx, s, node.Value.Region); err != nil {
 		return 0, nil, err
 	}
-	if err := c.rt.nodes.create(ctx, node.Value, name); err != nil {
+	if err := c.rt.nodes.Create(ctx, node.Value, name); err != nil {
 		return 0, nil, fmt.Errorf("create %s on %s: %w", name, nodeName, err)
 	}
 	placed, err := c.record(s, name, nodeName, node)
@@ -106,7 +107,7 @@ func (c *shardCall) placeTenant(s *global.Store, name string) (int, any, error) 
 		// Not recorded: the empty file made above goes again.
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.rt.cfg.NodeTimeout)
 		defer cancel()
-		if _, derr := c.rt.nodes.remove(dctx, node.Value, name); derr != nil {
+		if _, derr := c.rt.nodes.Remove(dctx, node.Value, name); derr != nil {
 			c.rt.log.Error("delete an unrecorded tenant's file", "tenant", name, "node", nodeName, "err", derr)
 		}
 		return 0, nil, fmt.Errorf("record %s on %s: %w", name, nodeName, err)
@@ -131,7 +132,7 @@ func (c *shardCall) record(s *global.Store, name, nodeName string, node global.V
 			break
 		}
 		now, gerr := s.GetNode(ctx, nodeName)
-		if gerr != nil || !sameAddr(now.Value.Addr, node.Value.Addr) || node.Value.ID != "" && now.Value.ID != node.Value.ID {
+		if gerr != nil || !nodeapi.SameAddr(now.Value.Addr, node.Value.Addr) || node.Value.ID != "" && now.Value.ID != node.Value.ID {
 			break // gone, or another node by that name now
 		}
 		node = now
@@ -220,7 +221,7 @@ func (rt *Router) finishDelete(ctx context.Context, s *global.Store, name string
 		if err != nil {
 			return fmt.Errorf("delete %s on %s: %w", name, n, err)
 		}
-		if _, err := rt.nodes.remove(ctx, node, name); err != nil {
+		if _, err := rt.nodes.Remove(ctx, node, name); err != nil {
 			return fmt.Errorf("delete %s on %s: %w", name, n, err)
 		}
 	}
@@ -242,7 +243,7 @@ type nodeSizes struct {
 
 // measureSizes asks each node its sizes per tenant (bounded parallel);
 // nodes that do not answer are left out.
-func measureSizes(ctx context.Context, nc *nodeClient, nodes map[string]global.Node, limit int) []nodeSizes {
+func measureSizes(ctx context.Context, nc *nodeapi.Client, nodes map[string]global.Node, limit int) []nodeSizes {
 	var out []nodeSizes
 	for _, m := range measureEach(ctx, nc, nodes, limit) {
 		if m.err == nil {

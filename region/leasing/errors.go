@@ -1,6 +1,10 @@
 package leasing
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/fenec-go/fenec/region/nodeapi"
+)
 
 // Sentinel errors of the leasing. The router answers with the same values
 // (package region), so errors.Is holds across the two.
@@ -10,6 +14,7 @@ var (
 	ErrNotLeader = errors.New("this router does not lead: changes go to the leader")
 	// ErrUnknownNode: no node of that name is recorded.
 	ErrUnknownNode = errors.New("unknown node")
-	// ErrNodeCall: an admin call to a node failed or was refused.
-	ErrNodeCall = errors.New("node admin call")
+	// ErrNodeCall: an admin call to a node failed or was refused (the
+	// node client's, package region/nodeapi).
+	ErrNodeCall = nodeapi.ErrNodeCall
 )
