@@ -8,7 +8,10 @@
 // Nor is it the leasing: region/leasing grants nodes their leases and
 // fails lapsed ones over, through the dependencies leases.go hands it.
 // Nor is it the client of nodes' admin API: region/nodeapi's Client makes
-// every call to a node's /_admin/ routes (Router.nodes).
+// every call to a node's /_admin/ routes (Router.nodes). Nor where a
+// tenant's other copies live across regions: region/copies places read
+// copies and a surviving tenant's voting copy, through the dependencies
+// shard_copies.go hands it.
 // It talks to nodes only over HTTP, and to the directory only through
 // package global.
 //
@@ -53,6 +56,9 @@
 //     recovering moves left unfinished by a router that stopped.
 //   - quota.go: quotas, stored in the directory and sent to the nodes;
 //     a PUT conditioned on the quota read (If-Match on GET's ETag).
+//   - shard_copies.go: PUT /_shard/tenants/<t>/read-copies and /survive,
+//     their bodies checked here, the rest region/copies' (Router.copies,
+//     whose Point the repair loop calls every round).
 //   - replica.go: copies (placing one, standby nodes, each recorded by
 //     global's Store, POST /_shard/replicas); repair.go: the loop that has failed-over nodes'
 //     stale copies follow again, retries copies owed (read again from

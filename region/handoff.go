@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fenec-go/fenec/global"
+	"github.com/fenec-go/fenec/region/copies"
 )
 
 // The handoff of a region's leasing (docs/regions.md): the states live in
@@ -116,7 +117,7 @@ func (c *shardCall) postHandoff(s *global.Store, region string) (int, any, error
 		if req.To == global.LeaserRegion {
 			// The region's own copy of its records says which of its
 			// tenants must survive it: the global one may be out of reach.
-			if err := refuseRegionalLeasing(c.r.Context(), s, region); err != nil {
+			if err := copies.RefuseRegionalLeasing(c.r.Context(), s, region); err != nil {
 				return 0, nil, err
 			}
 		}
@@ -140,7 +141,7 @@ func (c *shardCall) postHandoff(s *global.Store, region string) (int, any, error
 	at, err := offerTo.ReadRegion(octx, region)
 	if err == nil && req.To == global.LeaserRegion {
 		// A global tier that does not answer is told below as such.
-		if err = refuseRegionalLeasing(octx, offerTo, region); errors.Is(err, ErrSurvive) {
+		if err = copies.RefuseRegionalLeasing(octx, offerTo, region); errors.Is(err, ErrSurvive) {
 			return 0, nil, err
 		}
 	}

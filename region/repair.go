@@ -164,7 +164,7 @@ func (rt *Router) repairOnce(ctx context.Context, s *global.Store) {
 	}
 	rt.oweFromDirectory(ctx, s, tenants)
 	rt.retryCopies(ctx, s)
-	rt.pointReadCopies(ctx, tenants, nodes)
+	rt.copies.Point(ctx, tenants, nodes)
 	if rt.repair.lookDue(time.Now()) {
 		rt.replaceDamaged(ctx, s, tenants, nodes)
 		rt.collectSources(ctx, s, tenants, nodes)

@@ -47,7 +47,7 @@ func (rt *Router) replicaTarget(ctx context.Context, s *global.Store, t global.T
 
 // pickReplica is replicaTarget; spread picks a node of the region when
 // the primary has no standby (--replicas, or an operator's POST
-// /_shard/replicas). A tenant set to survive its region (survive.go)
+// /_shard/replicas). A tenant set to survive its region (region/copies)
 // always gets a copy, on a node of another region leased by the global
 // tier, its primary's standby left out.
 func (rt *Router) pickReplica(ctx context.Context, s *global.Store, t global.Tenant, spread bool) (string, error) {
@@ -76,7 +76,7 @@ func (rt *Router) pickReplica(ctx context.Context, s *global.Store, t global.Ten
 	}
 	copies := map[string]int{}
 	if region {
-		copies = rt.regionCandidates(ctx, s, t, p.Value, nodes)
+		copies = rt.copies.RegionCandidates(ctx, s, t, p.Value, nodes)
 	} else {
 		for name, n := range nodes {
 			if name != primary && !n.Value.Standby && n.Value.Region == p.Value.Region && !t.ReadCopies.Has(name) {

@@ -29,6 +29,7 @@ import (
 	"github.com/fenec-go/fenec/internal/reqpath"
 	"github.com/fenec-go/fenec/internal/tlsx"
 	"github.com/fenec-go/fenec/lease"
+	"github.com/fenec-go/fenec/region/copies"
 	"github.com/fenec-go/fenec/region/forward"
 	"github.com/fenec-go/fenec/region/leasing"
 	"github.com/fenec-go/fenec/region/nodeapi"
@@ -95,7 +96,9 @@ type Router struct {
 	// repair has failed-over nodes' copies follow again, and owed copies
 	// made (repair.go).
 	repair repairer
-	reads  readPointer // which primary each read copy was last seen following
+	// copies places tenants' copies in other regions (read copies,
+	// survival) and points read copies at their primary (shard_copies.go).
+	copies *copies.Copies
 	// leasing grants nodes their leases while this router leads
 	// (--auto-failover) and asks refused writes again (package
 	// region/leasing, wired in leases.go); clock is the monotonic clock
@@ -252,6 +255,7 @@ func (rt *Router) wire() error {
 	rt.watcher = global.StartWatcher(rt.ctx, rt.dir, rt.log)
 	rt.nodes = nodeapi.New(rt.cfg.NodeTimeout, rt.cfg.Forward.Resolver)
 	rt.secure(rt.nodes.Transport())
+	rt.wireCopies()
 	rt.lead = &leadership{id: rt.id, name: rt.dirName(), store: rt.store, watcher: rt.watcher, log: rt.log}
 	rt.reg = prometheus.NewRegistry()
 	rt.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -7,6 +7,7 @@ import (
 
 	"github.com/fenec-go/fenec/global"
 	"github.com/fenec-go/fenec/internal/reqpath"
+	"github.com/fenec-go/fenec/region/copies"
 	"github.com/fenec-go/fenec/region/forward"
 	"github.com/fenec-go/fenec/region/leasing"
 	"github.com/fenec-go/fenec/region/merge"
@@ -114,6 +115,16 @@ var (
 	// ErrAnswerTooLarge: a tenant's answer to a cross-tenant read passed
 	// maxTenantAnswer; that tenant is listed with it.
 	ErrAnswerTooLarge = nodeapi.ErrAnswerTooLarge
+)
+
+// Sentinels of a tenant's copies across regions (region/copies) the
+// control plane answers with: the same values, so errors.Is holds across
+// the two.
+var (
+	// ErrReadCopy: a read copy cannot be placed or kept where asked (409).
+	ErrReadCopy = copies.ErrReadCopy
+	// ErrSurvive: a tenant's survival cannot be set or kept as asked (409).
+	ErrSurvive = copies.ErrSurvive
 )
 
 // heldError says which operation holds a tenant; it is global.ErrHeld.

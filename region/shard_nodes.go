@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/fenec-go/fenec/global"
+	"github.com/fenec-go/fenec/internal/counted"
 	"github.com/fenec-go/fenec/region/nodeapi"
 )
 
@@ -151,11 +151,11 @@ func (c *shardCall) deleteNode(s *global.Store, name string) (int, any, error) {
 	}
 	if len(holds) > 0 {
 		slices.Sort(holds)
-		return 0, nil, fmt.Errorf("%w: %s holds %s: move them off first (POST /_shard/tenants/<t>/move), or fail the node over if it is gone", ErrNodeInUse, name, countedNames(holds, "tenant", 10))
+		return 0, nil, fmt.Errorf("%w: %s holds %s: move them off first (POST /_shard/tenants/<t>/move), or fail the node over if it is gone", ErrNodeInUse, name, counted.Names(holds, "tenant", 10))
 	}
 	if len(reads) > 0 {
 		slices.Sort(reads)
-		return 0, nil, fmt.Errorf("%w: %s holds read copies of %s: drop them first (PUT /_shard/tenants/<t>/read-copies without it)", ErrNodeInUse, name, countedNames(reads, "tenant", 10))
+		return 0, nil, fmt.Errorf("%w: %s holds read copies of %s: drop them first (PUT /_shard/tenants/<t>/read-copies without it)", ErrNodeInUse, name, counted.Names(reads, "tenant", 10))
 	}
 	rev, err := s.Txn().DeleteNode(name, cur.Rev).Commit(c.r.Context())
 	if err != nil {
@@ -188,19 +188,4 @@ func recordNode(ctx context.Context, s *global.Store, name string, n global.Node
 		rec.Lease = rec.Lease || keep
 		return true
 	})
-}
-
-// countedNames is "1 tenant (a)", "3 tenants (a, b, c)", naming at most
-// max of them and counting the rest ("12 tenants (a, ..., j and 2 more)").
-func countedNames(names []string, noun string, max int) string {
-	n := len(names)
-	if n != 1 {
-		noun += "s"
-	}
-	shown := names[:min(n, max)]
-	list := strings.Join(shown, ", ")
-	if n > len(shown) {
-		list += fmt.Sprintf(" and %d more", n-len(shown))
-	}
-	return fmt.Sprintf("%d %s (%s)", n, noun, list)
 }

@@ -36,10 +36,11 @@ var importRules = map[string][]string{
 	"internal/testkit/testnode": {"internal/testkit", "node", "wire"},
 	"global":                    {"wire", "lease", "internal/tlsx"}, // lease: the bounds on the epochs it records
 	"node":                      {"engine", "lease", "wire", "internal"},
-	"region":                    {"global", "lease", "wire", "internal", "region/forward", "region/leasing", "region/merge", "region/nodeapi"},
+	"region":                    {"global", "lease", "wire", "internal", "region/forward", "region/leasing", "region/merge", "region/nodeapi", "region/copies"},
 	"region/forward":            {"wire", "internal"},
 	"region/leasing":            {"global", "lease", "wire", "internal", "region/nodeapi"}, // nodeapi: the sentinel of a node's failed call
 	"region/nodeapi":            {"global", "wire", "internal"},
+	"region/copies":             {"global", "wire", "internal", "region/nodeapi"},
 	"region/merge":              {"engine/fql"},
 	"cmd":                       {"engine", "node", "global", "lease", "region", "wire", "internal"},
 	"tests":                     {"tests", "wire", "internal/testkit", "internal/tlsx", "internal/nemesis"},
