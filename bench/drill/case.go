@@ -47,6 +47,7 @@ type result struct {
 	wanMode  string        // how the wide-area delay was put on ("": none)
 	wanDelay time.Duration // one way's
 	lostRun  *lostResult   // the lost case's measures
+	partRun  *partResult   // the partitioned case's
 }
 
 // runCase runs one case on a fresh deployment and takes it down after.
@@ -90,8 +91,11 @@ func runCase(ctx context.Context, cfg config, d *deployment, kase string, run in
 	if err := settle(uctx, d, hc); err != nil {
 		return res, err
 	}
-	if kase == "lost" {
+	switch kase {
+	case "lost":
 		return runLost(ctx, cfg, d, hc, res)
+	case "partitioned":
+		return runPartitioned(ctx, cfg, d, hc, res)
 	}
 	tenants, err := placeTenants(uctx, d, hc, cfg.tenants)
 	if err != nil {

@@ -26,6 +26,10 @@
 //     routers and the global tier's router in us (g2); every container of
 //     eu and g1 killed at once, g2 promoted; when each region tenant wrote
 //     again, and what the zone tenants' writers were answered.
+//   - partitioned: region eu cut off from the others but alive
+//     (partition.go), g1 on its side, with the wide-area delay: the lost
+//     case's tenants, each written from both sides; g2 promoted; then
+//     healed, and every write acknowledged on either side read back.
 //
 // With -wan-hold it runs no case: it puts the wide-area delay on a compose
 // project already up (deploy/wan.sh), prints what it measures and holds it
@@ -44,10 +48,14 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 )
+
+// knownCases are the cases -cases may name.
+var knownCases = []string{"cut", "resolver", "region", "lost", "partitioned"}
 
 type config struct {
 	cases    []string
@@ -66,7 +74,7 @@ type config struct {
 
 func main() {
 	var cfg config
-	cases := flag.String("cases", "cut,resolver,region,lost", "the cases to run, comma-separated: cut, resolver, region, lost")
+	cases := flag.String("cases", "cut,resolver,region,lost,partitioned", "the cases to run, comma-separated: cut, resolver, region, lost, partitioned")
 	flag.IntVar(&cfg.runs, "runs", 3, "runs of each case")
 	flag.IntVar(&cfg.tenants, "tenants", 3, "tenants placed on each node")
 	flag.DurationVar(&cfg.after, "after", 10*time.Second, "how long the writers go on after the kill")
@@ -75,11 +83,17 @@ func main() {
 	flag.BoolVar(&cfg.check, "check", false, "exit 1 if an acknowledged write was lost or a dead node's writer never wrote again")
 	flag.BoolVar(&cfg.keep, "keep", false, "leave the last run's deployment up (for a look)")
 	flag.DurationVar(&cfg.wan, "wan", 25*time.Millisecond, "the wide-area delay between regions, each way (0: none)")
-	wanCases := flag.String("wan-cases", "lost", "the cases run with the wide-area delay, comma-separated")
+	wanCases := flag.String("wan-cases", "lost,partitioned", "the cases run with the wide-area delay, comma-separated")
 	flag.StringVar(&cfg.wanMode, "wan-mode", "auto", "how the delay is put on: netem (tc), proxy (iptables and a delaying proxy in each container's namespace) or auto (netem if the kernel has it)")
 	flag.BoolVar(&cfg.wanHold, "wan-hold", false, "put the wide-area delay on the running project -project, measure it and hold it until interrupted; run no case (deploy/wan.sh)")
 	flag.Parse()
 	cfg.cases = strings.Split(*cases, ",")
+	for _, c := range cfg.cases {
+		if !slices.Contains(knownCases, c) {
+			fmt.Fprintf(os.Stderr, "drill: -cases: no case %q (the cases: %s)\n", c, strings.Join(knownCases, ", "))
+			os.Exit(2)
+		}
+	}
 	cfg.wanCases = strings.Split(*wanCases, ",")
 	switch cfg.wanMode {
 	case "netem", "proxy", "auto":
@@ -136,7 +150,11 @@ func run(ctx context.Context, cfg config) error {
 	table := report(cfg, results)
 	fmt.Print(table)
 	if cfg.out != "" {
-		if err := os.WriteFile(filepath.Join(root, cfg.out), []byte(table), 0o644); err != nil {
+		out := cfg.out
+		if !filepath.IsAbs(out) {
+			out = filepath.Join(root, out)
+		}
+		if err := os.WriteFile(out, []byte(table), 0o644); err != nil {
 			return err
 		}
 	}

@@ -55,6 +55,10 @@ func (r result) line() string {
 	if r.notRun != "" {
 		return fmt.Sprintf("%s #%d: not run: %s", r.kase, r.run, r.notRun)
 	}
+	if pr := r.partRun; pr != nil {
+		return fmt.Sprintf("%s #%d: link %s; promoted %s s after the cut; region tenants wrote again from us %s s after the promotion, eu's side last acknowledged %s s after the cut, %d overlapping; all out of eu at %s s; zone tenants acknowledged during the cut: eu's side %d, us's %d; %d acknowledged, %d lost (%s); eu's side answered during the cut: %s",
+			r.kase, r.run, r.linkText(), secs(pr.cutToPromo), span(pr.wroteAgain), span(pr.euLast), pr.overlap, secs(pr.failedOver), pr.zoneEU, pr.zoneUS, pr.acked, pr.lost, countText(pr.lostBy), countText(pr.euAnswers))
+	}
 	if lr := r.lostRun; lr != nil {
 		return fmt.Sprintf("%s #%d: link %s; promoted %s s after the kill; region tenants wrote again %s s after the promotion (bound %s s; first through %s; through us1/us2 %s s), all out of eu at %s s; %d acknowledged, %d lost; zone tenants: %d acknowledged before, %d after; answered %s",
 			r.kase, r.run, r.linkText(), secs(lr.killToPromo), span(lr.wroteAgain), secs(lr.bound), viaText(lr.firstVia), span(lr.viaUS), secs(lr.failedOver), lr.acked, lr.lost, lr.zoneAcked, lr.zoneAfter, lr.zoneText())
@@ -68,6 +72,18 @@ func (r result) problems() []string {
 	var out []string
 	if r.notRun != "" {
 		return nil
+	}
+	if pr := r.partRun; pr != nil {
+		if pr.lost > 0 {
+			out = append(out, fmt.Sprintf("%s #%d lost %d acknowledged writes (%s)", r.kase, r.run, pr.lost, countText(pr.lostBy)))
+		}
+		if pr.overlap > 0 {
+			out = append(out, fmt.Sprintf("%s #%d: %d region tenants had writes acknowledged on both sides of the cut at once", r.kase, r.run, pr.overlap))
+		}
+		if len(pr.wroteAgain) == 0 || slices.Contains(pr.wroteAgain, -1) {
+			out = append(out, fmt.Sprintf("%s #%d: a region tenant's writer in us never wrote again", r.kase, r.run))
+		}
+		return out
 	}
 	if lr := r.lostRun; lr != nil {
 		if lr.lost > 0 {
@@ -96,6 +112,9 @@ func (r result) linkText() string {
 	if lr := r.lostRun; lr != nil && lr.link.far > 0 {
 		s += fmt.Sprintf(", health us1→eu1 %d ms vs us1→us2 %d ms", lr.link.far.Milliseconds(), lr.link.near.Milliseconds())
 	}
+	if pr := r.partRun; pr != nil && pr.link.far > 0 {
+		s += fmt.Sprintf(", health us1→eu1 %d ms vs us1→us2 %d ms", pr.link.far.Milliseconds(), pr.link.near.Milliseconds())
+	}
 	return s
 }
 
@@ -106,11 +125,14 @@ func report(cfg config, results []result) string {
 	fmt.Fprintf(&b, "deploy/compose.yaml, TLS on every link: global tier g1 (leads) + g2, g3; regions eu (eu1 leads the region's directory,\n")
 	fmt.Fprintf(&b, "linked to the global one; eu2, eu3; nodes n1–n3), us (us1–us3; n4, n5) and ap (ap1–ap3; n6, n7); nodes --lease --sync always, every tenant\n")
 	fmt.Fprintf(&b, "a replica; routers --auto-failover 2 --upstream-timeout 4 (a region's leading router leases its nodes once handed them).\n")
-	var lost, cut []result
+	var lost, part, cut []result
 	for _, r := range results {
-		if r.lostRun != nil {
+		switch {
+		case r.lostRun != nil:
 			lost = append(lost, r)
-		} else {
+		case r.partRun != nil:
+			part = append(part, r)
+		default:
 			cut = append(cut, r)
 		}
 	}
@@ -119,6 +141,9 @@ func report(cfg config, results []result) string {
 	}
 	if len(lost) > 0 {
 		reportLost(&b, cfg, lost)
+	}
+	if len(part) > 0 {
+		reportPartitioned(&b, cfg, part)
 	}
 	return b.String()
 }
@@ -191,4 +216,42 @@ func reportLost(b *strings.Builder, cfg config, results []result) {
 	fmt.Fprintf(b, "lost: region tenants' acknowledged writes not read back from the node g2 places them on after (a tenant still placed\n")
 	fmt.Fprintf(b, "in eu counts all its writes lost). The zone tenants' writes stay on eu's dead nodes and are not read back.\n")
 	fmt.Fprintf(b, "Not checked here: that no two primaries took writes (no history checker runs over the drill's writers).\n")
+}
+
+// reportPartitioned is the partitioned case's table.
+func reportPartitioned(b *strings.Builder, cfg config, results []result) {
+	fmt.Fprintf(b, "\npartitioned: region eu cut off from us and ap but alive — every packet between n1–n3, eu1–eu3, g1 (the global tier's\n")
+	fmt.Fprintf(b, "leader) and the other regions dropped in eu's containers' namespaces — and g2 (in us) promoted as soon as the cut was in place.\n")
+	fmt.Fprintf(b, "The lost case's tenants (%d on each of eu's nodes, every other one `survive: region` with its copy on n4 or n5), each\n", cfg.tenants)
+	fmt.Fprintf(b, "written by two keyed writers with keys of their own: one from us (us1/us2, then g2), one from eu (eu1/eu2). The cut\n")
+	fmt.Fprintf(b, "healed %s after the promotion; the writers ran 8 s more; then every write acknowledged on either side read back.\n\n", cfg.after)
+	tw := tabwriter.NewWriter(b, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "run\tlink\tcut→promoted (s)\tregion tenants wrote again from us (s)\teu's side last acknowledged (s)\toverlapping\tall out of eu (s)\tzone acked during the cut eu/us\tacked\tlost")
+	for _, r := range results {
+		pr := r.partRun
+		if r.notRun != "" {
+			fmt.Fprintf(tw, "%d\tnot run: %s\n", r.run, r.notRun)
+			continue
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%d/%d\t%d\t%d\n", r.run, r.linkText(), secs(pr.cutToPromo), span(pr.wroteAgain), span(pr.euLast),
+			pr.overlap, secs(pr.failedOver), pr.zoneEU, pr.zoneUS, pr.acked, pr.lost)
+	}
+	tw.Flush()
+	for _, r := range results {
+		if pr := r.partRun; pr != nil && r.notRun == "" {
+			fmt.Fprintf(b, "run %d, lost by side and kind: %s; eu's side's answers other than 200 during the cut: %s; the first body of each:\n", r.run, countText(pr.lostBy), countText(pr.euAnswers))
+			keys := make([]string, 0, len(pr.euBodies))
+			for k := range pr.euBodies {
+				keys = append(keys, k)
+			}
+			slices.Sort(keys)
+			for _, k := range keys {
+				fmt.Fprintf(b, "  %s: %s\n", k, pr.euBodies[k])
+			}
+		}
+	}
+	fmt.Fprintf(b, "wrote again: from the promotion answered to each region tenant's first write acknowledged from us after it (min–max);\n")
+	fmt.Fprintf(b, "eu's side last acknowledged: from the cut to each region tenant's last write acknowledged from eu before the heal (-1: none);\n")
+	fmt.Fprintf(b, "overlapping: region tenants whose eu side had a write acknowledged after us's side had its first (two primaries).\n")
+	fmt.Fprintf(b, "lost: writes acknowledged on either side not read back from the node g2 places the tenant on once healed.\n")
 }

@@ -42,6 +42,7 @@ type writer struct {
 	bases        []string // the routers' URLs
 	token        string   // the data token
 	preferFirst  bool     // every new write asks bases[0] first, not the router that answered the last
+	first        int      // the keys written are first+1, first+2, ... (two writers of one tenant keep apart)
 	hc           *http.Client
 
 	mu     sync.Mutex
@@ -66,7 +67,7 @@ func (w *writer) run(ctx context.Context) {
 	defer w.hc.CloseIdleConnections()
 	var last time.Time
 	cur := 0
-	for k := 1; ctx.Err() == nil; k++ {
+	for k := w.first + 1; ctx.Err() == nil; k++ {
 		if rest := pace - time.Since(last); rest > 0 {
 			time.Sleep(rest)
 		}
