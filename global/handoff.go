@@ -86,6 +86,42 @@ func (r Region) InFlight() bool {
 	return false
 }
 
+// OfferWait bounds how long an offer waits for its taker's ready: the
+// giving side's leading router takes back an offer no one answered (the
+// region has no leading router linked to the global tier, or the global
+// tier has none leading), so a handoff never waits in offered for a taker
+// that may come up hours later.
+const OfferWait = 20 * time.Second
+
+// Unanswered says whether h is an offer made wait or longer before now.
+func (h *Handoff) Unanswered(now time.Time, wait time.Duration) bool {
+	return h.State == HandoffOffered && now.Sub(h.At) >= wait
+}
+
+// GiveBound is how long a giver whose own lease is own waits for its
+// given handoff to be taken before it rolls it back and grants the
+// region's nodes again: its own lease (the nodes' leases run out about
+// then), at least a second.
+func GiveBound(own time.Duration) time.Duration { return max(own, time.Second) }
+
+// HandoffState is the state of the region's last handoff ("": none).
+func (r Region) HandoffState() string {
+	if r.Handoff == nil {
+		return ""
+	}
+	return r.Handoff.State
+}
+
+// Equal compares two region records as stored.
+func (r Region) Equal(o Region) bool {
+	if (r.Handoff == nil) != (o.Handoff == nil) || r.Handoff != nil && *r.Handoff != *o.Handoff {
+		return false
+	}
+	r.Handoff, o.Handoff = nil, nil
+	return r.Name == o.Name && r.Leaser == o.Leaser && r.Epoch == o.Epoch && r.Since.Equal(o.Since) &&
+		r.Router == o.Router && r.Term == o.Term && r.LeaseRecordMS == o.LeaseRecordMS
+}
+
 // Offer records that an operator asked, through router by, for the
 // region's leasing to go to side to.
 func (r *Region) Offer(to, by string, now time.Time) error {

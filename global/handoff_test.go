@@ -167,3 +167,56 @@ func testGuarded(t *testing.T, s *Store) {
 		t.Fatalf("n2 written: %v", err)
 	}
 }
+
+// Two region records are equal as stored only field by field, the
+// handoff's too (not the pointer); an offer is unanswered from wait on,
+// and only while it is offered; a giver waits its own lease, a second at
+// least.
+func TestRegionRules(t *testing.T) {
+	h := Handoff{From: LeaserGlobal, To: LeaserRegion, State: HandoffOffered, Seq: 1, At: handoffNow}
+	base := Region{Name: "eu", Leaser: LeaserGlobal, Epoch: 3, Router: "g", Term: 2, LeaseRecordMS: 1500, Handoff: &h}
+	same := base
+	h2 := h
+	same.Handoff = &h2
+	for _, c := range []struct {
+		name string
+		b    func(r *Region)
+		want bool
+	}{
+		{"its copy", func(*Region) {}, true},
+		{"another epoch", func(r *Region) { r.Epoch++ }, false},
+		{"another router", func(r *Region) { r.Router = "h" }, false},
+		{"another record", func(r *Region) { r.LeaseRecordMS++ }, false},
+		{"no handoff", func(r *Region) { r.Handoff = nil }, false},
+		{"the handoff's state", func(r *Region) { h := *r.Handoff; h.State = HandoffReady; r.Handoff = &h }, false},
+	} {
+		b := same
+		c.b(&b)
+		if got := base.Equal(b); got != c.want {
+			t.Errorf("%s: Equal %v, want %v", c.name, got, c.want)
+		}
+	}
+	if got := (Region{}).HandoffState(); got != "" {
+		t.Errorf("no handoff: state %q", got)
+	}
+	if got := base.HandoffState(); got != HandoffOffered {
+		t.Errorf("offered: state %q", got)
+	}
+	for _, c := range []struct {
+		state string
+		after time.Duration
+		want  bool
+	}{
+		{HandoffOffered, time.Second - 1, false}, {HandoffOffered, time.Second, true}, {HandoffReady, time.Hour, false},
+	} {
+		h := Handoff{State: c.state, At: handoffNow}
+		if got := h.Unanswered(handoffNow.Add(c.after), time.Second); got != c.want {
+			t.Errorf("%s %v later: unanswered %v, want %v", c.state, c.after, got, c.want)
+		}
+	}
+	for _, c := range []struct{ own, want time.Duration }{{0, time.Second}, {300 * time.Millisecond, time.Second}, {5 * time.Second, 5 * time.Second}} {
+		if got := GiveBound(c.own); got != c.want {
+			t.Errorf("GiveBound(%v) = %v, want %v", c.own, got, c.want)
+		}
+	}
+}

@@ -49,23 +49,11 @@ func answeredAgo(within bool, ago time.Duration) string {
 	return fmt.Sprintf("%.1f s ago", ago.Seconds())
 }
 
-// handoffBound is how long a giver waits for its given handoff to be
-// taken before it rolls it back and grants the region's nodes again: its
-// own lease (the nodes' leases run out about then), at least a second.
-func handoffBound(own time.Duration) time.Duration { return max(own, time.Second) }
-
-// offerWait bounds how long an offer waits for its taker's ready: the
-// giving side's leading router takes back an offer no one answered (the
-// region has no leading router linked to the global tier, or the global
-// tier has none leading), so a handoff never waits in offered for a taker
-// that may come up hours later, and the route's answer is a refusal that
-// says what to start. A variable for the tests alone.
-var offerWait = 20 * time.Second
-
-// unanswered is whether an offer made at at has waited past offerWait.
-func unanswered(h *global.Handoff, now time.Time) bool {
-	return h.State == global.HandoffOffered && now.Sub(h.At) >= offerWait
-}
+// offerWait bounds how long an offer waits for its taker's ready
+// (global.OfferWait; the route's answer to an offer taken back is a
+// refusal that says what to start). A variable for the tests alone: a
+// router reads it as it starts.
+var offerWait = global.OfferWait
 
 // handoffAnswer is what POST .../handoff answers: the region record.
 type handoffAnswer struct {
@@ -77,7 +65,7 @@ type handoffAnswer struct {
 }
 
 func answerOf(r global.Region) handoffAnswer {
-	return handoffAnswer{Region: r.Name, Leaser: r.Leaser, Epoch: r.Epoch, State: stateOf(r), Handoff: r.Handoff}
+	return handoffAnswer{Region: r.Name, Leaser: r.Leaser, Epoch: r.Epoch, State: r.HandoffState(), Handoff: r.Handoff}
 }
 
 // postHandoff serves POST /_shard/regions/<r>/handoff {"to", "force"}
@@ -130,7 +118,7 @@ func (c *shardCall) postHandoff(s *global.Store, region string) (int, any, error
 	octx, cancel := context.WithTimeout(c.r.Context(), globalCallWait)
 	defer cancel()
 	if rt.mirroring() {
-		if offerTo = rt.link.awaitGlobal(octx); offerTo == nil {
+		if offerTo = rt.link.AwaitGlobal(octx); offerTo == nil {
 			return 0, nil, fmt.Errorf("%w: its link has not opened it (yet): a planned handoff needs it; {\"force\": true} takes the region over without it (docs/regions.md)", ErrGlobalUnreachable)
 		}
 	} else if v := rt.watcher.View(); len(nodesOf(v, region)) == 0 {
@@ -158,7 +146,7 @@ func (c *shardCall) postHandoff(s *global.Store, region string) (int, any, error
 	}
 	offered := at
 	if rt.mirroring() {
-		rt.link.wake()
+		rt.link.Wake()
 	}
 	return c.awaitHandoff(region, offered.Value, wait)
 }
@@ -218,7 +206,7 @@ func (c *shardCall) forceTakeover(s *global.Store, region, to string, evenIfGlob
 	rt := c.rt
 	ago, answers := time.Duration(0), false
 	if rt.mirroring() && rt.link != nil {
-		if at := rt.link.globalAnswered(); !at.IsZero() {
+		if at := rt.link.GlobalAnswered(); !at.IsZero() {
 			ago = rt.now().Sub(at)
 			answers = ago < forceGuard
 		}
@@ -243,10 +231,7 @@ func (c *shardCall) forceTakeover(s *global.Store, region, to string, evenIfGlob
 	if err != nil {
 		return 0, nil, err
 	}
-	known := at.Value.Epoch
-	rt.link.mu.Lock()
-	known = max(known, rt.link.dgRec.Value.Epoch)
-	rt.link.mu.Unlock()
+	known := max(at.Value.Epoch, rt.link.GlobalEpoch())
 	forced, err := c.rt.writeRegion(ctx, s, global.DirOfRegion(region), region, at, func(r *global.Region) error {
 		return r.Force(rt.id, known, lr.Value, c.r.RemoteAddr, rt.now())
 	})
@@ -260,6 +245,6 @@ func (c *shardCall) forceTakeover(s *global.Store, region, to string, evenIfGlob
 		"epoch", forced.Value.Epoch, "global_record_ms", lr.Value, "nodes", fenced, "even_if_global_answers", evenIfGlobalAnswers)
 	rt.auditControl("forced_takeover", "", fmt.Sprintf("region %s force true epoch %d even_if_global_answers %v (global directory last answered %s); nodes fenced: %s",
 		region, forced.Value.Epoch, evenIfGlobalAnswers, answeredAgo(answers, ago), strings.Join(fenced, ",")))
-	rt.link.wake()
+	rt.link.Wake()
 	return http.StatusOK, answerOf(forced.Value), nil
 }

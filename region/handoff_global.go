@@ -15,6 +15,11 @@ import (
 // leading router takes the global tier's steps of every region's handoff
 // from its view of the global directory.
 
+// handoffLook is how often the global tier's steps look at the view
+// besides its changes (a region's link looks as often while a handoff is
+// in flight).
+const handoffLook = 50 * time.Millisecond
+
 // globalHandoffs takes the global tier's steps of every region's handoff,
 // from its view of the global directory, while this router leads.
 type globalHandoffs struct {
@@ -24,10 +29,10 @@ type globalHandoffs struct {
 	givenSeen map[string]time.Duration // guarded by mu: when this router first saw its own given, per region
 }
 
-// run looks at the view whenever it changes (and every linkInFlight)
+// run looks at the view whenever it changes (and every handoffLook)
 // until ctx ends.
 func (g *globalHandoffs) run(ctx context.Context) {
-	t := time.NewTicker(linkInFlight)
+	t := time.NewTicker(handoffLook)
 	defer t.Stop()
 	for {
 		if leading, _ := g.rt.lead.status(); leading {
@@ -78,11 +83,11 @@ func (g *globalHandoffs) stepRegion(ctx context.Context, name string, rec global
 		return err
 	}
 	at, err := s.ReadRegion(ctx, name)
-	if err != nil || !sameRegion(at.Value, rec) {
+	if err != nil || !at.Value.Equal(rec) {
 		return err // the view is behind: the next look acts on what landed
 	}
 	switch {
-	case h.To == global.LeaserRegion && unanswered(h, g.rt.now()):
+	case h.To == global.LeaserRegion && h.Unanswered(g.rt.now(), offerWait):
 		why := fmt.Sprintf("no leading router of region %s took the offer within %v: start one linked to the global tier (fenec-shard --region %s --global URLS --auto-failover S), then ask again", name, offerWait, name)
 		_, err = g.rt.writeRegion(ctx, s, global.DirGlobal, name, at, func(r *global.Region) error { return r.RollBack(why, g.rt.now()) })
 		return err
@@ -154,7 +159,7 @@ func (g *globalHandoffs) awaitTaken(ctx context.Context, s *global.Store, name s
 	if !g.rt.leasing.Giving(name) {
 		g.rt.leasing.GiveUp(name) // led since: never granting the region while it is given
 	}
-	bound := handoffBound(g.rt.cfg.AutoFailover)
+	bound := global.GiveBound(g.rt.cfg.AutoFailover)
 	if now-seen < bound {
 		return nil
 	}
@@ -216,6 +221,6 @@ func (rt *Router) leasedElsewhere(_ context.Context, node, region string, refusa
 		node, region, refusal.Dir, refusal.Epoch, refusal.Term)
 	rt.auditControl("lease_refused", node, detail)
 	if rt.mirroring() && rt.link != nil {
-		rt.link.wake()
+		rt.link.Wake()
 	}
 }

@@ -2,206 +2,78 @@ package region
 
 import (
 	"context"
-	"errors"
-	"fmt"
 
 	"github.com/fenec-go/fenec/global"
+	"github.com/fenec-go/fenec/region/link"
 )
 
-// What the link holds of the two directories (mirror.go): it lists each
-// whole once, when it starts leading or after a watch of either was lost
-// (ended, compacted, or behind for mirrorCallWait), and from then on
-// follows both watches from the revisions of those lists, marking the
-// keys each change touches. A step copies only those keys (with the
-// records they touch: global.Mirror.SyncTracked), so one change costs the
-// same with 100 000 tenants as with 10. The link's own writes come back
-// on the copy's watch and are waited for before the next step looks at
-// the copy, and are not marked again.
+// A region's leading router started with --global links its region's
+// directory to the global one (DESIGN.md §7, docs/regions.md): package
+// region/link, wired here over the router's directory, lead, leasing,
+// audit log and clock. While the global tier leases the region, the link
+// copies the region's records down into its own directory, which the
+// region's routers forward from: they go on forwarding, and see failovers
+// the global tier makes, while the global directory cannot be reached;
+// changes are refused there, naming the global tier (ErrMirrored). While
+// the region leases its own nodes, its directory is written first and the
+// link copies the region's records up into the global directory. Either
+// way it keeps the region record of both directories in line and drives
+// the region's side of a handoff (handoff.go says the whole).
 
-// errLinkLost: a watch of the link ended; the next step lists both
-// directories again.
-var errLinkLost = errors.New("link: a directory's watch ended: listing both again")
-
-// linkState is both directories' records as the link follows them.
-type linkState struct {
-	g, r     *global.Tracked // the global directory's records, the region's
-	gch, rch <-chan global.WatchResponse
-	cancel   context.CancelFunc // ends both watches
-	dirty    global.Dirty       // keys to look at in the next sync
-	// changed: a change other than the link's own copies came since the
-	// step began (the region records it wrote itself included): step again.
-	changed bool
-	up      bool // the direction dirty is kept for
-	// ownG and ownR are the revisions of the link's own writes into the
-	// global directory and the region's that their watches have not
-	// shown yet: their changes are not marked dirty.
-	ownG, ownR map[int64]bool
-}
-
-// follow lists both directories and starts their watches from there;
-// every key is looked at in the next sync.
-func (m *mirror) follow(ctx context.Context) error {
-	gd := m.global().Directory()
-	lctx, cancel := context.WithTimeout(ctx, mirrorCallWait)
-	defer cancel()
-	gkvs, grev, err := gd.List(lctx, "")
-	if err != nil {
-		return fmt.Errorf("read the global directory: %w", err)
+// wireLink builds a region's router's link to the global directory,
+// registers its series and starts it; Close stops it.
+func (rt *Router) wireLink() error {
+	// The global directory, its node records' tokens sealed under the
+	// routers' key.
+	open := func(ctx context.Context) (global.Directory, error) {
+		if rt.cfg.Global != nil {
+			return global.Sealing(unclosed{rt.cfg.Global}, rt.keys), nil
+		}
+		d, err := global.OpenEtcd(ctx, rt.cfg.GlobalURLs, rt.cfg.Prefix, rt.etcdOptions(rt.cfg.GlobalURLs)...)
+		if err != nil {
+			return nil, err
+		}
+		return global.Sealing(d, rt.keys), nil
 	}
-	rkvs, rrev, err := m.rt.dir.List(lctx, "")
-	if err != nil {
-		return fmt.Errorf("read the region's directory: %w", err)
+	rt.link = link.New(link.Deps{
+		ID:           rt.id,
+		Region:       rt.cfg.Region,
+		Own:          rt.cfg.AutoFailover,
+		OfferWait:    offerWait,
+		Dir:          rt.dir,
+		Open:         open,
+		Lead:         leasingLead{rt.lead},
+		Leasing:      rt.leasing,
+		Settle:       rt.settleTo,
+		AuditRegion:  rt.auditRegion,
+		AuditControl: func(what, detail string) { rt.auditControl(what, "", detail) },
+		Clock:        rt.clock,
+		Now:          rt.now,
+		Log:          rt.log,
+	})
+	if err := rt.link.Register(rt.reg); err != nil {
+		return err
 	}
-	wctx, wcancel := context.WithCancel(ctx)
-	gch, err := gd.Watch(wctx, "", grev)
-	if err != nil {
-		wcancel()
-		return fmt.Errorf("watch the global directory: %w", err)
-	}
-	rch, err := m.rt.dir.Watch(wctx, "", rrev)
-	if err != nil {
-		wcancel()
-		return fmt.Errorf("watch the region's directory: %w", err)
-	}
-	ls := &linkState{g: global.NewTracked(gkvs, grev), r: global.NewTracked(rkvs, rrev), gch: gch, rch: rch,
-		cancel: wcancel, ownG: map[int64]bool{}, ownR: map[int64]bool{}}
-	ls.dirty.MarkAll()
-	m.ls = ls
-	m.lists.Add(1)
-	m.rt.log.Info("link: both directories listed, following their watches", "region", m.region,
-		"global_records", ls.g.Len(), "global_rev", grev, "region_records", ls.r.Len(), "region_rev", rrev)
+	rt.wg.Go(func() { rt.link.Run(rt.ctx) })
 	return nil
 }
 
-// drop ends the watches and forgets what the link holds.
-func (m *mirror) drop() {
-	if m.ls != nil {
-		m.ls.cancel()
-		m.ls = nil
-	}
-}
+// unclosed is a directory the router does not own: its Close does
+// nothing.
+type unclosed struct{ global.Directory }
 
-// take folds in one response of a watch (region: the region's directory's,
-// else the global one's), marking the keys it changed; a watch that ended
-// drops the link's state.
-func (ls *linkState) take(m *mirror, region bool, r global.WatchResponse, ok bool) {
-	if m.ls != ls {
-		return
-	}
-	if !ok || r.Err != nil {
-		err := r.Err
-		if err == nil {
-			err = global.ErrClosed
-		}
-		m.rt.log.Info("link: a directory's watch ended: listing both again", "region", m.region, "region_side", region, "err", err)
-		m.drop()
-		return
-	}
-	t, own := ls.g, ls.ownG
-	if region {
-		t, own = ls.r, ls.ownR
-	}
-	t.Apply(r, func(key string, rev int64) {
-		if !own[rev] {
-			ls.dirty.Mark(key)
-			ls.changed = true
-		}
-	})
-	for rev := range own {
-		if rev <= t.Rev() {
-			delete(own, rev)
-		}
-	}
-}
+func (unclosed) Close() error { return nil }
 
-// drain folds in every response both watches have waiting.
-func (ls *linkState) drain(m *mirror) {
-	for m.ls == ls {
-		select {
-		case r, ok := <-ls.gch:
-			ls.take(m, false, r, ok)
-		case r, ok := <-ls.rch:
-			ls.take(m, true, r, ok)
-		default:
-			return
-		}
-	}
-}
+// mirroring says whether the router is a region's linked to the global
+// directory.
+func (rt *Router) mirroring() bool { return len(rt.cfg.GlobalURLs) > 0 || rt.cfg.Global != nil }
 
-// await folds in one side's watch until its records are current to rev at
-// least, or ctx ends: a watch that does not get there is dropped (the next
-// step lists again).
-func (ls *linkState) await(ctx context.Context, m *mirror, region bool, rev int64) error {
-	ls.drain(m)
-	for {
-		if m.ls != ls {
-			return errLinkLost
-		}
-		t, ch := ls.g, ls.gch
-		if region {
-			t, ch = ls.r, ls.rch
-		}
-		if t.Rev() >= rev {
-			return nil
-		}
-		select {
-		case r, ok := <-ch:
-			ls.take(m, region, r, ok)
-		case <-ctx.Done():
-			m.drop()
-			return fmt.Errorf("link: the watch did not show revision %d (region side %v): %w", rev, region, ctx.Err())
-		}
+// ownsOwnRegion says whether a region's router owns its region's
+// placements now (its region leases its nodes), by its view, or why not.
+func (rt *Router) ownsOwnRegion() error {
+	v := rt.watcher.View()
+	if v == nil {
+		return ErrNotReady
 	}
-}
-
-// sync copies the keys marked — all of them after a list or when the
-// direction turned — down into the region's directory or up into the
-// global one (to, fenced and guarded as the caller needs), once the
-// records held are current to the region record of each side (deRev,
-// dgRev). It then waits until the copy's watch shows what it wrote.
-func (ls *linkState) sync(ctx context.Context, m *mirror, up bool, to *global.Store, deRev, dgRev int64) (global.MirrorResult, error) {
-	if err := ls.await(ctx, m, true, deRev); err != nil {
-		return global.MirrorResult{}, err
-	}
-	if err := ls.await(ctx, m, false, dgRev); err != nil {
-		return global.MirrorResult{}, err
-	}
-	if up != ls.up {
-		ls.dirty.MarkAll()
-		ls.up = up
-	}
-	src, dst, own := ls.g, ls.r, ls.ownR
-	if up {
-		src, dst, own = ls.r, ls.g, ls.ownG
-	}
-	res, err := global.Mirror{Region: m.region, Up: up}.SyncTracked(ctx, to, src, dst, &ls.dirty)
-	for _, rev := range res.Written {
-		own[rev] = true
-	}
-	if err == nil {
-		ls.dirty.Reset()
-	}
-	if n := len(res.Written); n > 0 {
-		if werr := ls.await(ctx, m, !up, res.Written[n-1]); werr != nil && err == nil {
-			err = werr
-		}
-	}
-	res.Rev = ls.g.Rev() // the link reports the global directory's revision
-	return res, err
-}
-
-// snap is the global directory's region record r and own records as held.
-func (ls *linkState) snap(r string) globalSnap {
-	var kvs []global.KV
-	for _, k := range []string{global.KeyTerm, global.KeyLeader, global.KeyLeaseRecord, global.RegionKey(r)} {
-		if kv, ok := ls.g.Get(k); ok {
-			kvs = append(kvs, kv)
-		}
-	}
-	v, _ := global.ViewOf(kvs, ls.g.Rev())
-	snap := globalSnap{view: v, region: global.Versioned[global.Region]{Value: v.RegionRecord(r)}}
-	if kv, ok := ls.g.Get(global.RegionKey(r)); ok {
-		snap.region.Rev = kv.ModRev
-	}
-	return snap
+	return rt.owns(v.RegionRecord(rt.cfg.Region))
 }

@@ -32,6 +32,7 @@ import (
 	"github.com/fenec-go/fenec/region/copies"
 	"github.com/fenec-go/fenec/region/forward"
 	"github.com/fenec-go/fenec/region/leasing"
+	"github.com/fenec-go/fenec/region/link"
 	"github.com/fenec-go/fenec/region/nodeapi"
 )
 
@@ -108,9 +109,9 @@ type Router struct {
 	leaseUnwatch func()
 	clock        lease.Clock
 	// link is a region's leading router's link to the global directory
-	// (mirror.go); handoffs the global tier's steps of regions' handoffs
-	// (handoff.go). One of them is set.
-	link     *mirror
+	// (package region/link, wired in link.go); handoffs the global tier's
+	// steps of regions' handoffs (handoff_global.go). One of them is set.
+	link     *link.Link
 	handoffs *globalHandoffs
 
 	// closing is set as Close begins: /_ready answers 503 from then.
@@ -219,11 +220,9 @@ func (rt *Router) start(ctx context.Context) error {
 		return err
 	}
 	if rt.mirroring() {
-		rt.link = newMirror(rt)
-		if err := rt.link.register(rt.reg); err != nil {
+		if err := rt.wireLink(); err != nil {
 			return err
 		}
-		rt.wg.Go(func() { rt.link.run(rt.ctx) })
 	} else {
 		rt.handoffs = &globalHandoffs{rt: rt, givenSeen: map[string]time.Duration{}}
 		rt.wg.Go(func() { rt.handoffs.run(rt.ctx) })

@@ -26,6 +26,12 @@ var (
 	// ErrClientCert: under --tls-client-auth admin, a /_shard/ or
 	// /_metrics call without a client certificate the router trusts.
 	ErrClientCert = errors.New("this router takes /_shard/ and /_metrics calls only with a client certificate its --tls-ca verifies: call it with one")
+	// ErrGlobalUnreachable: a region's router cannot reach the global
+	// directory for a step that needs it (503).
+	ErrGlobalUnreachable = errors.New("the global directory cannot be reached")
+	// ErrMirrored: a change sent to a router that serves a copy of the
+	// global directory.
+	ErrMirrored = errors.New("this router serves its region from a copy of the global directory: placements change at the global tier's leading router; send the change there")
 	// ErrGlobalAnswers: a forced takeover asked while the global
 	// directory answers the region's link (forceGuard): a planned handoff
 	// is the way, or force it with "even_if_global_answers".

@@ -1,4 +1,4 @@
-package region
+package link
 
 import (
 	"errors"
