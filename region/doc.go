@@ -12,6 +12,9 @@
 // tenant's other copies live across regions: region/copies places read
 // copies and a surviving tenant's voting copy, through the dependencies
 // shard_copies.go hands it.
+// Nor is it a region's link to the global directory: region/link copies
+// records between the two directories and takes the region's steps of a
+// handoff, through the dependencies link.go hands it.
 // It talks to nodes only over HTTP, and to the directory only through
 // package global.
 //
@@ -88,13 +91,15 @@
 //     through leasing.Lead (leader.go's leasingLead); the router keeps the
 //     clock it hands it (Router.clock), which the handoff's steps read.
 //   - handoff.go: POST /_shard/regions/<r>/handoff and a forced
-//     takeover, and what both sides of a handoff share;
-//     handoff_global.go: the global tier's steps of a handoff;
-//     handoff_region.go: the region's (run by its link); mirror.go: a region's leading router's link to the global
-//     directory (--global) — the region records kept in line, the
-//     region's records copied down or up by who leases; link.go: what the
-//     link holds of both directories, listed once and then kept by their
-//     watches, so each change is copied from its event.
+//     takeover; handoff_global.go: the global tier's steps of a handoff.
+//     The rules both sides share are package global's.
+//   - link.go: a region's leading router's link to the global directory
+//     (--global, package region/link) wired over the router's directory,
+//     lead, leasing, audit log and clock: the region records kept in
+//     line, the region's records copied down or up by who leases, the
+//     region's steps of a handoff. The link reaches the router only
+//     through link.Deps and the lead only through link.Lead (leader.go's
+//     leasingLead serves both).
 //
 // # Locks, in order
 //
@@ -113,7 +118,7 @@
 // nodes recorded before ids who they are; the repair, across its one
 // node call). leasing.Leasing.mu is never held across a failover, a grant
 // or the directory: it is released before the Failover dependency
-// (FailoverNode), which takes opMu. leadership.mu, mirror.mu,
+// (FailoverNode), which takes opMu. leadership.mu, link.Link.mu,
 // globalHandoffs.mu, audit.Log's mu and region/leasing's answerNotifier.mu
 // guard their own fields and call nothing that locks. No router lock is held while
 // the forwarder is called, and the forwarder holds none of its own while

@@ -19,11 +19,12 @@ import (
 // the region record of the global directory, each step a compare-and-swap
 // there (global/handoff.go). The global tier's leading router takes its
 // steps from its view of the global directory (globalHandoffs,
-// handoff_global.go); a region's leading router from its link (mirror.go),
-// which reads both directories and keeps the region's own record in line
-// with the global one (reconcile, handoff_region.go). This file holds what
-// both sides share and the route: POST /_shard/regions/<r>/handoff asks
-// for one, on either router, and waits for it to end; with force, on the
+// handoff_global.go); a region's leading router from its link (package
+// region/link, wired in link.go), which reads both directories and keeps
+// the region's own record in line with the global one. The rules both
+// sides share are global's (Region.Equal, Handoff.Unanswered, GiveBound).
+// This file holds the route: POST /_shard/regions/<r>/handoff asks for
+// one, on either router, and waits for it to end; with force, on the
 // region's router, the forced takeover.
 
 // handoffWait bounds how long POST .../handoff waits for the handoff to

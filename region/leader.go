@@ -235,7 +235,8 @@ func (l *leadership) stepDown(highest uint64) {
 	}
 }
 
-// leasingLead is the lead as the leasing asks of it (leasing.Lead).
+// leasingLead is the lead as the leasing and the link ask of it
+// (leasing.Lead, link.Lead).
 type leasingLead struct{ ld *leadership }
 
 func (l leasingLead) Status() (bool, uint64) { return l.ld.status() }
