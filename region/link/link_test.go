@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/fenec-go/fenec/global"
@@ -157,8 +158,8 @@ type linkedRegion struct {
 }
 
 // newLinkedRegion writes the global directory's records and builds the
-// link, not running (start runs it).
-func newLinkedRegion(t *testing.T) *linkedRegion {
+// link over deps as opts change them, not running (start runs it).
+func newLinkedRegion(t *testing.T, opts ...func(*Deps)) *linkedRegion {
 	t.Helper()
 	gd := newWatchedDir(t)
 	g := global.NewStore(gd.Directory)
@@ -174,7 +175,7 @@ func newLinkedRegion(t *testing.T) *linkedRegion {
 	rd := global.NewMemory()
 	t.Cleanup(func() { _ = rd.Close() })
 	lr := &linkedRegion{rd: rd, gd: gd, g: g, lead: &testLead{store: global.NewStore(rd)}, leasing: &testLeasing{}, audit: &testAudit{}}
-	lr.l = New(Deps{
+	deps := Deps{
 		ID:     "eu-1",
 		Region: "eu",
 		Own:    time.Second,
@@ -191,14 +192,18 @@ func newLinkedRegion(t *testing.T) *linkedRegion {
 		AuditRegion:  lr.audit.region,
 		AuditControl: lr.audit.control,
 		Log:          testkit.Logger(),
-	})
+	}
+	for _, o := range opts {
+		o(&deps)
+	}
+	lr.l = New(deps)
 	return lr
 }
 
 // startLinkedRegion is newLinkedRegion leading and running.
-func startLinkedRegion(t *testing.T) *linkedRegion {
+func startLinkedRegion(t *testing.T, opts ...func(*Deps)) *linkedRegion {
 	t.Helper()
-	lr := newLinkedRegion(t)
+	lr := newLinkedRegion(t, opts...)
 	lr.lead.lead(t)
 	lr.start(t)
 	return lr
@@ -548,4 +553,33 @@ func TestLinkConvergesUnderRandomChanges(t *testing.T) {
 		}
 	}
 	l.inLine(t)
+}
+
+// While its router does not lead, the link opens nothing and copies
+// nothing, however long; once it leads, it copies; when Run ends, the
+// global directory it opened is closed, once, and Global is nil. Inside
+// a testing/synctest bubble: a minute of not leading takes no time.
+func TestLinkRunsWhileLeading(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := newLinkedRegion(t)
+		l.put(t, l.g.Txn().PutTenant("t0", 0, global.Tenant{Node: "e1", State: global.StateActive}))
+		l.start(t)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if opened, _ := l.counts(); opened != 0 || l.l.Global() != nil {
+			t.Fatalf("the global directory opened %d times by a router that does not lead", opened)
+		}
+		if kvs, _, err := l.rd.List(testCtx(t), global.PrefixTenants); err != nil || len(kvs) != 0 {
+			t.Fatalf("the region's directory holds %d tenants (%v) copied by a router that does not lead", len(kvs), err)
+		}
+		l.lead.lead(t)
+		l.inLine(t)
+		if l.l.GlobalAnswered().IsZero() || l.l.Global() == nil {
+			t.Fatal("in line without the global directory answering a step")
+		}
+		l.stop()
+		if opened, closed := l.counts(); opened != 1 || closed != 1 || l.l.Global() != nil {
+			t.Fatalf("after Run: the global directory opened %d times, closed %d; Global %v", opened, closed, l.l.Global())
+		}
+	})
 }
