@@ -22,7 +22,7 @@
 //
 // The router and its wiring:
 //   - router.go: Router — Start (the directory, the watcher, the
-//     forwarder, the lead, leasing, the mirror or the repair loop, then
+//     forwarder, the lead, leasing, the link or the repair loop, then
 //     serving), Close, ServeHTTP (/t/ to the forwarder, /_shard/,
 //     /_metrics, /_health).
 //   - auth.go: the router token, and the bad-token back-off of /_shard/
