@@ -69,6 +69,19 @@ type LeaserConfig struct {
 	// answer until its list shows them, so a call that fails is made again
 	// with a later answer.
 	Reports func(ctx context.Context, node string, behind map[string]uint64, caught []string)
+	// Confirmed, if set, is the latest moment on Clock at which the router
+	// began a read of its directory (a linearizable one, answered by a
+	// quorum) that showed it still leading at Term; false while no such
+	// read has come back. Every grant's lease is then cut to end no later
+	// than that moment and the lease (a node runs its lease from its
+	// answer to an earlier grant, sent after the read began), and no
+	// grant is sent once the lease has run out from it. So a router cut
+	// off from its directory's quorum stops extending leases one lease
+	// after the last read that could have shown its term: a router
+	// promoted over it, which counts every node by the longest lease and
+	// a tenth from its own first round, fails no node over while one of
+	// its leases may run. Nil: grants carry the whole lease.
+	Confirmed func() (time.Duration, bool)
 	// Metrics, if set, counts the grants and reports the nodes' leases
 	// while this Leaser runs.
 	Metrics *Metrics
@@ -535,7 +548,14 @@ func (l *Leaser) runNode(ctx context.Context, node string, nr *nodeRun) {
 	defer close(nr.done)
 	atOnce := 0
 	for ctx.Err() == nil {
-		if l.grant(ctx, node, nr) && atOnce < maxAtOnce {
+		again, unconfirmed := l.grant(ctx, node, nr)
+		if unconfirmed {
+			if !l.waitConfirmed(ctx, nr) {
+				return
+			}
+			continue
+		}
+		if again && atOnce < maxAtOnce {
 			atOnce++
 			continue
 		}
@@ -548,11 +568,19 @@ func (l *Leaser) runNode(ctx context.Context, node string, nr *nodeRun) {
 
 // grant sends node one grant bounded by a third of the lease, counts what
 // came of it, and says whether the node needs the next one at once.
-func (l *Leaser) grant(ctx context.Context, node string, nr *nodeRun) (again bool) {
+// Unconfirmed: no grant was sent, the router's lead not confirmed
+// recently enough to grant any lease (LeaserConfig.Confirmed).
+func (l *Leaser) grant(ctx context.Context, node string, nr *nodeRun) (again, unconfirmed bool) {
 	l.mu.Lock()
 	sent := l.clock.Now()
 	l.judgeLocked(ctx, node, nr, sent)
+	left, ok := l.confirmedLeft(sent, nr.tracker.Leases().Grant)
+	if !ok {
+		l.mu.Unlock()
+		return false, true
+	}
 	g := nr.tracker.Next(sent)
+	g.MS = min(g.MS, max(left.Milliseconds(), 1))
 	bound := nr.tracker.Leases().Grant / 3
 	l.mu.Unlock()
 
@@ -586,7 +614,23 @@ func (l *Leaser) grant(ctx context.Context, node string, nr *nodeRun) (again boo
 		l.log.Debug("grant not answered", "node", node, "n", g.N, "err", err)
 	}
 	l.judgeLocked(ctx, node, nr, back)
-	return t.NeedsGrantNow()
+	return t.NeedsGrantNow(), false
+}
+
+// confirmedLeft is how much of a grant's lease may run from now: all of
+// grant without Confirmed, else what is left of it from the moment the
+// router's lead was last confirmed; false when nothing is (none confirmed
+// yet, or a whole lease since).
+func (l *Leaser) confirmedLeft(now, grant time.Duration) (time.Duration, bool) {
+	if l.cfg.Confirmed == nil {
+		return grant, true
+	}
+	at, ok := l.cfg.Confirmed()
+	if !ok {
+		return 0, false
+	}
+	left := min(grant, at+grant-now)
+	return left, left >= time.Millisecond
 }
 
 // reportLocked hands what an answer asks recorded to Reports, unless a
@@ -650,6 +694,24 @@ func (l *Leaser) judgeLocked(ctx context.Context, node string, nr *nodeRun, now 
 		"since_answer", now-t.LastAnswer(), "lease", t.Leases().Counted(t.Ran()), "ran", t.Ran())
 	lctx := l.ctx
 	l.wg.Go(func() { l.cfg.Failover(lctx, node) })
+}
+
+// waitConfirmed waits a twentieth of the lease (or GrantNow) before a
+// node whose grant waits for the router's lead to be confirmed is looked
+// at again (grant judges its lapse then). False when ctx ended.
+func (l *Leaser) waitConfirmed(ctx context.Context, nr *nodeRun) bool {
+	l.mu.Lock()
+	wait := max(nr.tracker.Leases().Grant/20, time.Millisecond)
+	l.mu.Unlock()
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-nr.wake:
+	case <-timer.C:
+	}
+	return true
 }
 
 // waitRound waits until the node's next round (a third of the granted

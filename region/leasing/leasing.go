@@ -96,15 +96,16 @@ type Leasing struct {
 	// then mu.
 	syncMu sync.Mutex
 
-	mu      sync.Mutex
-	leaser  *lease.Leaser         // guarded by mu: nil when not leasing
-	term    uint64                // guarded by mu: the term leaser grants at
-	lists   map[string]lease.List // guarded by mu: the list each leased node was last set
-	failing map[string]bool       // guarded by mu: nodes whose failover runs now
-	settled map[string]bool       // guarded by mu: nodes whose last failover ended (lists go back)
-	held    map[string]heldWait   // guarded by mu: tenants waiting, off their node's list, for a held failover
-	probes  map[string]probe      // guarded by mu: what a node's lease probe said
-	scope   scopeState            // guarded by mu: regions given, a forced takeover settled
+	mu        sync.Mutex
+	leaser    *lease.Leaser         // guarded by mu: nil when not leasing
+	unconfirm context.CancelFunc    // guarded by mu: ends the running Leaser's confirmLoop
+	term      uint64                // guarded by mu: the term leaser grants at
+	lists     map[string]lease.List // guarded by mu: the list each leased node was last set
+	failing   map[string]bool       // guarded by mu: nodes whose failover runs now
+	settled   map[string]bool       // guarded by mu: nodes whose last failover ended (lists go back)
+	held      map[string]heldWait   // guarded by mu: tenants waiting, off their node's list, for a held failover
+	probes    map[string]probe      // guarded by mu: what a node's lease probe said
+	scope     scopeState            // guarded by mu: regions given, a forced takeover settled
 	// lastRev and lastFO are the view's revision and the nodes' failed-over
 	// marks the lists were last set from; dirty asks for them to be set
 	// again all the same. Guarded by mu.
@@ -284,8 +285,13 @@ func (l *Leasing) begin(ctx context.Context, term uint64) error {
 	if err != nil {
 		return err
 	}
+	conf := &confirmation{}
+	if began := l.deps.Clock.Now(); l.confirm(ctx, term) {
+		conf.set(began)
+	}
 	var lsr *lease.Leaser
 	lsr, err = lease.NewLeaser(lease.LeaserConfig{
+		Confirmed: conf.get,
 		Router:    l.leaserName(term),
 		Term:      term,
 		Dir:       l.deps.Dir,
@@ -329,8 +335,10 @@ func (l *Leasing) begin(ctx context.Context, term uint64) error {
 		_ = lsr.Close()
 		return fmt.Errorf("start leasing: %w", err)
 	}
+	cctx, unconfirm := context.WithCancel(ctx)
+	l.wg.Go(func() { l.confirmLoop(cctx, term, conf) })
 	l.mu.Lock()
-	l.leaser, l.term = lsr, term
+	l.leaser, l.term, l.unconfirm = lsr, term, unconfirm
 	l.mu.Unlock()
 	l.log.Info("leasing nodes", "term", term, "lease", l.deps.Own, "dir", l.deps.Dir)
 	return nil
@@ -339,8 +347,11 @@ func (l *Leasing) begin(ctx context.Context, term uint64) error {
 // stop stops the running Leaser, if any, and waits for it.
 func (l *Leasing) stop() {
 	l.mu.Lock()
-	lsr := l.leaser
-	l.leaser, l.term = nil, 0
+	lsr, unconfirm := l.leaser, l.unconfirm
+	l.leaser, l.term, l.unconfirm = nil, 0, nil
+	if unconfirm != nil {
+		unconfirm()
+	}
 	l.lists = map[string]lease.List{}
 	l.dirty = true
 	l.mu.Unlock()

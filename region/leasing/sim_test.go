@@ -33,6 +33,15 @@ type simLead struct {
 	term    uint64        // guarded by mu
 	fenced  *global.Store // guarded by mu
 	downs   []uint64      // guarded by mu: stepDown calls
+	cut     bool          // guarded by mu: the directory's quorum out of reach (reads fail)
+}
+
+// setCut cuts the router off its directory's quorum (or heals the cut):
+// it goes on believing it leads, but no read of the directory answers.
+func (s *simLead) setCut(cut bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cut = cut
 }
 
 func (s *simLead) Status() (bool, uint64) {
@@ -46,6 +55,9 @@ func (s *simLead) Changes(context.Context) (*global.Store, error) {
 	defer s.mu.Unlock()
 	if !s.leading {
 		return nil, ErrNotLeader
+	}
+	if s.cut {
+		return nil, context.DeadlineExceeded
 	}
 	return s.fenced, nil
 }
@@ -661,6 +673,51 @@ func TestLeasingDoubtsAForgedTermSim(t *testing.T) {
 			if n.Node == "b" && (n.FailedOver || !n.Answered || n.LeasedBy != "") {
 				t.Fatalf("b after a's forged term: %+v", n)
 			}
+		}
+	})
+}
+
+// A router cut off from its directory's quorum goes on believing it leads
+// (nothing tells it otherwise), but no read confirms its term: its grants
+// stop renewing leases, and every node's lease ends no later than a lease
+// after the last read that did — before a router promoted on the quorum's
+// side, counting a lease and a tenth from its first round, fails any of
+// them over. Once reads confirm the term again, grants renew again.
+func TestLeasingCutOffFromItsDirectoryStopsRenewingSim(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newLeaseSim(t)
+		s.lead.lead(t)
+		s.l.Start(t.Context())
+		s.addNode("a", true)
+		s.addNode("b", true)
+		s.sleepTo(200 * time.Millisecond)
+		s.place("t1", "a", "b")
+		if !s.net.writable("a", "t1") {
+			t.Fatal("t1 not writable on a once placed")
+		}
+		s.sleepTo(2 * time.Second)
+		cutAt := s.clock.Now()
+		s.lead.setCut(true)
+		// Reads confirmed the term at most a quarter of a lease before the
+		// cut, and a grant's lease runs from the node's answer to the one
+		// before (a round earlier) for a lease less the read's age: the
+		// lease a had at the cut runs on a while.
+		s.sleepTo(cutAt + simLeaseLen/4)
+		if !s.net.writable("a", "t1") {
+			t.Fatal("a stopped writing t1 a quarter of a lease into the cut: the lease it had should still run")
+		}
+		s.sleepTo(cutAt + simLeaseLen + time.Millisecond)
+		if s.net.writable("a", "t1") {
+			t.Fatal("a still writes t1 a lease after the last read that could confirm its router's term")
+		}
+		if fo := s.failedOver(); len(fo) != 0 {
+			t.Fatalf("a router cut off its directory failed over %+v", fo)
+		}
+		healAt := s.clock.Now()
+		s.lead.setCut(false)
+		s.sleepTo(healAt + simLeaseLen/confirmEvery + simLeaseLen/10)
+		if !s.net.writable("a", "t1") {
+			t.Fatal("a not leased again once reads confirm the term")
 		}
 	})
 }
