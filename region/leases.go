@@ -36,10 +36,11 @@ func (rt *Router) wireLeasing() error {
 		Lead:      leasingLead{rt.lead},
 		Transport: tr,
 		Probe:     tr.Probe,
-		Failover:  rt.failoverLapsed,
+		Failover:  rt.FailoverNode,
 		Settle:    rt.settleTo,
 		OwnNode:   rt.ownNode,
 		Clock:     rt.clock,
+		Now:       rt.now,
 		Log:       rt.log,
 	})
 	rt.fwd.SetLeaseRetry(rt.leasing)

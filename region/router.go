@@ -228,7 +228,6 @@ func (rt *Router) start(ctx context.Context) error {
 		rt.wg.Go(func() { rt.handoffs.run(rt.ctx) })
 	}
 	rt.startRepair()
-	rt.startLapses()
 	if !rt.cfg.Standby {
 		leading, err := rt.lead.claim(ctx)
 		if err != nil {

@@ -7,13 +7,15 @@
 // It reaches the router only through Deps — the router's view of its
 // directory, its lead (Lead), a transport to the nodes, the failover of a
 // node, waiting for the view to hold a change, the region's guard — and
-// reads time only from Deps.Clock, so its tests run inside a
-// testing/synctest bubble over an in-memory directory. The router (package
+// decides by Deps.Clock alone (Deps.Now is only the wall time a lapse is
+// recorded at), so its tests run inside a testing/synctest bubble over an
+// in-memory directory. It writes the directory itself only through the
+// lead's fenced store: a node taking leases, a copy behind or caught up,
+// a node lapsed and its lapse cleared. The router (package
 // region) builds it, starts and closes it, tells it of directory changes
 // (Poke) and of a handoff's steps (GiveUp, KeepOn, Giving, SettleForce,
 // ExtendRecord, Resync), and of a held tenant's wait ended (HeldEnded);
-// GET /_shard/leases answers Leases, and the router's clearing of lapsed
-// nodes reads Nodes every Tick.
+// GET /_shard/leases answers Leases.
 //
 // # Where each thing lives
 //
@@ -30,6 +32,8 @@
 //   - failover.go: what a lapsed node's failover does with its tenants
 //     (held ones wait off its list), FailoverResult, and the copies'
 //     reports of being behind or caught up.
+//   - lapsed.go: a node failed over on its lapsed lease recorded lapsed
+//     (global.Node.Lapsed), and the mark cleared once it answers again.
 //   - probe.go: asking new nodes whether they take leases, and recording
 //     those that do.
 //   - notify.go: waiting for a node's next answer, and the lease age

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fenec-go/fenec/global"
+	"github.com/fenec-go/fenec/lease"
 )
 
 // Outcomes of a failover, the label of fenec_router_auto_failovers_total
@@ -58,12 +59,13 @@ type heldWait struct {
 	until time.Duration
 }
 
-// failover is the Leaser's Failover callback: node lapsed and its list is
+// failover is lsr's Failover callback: node lapsed and its list is
 // empty. Tenants another operation holds wait off the node's list for
-// that operation to end; the rest are promoted on their copies. Then the
-// nodes that received tenants are granted their lists at once, and what
-// the failover left on the node goes back on its list.
-func (l *Leasing) failover(ctx context.Context, node string) {
+// that operation to end; the rest are promoted on their copies, and the
+// node is recorded lapsed (lapsed.go). Then the nodes that received
+// tenants are granted their lists at once, and what the failover left on
+// the node goes back on its list.
+func (l *Leasing) failover(ctx context.Context, lsr *lease.Leaser, node string) {
 	l.mu.Lock()
 	l.failing[node] = true
 	delete(l.settled, node)
@@ -78,6 +80,7 @@ func (l *Leasing) failover(ctx context.Context, node string) {
 	l.mu.Unlock()
 
 	res := l.deps.Failover(ctx, node, false)
+	l.markLapsed(ctx, lsr, node)
 	outcome := res.Outcome()
 	l.failovers.WithLabelValues(outcome).Inc()
 	l.log.Warn("node failed over on its lapsed lease", "node", node, "promoted", len(res.Promoted), "failed", len(res.Failed), "outcome", outcome)
@@ -87,14 +90,14 @@ func (l *Leasing) failover(ctx context.Context, node string) {
 	l.settled[node] = true
 	delete(l.lists, node) // set again, whatever it held
 	l.mu.Unlock()
-	lsr := l.resync()
-	if lsr == nil {
+	cur := l.resync()
+	if cur == nil {
 		return
 	}
 	if v := l.deps.View(); v != nil {
 		for _, name := range res.Promoted {
 			if rec, ok := v.Tenant(name); ok {
-				lsr.GrantNow(rec.Node)
+				cur.GrantNow(rec.Node)
 			}
 		}
 	}

@@ -63,7 +63,10 @@ type Deps struct {
 	// Clock is the router's monotonic clock: every moment the leasing
 	// decides by is read from it.
 	Clock lease.Clock
-	Log   *slog.Logger
+	// Now is the wall clock a node's lapse is recorded at
+	// (global.Node.Lapsed), never decided by; nil: time.Now.
+	Now func() time.Time
+	Log *slog.Logger
 }
 
 // Leasing grants, while this router leads, every node recorded with
@@ -102,6 +105,7 @@ type Leasing struct {
 	term      uint64                // guarded by mu: the term leaser grants at
 	lists     map[string]lease.List // guarded by mu: the list each leased node was last set
 	failing   map[string]bool       // guarded by mu: nodes whose failover runs now
+	clearing  map[string]bool       // guarded by mu: nodes whose lapse is being cleared
 	settled   map[string]bool       // guarded by mu: nodes whose last failover ended (lists go back)
 	held      map[string]heldWait   // guarded by mu: tenants waiting, off their node's list, for a held failover
 	probes    map[string]probe      // guarded by mu: what a node's lease probe said
@@ -120,6 +124,9 @@ func New(deps Deps) *Leasing {
 	if deps.Clock == nil {
 		deps.Clock = lease.NewMonoClock()
 	}
+	if deps.Now == nil {
+		deps.Now = time.Now
+	}
 	if deps.Log == nil {
 		deps.Log = slog.New(slog.DiscardHandler)
 	}
@@ -133,13 +140,14 @@ func New(deps Deps) *Leasing {
 			Name: "fenec_router_auto_failovers_total",
 			Help: "Nodes this router failed over on a lapsed lease, by outcome.",
 		}, []string{"outcome"}),
-		metrics: lease.NewMetrics(),
-		lists:   map[string]lease.List{},
-		failing: map[string]bool{},
-		settled: map[string]bool{},
-		held:    map[string]heldWait{},
-		probes:  map[string]probe{},
-		scope:   scopeState{giving: map[string]bool{}},
+		metrics:  lease.NewMetrics(),
+		lists:    map[string]lease.List{},
+		failing:  map[string]bool{},
+		clearing: map[string]bool{},
+		settled:  map[string]bool{},
+		held:     map[string]heldWait{},
+		probes:   map[string]probe{},
+		scope:    scopeState{giving: map[string]bool{}},
 	}
 	l.tr = &notifyingTransport{tr: deps.Transport, n: l.answers}
 	for _, o := range []string{AutoFailoverDone, AutoFailoverPartial, AutoFailoverFailed} {
@@ -184,8 +192,13 @@ func (l *Leasing) Close() {
 // goCtx runs fn on a goroutine the leasing owns, with its context.
 func (l *Leasing) goCtx(fn func(ctx context.Context)) {
 	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.goCtxLocked(fn)
+}
+
+// goCtxLocked is goCtx with l.mu held.
+func (l *Leasing) goCtxLocked(fn func(ctx context.Context)) {
 	ctx := l.ctx
-	l.mu.Unlock()
 	if ctx.Err() != nil {
 		return
 	}
@@ -298,7 +311,7 @@ func (l *Leasing) begin(ctx context.Context, term uint64) error {
 		Lease:     l.deps.Own,
 		Transport: l.tr,
 		Record:    global.LeaseRecordStore{S: s},
-		Failover:  l.failover,
+		Failover:  func(ctx context.Context, node string) { l.failover(ctx, lsr, node) },
 		Metrics:   l.metrics,
 		Reports:   l.reports,
 		Deposed: func(ctx context.Context, node string, highest uint64) {

@@ -83,12 +83,16 @@ func (l *Leasing) sync() {
 		return
 	}
 	failedOver := map[string]bool{}
+	answered := map[string]bool{} // since the node's last failover
 	for _, st := range lsr.Nodes() {
 		failedOver[st.Node] = st.FailedOver
+		answered[st.Node] = st.Answered && !st.FailedOver
 		if !st.FailedOver {
 			delete(l.settled, st.Node)
 		}
 	}
+	// A node recorded lapsed that answers again is cleared.
+	l.clearAnsweredLocked(lsr, v, answered)
 	if l.dropHeldLocked(v) {
 		l.dirty = true // a tenant waiting off its node's list goes back on it
 	}
