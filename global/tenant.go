@@ -95,8 +95,9 @@ const (
 	// MoveFollowing: the target's copy follows the source, which takes
 	// writes. Recovery puts the move back.
 	MoveFollowing = "following"
-	// MoveSwitching: the source is (being) frozen and the copy catches
-	// up. Recovery puts the move back.
+	// MoveSwitching: the source is frozen (recorded once it is) and the
+	// copy catches up; the leasing names the tenant in its source's
+	// grants no more. Recovery puts the move back.
 	MoveSwitching = "switching"
 	// MovePromoting: the copy held the frozen source's last seq (MoveSeq)
 	// and is (being) promoted. Recovery finishes the move if the source

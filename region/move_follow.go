@@ -131,24 +131,20 @@ func (m *moveRun) awaitClose(ctx context.Context) (int64, error) {
 // returns how long the source was frozen before the flip. A failure
 // leaves the move for putBack (which thaws the source).
 func (m *moveRun) switchOver(ctx context.Context) (time.Duration, error) {
-	at, err := m.s.StepMove(ctx, m.name, m.at, global.MoveSwitching, 0)
-	if err != nil {
-		return 0, fmt.Errorf("record the switch of %s: %w", m.name, err)
-	}
-	m.at = at
 	from, to := m.at.Value.Node, m.at.Value.Target
 	frozen := time.Now()
 	last, err := m.rt.nodes.FreezeAt(ctx, m.src, m.name) // the source's last seq
 	if err != nil {
 		return 0, fmt.Errorf("freeze %s on %s: %w", m.name, from, err)
 	}
-	m.rt.movePause(ctx, global.MoveSwitching)
 	read := time.Now()
-	if err := m.awaitSeq(ctx, last); err != nil {
+	if err := m.recordSwitch(ctx, func() error { return m.awaitSeq(ctx, last) }); err != nil {
 		return 0, err
 	}
 	caught := time.Now()
-	if at, err = m.s.StepMove(ctx, m.name, m.at, global.MovePromoting, last); err != nil {
+	m.rt.movePause(ctx, global.MoveSwitching)
+	at, err := m.s.StepMove(ctx, m.name, m.at, global.MovePromoting, last)
+	if err != nil {
 		return 0, fmt.Errorf("record the promotion of %s on %s: %w", m.name, to, err)
 	}
 	m.at = at
@@ -173,6 +169,34 @@ func (m *moveRun) switchOver(ctx context.Context) (time.Duration, error) {
 		"freeze_ms", read.Sub(frozen).Milliseconds(), "catch_up_ms", caught.Sub(read).Milliseconds(),
 		"promote_ms", promoted.Sub(caught).Milliseconds(), "flip_ms", time.Since(promoted).Milliseconds())
 	return time.Since(frozen), nil
+}
+
+// recordSwitch records the move switching (global.MoveSwitching) while
+// catchUp runs, and returns once both ended: the first error, the
+// record's first. The step is recorded only once the source is frozen:
+// the leasing keeps a switching tenant off its source's list (a source
+// started again never takes its writes), and a write the source took
+// before the freeze is answered under the lease that named it, not failed
+// by a grant that left it out. Recorded as the copy catches up, it adds
+// nothing to the pause unless the directory is the slower.
+func (m *moveRun) recordSwitch(ctx context.Context, catchUp func() error) error {
+	type recorded struct {
+		at  global.Versioned[global.Tenant]
+		err error
+	}
+	done := make(chan recorded, 1)
+	at := m.at
+	go func() {
+		next, err := m.s.StepMove(ctx, m.name, at, global.MoveSwitching, 0)
+		done <- recorded{next, err}
+	}()
+	cerr := catchUp()
+	rec := <-done
+	if rec.err != nil {
+		return fmt.Errorf("record the switch of %s: %w", m.name, rec.err)
+	}
+	m.at = rec.at
+	return cerr
 }
 
 // stillFrozen checks that the source is frozen at seq, its last.

@@ -10,8 +10,9 @@ import (
 )
 
 // leaseLists is the list each leased node of v should hold: the tenants
-// placed there, less those a failover holds and those waiting (before
-// now) for a held failover, with the copies the directory counts on (in
+// placed there, less those a failover holds, those waiting (before now)
+// for a held failover and those a move is switching off the node
+// (switching), with the copies the directory counts on (in
 // step: a replica not recorded behind) and those recorded behind. Only
 // nodes recorded with lease:true and in scope are leased. It is pure: v,
 // scope, held and now decide it.
@@ -27,7 +28,7 @@ func leaseLists(v *global.View, scope map[string]lease.NodeTerms, held map[strin
 	}
 	for name, rec := range v.Tenants() {
 		list, leased := out[rec.Node]
-		if !leased || rec.HeldBy == global.HoldFailover {
+		if !leased || rec.HeldBy == global.HoldFailover || switching(rec) {
 			continue
 		}
 		if w, ok := held[name]; ok && w.node == rec.Node && now < w.until {
@@ -56,6 +57,15 @@ func leaseLists(v *global.View, scope map[string]lease.NodeTerms, held map[strin
 		slices.Sort(list.InStep)
 	}
 	return out
+}
+
+// switching says whether rec's move has frozen its source for the switch
+// (global.MoveSwitching, MovePromoting): the source's grants name the
+// tenant no more, so a source started again meanwhile — its freeze
+// forgotten — never takes its writes while its copy is promoted and the
+// directory flipped. A move put back names it again.
+func switching(rec global.Tenant) bool {
+	return rec.State == global.StateMoving && (rec.MoveStep == global.MoveSwitching || rec.MoveStep == global.MovePromoting)
 }
 
 // listsLocked is leaseLists over the scope sc and the leasing's held
