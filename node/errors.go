@@ -50,6 +50,7 @@ var (
 	ErrPromoteRefused  = errors.New("promotion refused")
 	ErrTooManyRequests = errors.New("too many requests running on this tenant")
 	ErrNotThisNode     = errors.New("admin request meant for another node")
+	ErrCannotFollow    = errors.New("this node has no --replication-token to follow with")
 	ErrStale           = errors.New("this copy cannot prove its answer is as fresh as Fenec-Max-Staleness asks")
 	ErrBehind          = errors.New("this copy has not reached Fenec-After within Fenec-Copy-Wait")
 	ErrWriteToCopy     = errors.New("write declined unrun")

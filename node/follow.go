@@ -200,7 +200,7 @@ func (c *call) adminFollow(name string) {
 		role, kept = wire.RoleRead, wire.RoleRead
 	}
 	if c.s.tokens().repl == "" {
-		c.fail(fmt.Errorf("%w: this node has no --replication-token to follow with", ErrBadRequest))
+		c.fail(fmt.Errorf("follow: %w", ErrCannotFollow))
 		return
 	}
 	t, err := c.s.reg.acquire(c.r.Context(), name)

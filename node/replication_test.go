@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fenec-go/fenec/internal/testkit"
+	"github.com/fenec-go/fenec/wire"
 )
 
 const replToken = "repl-secret"
@@ -134,8 +135,29 @@ func TestReplicationFeedAccess(t *testing.T) {
 	plain := startNode(t, nil)
 	people(t, plain)
 	wantJSONError(t, plain.do("GET", "/t/a/_replication?since=0&history=0", "", "Authorization", "Bearer "+replToken), 404)
-	wantJSONError(t, a.admin("POST", "tenants/a/follow", `{"from":"ftp://x"}`), 400)
-	wantJSONError(t, a.admin("POST", "tenants/a/follow", `{"from":"http://h:1/path"}`), 400)
+	for _, body := range []string{`{"from":"ftp://x"}`, `{"from":"http://h:1/path"}`} {
+		if m := wantJSONError(t, a.admin("POST", "tenants/a/follow", body), 400); m["code"] != nil {
+			t.Fatalf("follow %s refused with code %v: only a node that cannot follow says so", body, m["code"])
+		}
+	}
+}
+
+// A node with no replication token refuses to follow with the code
+// cannot_follow (wire.ErrCannotFollow), which a router decides by: a move
+// to it copies the image instead. Its file is left as it was.
+func TestFollowRefusedWithoutAReplicationToken(t *testing.T) {
+	a := startNode(t, withRepl)
+	people(t, a)
+	plain := startNode(t, nil)
+	people(t, plain)
+	before := replication(t, plain, "a")
+	m := wantJSONError(t, plain.admin("POST", "tenants/a/follow", `{"from":"`+a.url+`"}`), 400)
+	if m["code"] != wire.CodeCannotFollow || !strings.Contains(m["error"].(string), "--replication-token") {
+		t.Fatalf("follow without a replication token: %v", m)
+	}
+	if after := replication(t, plain, "a"); after["role"] != "primary" || after["role"] != before["role"] || after["seq"] != before["seq"] {
+		t.Fatalf("the refused node's file moved: %v, was %v", after, before)
+	}
 }
 
 func TestReplicaOf(t *testing.T) {

@@ -24,6 +24,7 @@ type statusRule struct {
 // and its own. The first rule whose error matches (errors.Is) wins.
 var statusTable = []statusRule{
 	{ErrBadRequest, http.StatusBadRequest, 0},
+	{ErrCannotFollow, http.StatusBadRequest, 0},
 	{ErrBadName, http.StatusBadRequest, 0},
 	{ErrBadPath, http.StatusBadRequest, 0},
 	{engine.ErrType, http.StatusBadRequest, 0},
@@ -91,6 +92,26 @@ var statusTable = []statusRule{
 	{engine.ErrStopped, http.StatusServiceUnavailable, 1},
 }
 
+// codeTable gives the refusals a caller decides by their stable code,
+// the "code" of the answer's body (wire.Error.Code): their messages are
+// prose.
+var codeTable = []struct {
+	err  error
+	code string
+}{
+	{ErrCannotFollow, wire.CodeCannotFollow},
+}
+
+// codeOf is err's code ("": none).
+func codeOf(err error) string {
+	for _, r := range codeTable {
+		if errors.Is(err, r.err) {
+			return r.code
+		}
+	}
+	return ""
+}
+
 // statusClientGone is what a request whose client went away is counted
 // as: no one reads it.
 const statusClientGone = 499
@@ -154,6 +175,9 @@ func writeError(w http.ResponseWriter, err error, fields map[string]any) int {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="fenec"`)
 	}
 	body := map[string]any{"error": err.Error()}
+	if code := codeOf(err); code != "" {
+		body["code"] = code
+	}
 	if de := (*engine.DamagedError)(nil); errors.As(err, &de) {
 		body["damaged"] = true // wire.IsDamaged: a copy's router replaces it
 	}

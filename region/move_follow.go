@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -62,7 +61,7 @@ func (m *moveRun) startFollow(ctx context.Context) error {
 		return fmt.Errorf("create the copy of %s on %s: %w", m.name, to, err)
 	}
 	if err := m.rt.nodes.Follow(ctx, dst, to, m.name, m.src); err != nil {
-		if wire.StatusOf(err) == http.StatusBadRequest && strings.Contains(err.Error(), "replication-token") {
+		if errors.Is(err, wire.ErrCannotFollow) {
 			_, _ = m.rt.nodes.Remove(ctx, dst, m.name)
 			return fmt.Errorf("%w: %w", errCannotFollow, err)
 		}

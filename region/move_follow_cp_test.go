@@ -1,6 +1,7 @@
 package region
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/fenec-go/fenec/internal/testkit"
 	"github.com/fenec-go/fenec/internal/testkit/testnode"
 	"github.com/fenec-go/fenec/node"
+	"github.com/fenec-go/fenec/wire"
 )
 
 // A move between nodes that replicate is made by following: the target's
@@ -70,6 +72,48 @@ func TestMoveByFollowingCP(t *testing.T) {
 			}
 			r.mustQuery(t, "empty", "create collection c (n int)")
 		})
+	}
+}
+
+// A target with no replication token refuses to follow with its code
+// (wire.ErrCannotFollow, through the router's node client as through the
+// wire), and a move to it copies the image instead: by image, the tenant
+// whole on the target, its file there made anew.
+func TestMoveTargetCannotFollowCP(t *testing.T) {
+	r := startCPRouter(t, nil)
+	a := startReplNode(t)
+	b := &replNode{testnode.Start(t, testnode.Options{Configure: func(c *node.Config) {
+		c.Sync, c.ReplicationToken = "always", ""
+	}})}
+	r.addReplNode(t, "a", a, nil)
+	r.addReplNode(t, "b", b, nil)
+	r.place(t, "m", "a")
+	r.mustQuery(t, "m", "create collection c (n int)")
+	r.mustQuery(t, "m", "put c [{n: 1}, {n: 2}]")
+
+	v := r.rt.watcher.View()
+	na, _ := v.Node("a")
+	nb, _ := v.Node("b")
+	if b.Admin().Create(cpCtx(t), "probe") != nil {
+		t.Fatal("create probe on b")
+	}
+	err := r.rt.nodes.Follow(cpCtx(t), nb, "b", "probe", na)
+	if !errors.Is(err, wire.ErrCannotFollow) {
+		t.Fatalf("follow on a node with no replication token: %v", err)
+	}
+	if err := r.rt.nodes.Follow(cpCtx(t), na, "a", "probe", global.Node{Addr: "ftp://x"}); err == nil || errors.Is(err, wire.ErrCannotFollow) {
+		t.Fatalf("follow from an address no node has: %v", err)
+	}
+
+	var ans moveAnswer
+	if st, body := r.shard(t, http.MethodPost, "tenants/m/move", map[string]any{"to": "b"}, &ans); st != http.StatusOK || ans.By != moveByImage {
+		t.Fatalf("move to a node that cannot follow: %d %s", st, body)
+	}
+	if e := r.tenantsOf(t)["m"]; e.Node != "b" || e.State != "active" || e.MoveStep != "" {
+		t.Fatalf("after the move: %+v", e)
+	}
+	if b := r.mustQuery(t, "m", "get c count"); !strings.Contains(string(b), `"count":2`) {
+		t.Fatalf("count after the move: %s", b)
 	}
 }
 

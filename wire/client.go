@@ -39,17 +39,46 @@ type AdminClient struct {
 }
 
 // Error is an answer a route does not give when it succeeds: its status
-// and the node's own message ("error" of its body, else the body).
+// and the node's own message ("error" of its body, else the body), and
+// the refusal's code when the node gave one ("code" of its body).
 type Error struct {
 	Method, Path string
 	Status       int
 	Message      string
+	// Code is the refusal's stable code (CodeCannotFollow); "" when the
+	// node gave none. An *Error with a known code is errors.Is its
+	// sentinel (ErrCannotFollow).
+	Code string
 
 	body []byte // the answer's first bytes, for fields a refusal names
 }
 
 func (e *Error) Error() string {
 	return fmt.Sprintf("%s %s: node answered %d: %s", e.Method, e.Path, e.Status, e.Message)
+}
+
+// Is says whether target is the sentinel of the refusal's code.
+func (e *Error) Is(target error) bool {
+	want, ok := codeErrors[e.Code]
+	return ok && want == target
+}
+
+// Codes of a node's refusals, the "code" of its error answer: what a
+// caller decides by, where the message is prose that may change.
+const (
+	// CodeCannotFollow: the node cannot follow another node's copy (it
+	// has no --replication-token); a 400 to POST
+	// /_admin/tenants/<t>/follow.
+	CodeCannotFollow = "cannot_follow"
+)
+
+// ErrCannotFollow is an *Error coded CodeCannotFollow: the node cannot
+// follow (no --replication-token), so a move copies the image instead.
+var ErrCannotFollow = errors.New("the node cannot follow another node's copy: it has no --replication-token")
+
+// codeErrors is the sentinel of each code.
+var codeErrors = map[string]error{
+	CodeCannotFollow: ErrCannotFollow,
 }
 
 // StatusOf is the status of the node's answer err carries (an *Error),
@@ -405,9 +434,13 @@ func answerError(method, path string, res *http.Response) error {
 	msg := strings.TrimSpace(string(b))
 	var e struct {
 		Error string `json:"error"`
+		Code  string `json:"code"`
 	}
-	if json.Unmarshal(b, &e) == nil && e.Error != "" {
+	if json.Unmarshal(b, &e) != nil {
+		e.Error, e.Code = "", ""
+	}
+	if e.Error != "" {
 		msg = e.Error
 	}
-	return &Error{Method: method, Path: path, Status: res.StatusCode, Message: msg, body: b}
+	return &Error{Method: method, Path: path, Status: res.StatusCode, Message: msg, Code: e.Code, body: b}
 }

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -380,5 +382,51 @@ func TestAdminClientIdentityRestoreCompact(t *testing.T) {
 	}
 	if _, err := ac.Compact(ctx, "nosuch"); wire.StatusOf(err) != http.StatusNotFound {
 		t.Fatalf("compact of no tenant: %v", err)
+	}
+}
+
+// TestAdminClientCannotFollow: a node with no replication token refuses
+// to follow with its own code, which the client makes errors.Is
+// ErrCannotFollow; no other refusal is, however its text reads — not one
+// that names the flag in prose, nor a code the client does not know, nor
+// a body that is not JSON.
+func TestAdminClientCannotFollow(t *testing.T) {
+	ctx := testnode.Ctx(t)
+	plain := testnode.Start(t, testnode.Options{Configure: func(c *node.Config) { c.ReplicationToken = "" }})
+	repl := testnode.Start(t, testnode.Options{})
+	for _, n := range []*testnode.Node{plain, repl} {
+		if err := n.Admin().Create(ctx, "t"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := plain.Admin().Follow(ctx, "t", wire.Follow{From: repl.URL()})
+	var we *wire.Error
+	if !errors.Is(err, wire.ErrCannotFollow) || !errors.As(err, &we) || we.Status != http.StatusBadRequest || we.Code != wire.CodeCannotFollow {
+		t.Fatalf("follow on a node with no replication token: %v (%+v)", err, we)
+	}
+	if wrapped := fmt.Errorf("move: %w", err); !errors.Is(wrapped, wire.ErrCannotFollow) {
+		t.Fatal("wrapped, the refusal is no longer ErrCannotFollow")
+	}
+	if _, err := repl.Admin().Follow(ctx, "t", wire.Follow{From: "ftp://x"}); wire.StatusOf(err) != http.StatusBadRequest || errors.Is(err, wire.ErrCannotFollow) {
+		t.Fatalf("a bad URL to follow: %v", err)
+	}
+
+	for _, body := range []string{
+		`{"error": "this node has no --replication-token to follow with"}`,
+		`{"error": "no", "code": "cannot_follow_later"}`,
+		`{"error": "no", "code": "CANNOT_FOLLOW"}`,
+		`{"error": "no", "code": 7}`,
+		`cannot_follow`,
+		`{"error": "no", "code": "cannot_follow"`,
+	} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusBadRequest)
+			io.WriteString(w, body)
+		}))
+		_, err := (&wire.AdminClient{Base: srv.URL, Token: "x"}).Follow(ctx, "t", wire.Follow{From: repl.URL()})
+		srv.Close()
+		if wire.StatusOf(err) != http.StatusBadRequest || errors.Is(err, wire.ErrCannotFollow) {
+			t.Fatalf("answer %s: %v, ErrCannotFollow %v", body, err, errors.Is(err, wire.ErrCannotFollow))
+		}
 	}
 }
