@@ -11,7 +11,7 @@ build:
 
 vet:
 	$(GO) vet $(PKGS)
-	$(GO) vet -tags nemesis ./tests/nemesis ./engine/store ./cmd/fenec-node
+	$(GO) vet -tags nemesis ./tests/nemesis ./engine/store ./cmd/fenec-node ./cmd/fenec-shard
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1)
 
 # The whole suite, race detector on (it needs cgo); then the router's own

@@ -131,8 +131,9 @@ type Config struct {
 	MoveImage bool
 	// TestMovePause, for tests alone, holds every move at that step
 	// (global.MoveFollowing, MoveSwitching, MovePromoting) until the
-	// router stops, so that a test can kill it there. fenec-shard sets it
-	// from the environment (FENEC_TEST_MOVE_PAUSE); empty: never.
+	// router stops, so that a test can kill it there. Only a fenec-shard
+	// built with the tag nemesis sets it, from the environment
+	// (FENEC_TEST_MOVE_PAUSE); empty: never.
 	TestMovePause string
 	// Replicas gives each tenant a following copy on another node of its
 	// region. --replicas.

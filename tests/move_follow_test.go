@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fenec-go/fenec/internal/nemesis"
 	"github.com/fenec-go/fenec/tests/cluster"
 )
 
@@ -23,11 +24,17 @@ type rehome struct {
 	admin    *cluster.Client
 }
 
-// startRehome starts the deployment; env is g's environment.
-func startRehome(t *testing.T, env ...string) *rehome {
+// startRehome starts the deployment; pause, if set, is the step at which
+// g holds every move (a fenec-shard built with the tag nemesis, which
+// alone reads nemesis.MovePauseEnv).
+func startRehome(t *testing.T, pause string) *rehome {
 	c := cluster.New(t)
 	d := &rehome{}
-	d.g = c.StartRouter("g", cluster.RouterOptions{Args: []string{"--auto-failover", "2"}, Env: env})
+	o := cluster.RouterOptions{Args: []string{"--auto-failover", "2"}}
+	if pause != "" {
+		o.Tags, o.Env = "nemesis", []string{nemesis.MovePauseEnv + "=" + pause}
+	}
+	d.g = c.StartRouter("g", o)
 	args := []string{"--lease", "--sync", "always", "--replication-token", replToken}
 	d.eu1 = c.StartNode("eu1", cluster.NodeOptions{Args: args})
 	d.us1 = c.StartNode("us1", cluster.NodeOptions{Args: args})
@@ -153,7 +160,7 @@ func onePrimary(t *testing.T, tenant string, primary, other *cluster.Node) {
 // whole move took (what a source frozen for the image's copy would have
 // paused writes for).
 func TestRehomeUnderWriter(t *testing.T) {
-	d := startRehome(t)
+	d := startRehome(t, "")
 	c := d.g.Client()
 	d.g.Place("big", d.eu1)
 	c.MustQuery("big", "create collection c (k int @unique)")
@@ -202,7 +209,7 @@ func TestRehomeUnderWriter(t *testing.T) {
 }
 
 // TestRehomeRouterKilledMidMove kills the leading router while a move is
-// held at each of its steps (FENEC_TEST_MOVE_PAUSE), under a writer, and
+// held at each of its steps (nemesis.MovePauseEnv), under a writer, and
 // starts it again: a move held while its copy follows, or with the source
 // frozen for the switch, is put back on the source; one whose copy was
 // promoted is finished on the target. Either way one node holds the
@@ -220,7 +227,7 @@ func TestRehomeRouterKilledMidMove(t *testing.T) {
 		{step: "promoting", onto: "us1"},
 	} {
 		t.Run(tc.step, func(t *testing.T) {
-			d := startRehome(t, "FENEC_TEST_MOVE_PAUSE="+tc.step)
+			d := startRehome(t, tc.step)
 			c := d.g.Client()
 			d.g.Place("k", d.eu1)
 			c.MustQuery("k", "create collection c (k int @unique)")
@@ -278,4 +285,126 @@ func TestRehomeRouterKilledMidMove(t *testing.T) {
 			onePrimary(t, "k", primary, other)
 		})
 	}
+}
+
+// TestRehomeSourceRestartedMidSwitch restarts a move's source while the
+// move is held with the source frozen (switching) or its copy promoted
+// (promoting), its router alive and leasing: the source, its freeze
+// forgotten, is granted its other tenants but not the moving one, so it
+// takes none of its writes — straight or through the router — however
+// long it runs so. The router killed and started again then puts a
+// switching move back and finishes a promoting one on the target (the
+// source holds nothing past the recorded seq): one primary, every
+// acknowledged write there.
+func TestRehomeSourceRestartedMidSwitch(t *testing.T) {
+	for _, tc := range []struct {
+		step string
+		onto string
+	}{
+		{step: "switching", onto: "eu1"},
+		{step: "promoting", onto: "us1"},
+	} {
+		t.Run(tc.step, func(t *testing.T) {
+			d := startRehome(t, tc.step)
+			c := d.g.Client()
+			d.g.Place("k", d.eu1)
+			d.g.Place("other", d.eu1)
+			c.MustQuery("k", "create collection c (k int @unique)")
+			c.MustQuery("other", "create collection c (k int)")
+			w := startPacedWriter(t, c, "k", 10*time.Millisecond)
+			cluster.Eventually(t, wait, func() error {
+				if n := w.count(); n < 30 {
+					return fmt.Errorf("%d writes acknowledged before the move", n)
+				}
+				return nil
+			})
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			moveDone := make(chan *cluster.Resp, 1)
+			go func() { moveDone <- d.admin.DoCtx(ctx, "POST", "/_shard/tenants/k/move", map[string]any{"to": "us1"}) }()
+			cluster.Eventually(t, wait, func() error {
+				if !strings.Contains(d.g.Log(), "move paused for a test") {
+					return fmt.Errorf("the move has not reached %s", tc.step)
+				}
+				return nil
+			})
+			if p, err := movePlacement(d.admin, "k"); err != nil || p.MoveStep != tc.step {
+				t.Fatalf("held at %s: %+v (%v)", tc.step, p, err)
+			}
+			paused := w.count()
+
+			d.eu1.Kill()
+			d.eu1.Restart()
+			direct := NewDirect(t, d.eu1)
+			i := 0
+			cluster.Eventually(t, wait, func() error {
+				i++
+				if r := direct.Do("POST", "/t/other/c", fmt.Sprintf(`{"k": %d}`, i)); r.Status != 201 {
+					return fmt.Errorf("eu1 started again takes no write to its other tenant yet: %s", r)
+				}
+				return nil
+			})
+			// Granted again, by a list that leaves k out.
+			r := direct.Do("POST", "/t/k/c", `{"k": -1}`)
+			if r.Status != 503 || r.Header.Get("Fenec-Refused") != "lease" {
+				t.Fatalf("eu1 started again %s: a write to k straight to it: %s", tc.step, r)
+			}
+			if st := replicationOf(t, d.eu1, "k"); st.Frozen {
+				t.Fatalf("eu1 started again still frozen: its freeze is not what refuses")
+			}
+			if n := w.count(); n != paused {
+				t.Fatalf("%d writes to k acknowledged while the move was held at %s with its source started again", n-paused, tc.step)
+			}
+
+			d.g.Kill()
+			if res := <-moveDone; res.Status == 200 {
+				t.Fatalf("the move answered although its router was killed: %s", res)
+			}
+			d.g.Restart()
+			cluster.Eventually(t, wait, func() error {
+				p, err := movePlacement(d.admin, "k")
+				if err != nil {
+					return err
+				}
+				if p.Node != tc.onto || p.State != "active" || p.HeldBy != "" || p.MoveStep != "" || p.Target != "" {
+					return fmt.Errorf("after the restart: %+v", p)
+				}
+				return nil
+			})
+			cluster.Eventually(t, wait, func() error {
+				if n := w.count(); n < paused+30 {
+					return fmt.Errorf("%d writes acknowledged since the move was held, want 30", n-paused)
+				}
+				return nil
+			})
+			w.stop()
+			t.Logf("%d writes acknowledged, %d before the hold; refusals by status %v", w.count(), paused, w.status)
+			checkRefusals(t, w)
+			primary, other := d.eu1, d.us1
+			if tc.onto == "us1" {
+				primary, other = d.us1, d.eu1
+			}
+			checkAcked(t, w, primary, "k")
+			onePrimary(t, "k", primary, other)
+		})
+	}
+}
+
+// replicationOf is tenant's replication status on n, straight from it.
+func replicationOf(t *testing.T, n *cluster.Node, tenant string) struct {
+	Role   string `json:"role"`
+	Frozen bool   `json:"frozen"`
+	Seq    uint64 `json:"seq"`
+} {
+	t.Helper()
+	var st struct {
+		Role   string `json:"role"`
+		Frozen bool   `json:"frozen"`
+		Seq    uint64 `json:"seq"`
+	}
+	res := n.Admin().Do("GET", "/_admin/tenants/"+tenant+"/replication", nil)
+	if res.Status != 200 || json.Unmarshal(res.Body, &st) != nil {
+		t.Fatalf("%s's replication of %s: %s", n.Name, tenant, res)
+	}
+	return st
 }

@@ -27,11 +27,6 @@ func main() {
 	os.Exit(code)
 }
 
-// movePauseEnv names the step at which every move of this router waits
-// until it stops (region.Config.TestMovePause): for the tests that kill a
-// router mid-move.
-const movePauseEnv = "FENEC_TEST_MOVE_PAUSE"
-
 // options is everything the command line sets.
 type options struct {
 	router  region.Config
@@ -82,17 +77,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "fenec-shard: unexpected arguments:", fs.Args())
 		return 2
 	}
+	o.router.Logger = o.log.Logger(stderr)
+	o.router.Etcd.LogLevel = etcdLevel(o.log.Level)
+	testHooks(&o)
 	cfg := o.router
-	cfg.Logger = o.log.Logger(stderr)
-	cfg.Etcd.LogLevel = etcdLevel(o.log.Level)
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP) // read the TLS files again
 	defer signal.Stop(hup)
 	cfg.Reload = hup
-	if step := os.Getenv(movePauseEnv); step != "" {
-		cfg.TestMovePause = step
-		cfg.Logger.Warn("every move pauses for a test", "step", step, "env", movePauseEnv)
-	}
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintln(stderr, "fenec-shard:", err)
 		return 2

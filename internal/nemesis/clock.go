@@ -11,10 +11,14 @@ import (
 )
 
 // ClockEnv names the environment variable holding the path of a node's
-// clock file; SyncedEnv the directory of its synced lengths.
+// clock file; SyncedEnv the directory of its synced lengths; MovePauseEnv
+// the step at which every move of a router waits until it stops
+// (region.Config.TestMovePause), for the tests that kill a router
+// mid-move.
 const (
-	ClockEnv  = "FENEC_NEMESIS_CLOCK"
-	SyncedEnv = "FENEC_NEMESIS_SYNCED"
+	ClockEnv     = "FENEC_NEMESIS_CLOCK"
+	SyncedEnv    = "FENEC_NEMESIS_SYNCED"
+	MovePauseEnv = "FENEC_TEST_MOVE_PAUSE"
 )
 
 // Base is the clock a Clock moves: the node's boot clock.

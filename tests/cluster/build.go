@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -18,8 +19,18 @@ type Binaries struct {
 	Fenec string // fenec
 }
 
-// bins is set by Main before the tests run and read-only after.
-var bins Binaries
+// bins and binDir (the directory they were built in) are set by Main
+// before the tests run and read-only after.
+var (
+	bins   Binaries
+	binDir string
+)
+
+// tagged holds the fenec-shard binaries built with build tags, by tags.
+var tagged struct {
+	mu    sync.Mutex
+	shard map[string]string // guarded by mu
+}
 
 // BinEnv names a directory of already built binaries to use instead of
 // building them (fenec-node, fenec-shard, fenec inside it).
@@ -46,6 +57,7 @@ func run(m *testing.M, tags string) int {
 		return 2
 	}
 	defer os.RemoveAll(dir)
+	binDir = dir
 	if prebuilt := os.Getenv(BinEnv); prebuilt != "" {
 		bins = binariesIn(prebuilt)
 	} else if bins, err = BuildTags(dir, tags); err != nil {
@@ -98,6 +110,39 @@ func BuildTags(dir, tags string) (Binaries, error) {
 		return Binaries{}, fmt.Errorf("build binaries: %w\n%s", err, out)
 	}
 	return binariesIn(dir), nil
+}
+
+// ShardTagged is fenec-shard built with the build tags given (a
+// comma-separated list), once per run and tags, beside the binaries Main
+// built: a router only a tagged binary makes (tests that hold a move at a
+// step, internal/nemesis.MovePauseEnv). It fails tb if the build does.
+func ShardTagged(tb testing.TB, tags string) string {
+	tb.Helper()
+	if binDir == "" {
+		panic("cluster: ShardTagged called without cluster.Main in TestMain")
+	}
+	tagged.mu.Lock()
+	defer tagged.mu.Unlock()
+	if bin, ok := tagged.shard[tags]; ok {
+		return bin
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	dir := filepath.Join(binDir, "tags-"+strings.ReplaceAll(tags, ",", "-"))
+	bin := filepath.Join(dir, "fenec-shard")
+	cmd := exec.Command("go", "build", "-tags", tags, "-o", bin, "./cmd/fenec-shard")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		tb.Fatalf("build fenec-shard -tags %s: %v\n%s", tags, err, out)
+	}
+	if tagged.shard == nil {
+		tagged.shard = map[string]string{}
+	}
+	tagged.shard[tags] = bin
+	return bin
 }
 
 // Bins returns the binaries Main built; it panics before Main ran.

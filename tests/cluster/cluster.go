@@ -164,6 +164,10 @@ type RouterOptions struct {
 	// Env is added to the router's environment ("KEY=value" each), at
 	// every start.
 	Env []string
+	// Tags, if set, runs a fenec-shard built with these build tags
+	// (ShardTagged) rather than the one Main built: "nemesis" for the
+	// tests' hooks.
+	Tags string
 }
 
 // Member is one router's place in an etcd cluster of embedded members.
@@ -267,7 +271,11 @@ func (c *Cluster) startRouter(name string, o RouterOptions) *Router {
 		args = append(args, c.secretArgs()...)
 	}
 	args = append(args, o.Args...)
-	r.Proc = StartProcEnv(c.tb, c.dir, name, Bins().Shard, o.Env, args...)
+	bin := Bins().Shard
+	if o.Tags != "" {
+		bin = ShardTagged(c.tb, o.Tags)
+	}
+	r.Proc = StartProcEnv(c.tb, c.dir, name, bin, o.Env, args...)
 	return r
 }
 

@@ -136,29 +136,38 @@ func TestNemesisSeesTwoPrimaries(t *testing.T) {
 
 // A binary built without the tag nemesis has none of the suite's hooks:
 // no symbol of internal/nemesis, of the engine's fsync hook or of the
-// node's test clock.
+// node's test clock; no fenec-shard that reads a move's test pause.
 func TestDefaultBuildHasNoHooks(t *testing.T) {
-	bin := t.TempDir() + "/fenec-node"
-	build := exec.Command("go", "build", "-o", bin, "github.com/fenec-go/fenec/cmd/fenec-node")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build the default fenec-node: %v\n%s", err, out)
-	}
-	out, err := exec.Command("go", "tool", "nm", bin).Output()
-	if err != nil {
-		t.Fatalf("go tool nm: %v", err)
-	}
-	for _, sym := range []string{"internal/nemesis", "store.SyncHook", "store.noteSynced", "store.sizeForHook", "main.testHooks"} {
-		if strings.Contains(string(out), sym) {
-			t.Errorf("the default fenec-node holds %s", sym)
+	for _, tc := range []struct {
+		cmd, tagged string
+		syms        []string
+		hooked      string // a symbol the suite's build holds
+	}{
+		{"fenec-node", cluster.Bins().Node, []string{"internal/nemesis", "store.SyncHook", "store.noteSynced", "store.sizeForHook", "main.testHooks"}, "internal/nemesis"},
+		{"fenec-shard", cluster.Bins().Shard, []string{"internal/nemesis", "main.testHooks"}, "main.testHooks"},
+	} {
+		bin := t.TempDir() + "/" + tc.cmd
+		build := exec.Command("go", "build", "-o", bin, "github.com/fenec-go/fenec/cmd/"+tc.cmd)
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("build the default %s: %v\n%s", tc.cmd, err, out)
 		}
-	}
-	tagged, err := exec.Command("go", "tool", "nm", cluster.Bins().Node).Output()
-	if err != nil {
-		t.Fatalf("go tool nm: %v", err)
-	}
-	if !strings.Contains(string(tagged), "internal/nemesis") || !strings.Contains(string(tagged), "store.SyncHook") {
-		t.Error("the suite's fenec-node has no hooks: the look above would pass whatever it looked at")
+		out, err := exec.Command("go", "tool", "nm", bin).Output()
+		if err != nil {
+			t.Fatalf("go tool nm: %v", err)
+		}
+		for _, sym := range tc.syms {
+			if strings.Contains(string(out), sym) {
+				t.Errorf("the default %s holds %s", tc.cmd, sym)
+			}
+		}
+		tagged, err := exec.Command("go", "tool", "nm", tc.tagged).Output()
+		if err != nil {
+			t.Fatalf("go tool nm: %v", err)
+		}
+		if !strings.Contains(string(tagged), tc.hooked) {
+			t.Errorf("the suite's %s has no hooks: the look above would pass whatever it looked at", tc.cmd)
+		}
 	}
 }
 
