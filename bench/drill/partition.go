@@ -47,6 +47,7 @@ type partResult struct {
 	zoneUS       int             // the same, to us's side
 	acked, lost  int             // every acknowledged write of either side, and those not read back
 	lostBy       map[string]int  // lost by side ("eu", "us") and kind
+	lostSome     []string        // the first lost writes: tenant, key, side, when sent and acknowledged (from the cut), router
 	euAnswers    map[string]int  // eu's side's answers other than 200 during the cut, by router and status
 	euBodies     map[string]string
 }
@@ -261,6 +262,10 @@ func judgePartitioned(ctx context.Context, d *deployment, hc *http.Client, usSid
 				if !have[a.k] {
 					pr.lost++
 					pr.lostBy[side+" "+kind]++
+					if len(pr.lostSome) < 10 {
+						pr.lostSome = append(pr.lostSome, fmt.Sprintf("%s k=%d from %s, sent %+.3f s, acknowledged %+.3f s from the cut, through %s, placed on %s",
+							t, a.k, side, a.sent.Sub(cutAt).Seconds(), a.at.Sub(cutAt).Seconds(), hostOf(a.via), now[t]))
+					}
 				}
 			}
 		}

@@ -240,6 +240,9 @@ func reportPartitioned(b *strings.Builder, cfg config, results []result) {
 	for _, r := range results {
 		if pr := r.partRun; pr != nil && r.notRun == "" {
 			fmt.Fprintf(b, "run %d, lost by side and kind: %s; eu's side's answers other than 200 during the cut: %s; the first body of each:\n", r.run, countText(pr.lostBy), countText(pr.euAnswers))
+			for _, l := range pr.lostSome {
+				fmt.Fprintf(b, "  lost: %s\n", l)
+			}
 			keys := make([]string, 0, len(pr.euBodies))
 			for k := range pr.euBodies {
 				keys = append(keys, k)
