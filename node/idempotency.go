@@ -106,6 +106,17 @@ func (c *call) replay(k *keyed) bool {
 		c.fail(ErrKeyReused)
 		return true
 	}
+	if got.Seq > 0 && got.Status < 300 && !c.settleWrite(got.Seq) {
+		// The first answer may never have gone out: its client hung up,
+		// or it was 500 (outcome unknown) because the lease lapsed while
+		// the write waited for a copy. Its key is kept with the write all
+		// the same, so the stored answer is given only as the write's own
+		// would be: once the copies a write waits for hold it (or the
+		// router recorded the one counted on behind), under the lease.
+		// Replayed at once, it acknowledged a write that a failover to
+		// the copy then lost.
+		return true
+	}
 	h := c.w.Header()
 	h.Set("Idempotent-Replayed", "true")
 	if got.Seq > 0 {

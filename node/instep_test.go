@@ -1,6 +1,9 @@
 package node
 
 import (
+	"context"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -192,5 +195,62 @@ func TestInStepCountsOnlyTheNamedReplica(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("n2 back, the write is still held")
+	}
+}
+
+// A keyed write whose first answer never went out (its client hung up
+// while the write waited for a copy the list counts on) is answered on a
+// retry of its key only as a fresh write would be: held until the copy
+// holds it or the list records the copy behind, then replayed. Replayed
+// at once from the stored answer, it would acknowledge a write the copy
+// never got, which a failover to the copy loses.
+func TestInStepKeyedRetryWaitsAsTheWriteWould(t *testing.T) {
+	var g *leaseGrants
+	plain := lease.List{Tenants: []string{"a"}}
+	a, _, p, ta, _ := copyThroughProxyAfter(t, func(c *Config) { c.Lease = true }, func(a *testNode) {
+		g = &leaseGrants{t: t, n: a}
+		g.send(&plain, "")
+		g.send(nil, plain.ID())
+	})
+	inStep := lease.List{Tenants: []string{"a"}, InStep: []string{"a"}}
+	g.send(&inStep, "")
+	w0 := answeredSeq(t, a.q("a", `put c {name: "before"}`))
+
+	p.Cut()
+	body := `{"query": "put c {name: \"keyed\"}"}`
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	req, err := http.NewRequestWithContext(ctx, "POST", a.url+"/t/a/query", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Idempotency-Key", "k1")
+	if res, err := a.client.Do(req); err == nil {
+		res.Body.Close()
+		t.Fatalf("the first send was answered %d while the copy was cut off", res.StatusCode)
+	}
+	cancel()
+	testkit.Eventually(t, 5*time.Second, func() bool { return ta.db.Seq() > w0 }, "the keyed write lands")
+
+	start := time.Now()
+	retry := pending(func() *resp { return a.do("POST", "/t/a/query", body, "Idempotency-Key", "k1") })
+	select {
+	case r := <-retry:
+		t.Fatalf("the retry was answered %d %s after %v, the copy holding nothing of it", r.Status, r.Body, time.Since(start))
+	case <-time.After(time.Second):
+	}
+	var asked uint64
+	testkit.Eventually(t, 3*defaultReplicaWait, func() bool {
+		asked = g.send(nil, inStep.ID()).Behind["a"]
+		return asked > w0
+	}, "the node asks for the copy to be recorded behind")
+	recorded := lease.List{Tenants: []string{"a"}, Behind: map[string]uint64{"a": asked}}
+	g.send(&recorded, "")
+	select {
+	case r := <-retry:
+		if r.Status != 200 || r.Header.Get("Idempotent-Replayed") != "true" {
+			t.Fatalf("the retry once the copy was recorded behind: %d %s %v", r.Status, r.Body, r.Header)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the retry is held after the list recorded the copy behind")
 	}
 }
