@@ -34,7 +34,10 @@
 //     copies a region's records between the global directory and the
 //     region's, down or up: Sync reads both whole, SyncTracked copies only
 //     the keys a watch changed, from the records a Tracked holds of each
-//     directory (tracked.go).
+//     directory (tracked.go). Far copies into a region's directory,
+//     under far/, the records of the tenants of other regions with a copy
+//     in it and of their primaries' nodes (far.go), kept apart from the
+//     region's own (View.FarTenant, View.FarNode).
 //   - Watcher, a router's in-memory copy of a whole directory: it lists,
 //     watches from the list's revision and lists again after a compaction,
 //     publishing immutable Views through an atomic pointer, so Lookup costs

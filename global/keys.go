@@ -24,6 +24,13 @@ const (
 	// and the mirror leave these keys out; a router reads them when it
 	// picks a copy's node.
 	PrefixStandbys = "standbys/"
+
+	// PrefixFarTenants and PrefixFarNodes key a region's read-only copies
+	// of the records of far tenants (far.go): tenants homed in another
+	// region with a copy in this one, and their primaries' nodes. Only a
+	// region's directory holds them, copied down from the global one.
+	PrefixFarTenants = "far/tenants/" // far/tenants/<t>: Tenant
+	PrefixFarNodes   = "far/nodes/"   // far/nodes/<n>: Node
 )
 
 // RegionKey returns the key of region r.
@@ -37,6 +44,14 @@ func TenantKey(t string) string { return PrefixTenants + t }
 
 // QuotaKey returns the key of tenant t's quota.
 func QuotaKey(t string) string { return PrefixQuotas + t }
+
+// FarTenantKey returns the key of far tenant t's record in a region's
+// directory.
+func FarTenantKey(t string) string { return PrefixFarTenants + t }
+
+// FarNodeKey returns the key of far node n's record in a region's
+// directory.
+func FarNodeKey(n string) string { return PrefixFarNodes + n }
 
 // StandbyKey returns the key of node n's standby.
 func StandbyKey(n string) string { return PrefixStandbys + n }
@@ -64,7 +79,7 @@ func splitKey(key string) (kind, name string, ok bool) {
 	case KeyTerm, KeyLeader, KeyLeaseRecord, KeyName:
 		return key, "", true
 	}
-	for _, p := range []string{PrefixRegions, PrefixNodes, PrefixTenants, PrefixQuotas} {
+	for _, p := range []string{PrefixRegions, PrefixNodes, PrefixTenants, PrefixQuotas, PrefixFarTenants, PrefixFarNodes} {
 		if rest, found := strings.CutPrefix(key, p); found && ValidName(rest) {
 			return p, rest, true
 		}

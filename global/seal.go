@@ -297,10 +297,11 @@ func (s *sealing) Watch(ctx context.Context, prefix string, after int64) (<-chan
 	return out, nil
 }
 
-// nodeName is the node a key holds, if it holds one.
+// nodeName is the node a key holds, if it holds one (a far node's copy
+// in a region's directory too: its token is sealed there as anywhere).
 func nodeName(key string) (string, bool) {
 	kind, name, ok := splitKey(key)
-	return name, ok && kind == PrefixNodes
+	return name, ok && (kind == PrefixNodes || kind == PrefixFarNodes)
 }
 
 // seal rewrites a node record's "token" as "sealed"; other values, and

@@ -19,13 +19,22 @@ type Tracked struct {
 	nodeRegion map[string]string              // node → its region
 	tenantNode map[string]string              // tenant → its node
 	byNode     map[string]map[string]struct{} // node → the tenants naming it
-	bad        map[string]bool                // node and tenant records that do not decode
+	copiesOf   map[string][]string            // tenant → the nodes of its copies (replica, read copies)
+	byCopy     map[string]map[string]struct{} // node → the tenants with a copy on it
+	// copyRegions and withCopyIn count, for far records (far.go), the
+	// tenants on each node with a copy in each region, so whether a node
+	// is a far tenant's costs a lookup, not a scan of its tenants.
+	copyRegions map[string][]string       // tenant → its copies' regions, as counted in withCopyIn
+	withCopyIn  map[string]map[string]int // node → region → the tenants on the node with a copy there
+	bad         map[string]bool           // node and tenant records that do not decode
 }
 
 // NewTracked holds kvs, a whole directory as List("") returned it at rev.
 func NewTracked(kvs []KV, rev int64) *Tracked {
 	t := &Tracked{kvs: make(map[string]KV, len(kvs)), nodeRegion: map[string]string{},
-		tenantNode: make(map[string]string, len(kvs)), byNode: map[string]map[string]struct{}{}, bad: map[string]bool{}}
+		tenantNode: make(map[string]string, len(kvs)), byNode: map[string]map[string]struct{}{},
+		copiesOf: map[string][]string{}, byCopy: map[string]map[string]struct{}{},
+		copyRegions: map[string][]string{}, withCopyIn: map[string]map[string]int{}, bad: map[string]bool{}}
 	for _, kv := range kvs {
 		t.set(kv)
 	}
@@ -72,8 +81,15 @@ func (t *Tracked) Apply(r WatchResponse, changed func(key string, rev int64)) {
 
 // set holds kv, indexing a node's region and a tenant's node.
 func (t *Tracked) set(kv KV) {
+	reg, had := t.regionOfNodeKey(kv.Key)
 	t.unindex(kv.Key)
 	t.kvs[kv.Key] = kv
+	t.index(kv)
+	t.nodeMoved(kv.Key, reg, had)
+}
+
+// index indexes kv, held already.
+func (t *Tracked) index(kv KV) {
 	kind, name, ok := splitKey(kv.Key)
 	if !ok {
 		return
@@ -90,25 +106,55 @@ func (t *Tracked) set(kv KV) {
 		t.nodeRegion[name] = n.Region
 	case PrefixTenants:
 		var rec struct {
-			Node string `json:"node"`
+			Node       string   `json:"node"`
+			Replica    string   `json:"replica"`
+			ReadCopies NodeList `json:"read_copies"`
 		}
 		if err := json.Unmarshal(kv.Value, &rec); err != nil {
 			t.bad[kv.Key] = true
 			return
 		}
 		t.tenantNode[name] = rec.Node
-		on := t.byNode[rec.Node]
-		if on == nil {
-			on = map[string]struct{}{}
-			t.byNode[rec.Node] = on
+		addTo(t.byNode, rec.Node, name)
+		copies := rec.ReadCopies.Names()
+		if rec.Replica != "" {
+			copies = append(copies, rec.Replica)
 		}
-		on[name] = struct{}{}
+		if len(copies) > 0 {
+			t.copiesOf[name] = copies
+			for _, n := range copies {
+				addTo(t.byCopy, n, name)
+			}
+			t.count(name)
+		}
+	}
+}
+
+// addTo adds tenant to idx[node].
+func addTo(idx map[string]map[string]struct{}, node, tenant string) {
+	on := idx[node]
+	if on == nil {
+		on = map[string]struct{}{}
+		idx[node] = on
+	}
+	on[tenant] = struct{}{}
+}
+
+// removeFrom removes tenant from idx[node].
+func removeFrom(idx map[string]map[string]struct{}, node, tenant string) {
+	if on := idx[node]; on != nil {
+		delete(on, tenant)
+		if len(on) == 0 {
+			delete(idx, node)
+		}
 	}
 }
 
 func (t *Tracked) del(key string) {
+	reg, had := t.regionOfNodeKey(key)
 	t.unindex(key)
 	delete(t.kvs, key)
+	t.nodeMoved(key, reg, had)
 }
 
 // unindex forgets what the index holds of key's record.
@@ -122,17 +168,17 @@ func (t *Tracked) unindex(key string) {
 	case PrefixNodes:
 		delete(t.nodeRegion, name)
 	case PrefixTenants:
+		t.uncount(name)
+		for _, n := range t.copiesOf[name] {
+			removeFrom(t.byCopy, n, name)
+		}
+		delete(t.copiesOf, name)
 		node, had := t.tenantNode[name]
 		if !had {
 			return
 		}
 		delete(t.tenantNode, name)
-		if on := t.byNode[node]; on != nil {
-			delete(on, name)
-			if len(on) == 0 {
-				delete(t.byNode, node)
-			}
-		}
+		removeFrom(t.byNode, node, name)
 	}
 }
 

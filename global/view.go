@@ -32,6 +32,12 @@ type View struct {
 	quotas  map[string]Quota
 	tenants [viewShards]map[string]Tenant
 	byNode  *nodeIndex // built on first use
+
+	// farTenants and farNodes are a region's directory's copies of far
+	// records (far.go): kept apart from the region's own, so nothing that
+	// leases, repairs or places the region's tenants sees them.
+	farTenants map[string]Tenant
+	farNodes   map[string]Node
 }
 
 // nodeIndex is a view's tenants by primary node, built once per view.
@@ -72,6 +78,23 @@ func (v *View) Node(name string) (Node, bool) {
 	n, ok := v.nodes[name]
 	return n, ok
 }
+
+// FarTenant returns far tenant name's record: a tenant homed in another
+// region with a copy in this directory's region (far.go).
+func (v *View) FarTenant(name string) (Tenant, bool) {
+	t, ok := v.farTenants[name]
+	return t, ok
+}
+
+// FarNode returns far node name's record: the node of a far tenant's
+// primary.
+func (v *View) FarNode(name string) (Node, bool) {
+	n, ok := v.farNodes[name]
+	return n, ok
+}
+
+// NumFarTenants returns how many far tenants the view holds.
+func (v *View) NumFarTenants() int { return len(v.farTenants) }
 
 // Region returns region name's record.
 func (v *View) Region(name string) (Region, bool) {
@@ -127,7 +150,8 @@ func (v *View) Quotas() iter.Seq2[string, Quota] { return maps.All(v.quotas) }
 
 // emptyView returns a view with no records.
 func emptyView() *View {
-	v := &View{regions: map[string]Region{}, nodes: map[string]Node{}, quotas: map[string]Quota{}, byNode: new(nodeIndex)}
+	v := &View{regions: map[string]Region{}, nodes: map[string]Node{}, quotas: map[string]Quota{}, byNode: new(nodeIndex),
+		farTenants: map[string]Tenant{}, farNodes: map[string]Node{}}
 	for i := range v.tenants {
 		v.tenants[i] = map[string]Tenant{}
 	}
@@ -188,23 +212,38 @@ func (b *viewBuilder) apply(key string, value []byte, deleted bool, rev int64) {
 		setRecord(b, cow(b, kind, &b.v.nodes), key, name, value, deleted)
 	case PrefixQuotas:
 		setRecord(b, cow(b, kind, &b.v.quotas), key, name, value, deleted)
+	case PrefixFarTenants:
+		m := cow(b, kind, &b.v.farTenants)
+		prev, had := m[name]
+		setRecord(b, m, key, name, value, deleted)
+		now, has := m[name]
+		b.changed(name, rev, true, prev, had, now, has)
+	case PrefixFarNodes:
+		setRecord(b, cow(b, kind, &b.v.farNodes), key, name, value, deleted)
 	case PrefixTenants:
 		i := shardOf(name)
 		m := cow(b, tenantShard(i), &b.v.tenants[i])
 		prev, had := m[name]
 		setRecord(b, m, key, name, value, deleted)
 		now, has := m[name]
-		if had != has || prev != now {
-			c := TenantChange{Name: name, Rev: rev}
-			if had {
-				c.Old = &prev
-			}
-			if has {
-				c.New = &now
-			}
-			b.changes = append(b.changes, c)
-		}
+		b.changed(name, rev, false, prev, had, now, has)
 	}
+}
+
+// changed records a tenant's change from prev (had) to now (has), if it
+// is one; far: of a far tenant's record.
+func (b *viewBuilder) changed(name string, rev int64, far bool, prev Tenant, had bool, now Tenant, has bool) {
+	if had == has && prev == now {
+		return
+	}
+	c := TenantChange{Name: name, Rev: rev, Far: far}
+	if had {
+		c.Old = &prev
+	}
+	if has {
+		c.New = &now
+	}
+	b.changes = append(b.changes, c)
 }
 
 // decode parses value into dst; a bad value leaves dst zero and is noted.
@@ -234,22 +273,20 @@ func setRecord[V any](b *viewBuilder, m map[string]V, key, name string, value []
 // old view and the new one.
 func (b *viewBuilder) diffTenants(rev int64) {
 	for i := range viewShards {
-		oldm, newm := b.old.tenants[i], b.v.tenants[i]
-		for name, o := range oldm {
-			n, ok := newm[name]
-			if ok && n == o {
-				continue
-			}
-			c := TenantChange{Name: name, Rev: rev, Old: &o}
-			if ok {
-				c.New = &n
-			}
-			b.changes = append(b.changes, c)
-		}
-		for name, n := range newm {
-			if _, ok := oldm[name]; !ok {
-				b.changes = append(b.changes, TenantChange{Name: name, Rev: rev, New: &n})
-			}
+		b.diff(b.old.tenants[i], b.v.tenants[i], rev, false)
+	}
+	b.diff(b.old.farTenants, b.v.farTenants, rev, true)
+}
+
+// diff records every tenant that differs between oldm and newm.
+func (b *viewBuilder) diff(oldm, newm map[string]Tenant, rev int64, far bool) {
+	for name, o := range oldm {
+		n, ok := newm[name]
+		b.changed(name, rev, far, o, true, n, ok)
+	}
+	for name, n := range newm {
+		if _, ok := oldm[name]; !ok {
+			b.changed(name, rev, far, Tenant{}, false, n, true)
 		}
 	}
 }
@@ -272,6 +309,10 @@ type TenantChange struct {
 	Name     string
 	Old, New *Tenant
 	Rev      int64
+	// Far: the change is of a far tenant's record (a region's directory's
+	// copy of a tenant of another region with a copy in it: far.go), not
+	// of a tenant of the directory's own.
+	Far bool
 }
 
 // FailedOver reports whether the change is a failover off a node (as
