@@ -36,7 +36,8 @@
 //   - audit_control.go: the audit lines of the router's own doing —
 //     every region record it writes, a node refusing its grants for
 //     another binding, a forced takeover.
-//   - placement.go: the forwarder's Placements over the watcher, the
+//   - placement.go: the forwarder's Placements over the watcher (on a
+//     region's router, its far tenants too: global.Far), the
 //     watcher callback that cuts requests out to a failed-over node, and
 //     measuring nodes for a placement (least bytes on disk).
 //   - identity.go: nodes' ids — one node under one name, and asking both
@@ -96,10 +97,10 @@
 //   - link.go: a region's leading router's link to the global directory
 //     (--global, package region/link) wired over the router's directory,
 //     lead, leasing, audit log and clock: the region records kept in
-//     line, the region's records copied down or up by who leases, the
-//     region's steps of a handoff. The link reaches the router only
-//     through link.Deps and the lead only through link.Lead (leader.go's
-//     leasingLead serves both).
+//     line, the region's records copied down or up by who leases, its far
+//     records (global.Far) down whoever leases, the region's steps of a
+//     handoff. The link reaches the router only through link.Deps and the
+//     lead only through link.Lead (leader.go's leasingLead serves both).
 //
 // # Locks, in order
 //

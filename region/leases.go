@@ -50,7 +50,11 @@ func (rt *Router) wireLeasing() error {
 	if err := rt.leasing.Register(rt.reg); err != nil {
 		return err
 	}
-	rt.leaseUnwatch = rt.watcher.OnTenantChange(func(global.TenantChange) { rt.leasing.Poke() })
+	rt.leaseUnwatch = rt.watcher.OnTenantChange(func(c global.TenantChange) {
+		if !c.Far { // a far tenant's primary is leased by its own region's side
+			rt.leasing.Poke()
+		}
+	})
 	rt.leasing.Start(rt.ctx)
 	return nil
 }

@@ -24,6 +24,10 @@ var (
 	// ErrHandingOver: the region's leasing is being handed over (503):
 	// neither side takes its changes until the handoff is done.
 	ErrHandingOver = errors.New("the region's leasing is being handed over")
+	// ErrFarTenant: a change for a far tenant sent to a region's router
+	// (409): the tenant is homed in another region, and its placement
+	// changes at the global tier's leading router.
+	ErrFarTenant = errors.New("this region's routers serve the tenant from a read-only copy of its record and do not place it: its placement changes at the global tier's leading router; send the change there")
 )
 
 // ownerError says which side owns region and where to send its changes.
@@ -145,6 +149,28 @@ func (rt *Router) ownTenant(ctx context.Context, s *global.Store, t string) (*gl
 		return nil, err
 	}
 	return rt.ownNode(ctx, s, rec.Value.Node)
+}
+
+// refuseFar refuses a change of tenant t on a region's router whose view
+// holds t as a far tenant (global.Far): one homed in another region, with
+// a copy in this one. Its placement is never this region's to change.
+func (rt *Router) refuseFar(t string) error {
+	v := rt.watcher.View()
+	if t == "" || v == nil {
+		return nil
+	}
+	if _, own := v.Tenant(t); own {
+		return nil
+	}
+	rec, ok := v.FarTenant(t)
+	if !ok {
+		return nil
+	}
+	home := "another region"
+	if n, ok := v.FarNode(rec.Node); ok {
+		home = "region " + n.Region
+	}
+	return fmt.Errorf("tenant %s is homed in %s (its primary on %s), with a copy in region %s: %w", t, home, rec.Node, rt.cfg.Region, ErrFarTenant)
 }
 
 // promoteFence names this router's directory, region r's leasing epoch

@@ -18,32 +18,56 @@ import (
 // viewPlacements is the forwarder's Placements over the router's Watcher:
 // one lock-free lookup in the current immutable view per request. A tenant
 // being moved is served by its source (the record's Node) until the move
-// flips it.
+// flips it. On a region's router, a tenant that is not the region's own
+// is looked up among its far records (global.Far): a tenant homed in
+// another region with a copy in this one, forwarded to its primary there.
 //
 // near is the router's readers' region (--near): NearCopy names a
-// tenant's read copy on a node there.
+// tenant's read copy on a node there. region is the region a region's
+// router serves: its far tenants' bounded reads go to their copy there
+// even without --near, since that copy is why the region knows them.
 type viewPlacements struct {
-	w    *global.Watcher
-	near string
+	w      *global.Watcher
+	near   string
+	region string
+}
+
+// placed is tenant's record and its primary's node as v holds them: the
+// region's own, or a far tenant's and its far node.
+func placed(v *global.View, tenant string) (global.Tenant, global.Node, bool) {
+	if t, ok := v.Tenant(tenant); ok {
+		n, ok := v.Node(t.Node)
+		return t, n, ok
+	}
+	t, ok := v.FarTenant(tenant)
+	if !ok {
+		return t, global.Node{}, false
+	}
+	n, ok := v.FarNode(t.Node)
+	return t, n, ok
 }
 
 // NearCopy implements forward.CopyPlacements: the first of tenant's read
-// copies on a node of the router's readers' region.
+// copies on a node of the router's readers' region (of a far tenant, of
+// the router's own region unless --near names another).
 func (p viewPlacements) NearCopy(tenant string) (forward.Target, bool) {
-	if p.near == "" {
-		return forward.Target{}, false
-	}
 	v := p.w.View()
 	if v == nil {
 		return forward.Target{}, false
 	}
 	t, ok := v.Tenant(tenant)
-	if !ok || t.ReadCopies == "" {
+	near := p.near
+	if !ok {
+		if t, ok = v.FarTenant(tenant); ok && near == "" {
+			near = p.region
+		}
+	}
+	if !ok || near == "" || t.ReadCopies == "" {
 		return forward.Target{}, false
 	}
 	for _, name := range t.ReadCopies.Names() {
 		n, ok := v.Node(name)
-		if !ok || n.Region != p.near || !n.Lapsed.IsZero() {
+		if !ok || n.Region != near || !n.Lapsed.IsZero() {
 			continue
 		}
 		if err := global.UsableNode(n); err != nil {
@@ -61,11 +85,7 @@ func (p viewPlacements) Lookup(tenant string) (forward.Target, bool) {
 	if v == nil {
 		return forward.Target{}, false
 	}
-	t, ok := v.Tenant(tenant)
-	if !ok {
-		return forward.Target{}, false
-	}
-	n, ok := v.Node(t.Node)
+	t, n, ok := placed(v, tenant)
 	if !ok {
 		return forward.Target{}, false
 	}
@@ -87,8 +107,8 @@ func (p viewPlacements) Ready() bool {
 
 // cutOnFailover returns the Watcher callback that ends what the forwarder
 // has out to a node as soon as the directory shows a tenant failed over off
-// it. Every router runs it, leading or not; a move or a placement cuts
-// nothing.
+// it (a far tenant too, on a region's router). Every router runs it,
+// leading or not; a move or a placement cuts nothing.
 func cutOnFailover(w *global.Watcher, f *forward.Forwarder, log *slog.Logger) func(global.TenantChange) {
 	return func(c global.TenantChange) {
 		from, ok := c.FailedOver()
@@ -97,7 +117,11 @@ func cutOnFailover(w *global.Watcher, f *forward.Forwarder, log *slog.Logger) fu
 		}
 		tg := forward.Target{Node: c.New.Node}
 		if v := w.View(); v != nil {
-			if n, ok := v.Node(c.New.Node); ok {
+			n, ok := v.Node(c.New.Node)
+			if c.Far { // a far tenant: its primary's node is a far node
+				n, ok = v.FarNode(c.New.Node)
+			}
+			if ok {
 				tg.Addr, tg.Token, tg.Refused = n.Addr, n.Token, global.UsableNode(n)
 			}
 		}

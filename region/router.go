@@ -257,7 +257,7 @@ func (rt *Router) wire() error {
 	rt.lead = &leadership{id: rt.id, name: rt.dirName(), store: rt.store, watcher: rt.watcher, log: rt.log}
 	rt.reg = prometheus.NewRegistry()
 	rt.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	if rt.fwd, err = forward.New(rt.cfg.Forward, viewPlacements{w: rt.watcher, near: rt.cfg.Near}, rt.reg, rt.log); err != nil {
+	if rt.fwd, err = forward.New(rt.cfg.Forward, viewPlacements{w: rt.watcher, near: rt.cfg.Near, region: rt.leasedRegion()}, rt.reg, rt.log); err != nil {
 		return err
 	}
 	if rt.metrics, err = newControlMetrics(rt.reg, rt.watcher, rt.lead); err != nil {

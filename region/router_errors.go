@@ -172,6 +172,7 @@ var shardStatus = []struct {
 	{ErrReadCopy, http.StatusConflict},
 	{ErrSurvive, http.StatusConflict},
 	{ErrMirrored, http.StatusConflict},
+	{ErrFarTenant, http.StatusConflict},
 	{ErrBodyStalled, http.StatusRequestTimeout},
 	{ErrNotOwner, http.StatusConflict},
 	{global.ErrWrongDirectory, http.StatusConflict},

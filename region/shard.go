@@ -197,8 +197,11 @@ func (c *shardCall) run(what, tenant, node string, owned bool, fn func(*global.S
 	var err error
 	if owned && c.rt.mirroring() {
 		// A region's router takes changes only while its region leases
-		// its nodes; refused before the lead is looked at.
-		err = c.rt.ownsOwnRegion()
+		// its nodes, and never a far tenant's; refused before the lead is
+		// looked at.
+		if err = c.rt.refuseFar(tenant); err == nil {
+			err = c.rt.ownsOwnRegion()
+		}
 	}
 	if err == nil {
 		s, err = c.rt.lead.changes(c.r.Context())

@@ -5,7 +5,10 @@
 // longest-lease record) down into the region's directory, which the
 // region's routers forward from, so they go on forwarding while the
 // global directory cannot be reached. While the region leases itself, its
-// directory is written first and the link copies the records up. Either
+// directory is written first and the link copies the records up. Whoever
+// leases, it copies the region's far records down (global.Far: the
+// tenants of other regions with a copy in this one, and their primaries'
+// nodes, under far/), never up. Either
 // way it keeps the region record of both directories in line (the newer
 // wins; two records whose epochs are too far apart are refused, never
 // adopted), and drives the region's side of a handoff: ready, give, wait
@@ -29,7 +32,9 @@
 //     copied down or up, the series (fenec_router_mirror_*).
 //   - follow.go: what the link holds of both directories, listed once and
 //     then kept by their watches, so each change is copied from its event
-//     (global.Mirror.SyncTracked), and its own copies are not copied back.
+//     (global.Mirror.SyncTracked; global.Far.SyncTracked for the far
+//     records, from a set of keys of its own), and its own copies are not
+//     copied back.
 //   - handoff.go: the region's side of a handoff, and the region records
 //     brought in line (reconcile, align, decorate, epochGap).
 //   - errors.go: its sentinel.

@@ -23,6 +23,7 @@ type linkState struct {
 	gch, rch <-chan global.WatchResponse
 	cancel   context.CancelFunc // ends both watches
 	dirty    global.Dirty       // keys to look at in the next sync
+	farDirty global.Dirty       // keys to look at in the next sync of the far records
 	// changed: a change other than the link's own copies came since the
 	// step began (the region records it wrote itself included): step again.
 	changed bool
@@ -61,6 +62,7 @@ func (l *Link) follow(ctx context.Context) error {
 	ls := &linkState{g: global.NewTracked(gkvs, grev), r: global.NewTracked(rkvs, rrev), gch: gch, rch: rch,
 		cancel: wcancel, ownG: map[int64]bool{}, ownR: map[int64]bool{}}
 	ls.dirty.MarkAll()
+	ls.farDirty.MarkAll()
 	l.ls = ls
 	l.lists.Add(1)
 	l.log.Info("link: both directories listed, following their watches", "region", l.region,
@@ -99,6 +101,7 @@ func (ls *linkState) take(l *Link, region bool, r global.WatchResponse, ok bool)
 	t.Apply(r, func(key string, rev int64) {
 		if !own[rev] {
 			ls.dirty.Mark(key)
+			ls.farDirty.Mark(key)
 			ls.changed = true
 		}
 	})
@@ -182,6 +185,36 @@ func (ls *linkState) sync(ctx context.Context, l *Link, up bool, to *global.Stor
 		}
 	}
 	res.Rev = ls.g.Rev() // the link reports the global directory's revision
+	return res, err
+}
+
+// syncFar copies the region's far records (global.Far) from the global
+// directory's records held into the region's directory through s (fenced
+// on the router's term), whichever side leases the region, once the
+// records held are current to both region records (deRev, dgRev), and
+// waits until the region's watch shows what it wrote. It keeps its own
+// set of keys to look at (farDirty), marked by the same watches: the
+// mirror's sync folds in what comes while it runs, which the far records
+// must not miss.
+func (ls *linkState) syncFar(ctx context.Context, l *Link, s *global.Store, deRev, dgRev int64) (global.MirrorResult, error) {
+	if err := ls.await(ctx, l, true, deRev); err != nil {
+		return global.MirrorResult{}, err
+	}
+	if err := ls.await(ctx, l, false, dgRev); err != nil {
+		return global.MirrorResult{}, err
+	}
+	res, err := global.Far{Region: l.region}.SyncTracked(ctx, s, ls.g, ls.r, &ls.farDirty)
+	for _, rev := range res.Written {
+		ls.ownR[rev] = true
+	}
+	if err == nil {
+		ls.farDirty.Reset()
+	}
+	if n := len(res.Written); n > 0 {
+		if werr := ls.await(ctx, l, true, res.Written[n-1]); werr != nil && err == nil {
+			err = werr
+		}
+	}
 	return res, err
 }
 

@@ -317,6 +317,18 @@ func (l *Link) step(ctx context.Context) (bool, error) {
 		l.deps.Lead.Lost(sctx, err)
 		return false, err
 	}
+	// The far records (global.Far) are copied down whichever side leases.
+	if l.ls == nil {
+		return false, errLinkLost
+	}
+	far, err := l.ls.syncFar(sctx, l, s, rec.de.Rev, rec.dg.Rev)
+	if err != nil {
+		l.deps.Lead.Lost(sctx, err)
+		return false, err
+	}
+	if far.Put+far.Deleted > 0 {
+		l.log.Info("link: far records copied", "region", l.region, "put", far.Put, "deleted", far.Deleted)
+	}
 	var res global.MirrorResult
 	switch rec.de.Value.LeasedBy() {
 	case global.LeaserGlobal:
