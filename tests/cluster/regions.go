@@ -108,26 +108,11 @@ func (rs *Regions) startRegion(name string, nodes int, routerArgs []string, ha b
 		r.Leader = c.StartRouter(name, RouterOptions{Args: args})
 		r.Standby = c.StartRouter(name+"-standby", RouterOptions{Directory: r.Leader.EtcdURL(), Args: standbyArgs})
 	}
-	nodeArgs := []string{"--lease", "--sync", "always", "--replication-token", ReplToken, "--resolver", r.dns.Addr()}
 	for i := range nodes {
-		n := c.StartNode(name+strconv.Itoa(i+1), NodeOptions{Args: nodeArgs})
-		_, port, err := net.SplitHostPort(n.Addr())
-		if err != nil {
-			c.tb.Fatal(err)
-		}
-		r.ports[n.Name] = port
-		r.global[n.Name] = proxy.NewOn(c.tb, "127.0.0.2:"+port, n.Direct())
-		r.dns.Set(NodeHost(n), netip.MustParseAddr("127.0.0.1"))
-		rs.globalDNS.Set(NodeHost(n), netip.MustParseAddr("127.0.0.2"))
-		r.Nodes = append(r.Nodes, n)
+		rs.startNode(r, name+strconv.Itoa(i+1))
 	}
 	for _, n := range r.Nodes {
-		res := rs.Global.Client().Do("PUT", "/_shard/nodes/"+n.Name, map[string]any{
-			"addr": r.NodeURL(n), "token": AdminToken, "region": name,
-		})
-		if res.Status != http.StatusCreated {
-			c.tb.Fatalf("record %s: %s", n.Name, res)
-		}
+		rs.recordNode(r, n)
 	}
 	for i, n := range r.Nodes {
 		standby := r.Nodes[(i+1)%len(r.Nodes)]
@@ -137,6 +122,58 @@ func (rs *Regions) startRegion(name string, nodes int, routerArgs []string, ha b
 		}
 	}
 	return r
+}
+
+// Connect has regions a and b reach each other's nodes: each one's
+// routers and nodes look the other's nodes up at their usual proxies, as
+// a copy of a tenant in the other region (a read copy, a survive-region
+// copy) and a region's routers forwarding to it need.
+func (rs *Regions) Connect(a, b string) {
+	ra, rb := rs.Region[a], rs.Region[b]
+	for _, p := range [][2]*Region{{ra, rb}, {rb, ra}} {
+		for _, n := range p[1].Nodes {
+			p[0].dns.Set(NodeHost(n), netip.MustParseAddr("127.0.0.1"))
+		}
+	}
+}
+
+// startNode starts node name of region r, reached by name through its
+// proxies.
+func (rs *Regions) startNode(r *Region, name string) *Node {
+	c := rs.C
+	nodeArgs := []string{"--lease", "--sync", "always", "--replication-token", ReplToken, "--resolver", r.dns.Addr()}
+	n := c.StartNode(name, NodeOptions{Args: nodeArgs})
+	_, port, err := net.SplitHostPort(n.Addr())
+	if err != nil {
+		c.tb.Fatal(err)
+	}
+	r.ports[n.Name] = port
+	r.global[n.Name] = proxy.NewOn(c.tb, "127.0.0.2:"+port, n.Direct())
+	r.dns.Set(NodeHost(n), netip.MustParseAddr("127.0.0.1"))
+	rs.globalDNS.Set(NodeHost(n), netip.MustParseAddr("127.0.0.2"))
+	r.Nodes = append(r.Nodes, n)
+	return n
+}
+
+// recordNode records n in region r at the global tier.
+func (rs *Regions) recordNode(r *Region, n *Node) {
+	res := rs.Global.Client().Do("PUT", "/_shard/nodes/"+n.Name, map[string]any{
+		"addr": r.NodeURL(n), "token": AdminToken, "region": r.Name,
+	})
+	if res.Status != http.StatusCreated {
+		rs.tb.Fatalf("record %s: %s", n.Name, res)
+	}
+}
+
+// AddNode starts node name in region, records it at the global tier,
+// and names it no one's standby (so it can hold a read copy). Call it
+// before Connect, so the regions connected reach it too.
+func (rs *Regions) AddNode(region, name string) *Node {
+	rs.tb.Helper()
+	r := rs.Region[region]
+	n := rs.startNode(r, name)
+	rs.recordNode(r, n)
+	return n
 }
 
 // NodeHost is the name node n is recorded by.
