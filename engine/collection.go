@@ -244,7 +244,9 @@ func (c *collection) memoryBytes() int64 {
 		case *vectorIndex:
 			n += x.graph().MemoryBytes()
 		case *textIndex:
-			n += x.x.MemoryBytes()
+			if t := x.built(); t != nil {
+				n += t.MemoryBytes()
+			}
 		}
 	}
 	c.lazyMu.Lock()

@@ -288,7 +288,11 @@ func (r *runner) matchHits(c *collection, m *fql.Match, k int, filter func(int64
 	if !ok {
 		return nil, fmt.Errorf("%w: match wants text, got %s", ErrType, fql.TypeName(q))
 	}
-	return toHits(c, ti.x.SearchUntil(qs, k, filter, r.stop.check)), nil
+	tx, ok := ti.index(c, c.sch.field(m.Field), r.stop)
+	if !ok {
+		return nil, r.stop.stopped()
+	}
+	return toHits(c, tx.SearchUntil(qs, k, filter, r.stop.check)), nil
 }
 
 func toHits(c *collection, th []text.Hit) []hit {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"sync"
 	"sync/atomic"
 
 	"github.com/fenec-go/fenec/engine/hnsw"
@@ -14,15 +15,72 @@ type searchIndex interface {
 	remove(id int64)
 }
 
-// textIndex is an @text field's BM25 index.
-type textIndex struct{ x *text.Index }
+// textIndex is an @text field's BM25 index, built from the collection's
+// documents the first time a match reads it (index), not as the tenant
+// opens or the index is created: an open decodes no text, and a tenant
+// never searched holds no postings. Until it is built, writes leave it
+// be (the build reads the documents as they are then); once built, they
+// keep it in step.
+type textIndex struct {
+	k1, b float64
+	// mu guards the build among readers, who build under the DB's read
+	// lock; writers hold the write lock, so no build runs beside them.
+	mu sync.Mutex
+	x  atomic.Pointer[text.Index] // nil until built
+}
+
+func newTextIndex(k1, b float64) *textIndex { return &textIndex{k1: k1, b: b} }
 
 func (t *textIndex) put(id int64, v any) {
+	x := t.x.Load()
+	if x == nil {
+		return
+	}
 	if s, ok := v.(string); ok {
-		t.x.Put(id, s)
+		x.Put(id, s)
 	}
 }
-func (t *textIndex) remove(id int64) { t.x.Remove(id) }
+
+func (t *textIndex) remove(id int64) {
+	if x := t.x.Load(); x != nil {
+		x.Remove(id)
+	}
+}
+
+// built is the index if it was built, else nil.
+func (t *textIndex) built() *text.Index { return t.x.Load() }
+
+// index returns the index of field i of c, building it from c's documents
+// if this is its first use (the caller holds the DB's lock, read or
+// write). A build stopped (stop, the statement's, said so) keeps nothing:
+// the next use builds it again.
+func (t *textIndex) index(c *collection, i int, stop *stopper) (*text.Index, bool) {
+	if x := t.x.Load(); x != nil {
+		return x, true
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if x := t.x.Load(); x != nil {
+		return x, true
+	}
+	x := text.New(t.k1, t.b)
+	stopped := false
+	c.order.Ascend(func(d *doc) bool {
+		if stop.step() {
+			stopped = true
+			return false
+		}
+		if s, ok := d.val(i).(string); ok {
+			x.Put(d.id, s)
+		}
+		return true
+	})
+	if stopped {
+		return nil, false
+	}
+	t.x.Store(x)
+	return x, true
+}
 
 // vectorIndex is an @hnsw field's graph. A vector the graph refuses cannot
 // happen: the field's type checked its dimension. The graph is swapped
@@ -82,7 +140,7 @@ func hnswConfig(f *fieldSpec) hnsw.Config {
 
 func newSearchIndex(f *fieldSpec) searchIndex {
 	if f.Text {
-		return &textIndex{x: text.New(f.TextK1, f.TextB)}
+		return newTextIndex(f.TextK1, f.TextB)
 	}
 	x, err := hnsw.New(hnswConfig(f))
 	if err != nil {

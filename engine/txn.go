@@ -233,8 +233,13 @@ func fillSorted(c *collection, i int) {
 	})
 }
 
+// fillSearch puts c's documents in field i's new search index; a text
+// index is built on its first use instead (textIndex.index).
 func fillSearch(c *collection, i int) {
 	s := c.search[i]
+	if _, ok := s.(*textIndex); ok {
+		return
+	}
 	c.order.Ascend(func(d *doc) bool {
 		if v := d.val(i); v != nil {
 			s.put(d.id, v)

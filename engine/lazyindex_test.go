@@ -1,0 +1,176 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+)
+
+// textBuilt says whether field name of collection coll has its text index
+// built.
+func textBuilt(tb testing.TB, db *DB, coll, name string) bool {
+	tb.Helper()
+	db.mu.RLock()
+	defer db.mu.RUnlock()
+	c := db.st.colls[coll]
+	ti, ok := c.search[c.sch.field(name)].(*textIndex)
+	if !ok {
+		tb.Fatalf("%s.%s has no text index", coll, name)
+	}
+	return ti.built() != nil
+}
+
+// An @text index is built from the documents on its first match, not as
+// the tenant opens: the open decodes no text, writes before the first
+// match are in it, writes after it keep it in step, and the answers are
+// those of an index kept in step from the start.
+func TestTextIndexBuiltOnFirstMatch(t *testing.T) {
+	db, path := newTestDB(t, Options{NoSweep: true})
+	mustExec(t, db, "create collection d (body text @text, kind text)")
+	for i := range 300 {
+		mustExec(t, db, "put d {body: $1, kind: $2}", fmt.Sprintf("fox %d dog %d", i%7, i%3), fmt.Sprint(i%2))
+	}
+	const q = "get d select id, _score match body 'fox 3 dog' where kind = '1' limit 20"
+	want := mustExec(t, db, q)
+	if !textBuilt(t, db, "d", "body") {
+		t.Fatal("the match did not build the index")
+	}
+	mustExec(t, db, "put d {id: 5, body: 'fox 3 fox 3 dog', kind: '1'}")
+	mustExec(t, db, "del d where id = 7")
+	want2 := mustExec(t, db, q)
+	if err := db.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, db, "put d {id: 9, body: 'dog dog dog', kind: '1'}") // a record after the image
+	wantAfter := mustExec(t, db, q)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	db, err := Open(path, Options{NoSweep: true, Logger: discardLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if textBuilt(t, db, "d", "body") {
+		t.Fatal("the open built the text index")
+	}
+	before := db.MemoryBytes()
+	mustExec(t, db, "put d {id: 11, body: 'fox 3 dog 3 fox', kind: '1'}") // before the first match: not indexed, read by the build
+	mustExec(t, db, "del d where id = 9")
+	if textBuilt(t, db, "d", "body") {
+		t.Fatal("a write built the text index")
+	}
+	got := mustExec(t, db, q)
+	if !textBuilt(t, db, "d", "body") || db.MemoryBytes() <= before {
+		t.Fatalf("built %v, memory %d then %d: the build is not counted", textBuilt(t, db, "d", "body"), before, db.MemoryBytes())
+	}
+	// The same writes on a tenant whose index was built all along.
+	ref, _ := newTestDB(t, Options{NoSweep: true})
+	mustExec(t, ref, "create collection d (body text @text, kind text)")
+	for i := range 300 {
+		mustExec(t, ref, "put d {body: $1, kind: $2}", fmt.Sprintf("fox %d dog %d", i%7, i%3), fmt.Sprint(i%2))
+	}
+	if r := mustExec(t, ref, q); r != want {
+		t.Fatalf("reference differs from the first answer:\n%s\n%s", r, want)
+	}
+	for _, w := range []string{"put d {id: 5, body: 'fox 3 fox 3 dog', kind: '1'}", "del d where id = 7"} {
+		mustExec(t, ref, w)
+	}
+	if r := mustExec(t, ref, q); r != want2 {
+		t.Fatalf("after writes: %s, want %s", want2, r)
+	}
+	mustExec(t, ref, "put d {id: 9, body: 'dog dog dog', kind: '1'}")
+	if r := mustExec(t, ref, q); r != wantAfter {
+		t.Fatalf("before the reopen: %s, want %s", wantAfter, r)
+	}
+	for _, w := range []string{"put d {id: 11, body: 'fox 3 dog 3 fox', kind: '1'}", "del d where id = 9"} {
+		mustExec(t, ref, w)
+	}
+	if r := mustExec(t, ref, q); got != r {
+		t.Fatalf("reopened, built on first match: %s\nbuilt all along: %s", got, r)
+	}
+	mustExec(t, db, "put d {id: 13, body: 'fox fox fox 3', kind: '1'}")
+	mustExec(t, ref, "put d {id: 13, body: 'fox fox fox 3', kind: '1'}")
+	if a, b := mustExec(t, db, q), mustExec(t, ref, q); a != b {
+		t.Fatalf("a write after the build: %s, want %s", a, b)
+	}
+}
+
+// A first match whose statement stops while the index is being built
+// keeps nothing half built: it answers ErrStopped, and the next match
+// builds it whole.
+func TestTextIndexBuildStopped(t *testing.T) {
+	db, path := newTestDB(t, Options{NoSweep: true})
+	mustExec(t, db, "create collection d (body text @text)")
+	docs := make([]any, 0, 2000)
+	for i := range 2000 {
+		docs = append(docs, map[string]any{"body": fmt.Sprintf("word%d common", i)})
+	}
+	mustExec(t, db, "put d $1", docs)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := Open(path, Options{NoSweep: true, Logger: discardLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, _, err = db.Exec(ctx, Statement{Query: "get d match body 'word1999'"})
+	if !errors.Is(err, ErrStopped) {
+		t.Fatalf("match with its context ended: %v, want ErrStopped", err)
+	}
+	if textBuilt(t, db, "d", "body") {
+		t.Fatal("a stopped build kept its index")
+	}
+	if got := matchIDs(t, db, "get d match body 'word1999'"); fmt.Sprint(got) != "[2000]" {
+		t.Fatalf("match after a stopped build: %v", got)
+	}
+	if got := matchIDs(t, db, "get d match body 'common' limit 5000"); len(got) != 2000 {
+		t.Fatalf("match after a stopped build: %d rows, want 2000", len(got))
+	}
+}
+
+// A block that writes, then matches (building the index with its own
+// write in it), then fails, is undone in the index too.
+func TestTextIndexBuiltInsideABlockUndone(t *testing.T) {
+	db, path := newTestDB(t, Options{NoSweep: true})
+	mustExec(t, db, "create collection d (body text @text, n int @unique)")
+	mustExec(t, db, "put d [{body: 'alpha', n: 1}, {body: 'beta', n: 2}]")
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := Open(path, Options{NoSweep: true, Logger: discardLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	_, err = db.Batch(context.Background(), []Statement{
+		{Query: "put d {body: 'gamma alpha', n: 3}"},
+		{Query: "get d match body 'alpha'"},
+		{Query: "put d {body: 'delta', n: 1}"}, // taken: the block fails
+	}, BatchOptions{})
+	if !errors.Is(err, ErrTaken) {
+		t.Fatalf("block: %v, want ErrTaken", err)
+	}
+	if got := matchIDs(t, db, "get d match body 'alpha'"); fmt.Sprint(got) != "[1]" {
+		t.Fatalf("after the block was undone: %v", got)
+	}
+}
+
+// matchIDs runs q and returns its rows' ids, in order.
+func matchIDs(tb testing.TB, db *DB, q string) []int64 {
+	tb.Helper()
+	res, _, err := db.Exec(context.Background(), Statement{Query: q})
+	if err != nil {
+		tb.Fatalf("%s: %v", q, err)
+	}
+	out := make([]int64, 0, len(res.Rows))
+	for _, r := range res.Rows {
+		out = append(out, r["id"].(int64))
+	}
+	return out
+}
