@@ -2,6 +2,7 @@ package engine
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/google/btree"
 )
@@ -80,10 +81,10 @@ func (c *collection) indexOne(i int, d *doc, v any) {
 	if v == nil {
 		return
 	}
-	if h := c.hash[i]; h != nil {
+	if h := c.hash[i]; h != nil && h.ready.Load() {
 		h.add(v, d.id)
 	}
-	if s := c.sorted[i]; s != nil {
+	if s := c.sorted[i]; s != nil && s.ready.Load() {
 		s.add(v, d.id)
 	}
 	if s := c.search[i]; s != nil {
@@ -100,10 +101,10 @@ func (c *collection) unindexOne(i int, d *doc, v any) {
 	if v == nil {
 		return
 	}
-	if h := c.hash[i]; h != nil {
+	if h := c.hash[i]; h != nil && h.ready.Load() {
 		h.remove(v, d.id)
 	}
-	if s := c.sorted[i]; s != nil {
+	if s := c.sorted[i]; s != nil && s.ready.Load() {
 		s.remove(v, d.id)
 	}
 	if s := c.search[i]; s != nil {
@@ -137,16 +138,37 @@ func (c *collection) set(d *doc, vals []any) *doc {
 	return old
 }
 
-// indexed says whether field i has an index to keep.
+// indexed says whether field i has an index to keep: one built (an index
+// not built yet reads the documents as they are when it is).
 func (c *collection) indexed(i int) bool {
-	return c.hash[i] != nil || c.sorted[i] != nil || c.search[i] != nil || c.lazy[i] != nil
+	if h := c.hash[i]; h != nil && h.ready.Load() {
+		return true
+	}
+	if s := c.sorted[i]; s != nil && s.ready.Load() {
+		return true
+	}
+	switch x := c.search[i].(type) {
+	case *vectorIndex:
+		return true
+	case *textIndex:
+		if x.built() != nil {
+			return true
+		}
+	}
+	return c.lazy[i] != nil
 }
 
 // eachIndexed decodes d's indexed fields only, skipping the others, and
 // calls fn with each. (Called under the write lock, as lazy allows.)
 func (c *collection) eachIndexed(d *doc, fn func(i int, d *doc, v any)) {
-	b := d.raw
+	last := -1 // the last field with an index to keep: none past it is decoded
 	for i := range c.sch.Fields {
+		if c.indexed(i) {
+			last = i
+		}
+	}
+	b := d.raw
+	for i := range last + 1 {
 		k := skipValue(b, 0)
 		if k < 0 {
 			return
@@ -183,7 +205,7 @@ func (c *collection) hasTTL() bool {
 // uniqueHolder returns the id holding value v of @unique field i, if any
 // other than self.
 func (c *collection) uniqueHolder(i int, v any, self int64) (int64, bool) {
-	h := c.hash[i]
+	h := c.hashOf(i)
 	if h == nil || v == nil {
 		return 0, false
 	}
@@ -195,11 +217,55 @@ func (c *collection) uniqueHolder(i int, v any, self int64) (int64, bool) {
 	return 0, false
 }
 
+// hashOf returns field i's @hash or @unique index (nil if it has none),
+// built from the documents if this is its first use: an open, and an
+// index created, decode nothing for it. Safe under the read lock:
+// building takes lazyMu.
+func (c *collection) hashOf(i int) *hashIndex {
+	h := c.hash[i]
+	if h == nil || h.ready.Load() {
+		return h
+	}
+	c.lazyMu.Lock()
+	defer c.lazyMu.Unlock()
+	if !h.ready.Load() {
+		c.order.Ascend(func(d *doc) bool {
+			if v := d.val(i); v != nil {
+				h.add(v, d.id)
+			}
+			return true
+		})
+		h.ready.Store(true)
+	}
+	return h
+}
+
+// sortedOf returns field i's @sorted or @ttl index (nil if it has none),
+// built from the documents if this is its first use, as hashOf.
+func (c *collection) sortedOf(i int) *sortedIndex {
+	s := c.sorted[i]
+	if s == nil || s.ready.Load() {
+		return s
+	}
+	c.lazyMu.Lock()
+	defer c.lazyMu.Unlock()
+	if !s.ready.Load() {
+		c.order.Ascend(func(d *doc) bool {
+			if v := d.val(i); v != nil {
+				s.add(v, d.id)
+			}
+			return true
+		})
+		s.ready.Store(true)
+	}
+	return s
+}
+
 // lookupIndex returns a hash index on field i, building it on first use.
 // Safe under the read lock: building takes lazyMu.
 func (c *collection) lookupIndex(i int) *hashIndex {
-	if h := c.hash[i]; h != nil {
-		return h
+	if c.hash[i] != nil {
+		return c.hashOf(i)
 	}
 	c.lazyMu.Lock()
 	defer c.lazyMu.Unlock()
@@ -208,6 +274,7 @@ func (c *collection) lookupIndex(i int) *hashIndex {
 	}
 	kind := c.sch.Fields[i].Type.kind
 	h := newHashIndex()
+	h.ready.Store(true)
 	if hashableKind(kind) {
 		c.order.Ascend(func(d *doc) bool {
 			if k, ok := keyFor(kind, d.val(i)); ok {
@@ -229,13 +296,15 @@ func docBytes(d *doc) int64 {
 // memoryBytes estimates the collection's documents and indexes.
 func (c *collection) memoryBytes() int64 {
 	n := c.mem
+	// Indexes count once built (built on first use; ready is set once a
+	// build is done, so a build beside this is not read).
 	for _, h := range c.hash {
-		if h != nil {
+		if h != nil && h.ready.Load() {
 			n += int64(len(h.m)) * 64
 		}
 	}
 	for _, s := range c.sorted {
-		if s != nil {
+		if s != nil && s.ready.Load() {
 			n += int64(s.len()) * s.itemBytes()
 		}
 	}
@@ -267,9 +336,12 @@ func (c *collection) row(d *doc) Row {
 	return r
 }
 
-// hashIndex maps a key to the ids holding it.
+// hashIndex maps a key to the ids holding it. An index of @hash or
+// @unique is built on its first use (collection.hashOf): until ready,
+// writes leave it be.
 type hashIndex struct {
-	m map[any]*bucket
+	m     map[any]*bucket
+	ready atomic.Bool
 }
 
 // bucket holds ids in a slice while small, and in a set once large so a

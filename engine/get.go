@@ -170,7 +170,7 @@ func (r *runner) fastCount(c *collection, where fql.Expr) (int64, bool) {
 			if !ok {
 				return 0, true
 			}
-			return int64(c.hash[fi].count(k)), true
+			return int64(c.hashOf(fi).count(k)), true
 		}
 	}
 	a := r.plan(c, where)

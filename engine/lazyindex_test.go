@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 )
 
@@ -173,4 +174,115 @@ func matchIDs(tb testing.TB, db *DB, q string) []int64 {
 		out = append(out, r["id"].(int64))
 	}
 	return out
+}
+
+// sortedHashBuilt says whether field name's @hash and @sorted indexes are
+// built (false for one it has not).
+func sortedHashBuilt(tb testing.TB, db *DB, coll, name string) (hash, sorted bool) {
+	tb.Helper()
+	db.mu.RLock()
+	defer db.mu.RUnlock()
+	c := db.st.colls[coll]
+	i := c.sch.field(name)
+	if h := c.hash[i]; h != nil {
+		hash = h.ready.Load()
+	}
+	if s := c.sorted[i]; s != nil {
+		sorted = s.ready.Load()
+	}
+	return hash, sorted
+}
+
+// @hash, @unique and @sorted indexes are built on first use too: an open
+// builds none; a write to a @unique field builds its index and is refused
+// for a value taken before the open; a lookup, a count, a range and an
+// order read from indexes built on first use answer as a tenant with no
+// index (every answer a scan), writes before and after the build
+// included; and readers
+// that all come to an index not built yet at once build it once.
+func TestHashAndSortedBuiltOnFirstUse(t *testing.T) {
+	const schema = "create collection d (n int @sorted, k text @hash, u int @unique, s text)"
+	writes := func(tb testing.TB, db *DB, from, to int) {
+		for i := from; i < to; i++ {
+			mustExec(tb, db, "put d {n: $1, k: $2, u: $3, s: $4}", int64(i%50), fmt.Sprint("k", i%9), int64(i), fmt.Sprint(i))
+		}
+	}
+	db, path := newTestDB(t, Options{NoSweep: true})
+	ref, _ := newTestDB(t, Options{NoSweep: true})
+	mustExec(t, db, schema)
+	mustExec(t, ref, "create collection d (n int, k text, u int, s text)")
+	for _, x := range []*DB{db, ref} {
+		writes(t, x, 0, 400)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := Open(path, Options{NoSweep: true, Logger: discardLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, f := range []string{"n", "k", "u"} {
+		if h, s := sortedHashBuilt(t, db, "d", f); h || s {
+			t.Fatalf("the open built %s's index (hash %v, sorted %v)", f, h, s)
+		}
+	}
+	for _, x := range []*DB{db, ref} {
+		writes(t, x, 400, 420) // into indexes not built yet
+		mustExec(t, x, "del d where s = '3'")
+	}
+	if h, _ := sortedHashBuilt(t, db, "d", "u"); !h {
+		t.Fatal("a write to a @unique field did not build its index")
+	}
+	if err := execErr(t, db, "put d {n: 1, k: 'x', u: 7}"); !errors.Is(err, ErrTaken) {
+		t.Fatalf("a @unique value taken before the open: %v, want ErrTaken", err)
+	}
+	queries := []string{
+		"get d where k = 'k4' order u",
+		"get d select count(*) where k = 'k2'",
+		"get d where n >= 10 and n < 13 order u",
+		"get d order n, u desc limit 30",
+		"get d where u in (3, 5, 419)",
+	}
+	// Many readers at once come to the indexes not built yet.
+	var wg sync.WaitGroup
+	got := make([][]string, 8)
+	for g := range got {
+		wg.Go(func() {
+			for _, q := range queries {
+				res, _, err := db.Exec(context.Background(), Statement{Query: q})
+				if err != nil {
+					t.Errorf("%s: %v", q, err)
+					return
+				}
+				got[g] = append(got[g], string(res.JSON()))
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	for i, q := range queries {
+		want := mustExec(t, ref, q)
+		for g := range got {
+			if got[g][i] != want {
+				t.Fatalf("%s, reader %d: %s\nno index: %s", q, g, got[g][i], want)
+			}
+		}
+	}
+	for _, f := range []string{"n", "k"} {
+		if h, s := sortedHashBuilt(t, db, "d", f); !h && !s {
+			t.Fatalf("%s's index not built by the reads", f)
+		}
+	}
+	for _, x := range []*DB{db, ref} {
+		writes(t, x, 450, 470) // into built indexes
+		mustExec(t, x, "del d where n = 12")
+	}
+	for _, q := range queries {
+		if a, b := mustExec(t, db, q), mustExec(t, ref, q); a != b {
+			t.Fatalf("%s after writes to built indexes: %s\nno index: %s", q, a, b)
+		}
+	}
 }

@@ -324,7 +324,7 @@ func (r *runner) eqAccess(c *collection, fi int, vals []any) (access, bool) {
 		return a, true
 	}
 	kind := c.sch.Fields[fi].Type.kind
-	if h := c.hash[fi]; h != nil {
+	if h := c.hashOf(fi); h != nil {
 		for _, v := range vals {
 			if k, ok := keyFor(kind, v); ok {
 				a.ids = append(a.ids, h.get(k)...)
@@ -333,7 +333,7 @@ func (r *runner) eqAccess(c *collection, fi int, vals []any) (access, bool) {
 		a.cost = len(a.ids)
 		return a, true
 	}
-	if s := c.sorted[fi]; s != nil {
+	if s := c.sortedOf(fi); s != nil {
 		for _, v := range vals {
 			if k, ok := keyFor(kind, v); ok {
 				b := bound{key: k, set: true, inclusive: true}
@@ -375,7 +375,7 @@ func (r *runner) rangeScan(c *collection, fi int, lo, hi bound, desc bool, fn fu
 		if lo.set && hi.set && cmpKeys(lo.key, hi.key) > 0 {
 			return
 		}
-		c.sorted[fi].scan(lo, hi, desc, func(_ sortKey, id int64) bool { return fn(id) })
+		c.sortedOf(fi).scan(lo, hi, desc, func(_ sortKey, id int64) bool { return fn(id) })
 		return
 	}
 	// Ranges on id walk the id-ordered tree; a bound that is not a number
@@ -527,7 +527,7 @@ func (r *runner) orderedScan(c *collection, order []fql.OrderKey, full func() bo
 		}
 		return true
 	}
-	s := c.sorted[fi]
+	s := c.sortedOf(fi)
 	if s == nil || s.len() != c.len() {
 		return false
 	}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"math"
+	"sync/atomic"
 
 	"github.com/google/btree"
 )
@@ -13,6 +14,9 @@ import (
 type sortedIndex struct {
 	ints *btree.BTreeG[intItem]    // int and timestamp fields
 	vals *btree.BTreeG[sortedItem] // float and text fields
+	// ready: built (collection.sortedOf, on first use); until then writes
+	// leave it be.
+	ready atomic.Bool
 }
 
 type intItem struct{ k, id int64 }

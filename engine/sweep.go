@@ -49,10 +49,10 @@ func (db *DB) Sweep(ctx context.Context) (int, error) {
 	for _, c := range db.st.colls {
 		for i := range c.sch.Fields {
 			ttl := c.sch.Fields[i].TTLms
-			s := c.sorted[i]
-			if ttl == 0 || s == nil {
+			if ttl == 0 || c.sorted[i] == nil {
 				continue
 			}
+			s := c.sortedOf(i)
 			var ids []int64
 			s.scan(bound{}, bound{key: now - ttl, set: true, inclusive: true}, false, func(_ sortKey, id int64) bool {
 				ids = append(ids, id)

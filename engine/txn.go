@@ -167,12 +167,7 @@ func (t *txn) createIndex(c *collection, spec fieldSpec) error {
 	hadH, hadS, hadX := c.hash[i] != nil, c.sorted[i] != nil, c.search[i] != nil
 	c.sch.Fields[i] = spec
 	c.addIndexes(i)
-	if !hadH && c.hash[i] != nil {
-		fillHash(c, i)
-	}
-	if !hadS && c.sorted[i] != nil {
-		fillSorted(c, i)
-	}
+	// A new @hash, @sorted or @text index is built on its first use.
 	if !hadX && c.search[i] != nil {
 		fillSearch(c, i)
 	}
@@ -211,26 +206,6 @@ func uniqueOver(c *collection, i int) error {
 		return true
 	})
 	return err
-}
-
-func fillHash(c *collection, i int) {
-	h := c.hash[i]
-	c.order.Ascend(func(d *doc) bool {
-		if v := d.val(i); v != nil {
-			h.add(v, d.id)
-		}
-		return true
-	})
-}
-
-func fillSorted(c *collection, i int) {
-	s := c.sorted[i]
-	c.order.Ascend(func(d *doc) bool {
-		if v := d.val(i); v != nil {
-			s.add(v, d.id)
-		}
-		return true
-	})
 }
 
 // fillSearch puts c's documents in field i's new search index; a text

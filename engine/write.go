@@ -347,7 +347,7 @@ func (r *runner) wakeAt(c *collection, where fql.Expr) int64 {
 	w := &waker{r: r, c: c, where: where}
 	for i := range c.sch.Fields {
 		if ttl := c.sch.Fields[i].TTLms; ttl > 0 && c.sorted[i] != nil {
-			c.sorted[i].scan(bound{key: r.now - ttl, set: true}, bound{}, false, func(k sortKey, _ int64) bool {
+			c.sortedOf(i).scan(bound{key: r.now - ttl, set: true}, bound{}, false, func(k sortKey, _ int64) bool {
 				w.consider(k.i + ttl)
 				return false
 			})
@@ -454,7 +454,7 @@ func (w *waker) indexed(b *fql.Binary) bool {
 	if !ok {
 		return false
 	}
-	w.c.sorted[fi].scan(bound{key: w.r.now + o, set: true, inclusive: true}, bound{}, false, func(k sortKey, id int64) bool {
+	w.c.sortedOf(fi).scan(bound{key: w.r.now + o, set: true, inclusive: true}, bound{}, false, func(k sortKey, id int64) bool {
 		v, ok := asMillis(k.value())
 		if !ok {
 			return true
