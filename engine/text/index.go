@@ -49,7 +49,17 @@ type Index struct {
 	holes int
 
 	total int64 // sum of lengths of live documents
+
+	// Put's scratch, kept from one document to the next (Put is never
+	// called beside another): each term's count in the document, and
+	// the document's terms in the order met.
+	counts map[uint32]int
+	order  []uint32
 }
+
+// scratchKept is the most distinct terms of a document whose scratch Put
+// keeps for the next.
+const scratchKept = 1024
 
 // New returns an empty index with BM25 parameters k1 and b; zero selects
 // DefaultK1 and DefaultB.
@@ -74,8 +84,12 @@ func (x *Index) Put(id int64, text string) {
 	x.Remove(id)
 	slot := x.allocSlot(id)
 
-	counts := make(map[uint32]int)
-	var order []uint32
+	if x.counts == nil {
+		x.counts = make(map[uint32]int)
+	}
+	counts := x.counts // Put's own, cleared for each document
+	clear(counts)
+	order := x.order[:0]
 	var dl uint32
 	forEachToken(text, func(tok []byte) {
 		dl++
@@ -88,6 +102,10 @@ func (x *Index) Put(id int64, text string) {
 	slices.Sort(order)
 	for _, t := range order {
 		x.addPosting(t, slot, uint16(min(counts[t], MaxTF)))
+	}
+	x.order = order
+	if len(order) > scratchKept { // a long document: its scratch not kept, so clearing stays cheap
+		x.counts, x.order = nil, nil
 	}
 	x.lens[slot] = dl
 	x.off[slot] = uint32(len(x.arena))
