@@ -9,6 +9,12 @@
 //	go run ./bench/mapping -before /tmp/mapping-before -after /tmp/mapping-after -out bench/mapping.txt
 //	mapping -make FILE -n 100000 -dim 128   # child: build a tenant
 //	mapping -open FILE                       # child: open it, print one JSON line
+//	mapping -make FILE -plain -n 100000      # child: a tenant of documents, no vectors
+//	mapping -open FILE -plain                # child: open it, print one JSON line
+//
+// The second table is a tenant of plain documents (@text, @hash,
+// @sorted fields and one with none): what its open costs, and the first
+// read of each index, which an index built on first use pays.
 package main
 
 import (
@@ -43,12 +49,17 @@ func main() {
 	after := flag.String("after", "", "this tool built at this revision")
 	rounds := flag.Int("rounds", 3, "opens of each, in turns")
 	out := flag.String("out", "", "write the table here too")
+	plain := flag.Bool("plain", false, "child: a tenant of plain documents (with -make or -open)")
 	flag.Parse()
 	switch {
 	case *convert != "":
 		rewrite(*mk, *convert)
+	case *mk != "" && *plain:
+		buildPlain(*mk, *n)
 	case *mk != "":
 		build(*mk, *n, *dim)
+	case *open != "" && *plain:
+		measurePlain(*open)
 	case *open != "":
 		measure(*open, *dim)
 	default:
@@ -85,6 +96,103 @@ func build(path string, n, dim int) {
 		log.Fatal(err)
 	}
 	if err := db.Close(); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// buildPlain makes a tenant of n documents with a @text, a @hash and a
+// @sorted field and one with no index, checkpointed.
+func buildPlain(path string, n int) {
+	opts := engine.Options{NoSweep: true, Sync: engine.SyncOff, Logger: slog.New(slog.DiscardHandler)}
+	db, err := engine.Create(path, opts)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, _, err := db.Exec(ctx, engine.Statement{Query: "create collection d (n int @sorted, k text @hash, t text @text, body text)"}); err != nil {
+		log.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	words := strings.Fields("the quick brown fox jumps over a lazy dog while seven pale owls watch from old oak trees near quiet rivers")
+	for from := 0; from < n; from += 1000 {
+		docs := make([]any, 0, 1000)
+		for i := from; i < min(n, from+1000); i++ {
+			t := make([]string, 12)
+			for j := range t {
+				t[j] = words[rng.IntN(len(words))]
+			}
+			t[rng.IntN(len(t))] = fmt.Sprint("w", rng.IntN(5000))
+			docs = append(docs, map[string]any{"n": int64(i), "k": fmt.Sprint("k", i%5000), "t": strings.Join(t, " "),
+				"body": fmt.Sprintf("document %d, a body no index reads, of some length to be like a row", i)})
+		}
+		if _, _, err := db.Exec(ctx, engine.Statement{Query: "put d $1", Params: []any{docs}}); err != nil {
+			log.Fatal(err)
+		}
+	}
+	if err := db.Checkpoint(); err != nil {
+		log.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// openedPlain is what one open of a tenant of plain documents took.
+type openedPlain struct {
+	OpenMs       float64 `json:"open_ms"`
+	HeapMB       float64 `json:"heap_mb"`
+	AnonMB       float64 `json:"rss_anon_mb"`
+	EstimateMB   float64 `json:"memory_bytes_mb"`
+	FirstMatchMs float64 `json:"first_match_ms"`
+	MatchMs      float64 `json:"match_ms"`
+	FirstHashMs  float64 `json:"first_hash_ms"`
+	HashMs       float64 `json:"hash_ms"`
+	FirstRangeMs float64 `json:"first_range_ms"`
+	RangeMs      float64 `json:"range_ms"`
+	HeapAllMB    float64 `json:"heap_all_mb"`
+	EstimateAll  float64 `json:"memory_bytes_all_mb"`
+}
+
+// measurePlain opens the tenant of plain documents at path and reads
+// each index twice (the first read of an index built on first use
+// builds it), and prints an openedPlain as JSON.
+func measurePlain(path string) {
+	runtime.GC()
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	t0 := time.Now()
+	db, err := engine.Open(path, engine.Options{NoSweep: true, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		log.Fatal(err)
+	}
+	var o openedPlain
+	o.OpenMs = ms(time.Since(t0))
+	runtime.GC()
+	runtime.ReadMemStats(&m1)
+	o.HeapMB = mb(int64(m1.HeapAlloc) - int64(m0.HeapAlloc))
+	o.AnonMB, _ = rss()
+	o.EstimateMB = mb(db.MemoryBytes())
+	timed := func(q string) float64 {
+		t := time.Now()
+		if _, _, err := db.Exec(context.Background(), engine.Statement{Query: q}); err != nil {
+			log.Fatal(err)
+		}
+		return ms(time.Since(t))
+	}
+	o.FirstMatchMs = timed("get d select id match t 'w17 fox' limit 10")
+	o.MatchMs = timed("get d select id match t 'w18 owls' limit 10")
+	o.FirstHashMs = timed("get d select id where k = 'k17'")
+	o.HashMs = timed("get d select id where k = 'k18'")
+	o.FirstRangeMs = timed("get d select id where n >= 5000 and n < 5010")
+	o.RangeMs = timed("get d select id where n >= 6000 and n < 6010")
+	runtime.GC()
+	runtime.ReadMemStats(&m1)
+	o.HeapAllMB = mb(int64(m1.HeapAlloc) - int64(m0.HeapAlloc))
+	o.EstimateAll = mb(db.MemoryBytes())
+	if err := db.Close(); err != nil {
+		log.Fatal(err)
+	}
+	if err := json.NewEncoder(os.Stdout).Encode(o); err != nil {
 		log.Fatal(err)
 	}
 }
@@ -337,12 +445,76 @@ func compare(before, after string, n, dim, rounds int, out string) {
 		}
 		fmt.Fprintf(&b, "%44s %10.*f %10.*f %14s\n", r.what, prec, x, prec, y, ratio)
 	}
+	plainTable(&b, before, after, n, rounds, dir)
 	fmt.Print(b.String())
 	if out != "" {
 		if err := os.WriteFile(out, []byte(b.String()), 0o644); err != nil {
 			log.Fatal(err)
 		}
 	}
+}
+
+// plainTable builds a tenant of plain documents with the build before,
+// converts a copy with this one, opens each with its own build in turns,
+// and writes the second table to b.
+func plainTable(b *strings.Builder, before, after string, n, rounds int, dir string) {
+	fb, fa := filepath.Join(dir, "before-plain.fenec"), filepath.Join(dir, "after-plain.fenec")
+	run(before, "-make", fb, "-plain", "-n", strconv.Itoa(n))
+	run(after, "-make", fb, "-convert", fa)
+	got := map[string][]openedPlain{}
+	for range rounds {
+		for _, t := range []struct{ name, bin, file string }{{"before", before, fb}, {"after", after, fa}} {
+			var o openedPlain
+			if err := json.Unmarshal([]byte(run(t.bin, "-open", t.file, "-plain")), &o); err != nil {
+				log.Fatal(err)
+			}
+			got[t.name] = append(got[t.name], o)
+		}
+	}
+	x, _ := os.Stat(fb)
+	y, _ := os.Stat(fa)
+	fmt.Fprintf(b, "\nopen of a tenant of %d documents (n int @sorted, k text @hash, t text @text, body text), the same way\n", n)
+	fmt.Fprintf(b, "file: before %.1f MB, after %.1f MB (%.2f×)\n\n", mb(x.Size()), mb(y.Size()), float64(y.Size())/float64(x.Size()))
+	rows := []struct {
+		what string
+		f    func(openedPlain) float64
+	}{
+		{"open ms", func(o openedPlain) float64 { return o.OpenMs }},
+		{"heap after open, MB (live, after GC)", func(o openedPlain) float64 { return o.HeapMB }},
+		{"resident anonymous after open, MB", func(o openedPlain) float64 { return o.AnonMB }},
+		{"MemoryBytes (what --max-memory counts), MB", func(o openedPlain) float64 { return o.EstimateMB }},
+		{"first match (@text), ms", func(o openedPlain) float64 { return o.FirstMatchMs }},
+		{"second match, ms", func(o openedPlain) float64 { return o.MatchMs }},
+		{"first lookup (@hash), ms", func(o openedPlain) float64 { return o.FirstHashMs }},
+		{"second lookup, ms", func(o openedPlain) float64 { return o.HashMs }},
+		{"first range (@sorted), ms", func(o openedPlain) float64 { return o.FirstRangeMs }},
+		{"second range, ms", func(o openedPlain) float64 { return o.RangeMs }},
+		{"heap once all three read, MB", func(o openedPlain) float64 { return o.HeapAllMB }},
+		{"MemoryBytes then, MB", func(o openedPlain) float64 { return o.EstimateAll }},
+	}
+	fmt.Fprintf(b, "%44s %10s %10s %14s\n", "", "before", "after", "after/before")
+	for _, r := range rows {
+		p, q := medianOf(got["before"], r.f), medianOf(got["after"], r.f)
+		ratio := "-"
+		if p != 0 {
+			ratio = fmt.Sprintf("%.2f×", q/p)
+		}
+		prec := 1
+		if q < 10 {
+			prec = 3
+		}
+		fmt.Fprintf(b, "%44s %10.*f %10.*f %14s\n", r.what, prec, p, prec, q, ratio)
+	}
+}
+
+// medianOf is the median of f over xs.
+func medianOf[T any](xs []T, f func(T) float64) float64 {
+	v := make([]float64, len(xs))
+	for i, x := range xs {
+		v[i] = f(x)
+	}
+	slices.Sort(v)
+	return v[len(v)/2]
 }
 
 func median(os []opened, f func(opened) float64) float64 {
