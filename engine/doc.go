@@ -12,7 +12,11 @@
 //     are read; strings point into it). Indexes: @hash and
 //     @unique (hash maps), @sorted and @ttl (B-trees), @text (BM25, package
 //     text), @hnsw (graphs, package hnsw), and a hash index on a lookup's
-//     field built on first use. Indexes only narrow the candidates: every
+//     field. All but the graphs are built from the documents on their
+//     first use (collection.hashOf, sortedOf, textIndex.index), not as
+//     the tenant opens or the index is created; until then writes leave
+//     them be, after it they keep them in step, and MemoryBytes counts an
+//     index once built. Indexes only narrow the candidates: every
 //     candidate is checked against the whole where clause, so an answer
 //     never depends on which index the planner picked.
 //   - A block (Exec's one statement, Batch's many) runs under the write
@@ -38,7 +42,8 @@
 //     change; a block is numbered by its last.
 //   - An image (checkpoint, compact, WriteImage) streams the schemas, the
 //     id counters, the live documents and each HNSW graph (head and
-//     section: image.go, image_write.go, image_read.go); text indexes are rebuilt on load. The compact statement (Exec, or a Batch
+//     section: image.go, image_write.go, image_read.go); no other index
+//     is written (each is built on its first use). The compact statement (Exec, or a Batch
 //     of it alone) rewrites the file as one image and nothing before it;
 //     Shrink, what a server runs as a tenant closes, checkpoints only
 //     where the file comes out smaller or an open would otherwise replay

@@ -18,7 +18,8 @@ import (
 //	    uvarint docs, docs × (uvarint len, varint id, uvarint values, values))
 //
 // Documents are written one at a time, so neither writing nor reading an
-// image holds it whole in memory. Text indexes are rebuilt on load. Each
+// image holds it whole in memory. No index but the graphs is written:
+// each other one is built on its first use (collection.hashOf). Each
 // HNSW graph travels as its head (levels, upper links, ids: hnsw's
 // WriteHead, read into memory) and its section (every node's level-0
 // list, an inverse norm per node for cosine, the tombstones' vectors:
