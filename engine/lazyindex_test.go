@@ -286,3 +286,44 @@ func TestHashAndSortedBuiltOnFirstUse(t *testing.T) {
 		}
 	}
 }
+
+// The sweeper of a reopened tenant builds its @ttl index from the
+// documents: rows written before the open, and after it before the
+// sweep, are swept once expired, and no other.
+func TestTTLIndexBuiltBySweep(t *testing.T) {
+	clock := newFakeClock(t0)
+	db, path := newTestDB(t, Options{NoSweep: true, Now: clock.Now})
+	mustExec(t, db, "create collection s (k text, at timestamp @ttl(10s))")
+	mustExec(t, db, "put s [{k: 'a', at: $1}, {k: 'b', at: $2}, {k: 'c'}]", t0, t0+5000)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := Open(path, Options{NoSweep: true, Now: clock.Now, Logger: discardLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	mustExec(t, db, "put s {k: 'd', at: $1}", t0+1000) // before the index is built
+	if _, s := sortedHashBuilt(t, db, "s", "at"); s {
+		t.Fatal("the open built the @ttl index")
+	}
+	clock.Add(11_000) // a and d expire; b in 4 s
+	if n, err := db.Sweep(t.Context()); err != nil || n != 2 {
+		t.Fatalf("sweep: %d %v, want 2", n, err)
+	}
+	mustExec(t, db, "put s {k: 'e', at: $1}", t0+2000) // after the build: expired already
+	clock.Add(4_000)
+	if n, err := db.Sweep(t.Context()); err != nil || n != 2 {
+		t.Fatalf("second sweep: %d %v, want 2 (b and e)", n, err)
+	}
+	db.mu.RLock()
+	var left []string
+	db.st.colls["s"].order.Ascend(func(d *doc) bool {
+		left = append(left, d.val(0).(string))
+		return true
+	})
+	db.mu.RUnlock()
+	if fmt.Sprint(left) != "[c]" {
+		t.Fatalf("left after the sweeps: %v, want [c]", left)
+	}
+}
