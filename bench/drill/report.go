@@ -182,7 +182,7 @@ func reportLost(b *strings.Builder, cfg config, results []result) {
 	fmt.Fprintf(b, "\nlost: region eu lost whole — n1–n3, eu1–eu3 and g1 (the global tier's leader) killed at once, g2 (in us) promoted\n")
 	fmt.Fprintf(b, "(POST /_shard/promote, asked again every 200 ms until answered 200) as soon as the kill returned. %d tenants on each of eu's nodes, every other one `survive: region`\n", cfg.tenants)
 	fmt.Fprintf(b, "with its copy on n4 or n5, the rest `zone`; each written by a keyed writer from us, every write sent to us1 or us2 first\n")
-	fmt.Fprintf(b, "and to g2 when that router does not take it (us's routers hold us's tenants only). Writers ran %s after the promotion.\n\n", cfg.after)
+	fmt.Fprintf(b, "and to g2 when that router does not take it (us's routers hold us's tenants and those with a copy in us: the region tenants, not the zone ones). Writers ran %s after the promotion.\n\n", cfg.after)
 	tw := tabwriter.NewWriter(b, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "run\tlink\tkill took (s)\tkill→promoted (s)\tpromotions asked\tregion tenants wrote again (s)\tbound (s)\tfirst through\tthrough us1/us2 (s)\tall out of eu (s)\tacked\tlost\tzone acked before/after")
 	for _, r := range results {
@@ -215,7 +215,7 @@ func reportLost(b *strings.Builder, cfg config, results []result) {
 	fmt.Fprintf(b, "the leases eu's nodes may still run (lease %v × 1.1), a round of grants (lease / 3) and a round trip of the link.\n", lostLease)
 	fmt.Fprintf(b, "lost: region tenants' acknowledged writes not read back from the node g2 places them on after (a tenant still placed\n")
 	fmt.Fprintf(b, "in eu counts all its writes lost). The zone tenants' writes stay on eu's dead nodes and are not read back.\n")
-	fmt.Fprintf(b, "Not checked here: that no two primaries took writes (no history checker runs over the drill's writers).\n")
+	fmt.Fprintf(b, "Two primaries cannot write here (eu is dead): the partitioned case, eu cut off but alive, checks for them.\n")
 }
 
 // reportPartitioned is the partitioned case's table.
