@@ -226,121 +226,6 @@ func (l *Leaser) Start(ctx context.Context) error {
 	return nil
 }
 
-// readRecord reads the record and raises it when the router's own lease is
-// longer, deciding what to grant and count by.
-func (l *Leaser) readRecord(ctx context.Context) (recordPlan, error) {
-	own, start := l.cfg.Lease, l.clock.Now()
-	if l.cfg.Record == nil {
-		return recordPlan{leases: Leases{Own: own, Grant: own}}, nil
-	}
-	rctx, cancel := context.WithTimeout(ctx, own)
-	defer cancel()
-	rec, err := l.cfg.Record.Get(rctx)
-	if err != nil {
-		return recordPlan{}, fmt.Errorf("read lease record: %w", err)
-	}
-	raised := false
-	if own > rec {
-		if err := l.cfg.Record.Raise(rctx, own); err != nil {
-			l.log.Warn("lease record not raised: granting no longer than it", "record", rec, "lease", own, "err", err)
-		} else {
-			raised = true
-		}
-	}
-	return planRecord(own, rec, raised, start), nil
-}
-
-// keepRecord raises the record once it can be written (if Start could
-// not), and lowers it to the router's own lease once the router has led
-// for the record and a tenth.
-func (l *Leaser) keepRecord() {
-	for {
-		l.mu.Lock()
-		ctx, plan := l.ctx, l.plan
-		if !plan.needRaise && plan.lowerAt == 0 {
-			l.keeping = false
-			l.mu.Unlock()
-			return
-		}
-		l.mu.Unlock()
-		wait := plan.leases.Grant / 3
-		if plan.lowerAt > 0 && !plan.needRaise {
-			wait = max(plan.lowerAt-l.clock.Now(), 0)
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		l.fixRecord(ctx, plan)
-	}
-}
-
-// fixRecord makes one attempt at what plan still needs done to the record.
-func (l *Leaser) fixRecord(ctx context.Context, plan recordPlan) {
-	own := l.cfg.Lease
-	rctx, cancel := context.WithTimeout(ctx, plan.leases.Grant/3)
-	defer cancel()
-	switch {
-	case plan.needRaise:
-		if err := l.cfg.Record.Raise(rctx, own); err != nil {
-			l.log.Warn("lease record not raised", "lease", own, "err", err)
-			return
-		}
-		l.setPlan(recordPlan{leases: Leases{Own: own, Record: own, Grant: own}})
-		l.log.Info("lease record raised", "lease", own)
-	case plan.lowerAt > 0 && l.clock.Now() >= plan.lowerAt:
-		if l.lowerAtMoved(plan) {
-			return // a handoff extended the record meanwhile
-		}
-		if err := l.cfg.Record.Lower(rctx, own); err != nil {
-			l.log.Warn("lease record not lowered", "lease", own, "err", err)
-			return
-		}
-		if !l.setPlanIf(plan, recordPlan{leases: Leases{Own: own, Record: own, Grant: own}}) {
-			// Extended as it was lowered: raise it back before anything
-			// counts on it (the next look does, with the plan's record).
-			l.mu.Lock()
-			l.plan.needRaise = true
-			l.mu.Unlock()
-			return
-		}
-		l.log.Info("lease record lowered", "from", plan.leases.Record, "to", own)
-	}
-}
-
-// lowerAtMoved says whether the plan moved on from was.
-func (l *Leaser) lowerAtMoved(was recordPlan) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.plan != was
-}
-
-func (l *Leaser) setPlan(p recordPlan) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.plan = p
-	for _, nr := range l.nodes {
-		nr.tracker.SetLeases(p.leases)
-	}
-}
-
-// setPlanIf sets p if the plan is still was, and says whether it did.
-func (l *Leaser) setPlanIf(was, p recordPlan) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.plan != was {
-		return false
-	}
-	l.plan = p
-	for _, nr := range l.nodes {
-		nr.tracker.SetLeases(p.leases)
-	}
-	return true
-}
-
 // SetTenants sets the list node's lease should name, adding the node (and
 // starting its leasing, counted as granted now) if it is new. The list goes
 // with the node's next grant; call GrantNow to send it at once.
@@ -617,22 +502,6 @@ func (l *Leaser) grant(ctx context.Context, node string, nr *nodeRun) (again, un
 	return t.NeedsGrantNow(), false
 }
 
-// confirmedLeft is how much of a grant's lease may run from now: all of
-// grant without Confirmed, else what is left of it from the moment the
-// router's lead was last confirmed; false when nothing is (none confirmed
-// yet, or a whole lease since).
-func (l *Leaser) confirmedLeft(now, grant time.Duration) (time.Duration, bool) {
-	if l.cfg.Confirmed == nil {
-		return grant, true
-	}
-	at, ok := l.cfg.Confirmed()
-	if !ok {
-		return 0, false
-	}
-	left := min(grant, at+grant-now)
-	return left, left >= time.Millisecond
-}
-
 // reportLocked hands what an answer asks recorded to Reports, unless a
 // call for the node still runs (the node asks again in its next answer).
 func (l *Leaser) reportLocked(node string, nr *nodeRun, a Answer) {
@@ -694,24 +563,6 @@ func (l *Leaser) judgeLocked(ctx context.Context, node string, nr *nodeRun, now 
 		"since_answer", now-t.LastAnswer(), "lease", t.Leases().Counted(t.Ran()), "ran", t.Ran())
 	lctx := l.ctx
 	l.wg.Go(func() { l.cfg.Failover(lctx, node) })
-}
-
-// waitConfirmed waits a twentieth of the lease (or GrantNow) before a
-// node whose grant waits for the router's lead to be confirmed is looked
-// at again (grant judges its lapse then). False when ctx ended.
-func (l *Leaser) waitConfirmed(ctx context.Context, nr *nodeRun) bool {
-	l.mu.Lock()
-	wait := max(nr.tracker.Leases().Grant/20, time.Millisecond)
-	l.mu.Unlock()
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-nr.wake:
-	case <-timer.C:
-	}
-	return true
 }
 
 // waitRound waits until the node's next round (a third of the granted

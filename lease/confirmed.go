@@ -1,0 +1,43 @@
+package lease
+
+import (
+	"context"
+	"time"
+)
+
+// A leading router renews leases only while its directory confirms its
+// lead (LeaserConfig.Confirmed): these are the Leaser's two sides of it.
+
+// confirmedLeft is how much of a grant's lease may run from now: all of
+// grant without Confirmed, else what is left of it from the moment the
+// router's lead was last confirmed; false when nothing is (none confirmed
+// yet, or a whole lease since).
+func (l *Leaser) confirmedLeft(now, grant time.Duration) (time.Duration, bool) {
+	if l.cfg.Confirmed == nil {
+		return grant, true
+	}
+	at, ok := l.cfg.Confirmed()
+	if !ok {
+		return 0, false
+	}
+	left := min(grant, at+grant-now)
+	return left, left >= time.Millisecond
+}
+
+// waitConfirmed waits a twentieth of the lease (or GrantNow) before a
+// node whose grant waits for the router's lead to be confirmed is looked
+// at again (grant judges its lapse then). False when ctx ended.
+func (l *Leaser) waitConfirmed(ctx context.Context, nr *nodeRun) bool {
+	l.mu.Lock()
+	wait := max(nr.tracker.Leases().Grant/20, time.Millisecond)
+	l.mu.Unlock()
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-nr.wake:
+	case <-timer.C:
+	}
+	return true
+}
