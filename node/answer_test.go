@@ -217,6 +217,11 @@ func TestAnswerBudgetRefusesReadsNotWrites(t *testing.T) {
 		c.Close()
 	}
 	testkit.Eventually(t, 30*time.Second, func() bool { return !refused() })
+	// The budget is given back as each answer's handler ends, which may be
+	// just after its client read the last byte: wait for all of it, so
+	// that the next read is held to the whole bound, not to what is left.
+	held := counterOf(t, n, "fenec_node_answer_bytes")
+	testkit.Eventually(t, 30*time.Second, func() bool { return held.value("") == 0 }, "the answer budget given back")
 	// One answer built whole past the whole bound: 400 naming limit.
 	n.q("a", "create collection k (parent int)")
 	n.q("a", "put k [{parent: 1}, {parent: 2}, {parent: 3}]")
