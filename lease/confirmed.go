@@ -8,11 +8,14 @@ import (
 // A leading router renews leases only while its directory confirms its
 // lead (LeaserConfig.Confirmed): these are the Leaser's two sides of it.
 
-// confirmedLeft is how much of a grant's lease may run from now: all of
-// grant without Confirmed, else what is left of it from the moment the
-// router's lead was last confirmed; false when nothing is (none confirmed
-// yet, or a whole lease since).
-func (l *Leaser) confirmedLeft(now, grant time.Duration) (time.Duration, bool) {
+// confirmedLeft is the lease a grant may carry: all of grant without
+// Confirmed; else grant less however long after the lead was last
+// confirmed the answer the grant acknowledges came back (at answered, the
+// router's moment: the node answered before it, and runs its lease from
+// then), so that the lease ends no later than a lease after the
+// confirming read began. False when nothing is left (none confirmed yet,
+// or a whole lease between the read and the answer).
+func (l *Leaser) confirmedLeft(answered, grant time.Duration) (time.Duration, bool) {
 	if l.cfg.Confirmed == nil {
 		return grant, true
 	}
@@ -20,7 +23,7 @@ func (l *Leaser) confirmedLeft(now, grant time.Duration) (time.Duration, bool) {
 	if !ok {
 		return 0, false
 	}
-	left := min(grant, at+grant-now)
+	left := min(grant, at+grant-answered)
 	return left, left >= time.Millisecond
 }
 

@@ -459,7 +459,7 @@ func (l *Leaser) grant(ctx context.Context, node string, nr *nodeRun) (again, un
 	l.mu.Lock()
 	sent := l.clock.Now()
 	l.judgeLocked(ctx, node, nr, sent)
-	left, ok := l.confirmedLeft(sent, nr.tracker.Leases().Grant)
+	left, ok := l.confirmedLeft(nr.tracker.LastAnswer(), nr.tracker.Leases().Grant)
 	if !ok {
 		l.mu.Unlock()
 		return false, true

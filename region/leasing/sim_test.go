@@ -698,13 +698,12 @@ func TestLeasingCutOffFromItsDirectoryStopsRenewingSim(t *testing.T) {
 		s.sleepTo(2 * time.Second)
 		cutAt := s.clock.Now()
 		s.lead.setCut(true)
-		// Reads confirmed the term at most a quarter of a lease before the
-		// cut, and a grant's lease runs from the node's answer to the one
-		// before (a round earlier) for a lease less the read's age: the
-		// lease a had at the cut runs on a while.
-		s.sleepTo(cutAt + simLeaseLen/4)
+		// Reads confirmed the term at most an eighth of a lease before the
+		// cut, and a lease runs a lease from that read: the lease a had at
+		// the cut runs on for most of a lease.
+		s.sleepTo(cutAt + simLeaseLen/2)
 		if !s.net.writable("a", "t1") {
-			t.Fatal("a stopped writing t1 a quarter of a lease into the cut: the lease it had should still run")
+			t.Fatal("a stopped writing t1 half a lease into the cut: the lease it had should still run")
 		}
 		s.sleepTo(cutAt + simLeaseLen + time.Millisecond)
 		if s.net.writable("a", "t1") {
