@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fenec-go/fenec/global"
+	"github.com/fenec-go/fenec/region/lead"
 	"github.com/fenec-go/fenec/region/leasing"
 )
 
@@ -28,7 +29,7 @@ type controlMetrics struct {
 	refused *prometheus.CounterVec
 }
 
-func newControlMetrics(reg prometheus.Registerer, w *global.Watcher, lead *leadership) (*controlMetrics, error) {
+func newControlMetrics(reg prometheus.Registerer, w *global.Watcher, ld *lead.Lead) (*controlMetrics, error) {
 	m := &controlMetrics{
 		moves: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fenec_router_moves_total",
@@ -55,7 +56,7 @@ func newControlMetrics(reg prometheus.Registerer, w *global.Watcher, lead *leade
 		Name: "fenec_router_leading",
 		Help: "1 while this router leads its directory (takes changes, and leases with --auto-failover), else 0.",
 	}, func() float64 {
-		if ok, _ := lead.status(); ok {
+		if ok, _ := ld.Status(); ok {
 			return 1
 		}
 		return 0
@@ -63,7 +64,7 @@ func newControlMetrics(reg prometheus.Registerer, w *global.Watcher, lead *leade
 	term := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "fenec_router_term",
 		Help: "The directory's term as this router last saw it lead or follow: it moves on at every promotion.",
-	}, func() float64 { _, t := lead.status(); return float64(t) })
+	}, func() float64 { _, t := ld.Status(); return float64(t) })
 	for _, c := range []prometheus.Collector{m.moves, m.failovers, m.refused, &tenantsCollector{w: w}, leading, term} {
 		if err := reg.Register(c); err != nil {
 			return nil, err

@@ -14,7 +14,9 @@
 // shard_copies.go hands it.
 // Nor is it a region's link to the global directory: region/link copies
 // records between the two directories and takes the region's steps of a
-// handoff, through the dependencies link.go hands it.
+// handoff, through the dependencies link.go hands it. Nor does it hold
+// the lead itself: region/lead claims it, is promoted, fences every change
+// on the term and steps down, over the store and view router.go hands it.
 // It talks to nodes only over HTTP, and to the directory only through
 // package global.
 //
@@ -79,9 +81,10 @@
 //     each, merges with region/merge.
 //
 // Who leads, and leases (docs/regions.md is the protocol):
-//   - leader.go: leadership — claiming the lead (every claim moves the
-//     term on), the fenced Store every change goes through, stepping down
-//     when the view shows a later term or a node took a higher one.
+//   - router.go builds the lead (package region/lead: claiming it,
+//     every claim moving the term on, the fenced Store every change goes
+//     through, stepping down when the view shows a later term or a node
+//     took a higher one); shard.go's promotion route asks it to promote.
 //   - owner.go: which side owns a region's placements (the side leasing
 //     it), the 409 naming where to send a change, the store guarded on
 //     the region record every change writes through.
@@ -89,7 +92,7 @@
 //     wired over the router's lead, view, transport and failover, the
 //     forwarder's LeaseRetry, and GET /_shard/leases. The leasing itself
 //     reaches the router only through leasing.Deps and the lead only
-//     through leasing.Lead (leader.go's leasingLead); the router keeps the
+//     through leasing.Lead (a *lead.Lead); the router keeps the
 //     clock it hands it (Router.clock), which the handoff's steps read.
 //   - handoff.go: POST /_shard/regions/<r>/handoff and a forced
 //     takeover; handoff_global.go: the global tier's steps of a handoff.
@@ -100,7 +103,7 @@
 //     line, the region's records copied down or up by who leases, its far
 //     records (global.Far) down whoever leases, the region's steps of a
 //     handoff. The link reaches the router only through link.Deps and the
-//     lead only through link.Lead (leader.go's leasingLead serves both).
+//     lead only through link.Lead (the same *lead.Lead).
 //
 // # Locks, in order
 //
@@ -119,7 +122,7 @@
 // nodes recorded before ids who they are; the repair, across its one
 // node call). leasing.Leasing.mu is never held across a failover, a grant
 // or the directory: it is released before the Failover dependency
-// (FailoverNode), which takes opMu. leadership.mu, link.Link.mu,
+// (FailoverNode), which takes opMu. lead.Lead.mu, link.Link.mu,
 // globalHandoffs.mu, audit.Log's mu and region/leasing's answerNotifier.mu
 // guard their own fields and call nothing that locks. No router lock is held while
 // the forwarder is called, and the forwarder holds none of its own while

@@ -56,7 +56,7 @@ const failoverBatches = 4
 // left. force promotes copies the nodes would refuse.
 func (rt *Router) FailoverNode(ctx context.Context, node string, force bool) FailoverResult {
 	res := FailoverResult{Node: node, Promoted: []string{}, Failed: []FailoverFailure{}}
-	s, err := rt.lead.changes(ctx)
+	s, err := rt.lead.Changes(ctx)
 	if err == nil {
 		s, err = rt.ownNode(ctx, s, node) // only the side leasing the node's region fails it over
 	}

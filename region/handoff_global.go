@@ -35,7 +35,7 @@ func (g *globalHandoffs) run(ctx context.Context) {
 	t := time.NewTicker(handoffLook)
 	defer t.Stop()
 	for {
-		if leading, _ := g.rt.lead.status(); leading {
+		if leading, _ := g.rt.lead.Status(); leading {
 			g.step(ctx)
 		}
 		wctx, cancel := context.WithCancel(ctx)
@@ -78,7 +78,7 @@ func (g *globalHandoffs) stepRegion(ctx context.Context, name string, rec global
 		g.rt.leasing.KeepOn(name)
 		return nil
 	}
-	s, err := g.rt.lead.changes(ctx)
+	s, err := g.rt.lead.Changes(ctx)
 	if err != nil {
 		return err
 	}
@@ -124,7 +124,7 @@ func (g *globalHandoffs) give(ctx context.Context, s *global.Store, name string,
 		}
 	}
 	g.rt.leasing.GiveUp(name)
-	_, term := g.rt.lead.status()
+	_, term := g.rt.lead.Status()
 	lr, err := s.LeaseRecord(ctx)
 	if err != nil {
 		g.rt.leasing.KeepOn(name)

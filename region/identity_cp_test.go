@@ -12,7 +12,7 @@ import (
 // no id in it, the address as given.
 func legacyNode(tb testing.TB, r *cpRouter, name, addr string) {
 	tb.Helper()
-	s, err := r.rt.lead.changes(cpCtx(tb))
+	s, err := r.rt.lead.Changes(cpCtx(tb))
 	if err != nil {
 		tb.Fatal(err)
 	}

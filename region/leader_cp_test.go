@@ -14,6 +14,7 @@ import (
 
 	"github.com/fenec-go/fenec/global"
 	"github.com/fenec-go/fenec/internal/testkit"
+	"github.com/fenec-go/fenec/region/lead"
 )
 
 func TestStandbyCP(t *testing.T) {
@@ -70,7 +71,7 @@ func TestStandbyCP(t *testing.T) {
 	}
 
 	// The old leader's fenced store, as it was before the promotion.
-	oldStore, err := a.rt.lead.changes(cpCtx(t))
+	oldStore, err := a.rt.lead.Changes(cpCtx(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +199,7 @@ func TestFailoverCutsOnEveryRouterCP(t *testing.T) {
 		}
 	}
 
-	s, err := a.rt.lead.changes(cpCtx(t))
+	s, err := a.rt.lead.Changes(cpCtx(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -318,25 +319,26 @@ func (d *interleaving) Get(ctx context.Context, key string) (global.KV, error) {
 func TestClaimLosesToAClaimBetweenItsReadsCP(t *testing.T) {
 	mem := global.NewMemory()
 	t.Cleanup(func() { mem.Close() })
-	other := &leadership{id: "ra", store: global.NewStore(mem), log: testkit.Logger()}
+	other := lead.New(lead.Deps{ID: "ra", Store: global.NewStore(mem), Log: testkit.Logger()})
 	d := &interleaving{Directory: mem, key: global.KeyTerm, hook: func() {
-		if ok, err := other.claim(cpCtx(t)); !ok || err != nil {
+		if ok, err := other.Claim(cpCtx(t)); !ok || err != nil {
 			t.Errorf("the other claim: %v %v", ok, err)
 		}
 	}}
-	l := &leadership{id: "rb", store: global.NewStore(d), log: testkit.Logger()}
-	ok, err := l.claim(cpCtx(t))
+	l := lead.New(lead.Deps{ID: "rb", Store: global.NewStore(d), Log: testkit.Logger()})
+	ok, err := l.Claim(cpCtx(t))
 	if err != nil || ok {
 		t.Fatalf("claim between reads: leads %v, err %v", ok, err)
 	}
-	lead, err := global.NewStore(mem).Leader(cpCtx(t))
-	if err != nil || lead.Value.Router != "ra" || lead.Value.Term != 1 {
-		t.Fatalf("leader %+v %v", lead.Value, err)
+	rec, err := global.NewStore(mem).Leader(cpCtx(t))
+	if err != nil || rec.Value.Router != "ra" || rec.Value.Term != 1 {
+		t.Fatalf("leader %+v %v", rec.Value, err)
 	}
 	// The router that led claims again when it restarts, at a new term:
 	// its nodes take its first grants as newer than the lease they hold.
-	again := &leadership{id: "ra", store: global.NewStore(mem), log: testkit.Logger()}
-	if ok, err := again.claim(cpCtx(t)); !ok || err != nil || again.term != 2 {
-		t.Fatalf("restarted leader: %v %v term %d, want 2", ok, err, again.term)
+	again := lead.New(lead.Deps{ID: "ra", Store: global.NewStore(mem), View: func() *global.View { return nil }, Log: testkit.Logger()})
+	ok, err = again.Claim(cpCtx(t))
+	if _, term := again.Status(); !ok || err != nil || term != 2 {
+		t.Fatalf("restarted leader: %v %v term %d, want 2", ok, err, term)
 	}
 }

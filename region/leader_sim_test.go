@@ -10,6 +10,7 @@ import (
 	"github.com/fenec-go/fenec/global"
 	"github.com/fenec-go/fenec/internal/testkit"
 	"github.com/fenec-go/fenec/lease"
+	"github.com/fenec-go/fenec/region/lead"
 	"github.com/fenec-go/fenec/region/leasing"
 )
 
@@ -124,9 +125,9 @@ func (s *leadSim) sleepTo(at time.Duration) {
 
 // leasingOver is a leasing over the sim's directory and nodes, leading by
 // ld with lease own; it fails no node over.
-func (s *leadSim) leasingOver(ld *leadership, own time.Duration) *leasing.Leasing {
+func (s *leadSim) leasingOver(ld *lead.Lead, own time.Duration) *leasing.Leasing {
 	l := leasing.New(leasing.Deps{
-		ID: ld.id, Own: own, View: s.w.View, Lead: leasingLead{ld},
+		ID: "r", Own: own, View: s.w.View, Lead: ld,
 		Transport: s.nodes, Probe: s.nodes.probe,
 		Failover: func(_ context.Context, node string, _ bool) FailoverResult {
 			s.t.Errorf("node %s failed over", node)
@@ -151,8 +152,8 @@ func TestRestartedRouterShortensTheLeaseSim(t *testing.T) {
 		s := newLeadSim(t)
 		s.addNode("a")
 		s.place("old", "a")
-		first := &leadership{id: "r", store: s.store, watcher: s.w, log: testkit.Logger()}
-		if ok, err := first.claim(t.Context()); !ok || err != nil {
+		first := lead.New(lead.Deps{ID: "r", Store: s.store, View: s.w.View, Ready: s.w.Ready, Log: testkit.Logger()})
+		if ok, err := first.Claim(t.Context()); !ok || err != nil {
 			t.Fatalf("claim: %v %v", ok, err)
 		}
 		long := s.leasingOver(first, 5*time.Second)
@@ -164,8 +165,8 @@ func TestRestartedRouterShortensTheLeaseSim(t *testing.T) {
 		long.Close()
 
 		// Restarted with a one-second lease, on the same directory.
-		second := &leadership{id: "r", store: s.store, watcher: s.w, log: testkit.Logger()}
-		if ok, err := second.claim(t.Context()); !ok || err != nil {
+		second := lead.New(lead.Deps{ID: "r", Store: s.store, View: s.w.View, Ready: s.w.Ready, Log: testkit.Logger()})
+		if ok, err := second.Claim(t.Context()); !ok || err != nil {
 			t.Fatalf("claim again: %v %v", ok, err)
 		}
 		short := s.leasingOver(second, time.Second)

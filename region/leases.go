@@ -33,7 +33,7 @@ func (rt *Router) wireLeasing() error {
 		Region:    rt.leasedRegion(),
 		Elsewhere: rt.leasedElsewhere,
 		View:      rt.watcher.View,
-		Lead:      leasingLead{rt.lead},
+		Lead:      rt.lead,
 		Transport: tr,
 		Probe:     tr.Probe,
 		Failover:  rt.FailoverNode,

@@ -336,7 +336,7 @@ func TestHeldTenantOffTheListCP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := r.rt.lead.changes(ctx)
+	s, err := r.rt.lead.Changes(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,7 +42,7 @@ func (rt *Router) wireLink() error {
 		OfferWait:    offerWait,
 		Dir:          rt.dir,
 		Open:         open,
-		Lead:         leasingLead{rt.lead},
+		Lead:         rt.lead,
 		Leasing:      rt.leasing,
 		Settle:       rt.settleTo,
 		AuditRegion:  rt.auditRegion,

@@ -529,7 +529,7 @@ func (d *sourceDeletes) wait(ctx context.Context, tenant, node string) error {
 // recoverInBackground puts back, on a goroutine the router owns, every
 // move a router left unfinished when it stopped or lost the lead.
 func (rt *Router) recoverInBackground() {
-	s, err := rt.lead.changes(rt.ctx)
+	s, err := rt.lead.Changes(rt.ctx)
 	if err != nil {
 		return
 	}

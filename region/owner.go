@@ -177,7 +177,7 @@ func (rt *Router) refuseFar(t string) error {
 // and the router's term in a promotion it asks of a node of r: a node
 // leased by another directory, or at a later epoch or term, refuses it.
 func (rt *Router) promoteFence(r string) wire.Promote {
-	_, term := rt.lead.status()
+	_, term := rt.lead.Status()
 	f := wire.Promote{Dir: rt.dirName(), Term: term}
 	if v := rt.watcher.View(); v != nil {
 		f.Epoch = v.RegionRecord(r).Epoch

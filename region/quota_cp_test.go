@@ -84,7 +84,7 @@ func TestQuotaStoredAndSentCP(t *testing.T) {
 	if got := nodeQuota(t, a, "q"); got != second {
 		t.Fatalf("on a: %+v", got)
 	}
-	s, err := r.rt.lead.changes(cpCtx(t))
+	s, err := r.rt.lead.Changes(cpCtx(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +142,7 @@ func TestQuotaRefusalsCP(t *testing.T) {
 
 	// A held tenant (a move under way) takes no quota: it would reach only
 	// the node the tenant leaves.
-	s, err := r.rt.lead.changes(cpCtx(t))
+	s, err := r.rt.lead.Changes(cpCtx(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -112,7 +112,7 @@ func (rt *Router) startRepair() {
 			case <-tick.C:
 			case <-rt.repair.kick:
 			}
-			s, err := rt.lead.changes(rt.ctx)
+			s, err := rt.lead.Changes(rt.ctx)
 			if err != nil {
 				continue
 			}
@@ -176,7 +176,7 @@ func (rt *Router) repairOnce(ctx context.Context, s *global.Store) {
 // standby, or the router runs --replicas): the copies a router owed when
 // it stopped (a move's, a placement's) are not lost with it.
 func (rt *Router) oweFromDirectory(ctx context.Context, s *global.Store, tenants map[string]global.Versioned[global.Tenant]) {
-	leading, term := rt.lead.status()
+	leading, term := rt.lead.Status()
 	rt.repair.mu.Lock()
 	done := rt.repair.term == term
 	rt.repair.mu.Unlock()

@@ -31,6 +31,7 @@ import (
 	"github.com/fenec-go/fenec/lease"
 	"github.com/fenec-go/fenec/region/copies"
 	"github.com/fenec-go/fenec/region/forward"
+	"github.com/fenec-go/fenec/region/lead"
 	"github.com/fenec-go/fenec/region/leasing"
 	"github.com/fenec-go/fenec/region/link"
 	"github.com/fenec-go/fenec/region/nodeapi"
@@ -63,7 +64,7 @@ type Router struct {
 	reg      *prometheus.Registry // every series of this router
 	metrics  *controlMetrics
 	nodes    *nodeapi.Client
-	lead     *leadership
+	lead     *lead.Lead
 	audit    *audit.Log
 	metricsH http.Handler
 
@@ -229,7 +230,7 @@ func (rt *Router) start(ctx context.Context) error {
 	}
 	rt.startRepair()
 	if !rt.cfg.Standby {
-		leading, err := rt.lead.claim(ctx)
+		leading, err := rt.lead.Claim(ctx)
 		if err != nil {
 			return err
 		}
@@ -254,7 +255,7 @@ func (rt *Router) wire() error {
 	rt.nodes = nodeapi.New(rt.cfg.NodeTimeout, rt.cfg.Forward.Resolver)
 	rt.secure(rt.nodes.Transport())
 	rt.wireCopies()
-	rt.lead = &leadership{id: rt.id, name: rt.dirName(), store: rt.store, watcher: rt.watcher, log: rt.log}
+	rt.lead = lead.New(lead.Deps{ID: rt.id, Name: rt.dirName(), Store: rt.store, View: rt.watcher.View, Ready: rt.watcher.Ready, Now: rt.now, Log: rt.log})
 	rt.reg = prometheus.NewRegistry()
 	rt.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if rt.fwd, err = forward.New(rt.cfg.Forward, viewPlacements{w: rt.watcher, near: rt.cfg.Near, region: rt.leasedRegion()}, rt.reg, rt.log); err != nil {
@@ -373,7 +374,7 @@ func (rt *Router) Leading() bool {
 	if rt.lead == nil {
 		return false
 	}
-	ok, _ := rt.lead.status()
+	ok, _ := rt.lead.Status()
 	return ok
 }
 
@@ -467,7 +468,7 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case p == "/_ready":
 		rt.ready(rw, r)
 	case p == "/_health":
-		leading, term := rt.lead.status()
+		leading, term := rt.lead.Status()
 		cpJSON(rw, http.StatusOK, map[string]any{
 			"ok": true, "router": rt.id, "leading": leading, "term": term,
 			"ready": viewPlacements{w: rt.watcher}.Ready(),

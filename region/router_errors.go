@@ -9,6 +9,7 @@ import (
 	"github.com/fenec-go/fenec/internal/reqpath"
 	"github.com/fenec-go/fenec/region/copies"
 	"github.com/fenec-go/fenec/region/forward"
+	"github.com/fenec-go/fenec/region/lead"
 	"github.com/fenec-go/fenec/region/leasing"
 	"github.com/fenec-go/fenec/region/merge"
 	"github.com/fenec-go/fenec/region/nodeapi"
@@ -103,8 +104,8 @@ var (
 // values, so errors.Is holds across the two.
 var (
 	// ErrNotLeader: this router does not take changes (a standby, or one
-	// that saw another take the lead).
-	ErrNotLeader = leasing.ErrNotLeader
+	// that saw another take the lead); the lead's and the leasing's.
+	ErrNotLeader = lead.ErrNotLeader
 	// ErrUnknownNode: no node of that name is recorded.
 	ErrUnknownNode = leasing.ErrUnknownNode
 	// ErrNodeCall: an admin call to a node failed or was refused.
@@ -143,21 +144,6 @@ func (e *heldError) Error() string {
 }
 
 func (e *heldError) Is(target error) bool { return target == global.ErrHeld }
-
-// notLeaderError names the router that leads (empty when none does).
-type notLeaderError struct {
-	leader string
-	term   uint64
-}
-
-func (e *notLeaderError) Error() string {
-	if e.leader == "" {
-		return "this router does not lead, and no router leads"
-	}
-	return fmt.Sprintf("this router does not lead: changes go to %s (term %d)", e.leader, e.term)
-}
-
-func (e *notLeaderError) Is(target error) bool { return target == ErrNotLeader }
 
 // shardStatus is the control plane's one table from error to status, read
 // in order (the first match wins); anything else is 500.
@@ -213,6 +199,7 @@ var shardStatus = []struct {
 	{ErrNodeCheck, http.StatusBadGateway},
 	{ErrNodeCall, http.StatusBadGateway},
 	{ErrNotReady, http.StatusServiceUnavailable},
+	{lead.ErrNotReady, http.StatusServiceUnavailable}, // the view not arrived as a change asks the lead
 	{ErrStopping, http.StatusServiceUnavailable},
 	{global.ErrClosed, http.StatusServiceUnavailable},
 }
@@ -231,10 +218,10 @@ func shardCode(err error) int {
 // refusal names (the leader, the holding operation).
 func shardErrorBody(err error) map[string]any {
 	body := map[string]any{"error": err.Error()}
-	var nl *notLeaderError
+	var nl *lead.NotLeaderError
 	if errors.As(err, &nl) {
-		body["leader"] = nl.leader
-		body["term"] = nl.term
+		body["leader"] = nl.Leader
+		body["term"] = nl.Term
 	} else if errors.Is(err, global.ErrConflict) {
 		// Lost a race with another change to the same records: the request
 		// is judged again against what landed when it is sent again.

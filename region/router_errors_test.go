@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/fenec-go/fenec/global"
+	"github.com/fenec-go/fenec/region/lead"
 )
 
 // A refusal for a lost race says what to do about it; one for a router
@@ -19,7 +20,7 @@ func TestShardErrorBodySaysWhatToDo(t *testing.T) {
 	if msg := shardErrorBody(lost)["error"].(string); !strings.Contains(msg, "send the request again") || !strings.HasPrefix(msg, lost.Error()) {
 		t.Fatalf("lost race: %q", msg)
 	}
-	nl := &notLeaderError{leader: "r2", term: 3}
+	nl := &lead.NotLeaderError{Leader: "r2", Term: 3}
 	body := shardErrorBody(nl)
 	if body["leader"] != "r2" || body["term"] != uint64(3) || body["error"] != nl.Error() {
 		t.Fatalf("not leader: %v", body)

@@ -328,7 +328,7 @@ func (rt *Router) sealClearNodes(ctx context.Context) {
 	if rt.keys == nil {
 		return
 	}
-	s, err := rt.lead.changes(ctx)
+	s, err := rt.lead.Changes(ctx)
 	if err != nil {
 		return
 	}

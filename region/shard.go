@@ -204,7 +204,7 @@ func (c *shardCall) run(what, tenant, node string, owned bool, fn func(*global.S
 		}
 	}
 	if err == nil {
-		s, err = c.rt.lead.changes(c.r.Context())
+		s, err = c.rt.lead.Changes(c.r.Context())
 	}
 	if err == nil && owned && node != "" {
 		s, err = c.rt.ownNode(c.r.Context(), s, node)
@@ -216,7 +216,7 @@ func (c *shardCall) run(what, tenant, node string, owned bool, fn func(*global.S
 	if err == nil {
 		code, body, err = fn(s)
 		if err != nil {
-			c.rt.lead.lost(c.r.Context(), err)
+			c.rt.lead.Lost(c.r.Context(), err)
 		}
 	}
 	if err != nil {
@@ -293,11 +293,11 @@ func (c *shardCall) promote() {
 		c.fail(err)
 		return
 	}
-	if leading, term := c.rt.lead.status(); leading && !req.Again {
+	if leading, term := c.rt.lead.Status(); leading && !req.Again {
 		cpJSON(c.w, http.StatusOK, map[string]any{"leader": c.rt.id, "term": term, "already": true})
 		return
 	}
-	term, err := c.rt.lead.promote(c.r.Context())
+	term, err := c.rt.lead.Promote(c.r.Context())
 	code := http.StatusOK
 	if err != nil {
 		code = shardCode(err)

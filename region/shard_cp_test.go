@@ -310,7 +310,7 @@ func TestPlaceRecordedTenantRefusedCP(t *testing.T) {
 	n1 := startCPNode(t)
 	r.addNode(t, "n1", n1)
 	// Recorded behind the router's back: refused before any file is made.
-	s, err := r.rt.lead.changes(cpCtx(t))
+	s, err := r.rt.lead.Changes(cpCtx(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -496,7 +496,7 @@ func TestHeldTenantRefusedCP(t *testing.T) {
 	r.addNode(t, "n1", n1)
 	r.addNode(t, "n2", n2)
 	r.place(t, "busy", "n1")
-	s, err := r.rt.lead.changes(cpCtx(t))
+	s, err := r.rt.lead.Changes(cpCtx(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,9 +36,10 @@ var importRules = map[string][]string{
 	"internal/testkit/testnode": {"internal/testkit", "node", "wire"},
 	"global":                    {"wire", "lease", "internal/tlsx"}, // lease: the bounds on the epochs it records
 	"node":                      {"engine", "lease", "wire", "internal"},
-	"region":                    {"global", "lease", "wire", "internal", "region/forward", "region/leasing", "region/merge", "region/nodeapi", "region/copies", "region/link"},
+	"region":                    {"global", "lease", "wire", "internal", "region/forward", "region/leasing", "region/merge", "region/nodeapi", "region/copies", "region/link", "region/lead"},
 	"region/forward":            {"wire", "internal"},
-	"region/leasing":            {"global", "lease", "wire", "internal", "region/nodeapi"}, // nodeapi: the sentinel of a node's failed call
+	"region/leasing":            {"global", "lease", "wire", "internal", "region/nodeapi", "region/lead"}, // nodeapi, lead: the sentinels of a node's failed call, of not leading
+	"region/lead":               {"global"},
 	"region/nodeapi":            {"global", "wire", "internal"},
 	"region/copies":             {"global", "wire", "internal", "region/nodeapi"},
 	"region/link":               {"global", "lease", "internal"},
@@ -169,6 +170,12 @@ func TestImportRulesRefuse(t *testing.T) {
 		{"region/link", "region/leasing", false},
 		{"region/link", "node", false},
 		{"region", "region/link", true},
+		{"region/lead", "region", false},
+		{"region/lead", "region/forward", false},
+		{"region/lead", "region/leasing", false},
+		{"region/lead", "node", false},
+		{"region", "region/lead", true},
+		{"region/leasing", "region/lead", true},
 		{"region/merge", "engine", false},
 		{"region", "node", false},
 		{"node", "global", false},

@@ -3,6 +3,7 @@ package leasing
 import (
 	"errors"
 
+	"github.com/fenec-go/fenec/region/lead"
 	"github.com/fenec-go/fenec/region/nodeapi"
 )
 
@@ -10,8 +11,8 @@ import (
 // (package region), so errors.Is holds across the two.
 var (
 	// ErrNotLeader: this router does not lead, so it grants nothing
-	// (GrantNow).
-	ErrNotLeader = errors.New("this router does not lead: changes go to the leader")
+	// (GrantNow); the lead's (package region/lead).
+	ErrNotLeader = lead.ErrNotLeader
 	// ErrUnknownNode: no node of that name is recorded.
 	ErrUnknownNode = errors.New("unknown node")
 	// ErrNodeCall: an admin call to a node failed or was refused (the

@@ -1,4 +1,4 @@
-package region
+package lead
 
 import (
 	"context"
@@ -15,17 +15,39 @@ import (
 // directory to arrive before it is refused 503.
 const readyWait = 5 * time.Second
 
-// leadership is whether this router takes changes. It leads once it has
-// claimed the leader record (at start) or been promoted, and writes every
-// change through a Store fenced on the term it read then: a promotion of
-// another router moves the term on, and every write of this one fails.
-// It stops leading at once when its view shows a later term or leader.
-type leadership struct {
-	id      string
-	name    string        // the directory's name (global.DirGlobal, or a region's): claimed before leading it
-	store   *global.Store // unfenced: reads, and the claims themselves
-	watcher *global.Watcher
-	log     *slog.Logger
+// Deps are everything the lead uses of the router.
+type Deps struct {
+	// ID is the router's name, written in the leader record it claims.
+	ID string
+	// Name is the directory's name (global.DirGlobal, or a region's),
+	// claimed before leading it; "": none is claimed.
+	Name string
+	// Store is the directory, unfenced: reads, and the claims themselves.
+	Store *global.Store
+	// View is the router's copy of its directory (nil before it arrived);
+	// Ready is closed once it has.
+	View  func() *global.View
+	Ready func() <-chan struct{}
+	// Now is the wall clock a claim's record is stamped with (its Since),
+	// never decided by; nil: time.Now.
+	Now func() time.Time
+	Log *slog.Logger
+}
+
+// Lead is whether this router takes changes. It leads once it has claimed
+// the leader record (at start) or been promoted, and writes every change
+// through a Store fenced on the term it read then: a promotion of another
+// router moves the term on, and every write of this one fails. It stops
+// leading at once when its view shows a later term or leader. It is the
+// leasing's and the link's Lead (leasing.Lead, link.Lead).
+type Lead struct {
+	id    string
+	name  string
+	store *global.Store
+	view  func() *global.View
+	ready func() <-chan struct{}
+	now   func() time.Time
+	log   *slog.Logger
 
 	mu      sync.Mutex
 	leading bool          // guarded by mu
@@ -33,7 +55,16 @@ type leadership struct {
 	fenced  *global.Store // guarded by mu: writes conditioned on the term key
 }
 
-// claim takes the lead at start, always at a new term: when no router
+// New returns the lead over d, not leading until Claim or Promote.
+func New(d Deps) *Lead {
+	now := d.Now
+	if now == nil {
+		now = time.Now
+	}
+	return &Lead{id: d.ID, name: d.Name, store: d.Store, view: d.View, ready: d.Ready, now: now, log: d.Log}
+}
+
+// Claim takes the lead at start, always at a new term: when no router
 // leads, by a transaction conditioned on the leader record being absent
 // and the term unchanged (of routers starting together, one wins); when
 // this router led before it stopped, by one conditioned on the record
@@ -45,7 +76,7 @@ type leadership struct {
 // record, this one does not take it (a promotion is a decision someone
 // makes): it forwards and refuses changes naming that router. It reports
 // whether this router now leads.
-func (l *leadership) claim(ctx context.Context) (bool, error) {
+func (l *Lead) Claim(ctx context.Context) (bool, error) {
 	if err := l.claimName(ctx); err != nil {
 		return false, err
 	}
@@ -61,7 +92,7 @@ func (l *leadership) claim(ctx context.Context) (bool, error) {
 		switch {
 		case lead.Rev != 0 && lead.Value.Router == l.id:
 			term := max(cur.Value, lead.Value.Term) + 1
-			rec := global.Leader{Router: l.id, Term: term, Since: time.Now().UTC()}
+			rec := global.Leader{Router: l.id, Term: term, Since: l.now().UTC()}
 			_, err := l.store.Txn().PutLeader(lead.Rev, rec).PutTerm(cur.Rev, term).Commit(ctx)
 			if errors.Is(err, global.ErrConflict) {
 				continue // promoted over meanwhile, or the term moved: read again
@@ -75,7 +106,7 @@ func (l *leadership) claim(ctx context.Context) (bool, error) {
 			return false, nil
 		}
 		term := cur.Value + 1
-		rec := global.Leader{Router: l.id, Term: term, Since: time.Now().UTC()}
+		rec := global.Leader{Router: l.id, Term: term, Since: l.now().UTC()}
 		_, err = l.store.Txn().PutLeader(0, rec).PutTerm(cur.Rev, term).Commit(ctx)
 		if errors.Is(err, global.ErrConflict) {
 			continue // another router claimed or the term moved: read again
@@ -90,7 +121,7 @@ func (l *leadership) claim(ctx context.Context) (bool, error) {
 
 // fenceClaimed fences on a term just claimed; a promotion of another
 // router in between leaves this one following, not failing.
-func (l *leadership) fenceClaimed(ctx context.Context, term uint64) (bool, error) {
+func (l *Lead) fenceClaimed(ctx context.Context, term uint64) (bool, error) {
 	err := l.fence(ctx, term)
 	if errors.Is(err, ErrNotLeader) {
 		l.log.Warn("the lead moved on as it was claimed", "err", err)
@@ -105,7 +136,7 @@ const claimRetries = 8
 // claimName names the directory this router's, or refuses one named
 // another's: a region's router on the global directory, or the reverse,
 // would lease nodes with the other's terms.
-func (l *leadership) claimName(ctx context.Context) error {
+func (l *Lead) claimName(ctx context.Context) error {
 	if l.name == "" {
 		return nil
 	}
@@ -115,8 +146,8 @@ func (l *leadership) claimName(ctx context.Context) error {
 	return nil
 }
 
-// promote moves the directory's term on and takes the lead at it.
-func (l *leadership) promote(ctx context.Context) (uint64, error) {
+// Promote moves the directory's term on and takes the lead at it.
+func (l *Lead) Promote(ctx context.Context) (uint64, error) {
 	if err := l.claimName(ctx); err != nil {
 		return 0, err
 	}
@@ -129,7 +160,7 @@ func (l *leadership) promote(ctx context.Context) (uint64, error) {
 
 // fence reads the term key and leader record and, if they still say this
 // router leads at term, leads with a Store fenced on the term's revision.
-func (l *leadership) fence(ctx context.Context, term uint64) error {
+func (l *Lead) fence(ctx context.Context, term uint64) error {
 	cur, err := l.store.Term(ctx)
 	if err != nil {
 		return fmt.Errorf("read term: %w", err)
@@ -139,7 +170,7 @@ func (l *leadership) fence(ctx context.Context, term uint64) error {
 		return fmt.Errorf("read leader: %w", err)
 	}
 	if cur.Value != term || lead.Value.Router != l.id || lead.Value.Term != term {
-		return &notLeaderError{leader: lead.Value.Router, term: lead.Value.Term}
+		return &NotLeaderError{Leader: lead.Value.Router, Term: lead.Value.Term}
 	}
 	l.mu.Lock()
 	l.leading, l.term, l.fenced = true, term, l.store.Fenced(cur.Rev)
@@ -148,15 +179,15 @@ func (l *leadership) fence(ctx context.Context, term uint64) error {
 	return nil
 }
 
-// changes returns the fenced Store to write a change with, or a
-// notLeaderError naming the leader. A view showing a later term or another
+// Changes returns the fenced Store to write a change with, or a
+// NotLeaderError naming the leader. A view showing a later term or another
 // leader ends this router's lead first. It waits (within ctx) for the
 // view's first list, so a refusal can name the leader.
-func (l *leadership) changes(ctx context.Context) (*global.Store, error) {
+func (l *Lead) Changes(ctx context.Context) (*global.Store, error) {
 	ctx, cancel := context.WithTimeout(ctx, readyWait)
 	defer cancel()
 	select {
-	case <-l.watcher.Ready():
+	case <-l.ready():
 	case <-ctx.Done():
 		return nil, fmt.Errorf("%w: %w", ErrNotReady, ctx.Err())
 	}
@@ -171,11 +202,11 @@ func (l *leadership) changes(ctx context.Context) (*global.Store, error) {
 
 // checkViewLocked steps down when the view has moved past this router's
 // term (another router was promoted).
-func (l *leadership) checkViewLocked() {
+func (l *Lead) checkViewLocked() {
 	if !l.leading {
 		return
 	}
-	v := l.watcher.View()
+	v := l.view()
 	if v == nil {
 		return
 	}
@@ -189,9 +220,9 @@ func (l *leadership) checkViewLocked() {
 	}
 }
 
-// lost is told that a fenced write failed on a condition: when the term
+// Lost is told that a fenced write failed on a condition: when the term
 // key has moved on, this router no longer leads.
-func (l *leadership) lost(ctx context.Context, err error) {
+func (l *Lead) Lost(ctx context.Context, err error) {
 	if !errors.Is(err, global.ErrConflict) {
 		return
 	}
@@ -208,25 +239,25 @@ func (l *leadership) lost(ctx context.Context, err error) {
 }
 
 // notLeaderLocked names the leader as this router's view has it.
-func (l *leadership) notLeaderLocked() error {
-	e := &notLeaderError{}
-	if v := l.watcher.View(); v != nil {
-		e.leader, e.term = v.Leader.Router, v.Leader.Term
+func (l *Lead) notLeaderLocked() error {
+	e := &NotLeaderError{}
+	if v := l.view(); v != nil {
+		e.Leader, e.Term = v.Leader.Router, v.Leader.Term
 	}
 	return e
 }
 
-// status reports whether this router leads, and at which term.
-func (l *leadership) status() (bool, uint64) {
+// Status reports whether this router leads, and at which term.
+func (l *Lead) Status() (bool, uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.checkViewLocked()
 	return l.leading, l.term
 }
 
-// stepDown ends this router's lead at once: a node fenced its term, so a
+// StepDown ends this router's lead at once: a node fenced its term, so a
 // router was promoted over it.
-func (l *leadership) stepDown(highest uint64) {
+func (l *Lead) StepDown(highest uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.leading {
@@ -234,15 +265,3 @@ func (l *leadership) stepDown(highest uint64) {
 		l.log.Warn("a node took a higher term: no more changes here", "highest", highest, "our_term", l.term)
 	}
 }
-
-// leasingLead is the lead as the leasing and the link ask of it
-// (leasing.Lead, link.Lead).
-type leasingLead struct{ ld *leadership }
-
-func (l leasingLead) Status() (bool, uint64) { return l.ld.status() }
-
-func (l leasingLead) Changes(ctx context.Context) (*global.Store, error) { return l.ld.changes(ctx) }
-
-func (l leasingLead) StepDown(highest uint64) { l.ld.stepDown(highest) }
-
-func (l leasingLead) Lost(ctx context.Context, err error) { l.ld.lost(ctx, err) }
