@@ -81,7 +81,7 @@ func (f Far) Sync(ctx context.Context, from Directory, to *Store) (MirrorResult,
 		}
 	}
 	res := MirrorResult{Rev: rev}
-	err = writeDiff(ctx, to, keys, func(key string) ([]byte, bool) {
+	err = writeDiff(ctx, to, "far records: write the region's directory", keys, func(key string) ([]byte, bool) {
 		v, ok := want[key]
 		return v, ok
 	}, func(key string) (KV, bool) {
@@ -102,7 +102,7 @@ func (f Far) Sync(ctx context.Context, from Directory, to *Store) (MirrorResult,
 // dirty is left as it was (the link's mirror sync resets it).
 func (f Far) SyncTracked(ctx context.Context, to *Store, src, dst *Tracked, dirty *Dirty) (MirrorResult, error) {
 	res := MirrorResult{Rev: src.Rev()}
-	err := writeDiff(ctx, to, f.touched(src, dst, dirty), func(key string) ([]byte, bool) {
+	err := writeDiff(ctx, to, "far records: write the region's directory", f.touched(src, dst, dirty), func(key string) ([]byte, bool) {
 		return src.far(key, f.Region)
 	}, dst.Get, &res)
 	return res, err
@@ -345,8 +345,9 @@ func PickFar(kvs []KV, r string) (map[string][]byte, error) {
 // writeDiff writes to the keys yields whose value want differs from what
 // have holds (a put, or a delete of a key want lacks), in transactions of
 // at most mirrorBatch writes, each conditioned on the revision have holds,
-// counting them in res.
-func writeDiff(ctx context.Context, to *Store, keys iter.Seq[string], want func(string) ([]byte, bool),
+// counting them in res; a failed write's error starts with what. The
+// mirror and the far records both sync by it.
+func writeDiff(ctx context.Context, to *Store, what string, keys iter.Seq[string], want func(string) ([]byte, bool),
 	have func(string) (KV, bool), res *MirrorResult) error {
 	var conds []Cond
 	var ops []Op
@@ -358,7 +359,7 @@ func writeDiff(ctx context.Context, to *Store, keys iter.Seq[string], want func(
 		tx.conds, tx.ops = append(tx.conds, conds...), ops
 		rev, err := tx.Commit(ctx)
 		if err != nil {
-			return fmt.Errorf("far records: write the region's directory: %w", err)
+			return fmt.Errorf("%s: %w", what, err)
 		}
 		res.Written = append(res.Written, rev)
 		conds, ops = nil, nil

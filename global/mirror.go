@@ -251,42 +251,11 @@ func (m Mirror) SyncTracked(ctx context.Context, to *Store, src, dst *Tracked, d
 		kv, ok := dst.Get(key)
 		return kv, ok && mirrored(key, true)
 	}
-	var conds []Cond
-	var ops []Op
-	flush := func() error {
-		if len(ops) == 0 {
-			return nil
-		}
-		tx := to.Txn()
-		tx.conds, tx.ops = append(tx.conds, conds...), ops
-		rev, err := tx.Commit(ctx)
-		if err != nil {
-			return fmt.Errorf("mirror: write the copy: %w", err)
-		}
-		res.Written = append(res.Written, rev)
-		conds, ops = nil, nil
-		return nil
-	}
-	for key := range m.touched(src, dst, dirty) {
-		w, wok := want(key)
-		h, hok := have(key)
-		switch {
-		case wok && hok && bytes.Equal(w.Value, h.Value), !wok && !hok:
-			continue
-		case wok:
-			res.Put++
-			conds, ops = append(conds, IfModRev(key, h.ModRev)), append(ops, OpPut(key, w.Value))
-		default:
-			res.Deleted++
-			conds, ops = append(conds, IfModRev(key, h.ModRev)), append(ops, OpDelete(key))
-		}
-		if len(ops) == mirrorBatch {
-			if err := flush(); err != nil {
-				return res, err
-			}
-		}
-	}
-	return res, flush()
+	err := writeDiff(ctx, to, "mirror: write the copy", m.touched(src, dst, dirty), func(key string) ([]byte, bool) {
+		kv, ok := want(key)
+		return kv.Value, ok
+	}, have, &res)
+	return res, err
 }
 
 // touched yields, once each, the keys a sync of dirty looks at: every
