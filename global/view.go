@@ -93,6 +93,9 @@ func (v *View) FarNode(name string) (Node, bool) {
 	return n, ok
 }
 
+// FarTenants returns every far tenant's name and record, in no order.
+func (v *View) FarTenants() iter.Seq2[string, Tenant] { return maps.All(v.farTenants) }
+
 // NumFarTenants returns how many far tenants the view holds.
 func (v *View) NumFarTenants() int { return len(v.farTenants) }
 

@@ -258,7 +258,11 @@ func (rt *Router) wire() error {
 	rt.lead = lead.New(lead.Deps{ID: rt.id, Name: rt.dirName(), Store: rt.store, View: rt.watcher.View, Ready: rt.watcher.Ready, Now: rt.now, Log: rt.log})
 	rt.reg = prometheus.NewRegistry()
 	rt.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	if rt.fwd, err = forward.New(rt.cfg.Forward, viewPlacements{w: rt.watcher, near: rt.cfg.Near, region: rt.leasedRegion()}, rt.reg, rt.log); err != nil {
+	fc := rt.cfg.Forward
+	if rt.mirroring() {
+		fc.Region = rt.cfg.Region
+	}
+	if rt.fwd, err = forward.New(fc, viewPlacements{w: rt.watcher, near: rt.cfg.Near, region: rt.leasedRegion()}, rt.reg, rt.log); err != nil {
 		return err
 	}
 	if rt.metrics, err = newControlMetrics(rt.reg, rt.watcher, rt.lead); err != nil {

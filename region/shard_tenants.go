@@ -30,11 +30,19 @@ type tenantEntry struct {
 	ReplicaBehind uint64   `json:"replica_behind,omitempty"`
 	ReadCopies    []string `json:"read_copies,omitempty"`
 	Survive       string   `json:"survive"`
-	Bytes         *int64   `json:"bytes,omitempty"`
+	// Far: listed by a region's router, the tenant is homed in another
+	// region (Home, its primary's, once that node's record is copied
+	// down) with a copy in this router's region; its placement changes at
+	// the global tier's leading router.
+	Far   bool   `json:"far,omitempty"`
+	Home  string `json:"home,omitempty"`
+	Bytes *int64 `json:"bytes,omitempty"`
 }
 
-// listTenants answers every placement, by name; ?bytes adds each tenant's
-// bytes on disk as its node reports them (nodes asked in parallel).
+// listTenants answers every placement, by name, a region's router its far
+// tenants too (each with its home region); ?bytes adds each tenant's
+// bytes on disk as its node reports them (nodes asked in parallel: a far
+// tenant's are not asked, its node being another region's).
 func (c *shardCall) listTenants() {
 	v, err := c.view()
 	if err != nil {
@@ -44,12 +52,18 @@ func (c *shardCall) listTenants() {
 	out := []tenantEntry{}
 	used := map[string]global.Node{}
 	for name, t := range v.Tenants() {
-		out = append(out, tenantEntry{Name: name, Node: t.Node, State: string(t.State),
-			Replica: t.Replica, Target: t.Target, HeldBy: t.HeldBy, MoveStep: t.MoveStep, ReplicaBehind: t.ReplicaBehind,
-			ReadCopies: t.ReadCopies.Names(), Survive: cmp.Or(t.Survive, global.SurviveZone)})
+		out = append(out, newTenantEntry(name, t))
 		if n, ok := v.Node(t.Node); ok {
 			used[t.Node] = n
 		}
+	}
+	for name, t := range v.FarTenants() {
+		e := newTenantEntry(name, t)
+		e.Far = true
+		if n, ok := v.FarNode(t.Node); ok {
+			e.Home = n.Region
+		}
+		out = append(out, e)
 	}
 	slices.SortFunc(out, func(a, b tenantEntry) int { return cmpString(a.Name, b.Name) })
 	if c.r.URL.Query().Has("bytes") {
@@ -64,6 +78,12 @@ func (c *shardCall) listTenants() {
 		}
 	}
 	cpJSON(c.w, http.StatusOK, out)
+}
+
+func newTenantEntry(name string, t global.Tenant) tenantEntry {
+	return tenantEntry{Name: name, Node: t.Node, State: string(t.State),
+		Replica: t.Replica, Target: t.Target, HeldBy: t.HeldBy, MoveStep: t.MoveStep, ReplicaBehind: t.ReplicaBehind,
+		ReadCopies: t.ReadCopies.Names(), Survive: cmp.Or(t.Survive, global.SurviveZone)}
 }
 
 // placeTenant creates a tenant on the named node, or on the node of the

@@ -69,6 +69,13 @@ func TestRegionServesFarTenants(t *testing.T) {
 
 	for _, rt := range []*cluster.Router{us.Leader, us.Standby} {
 		uc := rt.Client()
+		// Listed as far, with its home.
+		cluster.Eventually(t, wait, func() error {
+			if row, ok := placementOf(t, uc, "t1"); !ok || row["far"] != true || row["home"] != "eu" || row["node"] != "eu1" {
+				return fmt.Errorf("t1 as %s lists it: %v", rt.Name, row)
+			}
+			return nil
+		})
 		// A bounded read: the copy in us, once it holds the tenant.
 		cluster.Eventually(t, wait, func() error {
 			return served(uc.QueryH("t1", "get kv where k = 'a'", wire.HeaderMaxStaleness, "5000"), wire.ServedByCopy, copyOn)
@@ -158,8 +165,12 @@ func TestRegionServesFarTenants(t *testing.T) {
 		uc := rt.Client()
 		cluster.Eventually(t, wait, func() error {
 			res := uc.QueryH("t1", "get kv where k = 'a'")
-			if res.Status != 404 || !strings.Contains(string(res.Body), "unknown tenant") {
+			if res.Status != 404 || !strings.Contains(string(res.Body), "unknown tenant in this router's region") ||
+				!strings.Contains(string(res.Body), "read-copies") {
 				return fmt.Errorf("t1 through %s once its copy in us is dropped: %s", rt.Name, res)
+			}
+			if _, ok := placementOf(t, uc, "t1"); ok {
+				return fmt.Errorf("%s still lists t1", rt.Name)
 			}
 			return nil
 		})

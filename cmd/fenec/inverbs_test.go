@@ -17,6 +17,8 @@ func TestInVerbs(t *testing.T) {
 			"unknown tenant \"orders\": no placement names it; create it with `fenec place orders`"},
 		{"unknown tenant: no placement names it; create it with PUT /_shard/tenants/<name>",
 			"unknown tenant: no placement names it; create it with `fenec place NAME`"},
+		{"give it a read copy here, PUT /_shard/tenants/<name>/read-copies on the global tier's leading router",
+			"give it a read copy here, `fenec read-copies NAME NODE...` on the global tier's leading router"},
 		{"unknown node \"n1\": no node is recorded under that name (GET /_shard/nodes lists them)",
 			"unknown node \"n1\": no node is recorded under that name (`fenec nodes` lists them)"},
 		{"record a node of that region (PUT /_shard/nodes/<n>), or name a region GET /_shard/regions lists",

@@ -54,6 +54,12 @@ type Config struct {
 	// with, by every connection the router makes to a node (forwarding,
 	// grants, admin calls); empty: the system's way. --resolver.
 	Resolver string
+	// Region is the region a region's router serves; empty on the global
+	// tier's routers. A region's routers know only its own tenants and
+	// those homed elsewhere with a copy in it, so a tenant they do not
+	// know is refused as ErrUnknownInRegion, which says where else it may
+	// live. Not a flag: the router sets it.
+	Region string
 	// CopyWait is how long a read copy near the router may wait for what
 	// a read asks (its Fenec-After, or a proof of its Fenec-Max-Staleness)
 	// before it declines and the read goes to the primary: a bounded read

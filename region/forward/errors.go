@@ -11,6 +11,11 @@ var (
 	ErrBadTarget = errors.New("request target is not /t/<tenant>/...")
 	// ErrUnknownTenant: no placement names the tenant.
 	ErrUnknownTenant = errors.New("unknown tenant: no placement names it; create it with PUT /_shard/tenants/<name>")
+	// ErrUnknownInRegion: a region's router knows no tenant of that name
+	// (Config.Region).
+	ErrUnknownInRegion = errors.New("unknown tenant in this router's region: neither a tenant of the region nor one homed elsewhere with a copy in it has that name; " +
+		"a tenant of another region is served by that region's routers or the global tier's (give it a read copy here, PUT /_shard/tenants/<name>/read-copies on the global tier's leading router, and this region's routers serve it too); " +
+		"a new one is created with PUT /_shard/tenants/<name>")
 	// ErrNotReady: the router's placements have not arrived yet.
 	ErrNotReady = errors.New("placements have not arrived yet; retry in a moment")
 	// ErrBodyTooLarge: the request body passes the router's bound.

@@ -79,6 +79,8 @@ type Forwarder struct {
 	pools   pools
 	dial    dialFunc
 	now     func() time.Time
+	// unknown is the refusal of a tenant no placement names.
+	unknown error
 
 	lease atomic.Pointer[leaseRetryBox]
 	// proofs maps an admin token to its proof, made once per token.
@@ -134,6 +136,10 @@ func newForwarder(cfg Config, place Placements, reg prometheus.Registerer, log *
 		}
 	}
 	f.copies, _ = place.(CopyPlacements)
+	f.unknown = ErrUnknownTenant
+	if cfg.Region != "" {
+		f.unknown = ErrUnknownInRegion
+	}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	f.wg.Go(f.reapLoop)
 	return f, nil
@@ -234,7 +240,7 @@ func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	tgt, ok := f.place.Lookup(tenant)
 	if !ok {
-		f.finish(w, r, rt, start, f.refuse(w, r, tenant, ErrUnknownTenant))
+		f.finish(w, r, rt, start, f.refuse(w, r, tenant, f.unknown))
 		return
 	}
 	x := exchangePool.Get().(*exchange)

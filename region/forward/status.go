@@ -22,6 +22,7 @@ var forwardStatus = func() map[error]*errorAnswer {
 		ErrBadTarget:       {code: http.StatusBadRequest},
 		ErrBadTenant:       {code: http.StatusBadRequest},
 		ErrUnknownTenant:   {code: http.StatusNotFound},
+		ErrUnknownInRegion: {code: http.StatusNotFound},
 		ErrReplicationFeed: {code: http.StatusNotFound},
 		ErrNotReady:        {code: http.StatusServiceUnavailable, retryAfter: true},
 		ErrBodyTooLarge:    {code: http.StatusRequestEntityTooLarge},
