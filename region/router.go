@@ -299,7 +299,7 @@ func (rt *Router) serve() {
 			}
 		},
 	}
-	rt.loop = &h1.Server{Handler: rt, Fallback: rt.srv, Prefix: "/t/",
+	rt.loop = &h1.Server{Handler: rt.fwd, Fallback: rt.srv, Prefix: "/t/",
 		ReadHeaderTimeout: rt.srv.ReadHeaderTimeout, IdleTimeout: rt.srv.IdleTimeout,
 		WriteGap: rt.cfg.Forward.BodyTimeout, Log: rt.log, ConnDone: rt.conns.Release}
 	serve, ln := rt.loop.Serve, rt.conns.Listener(rt.ln)
@@ -438,7 +438,14 @@ func (rt *Router) Close() error {
 func (rt *Router) now() time.Time { return time.Now().UTC() }
 
 // ServeHTTP routes the router's paths; every answer carries X-Request-Id.
+// /t/ is the forwarder's whole (the request's id, the body timeout): the
+// router's own loop hands it there straight, and so does this, for a
+// request that reached the net/http server (package h1's Fallback).
 func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, "/t/") {
+		rt.fwd.ServeHTTP(w, r)
+		return
+	}
 	rw := &idWriter{ResponseWriter: w}
 	if v := r.Header["X-Request-Id"]; len(v) == 1 && forward.SaneRequestID(v[0]) {
 		rw.id[0] = v[0]
@@ -450,15 +457,11 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// A body nobody reads is cut after the body timeout too.
 	bodygap.Arm(rw, r, rt.cfg.Forward.BodyTimeout)
 	p := r.URL.Path
-	if !strings.HasPrefix(p, "/t/") { // /t/'s path is the node's to check
-		if _, err := reqpath.Segments(r); err != nil {
-			cpError(rw, err)
-			return
-		}
+	if _, err := reqpath.Segments(r); err != nil {
+		cpError(rw, err)
+		return
 	}
 	switch {
-	case strings.HasPrefix(p, "/t/"):
-		rt.fwd.ServeHTTP(rw, r)
 	case p == "/_shard/leases" && rt.leasing != nil: // {"leasing": false} without --auto-failover
 		if rt.authorize(rw, r) {
 			serveLeases(rw, r, rt.leasing)
@@ -506,8 +509,8 @@ func makeRequestID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// idWriter adds X-Request-Id to an answer that lacks it (the forwarder's
-// own errors clear the header map before they answer).
+// idWriter adds X-Request-Id to an answer of the control plane's that
+// lacks it.
 type idWriter struct {
 	http.ResponseWriter
 	id    [1]string // the request's id, as a header's values (no copy made)

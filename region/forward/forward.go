@@ -64,9 +64,11 @@ const maxAttempts = 8
 // router's registry; mount it on "/t/"; SetLeaseRetry once leasing runs;
 // call Cut(node, {tenant: new target}) as soon as the directory shows
 // tenants failed over off node (on every router, leading or not; never for
-// a move); Close on shutdown. A sane X-Request-Id already on the request
-// (a middleware's or the client's) is passed on; otherwise one is made
-// for the node.
+// a move); Close on shutdown. It is the whole of /t/: mounted with no
+// middleware, it arms the body timeout itself and gives every answer an
+// X-Request-Id — the client's when sane, passed on to the node, which
+// answers with it; else one made for the node, or, for an answer of the
+// router's own, made then.
 type Forwarder struct {
 	cfg     Config
 	place   Placements
@@ -289,21 +291,32 @@ func (f *Forwarder) finish(w http.ResponseWriter, r *http.Request, rt route, sta
 // sent to a node; one of the router's (5xx) is logged under the request's
 // id at warn level, a client's (4xx) at debug.
 func (f *Forwarder) refuse(w http.ResponseWriter, r *http.Request, tenant string, err error) int {
+	id := r.Header.Get("X-Request-Id")
+	if !SaneRequestID(id) {
+		var buf [16]byte
+		id = string(newRequestID(&buf))
+	}
+	answerID(w, id)
 	code := writeError(w, err, false)
 	level := slog.LevelDebug
 	if code >= 500 {
 		level = slog.LevelWarn
 	}
-	f.log.Log(r.Context(), level, "request refused by the router", "request_id", r.Header.Get("X-Request-Id"),
+	f.log.Log(r.Context(), level, "request refused by the router", "request_id", id,
 		"tenant", tenant, "status", code, "err", err)
 	return code
 }
+
+// answerID puts the request's id on an answer the router writes itself; a
+// node's answer carries the id it was sent, which replaces it.
+func answerID(w http.ResponseWriter, id string) { w.Header()["X-Request-Id"] = []string{id} }
 
 // failed answers err for x's request, which its node (tgt) did not
 // answer, and logs it under the request's id at warn level: the node's
 // log may hold no line of it.
 func (f *Forwarder) failed(w http.ResponseWriter, x *exchange, node string, err error) int {
 	unknown := x.sentWhole && !x.replayable
+	answerID(w, x.id())
 	code := writeError(w, err, unknown)
 	f.log.Warn("request not answered by its node", "request_id", x.id(), "tenant", x.tenant, "node", node,
 		"status", code, "outcome_unknown", unknown, "err", err)
@@ -455,6 +468,7 @@ func (f *Forwarder) forward(w http.ResponseWriter, x *exchange, tgt Target) int 
 			tgt, rs = next, retryState{}
 		case resCutFail:
 			f.metrics.cut(CutFailed502)
+			answerID(w, x.id())
 			code := writeError(w, ErrMayHaveRun, true)
 			f.log.Warn("request cut by a failover after it was sent", "request_id", x.id(), "tenant", x.tenant,
 				"node", tgt.Node, "status", code, "outcome_unknown", true)

@@ -729,3 +729,43 @@ func TestConcurrentForwarding(t *testing.T) {
 		}
 	}
 }
+
+// TestForwardOwnAnswersCarryRequestID: mounted alone, the forwarder gives
+// its own answers — a refusal before anything is sent, a node that cannot
+// be reached — the client's sane id, or one it makes, and the unknown
+// tenant on a region's router is the region's refusal.
+func TestForwardOwnAnswersCarryRequestID(t *testing.T) {
+	place := newPlacements(map[string]Target{"gone": {Node: "n1", Addr: "127.0.0.1:1"}})
+	r := newRouter(t, place, fwdOpts{})
+	regional := newRouter(t, place, fwdOpts{cfg: func(c *Config) { c.Region = "us" }})
+	c := client(t)
+	for _, tc := range []struct {
+		name, url, id string
+		status        int
+		says          string
+	}{
+		{"unknown, the client's id", r.url + "/t/nobody/query", "req-7", 404, "create it"},
+		{"unknown, an insane id", r.url + "/t/nobody/query", "has space", 404, "create it"},
+		{"unknown, no id", r.url + "/t/nobody/query", "", 404, "create it"},
+		{"unknown on a region's router", regional.url + "/t/nobody/query", "req-8", 404, "another region"},
+		{"a bad tenant name", r.url + "/t/No/query", "req-9", 400, "tenant name"},
+		{"a node that cannot be reached", r.url + "/t/gone/query", "req-10", 502, "unreachable"},
+	} {
+		hdr := map[string]string{}
+		if tc.id != "" {
+			hdr["X-Request-Id"] = tc.id
+		}
+		res, body := do(t, c, "GET", tc.url, nil, hdr)
+		got := res.Header.Get("X-Request-Id")
+		switch {
+		case res.StatusCode != tc.status || !strings.Contains(string(body), tc.says):
+			t.Errorf("%s: %d %s", tc.name, res.StatusCode, body)
+		case SaneRequestID(tc.id) && got != tc.id:
+			t.Errorf("%s: X-Request-Id %q, want the client's %q", tc.name, got, tc.id)
+		case !SaneRequestID(tc.id) && (len(got) != 16 || strings.Trim(got, "0123456789abcdef") != ""):
+			t.Errorf("%s: X-Request-Id %q, want one made", tc.name, got)
+		case len(res.Header["X-Request-Id"]) != 1:
+			t.Errorf("%s: X-Request-Id %q", tc.name, res.Header["X-Request-Id"])
+		}
+	}
+}

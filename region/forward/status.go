@@ -72,7 +72,7 @@ func writeError(w http.ResponseWriter, err error, unknown bool) int {
 	if unknown {
 		body = a.bodyUnknown
 	}
-	h := w.Header() // what a middleware set (X-Request-Id) stays
+	h := w.Header() // the request's id, set before, stays
 	h["Content-Type"] = jsonType
 	h["Content-Length"] = lengthValue(len(body))
 	if a.retryAfter {

@@ -77,6 +77,7 @@ func (f *Forwarder) unavailable(w http.ResponseWriter, x *exchange, u *Unavailab
 	h["Content-Type"] = jsonType
 	h["Content-Length"] = lengthValue(len(body))
 	h["Retry-After"] = retryUnavailable
+	answerID(w, x.id())
 	w.WriteHeader(http.StatusServiceUnavailable)
 	_, _ = w.Write(body)
 	f.log.Debug("tenant unavailable: its node is recorded lost", "request_id", x.id(), "tenant", u.Tenant,
