@@ -29,6 +29,7 @@ var importRules = map[string][]string{
 	"internal/audit":            nil, // the standard library only
 	"internal/connlimit":        {"internal/badtoken"},
 	"internal/profiling":        {"internal/netx"}, // the one loopback rule
+	"internal/startup":          {"internal/version"},
 	"internal/h1":               {"internal/httptoken"},
 	"internal/rawtcp":           nil,
 	"internal/tlsx":             {"internal/rawtcp"},

@@ -3,25 +3,16 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/fenec-go/fenec/internal/logx"
-	"github.com/fenec-go/fenec/internal/version"
+	"github.com/fenec-go/fenec/internal/startup"
 	"github.com/fenec-go/fenec/node"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
-}
+func main() { startup.Main(run) }
 
 // options is everything the command line sets.
 type options struct {
@@ -45,25 +36,13 @@ func flagSet(o *options, stderr io.Writer) *flag.FlagSet {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	o := options{node: node.DefaultConfig(), log: logx.Default()}
 	fs := flagSet(&o, stderr)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if o.version {
-		fmt.Fprintln(stdout, version.String("fenec-node"))
-		return 0
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "fenec-node: unexpected arguments:", fs.Args())
-		return 2
+	if code, done := startup.Parse(fs, args, &o.version, stdout, stderr); done {
+		return code
 	}
 	o.node.Logger = o.log.Logger(stderr)
 	testHooks(&o)
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP) // read the TLS files again
-	defer signal.Stop(hup)
+	hup, stopHup := startup.Reload()
+	defer stopHup()
 	o.node.Reload = hup
 	if err := node.Run(ctx, o.node); err != nil {
 		fmt.Fprintln(stderr, "fenec-node:", err)

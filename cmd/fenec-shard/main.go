@@ -5,27 +5,18 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/fenec-go/fenec/internal/logx"
 	"github.com/fenec-go/fenec/internal/profiling"
-	"github.com/fenec-go/fenec/internal/version"
+	"github.com/fenec-go/fenec/internal/startup"
 	"github.com/fenec-go/fenec/region"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
-}
+func main() { startup.Main(run) }
 
 // options is everything the command line sets.
 type options struct {
@@ -63,27 +54,15 @@ func etcdLevel(l slog.Level) string {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	o := options{router: region.DefaultConfig(), log: logx.Default()}
 	fs := flagSet(&o, stderr)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if o.version {
-		fmt.Fprintln(stdout, version.String("fenec-shard"))
-		return 0
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "fenec-shard: unexpected arguments:", fs.Args())
-		return 2
+	if code, done := startup.Parse(fs, args, &o.version, stdout, stderr); done {
+		return code
 	}
 	o.router.Logger = o.log.Logger(stderr)
 	o.router.Etcd.LogLevel = etcdLevel(o.log.Level)
 	testHooks(&o)
 	cfg := o.router
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP) // read the TLS files again
-	defer signal.Stop(hup)
+	hup, stopHup := startup.Reload()
+	defer stopHup()
 	cfg.Reload = hup
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintln(stderr, "fenec-shard:", err)
