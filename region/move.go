@@ -316,7 +316,9 @@ func (b *imageBody) failed() error {
 // target means it landed.
 func (m *moveRun) flip(ctx context.Context) error {
 	m.rt.carryQuota(ctx, m.s, m.dst, m.at.Value.Target, m.name)
-	done, err := m.s.FinishMove(ctx, m.name, m.at)
+	done, err := m.write(ctx, m.at, func(at global.Versioned[global.Tenant]) (global.Versioned[global.Tenant], error) {
+		return m.s.FinishMove(ctx, m.name, at)
+	})
 	if err == nil {
 		m.at = done
 		m.rt.settleTo(ctx, done.Rev)
@@ -345,7 +347,10 @@ func (m *moveRun) putBack(ctx context.Context) error {
 		thawed = false
 	}
 	followed := m.at.Value.MoveStep != ""
-	if back, err := m.s.AbortMove(ctx, m.name, m.at); err != nil {
+	back, err := m.write(ctx, m.at, func(at global.Versioned[global.Tenant]) (global.Versioned[global.Tenant], error) {
+		return m.s.AbortMove(ctx, m.name, at)
+	})
+	if err != nil {
 		errs = append(errs, fmt.Errorf("put %s back on %s: %w", m.name, m.at.Value.Node, err))
 	} else {
 		m.rt.settleTo(ctx, back.Rev)
@@ -357,6 +362,41 @@ func (m *moveRun) putBack(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// moveWriteTries bounds how often one of a move's writes is made again
+// over changes to the record that are not the move's.
+const moveWriteTries = 5
+
+// write makes one of the move's writes to the tenant's record (a step, the
+// flip, the put-back), with the record as read at at. The record takes one
+// change that is not the move's while the move holds it: the tenant's copy
+// recorded behind, or in step again, as its primary's node reports it
+// (leasing's reports; the source's writes wait on it) — which moves the
+// record's revision under the move. A write refused for that
+// (global.ErrConflict) is made again on the record read anew, as long as
+// nothing else in it changed; any other change fails it as before.
+func (m *moveRun) write(ctx context.Context, at global.Versioned[global.Tenant], fn func(global.Versioned[global.Tenant]) (global.Versioned[global.Tenant], error)) (global.Versioned[global.Tenant], error) {
+	for try := 1; ; try++ {
+		next, err := fn(at)
+		if err == nil || !errors.Is(err, global.ErrConflict) || try == moveWriteTries {
+			return next, err
+		}
+		cur, rerr := m.s.GetTenant(ctx, m.name)
+		if rerr != nil || !onlyBehindChanged(at.Value, cur.Value) {
+			return next, err
+		}
+		m.rt.log.Info("a move's write made again: the tenant's copy was recorded behind or in step meanwhile",
+			"tenant", m.name, "replica_behind", cur.Value.ReplicaBehind, "step", cur.Value.MoveStep)
+		at = cur
+	}
+}
+
+// onlyBehindChanged reports whether now differs from was in ReplicaBehind
+// alone.
+func onlyBehindChanged(was, now global.Tenant) bool {
+	was.ReplicaBehind, now.ReplicaBehind = 0, 0
+	return was == now
 }
 
 // thawLimit bounds how long a put-back move's source that did not answer

@@ -70,7 +70,9 @@ func (m *moveRun) startFollow(ctx context.Context) error {
 	// The quota goes with the copy, before the switch: the move's hold
 	// keeps it from changing meanwhile.
 	m.rt.carryQuota(ctx, m.s, dst, to, m.name)
-	at, err := m.s.StepMove(ctx, m.name, m.at, global.MoveFollowing, 0)
+	at, err := m.write(ctx, m.at, func(at global.Versioned[global.Tenant]) (global.Versioned[global.Tenant], error) {
+		return m.s.StepMove(ctx, m.name, at, global.MoveFollowing, 0)
+	})
 	if err != nil {
 		return fmt.Errorf("record the move of %s following: %w", m.name, err)
 	}
@@ -142,7 +144,9 @@ func (m *moveRun) switchOver(ctx context.Context) (time.Duration, error) {
 	}
 	caught := time.Now()
 	m.rt.movePause(ctx, global.MoveSwitching)
-	at, err := m.s.StepMove(ctx, m.name, m.at, global.MovePromoting, last)
+	at, err := m.write(ctx, m.at, func(at global.Versioned[global.Tenant]) (global.Versioned[global.Tenant], error) {
+		return m.s.StepMove(ctx, m.name, at, global.MovePromoting, last)
+	})
 	if err != nil {
 		return 0, fmt.Errorf("record the promotion of %s on %s: %w", m.name, to, err)
 	}
@@ -186,7 +190,9 @@ func (m *moveRun) recordSwitch(ctx context.Context, catchUp func() error) error 
 	done := make(chan recorded, 1)
 	at := m.at
 	go func() {
-		next, err := m.s.StepMove(ctx, m.name, at, global.MoveSwitching, 0)
+		next, err := m.write(ctx, at, func(at global.Versioned[global.Tenant]) (global.Versioned[global.Tenant], error) {
+			return m.s.StepMove(ctx, m.name, at, global.MoveSwitching, 0)
+		})
 		done <- recorded{next, err}
 	}()
 	cerr := catchUp()
@@ -306,7 +312,9 @@ func (m *moveRun) promote(ctx context.Context) (wire.Promoted, error) {
 // flipForked points the directory at the promoted target, recording the
 // history it forked at. A write whose outcome is unknown is read back.
 func (m *moveRun) flipForked(ctx context.Context, forked uint64) error {
-	done, err := m.s.FinishMoveForked(ctx, m.name, m.at, forked)
+	done, err := m.write(ctx, m.at, func(at global.Versioned[global.Tenant]) (global.Versioned[global.Tenant], error) {
+		return m.s.FinishMoveForked(ctx, m.name, at, forked)
+	})
 	if err == nil {
 		m.at = done
 		m.rt.settleTo(ctx, done.Rev)

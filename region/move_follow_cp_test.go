@@ -255,3 +255,106 @@ func TestMoveSourceCutAtSwitchCP(t *testing.T) {
 		t.Fatalf("count on the source: %s", b)
 	}
 }
+
+// A move whose record changes under it in a way that is not the move's —
+// the tenant's copy recorded behind, as its primary's node reports it,
+// while the move holds the tenant — still records its steps and flips:
+// each write is made again on the record read anew. Without that, the
+// flip and then the put-back were refused (the directory changed since
+// the move read it), and the tenant was left moving, unwritable, until
+// another router led and recovered it.
+func TestMoveRecordChangedUnderItCP(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		target bool   // the change is made as the target is asked, else the source
+		suffix string // as this request arrives
+	}{{"at the switch", false, "/freeze"}, {"at the promotion", true, "/promote"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var (
+				armed atomic.Bool
+				store atomic.Pointer[global.Store]
+				fired atomic.Bool
+			)
+			behind := func(next http.Handler) http.Handler {
+				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/tenants/m"+tc.suffix) && armed.CompareAndSwap(true, false) {
+						s := store.Load()
+						at, err := s.GetTenant(r.Context(), "m")
+						if err == nil {
+							_, err = s.UpdateTenant(r.Context(), "m", at, func(t *global.Tenant) error {
+								t.ReplicaBehind = at.Value.ReplicaBehind + 7
+								return nil
+							})
+						}
+						if err != nil {
+							http.Error(w, err.Error(), http.StatusInternalServerError)
+							return
+						}
+						fired.Store(true)
+					}
+					next.ServeHTTP(w, r)
+				})
+			}
+			source, target := func(h http.Handler) http.Handler { return h }, behind
+			if !tc.target {
+				source, target = behind, source
+			}
+			a := &replNode{testnode.Start(t, testnode.Options{Configure: func(c *node.Config) { c.Sync = "always" }, Wrap: source})}
+			b := &replNode{testnode.Start(t, testnode.Options{Configure: func(c *node.Config) { c.Sync = "always" }, Wrap: target})}
+			r := startCPRouter(t, nil)
+			store.Store(r.rt.store)
+			r.addReplNode(t, "a", a, nil)
+			r.addReplNode(t, "b", b, nil)
+			r.place(t, "m", "a")
+			r.mustQuery(t, "m", "create collection c (n int)")
+			r.mustQuery(t, "m", "put c [{n: 1}, {n: 2}]")
+
+			armed.Store(true)
+			var ans moveAnswer
+			if st, body := r.shard(t, http.MethodPost, "tenants/m/move", map[string]any{"to": "b"}, &ans); st != http.StatusOK || ans.By != moveByFollow {
+				t.Fatalf("move with its record changed %s: %d %s", tc.name, st, body)
+			}
+			if !fired.Load() {
+				t.Fatalf("the record was never changed %s", tc.name)
+			}
+			if e := r.tenantsOf(t)["m"]; e.Node != "b" || e.State != "active" || e.HeldBy != "" || e.MoveStep != "" || e.ReplicaBehind != 0 {
+				t.Fatalf("after the move: %+v", e)
+			}
+			r.mustQuery(t, "m", "put c {n: 3}")
+			if b := r.mustQuery(t, "m", "get c count"); !strings.Contains(string(b), `"count":3`) {
+				t.Fatalf("count after the move: %s", b)
+			}
+		})
+	}
+}
+
+// A move's write is made again only over a change of ReplicaBehind: any
+// other change to the record under it fails the write as before.
+func TestOnlyBehindChanged(t *testing.T) {
+	was := global.Tenant{Node: "a", State: global.StateMoving, Replica: "c", HeldBy: global.HoldMove, Target: "b",
+		MoveStep: global.MovePromoting, MoveSeq: 9, ReadCopies: global.MakeNodeList("d")}
+	for _, tc := range []struct {
+		name   string
+		change func(*global.Tenant)
+		want   bool
+	}{
+		{"nothing", func(*global.Tenant) {}, true},
+		{"recorded behind", func(t *global.Tenant) { t.ReplicaBehind = 12 }, true},
+		{"failed over", func(t *global.Tenant) {
+			t.Node, t.State, t.HeldBy, t.Target, t.MoveStep = "c", global.StateActive, "", "", ""
+		}, false},
+		{"put back", func(t *global.Tenant) {
+			t.State, t.HeldBy, t.Target, t.MoveStep, t.MoveSeq = global.StateActive, "", "", "", 0
+		}, false},
+		{"another step", func(t *global.Tenant) { t.MoveStep, t.MoveSeq = global.MoveSwitching, 0 }, false},
+		{"another copy", func(t *global.Tenant) { t.Replica = "e" }, false},
+		{"read copies", func(t *global.Tenant) { t.ReadCopies = global.MakeNodeList("d", "e") }, false},
+		{"behind and another copy", func(t *global.Tenant) { t.ReplicaBehind, t.Replica = 3, "" }, false},
+	} {
+		now := was
+		tc.change(&now)
+		if got := onlyBehindChanged(was, now); got != tc.want {
+			t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
