@@ -44,10 +44,11 @@ type result struct {
 	victimErrors map[int]int        // answers other than 200 the victim's writers saw, by status
 	copyErrors   map[int]int        // the same, for the writers of tenants whose replica was the victim
 
-	wanMode  string        // how the wide-area delay was put on ("": none)
-	wanDelay time.Duration // one way's
-	lostRun  *lostResult   // the lost case's measures
-	partRun  *partResult   // the partitioned case's
+	wanMode   string        // how the wide-area delay was put on ("": none)
+	wanDelay  time.Duration // one way's
+	lostRun   *lostResult   // the lost case's measures
+	partRun   *partResult   // the partitioned case's
+	rehomeRun *rehomeResult // the rehome case's
 }
 
 // runCase runs one case on a fresh deployment and takes it down after.
@@ -96,6 +97,8 @@ func runCase(ctx context.Context, cfg config, d *deployment, kase string, run in
 		return runLost(ctx, cfg, d, hc, res)
 	case "partitioned":
 		return runPartitioned(ctx, cfg, d, hc, res)
+	case "rehome":
+		return runRehome(ctx, cfg, d, hc, res)
 	}
 	tenants, err := placeTenants(uctx, d, hc, cfg.tenants)
 	if err != nil {

@@ -30,6 +30,14 @@
 //     (partition.go), g1 on its side, with the wide-area delay: the lost
 //     case's tenants, each written from both sides; g2 promoted; then
 //     healed, and every write acknowledged on either side read back.
+//   - rehome: tenants moved between eu and us under writers from both
+//     (rehome.go), with the wide-area delay: moved out and back cleanly,
+//     then moved with g1, the leading router, killed part-way (g2
+//     promoted), then moved with the source node cut off part-way; after
+//     each move one node takes the tenant's writes, and every write
+//     acknowledged is read back at the end. It fails the drill, -check or
+//     not, on a lost acknowledged write, a second primary or a move that
+//     never settled.
 //
 // With -wan-hold it runs no case: it puts the wide-area delay on a compose
 // project already up (deploy/wan.sh), prints what it measures and holds it
@@ -55,7 +63,7 @@ import (
 )
 
 // knownCases are the cases -cases may name.
-var knownCases = []string{"cut", "resolver", "region", "lost", "partitioned"}
+var knownCases = []string{"cut", "resolver", "region", "lost", "partitioned", "rehome"}
 
 type config struct {
 	cases    []string
@@ -70,11 +78,12 @@ type config struct {
 	wanCases []string      // the cases run with it
 	wanMode  string        // netem, proxy or auto
 	wanHold  bool          // put the link on a running project and hold it
+	seed     uint64        // the rehome case's random source (its kill and cut delays)
 }
 
 func main() {
 	var cfg config
-	cases := flag.String("cases", "cut,resolver,region,lost,partitioned", "the cases to run, comma-separated: cut, resolver, region, lost, partitioned")
+	cases := flag.String("cases", "cut,resolver,region,lost,partitioned,rehome", "the cases to run, comma-separated: "+strings.Join(knownCases, ", "))
 	flag.IntVar(&cfg.runs, "runs", 3, "runs of each case")
 	flag.IntVar(&cfg.tenants, "tenants", 3, "tenants placed on each node")
 	flag.DurationVar(&cfg.after, "after", 10*time.Second, "how long the writers go on after the kill")
@@ -83,10 +92,14 @@ func main() {
 	flag.BoolVar(&cfg.check, "check", false, "exit 1 if an acknowledged write was lost or a dead node's writer never wrote again")
 	flag.BoolVar(&cfg.keep, "keep", false, "leave the last run's deployment up (for a look)")
 	flag.DurationVar(&cfg.wan, "wan", 25*time.Millisecond, "the wide-area delay between regions, each way (0: none)")
-	wanCases := flag.String("wan-cases", "lost,partitioned", "the cases run with the wide-area delay, comma-separated")
+	flag.Uint64Var(&cfg.seed, "seed", 0, "the seed of the rehome case's kill and cut delays (0: from the clock; the report names it)")
+	wanCases := flag.String("wan-cases", "lost,partitioned,rehome", "the cases run with the wide-area delay, comma-separated")
 	flag.StringVar(&cfg.wanMode, "wan-mode", "auto", "how the delay is put on: netem (tc), proxy (iptables and a delaying proxy in each container's namespace) or auto (netem if the kernel has it)")
 	flag.BoolVar(&cfg.wanHold, "wan-hold", false, "put the wide-area delay on the running project -project, measure it and hold it until interrupted; run no case (deploy/wan.sh)")
 	flag.Parse()
+	if cfg.seed == 0 {
+		cfg.seed = uint64(time.Now().UnixNano())
+	}
 	cfg.cases = strings.Split(*cases, ",")
 	for _, c := range cfg.cases {
 		if !slices.Contains(knownCases, c) {
@@ -131,7 +144,7 @@ func run(ctx context.Context, cfg config) error {
 		return holdWAN(ctx, cfg, d, root)
 	}
 	var results []result
-	var failed []string
+	var failed, fatal []string
 	for _, c := range cfg.cases {
 		for i := range cfg.runs {
 			d := &deployment{project: cfg.project, file: filepath.Join(root, "deploy", "compose.yaml"), tokens: tokens, tls: certs}
@@ -142,6 +155,9 @@ func run(ctx context.Context, cfg config) error {
 			results = append(results, res)
 			fmt.Fprintln(os.Stderr, res.line())
 			failed = append(failed, res.problems()...)
+			if res.rehomeRun != nil {
+				fatal = append(fatal, res.problems()...)
+			}
 			if res.notRun != "" {
 				break // the next runs would be refused as this one was
 			}
@@ -160,6 +176,9 @@ func run(ctx context.Context, cfg config) error {
 	}
 	if cfg.check && len(failed) > 0 {
 		return errors.New(strings.Join(failed, "; "))
+	}
+	if len(fatal) > 0 {
+		return errors.New(strings.Join(fatal, "; "))
 	}
 	return nil
 }

@@ -55,6 +55,10 @@ func (r result) line() string {
 	if r.notRun != "" {
 		return fmt.Sprintf("%s #%d: not run: %s", r.kase, r.run, r.notRun)
 	}
+	if rr := r.rehomeRun; rr != nil {
+		return fmt.Sprintf("%s #%d: seed %d; %d moves (%s); %d acknowledged, %d lost; straight writes to a move's other node: %s; overlaps %d",
+			r.kase, r.run, rr.seed, len(rr.moves), rr.endedText(), rr.acked, rr.lost, countText(rr.probes), rr.overlaps())
+	}
 	if pr := r.partRun; pr != nil {
 		return fmt.Sprintf("%s #%d: link %s; promoted %s s after the cut; region tenants wrote again from us %s s after the promotion, eu's side last acknowledged %s s after the cut, %d overlapping; all out of eu at %s s; zone tenants acknowledged during the cut: eu's side %d, us's %d; %d acknowledged, %d lost (%s); eu's side answered during the cut: %s",
 			r.kase, r.run, r.linkText(), secs(pr.cutToPromo), span(pr.wroteAgain), span(pr.euLast), pr.overlap, secs(pr.failedOver), pr.zoneEU, pr.zoneUS, pr.acked, pr.lost, countText(pr.lostBy), countText(pr.euAnswers))
@@ -72,6 +76,9 @@ func (r result) problems() []string {
 	var out []string
 	if r.notRun != "" {
 		return nil
+	}
+	if rr := r.rehomeRun; rr != nil {
+		return rr.problems(r.kase, r.run)
 	}
 	if pr := r.partRun; pr != nil {
 		if pr.lost > 0 {
@@ -125,9 +132,11 @@ func report(cfg config, results []result) string {
 	fmt.Fprintf(&b, "deploy/compose.yaml, TLS on every link: global tier g1 (leads) + g2, g3; regions eu (eu1 leads the region's directory,\n")
 	fmt.Fprintf(&b, "linked to the global one; eu2, eu3; nodes n1–n3), us (us1–us3; n4, n5) and ap (ap1–ap3; n6, n7); nodes --lease --sync always, every tenant\n")
 	fmt.Fprintf(&b, "a replica; routers --auto-failover 2 --upstream-timeout 4 (a region's leading router leases its nodes once handed them).\n")
-	var lost, part, cut []result
+	var lost, part, cut, rehome []result
 	for _, r := range results {
 		switch {
+		case r.rehomeRun != nil:
+			rehome = append(rehome, r)
 		case r.lostRun != nil:
 			lost = append(lost, r)
 		case r.partRun != nil:
@@ -144,6 +153,9 @@ func report(cfg config, results []result) string {
 	}
 	if len(part) > 0 {
 		reportPartitioned(&b, cfg, part)
+	}
+	if len(rehome) > 0 {
+		reportRehome(&b, cfg, rehome)
 	}
 	return b.String()
 }
@@ -257,4 +269,69 @@ func reportPartitioned(b *strings.Builder, cfg config, results []result) {
 	fmt.Fprintf(b, "eu's side last acknowledged: from the cut to each region tenant's last write acknowledged from eu before the heal (-1: none);\n")
 	fmt.Fprintf(b, "overlapping: region tenants whose eu side had a write acknowledged after us's side had its first (two primaries).\n")
 	fmt.Fprintf(b, "lost: writes acknowledged on either side not read back from the node g2 places the tenant on once healed.\n")
+}
+
+// reportRehome is the rehome case's table: a row a move.
+func reportRehome(b *strings.Builder, cfg config, results []result) {
+	fmt.Fprintf(b, "\nrehome: %d tenants on each of eu's nodes (every other one `survive: region`, its copy on n4 or n5), each written by two\n", cfg.tenants)
+	fmt.Fprintf(b, "keyed writers with keys of their own, one from us (us1/us2, then g2), one from eu (eu1/eu2, then g2), while each is moved\n")
+	fmt.Fprintf(b, "(POST /_shard/tenants/<t>/move on the leading router): clean = to a node of us and back, one at a time, through g1;\n")
+	fmt.Fprintf(b, "killed = every tenant to the other region at once and g1 killed (docker kill) a drawn delay after, g2 promoted;\n")
+	fmt.Fprintf(b, "cut = one at a time through g2, the move's source cut off from every other container a drawn delay after, for %v.\n\n", rehomeCutFor)
+	for _, r := range results {
+		rr := r.rehomeRun
+		if r.notRun != "" {
+			fmt.Fprintf(b, "run %d: not run: %s\n", r.run, r.notRun)
+			continue
+		}
+		fmt.Fprintf(b, "run %d: link %s; seed %d; g2 promoted %s s after the kill\n", r.run, r.linkText(), rr.seed, secs(rr.promoted))
+		tw := tabwriter.NewWriter(b, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "phase\ttenant\tmove\tdelay (ms)\tlast step seen\tanswer\tpause_ms\tms\tended\tsettled (s)\tlongest gap (ms)\toverlap\telsewhere\tother node answered\twriters refused")
+		for _, m := range rr.moves {
+			delay, step := "-", "-"
+			if m.phase != "clean" {
+				delay, step = millis(m.delay), m.lastStep
+			}
+			pause, ms := "-", "-"
+			if m.pauseMS >= 0 {
+				pause, ms = fmt.Sprint(m.pauseMS), fmt.Sprint(m.ms)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s→%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", m.phase, m.tenant, m.from, m.to, delay, step, m.answer, pause, ms,
+				m.ended, secs(m.settleTook), millis(m.gap), m.overlap, m.elsewhere, m.probe, countText(m.refused))
+		}
+		tw.Flush()
+		fmt.Fprintf(b, "run %d: %d acknowledged, %d lost; %d acknowledgements named no known node; straight writes to a move's other node: %s\n",
+			r.run, rr.acked, rr.lost, rr.unknown, countText(rr.probes))
+		for _, l := range rr.lostSome {
+			fmt.Fprintf(b, "  lost: %s\n", l)
+		}
+		if len(rr.notActive) > 0 {
+			fmt.Fprintf(b, "  not active at the end: %s\n", strings.Join(rr.notActive, ", "))
+		}
+	}
+	fmt.Fprintf(b, "delay: the move asked → the kill or the cut; last step seen: the tenant's move_step (or not begun / done) in the leading\n")
+	fmt.Fprintf(b, "router's placements, polled every 25 ms, last before it. answer: the move's own (no answer: its router killed).\n")
+	fmt.Fprintf(b, "settled: clean, from the move asked; killed, from the promotion; cut, from the heal — to the tenant active on one node.\n")
+	fmt.Fprintf(b, "longest gap: the longest time without an acknowledged write of the tenant (both writers), from the move asked to\n")
+	fmt.Fprintf(b, "settled. overlap: writes the source acknowledged (Fenec-Node) that were sent after the target acknowledged one: two\n")
+	fmt.Fprintf(b, "primaries; elsewhere: acknowledged by a third node (a failover) in the window. other node answered: a write sent\n")
+	fmt.Fprintf(b, "straight to the move's node the tenant did not end on, data token: anything but 200 is a refusal.\n")
+}
+
+// overlaps sums the moves' overlaps.
+func (rr *rehomeResult) overlaps() int {
+	n := 0
+	for _, m := range rr.moves {
+		n += m.overlap
+	}
+	return n
+}
+
+// endedText counts the moves by phase and how they ended.
+func (rr *rehomeResult) endedText() string {
+	m := map[string]int{}
+	for _, mv := range rr.moves {
+		m[mv.phase+" "+mv.ended]++
+	}
+	return countText(m)
 }

@@ -14,11 +14,13 @@ import (
 )
 
 // ack is one acknowledged write: its key, when it was first sent, when
-// its 200 came back, and the router that answered it.
+// its 200 came back, the router that answered it and the node that took
+// it (its id, the answer's Fenec-Node).
 type ack struct {
 	k        int
 	sent, at time.Time
 	via      string
+	node     string
 }
 
 // fail is one answer other than 200: when it was sent, how long it took,
@@ -79,10 +81,10 @@ func (w *writer) run(ctx context.Context) {
 		for ctx.Err() == nil {
 			base := w.bases[cur]
 			at := time.Now()
-			status := w.insert(ctx, base, k)
+			status, node := w.insert(ctx, base, k)
 			if status == http.StatusOK {
 				w.mu.Lock()
-				w.acks = append(w.acks, ack{k: k, sent: sent, at: time.Now(), via: base})
+				w.acks = append(w.acks, ack{k: k, sent: sent, at: time.Now(), via: base, node: node})
 				w.mu.Unlock()
 				break
 			}
@@ -100,18 +102,18 @@ func (w *writer) run(ctx context.Context) {
 }
 
 // insert sends write k once through base and returns its status (0: no
-// answer).
-func (w *writer) insert(ctx context.Context, base string, k int) int {
+// answer) and the node that answered (Fenec-Node, its id).
+func (w *writer) insert(ctx context.Context, base string, k int) (int, string) {
 	body, _ := json.Marshal(map[string]any{"query": "insert w {k: $1}", "params": []any{k}})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/t/"+w.tenant+"/query", bytes.NewReader(body))
 	if err != nil {
-		return 0
+		return 0, ""
 	}
 	req.Header.Set("Authorization", "Bearer "+w.token)
 	req.Header.Set("Idempotency-Key", w.tenant+"-"+strconv.Itoa(k))
 	res, err := w.hc.Do(req)
 	if err != nil {
-		return 0
+		return 0, ""
 	}
 	defer res.Body.Close()
 	if res.StatusCode != http.StatusOK {
@@ -124,7 +126,7 @@ func (w *writer) insert(ctx context.Context, base string, k int) int {
 		w.mu.Unlock()
 	}
 	io.Copy(io.Discard, res.Body)
-	return res.StatusCode
+	return res.StatusCode, res.Header.Get("Fenec-Node")
 }
 
 // failures is the writer's answers other than 200 so far, oldest first,
