@@ -83,20 +83,21 @@ type rehomeMove struct {
 	tenant     string
 	from, to   string
 	asked      time.Time
-	delay      time.Duration // phase 2 and 3: the move asked → the kill or the cut
-	lastStep   string        // phase 2 and 3: the step the placements showed last before it
-	answer     string        // the move's answer: 200 or what came back
-	pauseMS    int64         // the answer's pause_ms (-1: no answer)
-	ms         int64         // the answer's ms (-1: no answer)
-	settled    time.Time     // the tenant seen active again
-	settleTook time.Duration // phase 2: promotion → active; phase 3: heal → active
-	ended      string        // moved, put back, stuck
-	at         string        // the node it is active on
-	probe      string        // what the other node answered a straight write
-	gap        time.Duration // the longest time without an acknowledged write, asked → settled
-	refused    map[string]int
-	overlap    int // the source's acknowledgements of writes sent after the target's first
-	elsewhere  int // acknowledgements in the window by a node neither source nor target
+	delay      time.Duration  // phase 2 and 3: the move asked → the kill or the cut
+	lastStep   string         // phase 2 and 3: the step the placements showed last before it
+	answer     string         // the move's answer: 200 or what came back
+	pauseMS    int64          // the answer's pause_ms (-1: no answer)
+	ms         int64          // the answer's ms (-1: no answer)
+	settled    time.Time      // the tenant seen active again
+	settleTook time.Duration  // phase 2: promotion → active; phase 3: heal → active
+	ended      string         // moved, put back, stuck
+	at         string         // the node it is active on
+	probe      string         // what the other node answered a straight write
+	gap        time.Duration  // the longest time without an acknowledged write, asked → settled
+	writersSaw map[string]int // the writers' answers other than 200 in the window, by router and status
+	refused    int            // the times the move was refused before it began (409) and asked again
+	overlap    int            // the source's acknowledgements of writes sent after the target's first
+	elsewhere  int            // acknowledgements in the window by a node neither source nor target
 }
 
 // placement is a tenant as a router's placements list it.
@@ -410,7 +411,10 @@ func cutNode(ctx context.Context, d *deployment, svc string) (*cutOff, error) {
 	return &cutOff{rules: []dropRules{r}}, nil
 }
 
-// askMove sends m's move to router and records its answer.
+// askMove sends m's move to router and records its answer. A move
+// refused before it began because the tenant's record changed as it was
+// read (409, the directory changed since) is asked again, as an operator
+// does, while the tenant is still active where it was: up to four times.
 func askMove(ctx context.Context, d *deployment, hc *http.Client, router string, m *rehomeMove) {
 	m.pauseMS, m.ms = -1, -1
 	var ans struct {
@@ -418,23 +422,39 @@ func askMove(ctx context.Context, d *deployment, hc *http.Client, router string,
 		MS      int64  `json:"ms"`
 		PauseMS int64  `json:"pause_ms"`
 	}
-	mctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-	defer cancel()
 	slow := d.client(3*time.Minute, 1)
 	defer slow.CloseIdleConnections()
-	st, err := call(mctx, slow, "POST", d.url(router)+"/_shard/tenants/"+m.tenant+"/move", d.tokens["router"], map[string]string{"to": m.to}, &ans)
-	switch {
-	case err == nil && st == http.StatusOK:
-		m.answer, m.pauseMS, m.ms = "200", ans.PauseMS, ans.MS
-		if ans.From != "" && ans.From != m.from {
-			m.answer += " (from " + ans.From + ")" // placed elsewhere since it was read
-			m.from = ans.From
+	for try := 1; ; try++ {
+		mctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+		st, err := call(mctx, slow, "POST", d.url(router)+"/_shard/tenants/"+m.tenant+"/move", d.tokens["router"], map[string]string{"to": m.to}, &ans)
+		cancel()
+		switch {
+		case err == nil && st == http.StatusOK:
+			m.answer, m.pauseMS, m.ms = "200", ans.PauseMS, ans.MS
+			if ans.From != "" && ans.From != m.from {
+				m.answer += " (from " + ans.From + ")" // placed elsewhere since it was read
+				m.from = ans.From
+			}
+		case st != 0:
+			m.answer = fmt.Sprint(st)
+		default:
+			m.answer = "no answer"
 		}
-	case st != 0:
-		m.answer = fmt.Sprintf("%d", st)
-	default:
-		m.answer = "no answer"
+		if m.refused > 0 {
+			m.answer += fmt.Sprintf(" after %d×409", m.refused)
+		}
+		if st != http.StatusConflict || !strings.Contains(err.Error(), "changed since it was read") || try == 5 || !stillOn(ctx, d, hc, router, m) {
+			return
+		}
+		m.refused++
+		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// stillOn reports whether router places m's tenant active on its source.
+func stillOn(ctx context.Context, d *deployment, hc *http.Client, router string, m *rehomeMove) bool {
+	now, err := placements(ctx, d, hc, router)
+	return err == nil && now[m.tenant].State == "active" && now[m.tenant].Node == m.from
 }
 
 // settleMove waits until router places m's tenant active again, and
@@ -461,6 +481,8 @@ func settleMove(ctx context.Context, d *deployment, hc *http.Client, router stri
 		return nil // judged as stuck, the run goes on
 	case m.at == m.to:
 		m.ended = "moved"
+	case m.at == m.from && strings.HasPrefix(m.answer, "409"):
+		m.ended = "refused"
 	case m.at == m.from:
 		m.ended = "put back"
 	default:
@@ -683,10 +705,10 @@ func judgeRehome(ctx context.Context, d *deployment, hc *http.Client, leader str
 func (m *rehomeMove) judge(acks []ack, fails []fail) {
 	end := m.settled
 	m.gap = longestGap(acks, m.asked, end)
-	m.refused = map[string]int{}
+	m.writersSaw = map[string]int{}
 	for _, f := range fails {
 		if !f.at.Before(m.asked) && f.at.Before(end) {
-			m.refused[fmt.Sprintf("%s %s", hostOf(f.via), statusName(f.status))]++
+			m.writersSaw[fmt.Sprintf("%s %s", hostOf(f.via), statusName(f.status))]++
 		}
 	}
 	var first time.Time // the target's first acknowledgement in the window

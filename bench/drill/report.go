@@ -297,7 +297,7 @@ func reportRehome(b *strings.Builder, cfg config, results []result) {
 				pause, ms = fmt.Sprint(m.pauseMS), fmt.Sprint(m.ms)
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s→%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", m.phase, m.tenant, m.from, m.to, delay, step, m.answer, pause, ms,
-				m.ended, secs(m.settleTook), millis(m.gap), m.overlap, m.elsewhere, m.probe, countText(m.refused))
+				m.ended, secs(m.settleTook), millis(m.gap), m.overlap, m.elsewhere, m.probe, countText(m.writersSaw))
 		}
 		tw.Flush()
 		fmt.Fprintf(b, "run %d: %d acknowledged, %d lost; %d acknowledgements named no known node; straight writes to a move's other node: %s\n",
@@ -310,7 +310,8 @@ func reportRehome(b *strings.Builder, cfg config, results []result) {
 		}
 	}
 	fmt.Fprintf(b, "delay: the move asked → the kill or the cut; last step seen: the tenant's move_step (or not begun / done) in the leading\n")
-	fmt.Fprintf(b, "router's placements, polled every 25 ms, last before it. answer: the move's own (no answer: its router killed).\n")
+	fmt.Fprintf(b, "router's placements, polled every 25 ms, last before it. answer: the move's own (no answer: its router killed; a move\n")
+	fmt.Fprintf(b, "refused 409 before it began, its record changed as it was read, is asked again while the tenant is where it was).\n")
 	fmt.Fprintf(b, "settled: clean, from the move asked; killed, from the promotion; cut, from the heal — to the tenant active on one node.\n")
 	fmt.Fprintf(b, "longest gap: the longest time without an acknowledged write of the tenant (both writers), from the move asked to\n")
 	fmt.Fprintf(b, "settled. overlap: writes the source acknowledged (Fenec-Node) that were sent after the target acknowledged one: two\n")
