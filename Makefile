@@ -162,8 +162,10 @@ rules:
 	cd deploy/prometheus && promtool test rules alerts_test.yml
 
 # The drill on the three-region compose deployment (deploy/compose.yaml): a
-# node cut off the network and killed under keyed writers, and region eu
-# lost whole with 25 ms each way between the regions (the lost case), three
+# node cut off the network and killed under keyed writers, region eu lost
+# whole or cut off alive, and tenants moved between eu and us with the
+# leading router killed and the source cut off part-way (the lost,
+# partitioned and rehome cases, 25 ms each way between the regions), three
 # runs of each case; prints the table and writes bench/drill.txt. Builds the
 # binaries and images first (deploy/build.sh, offline).
 # The images are tagged, and the drill's compose project named, after this
