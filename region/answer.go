@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fenec-go/fenec/internal/jsonerr"
+	"github.com/fenec-go/fenec/region/trust"
 )
 
 // cpJSON answers v as JSON with code (a nil v and 204: no body); <, >
@@ -30,7 +31,7 @@ func cpError(w http.ResponseWriter, err error) {
 	code := shardCode(err)
 	var ra interface{ RetryAfter() time.Duration }
 	if errors.As(err, &ra) {
-		w.Header().Set("Retry-After", strconv.Itoa(retrySeconds(ra.RetryAfter())))
+		w.Header().Set("Retry-After", strconv.Itoa(trust.RetrySeconds(ra.RetryAfter())))
 	} else if code == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1")
 	}

@@ -17,6 +17,10 @@
 // handoff, through the dependencies link.go hands it. Nor does it hold
 // the lead itself: region/lead claims it, is promoted, fences every change
 // on the term and steps down, over the store and view router.go hands it.
+// Nor does it hold its certificate, the directory's key and password or
+// the router token: region/trust loads and reloads them, closes the
+// directory, checks and seals its node records, and judges a call's
+// token, through the dependencies trust.go hands it.
 // It talks to nodes only over HTTP, and to the directory only through
 // package global.
 //
@@ -27,9 +31,13 @@
 //     forwarder, the lead, leasing, the link or the repair loop, then
 //     serving), Close, ServeHTTP (/t/ to the forwarder, /_shard/,
 //     /_metrics, /_health).
-//   - auth.go: the router token, and the bad-token back-off of /_shard/
-//     and /_metrics per client address (package badtoken, the nodes' own).
-//   - router_config.go: Config, DefaultConfig, AddFlags, Validate.
+//   - trust.go: the router's certificate, the directory's secrets and
+//     the router token (package region/trust, Router.trust) wired over
+//     the router's logger, goroutines, lead and view; Reload; and
+//     authorize, which answers a call refused on the router's own surface
+//     (403, 401, 429 with Retry-After), counts it and audits it.
+//   - router_config.go: Config, DefaultConfig, AddFlags, Validate (the
+//     TLS and exposure checks region/trust's, over trustConfig).
 //   - router_errors.go: the control plane's sentinels and its one table
 //     from error to status (shardStatus).
 //   - control_metrics.go: the control plane's series. The audit log of
@@ -123,8 +131,10 @@
 // node call). leasing.Leasing.mu is never held across a failover, a grant
 // or the directory: it is released before the Failover dependency
 // (FailoverNode), which takes opMu. lead.Lead.mu, link.Link.mu,
-// globalHandoffs.mu, audit.Log's mu and region/leasing's answerNotifier.mu
-// guard their own fields and call nothing that locks. No router lock is held while
+// globalHandoffs.mu, audit.Log's mu, region/leasing's answerNotifier.mu
+// and the bad-token book's mu (region/trust's back-off; the trust holds
+// no lock of its own) guard their own fields and call nothing that locks.
+// No router lock is held while
 // the forwarder is called, and the forwarder holds none of its own while
 // it calls back (LeaseRetry, Placements); inside region/forward the order
 // is pool.mu → flight.mu.

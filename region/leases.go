@@ -23,7 +23,7 @@ func (rt *Router) wireLeasing() error {
 			return global.Node{}, false
 		}
 		return v.Node(name)
-	}, rt.cfg.Forward.Resolver, rt.secure)
+	}, rt.cfg.Forward.Resolver, rt.trust.Secure)
 	rt.leaseTr = tr
 	rt.clock = lease.NewMonoClock()
 	rt.leasing = leasing.New(leasing.Deps{

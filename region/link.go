@@ -27,13 +27,13 @@ func (rt *Router) wireLink() error {
 	// routers' key.
 	open := func(ctx context.Context) (global.Directory, error) {
 		if rt.cfg.Global != nil {
-			return global.Sealing(unclosed{rt.cfg.Global}, rt.keys), nil
+			return rt.trust.Seal(unclosed{rt.cfg.Global}), nil
 		}
-		d, err := global.OpenEtcd(ctx, rt.cfg.GlobalURLs, rt.cfg.Prefix, rt.etcdOptions(rt.cfg.GlobalURLs)...)
+		d, err := global.OpenEtcd(ctx, rt.cfg.GlobalURLs, rt.cfg.Prefix, rt.trust.EtcdOptions(rt.cfg.GlobalURLs)...)
 		if err != nil {
 			return nil, err
 		}
-		return global.Sealing(d, rt.keys), nil
+		return rt.trust.Seal(d), nil
 	}
 	rt.link = link.New(link.Deps{
 		ID:           rt.id,

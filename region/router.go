@@ -22,12 +22,10 @@ import (
 
 	"github.com/fenec-go/fenec/global"
 	"github.com/fenec-go/fenec/internal/audit"
-	"github.com/fenec-go/fenec/internal/badtoken"
 	"github.com/fenec-go/fenec/internal/bodygap"
 	"github.com/fenec-go/fenec/internal/connlimit"
 	"github.com/fenec-go/fenec/internal/h1"
 	"github.com/fenec-go/fenec/internal/reqpath"
-	"github.com/fenec-go/fenec/internal/tlsx"
 	"github.com/fenec-go/fenec/lease"
 	"github.com/fenec-go/fenec/region/copies"
 	"github.com/fenec-go/fenec/region/forward"
@@ -35,6 +33,7 @@ import (
 	"github.com/fenec-go/fenec/region/leasing"
 	"github.com/fenec-go/fenec/region/link"
 	"github.com/fenec-go/fenec/region/nodeapi"
+	"github.com/fenec-go/fenec/region/trust"
 )
 
 // startTimeout bounds the router's start: the directory coming up, the
@@ -75,18 +74,10 @@ type Router struct {
 	// --max-conns-per-addr): the loop and srv release each as it ends.
 	conns *connlimit.Limiter
 	id    string
-	// tls is the router's certificate and CA bundle (its listener, its
-	// calls to nodes); etcdTLS the directory's links' (tls itself unless
-	// --etcd-* names other files). Both reloaded.
-	tls, etcdTLS *tlsx.Source
-	// tok is the router token in use once its file was read again (nil:
-	// cfg.Token).
-	tok atomic.Pointer[string]
-	// keys seal node tokens in the directory (nil: held in clear).
-	keys *global.Keyring
-	// password is the directory's etcd password ("": none), shown by
-	// every etcd client the router opens (secrets.go).
-	password string
+	// trust is the router's certificate, the directory's key and
+	// password, the router token and its back-off (package region/trust,
+	// wired in trust.go).
+	trust *trust.Trust
 
 	// restores are the restores running here, which a failover of their
 	// node cancels (restore_hold.go).
@@ -117,9 +108,6 @@ type Router struct {
 
 	// closing is set as Close begins: /_ready answers 503 from then.
 	closing atomic.Bool
-	// badTokens is the bad-token back-off of /_shard/ and /_metrics, per
-	// client address (auth.go).
-	badTokens *badtoken.Book[string]
 
 	closeOnce sync.Once
 	closeErr  error
@@ -137,7 +125,7 @@ func NewRouter(cfg Config) (*Router, error) {
 	if cfg.Prefix == "" {
 		cfg.Prefix = global.DefaultPrefix
 	}
-	return &Router{cfg: cfg, log: log, badTokens: badtoken.New[string]()}, nil
+	return &Router{cfg: cfg, log: log}, nil
 }
 
 // Run serves cfg until ctx ends (or the embedded member fails), then
@@ -185,36 +173,31 @@ func (rt *Router) Start(ctx context.Context) error {
 }
 
 func (rt *Router) start(ctx context.Context) error {
-	if err := rt.loadTLS(); err != nil {
-		return err
-	}
-	if err := rt.loadSecrets(); err != nil {
-		return err
-	}
-	if err := rt.refuseFoundingBlind(); err != nil {
+	if err := rt.wireTrust(); err != nil {
 		return err
 	}
 	ln, err := net.Listen("tcp", rt.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	ln = rt.listen(ln)
+	ln = rt.trust.Listen(ln)
 	rt.ln = ln
 	rt.id = rt.cfg.ID
 	if rt.id == "" {
 		rt.id = defaultID(ln.Addr())
 	}
 	rt.log = rt.log.With("router", rt.id)
+	rt.trust.Named(rt.id, rt.log)
 	if rt.audit, err = audit.Open(rt.cfg.Audit, audit.Options{Mode: 0o640}); err != nil {
 		return err
 	}
-	if err := rt.probeGlobal(ctx); err != nil {
+	if err := rt.trust.ProbeGlobal(ctx); err != nil {
 		return err
 	}
 	if err := rt.openDirectory(ctx); err != nil {
 		return err
 	}
-	if err := rt.checkSecrets(ctx); err != nil {
+	if err := rt.trust.CheckDirectory(ctx, rt.dir); err != nil {
 		return err
 	}
 	if err := rt.wire(); err != nil {
@@ -236,7 +219,7 @@ func (rt *Router) start(ctx context.Context) error {
 		}
 		if leading {
 			if !rt.mirroring() {
-				rt.sealClearNodes(ctx) // a region's copy is sealed as its link writes it
+				rt.trust.SealClearNodes(ctx, rt.dir) // a region's copy is sealed as its link writes it
 			}
 			rt.recoverInBackground()
 		}
@@ -253,7 +236,7 @@ func (rt *Router) wire() error {
 	rt.store = global.NewStore(rt.dir)
 	rt.watcher = global.StartWatcher(rt.ctx, rt.dir, rt.log)
 	rt.nodes = nodeapi.New(rt.cfg.NodeTimeout, rt.cfg.Forward.Resolver)
-	rt.secure(rt.nodes.Transport())
+	rt.trust.Secure(rt.nodes.Transport())
 	rt.wireCopies()
 	rt.lead = lead.New(lead.Deps{ID: rt.id, Name: rt.dirName(), Store: rt.store, View: rt.watcher.View, Ready: rt.watcher.Ready, Now: rt.now, Log: rt.log})
 	rt.reg = prometheus.NewRegistry()
@@ -308,7 +291,7 @@ func (rt *Router) serve() {
 			rt.log.Error("serve", "err", err)
 		}
 	})
-	rt.wg.Go(rt.reloadLoop)
+	rt.wg.Go(func() { rt.trust.ReloadLoop(rt.ctx) })
 	rt.log.Info("router serving", "addr", rt.ln.Addr().String(), "standby", rt.cfg.Standby, "region", rt.cfg.Region, "tls", rt.cfg.TLS.On())
 }
 
@@ -317,17 +300,17 @@ func (rt *Router) serve() {
 func (rt *Router) openDirectory(ctx context.Context) error {
 	switch {
 	case rt.cfg.Directory != nil:
-		rt.dir = global.Sealing(rt.cfg.Directory, rt.keys)
+		rt.dir = rt.trust.Seal(rt.cfg.Directory)
 		return nil
 	case len(rt.cfg.DirectoryURLs) > 0:
-		d, err := global.OpenEtcd(ctx, rt.cfg.DirectoryURLs, rt.cfg.Prefix, rt.etcdOptions(rt.cfg.DirectoryURLs)...)
+		d, err := global.OpenEtcd(ctx, rt.cfg.DirectoryURLs, rt.cfg.Prefix, rt.trust.EtcdOptions(rt.cfg.DirectoryURLs)...)
 		if err != nil {
 			return fmt.Errorf("open directory: %w", err)
 		}
-		if d, err = rt.closeDirectory(ctx, d, rt.cfg.DirectoryURLs); err != nil {
-			return errors.Join(fmt.Errorf("close directory: %w", err), closeNil(d))
+		if d, err = rt.trust.CloseDirectory(ctx, d, rt.cfg.DirectoryURLs); err != nil {
+			return fmt.Errorf("close directory: %w", err)
 		}
-		rt.dir, rt.ownDir = global.Sealing(d, rt.keys), true
+		rt.dir, rt.ownDir = rt.trust.Seal(d), true
 		return nil
 	}
 	ecfg := rt.cfg.Etcd
@@ -342,14 +325,14 @@ func (rt *Router) openDirectory(ctx context.Context) error {
 	if err := m.WaitReady(ctx); err != nil {
 		return fmt.Errorf("directory member: %w", err)
 	}
-	d, err := m.Open(ctx, rt.cfg.Prefix, rt.etcdOptions(m.ClientURLs())...)
+	d, err := m.Open(ctx, rt.cfg.Prefix, rt.trust.EtcdOptions(m.ClientURLs())...)
 	if err != nil {
 		return fmt.Errorf("open directory: %w", err)
 	}
-	if d, err = rt.closeDirectory(ctx, d, m.ClientURLs()); err != nil {
-		return errors.Join(fmt.Errorf("close directory: %w", err), closeNil(d))
+	if d, err = rt.trust.CloseDirectory(ctx, d, m.ClientURLs()); err != nil {
+		return fmt.Errorf("close directory: %w", err)
 	}
-	rt.dir, rt.ownDir = global.Sealing(d, rt.keys), true
+	rt.dir, rt.ownDir = rt.trust.Seal(d), true
 	return nil
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/fenec-go/fenec/internal/tlsx"
 	"github.com/fenec-go/fenec/internal/tokenfile"
 	"github.com/fenec-go/fenec/region/forward"
+	"github.com/fenec-go/fenec/region/trust"
 )
 
 // Config is one router's configuration (API.md §2). Build it with
@@ -155,12 +156,30 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Values of Config.ClientAuth.
+// Values of Config.ClientAuth (package region/trust's).
 const (
-	ClientAuthNone  = "none"  // a certificate shown is verified; none is asked for
-	ClientAuthAdmin = "admin" // /_shard/ and /_metrics need one
-	ClientAuthAll   = "all"   // every connection needs one
+	ClientAuthNone  = trust.ClientAuthNone  // a certificate shown is verified; none is asked for
+	ClientAuthAdmin = trust.ClientAuthAdmin // /_shard/ and /_metrics need one
+	ClientAuthAll   = trust.ClientAuthAll   // every connection needs one
 )
+
+// Names of the files a router keeps in its --etcd-dir when it made the
+// directory's key and password (package region/trust's).
+const (
+	KeyFileName      = trust.KeyFileName
+	PasswordFileName = trust.PasswordFileName
+)
+
+// trustConfig is what package region/trust takes of c.
+func (c Config) trustConfig() trust.Config {
+	return trust.Config{
+		Listen: c.Listen, Token: c.Token, TokenFile: c.TokenFile, Insecure: c.Insecure,
+		TLS: c.TLS, ClientAuth: c.ClientAuth, TLSWatch: c.TLSWatch, Reload: c.Reload, Resolver: c.Forward.Resolver,
+		Etcd: c.Etcd, DirectoryURLs: c.DirectoryURLs, DirectoryGiven: c.Directory != nil,
+		GlobalURLs: c.GlobalURLs, Global: c.Global,
+		KeyFile: c.DirectoryKeyFile, PasswordFile: c.DirectoryPasswordFile, CloseDirectory: c.CloseDirectory, Prefix: c.Prefix,
+	}
+}
 
 // DefaultConfig returns the defaults API.md names: an embedded member in
 // ./data/shard, the forwarding defaults.
@@ -234,8 +253,8 @@ func (c Config) Validate() error {
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return fmt.Errorf("%w: listen %q: %v", ErrBadConfig, c.Listen, err)
 	}
-	if err := c.validateTLS(); err != nil {
-		return err
+	if err := c.trustConfig().CheckTLS(); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadConfig, err)
 	}
 	if c.ID != "" && !global.ValidName(c.ID) {
 		return fmt.Errorf("%w: id %q must be [a-z0-9_-]{1,64}", ErrBadConfig, c.ID)
@@ -248,7 +267,7 @@ func (c Config) Validate() error {
 	}
 	if c.Directory == nil && len(c.DirectoryURLs) == 0 {
 		e := c.Etcd
-		e.TLS = c.etcdFiles()
+		e.TLS = c.trustConfig().EtcdFiles()
 		if err := e.Validate(); err != nil {
 			return fmt.Errorf("%w: %w", ErrBadConfig, err)
 		}
@@ -278,7 +297,7 @@ func (c Config) Validate() error {
 	case c.AutoFailover < 0 || (c.AutoFailover > 0 && c.AutoFailover < 30*time.Millisecond):
 		return fmt.Errorf("%w: --auto-failover %v: at least 0.03 s, or 0", ErrBadConfig, c.AutoFailover)
 	}
-	return c.validateExposure()
+	return c.trustConfig().CheckExposure()
 }
 
 // defaultID makes a router name from the host name and the port it

@@ -13,20 +13,13 @@ import (
 	"github.com/fenec-go/fenec/region/leasing"
 	"github.com/fenec-go/fenec/region/merge"
 	"github.com/fenec-go/fenec/region/nodeapi"
+	"github.com/fenec-go/fenec/region/trust"
 	"github.com/fenec-go/fenec/wire"
 )
 
 // Sentinel errors of the router's control plane (/_shard/, moves, the
 // lead). They map to statuses in one table, shardStatus below.
 var (
-	// ErrUnauthorized: the router token is missing or wrong.
-	ErrUnauthorized = errors.New("missing or wrong router token: send Authorization: Bearer <the token fenec-shard --token-file reads>")
-	// ErrBackoff: too many missing or wrong router tokens from this
-	// client's address (auth.go).
-	ErrBackoff = errors.New("too many missing or wrong router tokens from this address")
-	// ErrClientCert: under --tls-client-auth admin, a /_shard/ or
-	// /_metrics call without a client certificate the router trusts.
-	ErrClientCert = errors.New("this router takes /_shard/ and /_metrics calls only with a client certificate its --tls-ca verifies: call it with one")
 	// ErrGlobalUnreachable: a region's router cannot reach the global
 	// directory for a step that needs it (503).
 	ErrGlobalUnreachable = errors.New("the global directory cannot be reached")
@@ -63,12 +56,6 @@ var (
 	ErrQuotaChanged = errors.New("the quota changed since it was read")
 	// ErrStopping: the router is shutting down.
 	ErrStopping = errors.New("router is shutting down: send the request to another router")
-	// ErrInsecure: a non-loopback listener or etcd URL with no token, no
-	// TLS or no client certificates, and no --insecure.
-	ErrInsecure = errors.New("not a loopback address, and not protected (or start with --insecure)")
-	// ErrSecrets: the router lacks the directory's key or password, which
-	// every router of a deployment holds alike (secrets.go).
-	ErrSecrets = errors.New("this router does not hold the directory's secrets")
 	// ErrReadTimeout: a tenant's read of a cross-tenant read was not
 	// answered within its timeout_ms; that tenant is listed with it,
 	// its text naming the bound ("timed out after N ms").
@@ -110,6 +97,26 @@ var (
 	ErrUnknownNode = leasing.ErrUnknownNode
 	// ErrNodeCall: an admin call to a node failed or was refused.
 	ErrNodeCall = leasing.ErrNodeCall
+)
+
+// Sentinels of the router's certificate, secrets and token (region/trust)
+// the control plane answers with: the same values, so errors.Is holds
+// across the two.
+var (
+	// ErrUnauthorized: the router token is missing or wrong.
+	ErrUnauthorized = trust.ErrUnauthorized
+	// ErrBackoff: too many missing or wrong router tokens from this
+	// client's address.
+	ErrBackoff = trust.ErrBackoff
+	// ErrClientCert: under --tls-client-auth admin, a /_shard/ or
+	// /_metrics call without a client certificate the router trusts.
+	ErrClientCert = trust.ErrClientCert
+	// ErrInsecure: a non-loopback listener or etcd URL with no token, no
+	// TLS or no client certificates, and no --insecure.
+	ErrInsecure = trust.ErrInsecure
+	// ErrSecrets: the router lacks the directory's key or password, which
+	// every router of a deployment holds alike.
+	ErrSecrets = trust.ErrSecrets
 )
 
 // Sentinels of the node client (region/nodeapi) the control plane answers

@@ -305,7 +305,7 @@ func (c *shardCall) promote() {
 	} else {
 		cpJSON(c.w, code, map[string]any{"leader": c.rt.id, "term": term})
 		if !c.rt.mirroring() {
-			c.rt.wg.Go(func() { c.rt.sealClearNodes(c.rt.ctx) })
+			c.rt.wg.Go(func() { c.rt.trust.SealClearNodes(c.rt.ctx, c.rt.dir) })
 		}
 		c.rt.recoverInBackground()
 	}

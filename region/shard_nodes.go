@@ -11,6 +11,7 @@ import (
 	"github.com/fenec-go/fenec/global"
 	"github.com/fenec-go/fenec/internal/counted"
 	"github.com/fenec-go/fenec/region/nodeapi"
+	"github.com/fenec-go/fenec/region/trust"
 )
 
 // nodeEntry is a node as GET /_shard/nodes lists it: never its token.
@@ -80,8 +81,8 @@ func (c *shardCall) putNode(s *global.Store, name string) (int, any, error) {
 	if err := n.Validate(); err != nil {
 		return 0, nil, err
 	}
-	if err := checkNodeAddr(n.Addr, c.rt.cfg.Insecure); err != nil {
-		return 0, nil, err
+	if err := trust.CheckNodeAddr(n.Addr, c.rt.cfg.Insecure); err != nil {
+		return 0, nil, fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
 	ctx := c.r.Context()
 	if s, err = c.rt.own(ctx, s, n.Region); err != nil {

@@ -37,7 +37,7 @@ var importRules = map[string][]string{
 	"internal/testkit/testnode": {"internal/testkit", "node", "wire"},
 	"global":                    {"wire", "lease", "internal/tlsx"}, // lease: the bounds on the epochs it records
 	"node":                      {"engine", "lease", "wire", "internal"},
-	"region":                    {"global", "lease", "wire", "internal", "region/forward", "region/leasing", "region/merge", "region/nodeapi", "region/copies", "region/link", "region/lead"},
+	"region":                    {"global", "lease", "wire", "internal", "region/forward", "region/leasing", "region/merge", "region/nodeapi", "region/copies", "region/link", "region/lead", "region/trust"},
 	"region/forward":            {"wire", "internal"},
 	"region/leasing":            {"global", "lease", "wire", "internal", "region/nodeapi", "region/lead"}, // nodeapi, lead: the sentinels of a node's failed call, of not leading
 	"region/lead":               {"global"},
@@ -45,6 +45,7 @@ var importRules = map[string][]string{
 	"region/copies":             {"global", "wire", "internal", "region/nodeapi"},
 	"region/link":               {"global", "lease", "internal"},
 	"region/merge":              {"engine/fql"},
+	"region/trust":              {"global", "internal"},
 	"cmd":                       {"engine", "node", "global", "lease", "region", "wire", "internal"},
 	"tests":                     {"tests", "wire", "internal/testkit", "internal/tlsx", "internal/nemesis"},
 	"bench":                     {"bench/internal/benchkit", "engine", "node", "global", "lease", "region", "wire", "internal/tlsx", "tests/proxy", "tests/dnsstub"},
@@ -176,6 +177,11 @@ func TestImportRulesRefuse(t *testing.T) {
 		{"region/lead", "region/leasing", false},
 		{"region/lead", "node", false},
 		{"region", "region/lead", true},
+		{"region/trust", "region", false},
+		{"region/trust", "region/forward", false},
+		{"region/trust", "region/nodeapi", false},
+		{"region/trust", "node", false},
+		{"region", "region/trust", true},
 		{"region/leasing", "region/lead", true},
 		{"region/merge", "engine", false},
 		{"region", "node", false},
