@@ -21,6 +21,10 @@
 // the router token: region/trust loads and reloads them, closes the
 // directory, checks and seals its node records, and judges a call's
 // token, through the dependencies trust.go hands it.
+// Nor is it a node's failover: region/failover holds a node's tenants,
+// promotes their copies and points the directory at them, ends a
+// restore's hold on the node, and says the 503 of a tenant left on a
+// lapsed node, through the dependencies failover.go hands it.
 // It talks to nodes only over HTTP, and to the directory only through
 // package global.
 //
@@ -78,12 +82,14 @@
 //     stale copies follow again, retries copies owed (read again from
 //     the directory at each term) and replaces copies their nodes report
 //     damaged; collect.go: its deletion of a move's source left frozen.
-//   - failover.go: FailoverNode, by hand or on a lease (its answer,
-//     FailoverResult, is region/leasing's type, which fails nodes over
-//     through it).
+//   - failover.go: region/failover wired over the router's lead, node
+//     client, opMu, view, quotas, repair loop and leasing; FailoverNode
+//     (its answer, FailoverResult, is region/leasing's type, which fails
+//     nodes over through it) and POST /_shard/nodes/<n>/failover over it.
 //   - shard_file.go: a tenant's image out (backup) and in (restore, as a
-//     new history, its lineage recorded); restore_hold.go: a failover
-//     ends a restore's hold and cancels it rather than wait for it.
+//     new history, its lineage recorded; a failover of its node ends its
+//     hold and cancels it rather than wait for it: region/failover's
+//     Restoring).
 //   - query.go: the cross-tenant read (POST /_shard/query): reads each
 //     tenant through its node's admin read route, bounded by timeout_ms
 //     each, merges with region/merge.
@@ -119,7 +125,7 @@
 // the other way round; every other lock is a leaf, under which nothing
 // else is locked:
 //
-//	Router.opMu → repairer.mu
+//	Router.opMu (failover.Deps.OpMu) → repairer.mu
 //	leasing.Leasing.syncMu → leasing.Leasing.mu → lease.Leaser's own (SetList, SetTerms)
 //
 // opMu serialises the changes that must not interleave on the leader (a
@@ -128,9 +134,12 @@
 // for it, the repair's deletion of a move's source left frozen), and is
 // held across their directory calls (and, recording a node, across asking
 // nodes recorded before ids who they are; the repair, across its one
-// node call). leasing.Leasing.mu is never held across a failover, a grant
-// or the directory: it is released before the Failover dependency
-// (FailoverNode), which takes opMu. lead.Lead.mu, link.Link.mu,
+// node call). region/failover takes opMu only to release a batch of
+// promoted tenants onto their copies, telling the repair loop under it
+// (Repair.FailedOff), never across a node call; its own Failover.mu and
+// its restores' mu are leaves. leasing.Leasing.mu is never held across a
+// failover, a grant or the directory: it is released before the Failover
+// dependency (FailoverNode), which takes opMu. lead.Lead.mu, link.Link.mu,
 // globalHandoffs.mu, audit.Log's mu, region/leasing's answerNotifier.mu
 // and the bad-token book's mu (region/trust's back-off; the trust holds
 // no lock of its own) guard their own fields and call nothing that locks.

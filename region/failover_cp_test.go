@@ -16,6 +16,7 @@ import (
 	"github.com/fenec-go/fenec/global"
 	"github.com/fenec-go/fenec/internal/testkit/testnode"
 	"github.com/fenec-go/fenec/node"
+	"github.com/fenec-go/fenec/region/failover"
 	"github.com/fenec-go/fenec/wire"
 )
 
@@ -87,8 +88,8 @@ func TestFailoverOfManyTenantsFewTransactionsCP(t *testing.T) {
 	if got := dir.txns.Load(); got > 4 {
 		t.Fatalf("%d directory transactions for %d tenants, want at most 4", got, n)
 	}
-	if got := dir.ops.Load(); got > failoverBatch {
-		t.Fatalf("a transaction of %d writes, past the batch of %d", got, failoverBatch)
+	if got := dir.ops.Load(); got > failover.Batch {
+		t.Fatalf("a transaction of %d writes, past the batch of %d", got, failover.Batch)
 	}
 	tenants := r.tenantsOf(t)
 	for _, name := range names {
@@ -104,7 +105,7 @@ func TestFailoverOfManyTenantsFewTransactionsCP(t *testing.T) {
 // all (POST /_admin/promote), not a call a tenant, and the batches are
 // under way at once, not one after another.
 func TestFailoverPromotesInOneCallPerNodeCP(t *testing.T) {
-	const n = failoverBatch + 30 // two batches
+	const n = failover.Batch + 30 // two batches
 	mem := global.NewMemory()
 	t.Cleanup(func() { mem.Close() })
 	var bulk, single atomic.Int64
@@ -178,7 +179,7 @@ func TestFailoverPromotesInOneCallPerNodeCP(t *testing.T) {
 // answers it 404: its copies are promoted one call each, several at
 // once, never more than the bound.
 func TestFailoverPromotesInParallelCP(t *testing.T) {
-	const n = failoverParallel + 4
+	const n = failover.Parallel + 4
 	mem := global.NewMemory()
 	t.Cleanup(func() { mem.Close() })
 	var mu sync.Mutex
@@ -227,7 +228,7 @@ func TestFailoverPromotesInParallelCP(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if most < 2 || most > failoverParallel {
-		t.Fatalf("at most %d promotions at once, want 2..%d", most, failoverParallel)
+	if most < 2 || most > failover.Parallel {
+		t.Fatalf("at most %d promotions at once, want 2..%d", most, failover.Parallel)
 	}
 }

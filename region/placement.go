@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/fenec-go/fenec/global"
+	"github.com/fenec-go/fenec/region/failover"
 	"github.com/fenec-go/fenec/region/forward"
 	"github.com/fenec-go/fenec/region/nodeapi"
 )
@@ -92,7 +93,7 @@ func (p viewPlacements) Lookup(tenant string) (forward.Target, bool) {
 	if err := global.UsableNode(n); err != nil {
 		return forward.Target{Node: t.Node, Refused: err}, true
 	}
-	return forward.Target{Node: t.Node, Addr: n.Addr, Token: n.Token, Unavailable: unavailable(v, tenant, t, n)}, true
+	return forward.Target{Node: t.Node, Addr: n.Addr, Token: n.Token, Unavailable: failover.Unavailable(v, tenant, t, n)}, true
 }
 
 // Ready implements Placements: the directory's first list has arrived.

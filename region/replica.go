@@ -13,14 +13,6 @@ import (
 	"github.com/fenec-go/fenec/global"
 )
 
-// ErrNoReplica: the tenant has no copy to promote, or no node to take
-// one.
-var ErrNoReplica = errors.New("no replica")
-
-// ErrReplicaBehind is a failover refused because the directory records
-// the tenant's replica behind: promoting it would lose answered writes.
-var ErrReplicaBehind = errors.New("replica recorded behind")
-
 // ErrStandbyNode: a move onto a standby, which holds only copies.
 var ErrStandbyNode = errors.New("node is a standby: it takes only copies; move the tenant to a node that is not one (GET /_shard/nodes lists them), or record this node again without \"standby\" first")
 

@@ -28,6 +28,7 @@ import (
 	"github.com/fenec-go/fenec/internal/reqpath"
 	"github.com/fenec-go/fenec/lease"
 	"github.com/fenec-go/fenec/region/copies"
+	"github.com/fenec-go/fenec/region/failover"
 	"github.com/fenec-go/fenec/region/forward"
 	"github.com/fenec-go/fenec/region/lead"
 	"github.com/fenec-go/fenec/region/leasing"
@@ -79,9 +80,10 @@ type Router struct {
 	// wired in trust.go).
 	trust *trust.Trust
 
-	// restores are the restores running here, which a failover of their
-	// node cancels (restore_hold.go).
-	restores restoreRuns
+	// failover fails nodes over, by hand or on a lapsed lease, and ends
+	// the restores running here on a node it fails over (package
+	// region/failover, wired in failover.go).
+	failover *failover.Failover
 
 	// opMu serialises the changes that must not interleave on the leader:
 	// a placement choosing a node against that node's removal.
@@ -239,6 +241,7 @@ func (rt *Router) wire() error {
 	rt.trust.Secure(rt.nodes.Transport())
 	rt.wireCopies()
 	rt.lead = lead.New(lead.Deps{ID: rt.id, Name: rt.dirName(), Store: rt.store, View: rt.watcher.View, Ready: rt.watcher.Ready, Now: rt.now, Log: rt.log})
+	rt.wireFailover()
 	rt.reg = prometheus.NewRegistry()
 	rt.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	fc := rt.cfg.Forward
@@ -376,6 +379,9 @@ func (rt *Router) Close() error {
 		}
 		if rt.leasing != nil {
 			rt.leasing.Close() // its failovers may start jobs of the router's
+		}
+		if rt.failover != nil {
+			rt.failover.Close() // its waits for held tenants
 		}
 		if rt.loop != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

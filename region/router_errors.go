@@ -8,6 +8,7 @@ import (
 	"github.com/fenec-go/fenec/global"
 	"github.com/fenec-go/fenec/internal/reqpath"
 	"github.com/fenec-go/fenec/region/copies"
+	"github.com/fenec-go/fenec/region/failover"
 	"github.com/fenec-go/fenec/region/forward"
 	"github.com/fenec-go/fenec/region/lead"
 	"github.com/fenec-go/fenec/region/leasing"
@@ -69,9 +70,6 @@ var (
 	// ErrImageTooLarge: a restore's image passed the node's bound (the
 	// tenant's bytes quota, or --max-image).
 	ErrImageTooLarge = errors.New("the image is larger than the node takes")
-	// ErrRestoreBroken: a failover of the node a restore was streaming to
-	// ended the restore's hold and cancelled it (restore_hold.go).
-	ErrRestoreBroken = errors.New("restore cancelled by a failover")
 )
 
 // Sentinels of the forwarding path the control plane answers with too:
@@ -139,6 +137,20 @@ var (
 	ErrReadCopy = copies.ErrReadCopy
 	// ErrSurvive: a tenant's survival cannot be set or kept as asked (409).
 	ErrSurvive = copies.ErrSurvive
+)
+
+// Sentinels of a node's failover (region/failover) the control plane
+// answers with: the same values, so errors.Is holds across the two.
+var (
+	// ErrNoReplica: the tenant has no copy to promote, or no node to take
+	// one.
+	ErrNoReplica = failover.ErrNoReplica
+	// ErrReplicaBehind: a failover refused because the directory records
+	// the tenant's copy behind: promoting it would lose answered writes.
+	ErrReplicaBehind = failover.ErrReplicaBehind
+	// ErrRestoreBroken: a failover of the node a restore was streaming to
+	// ended the restore's hold and cancelled it (409).
+	ErrRestoreBroken = failover.ErrRestoreBroken
 )
 
 // heldError says which operation holds a tenant; it is global.ErrHeld.

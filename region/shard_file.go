@@ -11,12 +11,14 @@ import (
 	"time"
 
 	"github.com/fenec-go/fenec/global"
+	"github.com/fenec-go/fenec/region/failover"
 	"github.com/fenec-go/fenec/region/nodeapi"
 	"github.com/fenec-go/fenec/wire"
 )
 
-// holdRestore is the HeldBy of a tenant being restored through the router.
-const holdRestore = "restore"
+// holdRestore is the HeldBy of a tenant being restored through the router
+// (a failover ends it rather than wait: failover.HoldRestore).
+const holdRestore = failover.HoldRestore
 
 // headerPlacedOn, on a tenant's image the router streams, names the node
 // it came from.
@@ -101,12 +103,12 @@ func (c *shardCall) putFile(s *global.Store, name string) (int, any, error) {
 	start := time.Now()
 	bounded, cancel := context.WithTimeout(c.r.Context(), c.rt.cfg.MoveTimeout)
 	defer cancel()
-	// A failover of the tenant's node cancels the restore (restore_hold.go).
+	// A failover of the tenant's node cancels the restore (package region/failover).
 	ctx, broken := context.WithCancelCause(bounded)
 	defer broken(nil)
-	defer c.rt.restores.add(name, broken)()
+	defer c.rt.failover.Restoring(name, broken)()
 	defer context.AfterFunc(ctx, func() {
-		if errors.As(context.Cause(ctx), new(*restoreBroken)) {
+		if errors.As(context.Cause(ctx), new(*failover.RestoreBroken)) {
 			// The image's read, blocked on a client that sends slowly or
 			// not at all, ends now, not at --body-timeout; what is left
 			// of it is never read (the answer closes the connection).
@@ -129,7 +131,7 @@ func (c *shardCall) putFile(s *global.Store, name string) (int, any, error) {
 	body := &countingBody{r: c.r.Body}
 	ans, err := c.rt.nodes.Admin(node.Value).Restore(ctx, name, body, c.r.ContentLength,
 		wire.RestoreOptions{Lineage: held.Value.Lineage, Force: force})
-	var rb *restoreBroken
+	var rb *failover.RestoreBroken
 	switch {
 	case errors.As(context.Cause(ctx), &rb):
 		c.w.Header().Set("Connection", "close") // the rest of the image is never read
@@ -141,13 +143,13 @@ func (c *shardCall) putFile(s *global.Store, name string) (int, any, error) {
 	}
 	rec, err := s.UpdateTenant(ctx, name, held, func(t *global.Tenant) error {
 		if t.HeldBy != holdRestore {
-			return &restoreBroken{tenant: name, node: held.Value.Node}
+			return &failover.RestoreBroken{Tenant: name, Node: held.Value.Node}
 		}
 		t.Lineage, t.ForkedHistory = ans.Lineage, ans.History
 		return nil
 	})
 	if errors.As(context.Cause(ctx), &rb) || errors.As(err, &rb) {
-		return 0, nil, &restoreBroken{tenant: name, node: held.Value.Node}
+		return 0, nil, &failover.RestoreBroken{Tenant: name, Node: held.Value.Node}
 	}
 	if err != nil {
 		return 0, nil, fmt.Errorf("tenant %s restored on %s, but the directory does not record its new lineage and history "+
@@ -212,7 +214,7 @@ func (b *countingBody) Read(p []byte) (int, error) {
 }
 
 // releaseHold ends the restore's hold, reading the record again if another
-// change landed meanwhile; a hold a failover ended (restore_hold.go) is
+// change landed meanwhile; a hold a failover ended (package region/failover) is
 // no longer the restore's to release.
 func (c *shardCall) releaseHold(s *global.Store, name string, at global.Versioned[global.Tenant]) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.r.Context()), c.rt.cfg.NodeTimeout)

@@ -37,13 +37,14 @@ var importRules = map[string][]string{
 	"internal/testkit/testnode": {"internal/testkit", "node", "wire"},
 	"global":                    {"wire", "lease", "internal/tlsx"}, // lease: the bounds on the epochs it records
 	"node":                      {"engine", "lease", "wire", "internal"},
-	"region":                    {"global", "lease", "wire", "internal", "region/forward", "region/leasing", "region/merge", "region/nodeapi", "region/copies", "region/link", "region/lead", "region/trust"},
+	"region":                    {"global", "lease", "wire", "internal", "region/forward", "region/leasing", "region/merge", "region/nodeapi", "region/copies", "region/link", "region/lead", "region/trust", "region/failover"},
 	"region/forward":            {"wire", "internal"},
 	"region/leasing":            {"global", "lease", "wire", "internal", "region/nodeapi", "region/lead"}, // nodeapi, lead: the sentinels of a node's failed call, of not leading
 	"region/lead":               {"global"},
 	"region/nodeapi":            {"global", "wire", "internal"},
 	"region/copies":             {"global", "wire", "internal", "region/nodeapi"},
 	"region/link":               {"global", "lease", "internal"},
+	"region/failover":           {"global", "wire", "region/nodeapi", "region/leasing", "region/forward"}, // leasing: the result's type; forward: the 503's
 	"region/merge":              {"engine/fql"},
 	"region/trust":              {"global", "internal"},
 	"cmd":                       {"engine", "node", "global", "lease", "region", "wire", "internal"},
@@ -182,6 +183,11 @@ func TestImportRulesRefuse(t *testing.T) {
 		{"region/trust", "region/nodeapi", false},
 		{"region/trust", "node", false},
 		{"region", "region/trust", true},
+		{"region/failover", "region", false},
+		{"region/failover", "node", false},
+		{"region/failover", "region/link", false},
+		{"region/leasing", "region/failover", false},
+		{"region", "region/failover", true},
 		{"region/leasing", "region/lead", true},
 		{"region/merge", "engine", false},
 		{"region", "node", false},

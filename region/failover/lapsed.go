@@ -1,4 +1,4 @@
-package region
+package failover
 
 import (
 	"fmt"
@@ -21,10 +21,11 @@ import (
 // them to a node gone to wait out the dial or the upstream timeout. Their
 // read copies go on answering reads that state a bound.
 
-// unavailable is tenant name's unavailability, as the view v shows it:
-// nil unless its node n is recorded lapsed and no failover holds the
-// tenant (one under way is waited for, as any other).
-func unavailable(v *global.View, name string, t global.Tenant, n global.Node) *forward.Unavailable {
+// Unavailable is tenant name's unavailability, as the view v shows it,
+// for the forwarder's placement of t on node n: nil unless n is recorded
+// lapsed and no failover holds the tenant (one under way is waited for,
+// as any other).
+func Unavailable(v *global.View, name string, t global.Tenant, n global.Node) *forward.Unavailable {
 	if n.Lapsed.IsZero() || t.HeldBy == global.HoldFailover {
 		return nil
 	}
