@@ -80,7 +80,7 @@ func (p viewPlacements) NearCopy(tenant string) (forward.Target, bool) {
 }
 
 // Lookup implements Placements. A tenant left on a node recorded lapsed
-// carries its unavailability (lapsed.go).
+// carries its unavailability (failover.Unavailable).
 func (p viewPlacements) Lookup(tenant string) (forward.Target, bool) {
 	v := p.w.View()
 	if v == nil {

@@ -23,7 +23,7 @@ type nodeEntry struct {
 	Lease   bool   `json:"lease,omitempty"`
 	ID      string `json:"id,omitempty"`
 	// LapsedAt is when the node was failed over on its lapsed lease, if
-	// it has not answered its grants since (lapsed.go).
+	// it has not answered its grants since (region/leasing's lapsed.go).
 	LapsedAt *time.Time `json:"lapsed_at,omitempty"`
 }
 
