@@ -77,13 +77,19 @@
 //   - shard_copies.go: PUT /_shard/tenants/<t>/read-copies and /survive,
 //     their bodies checked here, the rest region/copies' (Router.copies,
 //     whose Point the repair loop calls every round).
-//   - replica.go: copies (placing one, standby nodes, each recorded by
-//     global's Store, POST /_shard/replicas); repair.go: the loop that has failed-over nodes'
-//     stale copies follow again, retries copies owed (read again from
-//     the directory at each term) and replaces copies their nodes report
-//     damaged; collect.go: its deletion of a move's source left frozen.
+//   - repair.go: the repair (package region/repair, Router.repair)
+//     wired over the router's directory, lead, opMu, ownership, identity
+//     check, quotas, moves' sources, copies, audit log and clock. It
+//     places, makes and deletes tenants' voting copies (after a
+//     placement, a move, a failover) and runs the loop that has
+//     failed-over nodes' stale copies follow again, retries copies owed
+//     (read again from the directory at each term), replaces copies their
+//     nodes report damaged and deletes a move's source left frozen. It
+//     reaches the router only through repair.Deps.
+//   - replica.go: PUT /_shard/nodes/<n>'s standby and POST
+//     /_shard/replicas, answered over the repair.
 //   - failover.go: region/failover wired over the router's lead, node
-//     client, opMu, view, quotas, repair loop and leasing; FailoverNode
+//     client, opMu, view, quotas, repair and leasing; FailoverNode
 //     (its answer, FailoverResult, is region/leasing's type, which fails
 //     nodes over through it) and POST /_shard/nodes/<n>/failover over it.
 //   - shard_file.go: a tenant's image out (backup) and in (restore, as a
@@ -125,7 +131,7 @@
 // the other way round; every other lock is a leaf, under which nothing
 // else is locked:
 //
-//	Router.opMu (failover.Deps.OpMu) → repairer.mu
+//	Router.opMu (failover.Deps.OpMu) → repair.Repairer.mu
 //	leasing.Leasing.syncMu → leasing.Leasing.mu → lease.Leaser's own (SetList, SetTerms)
 //
 // opMu serialises the changes that must not interleave on the leader (a
@@ -136,7 +142,9 @@
 // nodes recorded before ids who they are; the repair, across its one
 // node call). region/failover takes opMu only to release a batch of
 // promoted tenants onto their copies, telling the repair loop under it
-// (Repair.FailedOff), never across a node call; its own Failover.mu and
+// (Repair.FailedOff, region/repair's Repairer.FailedOff), never across a
+// node call; region/repair takes opMu through repair.Deps.OpMu, across its
+// one node call, and holds Repairer.mu across no call out of it; its own Failover.mu and
 // its restores' mu are leaves. leasing.Leasing.mu is never held across a
 // failover, a grant or the directory: it is released before the Failover
 // dependency (FailoverNode), which takes opMu. lead.Lead.mu, link.Link.mu,

@@ -47,7 +47,7 @@ func (rt *Router) wireFailover() {
 // failoverRepair is the router's repair loop as a failover tells it.
 type failoverRepair struct{ rt *Router }
 
-func (r failoverRepair) FailedOff(node string) { r.rt.repair.failedOff(node) }
+func (r failoverRepair) FailedOff(node string) { r.rt.repair.FailedOff(node) }
 
 // FailoverNode fails node's tenants over to their copies
 // (failover.Failover.Node); force promotes copies the nodes would refuse.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/fenec-go/fenec/global"
 	"github.com/fenec-go/fenec/region/nodeapi"
+	"github.com/fenec-go/fenec/region/repair"
 )
 
 // moveAnswer is POST /_shard/tenants/<t>/move's answer. The source's file
@@ -130,12 +131,12 @@ func (rt *Router) move(ctx context.Context, s *global.Store, name, to string) (m
 		rt.metrics.moves.WithLabelValues(outcome).Inc()
 		rt.log.Warn("move failed", "tenant", name, "from", ans.From, "to", to, "outcome", outcome, "err", err)
 		if m.copyDropped {
-			rt.repair.later(name) // its copy was the target's file
+			rt.repair.Later(name) // its copy was the target's file
 		}
 		return moveAnswer{}, err
 	}
 	m.removeSourceLater(ctx)
-	rt.afterMove(ctx, s, name, m.copyDropped) // the copy follows the new node (replica.go)
+	rt.repair.AfterMove(ctx, s, name, m.copyDropped) // the copy follows the new node (region/repair)
 	ans.MS = time.Since(start).Milliseconds()
 	rt.metrics.moves.WithLabelValues(MoveDone).Inc()
 	rt.log.Info("tenant moved", "tenant", name, "from", ans.From, "to", to, "by", ans.By, "bytes", n, "ms", ans.MS,
@@ -193,7 +194,7 @@ func (m *moveRun) begin(ctx context.Context, at global.Versioned[global.Tenant],
 	if err != nil {
 		return fmt.Errorf("move %s: target %s: %w", m.name, to, errNotFoundAs(err, ErrUnknownNode))
 	}
-	if dst.Value.Standby { // only copies go to a standby (replica.go)
+	if dst.Value.Standby { // only copies go to a standby (region/repair)
 		return fmt.Errorf("move %s to %s: %w", m.name, to, ErrStandbyNode)
 	}
 	if _, err := m.rt.apart(ctx, m.s, at.Value.Node, to); err != nil {
@@ -486,7 +487,7 @@ func (m *moveRun) removeSource(ctx context.Context) bool {
 	case <-time.After(sourceGrace):
 	case <-ctx.Done():
 	}
-	if at, err := m.s.GetTenant(ctx, m.name); err == nil && placesOn(at.Value, m.from) {
+	if at, err := m.s.GetTenant(ctx, m.name); err == nil && repair.PlacesOn(at.Value, m.from) {
 		m.rt.log.Warn("a moved tenant's source not deleted: the tenant is placed there again", "tenant", m.name, "node", m.from)
 		return false
 	}
@@ -501,12 +502,6 @@ func (m *moveRun) removeSource(ctx context.Context) bool {
 	}
 	m.rt.log.Info("deleted a moved tenant's source", "tenant", m.name, "node", m.from)
 	return true
-}
-
-// placesOn reports whether t has its file, its copy or a move's target on
-// node.
-func placesOn(t global.Tenant, node string) bool {
-	return t.Node == node || t.Replica == node || t.Target == node
 }
 
 // sourceDeletes are the moved tenants whose source file is still to be
@@ -614,7 +609,7 @@ func (rt *Router) recoverMoves(ctx context.Context, s *global.Store) error {
 		m := &moveRun{rt: rt, s: s, name: name, at: at, from: at.Value.Node, src: src.Value}
 		if at.Value.MoveStep == global.MovePromoting && m.recoverPromoting(ctx) {
 			m.removeSourceLater(ctx)
-			rt.afterMove(ctx, s, name, false)
+			rt.repair.AfterMove(ctx, s, name, false)
 			rt.log.Info("finished a move left unfinished", "tenant", name, "from", m.from, "node", m.at.Value.Node)
 			continue
 		}

@@ -34,6 +34,7 @@ import (
 	"github.com/fenec-go/fenec/region/leasing"
 	"github.com/fenec-go/fenec/region/link"
 	"github.com/fenec-go/fenec/region/nodeapi"
+	"github.com/fenec-go/fenec/region/repair"
 	"github.com/fenec-go/fenec/region/trust"
 )
 
@@ -88,9 +89,10 @@ type Router struct {
 	// opMu serialises the changes that must not interleave on the leader:
 	// a placement choosing a node against that node's removal.
 	opMu sync.Mutex
-	// repair has failed-over nodes' copies follow again, and owed copies
-	// made (repair.go).
-	repair repairer
+	// repair places and makes tenants' voting copies, and has failed-over
+	// nodes' copies follow again and owed copies made (package
+	// region/repair, wired in repair.go).
+	repair *repair.Repairer
 	// copies places tenants' copies in other regions (read copies,
 	// survival) and points read copies at their primary (shard_copies.go).
 	copies *copies.Copies
@@ -213,7 +215,7 @@ func (rt *Router) start(ctx context.Context) error {
 		rt.handoffs = &globalHandoffs{rt: rt, givenSeen: map[string]time.Duration{}}
 		rt.wg.Go(func() { rt.handoffs.run(rt.ctx) })
 	}
-	rt.startRepair()
+	rt.repair.Start(rt.ctx)
 	if !rt.cfg.Standby {
 		leading, err := rt.lead.Claim(ctx)
 		if err != nil {
@@ -239,8 +241,9 @@ func (rt *Router) wire() error {
 	rt.watcher = global.StartWatcher(rt.ctx, rt.dir, rt.log)
 	rt.nodes = nodeapi.New(rt.cfg.NodeTimeout, rt.cfg.Forward.Resolver)
 	rt.trust.Secure(rt.nodes.Transport())
-	rt.wireCopies()
 	rt.lead = lead.New(lead.Deps{ID: rt.id, Name: rt.dirName(), Store: rt.store, View: rt.watcher.View, Ready: rt.watcher.Ready, Now: rt.now, Log: rt.log})
+	rt.wireRepair()
+	rt.wireCopies()
 	rt.wireFailover()
 	rt.reg = prometheus.NewRegistry()
 	rt.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -382,6 +385,9 @@ func (rt *Router) Close() error {
 		}
 		if rt.failover != nil {
 			rt.failover.Close() // its waits for held tenants
+		}
+		if rt.repair != nil {
+			rt.repair.Close()
 		}
 		if rt.loop != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

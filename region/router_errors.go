@@ -14,6 +14,7 @@ import (
 	"github.com/fenec-go/fenec/region/leasing"
 	"github.com/fenec-go/fenec/region/merge"
 	"github.com/fenec-go/fenec/region/nodeapi"
+	"github.com/fenec-go/fenec/region/repair"
 	"github.com/fenec-go/fenec/region/trust"
 	"github.com/fenec-go/fenec/wire"
 )
@@ -47,11 +48,11 @@ var (
 	// answer ({"if_down": true}) found it answering.
 	ErrNodeAnswers = errors.New("node answers")
 	// ErrNoCandidate: no node of the region can take a tenant.
-	ErrNoCandidate = errors.New("no node to place the tenant on")
+	ErrNoCandidate = repair.ErrNoCandidate
 	// ErrCopyBehind: a new copy did not take its primary's image in time.
-	ErrCopyBehind = errors.New("copy did not catch up with its primary")
+	ErrCopyBehind = repair.ErrCopyBehind
 	// ErrSameNode: a move onto the node already serving the tenant.
-	ErrSameNode = errors.New("tenant is already on that node")
+	ErrSameNode = repair.ErrSameNode
 	// ErrQuotaChanged: a quota PUT's If-Match names limits the tenant no
 	// longer has.
 	ErrQuotaChanged = errors.New("the quota changed since it was read")

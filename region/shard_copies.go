@@ -20,20 +20,18 @@ import (
 // and call into it.
 
 // wireCopies builds the router's copies over its node client and its
-// placement of voting copies.
+// placement of voting copies (rt.repair, built first).
 func (rt *Router) wireCopies() {
 	rt.copies = copies.New(copies.Deps{
-		Nodes: rt.nodes,
-		Own:   rt.own,
-		Apart: rt.apart,
-		Fittest: func(ctx context.Context, cands map[string]global.Node) (string, error) {
-			return leastBytes(measureEach(ctx, rt.nodes, cands, rt.cfg.SizesParallel))
-		},
-		PickReplica:   rt.pickReplica,
-		AddReplica:    rt.addReplica,
-		RecordLineage: rt.recordLineage,
-		AwaitCopy:     rt.awaitCopy,
-		RemoveStale:   rt.removeStale,
+		Nodes:         rt.nodes,
+		Own:           rt.own,
+		Apart:         rt.apart,
+		Fittest:       fittest(rt),
+		PickReplica:   rt.repair.PickReplica,
+		AddReplica:    rt.repair.AddReplica,
+		RecordLineage: rt.repair.RecordLineage,
+		AwaitCopy:     rt.repair.AwaitCopy,
+		RemoveStale:   rt.repair.RemoveStale,
 		Settle:        rt.settleTo,
 		UnknownNode:   func(err error) error { return errNotFoundAs(err, ErrUnknownNode) },
 		UnknownTenant: func(err error) error { return errNotFoundAs(err, ErrUnknownTenant) },

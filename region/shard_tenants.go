@@ -133,7 +133,7 @@ func (c *shardCall) placeTenant(s *global.Store, name string) (int, any, error) 
 		return 0, nil, fmt.Errorf("record %s on %s: %w", name, nodeName, err)
 	}
 	c.settle(placed.Rev)
-	c.rt.afterPlace(ctx, s, name) // lineage and copy (replica.go)
+	c.rt.repair.AfterPlace(ctx, s, name) // lineage and copy (region/repair)
 	c.rt.log.Info("tenant placed", "tenant", name, "node", nodeName)
 	return http.StatusCreated, map[string]any{"tenant": name, "node": nodeName}, nil
 }

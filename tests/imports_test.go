@@ -37,12 +37,13 @@ var importRules = map[string][]string{
 	"internal/testkit/testnode": {"internal/testkit", "node", "wire"},
 	"global":                    {"wire", "lease", "internal/tlsx"}, // lease: the bounds on the epochs it records
 	"node":                      {"engine", "lease", "wire", "internal"},
-	"region":                    {"global", "lease", "wire", "internal", "region/forward", "region/leasing", "region/merge", "region/nodeapi", "region/copies", "region/link", "region/lead", "region/trust", "region/failover"},
+	"region":                    {"global", "lease", "wire", "internal", "region/forward", "region/leasing", "region/merge", "region/nodeapi", "region/copies", "region/repair", "region/link", "region/lead", "region/trust", "region/failover"},
 	"region/forward":            {"wire", "internal"},
 	"region/leasing":            {"global", "lease", "wire", "internal", "region/nodeapi", "region/lead"}, // nodeapi, lead: the sentinels of a node's failed call, of not leading
 	"region/lead":               {"global"},
 	"region/nodeapi":            {"global", "wire", "internal"},
 	"region/copies":             {"global", "wire", "internal", "region/nodeapi"},
+	"region/repair":             {"global", "wire", "internal", "region/nodeapi"},
 	"region/link":               {"global", "lease", "internal"},
 	"region/failover":           {"global", "wire", "region/nodeapi", "region/leasing", "region/forward"}, // leasing: the result's type; forward: the 503's
 	"region/merge":              {"engine/fql"},
@@ -189,6 +190,11 @@ func TestImportRulesRefuse(t *testing.T) {
 		{"region/leasing", "region/failover", false},
 		{"region", "region/failover", true},
 		{"region/leasing", "region/lead", true},
+		{"region/repair", "region", false},
+		{"region/repair", "region/copies", false},
+		{"region/repair", "region/leasing", false},
+		{"region/repair", "node", false},
+		{"region", "region/repair", true},
 		{"region/merge", "engine", false},
 		{"region", "node", false},
 		{"node", "global", false},

@@ -25,7 +25,7 @@ type Deps struct {
 	// none answered its sizes.
 	Fittest func(ctx context.Context, cands map[string]global.Node) (string, error)
 
-	// The router's voting copies (its replica.go). PickReplica is the node
+	// The router's voting copies (package region/repair). PickReplica is the node
 	// the router would place t's voting copy on ("" when none can take
 	// it; spread: one of the region's, not only a standby); AddReplica
 	// gives tenant name a voting copy on target, the one it had deleted

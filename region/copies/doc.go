@@ -35,7 +35,7 @@
 //   - errors.go: the sentinels, which package region answers with too.
 //
 // It is not the placement of a tenant or of its voting copy in its own
-// region (package region's replica.go, reached through Deps), nor the
+// region (package region/repair, reached through Deps), nor the
 // node's side of following (package node). It imports neither package
 // region, region/forward nor node.
 package copies

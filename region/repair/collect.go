@@ -1,4 +1,4 @@
-package region
+package repair
 
 import (
 	"context"
@@ -15,14 +15,14 @@ import (
 )
 
 // A move deletes its source's file once the directory points at the
-// target (removeSourceLater); a router that stops before it does leaves
-// the file on the source, frozen, with nothing of the directory naming it
-// there. The repair collects such files: it asks every node which files it
-// holds and deletes one that is
+// target; a router that stops before it does leaves the file on the
+// source, frozen, with nothing of the directory naming it there. The
+// repair collects such files: it asks every node which files it holds and
+// deletes one that is
 //
 //   - of a tenant the directory places neither there (as its primary, its
-//     copy, a read copy or a move's target) nor failed off that node (rejoin's), and
-//     that no operation holds;
+//     copy, a read copy or a move's target) nor failed off that node
+//     (rejoin's), and that no operation holds;
 //   - frozen, a primary's file, of the tenant's lineage as recorded;
 //   - while the tenant's primary answers as its primary, of that lineage
 //     (the target serves it: nothing is lost with the source).
@@ -35,16 +35,16 @@ import (
 
 // collectSources deletes, on every node that answers, the frozen files
 // of moved tenants their moves left behind.
-func (rt *Router) collectSources(ctx context.Context, s *global.Store, tenants map[string]global.Versioned[global.Tenant], nodes map[string]global.Versioned[global.Node]) {
+func (p *Repairer) collectSources(ctx context.Context, s *global.Store, tenants map[string]global.Versioned[global.Tenant], nodes map[string]global.Versioned[global.Node]) {
 	var (
 		mu    sync.Mutex // guards held
 		held  = map[string][]string{}
 		g, gc = errgroup.WithContext(ctx)
 	)
-	g.SetLimit(repairParallel)
+	g.SetLimit(parallel)
 	for name, n := range nodes {
 		g.Go(func() error {
-			files, err := rt.nodes.Tenants(gc, n.Value)
+			files, err := p.deps.Nodes.Tenants(gc, n.Value)
 			if err == nil { // one not answering is looked at next time
 				mu.Lock()
 				held[name] = files
@@ -57,11 +57,11 @@ func (rt *Router) collectSources(ctx context.Context, s *global.Store, tenants m
 	for _, name := range slices.Sorted(maps.Keys(held)) {
 		for _, t := range held[name] {
 			at, ok := tenants[t]
-			if !ok || !leftBehind(at.Value, name) || rt.sources.pending(t, name) {
+			if !ok || !leftBehind(at.Value, name) || p.deps.SourcePending(t, name) {
 				continue
 			}
-			if err := rt.collectSource(ctx, s, t, name, at.Value); err != nil {
-				rt.log.Warn("a moved tenant's source left frozen not deleted: looked at again later", "tenant", t, "node", name, "err", err)
+			if err := p.collectSource(ctx, s, t, name, at.Value); err != nil {
+				p.log.Warn("a moved tenant's source left frozen not deleted: looked at again later", "tenant", t, "node", name, "err", err)
 			}
 		}
 	}
@@ -71,26 +71,22 @@ func (rt *Router) collectSources(ctx context.Context, s *global.Store, tenants m
 // left there: nothing of the directory's names node for t, and no
 // operation holds t.
 func leftBehind(t global.Tenant, node string) bool {
-	return !placesOn(t, node) && !t.ReadCopies.Has(node) && t.FailedFrom != node && t.HeldBy == "" &&
+	return !PlacesOn(t, node) && !t.ReadCopies.Has(node) && t.FailedFrom != node && t.HeldBy == "" &&
 		t.State == global.StateActive && t.Lineage != 0
 }
 
-// errNotLeftBehind: the file is not a move's source to collect; nothing
-// is done.
-var errNotLeftBehind = fmt.Errorf("not a moved tenant's source left frozen")
-
 // collectSource deletes tenant t's file on node once it is known to be a
 // move's frozen source and t's primary serves it (see above).
-func (rt *Router) collectSource(ctx context.Context, s *global.Store, t, node string, rec global.Tenant) error {
-	s, err := rt.ownTenant(ctx, s, t)
+func (p *Repairer) collectSource(ctx context.Context, s *global.Store, t, node string, rec global.Tenant) error {
+	s, err := p.deps.OwnTenant(ctx, s, t)
 	if err != nil {
 		return nil // the other side collects what it owns
 	}
-	src, err := rt.apart(ctx, s, rec.Node, node)
+	src, err := p.deps.Apart(ctx, s, rec.Node, node)
 	if err != nil {
 		return err
 	}
-	st, err := rt.nodes.Replication(ctx, src, t)
+	st, err := p.deps.Nodes.Replication(ctx, src, t)
 	if err != nil {
 		return err
 	}
@@ -101,30 +97,30 @@ func (rt *Router) collectSource(ctx context.Context, s *global.Store, t, node st
 	if err != nil {
 		return err
 	}
-	if err := rt.servesAsPrimary(ctx, primary.Value, t, rec.Lineage); err != nil {
+	if err := p.servesAsPrimary(ctx, primary.Value, t, rec.Lineage); err != nil {
 		return err
 	}
 	// Read again, with no move of this router's beginning meanwhile: a
 	// move back onto node since would have the file there its target's.
-	rt.opMu.Lock()
-	defer rt.opMu.Unlock()
+	p.deps.OpMu.Lock()
+	defer p.deps.OpMu.Unlock()
 	if cur, err := s.GetTenant(ctx, t); err != nil || !leftBehind(cur.Value, node) || cur.Value.Node != rec.Node {
 		return err
 	}
-	gone, err := rt.nodes.RemoveFrozen(ctx, src, t)
-	rt.auditRepair("collect source", t, node, err, "a moved tenant's source left frozen; its primary "+rec.Node+" serves it")
+	gone, err := p.deps.Nodes.RemoveFrozen(ctx, src, t)
+	p.audit("collect source", t, node, err, "a moved tenant's source left frozen; its primary "+rec.Node+" serves it")
 	if err != nil {
 		return err
 	}
 	if gone {
-		rt.log.Info("deleted a moved tenant's source left frozen", "tenant", t, "node", node, "primary", rec.Node)
+		p.log.Info("deleted a moved tenant's source left frozen", "tenant", t, "node", node, "primary", rec.Node)
 	}
 	return nil
 }
 
 // servesAsPrimary checks that n holds t as its primary, of lineage.
-func (rt *Router) servesAsPrimary(ctx context.Context, n global.Node, t string, lineage uint64) error {
-	st, err := rt.nodes.Replication(ctx, n, t)
+func (p *Repairer) servesAsPrimary(ctx context.Context, n global.Node, t string, lineage uint64) error {
+	st, err := p.deps.Nodes.Replication(ctx, n, t)
 	if err != nil {
 		return fmt.Errorf("the primary of %s: %w", t, err)
 	}
@@ -135,15 +131,15 @@ func (rt *Router) servesAsPrimary(ctx context.Context, n global.Node, t string, 
 	return nil
 }
 
-// auditRepair records a change the repair made on its own (or failed to)
-// in the audit log.
-func (rt *Router) auditRepair(what, tenant, node string, err error, detail string) {
-	e := audit.Entry{Time: rt.now(), Router: rt.id, Who: "repair", What: what, Tenant: tenant, Node: node, Outcome: "ok", Detail: detail}
+// audit records a change the repair made on its own (or failed to) in the
+// audit log.
+func (p *Repairer) audit(what, tenant, node string, err error, detail string) {
+	e := audit.Entry{Time: p.deps.Now(), Router: p.deps.ID, Who: "repair", What: what, Tenant: tenant, Node: node, Outcome: "ok", Detail: detail}
 	if err != nil {
 		e.Outcome = err.Error()
 		e.Status = wire.StatusOf(err)
 	}
-	if aerr := rt.audit.Record(e); aerr != nil {
-		rt.log.Error("audit", "err", aerr)
+	if aerr := p.deps.Audit.Record(e); aerr != nil {
+		p.log.Error("audit", "err", aerr)
 	}
 }
