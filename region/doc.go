@@ -143,9 +143,9 @@
 // node call). region/failover takes opMu only to release a batch of
 // promoted tenants onto their copies, telling the repair loop under it
 // (Repair.FailedOff, region/repair's Repairer.FailedOff), never across a
-// node call; region/repair takes opMu through repair.Deps.OpMu, across its
-// one node call, and holds Repairer.mu across no call out of it; its own Failover.mu and
-// its restores' mu are leaves. leasing.Leasing.mu is never held across a
+// node call; region/failover's own Failover.mu and its restores' mu are
+// leaves. region/repair takes opMu through repair.Deps.OpMu, across its
+// one node call, and holds Repairer.mu across no call out of it. leasing.Leasing.mu is never held across a
 // failover, a grant or the directory: it is released before the Failover
 // dependency (FailoverNode), which takes opMu. lead.Lead.mu, link.Link.mu,
 // globalHandoffs.mu, audit.Log's mu, region/leasing's answerNotifier.mu
