@@ -105,9 +105,10 @@
 //     every claim moving the term on, the fenced Store every change goes
 //     through, stepping down when the view shows a later term or a node
 //     took a higher one); shard.go's promotion route asks it to promote.
-//   - owner.go: which side owns a region's placements (the side leasing
-//     it), the 409 naming where to send a change, the store guarded on
-//     the region record every change writes through.
+//   - owner.go: sides (Router.sides), which side owns a region's
+//     placements (the side leasing it), the 409 naming where to send a
+//     change, the store guarded on the region record every change writes
+//     through, the fence a promotion carries.
 //   - leases.go: the leasing (--auto-failover, package region/leasing)
 //     wired over the router's lead, view, transport and failover, the
 //     forwarder's LeaseRetry, and GET /_shard/leases. The leasing itself

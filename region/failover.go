@@ -26,9 +26,9 @@ type FailoverFailure = failover.Failure
 func (rt *Router) wireFailover() {
 	rt.failover = failover.New(failover.Deps{
 		Changes:    rt.lead.Changes,
-		OwnNode:    rt.ownNode,
+		OwnNode:    rt.sides.ownNode,
 		Nodes:      rt.nodes,
-		Fence:      rt.promoteFence,
+		Fence:      rt.sides.promoteFence,
 		OpMu:       &rt.opMu,
 		View:       rt.watcher.View,
 		Settle:     rt.settleTo,

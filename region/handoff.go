@@ -96,7 +96,7 @@ func (c *shardCall) postHandoff(s *global.Store, region string) (int, any, error
 		return 0, nil, fmt.Errorf("%w: \"to\" is \"global\" or \"region\"", ErrBadRequest)
 	}
 	rt := c.rt
-	if rt.mirroring() && region != rt.cfg.Region {
+	if rt.sides.mirroring() && region != rt.cfg.Region {
 		return 0, nil, fmt.Errorf("%w: this router serves region %s; send the handoff of region %s to the global tier's leading router or to that region's", ErrNotOwner, rt.cfg.Region, region)
 	}
 	if req.EvenIfGlobalAnswers && !req.Force {
@@ -112,13 +112,13 @@ func (c *shardCall) postHandoff(s *global.Store, region string) (int, any, error
 		}
 		return c.forceTakeover(s, region, req.To, req.EvenIfGlobalAnswers)
 	}
-	if rt.mirroring() && req.To == global.LeaserRegion && rt.cfg.AutoFailover <= 0 {
+	if rt.sides.mirroring() && req.To == global.LeaserRegion && rt.cfg.AutoFailover <= 0 {
 		return 0, nil, fmt.Errorf("%w: this router runs without --auto-failover: it cannot lease region %s's nodes; restart it with --auto-failover S", ErrBadRequest, region)
 	}
 	offerTo := s
 	octx, cancel := context.WithTimeout(c.r.Context(), globalCallWait)
 	defer cancel()
-	if rt.mirroring() {
+	if rt.sides.mirroring() {
 		if offerTo = rt.link.AwaitGlobal(octx); offerTo == nil {
 			return 0, nil, fmt.Errorf("%w: its link has not opened it (yet): a planned handoff needs it; {\"force\": true} takes the region over without it (docs/regions.md)", ErrGlobalUnreachable)
 		}
@@ -140,13 +140,13 @@ func (c *shardCall) postHandoff(s *global.Store, region string) (int, any, error
 		at = offered
 	}
 	if err != nil {
-		if rt.mirroring() && octx.Err() != nil {
+		if rt.sides.mirroring() && octx.Err() != nil {
 			return 0, nil, fmt.Errorf("%w: it did not answer within %v: a planned handoff needs it; {\"force\": true} takes the region over without it (docs/regions.md)", ErrGlobalUnreachable, globalCallWait)
 		}
 		return 0, nil, err
 	}
 	offered := at
-	if rt.mirroring() {
+	if rt.sides.mirroring() {
 		rt.link.Wake()
 	}
 	return c.awaitHandoff(region, offered.Value, wait)
@@ -206,14 +206,14 @@ func (c *shardCall) awaitHandoff(region string, offered global.Region, wait time
 func (c *shardCall) forceTakeover(s *global.Store, region, to string, evenIfGlobalAnswers bool) (int, any, error) {
 	rt := c.rt
 	ago, answers := time.Duration(0), false
-	if rt.mirroring() && rt.link != nil {
+	if rt.sides.mirroring() && rt.link != nil {
 		if at := rt.link.GlobalAnswered(); !at.IsZero() {
 			ago = rt.now().Sub(at)
 			answers = ago < forceGuard
 		}
 	}
 	switch {
-	case !rt.mirroring():
+	case !rt.sides.mirroring():
 		return 0, nil, fmt.Errorf("%w: a forced takeover is made on region %s's leading router (fenec-shard --region %s --global ...), when the global tier cannot be reached", ErrNotOwner, region, region)
 	case to != global.LeaserRegion:
 		return 0, nil, fmt.Errorf("%w: only a region takes its leasing by force: hand it back to the global tier with {\"to\": \"global\"}", ErrBadRequest)

@@ -220,7 +220,7 @@ func (rt *Router) leasedElsewhere(_ context.Context, node, region string, refusa
 	detail := fmt.Sprintf("node %s of region %s refused this router's grants: it says it is leased by %s at epoch %d (term %d); counted as not answering, the region record is unchanged",
 		node, region, refusal.Dir, refusal.Epoch, refusal.Term)
 	rt.auditControl("lease_refused", node, detail)
-	if rt.mirroring() && rt.link != nil {
+	if rt.sides.mirroring() && rt.link != nil {
 		rt.link.Wake()
 	}
 }

@@ -66,7 +66,6 @@ func (unclosed) Close() error { return nil }
 
 // mirroring says whether the router is a region's linked to the global
 // directory.
-func (rt *Router) mirroring() bool { return len(rt.cfg.GlobalURLs) > 0 || rt.cfg.Global != nil }
 
 // ownsOwnRegion says whether a region's router owns its region's
 // placements now (its region leases its nodes), by its view, or why not.
@@ -75,5 +74,5 @@ func (rt *Router) ownsOwnRegion() error {
 	if v == nil {
 		return ErrNotReady
 	}
-	return rt.owns(v.RegionRecord(rt.cfg.Region))
+	return rt.sides.owns(v.RegionRecord(rt.cfg.Region))
 }

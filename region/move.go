@@ -588,7 +588,7 @@ func (rt *Router) recoverMoves(ctx context.Context, s *global.Store) error {
 	}
 	var errs []error
 	for name, at := range tenants {
-		s, err := rt.ownTenant(ctx, s, name)
+		s, err := rt.sides.ownTenant(ctx, s, name)
 		if err != nil {
 			continue // the other side finishes what it owns
 		}
@@ -640,7 +640,7 @@ func (rt *Router) moveRegions(ctx context.Context, s *global.Store, name, to str
 		if err != nil {
 			return err
 		}
-		if rt.mirroring() || rec.Value.LeasedBy() != global.LeaserGlobal {
+		if rt.sides.mirroring() || rec.Value.LeasedBy() != global.LeaserGlobal {
 			return fmt.Errorf("%w: a move between regions (%s to %s) needs both leased by the global tier, and is sent to its leading router; "+
 				"region %s is leased by %q: hand it back first (POST /_shard/regions/%s/handoff {\"to\": \"global\"})",
 				ErrNotOwner, src.Value.Region, dst.Value.Region, r, rec.Value.LeasedBy(), r)

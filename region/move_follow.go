@@ -298,7 +298,7 @@ func (m *moveRun) sourceSays(ctx context.Context, seq uint64) string {
 // failover does, and checks it holds the seq recorded with the step.
 func (m *moveRun) promote(ctx context.Context) (wire.Promoted, error) {
 	to := m.at.Value.Target
-	ans, err := m.rt.nodes.Promote(ctx, m.dst, m.name, m.at.Value, false, m.rt.promoteFence(m.dst.Region))
+	ans, err := m.rt.nodes.Promote(ctx, m.dst, m.name, m.at.Value, false, m.rt.sides.promoteFence(m.dst.Region))
 	if err != nil {
 		return ans, fmt.Errorf("promote the copy of %s on %s: %w", m.name, to, err)
 	}

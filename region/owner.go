@@ -64,40 +64,56 @@ func (e *ownerError) Is(target error) bool {
 	return target == ErrNotOwner || e.regional && target == ErrMirrored
 }
 
+// sides is which side this router leases and owns for — the global tier,
+// or its region — and the checks every change makes against it. The
+// Router holds one (Router.sides), built as it is made; view and term
+// read the watcher and the lead once the router has wired them.
+type sides struct {
+	// regional: a region's router (--global: it mirrors the global
+	// directory's records of its region), serving region (--region).
+	regional bool
+	region   string
+	view     func() *global.View // nil until the router's directory is read
+	term     func() uint64       // the lead's term as this router sees it
+}
+
+// mirroring says whether this is a region's router.
+func (o sides) mirroring() bool { return o.regional }
+
 // side is the side this router leases and owns for: the global tier, or
 // its region.
-func (rt *Router) side() string {
-	if rt.mirroring() {
+func (o sides) side() string {
+	if o.regional {
 		return global.LeaserRegion
 	}
 	return global.LeaserGlobal
 }
 
 // dirName names the router's directory in grants and in meta/name.
-func (rt *Router) dirName() string {
-	if rt.mirroring() {
-		return global.DirOfRegion(rt.cfg.Region)
+func (o sides) dirName() string {
+	if o.regional {
+		return global.DirOfRegion(o.region)
 	}
 	return global.DirGlobal
 }
 
 // leasedRegion is the region a region's router leases ("" on the global
 // tier's).
-func (rt *Router) leasedRegion() string {
-	if rt.mirroring() {
-		return rt.cfg.Region
+func (o sides) leasedRegion() string {
+	if o.regional {
+		return o.region
 	}
 	return ""
 }
 
 // owns says whether this router's side owns the region rec records, or why
 // not.
-func (rt *Router) owns(rec global.Region) error {
-	e := &ownerError{region: rec.Name, rec: rec, regional: rt.mirroring(), serves: rt.cfg.Region}
-	if rt.mirroring() && rec.Name != rt.cfg.Region {
+func (o sides) owns(rec global.Region) error {
+	e := &ownerError{region: rec.Name, rec: rec, regional: o.regional, serves: o.region}
+	if o.regional && rec.Name != o.region {
 		return e
 	}
-	if rec.LeasedBy() == rt.side() {
+	if rec.LeasedBy() == o.side() {
 		return nil
 	}
 	return e
@@ -105,7 +121,7 @@ func (rt *Router) owns(rec global.Region) error {
 
 // own checks, in the directory s writes, that this router's side owns
 // region r, and returns s guarded on r's record as it read it.
-func (rt *Router) own(ctx context.Context, s *global.Store, r string) (*global.Store, error) {
+func (o sides) own(ctx context.Context, s *global.Store, r string) (*global.Store, error) {
 	if err := global.CheckName("region", r); err != nil {
 		return nil, err
 	}
@@ -113,7 +129,7 @@ func (rt *Router) own(ctx context.Context, s *global.Store, r string) (*global.S
 	if err != nil {
 		return nil, fmt.Errorf("read region %s: %w", r, err)
 	}
-	if err := rt.owns(at.Value); err != nil {
+	if err := o.owns(at.Value); err != nil {
 		return nil, err
 	}
 	return s.Guarded(global.IfModRev(global.RegionKey(r), at.Rev)), nil
@@ -121,7 +137,7 @@ func (rt *Router) own(ctx context.Context, s *global.Store, r string) (*global.S
 
 // ownNode is own for node n's region; a node not recorded leaves s as it
 // is (the change then finds it unknown).
-func (rt *Router) ownNode(ctx context.Context, s *global.Store, n string) (*global.Store, error) {
+func (o sides) ownNode(ctx context.Context, s *global.Store, n string) (*global.Store, error) {
 	if n == "" || !global.ValidName(n) {
 		return s, nil
 	}
@@ -132,12 +148,12 @@ func (rt *Router) ownNode(ctx context.Context, s *global.Store, n string) (*glob
 	if err != nil {
 		return nil, err
 	}
-	return rt.own(ctx, s, node.Value.Region)
+	return o.own(ctx, s, node.Value.Region)
 }
 
 // ownTenant is own for tenant t's region (its node's); a tenant not
 // recorded leaves s as it is.
-func (rt *Router) ownTenant(ctx context.Context, s *global.Store, t string) (*global.Store, error) {
+func (o sides) ownTenant(ctx context.Context, s *global.Store, t string) (*global.Store, error) {
 	if t == "" || !global.ValidName(t) {
 		return s, nil
 	}
@@ -148,14 +164,14 @@ func (rt *Router) ownTenant(ctx context.Context, s *global.Store, t string) (*gl
 	if err != nil {
 		return nil, err
 	}
-	return rt.ownNode(ctx, s, rec.Value.Node)
+	return o.ownNode(ctx, s, rec.Value.Node)
 }
 
 // refuseFar refuses a change of tenant t on a region's router whose view
 // holds t as a far tenant (global.Far): one homed in another region, with
 // a copy in this one. Its placement is never this region's to change.
-func (rt *Router) refuseFar(t string) error {
-	v := rt.watcher.View()
+func (o sides) refuseFar(t string) error {
+	v := o.viewNow()
 	if t == "" || v == nil {
 		return nil
 	}
@@ -170,16 +186,15 @@ func (rt *Router) refuseFar(t string) error {
 	if n, ok := v.FarNode(rec.Node); ok {
 		home = "region " + n.Region
 	}
-	return fmt.Errorf("tenant %s is homed in %s (its primary on %s), with a copy in region %s: %w", t, home, rec.Node, rt.cfg.Region, ErrFarTenant)
+	return fmt.Errorf("tenant %s is homed in %s (its primary on %s), with a copy in region %s: %w", t, home, rec.Node, o.region, ErrFarTenant)
 }
 
 // promoteFence names this router's directory, region r's leasing epoch
 // and the router's term in a promotion it asks of a node of r: a node
 // leased by another directory, or at a later epoch or term, refuses it.
-func (rt *Router) promoteFence(r string) wire.Promote {
-	_, term := rt.lead.Status()
-	f := wire.Promote{Dir: rt.dirName(), Term: term}
-	if v := rt.watcher.View(); v != nil {
+func (o sides) promoteFence(r string) wire.Promote {
+	f := wire.Promote{Dir: o.dirName(), Term: o.term()}
+	if v := o.viewNow(); v != nil {
 		f.Epoch = v.RegionRecord(r).Epoch
 	}
 	return f
@@ -188,6 +203,14 @@ func (rt *Router) promoteFence(r string) wire.Promote {
 // ownedIn says, from view v, whether this router's side owns region r
 // (for the jobs that pick what to work on; each change they make still
 // checks with own).
-func (rt *Router) ownedIn(v *global.View, r string) bool {
-	return v != nil && rt.owns(v.RegionRecord(r)) == nil
+func (o sides) ownedIn(v *global.View, r string) bool {
+	return v != nil && o.owns(v.RegionRecord(r)) == nil
+}
+
+// viewNow is the router's view, nil before its directory is read.
+func (o sides) viewNow() *global.View {
+	if o.view == nil {
+		return nil
+	}
+	return o.view()
 }

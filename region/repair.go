@@ -25,7 +25,7 @@ func (rt *Router) wireRepair() {
 		Lead:          rt.lead,
 		OpMu:          &rt.opMu,
 		Replicas:      rt.cfg.Replicas,
-		OwnTenant:     rt.ownTenant,
+		OwnTenant:     rt.sides.ownTenant,
 		Identified:    rt.identified,
 		Apart:         rt.apart,
 		Fittest:       fittest(rt),

@@ -48,6 +48,9 @@ const startTimeout = 30 * time.Second
 type Router struct {
 	cfg Config
 	log *slog.Logger
+	// sides is the side this router owns for, and the checks of every
+	// change against it (owner.go).
+	sides sides
 
 	ctx    context.Context // ends at Close: bounds every background job
 	cancel context.CancelFunc
@@ -129,7 +132,19 @@ func NewRouter(cfg Config) (*Router, error) {
 	if cfg.Prefix == "" {
 		cfg.Prefix = global.DefaultPrefix
 	}
-	return &Router{cfg: cfg, log: log}, nil
+	rt := &Router{cfg: cfg, log: log}
+	rt.sides = sides{regional: len(cfg.GlobalURLs) > 0 || cfg.Global != nil, region: cfg.Region,
+		view: func() *global.View {
+			if rt.watcher == nil {
+				return nil
+			}
+			return rt.watcher.View()
+		},
+		term: func() uint64 {
+			_, term := rt.lead.Status()
+			return term
+		}}
+	return rt, nil
 }
 
 // Run serves cfg until ctx ends (or the embedded member fails), then
@@ -207,7 +222,7 @@ func (rt *Router) start(ctx context.Context) error {
 	if err := rt.wire(); err != nil {
 		return err
 	}
-	if rt.mirroring() {
+	if rt.sides.mirroring() {
 		if err := rt.wireLink(); err != nil {
 			return err
 		}
@@ -222,7 +237,7 @@ func (rt *Router) start(ctx context.Context) error {
 			return err
 		}
 		if leading {
-			if !rt.mirroring() {
+			if !rt.sides.mirroring() {
 				rt.trust.SealClearNodes(ctx, rt.dir) // a region's copy is sealed as its link writes it
 			}
 			rt.recoverInBackground()
@@ -241,17 +256,17 @@ func (rt *Router) wire() error {
 	rt.watcher = global.StartWatcher(rt.ctx, rt.dir, rt.log)
 	rt.nodes = nodeapi.New(rt.cfg.NodeTimeout, rt.cfg.Forward.Resolver)
 	rt.trust.Secure(rt.nodes.Transport())
-	rt.lead = lead.New(lead.Deps{ID: rt.id, Name: rt.dirName(), Store: rt.store, View: rt.watcher.View, Ready: rt.watcher.Ready, Now: rt.now, Log: rt.log})
+	rt.lead = lead.New(lead.Deps{ID: rt.id, Name: rt.sides.dirName(), Store: rt.store, View: rt.watcher.View, Ready: rt.watcher.Ready, Now: rt.now, Log: rt.log})
 	rt.wireRepair()
 	rt.wireCopies()
 	rt.wireFailover()
 	rt.reg = prometheus.NewRegistry()
 	rt.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	fc := rt.cfg.Forward
-	if rt.mirroring() {
+	if rt.sides.mirroring() {
 		fc.Region = rt.cfg.Region
 	}
-	if rt.fwd, err = forward.New(fc, viewPlacements{w: rt.watcher, near: rt.cfg.Near, region: rt.leasedRegion()}, rt.reg, rt.log); err != nil {
+	if rt.fwd, err = forward.New(fc, viewPlacements{w: rt.watcher, near: rt.cfg.Near, region: rt.sides.leasedRegion()}, rt.reg, rt.log); err != nil {
 		return err
 	}
 	if rt.metrics, err = newControlMetrics(rt.reg, rt.watcher, rt.lead); err != nil {

@@ -148,12 +148,12 @@ func (c *shardCall) listRegions() {
 		rec := v.RegionRecord(name)
 		e := regionEntry{Name: name, Leaser: rec.LeasedBy(), Epoch: rec.Epoch, Router: rec.Router, Term: rec.Term,
 			LeaseRecordMS: rec.LeaseRecordMS, Handoff: rec.Handoff, Nodes: nodes,
-			Mirrored: c.rt.mirroring() && name == c.rt.cfg.Region}
+			Mirrored: c.rt.sides.mirroring() && name == c.rt.cfg.Region}
 		if !rec.Since.IsZero() {
 			since := rec.Since
 			e.Since = &since
 		}
-		if rec.LeasedBy() == c.rt.side() && (!c.rt.mirroring() || name == c.rt.cfg.Region) {
+		if rec.LeasedBy() == c.rt.sides.side() && (!c.rt.sides.mirroring() || name == c.rt.cfg.Region) {
 			e.Router, e.Term, e.LeaseRecordMS = v.Leader.Router, v.Term, v.LeaseRecordMS
 		}
 		out = append(out, e)
@@ -195,11 +195,11 @@ func (c *shardCall) run(what, tenant, node string, owned bool, fn func(*global.S
 	c.what = what
 	var s *global.Store
 	var err error
-	if owned && c.rt.mirroring() {
+	if owned && c.rt.sides.mirroring() {
 		// A region's router takes changes only while its region leases
 		// its nodes, and never a far tenant's; refused before the lead is
 		// looked at.
-		if err = c.rt.refuseFar(tenant); err == nil {
+		if err = c.rt.sides.refuseFar(tenant); err == nil {
 			err = c.rt.ownsOwnRegion()
 		}
 	}
@@ -207,10 +207,10 @@ func (c *shardCall) run(what, tenant, node string, owned bool, fn func(*global.S
 		s, err = c.rt.lead.Changes(c.r.Context())
 	}
 	if err == nil && owned && node != "" {
-		s, err = c.rt.ownNode(c.r.Context(), s, node)
+		s, err = c.rt.sides.ownNode(c.r.Context(), s, node)
 	}
 	if err == nil && owned && tenant != "" {
-		s, err = c.rt.ownTenant(c.r.Context(), s, tenant)
+		s, err = c.rt.sides.ownTenant(c.r.Context(), s, tenant)
 	}
 	code, body := 0, any(nil)
 	if err == nil {
@@ -304,7 +304,7 @@ func (c *shardCall) promote() {
 		c.fail(err)
 	} else {
 		cpJSON(c.w, code, map[string]any{"leader": c.rt.id, "term": term})
-		if !c.rt.mirroring() {
+		if !c.rt.sides.mirroring() {
 			c.rt.wg.Go(func() { c.rt.trust.SealClearNodes(c.rt.ctx, c.rt.dir) })
 		}
 		c.rt.recoverInBackground()

@@ -24,7 +24,7 @@ import (
 func (rt *Router) wireCopies() {
 	rt.copies = copies.New(copies.Deps{
 		Nodes:         rt.nodes,
-		Own:           rt.own,
+		Own:           rt.sides.own,
 		Apart:         rt.apart,
 		Fittest:       fittest(rt),
 		PickReplica:   rt.repair.PickReplica,
@@ -52,7 +52,7 @@ type readCopiesBody struct {
 // putReadCopies sets tenant name's read copies to the nodes the body
 // lists, or to one node of each region it lists (copies.Set).
 func (c *shardCall) putReadCopies(s *global.Store, name string) (int, any, error) {
-	if c.rt.mirroring() {
+	if c.rt.sides.mirroring() {
 		return 0, nil, fmt.Errorf("%w: read copies are set on the global tier's leading router", ErrMirrored)
 	}
 	var body readCopiesBody
@@ -159,7 +159,7 @@ type surviveBody struct {
 // putSurvive sets tenant name's survival (copies.SetSurvive), under the
 // operations' lock.
 func (c *shardCall) putSurvive(s *global.Store, name string) (int, any, error) {
-	if c.rt.mirroring() {
+	if c.rt.sides.mirroring() {
 		return 0, nil, fmt.Errorf("%w: a tenant's survival is set on the global tier's leading router", ErrMirrored)
 	}
 	var body surviveBody

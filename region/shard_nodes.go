@@ -85,7 +85,7 @@ func (c *shardCall) putNode(s *global.Store, name string) (int, any, error) {
 		return 0, nil, fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
 	ctx := c.r.Context()
-	if s, err = c.rt.own(ctx, s, n.Region); err != nil {
+	if s, err = c.rt.sides.own(ctx, s, n.Region); err != nil {
 		return 0, nil, err
 	}
 	if n.ID, err = c.rt.nodes.Identify(ctx, n); err != nil {

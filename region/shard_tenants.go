@@ -116,7 +116,7 @@ func (c *shardCall) placeTenant(s *global.Store, name string) (int, any, error) 
 	if err != nil {
 		return 0, nil, errNotFoundAs(err, ErrUnknownNode)
 	}
-	if s, err = c.rt.own(ctx, s, node.Value.Region); err != nil {
+	if s, err = c.rt.sides.own(ctx, s, node.Value.Region); err != nil {
 		return 0, nil, err
 	}
 	if err := c.rt.nodes.Create(ctx, node.Value, name); err != nil {
