@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 
 	"github.com/fenec-go/fenec/engine/fql"
@@ -63,6 +64,18 @@ type lazyRows struct {
 	scores []float64 // nil unless the get searched
 	sel    []fql.SelectItem
 	maxRaw int // the largest document's stored bytes
+	// A reference is held on each mapping docs are read from, given back
+	// once nothing reaches the rows (lazyAnswer): an answer may be encoded
+	// more than once (JSON).
+}
+
+// releasePins gives back a reference on each of tabs' mappings.
+func releasePins(tabs []*docTable) {
+	for _, t := range tabs {
+		if t.hold != nil {
+			t.hold.Release()
+		}
+	}
 }
 
 // detached is a collection holding c's schema as it is now and nothing
@@ -79,8 +92,19 @@ func detached(c *collection) *collection {
 // later, charging what it holds.
 func (r *runner) lazyAnswer(c *collection, docs []*doc, scores []float64, sel []fql.SelectItem) (*Result, error) {
 	l := &lazyRows{c: detached(c), docs: docs, scores: scores, sel: sel}
+	var pins []*docTable
 	for _, d := range docs {
 		l.maxRaw = max(l.maxRaw, len(d.raw))
+		if d.tab != nil && !slices.Contains(pins, d.tab) {
+			if !d.tab.pin() {
+				releasePins(pins)
+				return nil, ErrClosed
+			}
+			pins = append(pins, d.tab)
+		}
+	}
+	if len(pins) > 0 {
+		runtime.AddCleanup(l, releasePins, pins)
 	}
 	if err := r.chargeBytes(int64(8*cap(docs) + 8*cap(scores) + 256)); err != nil {
 		return nil, err

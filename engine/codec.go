@@ -313,7 +313,7 @@ func (d *doc) val(i int) any {
 		}
 		b = b[k:]
 	}
-	dec := decoder{b: b, alias: true}
+	dec := decoder{b: b, alias: d.tab == nil} // a mapped doc's values are copied out
 	return dec.value(0)
 }
 
@@ -362,7 +362,7 @@ func float32Bytes(v []float32) []byte {
 // values decodes all n values of d.
 func (d *doc) values(n int) []any {
 	out := make([]any, n)
-	dec := decoder{b: d.raw, alias: true}
+	dec := decoder{b: d.raw, alias: d.tab == nil}
 	for i := range out {
 		out[i] = dec.value(0)
 	}

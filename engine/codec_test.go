@@ -207,7 +207,7 @@ func FuzzDecodeBlock(f *testing.F) {
 			}
 		}
 		for _, c := range tx.st.colls {
-			c.order.Ascend(func(d *doc) bool {
+			c.ascend(func(d *doc) bool {
 				_ = c.row(d)
 				return true
 			})

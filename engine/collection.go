@@ -14,13 +14,20 @@ import (
 type doc struct {
 	id  int64
 	raw []byte
+	tab *docTable // the image's table raw is a view of (doctable.go); nil: raw is the heap's
 }
 
 // collection is one collection's documents and indexes. Writes hold the
 // DB's write lock; reads hold its read lock.
 type collection struct {
-	sch   *schema
-	order *btree.BTreeG[*doc] // the documents by id
+	sch *schema
+	// base is the documents as the last image holds them, read where the
+	// mapped file does (nil: none); order is the changes since, by id:
+	// each document written, and a tombstone (tab: tombstone) for each of
+	// base's deleted. get, ascend and descend merge them (doctable.go).
+	base  *docTable
+	order *btree.BTreeG[*doc]
+	n     int // live documents
 
 	// Indexes by field position (nil where a field has none).
 	hash   []*hashIndex   // @hash and @unique
@@ -37,16 +44,6 @@ type collection struct {
 }
 
 func docLess(a, b *doc) bool { return a.id < b.id }
-
-// get returns the document with id, or nil. (The id-ordered tree serves
-// lookups too: a map beside it cost more memory than its speed was worth.)
-func (c *collection) get(id int64) *doc {
-	d, _ := c.order.Get(&doc{id: id})
-	return d
-}
-
-// len is the number of documents.
-func (c *collection) len() int { return c.order.Len() }
 
 func newCollection(s *schema) *collection {
 	c := &collection{
@@ -120,12 +117,16 @@ func (c *collection) unindexOne(i int, d *doc, v any) {
 // set stores d (replacing any doc with its id) and returns the old one.
 // vals are d's values when the caller has them decoded, else nil.
 func (c *collection) set(d *doc, vals []any) *doc {
-	old, _ := c.order.ReplaceOrInsert(d)
-	if old != nil {
-		c.eachIndexed(old, c.unindexOne)
-		c.mem -= docBytes(old)
+	old := c.get(d.id)
+	if prev, ok := c.order.ReplaceOrInsert(d); ok {
+		c.mem -= docBytes(prev)
 	}
 	c.mem += docBytes(d)
+	if old != nil {
+		c.eachIndexed(old, c.unindexOne)
+	} else {
+		c.n++
+	}
 	if vals == nil {
 		c.eachIndexed(d, c.indexOne)
 		return old
@@ -174,7 +175,7 @@ func (c *collection) eachIndexed(d *doc, fn func(i int, d *doc, v any)) {
 			return
 		}
 		if c.indexed(i) {
-			dec := decoder{b: b[:k], alias: true}
+			dec := decoder{b: b[:k], alias: d.tab == nil}
 			fn(i, d, dec.value(0))
 		}
 		b = b[k:]
@@ -188,8 +189,17 @@ func (c *collection) remove(id int64) *doc {
 		return nil
 	}
 	c.eachIndexed(old, c.unindexOne)
-	c.mem -= docBytes(old)
-	c.order.Delete(old)
+	c.n--
+	if !c.base.has(id) {
+		c.order.Delete(old)
+		c.mem -= docBytes(old)
+		return old
+	}
+	gone := &doc{id: id, tab: tombstone}
+	if prev, ok := c.order.ReplaceOrInsert(gone); ok {
+		c.mem -= docBytes(prev)
+	}
+	c.mem += docBytes(gone)
 	return old
 }
 
@@ -229,7 +239,7 @@ func (c *collection) hashOf(i int) *hashIndex {
 	c.lazyMu.Lock()
 	defer c.lazyMu.Unlock()
 	if !h.ready.Load() {
-		c.order.Ascend(func(d *doc) bool {
+		c.ascend(func(d *doc) bool {
 			if v := d.val(i); v != nil {
 				h.add(v, d.id)
 			}
@@ -250,7 +260,7 @@ func (c *collection) sortedOf(i int) *sortedIndex {
 	c.lazyMu.Lock()
 	defer c.lazyMu.Unlock()
 	if !s.ready.Load() {
-		c.order.Ascend(func(d *doc) bool {
+		c.ascend(func(d *doc) bool {
 			if v := d.val(i); v != nil {
 				s.add(v, d.id)
 			}
@@ -276,7 +286,7 @@ func (c *collection) lookupIndex(i int) *hashIndex {
 	h := newHashIndex()
 	h.ready.Store(true)
 	if hashableKind(kind) {
-		c.order.Ascend(func(d *doc) bool {
+		c.ascend(func(d *doc) bool {
 			if k, ok := keyFor(kind, d.val(i)); ok {
 				h.add(k, d.id)
 			}
@@ -287,15 +297,21 @@ func (c *collection) lookupIndex(i int) *hashIndex {
 	return h
 }
 
-// docBytes estimates what a stored doc holds in memory, its map and tree
-// entries included.
+// docBytes estimates what a changed doc holds in memory, its map and tree
+// entries included; one of the table is counted with it (docTable.size).
 func docBytes(d *doc) int64 {
-	return int64(32+cap(d.raw)) + 48 // doc, raw, map and tree entries
+	if d.tab != nil && d.tab != tombstone {
+		return 0
+	}
+	return int64(40+cap(d.raw)) + 48 // doc, raw, map and tree entries
 }
 
 // memoryBytes estimates the collection's documents and indexes.
 func (c *collection) memoryBytes() int64 {
 	n := c.mem
+	if c.base != nil {
+		n += c.base.size // mapped, counted whole as a graph's section is
+	}
 	// Indexes count once built (built on first use; ready is set once a
 	// build is done, so a build beside this is not read).
 	for _, h := range c.hash {

@@ -105,13 +105,19 @@ func (db *DB) forkPastLost() error {
 		db.st.counters[name] += int64(skip)
 	}
 	db.mu.RLock()
-	defer db.mu.RUnlock()
+	st := db.st
 	snap := db.snapshotLocked(nil)
-	defer snap.wait()
-	if _, err := db.log.ForkPast(snap.write); err != nil {
+	_, err := db.log.ForkPast(snap.write)
+	var tabs map[string]*docTable
+	if err == nil {
+		tabs = db.mapImage(snap) // served from the file written, not the one it replaced
+	}
+	snap.wait()
+	db.mu.RUnlock()
+	if err != nil {
 		return err // the store's says what failed
 	}
-	db.mapGraphs(snap) // served from the file written, not the one it replaced
+	db.foldDocs(st, db.log.Seq(), tabs) // nothing else reaches db yet: the seq is the image's
 	return nil
 }
 
@@ -185,7 +191,7 @@ func (db *DB) Close() error {
 		db.wg.Wait()
 		db.mu.Lock()
 		db.closed = true
-		db.releaseGraphsLocked()
+		db.releaseMappingsLocked()
 		db.mu.Unlock()
 		db.closeErr = db.log.Close()
 	})

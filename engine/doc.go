@@ -7,9 +7,14 @@
 //
 // What it holds, and how:
 //
-//   - Collections keep their documents in memory in an id-ordered B-tree,
-//     each document's values encoded in one byte slice (decoded as they
-//     are read; strings point into it). Indexes: @hash and
+//   - A collection's documents are those of the last image, read where
+//     the mapped file holds them through a table of ids and offsets
+//     (doctable.go), and the writes since, in an id-ordered B-tree of
+//     changes over it (a document written, a tombstone for one deleted);
+//     every read, index build, image and count goes through one accessor
+//     that merges the two in id order. Each document's values are encoded
+//     in one byte slice, decoded as they are read (strings point into it
+//     when it is the heap's; a mapped document's are copied out). Indexes: @hash and
 //     @unique (hash maps), @sorted and @ttl (B-trees), @text (BM25, package
 //     text), @hnsw (graphs, package hnsw), and a hash index on a lookup's
 //     field. All but the graphs are built from the documents on their
@@ -26,14 +31,19 @@
 //     shown to watchers. Any failure undoes it all, a panic in a hook
 //     too (the lock is given back): memory and file are as they were.
 //   - Opening replays the file's last image and the records after it,
-//     read from the mapped file: each document copies its own bytes, so
-//     a deleted one gives its memory back. An @hnsw graph does not: its
+//     read from the mapped file. Of an image of FNI5, each collection's
+//     table is checked (ids in order, offsets within its section) and no
+//     document is decoded or copied; a document a record writes is copied
+//     into the changes. Of an older image each document copies its own
+//     bytes, as every record's does. An @hnsw graph is not copied: its
 //     level-0 lists (its section) are read where the mapped file holds
 //     them, their checksum checked first, its live nodes' vectors where
 //     their documents keep them (each vector held once), and the mapping
-//     lives as long as a graph or a search holds it (mapping.go; the
-//     format and what is checked when in docs/design.md). A checkpoint
-//     maps the file it wrote and swaps each graph for one served from it.
+//     lives as long as a table, a graph, a search or a read's rows still
+//     to encode holds it (mapping.go; the format and what is checked when
+//     in docs/design.md). A checkpoint maps the file it wrote, swaps each
+//     graph for one served from it and, under the write lock, each
+//     collection's table and changes for the new table.
 //     A file that lost writes it may have answered (under SyncEvery,
 //     stopped without closing) is then rewritten as one image past them,
 //     in a new history, its id counters moved on as far as its seq: no

@@ -10,15 +10,18 @@ import (
 
 // The state payload of an image, streamed:
 //
-//	"FNI4"
+//	"FNI5"
 //	counters: uvarint n, n × (string name, varint last id)
 //	collections: uvarint n, n × (uvarint len, schema;
 //	    graphs: uvarint g, g × (uvarint field, uvarint len, head,
 //	        uvarint len, uvarint pad, pad × 0, section);
-//	    uvarint docs, docs × (uvarint len, varint id, uvarint values, values))
+//	    uvarint docs, uvarint len, uvarint pad, pad × 0, documents section)
 //
-// Documents are written one at a time, so neither writing nor reading an
-// image holds it whole in memory. No index but the graphs is written:
+// The documents section is a table of ids and where each document's
+// values end, then the values (doctable.go): an open checks the table and
+// reads each document where the mapped file holds it, decoding it only
+// when a read reaches it. A section not in a mapped file is read into
+// memory and served the same way. No index but the graphs is written:
 // each other one is built on its first use (collection.hashOf). Each
 // HNSW graph travels as its head (levels, upper links, ids: hnsw's
 // WriteHead, read into memory) and its section (every node's level-0
@@ -35,7 +38,11 @@ import (
 // as well and which older nodes read. Graphs are rebuilt from the
 // documents only if they fail to load.
 //
-// Images of "FNI3" were laid out as FNI4, but each section held every
+// Images of "FNI4" were laid out as FNI5 but for the documents, which
+// came one at a time as FNI2's do (below): read as they are, each
+// document copied to memory, and written as FNI5 by the next checkpoint
+// (an open does not rewrite the file). Images of "FNI3" were laid out as
+// FNI4, but each section held every
 // node's vector too, normalised (a head of hnsw's version 2): read as
 // they are, served from the mapped file. Images of "FNI2" carried each
 // graph whole but for its live vectors (hnsw's WriteTo) ahead of its
@@ -45,10 +52,16 @@ import (
 //	graphs: uvarint n, n × (string coll, uvarint field, uvarint len, graph)
 //
 // Both are read still, into memory (FNI2 by a feed beside the reader:
-// graphFeed). The next checkpoint of a file of any of them writes FNI4.
+// graphFeed). The next checkpoint of a file of any of them writes FNI5.
+// Documents of any format but FNI5 come one at a time,
+//
+//	uvarint docs, docs × (uvarint len, varint id, uvarint values, values)
+//
+// so neither writing nor reading such an image holds it whole in memory.
 // An image of a later format is refused with ErrNewerImage.
 const (
-	imageMagic   = "FNI4"
+	imageMagic   = "FNI5"
+	imageMagicV4 = "FNI4"
 	imageMagicV3 = "FNI3"
 	imageMagicV2 = "FNI2"
 	imageMagicV1 = "FNI1"
@@ -72,22 +85,28 @@ func (db *DB) Compact() error { return db.rewrite(true) }
 func (db *DB) rewrite(compact bool) error {
 	// The read lock keeps the state still (no block lands) while reads go on.
 	db.mu.RLock()
-	defer db.mu.RUnlock()
 	if db.closed {
+		db.mu.RUnlock()
 		return ErrClosed
 	}
+	st, seq := db.st, db.log.Seq()
 	snap := db.snapshotLocked(nil)
-	defer snap.wait()
 	var err error
 	if compact {
 		err = db.log.Compact(snap.write)
 	} else {
 		err = db.log.Checkpoint(snap.write)
 	}
+	var tabs map[string]*docTable
+	if err == nil {
+		tabs = db.mapImage(snap)
+	}
+	snap.wait()
+	db.mu.RUnlock()
 	if err != nil {
 		return fmt.Errorf("checkpoint: %w", storeErr(err))
 	}
-	db.mapGraphs(snap)
+	db.foldDocs(st, seq, tabs)
 	return nil
 }
 

@@ -204,7 +204,7 @@ func (ir *imageReader) readGraphs(st *state, logger *slog.Logger) error {
 		i := int(fi)
 		g, err := hnsw.LoadBytes(data, func(put func(id int64) []float32) bool {
 			ok := true
-			c.order.Ascend(func(d *doc) bool {
+			c.ascend(func(d *doc) bool {
 				if dst := put(d.id); dst != nil {
 					ok = d.vectorInto(i, dst)
 				}

@@ -84,7 +84,7 @@ func (ir *imageReader) longItem(n int) ([]byte, error) {
 func readImage(r io.Reader, logger *slog.Logger) (st *state, err error) {
 	defer func() {
 		if err != nil && st != nil {
-			releaseGraphs(st)
+			releaseMappings(st)
 			st = nil
 		}
 	}()
@@ -134,6 +134,14 @@ func readImageState(r io.Reader, logger *slog.Logger) (*state, error) {
 			return st, err
 		}
 	}
+	// Read to the state's end: an image whose last bytes are a section
+	// has an end frame of no bytes still to come.
+	if _, err := ir.br.ReadByte(); err != io.EOF {
+		if err == nil {
+			err = errors.New("bytes past the last collection")
+		}
+		return st, fmt.Errorf("image state: %w", err)
+	}
 	// Any graph missing or refused is built from the documents.
 	for _, c := range st.colls {
 		for i := range c.sch.Fields {
@@ -150,7 +158,7 @@ func readImageState(r io.Reader, logger *slog.Logger) (*state, error) {
 // one still read, or a later one (ErrNewerImage), or none.
 func imageForm(magic string) (string, error) {
 	switch {
-	case magic == imageMagic || magic == imageMagicV3 || magic == imageMagicV2 || magic == imageMagicV1:
+	case magic == imageMagic || magic == imageMagicV4 || magic == imageMagicV3 || magic == imageMagicV2 || magic == imageMagicV1:
 		return magic, nil
 	case len(magic) == 4 && magic[:3] == "FNI" && magic[3] > imageMagic[3]:
 		return "", fmt.Errorf("%w: image format %s, this fenec reads up to %s", ErrNewerImage, magic, imageMagic)
@@ -182,7 +190,7 @@ func (ir *imageReader) readColl(st *state, form string, logger *slog.Logger) err
 	st.colls[sch.Name] = c
 	var feed *graphFeed
 	var mapped []loadedGraph // graphs that came whole (FNI4, FNI3), set once the documents are in
-	if form == imageMagic || form == imageMagicV3 {
+	if form == imageMagic || form == imageMagicV4 || form == imageMagicV3 {
 		var err error
 		if mapped, err = ir.readCollSections(c, logger); err != nil {
 			return err
@@ -206,6 +214,44 @@ func (ir *imageReader) readColl(st *state, form string, logger *slog.Logger) err
 	if err != nil {
 		return err
 	}
+	if form == imageMagic {
+		err = ir.readDocTable(st, c, docs)
+	} else {
+		err = ir.readDocs(st, c, docs, feed)
+	}
+	if err != nil {
+		return err
+	}
+	for _, g := range mapped {
+		if err := attachGraph(c, g.field, g.x); err != nil {
+			logger.Warn("graph did not load; rebuilding it", "collection", sch.Name,
+				"field", sch.Fields[g.field].Name, "err", err)
+			g.x.Release()
+			continue
+		}
+		c.search[g.field] = newVectorIndex(g.x)
+	}
+	mapped = nil // each set or released
+	if feed == nil {
+		return nil
+	}
+	for _, g := range feed.finish() {
+		x, err := g.l.Finish()
+		if err != nil {
+			logger.Warn("graph did not load; rebuilding it", "collection", sch.Name,
+				"field", sch.Fields[g.field].Name, "err", err)
+			continue
+		}
+		c.search[g.field] = newVectorIndex(x)
+	}
+	return nil
+}
+
+// readDocs reads n documents of collection c as images before FNI5 carry
+// them, one at a time, each copied to memory (and, of FNI2, its vector
+// given to feed).
+func (ir *imageReader) readDocs(st *state, c *collection, docs uint64, feed *graphFeed) error {
+	sch := c.sch
 	// Ids come ascending, none past the collection's counter: a doc past
 	// it would be overwritten by the next id handed out.
 	prev, last := int64(0), st.counters[sch.Name]
@@ -243,27 +289,23 @@ func (ir *imageReader) readColl(st *state, form string, logger *slog.Logger) err
 			feed.add(kept)
 		}
 	}
-	for _, g := range mapped {
-		if err := attachGraph(c, g.field, g.x); err != nil {
-			logger.Warn("graph did not load; rebuilding it", "collection", sch.Name,
-				"field", sch.Fields[g.field].Name, "err", err)
-			g.x.Release()
-			continue
-		}
-		c.search[g.field] = newVectorIndex(g.x)
+	return nil
+}
+
+// readDocTable reads the documents section of n documents of collection
+// c (FNI5) and serves them from it, where the mapped file holds it.
+func (ir *imageReader) readDocTable(st *state, c *collection, n uint64) error {
+	section, hold, err := ir.section()
+	if err != nil {
+		return err
 	}
-	mapped = nil // each set or released
-	if feed == nil {
-		return nil
+	t, err := newDocTable(section, n, st.counters[c.sch.Name], hold)
+	if err != nil {
+		return fmt.Errorf("image documents of %s: %w", c.sch.Name, err)
 	}
-	for _, g := range feed.finish() {
-		x, err := g.l.Finish()
-		if err != nil {
-			logger.Warn("graph did not load; rebuilding it", "collection", sch.Name,
-				"field", sch.Fields[g.field].Name, "err", err)
-			continue
-		}
-		c.search[g.field] = newVectorIndex(x)
+	c.base, c.n = t, t.n
+	if !serverColl(c.sch.Name) {
+		st.rows += int64(t.n)
 	}
 	return nil
 }

@@ -129,7 +129,7 @@ func attachGraph(c *collection, i int, x *hnsw.Index) error {
 	if err := graphMatches(c, i, x); err != nil {
 		return err
 	}
-	return x.AttachVectors(docVectors(func(f func(*doc) bool) { c.order.Ascend(f) }, i, x.Config().Dim))
+	return x.AttachVectors(docVectors(c.ascend, i, x.Config().Dim))
 }
 
 // docVectors yields each document ascend visits that holds a vector of
@@ -172,7 +172,7 @@ func vectorOf(docs []*doc, i, dim int) func(int64) ([]float32, bool) {
 func graphMatches(c *collection, i int, x *hnsw.Index) error {
 	n := 0
 	var bad int64
-	c.order.Ascend(func(d *doc) bool {
+	c.ascend(func(d *doc) bool {
 		if !d.hasVector(i) {
 			return true
 		}

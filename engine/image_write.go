@@ -28,6 +28,9 @@ type collSnap struct {
 	sch    *schema
 	docs   []*doc
 	graphs []*graphSnap
+	// docsAt is where in the file a direct snapshot's documents section
+	// went (0: not in a file), docsLen its bytes.
+	docsAt, docsLen int64
 }
 
 // graphSnap is a graph being serialised for an image, pinned until it is.
@@ -73,7 +76,7 @@ func (db *DB) snapshotLocked(release func()) *snapshot {
 		c := db.st.colls[n]
 		cs := collSnap{sch: &schema{Name: c.sch.Name, Fields: slices.Clone(c.sch.Fields)}}
 		cs.docs = make([]*doc, 0, c.len())
-		c.order.Ascend(func(d *doc) bool {
+		c.ascend(func(d *doc) bool {
 			cs.docs = append(cs.docs, d)
 			return true
 		})
@@ -200,9 +203,38 @@ func (s *snapshot) writeGraph(bw *bufio.Writer, w io.Writer, g *graphSnap, docs 
 	return err
 }
 
+// writeDocs writes a collection's documents as an FNI5 image carries
+// them: one section (doctable.go), in a frame of its own where w is a
+// store.SectionWriter, and noted where.
+func (s *snapshot) writeDocs(bw *bufio.Writer, w io.Writer, cs *collSnap) error {
+	cs.docsLen = docSectionLen(cs.docs)
+	if _, err := bw.Write(appendUvarint(nil, uint64(cs.docsLen))); err != nil {
+		return err
+	}
+	section := func(w io.Writer) error {
+		return writeDocSection(func(b []byte) error {
+			_, err := w.Write(b)
+			return err
+		}, cs.docs)
+	}
+	sw, ok := w.(store.SectionWriter)
+	if !ok {
+		if err := bw.WriteByte(0); err != nil {
+			return err
+		}
+		return section(bw)
+	}
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	at, err := sw.WriteSection(cs.docsLen, section)
+	cs.docsAt = at
+	return err
+}
+
 // write streams the snapshot as an image's state payload.
 //
-// A direct snapshot (a checkpoint's) writes FNI4, whose sections the file
+// A direct snapshot (a checkpoint's) writes FNI5, whose sections the file
 // serves mapped. Any other (an image streamed out: a move, a backup, a
 // restore) writes FNI2: its graphs without their live vectors, which the
 // receiver takes from the documents, so a moved image carries each vector
@@ -228,7 +260,8 @@ func (s *snapshot) write(w io.Writer) error {
 		return err
 	}
 	var item []byte
-	for _, cs := range s.colls {
+	for i := range s.colls {
+		cs := &s.colls[i]
 		item = appendSchema(item[:0], cs.sch)
 		b = appendUvarint(b[:0], uint64(len(item)))
 		b = append(b, item...)
@@ -245,6 +278,12 @@ func (s *snapshot) write(w io.Writer) error {
 		b = appendUvarint(b, uint64(len(cs.docs)))
 		if _, err := bw.Write(b); err != nil {
 			return err
+		}
+		if s.direct {
+			if err := s.writeDocs(bw, w, cs); err != nil {
+				return err
+			}
+			continue
 		}
 		for _, d := range cs.docs {
 			item = appendVarint(item[:0], d.id)

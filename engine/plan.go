@@ -400,13 +400,13 @@ func (r *runner) rangeScan(c *collection, fi int, lo, hi bound, desc bool, fn fu
 	}
 	switch {
 	case desc && hi.set:
-		c.order.DescendLessOrEqual(&doc{id: clampID(hi.key, true)}, visit)
+		c.descendFrom(clampID(hi.key, true), visit)
 	case desc:
-		c.order.Descend(visit)
+		c.descend(visit)
 	case lo.set:
-		c.order.AscendGreaterOrEqual(&doc{id: clampID(lo.key, false)}, visit)
+		c.ascendFrom(clampID(lo.key, false), visit)
 	default:
-		c.order.Ascend(visit)
+		c.ascend(visit)
 	}
 }
 
@@ -470,7 +470,7 @@ func (r *runner) selectDocs(c *collection, where fql.Expr, order []fql.OrderKey,
 	switch {
 	case len(order) == 0:
 		if a.scan {
-			c.order.Ascend(func(d *doc) bool {
+			c.ascend(func(d *doc) bool {
 				return keep(d) && (want < 0 || int64(len(out)) < want)
 			})
 		} else {
@@ -487,7 +487,7 @@ func (r *runner) selectDocs(c *collection, where fql.Expr, order []fql.OrderKey,
 	case a.scan && want >= 0 && r.orderedScan(c, order, full, keep):
 	default:
 		if a.scan {
-			c.order.Ascend(keep)
+			c.ascend(keep)
 		} else {
 			slices.Sort(a.ids)
 			for j, id := range a.ids {
@@ -521,9 +521,9 @@ func (r *runner) orderedScan(c *collection, order []fql.OrderKey, full func() bo
 	step := func(d *doc) bool { return keep(d) && !full() }
 	if fi < 0 {
 		if k.Desc {
-			c.order.Descend(step)
+			c.descend(step)
 		} else {
-			c.order.Ascend(step)
+			c.ascend(step)
 		}
 		return true
 	}

@@ -65,7 +65,7 @@ func (t *textIndex) index(c *collection, i int, stop *stopper) (*text.Index, boo
 	}
 	x := text.New(t.k1, t.b)
 	stopped := false
-	c.order.Ascend(func(d *doc) bool {
+	c.ascend(func(d *doc) bool {
 		if stop.step() {
 			stopped = true
 			return false

@@ -10,6 +10,10 @@ type state struct {
 	colls    map[string]*collection
 	counters map[string]int64 // last id given per collection name; outlives drops
 	rows     int64            // documents in collections not starting with "_"
+	// dropped are collections dropped whose mappings (a table, graphs)
+	// are let go of at the next checkpoint's fold or as the tenant closes,
+	// when no block that dropped them can be undone.
+	dropped []*collection
 }
 
 func newState() *state {
@@ -141,8 +145,12 @@ func (t *txn) dropColl(name string) error {
 	}
 	delete(t.st.colls, name)
 	t.countRows(c, -int64(c.len()))
+	t.st.dropped = append(t.st.dropped, c)
 	if t.keeping() {
-		t.remember(func() { t.st.colls[name] = c })
+		t.remember(func() {
+			t.st.colls[name] = c
+			t.st.dropped = t.st.dropped[:len(t.st.dropped)-1]
+		})
 	}
 	t.record(blockOp{kind: opDrop, coll: name})
 	return nil
@@ -193,7 +201,7 @@ func (t *txn) createIndex(c *collection, spec fieldSpec) error {
 func uniqueOver(c *collection, i int) error {
 	seen := make(map[any]int64)
 	var err error
-	c.order.Ascend(func(d *doc) bool {
+	c.ascend(func(d *doc) bool {
 		v := d.val(i)
 		if v == nil {
 			return true
@@ -215,7 +223,7 @@ func fillSearch(c *collection, i int) {
 	if _, ok := s.(*textIndex); ok {
 		return
 	}
-	c.order.Ascend(func(d *doc) bool {
+	c.ascend(func(d *doc) bool {
 		if v := d.val(i); v != nil {
 			s.put(d.id, v)
 		}

@@ -367,7 +367,7 @@ func (r *runner) wakeAt(c *collection, where fql.Expr) int64 {
 		}
 	})
 	if len(scan) > 0 {
-		c.order.Ascend(func(d *doc) bool {
+		c.ascend(func(d *doc) bool {
 			if r.stop.step() {
 				return false // run checks the stop as the statement ends
 			}

@@ -3,6 +3,7 @@ package fmap
 import (
 	"fmt"
 	"os"
+	"strconv"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
@@ -20,11 +21,23 @@ type Region struct {
 
 // Map maps the first size bytes of f read-only. The Region starts with
 // one reference, the caller's.
+//
+// The mapping is made through a description of the file of its own where
+// the system gives one (/proc/self/fd), not through f's: a mapping keeps
+// the description it was made through, and with it an flock taken on it,
+// so a mapping that outlives f (a read still encoding what it found as
+// its tenant closes) would keep the tenant locked.
 func Map(f *os.File, size int64) (*Region, error) {
 	if size <= 0 {
 		return Hold(nil, nil), nil
 	}
-	data, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
+	fd := int(f.Fd())
+	own, err := unix.Open("/proc/self/fd/"+strconv.Itoa(fd), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err == nil {
+		defer unix.Close(own)
+		fd = own
+	}
+	data, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
 		return nil, fmt.Errorf("map file: %w", err)
 	}

@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestLastReleaseUnmaps(t *testing.T) {
@@ -54,4 +56,41 @@ func TestMapReadsTheFile(t *testing.T) {
 		t.Fatalf("after Drop %q, want %q", got, "fenec")
 	}
 	r.Release()
+}
+
+// A mapping holds no flock taken on the file it was made from: once that
+// file is closed, another may lock the file while the mapping lives on
+// (a tenant opens again while a read of it still encodes its rows).
+func TestMappingHoldsNoLock(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(path, []byte("fenec locked"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Map(f, 12)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Release()
+	g, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if err := unix.Flock(int(g.Fd()), unix.LOCK_EX|unix.LOCK_NB); err == nil {
+		t.Fatal("a second lock taken while the first is held")
+	}
+	f.Close()
+	if err := unix.Flock(int(g.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		t.Fatalf("the file is locked still with only a mapping of it left: %v", err)
+	}
+	if got := string(r.Bytes()); got != "fenec locked" {
+		t.Fatalf("mapped %q after the file closed", got)
+	}
 }
