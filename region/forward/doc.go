@@ -4,7 +4,7 @@
 // answer back.
 //
 // It retries a request only where the node cannot have run it or running
-// it twice is harmless (forward.go), answers its own refusals from one
+// it twice is harmless (attempt.go), answers its own refusals from one
 // table (status.go), cuts out what is in flight to a node its tenants were
 // failed over from (cut.go), asks again for a write a new primary refused
 // for want of its lease (lease.go), and counts what it does (metrics.go).
