@@ -260,3 +260,40 @@ func TestDamagedDocumentsSectionRefused(t *testing.T) {
 		t.Fatal("a file with a damaged documents section opened")
 	}
 }
+
+// A collection emptied by deletes is written in line, a table of no
+// documents: the checkpoint still lets go of the old table's mapping (its
+// tombstones with it), and the collection takes writes
+// and reopens as any other.
+func TestEmptiedCollectionLetsItsMappingGo(t *testing.T) {
+	db, path := newTestDB(t, Options{NoSweep: true})
+	mustExec(t, db, "create collection c (n int, s text)")
+	mustExec(t, db, "create collection d (n int)")
+	for i := range 100 {
+		mustExec(t, db, fmt.Sprintf("put c {n: %d, s: '%s'}", i, strings.Repeat("z", 50)))
+	}
+	mustExec(t, db, "put d {n: 1}")
+	if err := db.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	db = reopen(t, db, path)
+	mustExec(t, db, "del c where n >= 0")
+	if err := db.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	runtime.GC()
+	if live, deleted := mappingsOf(t, path); live != 1 || deleted != 0 {
+		t.Fatalf("after the emptied collection's checkpoint: %d mappings of the file, %d of replaced ones; want 1 and 0", live, deleted)
+	}
+	if got := mustExec(t, db, "get c count"); !strings.Contains(got, "0") {
+		t.Fatalf("count after the deletes: %s", got)
+	}
+	mustExec(t, db, "put c {n: 7, s: 'back'}")
+	db = reopen(t, db, path)
+	if got := mustExec(t, db, "get c"); !strings.Contains(got, "back") || strings.Contains(got, "zzz") {
+		t.Fatalf("c after the reopen: %s", got)
+	}
+	if got := mustExec(t, db, "get d"); !strings.Contains(got, `"n":1`) && !strings.Contains(got, `"n": 1`) {
+		t.Fatalf("d after the reopen: %s", got)
+	}
+}

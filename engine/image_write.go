@@ -218,7 +218,7 @@ func (s *snapshot) writeDocs(bw *bufio.Writer, w io.Writer, cs *collSnap) error 
 		}, cs.docs)
 	}
 	sw, ok := w.(store.SectionWriter)
-	if !ok {
+	if !ok || len(cs.docs) == 0 { // no documents: in line (two bytes), not a frame of its own
 		if err := bw.WriteByte(0); err != nil {
 			return err
 		}

@@ -43,6 +43,12 @@ func (db *DB) mapImage(snap *snapshot) map[string]*docTable {
 	for i := range snap.colls {
 		cs := &snap.colls[i]
 		ascend := ascendDocs(cs.docs)
+		if len(cs.docs) == 0 { // written in line: an empty table, so the old one and its tombstones go
+			if t, err := newDocTable(nil, 0, 0, nil); err == nil {
+				tabs[cs.sch.Name] = t
+			}
+			continue
+		}
 		if cs.docsAt > 0 && cs.docsAt+cs.docsLen <= int64(len(data)) && reg.Acquire() {
 			t, err := newDocTable(data[cs.docsAt:cs.docsAt+cs.docsLen], uint64(len(cs.docs)), snap.counters[cs.sch.Name], reg)
 			if err != nil {
