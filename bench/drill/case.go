@@ -259,29 +259,7 @@ func regionOf(node string) string {
 // settle waits until the global tier leads and leases every node, and
 // every region's routers hold their copies.
 func settle(ctx context.Context, d *deployment, hc *http.Client) error {
-	tok := d.tokens["router"]
-	if err := waitFor(ctx, 3*time.Minute, "the global tier leasing every node", func() error {
-		var ls struct {
-			Leasing bool `json:"leasing"`
-			Nodes   []struct {
-				Node string `json:"node"`
-				Ran  bool   `json:"ran"`
-			} `json:"nodes"`
-		}
-		if st, err := call(ctx, hc, "GET", d.url("g1")+"/_shard/leases", tok, nil, &ls); err != nil || st != 200 {
-			return fmt.Errorf("leases: %d %v", st, err)
-		}
-		ran := 0
-		for _, n := range ls.Nodes {
-			if n.Ran {
-				ran++
-			}
-		}
-		if want := len(nodeNames()); !ls.Leasing || ran < want {
-			return fmt.Errorf("leasing %v, %d of %d nodes run a lease", ls.Leasing, ran, want)
-		}
-		return nil
-	}); err != nil {
+	if err := leasesRun(ctx, d, hc, "g1", 3*time.Minute); err != nil {
 		return err
 	}
 	for _, r := range allRouters {
@@ -482,4 +460,31 @@ func scrapeCuts(ctx context.Context, d *deployment, hc *http.Client) (map[string
 		res.Body.Close()
 	}
 	return out, nil
+}
+
+// leasesRun waits, within a bound, until router leases every node and
+// each runs its lease.
+func leasesRun(ctx context.Context, d *deployment, hc *http.Client, router string, within time.Duration) error {
+	return waitFor(ctx, within, router+" leasing every node", func() error {
+		var ls struct {
+			Leasing bool `json:"leasing"`
+			Nodes   []struct {
+				Node string `json:"node"`
+				Ran  bool   `json:"ran"`
+			} `json:"nodes"`
+		}
+		if st, err := call(ctx, hc, "GET", d.url(router)+"/_shard/leases", d.tokens["router"], nil, &ls); err != nil || st != 200 {
+			return fmt.Errorf("leases: %d %v", st, err)
+		}
+		ran := 0
+		for _, n := range ls.Nodes {
+			if n.Ran {
+				ran++
+			}
+		}
+		if want := len(nodeNames()); !ls.Leasing || ran < want {
+			return fmt.Errorf("leasing %v, %d of %d nodes run a lease", ls.Leasing, ran, want)
+		}
+		return nil
+	})
 }

@@ -340,38 +340,12 @@ func rehomeCut(ctx context.Context, d *deployment, hc *http.Client, rnd *rand.Ra
 		// The cut lapsed the node's lease: the tenants placed there may be
 		// failed over to their copies. The next move is read once that is
 		// over.
-		if err := leasesRun(ctx, d, hc, leader); err != nil {
+		if err := leasesRun(ctx, d, hc, leader, time.Minute); err != nil {
 			return err
 		}
 		time.Sleep(2 * lostLease)
 	}
 	return nil
-}
-
-// leasesRun waits until router leases every node and each runs its lease.
-func leasesRun(ctx context.Context, d *deployment, hc *http.Client, router string) error {
-	return waitFor(ctx, time.Minute, router+" leasing every node", func() error {
-		var ls struct {
-			Leasing bool `json:"leasing"`
-			Nodes   []struct {
-				Node string `json:"node"`
-				Ran  bool   `json:"ran"`
-			} `json:"nodes"`
-		}
-		if st, err := call(ctx, hc, "GET", d.url(router)+"/_shard/leases", d.tokens["router"], nil, &ls); err != nil || st != 200 {
-			return fmt.Errorf("leases: %d %v", st, err)
-		}
-		ran := 0
-		for _, n := range ls.Nodes {
-			if n.Ran {
-				ran++
-			}
-		}
-		if want := len(nodeNames()); !ls.Leasing || ran < want {
-			return fmt.Errorf("leasing %v, %d of %d nodes run a lease", ls.Leasing, ran, want)
-		}
-		return nil
-	})
 }
 
 // tenantHome is the node of eu a tenant was placed on (its name says).
