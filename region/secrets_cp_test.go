@@ -136,7 +136,12 @@ func TestNewDirectoryClosedAtFirstStart(t *testing.T) {
 	if now, _ := os.ReadFile(keyFile); !bytes.Equal(now, key) {
 		t.Fatal("the router made a new key at its second start")
 	}
-	again.mustQuery(t, "acme", "get c")
+	// Not the leader (the first router's record stands), its start does
+	// not wait for its view: it forwards once the view arrives.
+	testkit.Eventually(t, cpWait, func() bool {
+		st, _, _ := again.data(t, http.MethodPost, "/t/acme/query", `{"query": "get c"}`, nil)
+		return st == http.StatusOK
+	}, "the router started again forwards over the sealed records")
 }
 
 // TestOpenDirectoryWarnedThenClosedWhenAsked: a directory made before
