@@ -129,6 +129,15 @@ func TestStandbyFailoverAndRepairCP(t *testing.T) {
 		r.tenantsOf(t)["free"].Node != "a" {
 		t.Fatalf("placement by the router: %d %s %+v", st, body, r.tenantsOf(t)["free"])
 	}
+	// Nor moved onto one: refused before anything begins, saying what to
+	// do, the tenant left as it was.
+	if st, body := r.shard(t, http.MethodPost, "tenants/late/move", map[string]any{"to": "b"}, nil); st != http.StatusConflict ||
+		!strings.Contains(string(body), "standby") || !strings.Contains(string(body), "GET /_shard/nodes") {
+		t.Fatalf("a move onto the standby: %d %s", st, body)
+	}
+	if e := r.tenantsOf(t)["late"]; e.Node != "a" || e.Replica != "b" || e.State != "active" || e.Target != "" {
+		t.Fatalf("late after a move onto the standby was refused: %+v", e)
+	}
 	for _, name := range []string{"early", "late", "free"} {
 		r.mustQuery(t, name, "create collection c (n int)")
 	}
