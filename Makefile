@@ -225,11 +225,13 @@ region-bench:
 # (survive region), both under --sync always; and (g), 10 000 write-then-
 # read pairs from us, every answer held to what it claims, with the
 # primary killed halfway and the tenant failed over; routers and nodes each a
-# process, the wide-area link the bench's; writes bench/geo.txt.
+# process, the wide-area link the bench's; beside the bounded read, the
+# same read straight to the copy's node and through nginx in front of it
+# (installed when missing, like shard-bench); writes bench/geo.txt.
 # GEO_BENCH_FLAGS are passed on, e.g. "-delay 80ms" or "-small".
 GEO_BENCH_FLAGS ?=
 .PHONY: geo-bench
-geo-bench:
+geo-bench: bench-tools
 	$(GO) run ./bench/geo -out bench/geo.txt $(GEO_BENCH_FLAGS)
 
 # A tenant rehomed between regions under writes, 25 ms each way between

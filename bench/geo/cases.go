@@ -27,24 +27,32 @@ type sample struct {
 // nearFar measures (a) and (b): the keyed read through near stating
 // nothing, and with Fenec-Max-Staleness: 1000; and beside them the same
 // read sent straight to us1, the copy's node, with no router between
-// (what (b) is held to). In turns of a tenth of n each, after one turn
-// of each to warm up.
-func nearFar(d *deployment, n int) (far, near, direct sample, err error) {
+// (what (b) is held to), and through nginx in front of us1 when one runs
+// (what a plain proxy's hop costs). In turns of a tenth of n each, after
+// one turn of each to warm up.
+func nearFar(d *deployment, n int) (far, near, direct, proxied sample, err error) {
 	r := newReader(d, d.near)
 	defer r.close()
 	us1 := newReader(d, "http://"+d.addrs["us1"])
 	defer us1.close()
+	type turnOf struct {
+		r   *reader
+		s   *sample
+		hdr []string
+	}
+	turns := []turnOf{{r, &far, nil}, {r, &near, []string{hdrMaxStaleness, "1000"}}, {us1, &direct, nil}}
+	if d.proxy != "" {
+		px := newReader(d, d.proxy)
+		defer px.close()
+		turns = append(turns, turnOf{px, &proxied, nil})
+	}
 	turn := max(n/10, 1)
 	for round := range 11 {
-		for _, c := range []struct {
-			r   *reader
-			s   *sample
-			hdr []string
-		}{{r, &far, nil}, {r, &near, []string{hdrMaxStaleness, "1000"}}, {us1, &direct, nil}} {
+		for _, c := range turns {
 			for range turn {
 				a, err := c.r.read(c.hdr...)
 				if err != nil {
-					return far, near, direct, err
+					return far, near, direct, proxied, err
 				}
 				if round > 0 {
 					c.s.answers = append(c.s.answers, a)
@@ -52,7 +60,7 @@ func nearFar(d *deployment, n int) (far, near, direct sample, err error) {
 			}
 		}
 	}
-	return far, near, direct, nil
+	return far, near, direct, proxied, nil
 }
 
 // tight measures (e): n reads through near with Fenec-Max-Staleness:

@@ -46,6 +46,7 @@ type deployment struct {
 	// nodeProcs are the nodes' processes by name ((g) kills eu1's).
 	nodeProcs map[string]*benchkit.Proc
 	addrs     map[string]string // the nodes' own addresses by name
+	proxy     string            // nginx's URL in front of us1; "" when none runs (-nginx none)
 }
 
 func (d *deployment) close() {
@@ -111,6 +112,14 @@ func startDeployment(cfg config) (*deployment, error) {
 	d.near = "http://" + addr
 	if err := near.WaitHTTP(d.near + "/_health"); err != nil {
 		return d, err
+	}
+	if cfg.nginx != "none" {
+		ng, base, err := benchkit.StartNginx(cfg.nginx, filepath.Join(d.dir, "nginx"), d.addrs["us1"], "1")
+		if err != nil {
+			return d, err
+		}
+		d.procs = append(d.procs, ng)
+		d.proxy = base
 	}
 	if err := d.placeTenant(); err != nil {
 		return d, err

@@ -21,6 +21,10 @@
 //	    always: r0's writes against z0's, and r0's p50 less z0's against
 //	    the round trip between the regions (twice -delay).
 //
+// Beside (b), the same read sent straight to us1 and through nginx, a
+// plain reverse proxy in front of us1: (b) is held to the first, and the
+// second says what a hop through any proxy costs on this machine.
+//
 // Routers and nodes are processes of their own (fenec-shard, fenec-node,
 // built from this checkout), on loopback; the wide-area link (wanLink,
 // -delay each way) and the name servers that route each side's lookups
@@ -51,6 +55,7 @@ type config struct {
 	pairClients int
 	pairBound   int64
 	out         string
+	nginx       string // the nginx binary set in front of us1 beside (b), "none": none
 	// the binaries the run starts, built once
 	nodeBin, shardBin string
 }
@@ -71,6 +76,7 @@ func main() {
 	flag.IntVar(&cfg.pairClients, "pair-clients", 16, "(g)'s clients, each writing and reading its own row")
 	flag.Int64Var(&cfg.pairBound, "pair-bound", 500, "(g)'s Fenec-Max-Staleness (ms)")
 	flag.StringVar(&cfg.out, "out", "bench/geo.txt", "file the table is written to")
+	flag.StringVar(&cfg.nginx, "nginx", "nginx", "nginx binary run as a plain reverse proxy in front of us1, (b)'s read through it beside (b) (\"none\": not run)")
 	flag.Parse()
 	if *small { // what is not given: -small -rw 50 keeps that -rw
 		given := map[string]bool{}
@@ -122,7 +128,7 @@ func run(cfg config) error {
 		return fmt.Errorf("deployment: %w", err)
 	}
 	var r results
-	if r.far, r.near, r.direct, err = nearFar(d, cfg.reads); err != nil {
+	if r.far, r.near, r.direct, r.proxied, err = nearFar(d, cfg.reads); err != nil {
 		return fmt.Errorf("(a) and (b): %w", err)
 	}
 	if r.tight, err = tight(d, cfg.tight, cfg.delay.Milliseconds()); err != nil {

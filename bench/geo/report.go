@@ -17,6 +17,7 @@ import (
 type results struct {
 	far, near, ryw, steady, tight sample
 	direct                        sample          // the read straight to us1
+	proxied                       sample          // the read through nginx in front of us1 (none: -nginx none)
 	zone, region                  []time.Duration // (f)'s writes to z0 and to r0
 	pairs                         checked
 	began                         time.Time
@@ -54,6 +55,9 @@ func report(cfg config, r results) []byte {
 	c, p = who(r.near)
 	row("(b) Fenec-Max-Staleness: 1000", took(r.near), c, p)
 	row("    the same read straight to us1, no router", took(r.direct), "-", "-")
+	if len(r.proxied.answers) > 0 {
+		row("    the same read through nginx to us1", took(r.proxied), "-", "-")
+	}
 	c, p = who(r.ryw)
 	row("(c) Fenec-After of the client's write", took(r.ryw), c, p)
 	row("(c) that write, through near to eu1", r.ryw.writes, "-", "-")
@@ -82,6 +86,13 @@ func report(cfg config, r results) []byte {
 	}{{"(b) / straight to us1", r.near}, {"(c) / straight to us1", r.ryw}} {
 		fmt.Fprintf(&out, "%s: p50 %.2f, p99 %.2f\n", x.name,
 			ratio(benchkit.Percentile(took(x.s), 0.5), dp50), ratio(benchkit.Percentile(took(x.s), 0.99), dp99))
+	}
+	if px := took(r.proxied); len(px) > 0 {
+		pp50, pp99 := benchkit.Percentile(px, 0.5), benchkit.Percentile(px, 0.99)
+		fmt.Fprintf(&out, "through nginx / straight to us1: p50 %.2f, p99 %.2f (what a hop through a plain proxy costs here)\n",
+			ratio(pp50, dp50), ratio(pp99, dp99))
+		fmt.Fprintf(&out, "(b) / through nginx: p50 %.2f, p99 %.2f (near's hop, a placement lookup and the copy's proof included, against nginx's)\n",
+			ratio(benchkit.Percentile(took(r.near), 0.5), pp50), ratio(benchkit.Percentile(took(r.near), 0.99), pp99))
 	}
 	wc := costOf(r.zone, r.region, cfg.delay)
 	fmt.Fprintf(&out, "(f) region / zone: p50 %.2f, p99 %.2f\n", wc.p50, wc.p99)

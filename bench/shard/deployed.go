@@ -155,13 +155,13 @@ func startDeployed(ctx context.Context, cfg config, dir string) (_ *deployedRig,
 		}
 		d.targets = append(d.targets, wtarget{name: "fenec-shard compared", base: "http://" + addr, pids: []int{p.PID()}})
 	}
-	d.nginxNote = "nginx: " + nginxVersion(cfg.nginx) + " as a plain reverse proxy: upstream keepalive 32, HTTP/1.1 to the node, proxy_buffering off, access log off"
+	d.nginxNote = "nginx: " + benchkit.NginxVersion(cfg.nginx) + " as a plain reverse proxy: upstream keepalive 32, HTTP/1.1 to the node, proxy_buffering off, access log off"
 	for _, w := range []string{"1", "auto"} {
 		if cfg.nginx == "none" {
 			d.nginxNote = "nginx: not measured (-nginx none)"
 			break
 		}
-		p, base, err := startNginxProc(cfg.nginx, filepath.Join(dir, "nginx-"+w), nodeAddr, w)
+		p, base, err := benchkit.StartNginx(cfg.nginx, filepath.Join(dir, "nginx-"+w), nodeAddr, w)
 		if err != nil {
 			return nil, err
 		}

@@ -142,7 +142,7 @@ func (d *deployedRig) startTLS(nodeBin, shardBin, nginxBin string) error {
 		return err
 	}
 	cf, nf := filepath.Join(dir, "nginx.conf"), pki.files["nginx"]
-	if err := os.WriteFile(cf, []byte(nginxConf(dir, nodeAddr, listen, "1", &nf)), 0o644); err != nil {
+	if err := os.WriteFile(cf, []byte(benchkit.NginxConf(dir, nodeAddr, listen, "1", &nf)), 0o644); err != nil {
 		return err
 	}
 	path, err := exec.LookPath(nginxBin)
