@@ -10,13 +10,16 @@ import (
 	"unsafe"
 )
 
-// A graph saved as a head of version 3 keeps no live node's vector: each
-// is its document's, held once, which the graph reads where the document
-// keeps it (AttachVectors). Its section (WriteSection) holds the rest,
-// numbered as the head numbers the slots:
+// A graph saved as a head of version 4 (or 3) keeps no live node's
+// vector: each is its document's, held once, which the graph reads where
+// the document keeps it (AttachPlaces, AttachVectors). Its section
+// (WriteSection) holds the rest, numbered as the head numbers the slots:
 //
 //	norms    slots × f64 (Cosine only): a live node's inverse norm, 1/‖v‖
 //	         of its document's v (1 for a zero vector); 1 for a tombstone
+//	places   slots × u64 (version 4 only): where a live node's vector's
+//	         numbers start among its documents' bytes (0: not said; 0
+//	         for a tombstone)
 //	lists    slots × (m0+1) u32: count, then m0 neighbours (unused ones 0)
 //	tombs    tombstones × dim f32, in slot order, as the graph keeps them
 //	         (normalised for Cosine: their documents are gone)
@@ -30,17 +33,20 @@ import (
 // memory gives.
 
 // sectionLenV3 is the length of a section of version 3 of n slots, dead
-// of them tombstones.
-func (x *Index) sectionLenV3(n, dead int64) int64 {
+// of them tombstones, or of version 4 (places) with its places.
+func (x *Index) sectionLenV3(n, dead int64, places bool) int64 {
 	b := 4*n*int64(x.m0+1) + 4*dead*int64(x.dim) + 4
 	if x.cfg.Metric == Cosine {
+		b += 8 * n
+	}
+	if places {
 		b += 8 * n
 	}
 	return b
 }
 
 // SectionLen is the number of bytes WriteSection writes now.
-func (x *Index) SectionLen() int64 { return x.sectionLenV3(x.sectionSlots(), int64(x.dead)) }
+func (x *Index) SectionLen() int64 { return x.sectionLenV3(x.sectionSlots(), int64(x.dead), true) }
 
 // WriteSection writes every slot's level-0 list, numbered as WriteHead
 // numbers them, the live nodes' inverse norms (Cosine) and the
@@ -49,7 +55,17 @@ func (x *Index) SectionLen() int64 { return x.sectionLenV3(x.sectionSlots(), int
 // scaled by its norm, must be the graph's to the bit, or the section is
 // refused (the document and the graph disagree: a graph that read it
 // back would not answer as this one). It returns the bytes written.
-func (x *Index) WriteSection(w io.Writer, vector func(id int64) ([]float32, bool)) (_ int64, err error) {
+func (x *Index) WriteSection(w io.Writer, vector func(id int64) ([]float32, bool)) (int64, error) {
+	return x.WriteSectionAt(w, vector, nil)
+}
+
+// WriteSectionAt is WriteSection that writes, for each live node, where
+// its vector's numbers lie among the documents' bytes the graph will read
+// them from (place: counted from their start; 0, or place nil, says
+// nothing, and AttachPlaces then refuses the graph, which AttachVectors
+// takes instead). A graph given its places attaches to its vectors
+// without reading a document (AttachPlaces).
+func (x *Index) WriteSectionAt(w io.Writer, vector func(id int64) ([]float32, bool), place func(id int64) (uint64, bool)) (_ int64, err error) {
 	if !x.enter() {
 		return 0, x.gone()
 	}
@@ -82,6 +98,18 @@ func (x *Index) WriteSection(w io.Writer, vector func(id int64) ([]float32, bool
 			bw.u64(math.Float64bits(inv))
 		}
 	}
+	for s := range x.ids {
+		if x.state[s] == slotFree {
+			continue
+		}
+		var at uint64
+		if x.state[s] == slotLive && place != nil {
+			if p, ok := place(x.ids[s]); ok {
+				at = p
+			}
+		}
+		bw.u64(at)
+	}
 	words := make([]uint32, x.m0+1)
 	raw := make([]byte, 4*max(x.m0+1, x.dim))
 	for s := range x.ids {
@@ -113,7 +141,7 @@ func (x *Index) WriteSection(w io.Writer, vector func(id int64) ([]float32, bool
 	if bw.err != nil {
 		return bw.n, fmt.Errorf("write graph section: %w", bw.err)
 	}
-	if want := x.sectionLenV3(int64(n), int64(x.dead)); bw.n != want {
+	if want := x.sectionLenV3(int64(n), int64(x.dead), true); bw.n != want {
 		return bw.n, fmt.Errorf("write graph section: wrote %d bytes, want %d", bw.n, want)
 	}
 	return bw.n, nil
@@ -132,10 +160,10 @@ func bitsEqual(a, b []float32) bool {
 	return true
 }
 
-// viewSectionV3 makes a section of version 3's norms, lists and
-// tombstones' vectors the mapped slots'; the live ones' vectors come with
-// AttachVectors.
-func (x *Index) viewSectionV3(section []byte) {
+// viewSectionV3 makes a section of version 3's (or, with places, 4's)
+// norms, places, lists and tombstones' vectors the mapped slots'; the
+// live ones' vectors come with AttachPlaces or AttachVectors.
+func (x *Index) viewSectionV3(section []byte, places bool) {
 	n := len(x.ids)
 	if n == 0 {
 		return
@@ -144,6 +172,10 @@ func (x *Index) viewSectionV3(section []byte) {
 	if x.cfg.Metric == Cosine {
 		x.minv = unsafe.Slice((*float64)(unsafe.Pointer(&section[0])), n)
 		off = 8 * n
+	}
+	if places {
+		x.mplace = unsafe.Slice((*uint64)(unsafe.Pointer(&section[off])), n)
+		off += 8 * n
 	}
 	words := n * (x.m0 + 1)
 	x.nmap = uint32(n)

@@ -36,7 +36,8 @@ import (
 // nor decoded. All integers are little-endian; a section must start at a
 // multiple of 8 in memory to be used in place (else it is copied).
 const (
-	headVersion   = 3
+	headVersion   = 4
+	headVersionV3 = 3
 	headVersionV2 = 2
 )
 
@@ -63,6 +64,9 @@ type mapped struct {
 	mvecs []float32
 	mv    []docVec
 	minv  []float64
+	// mplace (version 4): where each live node's vector lies among the
+	// documents' bytes (AttachPlaces); 0 for a tombstone.
+	mplace []uint64
 	// scaled: mv's vectors are documents' (Cosine, version 3), each
 	// measured scaled by its inverse norm.
 	scaled bool
@@ -111,7 +115,7 @@ func (x *Index) mappedBytes() int64 {
 // image rather than held on the heap (the documents' vectors a graph
 // reads are counted with the documents).
 func (x *Index) MappedBytes() int64 {
-	return 4*int64(len(x.mvecs)+len(x.ml0)) + 8*int64(len(x.minv))
+	return 4*int64(len(x.mvecs)+len(x.ml0)) + 8*int64(len(x.minv)+len(x.mplace))
 }
 
 // enter takes a reference on the mapped bytes for a reader; false once
@@ -248,8 +252,8 @@ func LoadMapped(head, section []byte, hold Holder) (x *Index, err error) {
 		return nil, fmt.Errorf("%w: header: %w", ErrCorrupt, io.ErrUnexpectedEOF)
 	}
 	ver := uint32(headVersion)
-	if binary.LittleEndian.Uint32(head[len(magic):]) == headVersionV2 {
-		ver = headVersionV2
+	if v := binary.LittleEndian.Uint32(head[len(magic):]); v == headVersionV2 || v == headVersionV3 {
+		ver = v
 	}
 	body, err := checkHeaderVersion(head[:headerBytes], ver)
 	if err != nil {
@@ -288,7 +292,7 @@ func LoadMapped(head, section []byte, hold Holder) (x *Index, err error) {
 		x.viewSection(section)
 		err = x.checkMapped(live, dead)
 	} else {
-		x.viewSectionV3(section)
+		x.viewSectionV3(section, ver == headVersion)
 		err = x.checkMappedV3(live, dead)
 	}
 	if err != nil {
@@ -322,7 +326,7 @@ func (x *Index) placeSection(section []byte, ver uint32) error {
 	n := int64(len(x.ids))
 	want := 4*n*int64(x.m0+1) + 4*n*int64(x.dim) + 4
 	if ver != headVersionV2 {
-		want = x.sectionLenV3(n, int64(x.dead))
+		want = x.sectionLenV3(n, int64(x.dead), ver == headVersion)
 	}
 	if int64(len(section)) != want {
 		return fmt.Errorf("%w: a section of %d bytes for %d slots, want %d", ErrCorrupt, len(section), n, want)
@@ -335,12 +339,16 @@ func (x *Index) placeSection(section []byte, ver uint32) error {
 }
 
 // sectionEights is how many 8-byte numbers a section of version ver
-// starts with: the inverse norms.
+// starts with: the inverse norms, and the places (version 4).
 func (x *Index) sectionEights(ver uint32) int {
-	if ver == headVersionV2 || x.cfg.Metric != Cosine {
-		return 0
+	n := 0
+	if ver != headVersionV2 && x.cfg.Metric == Cosine {
+		n += len(x.ids)
 	}
-	return len(x.ids)
+	if ver == headVersion {
+		n += len(x.ids)
+	}
+	return n
 }
 
 // viewSection makes a section of version 2's lists and vectors the mapped

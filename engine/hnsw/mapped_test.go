@@ -205,7 +205,7 @@ func TestMappedDamageRefused(t *testing.T) {
 	}
 	// A section whose sum checks but whose counts do not is refused too,
 	// not sliced past its end.
-	lists := 8 * int(x.sectionSlots()) // past the inverse norms (Cosine)
+	lists := 16 * int(x.sectionSlots()) // past the inverse norms (Cosine) and the places
 	c := bytes.Clone(sb)
 	c[lists] = 0xff
 	fixSum(c)
