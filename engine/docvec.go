@@ -52,28 +52,38 @@ func (d *doc) vectorInto(i int, dst []float32) bool {
 // order, or a misaligned float32 on a machine that faults on one) it
 // returns a copy. False if the value is no vector of dim numbers.
 func (d *doc) vectorView(i, dim int) ([]float32, bool) {
-	b := d.raw
-	for range i {
-		k := skipValue(b, 0)
-		if k < 0 {
-			return nil, false
-		}
-		b = b[k:]
-	}
-	if dim <= 0 || len(b) == 0 || b[0] != vVector {
+	at, ok := d.vectorAt(i, dim)
+	if !ok {
 		return nil, false
 	}
-	n, k := binary.Uvarint(b[1:])
-	if k <= 0 || n != uint64(dim) || uint64(len(b)-1-k) < 4*n {
-		return nil, false
-	}
-	p := b[1+k : 1+k+4*dim]
+	p := d.raw[at : at+4*dim]
 	if littleEndian && (unalignedReads || uintptr(unsafe.Pointer(&p[0]))%4 == 0) {
 		return unsafe.Slice((*float32)(unsafe.Pointer(&p[0])), dim), true
 	}
 	v := make([]float32, dim)
 	getFloat32s(v, p)
 	return v, true
+}
+
+// vectorAt is where in d.raw the numbers of d's i-th value, a vector of
+// dim numbers, start; false if it is no such vector.
+func (d *doc) vectorAt(i, dim int) (int, bool) {
+	b := d.raw
+	for range i {
+		k := skipValue(b, 0)
+		if k < 0 {
+			return 0, false
+		}
+		b = b[k:]
+	}
+	if dim <= 0 || len(b) == 0 || b[0] != vVector {
+		return 0, false
+	}
+	n, k := binary.Uvarint(b[1:])
+	if k <= 0 || n != uint64(dim) || uint64(len(b)-1-k) < 4*n {
+		return 0, false
+	}
+	return len(d.raw) - len(b) + 1 + k, true
 }
 
 // unalignedReads is whether this machine reads a float32 at any address

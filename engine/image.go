@@ -60,7 +60,8 @@ import (
 // so neither writing nor reading such an image holds it whole in memory.
 // An image of a later format is refused with ErrNewerImage.
 const (
-	imageMagic   = "FNI5"
+	imageMagic   = "FNI6"
+	imageMagicV5 = "FNI5"
 	imageMagicV4 = "FNI4"
 	imageMagicV3 = "FNI3"
 	imageMagicV2 = "FNI2"

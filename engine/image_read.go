@@ -158,7 +158,7 @@ func readImageState(r io.Reader, logger *slog.Logger) (*state, error) {
 // one still read, or a later one (ErrNewerImage), or none.
 func imageForm(magic string) (string, error) {
 	switch {
-	case magic == imageMagic || magic == imageMagicV4 || magic == imageMagicV3 || magic == imageMagicV2 || magic == imageMagicV1:
+	case magic == imageMagic || magic == imageMagicV5 || magic == imageMagicV4 || magic == imageMagicV3 || magic == imageMagicV2 || magic == imageMagicV1:
 		return magic, nil
 	case len(magic) == 4 && magic[:3] == "FNI" && magic[3] > imageMagic[3]:
 		return "", fmt.Errorf("%w: image format %s, this fenec reads up to %s", ErrNewerImage, magic, imageMagic)
@@ -190,7 +190,7 @@ func (ir *imageReader) readColl(st *state, form string, logger *slog.Logger) err
 	st.colls[sch.Name] = c
 	var feed *graphFeed
 	var mapped []loadedGraph // graphs that came whole (FNI4, FNI3), set once the documents are in
-	if form == imageMagic || form == imageMagicV4 || form == imageMagicV3 {
+	if form == imageMagic || form == imageMagicV5 || form == imageMagicV4 || form == imageMagicV3 {
 		var err error
 		if mapped, err = ir.readCollSections(c, logger); err != nil {
 			return err
@@ -214,7 +214,7 @@ func (ir *imageReader) readColl(st *state, form string, logger *slog.Logger) err
 	if err != nil {
 		return err
 	}
-	if form == imageMagic {
+	if form == imageMagic || form == imageMagicV5 {
 		err = ir.readDocTable(st, c, docs)
 	} else {
 		err = ir.readDocs(st, c, docs, feed)

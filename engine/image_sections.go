@@ -2,6 +2,7 @@ package engine
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"io"
 	"iter"
@@ -121,11 +122,20 @@ func (ir *imageReader) section() ([]byte, hnsw.Holder, error) {
 // maxSection bounds a graph's section: its level-0 lists and vectors.
 const maxSection = 1 << 40
 
-// attachGraph checks that x, the graph of field i of an FNI3 or FNI4
-// image, matches c's documents (graphMatches) and gives it their vectors
-// to read where they lie (an FNI4 graph's live nodes have none of their
-// own).
+// attachGraph gives x, the graph of field i of an FNI6, FNI5, FNI4 or
+// FNI3 image, its live nodes' vectors where c's documents keep them. A
+// graph of FNI6 places each in the documents section (hnsw's
+// AttachPlaces): nothing of a document is read, the image's checksums
+// standing for their agreement. Any other is checked against c's
+// documents (graphMatches) and given their vectors by id, each document
+// read (an FNI4 graph's live nodes have none of their own).
 func attachGraph(c *collection, i int, x *hnsw.Index) error {
+	if t := c.base; t != nil && c.order.Len() == 0 {
+		err := x.AttachPlaces(t.vals)
+		if !errors.Is(err, hnsw.ErrNoPlaces) {
+			return err
+		}
+	}
 	if err := graphMatches(c, i, x); err != nil {
 		return err
 	}
@@ -159,12 +169,43 @@ func ascendDocs(docs []*doc) func(func(*doc) bool) {
 // a document holds as its field i, as hnsw.Index.WriteSection asks for it.
 func vectorOf(docs []*doc, i, dim int) func(int64) ([]float32, bool) {
 	return func(id int64) ([]float32, bool) {
-		k, ok := slices.BinarySearchFunc(docs, id, func(d *doc, id int64) int { return cmp.Compare(d.id, id) })
+		k, ok := findDoc(docs, id)
 		if !ok {
 			return nil, false
 		}
 		return docs[k].vectorView(i, dim)
 	}
+}
+
+// placeOf looks up, in docs (ascending by id) as a documents section lays
+// them out (starts: where each one's values start among the section's),
+// where the vector of dim numbers a document holds as its field i starts,
+// as hnsw.Index.WriteSectionAt asks for it.
+func placeOf(docs []*doc, starts []uint64, i, dim int) func(int64) (uint64, bool) {
+	return func(id int64) (uint64, bool) {
+		k, ok := findDoc(docs, id)
+		if !ok {
+			return 0, false
+		}
+		at, ok := docs[k].vectorAt(i, dim)
+		return starts[k] + uint64(at), ok
+	}
+}
+
+// docStarts is where each of docs' values start in the documents section
+// of docs, counted from the start of the values (docTable.vals).
+func docStarts(docs []*doc) []uint64 {
+	starts := make([]uint64, len(docs))
+	at := uint64(0)
+	for k, d := range docs {
+		starts[k] = at
+		at += uint64(len(d.raw))
+	}
+	return starts
+}
+
+func findDoc(docs []*doc, id int64) (int, bool) {
+	return slices.BinarySearchFunc(docs, id, func(d *doc, id int64) int { return cmp.Compare(d.id, id) })
 }
 
 // graphMatches checks that x, the graph of field i loaded whole, holds a

@@ -154,7 +154,7 @@ func (g *graphSnap) copyTo(w io.Writer, n int64) error {
 // bytes, for FNI4 its head and section. bw writes to w; a direct snapshot
 // written to a store.SectionWriter puts the section in a frame of its own
 // and notes where.
-func (s *snapshot) writeGraph(bw *bufio.Writer, w io.Writer, g *graphSnap, docs []*doc) error {
+func (s *snapshot) writeGraph(bw *bufio.Writer, w io.Writer, g *graphSnap, docs []*doc, starts []uint64) error {
 	b := appendUvarint(nil, uint64(g.field))
 	if !s.direct {
 		b = appendUvarint(b, uint64(g.size))
@@ -185,7 +185,8 @@ func (s *snapshot) writeGraph(bw *bufio.Writer, w io.Writer, g *graphSnap, docs 
 		return err
 	}
 	section := func(w io.Writer) error {
-		_, err := g.x.WriteSection(w, vectorOf(docs, g.field, g.x.Config().Dim))
+		dim := g.x.Config().Dim
+		_, err := g.x.WriteSectionAt(w, vectorOf(docs, g.field, dim), placeOf(docs, starts, g.field, dim))
 		return err
 	}
 	sw, ok := w.(store.SectionWriter)
@@ -234,7 +235,7 @@ func (s *snapshot) writeDocs(bw *bufio.Writer, w io.Writer, cs *collSnap) error 
 
 // write streams the snapshot as an image's state payload.
 //
-// A direct snapshot (a checkpoint's) writes FNI5, whose sections the file
+// A direct snapshot (a checkpoint's) writes FNI6, whose sections the file
 // serves mapped. Any other (an image streamed out: a move, a backup, a
 // restore) writes FNI2: its graphs without their live vectors, which the
 // receiver takes from the documents, so a moved image carries each vector
@@ -270,8 +271,12 @@ func (s *snapshot) write(w io.Writer) error {
 			return err
 		}
 		b = b[:0]
+		var starts []uint64 // where each document lies in the documents section, for the graphs to say
+		if s.direct && len(cs.graphs) > 0 {
+			starts = docStarts(cs.docs)
+		}
 		for _, g := range cs.graphs {
-			if err := s.writeGraph(bw, w, g, cs.docs); err != nil {
+			if err := s.writeGraph(bw, w, g, cs.docs, starts); err != nil {
 				return err
 			}
 		}

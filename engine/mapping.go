@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"errors"
+
 	"github.com/fenec-go/fenec/engine/hnsw"
 )
 
@@ -42,7 +44,7 @@ func (db *DB) mapImage(snap *snapshot) map[string]*docTable {
 	tabs := make(map[string]*docTable, len(snap.colls))
 	for i := range snap.colls {
 		cs := &snap.colls[i]
-		ascend := ascendDocs(cs.docs)
+		ascend, vals := ascendDocs(cs.docs), []byte(nil)
 		if len(cs.docs) == 0 { // written in line: an empty table, so the old one and its tombstones go
 			if t, err := newDocTable(nil, 0, 0, nil); err == nil {
 				tabs[cs.sch.Name] = t
@@ -55,7 +57,7 @@ func (db *DB) mapImage(snap *snapshot) map[string]*docTable {
 				db.logger.Warn("documents not mapped after the checkpoint; kept as they are", "collection", cs.sch.Name, "err", err)
 			} else {
 				tabs[cs.sch.Name] = t
-				ascend = t.ascend
+				ascend, vals = t.ascend, t.vals
 			}
 		}
 		for _, g := range cs.graphs {
@@ -64,7 +66,7 @@ func (db *DB) mapImage(snap *snapshot) map[string]*docTable {
 			}
 			x, err := hnsw.LoadMapped(g.head, data[g.at:g.at+g.secLen], reg)
 			if err == nil {
-				err = x.AttachVectors(docVectors(ascend, g.field, x.Config().Dim))
+				err = attachMapped(x, vals, ascend, g.field)
 				if err != nil {
 					x.Release()
 				}
@@ -79,6 +81,18 @@ func (db *DB) mapImage(snap *snapshot) map[string]*docTable {
 	}
 	reg.Drop() // the checks read it all: resident again as reads read it
 	return tabs
+}
+
+// attachMapped gives x, a graph the checkpoint just wrote and mapped, its
+// vectors where the new documents section places them (vals, nil when
+// the table was not mapped), else each document's, by id.
+func attachMapped(x *hnsw.Index, vals []byte, ascend func(func(*doc) bool), field int) error {
+	if vals != nil {
+		if err := x.AttachPlaces(vals); !errors.Is(err, hnsw.ErrNoPlaces) {
+			return err
+		}
+	}
+	return x.AttachVectors(docVectors(ascend, field, x.Config().Dim))
 }
 
 // foldDocs serves each collection's documents from tabs, the tables of

@@ -111,3 +111,54 @@ func TestFileOfTheThirdFormatOpens(t *testing.T) {
 	}
 	sameAnswers2(t, "the FNI4 file", fni3Answers(t, db), want)
 }
+
+// testdata/fni5.fenec was made by fenec before FNI6 (commit a276298): the
+// same tenant (fni3Writes), its checkpoint an FNI5 image, whose graphs'
+// sections do not say where each vector lies. It opens as it is (each
+// graph given its vectors by reading the documents), answers as the same
+// tenant made now, and its next checkpoint writes FNI6, whose graphs are
+// given theirs by place, and which answers alike and opens again.
+func TestFileOfTheFifthFormatOpens(t *testing.T) {
+	old, err := os.ReadFile("testdata/fni5.fenec")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(old, []byte(imageMagicV5)) || bytes.Contains(old, []byte(imageMagic)) {
+		t.Fatal("testdata/fni5.fenec holds no FNI5 image")
+	}
+	path := filepath.Join(t.TempDir(), "old.fenec")
+	if err := os.WriteFile(path, old, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logged bytes.Buffer
+	db, err := Open(path, Options{NoSweep: true, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if mappedBytes(db) == 0 || strings.Contains(logged.String(), "rebuilding") {
+		t.Fatalf("the FNI5 graphs are not served from the file: %s", logged.String())
+	}
+	mem, _ := newTestDB(t, Options{NoSweep: true})
+	fni3Writes(t, mem, func() {})
+	want := fni3Answers(t, mem)
+	sameAnswers2(t, "the FNI5 file", fni3Answers(t, db), want)
+
+	if err := db.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	sameAnswers2(t, "after its checkpoint", fni3Answers(t, db), want)
+	mustExec(t, db, "compact")
+	db = reopen(t, db, path)
+	now, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(now, []byte(imageMagic)) || bytes.Contains(now, []byte(imageMagicV5)) {
+		t.Fatal("the compacted file holds no FNI6 image, or an FNI5 one still")
+	}
+	if mappedBytes(db) == 0 || strings.Contains(logged.String(), "rebuilding") {
+		t.Fatalf("the FNI6 graphs are not served from the file: %s", logged.String())
+	}
+	sameAnswers2(t, "the FNI6 file", fni3Answers(t, db), want)
+}
