@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"runtime/debug"
 	"slices"
 
 	"github.com/fenec-go/fenec/engine/fql"
@@ -216,8 +217,12 @@ type RowsEncoder struct {
 	res  *Result
 	next int  // the next row to encode
 	open bool // '[' is out
-	done bool // ']' is out
+	done bool // ']' is out, or err ended the rows
+	err  error
 }
+
+// Err is why the rows ended before their closing (ErrFault), or nil.
+func (e *RowsEncoder) Err() error { return e.err }
 
 // Encoder returns an encoder of r's rows (for a Result of ResultRows
 // kind).
@@ -226,10 +231,19 @@ func (r *Result) Encoder() *RowsEncoder { return &RowsEncoder{res: r} }
 // Next appends the array's next piece to b: its opening, then whole rows
 // until b holds at least size bytes, then its closing; done once the
 // closing is out. The pieces together are the bytes JSON gives.
-func (e *RowsEncoder) Next(b []byte, size int) ([]byte, bool) {
+//
+// A fault reading a mapped document (fault.go) ends the array where it
+// is, unclosed: Next says done, and Err says why.
+func (e *RowsEncoder) Next(b []byte, size int) (_ []byte, done bool) {
 	if e.done {
 		return b, true
 	}
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if err := faultErr(recover()); err != nil {
+			e.err, e.done, done = err, true, true
+		}
+	}()
 	if !e.open {
 		b = append(b, '[')
 		e.open = true

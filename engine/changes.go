@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"runtime/debug"
 
 	"github.com/fenec-go/fenec/engine/store"
 )
@@ -137,6 +138,20 @@ func (db *DB) ReadRecords(cur *RecordCursor, since uint64, fn func(RawRecord) er
 	return nil
 }
 
+// applyGuarded is applyBody of a record a replica follows, a fault
+// reading a mapped document it replaces (fault.go) undoing what t kept
+// and answered as ErrFault.
+func applyGuarded(t *txn, body []byte, n uint64) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if e := faultErr(recover()); e != nil {
+			t.rollback()
+			err = e
+		}
+	}()
+	return applyBody(t, body, n, false, new(blockOp))
+}
+
 // ApplyRecord appends a record read from a primary's ReadRecords and
 // applies it (a replica's follow). It must continue this file's seq.
 func (db *DB) ApplyRecord(rec RawRecord) error {
@@ -159,7 +174,7 @@ func (db *DB) ApplyRecord(rec RawRecord) error {
 		// Apply first (with undo) so a record this file cannot take is
 		// refused before it is appended.
 		t = &txn{st: db.st}
-		if err = applyBody(t, dec.Body, dec.N(), false, new(blockOp)); err != nil {
+		if err = applyGuarded(t, dec.Body, dec.N()); err != nil {
 			return fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
 	}

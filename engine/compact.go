@@ -42,7 +42,10 @@ func (db *DB) Shrink() (bool, error) {
 	if db.closed {
 		return false, ErrClosed
 	}
-	snap := db.snapshotLocked(nil)
+	snap, err := db.snapshotLocked(nil)
+	if err != nil {
+		return false, fmt.Errorf("checkpoint: %w", err)
+	}
 	defer snap.wait()
 	did, err := db.log.Shrink(snap.write)
 	if err != nil {

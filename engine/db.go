@@ -106,8 +106,12 @@ func (db *DB) forkPastLost() error {
 	}
 	db.mu.RLock()
 	st := db.st
-	snap := db.snapshotLocked(nil)
-	_, err := db.log.ForkPast(snap.write)
+	snap, err := db.snapshotLocked(nil)
+	if err != nil {
+		db.mu.RUnlock()
+		return err
+	}
+	_, err = db.log.ForkPast(snap.write)
 	var tabs map[string]*docTable
 	if err == nil {
 		tabs = db.mapImage(snap) // served from the file written, not the one it replaced

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/fenec-go/fenec/engine/hnsw"
 	"github.com/fenec-go/fenec/engine/store"
 )
 
@@ -30,6 +31,11 @@ var (
 	// a format this one does not read: open it with that fenec (or a
 	// later one), or restore an older copy.
 	ErrNewerImage = errors.New("image written by a newer fenec: open the file with a fenec of its version or later")
+	// ErrFault is a read of the mapped tenant file that faulted: the file
+	// was shortened under the node by something other than fenec
+	// (fault.go). The read fails; the tenant must be reopened. A graph's
+	// reads answer the same error.
+	ErrFault = hnsw.ErrFault
 )
 
 // The file's own errors are the store's: the engine returns them wrapped

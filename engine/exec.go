@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"runtime/debug"
 
 	"github.com/fenec-go/fenec/engine/fql"
 )
@@ -28,7 +29,9 @@ type runner struct {
 
 // run executes one parsed statement. A statement stopped part way
 // answers ErrStopped whatever its loops made of the stop.
-func (r *runner) run(stmt fql.Stmt) (*Result, error) {
+func (r *runner) run(stmt fql.Stmt) (_ *Result, err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer catchFault(&err)
 	if r.stop.check() {
 		return nil, r.stop.err
 	}

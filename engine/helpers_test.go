@@ -88,3 +88,13 @@ func newReplica(tb testing.TB, prim *DB) *DB {
 	tb.Cleanup(func() { rep.Close() })
 	return rep
 }
+
+// mustSnapshot is db.snapshotLocked(release), which must not fail.
+func mustSnapshot(tb testing.TB, db *DB, release func()) *snapshot {
+	tb.Helper()
+	s, err := db.snapshotLocked(release)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s
+}

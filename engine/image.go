@@ -91,8 +91,11 @@ func (db *DB) rewrite(compact bool) error {
 		return ErrClosed
 	}
 	st, seq := db.st, db.log.Seq()
-	snap := db.snapshotLocked(nil)
-	var err error
+	snap, err := db.snapshotLocked(nil)
+	if err != nil {
+		db.mu.RUnlock()
+		return fmt.Errorf("checkpoint: %w", err)
+	}
 	if compact {
 		err = db.log.Compact(snap.write)
 	} else {
@@ -120,7 +123,11 @@ func (db *DB) WriteImage(w io.Writer) (int64, error) {
 		return 0, ErrClosed
 	}
 	pos := db.log.Position()
-	snap := db.snapshotLocked(db.mu.RUnlock) // the read lock is the snapshot's now
+	snap, err := db.snapshotLocked(db.mu.RUnlock) // the read lock is the snapshot's now
+	if err != nil {
+		db.mu.RUnlock()
+		return 0, fmt.Errorf("write image: %w", err)
+	}
 	n, err := store.WriteImage(w, pos, snap.write)
 	if err != nil {
 		return n, fmt.Errorf("write image: %w", storeErr(err))

@@ -112,7 +112,7 @@ func TestInstallOpenRefusesADamagedGraphOrVector(t *testing.T) {
 func TestImageOfTheFirstFormatReads(t *testing.T) {
 	src, _ := cosineTenant(t)
 	src.mu.RLock()
-	snap := src.snapshotLocked(src.mu.RUnlock)
+	snap := mustSnapshot(t, src, src.mu.RUnlock)
 	var log bytes.Buffer
 	st, err := readImage(bytes.NewReader(writeV1(t, snap)), slog.New(slog.NewTextHandler(&log, nil)))
 	if err != nil {
@@ -146,7 +146,10 @@ type snapshotOf struct{ st *state }
 
 func (s *snapshotOf) write(w io.Writer) error {
 	db := &DB{st: s.st}
-	snap := db.snapshotLocked(nil)
+	snap, err := db.snapshotLocked(nil)
+	if err != nil {
+		return err
+	}
 	defer snap.wait()
 	return snap.write(w)
 }

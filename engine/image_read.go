@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime/debug"
 	"slices"
 
 	"github.com/fenec-go/fenec/engine/internal/hugemem"
@@ -82,12 +83,14 @@ func (ir *imageReader) longItem(n int) ([]byte, error) {
 // readImage rebuilds a state from an image's payload. A state refused
 // lets go of the mappings its graphs held.
 func readImage(r io.Reader, logger *slog.Logger) (st *state, err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if err != nil && st != nil {
 			releaseMappings(st)
 			st = nil
 		}
 	}()
+	defer catchFault(&err) // before the release above: a fault is an error too
 	return readImageState(r, logger)
 }
 

@@ -345,7 +345,7 @@ func TestGraphRebuiltWhenDamaged(t *testing.T) {
 func statePayload(t testing.TB, db *DB) []byte {
 	t.Helper()
 	db.mu.RLock()
-	snap := db.snapshotLocked(db.mu.RUnlock)
+	snap := mustSnapshot(t, db, db.mu.RUnlock)
 	var buf bytes.Buffer
 	if err := snap.write(&buf); err != nil {
 		t.Fatal(err)
@@ -373,7 +373,7 @@ func TestInstallRefusesIdsPastTheirCounter(t *testing.T) {
 	} {
 		db.mu.RLock()
 		pos := db.log.Position()
-		snap := db.snapshotLocked(db.mu.RUnlock)
+		snap := mustSnapshot(t, db, db.mu.RUnlock)
 		spoil(snap)
 		var img bytes.Buffer
 		if _, err := store.WriteImage(&img, pos, snap.write); err != nil {
@@ -417,7 +417,7 @@ func directPayload(t testing.TB, db *DB) []byte {
 	t.Helper()
 	db.mu.RLock()
 	defer db.mu.RUnlock()
-	snap := db.snapshotLocked(nil)
+	snap := mustSnapshot(t, db, nil)
 	defer snap.wait()
 	var buf bytes.Buffer
 	if err := snap.write(&buf); err != nil {

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"runtime/debug"
 	"slices"
 
 	"github.com/fenec-go/fenec/engine/hnsw"
@@ -62,7 +63,11 @@ type graphSnap struct {
 // calls release once it is done with the graphs (the read lock handed over
 // to it). It never waits on the image's writer: a writer that stops early
 // leaves it to finish on its own.
-func (db *DB) snapshotLocked(release func()) *snapshot {
+//
+// A fault reading the mapped table (fault.go) is ErrFault: the graphs
+// pinned so far are unpinned, release is not called and no goroutine
+// started.
+func (db *DB) snapshotLocked(release func()) (*snapshot, error) {
 	s := &snapshot{counters: make(map[string]int64, len(db.st.counters)), done: make(chan struct{}), direct: release == nil}
 	for k, v := range db.st.counters {
 		s.counters[k] = v
@@ -75,11 +80,15 @@ func (db *DB) snapshotLocked(release func()) *snapshot {
 	for _, n := range names {
 		c := db.st.colls[n]
 		cs := collSnap{sch: &schema{Name: c.sch.Name, Fields: slices.Clone(c.sch.Fields)}}
-		cs.docs = make([]*doc, 0, c.len())
-		c.ascend(func(d *doc) bool {
-			cs.docs = append(cs.docs, d)
-			return true
-		})
+		var err error
+		if cs.docs, err = c.all(); err != nil {
+			for _, cs := range s.colls {
+				for _, g := range cs.graphs {
+					g.x.Unpin()
+				}
+			}
+			return nil, err
+		}
 		for i, x := range c.search {
 			if vi, ok := x.(*vectorIndex); ok {
 				g, ok := vi.pin()
@@ -100,7 +109,7 @@ func (db *DB) snapshotLocked(release func()) *snapshot {
 	}
 	if s.direct {
 		close(s.done)
-		return s
+		return s, nil
 	}
 	go func() {
 		defer close(s.done)
@@ -115,7 +124,20 @@ func (db *DB) snapshotLocked(release func()) *snapshot {
 			}
 		}
 	}()
-	return s
+	return s, nil
+}
+
+// all is c's documents in id order, a fault reading the mapped table
+// ErrFault.
+func (c *collection) all() (docs []*doc, err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer catchFault(&err)
+	docs = make([]*doc, 0, c.len())
+	c.ascend(func(d *doc) bool {
+		docs = append(docs, d)
+		return true
+	})
+	return docs, nil
 }
 
 // serialise writes the graph to its pipe, as FNI2 carries it.
@@ -240,7 +262,9 @@ func (s *snapshot) writeDocs(bw *bufio.Writer, w io.Writer, cs *collSnap) error 
 // restore) writes FNI2: its graphs without their live vectors, which the
 // receiver takes from the documents, so a moved image carries each vector
 // once; its file is written as FNI4 by its first checkpoint.
-func (s *snapshot) write(w io.Writer) error {
+func (s *snapshot) write(w io.Writer) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer catchFault(&err)
 	bw := bufio.NewWriterSize(w, 256<<10)
 	b := []byte(imageMagicV2)
 	if s.direct {

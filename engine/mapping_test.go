@@ -198,7 +198,7 @@ func writeV2(t *testing.T, snap *snapshot) []byte {
 func TestImageOfTheSecondFormatOpens(t *testing.T) {
 	src, _ := vectorTenant(t, 800)
 	src.mu.RLock()
-	snap := src.snapshotLocked(nil)
+	snap := mustSnapshot(t, src, nil)
 	v2 := writeV2(t, snap)
 	snap.wait()
 	src.mu.RUnlock()
@@ -243,7 +243,7 @@ func TestImageOfALaterFormatRefused(t *testing.T) {
 	src, _ := vectorTenant(t, 50)
 	var buf bytes.Buffer
 	src.mu.RLock()
-	snap := src.snapshotLocked(nil) // a checkpoint's: FNI3
+	snap := mustSnapshot(t, src, nil) // a checkpoint's: FNI3
 	err := snap.write(&buf)
 	snap.wait()
 	src.mu.RUnlock()
@@ -283,7 +283,7 @@ func TestDamagedSectionRefused(t *testing.T) {
 	db, path := vectorTenant(t, 1500)
 	// A checkpoint as Checkpoint runs it, noting where the section went.
 	db.mu.RLock()
-	snap := db.snapshotLocked(nil)
+	snap := mustSnapshot(t, db, nil)
 	err := db.log.Checkpoint(snap.write)
 	var at, n int64
 	for _, cs := range snap.colls {
@@ -449,7 +449,7 @@ func TestSectionPayloadCutOrDamaged(t *testing.T) {
 	src, _ := vectorTenant(t, 300)
 	var buf bytes.Buffer
 	src.mu.RLock()
-	snap := src.snapshotLocked(nil)
+	snap := mustSnapshot(t, src, nil)
 	err := snap.write(&buf)
 	snap.wait()
 	src.mu.RUnlock()

@@ -85,7 +85,11 @@ func (db *DB) writeRestart(w io.Writer, floor Marks) (Restarted, error) {
 		return Restarted{}, ErrClosed
 	}
 	pos := store.Restart(db.log.Position(), floor.Seq)
-	snap := db.snapshotLocked(db.mu.RUnlock) // the read lock is the snapshot's now
+	snap, err := db.snapshotLocked(db.mu.RUnlock) // the read lock is the snapshot's now
+	if err != nil {
+		db.mu.RUnlock()
+		return Restarted{}, err
+	}
 	for k, v := range floor.IDs {
 		snap.counters[k] = max(snap.counters[k], v)
 	}

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"runtime/debug"
 	"time"
 )
 
@@ -35,7 +36,7 @@ const maxSweep = 10000
 
 // Sweep deletes expired rows now, as one block of ordinary deletes through
 // the gate and the quota, and returns how many it deleted.
-func (db *DB) Sweep(ctx context.Context) (int, error) {
+func (db *DB) Sweep(ctx context.Context) (_ int, err error) {
 	db.mu.Lock()
 	if db.closed {
 		db.mu.Unlock()
@@ -44,7 +45,9 @@ func (db *DB) Sweep(ctx context.Context) (int, error) {
 	now := db.nowMs()
 	t := &txn{st: db.st, now: now}
 	bl := &blockLock{db: db, t: t}
-	defer bl.release()
+	defer bl.release() // after a fault too: undoes the block, gives the lock back
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer catchFault(&err)
 	n := 0
 	for _, c := range db.st.colls {
 		for i := range c.sch.Fields {

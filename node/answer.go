@@ -146,6 +146,10 @@ func (c *call) writeRows(res *engine.Result) {
 		return
 	}
 	b, done := enc.Next(pieceBuffer(enc), answerPiece)
+	if err := enc.Err(); err != nil { // a mapped document could not be read
+		c.fail(err)
+		return
+	}
 	if done {
 		writeRaw(c.w, http.StatusOK, b)
 		return
@@ -175,6 +179,9 @@ func pieceBuffer(enc *engine.RowsEncoder) []byte {
 func (c *call) writePieces(enc *engine.RowsEncoder, b []byte, done bool, tail []byte) error {
 	held := int64(cap(b))
 	for {
+		if err := enc.Err(); err != nil {
+			return err // the rows ended unclosed: cut, not finished
+		}
 		if _, err := c.w.Write(b); err != nil {
 			return err
 		}
