@@ -31,14 +31,20 @@
 //     shown to watchers. Any failure undoes it all, a panic in a hook
 //     too (the lock is given back): memory and file are as they were.
 //   - Opening replays the file's last image and the records after it,
-//     read from the mapped file. Of an image of FNI5, each collection's
-//     table is checked (ids in order, offsets within its section) and no
-//     document is decoded or copied; a document a record writes is copied
-//     into the changes. Of an older image each document copies its own
-//     bytes, as every record's does. An @hnsw graph is not copied: its
-//     level-0 lists (its section) are read where the mapped file holds
-//     them, their checksum checked first, its live nodes' vectors where
-//     their documents keep them (each vector held once), and the mapping
+//     read from the mapped file. Of an image of FNI6 or FNI5, each
+//     collection's table is checked (ids in order, offsets within its
+//     section) and no document is decoded or copied; a document a record
+//     writes is copied into the changes. Of an older image each document
+//     copies its own bytes, as every record's does. An @hnsw graph is not
+//     copied: its level-0 lists (its section) are read where the mapped
+//     file holds them, their checksum checked first, its live nodes'
+//     vectors where their documents keep them (each vector held once).
+//     Of FNI6 the section says where each vector lies in the documents
+//     section, so the graph is attached without reading a document; of
+//     FNI5 and older every document is read to give the graph its own.
+//     A read of a mapped document or graph that faults (the file
+//     shortened under the node by another program) is ErrFault, not
+//     SIGBUS (fault.go). The mapping
 //     lives as long as a table, a graph, a search or a read's rows still
 //     to encode holds it (mapping.go; the format and what is checked when
 //     in docs/design.md). A checkpoint maps the file it wrote, swaps each

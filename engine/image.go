@@ -10,7 +10,7 @@ import (
 
 // The state payload of an image, streamed:
 //
-//	"FNI5"
+//	"FNI6"
 //	counters: uvarint n, n × (string name, varint last id)
 //	collections: uvarint n, n × (uvarint len, schema;
 //	    graphs: uvarint g, g × (uvarint field, uvarint len, head,
@@ -26,9 +26,11 @@ import (
 // HNSW graph travels as its head (levels, upper links, ids: hnsw's
 // WriteHead, read into memory) and its section (every node's level-0
 // list, an inverse norm per node for cosine, the tombstones' vectors:
-// hnsw's WriteSection). Each live vector is held once, in its document:
-// once the documents are in, the graph is given each one where the
-// document keeps it (attachGraph) and reads it there. A checkpoint writes
+// hnsw's WriteSection), and where each live node's vector's numbers lie
+// among the documents section's values. Each live vector is held once,
+// in its document: once the documents are in, the graph is given each
+// one where the section places it (attachGraph), reading no document,
+// and reads it there. A checkpoint writes
 // each section in an image frame of its own starting at a multiple of
 // store.SectionAlign in the file (pad says how far), so that an open
 // serves the graph's lists from the mapped file where they lie rather
@@ -38,10 +40,15 @@ import (
 // as well and which older nodes read. Graphs are rebuilt from the
 // documents only if they fail to load.
 //
-// Images of "FNI4" were laid out as FNI5 but for the documents, which
-// came one at a time as FNI2's do (below): read as they are, each
-// document copied to memory, and written as FNI5 by the next checkpoint
-// (an open does not rewrite the file). Images of "FNI3" were laid out as
+// Images of "FNI5" were laid out as FNI6 but for the places: each graph's
+// section (a head of hnsw's version 3) did not say where its vectors lie,
+// so an open reads every document to give the graph its own (its checks
+// of each vector against its norm with it). They are read as they are,
+// and written as FNI6 by the next checkpoint (an open does not rewrite
+// the file, so logs no conversion). Images of "FNI4" were laid out as
+// FNI5 but for the documents, which came one at a time as FNI2's do
+// (below): read as they are, each document copied to memory, and written
+// as FNI6 by the next checkpoint. Images of "FNI3" were laid out as
 // FNI4, but each section held every
 // node's vector too, normalised (a head of hnsw's version 2): read as
 // they are, served from the mapped file. Images of "FNI2" carried each
@@ -52,8 +59,8 @@ import (
 //	graphs: uvarint n, n × (string coll, uvarint field, uvarint len, graph)
 //
 // Both are read still, into memory (FNI2 by a feed beside the reader:
-// graphFeed). The next checkpoint of a file of any of them writes FNI5.
-// Documents of any format but FNI5 come one at a time,
+// graphFeed). The next checkpoint of a file of any of them writes FNI6.
+// Documents of any format but FNI6 and FNI5 come one at a time,
 //
 //	uvarint docs, docs × (uvarint len, varint id, uvarint values, values)
 //

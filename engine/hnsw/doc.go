@@ -35,13 +35,16 @@
 // The saved form is versioned, length-prefixed and checksummed.
 //
 // A graph may also be saved in two parts (mapped.go, docvec.go): a head
-// (WriteHead, version 3: all but the level-0 lists and the vectors) and a
-// section (WriteSection: every node's fixed-size level-0 list, for Cosine
-// an inverse norm per node, the tombstones' vectors, and their checksum).
-// LoadMapped reads the head into memory and serves the section where it
-// lies — a read-only mapping of the tenant file — after checking its sum;
-// AttachVectors then gives it the live nodes' vectors, which it reads
-// where their documents keep them (held once), scaling each by its norm
+// (WriteHead, version 4: all but the level-0 lists and the vectors) and a
+// section (WriteSectionAt: every node's fixed-size level-0 list, for
+// Cosine an inverse norm per node, where each live node's vector lies
+// among its documents' bytes, the tombstones' vectors, and their
+// checksum). LoadMapped reads the head into memory and serves the section
+// where it lies — a read-only mapping of the tenant file — after checking
+// its sum; AttachPlaces then gives it the live nodes' vectors where the
+// section places them, reading no document (places.go), or AttachVectors
+// by id (a head of version 3, before places), and it reads each where its
+// document keeps it (held once), scaling each by its norm
 // as it measures it, to the bit the unit vector it made when the vector
 // was added. A head of version 2 (before) comes with a section holding
 // every vector, and is served so as it is. Writes since change the graph
