@@ -59,7 +59,7 @@ clean:
 # the first read of each index. The bench's source is built in a git
 # worktree at that revision too. Writes bench/mapping.txt. Run it on a
 # quiet machine (load average under 3).
-MAPPING_BEFORE ?= c6e2d99
+MAPPING_BEFORE ?= a276298
 MAPPING_FLAGS  ?=
 .PHONY: mapping-bench
 mapping-bench:
