@@ -254,3 +254,57 @@ func TestInStepKeyedRetryWaitsAsTheWriteWould(t *testing.T) {
 		t.Fatal("the retry is held after the list recorded the copy behind")
 	}
 }
+
+// A read that would show a write the tenant's copy in step never held is
+// not answered once the lease lapsed: the write is answered "outcome
+// unknown", a failover may promote the copy without it, and a read
+// showing it would be a value seen and then unseen. The read held with
+// the write is refused 503 (Fenec-Refused: lease), and so is one sent
+// after; neither shows the write.
+func TestReadOfAWriteTheCopyLacksRefusedOnceTheLeaseLapsed(t *testing.T) {
+	var g *leaseGrants
+	plain := lease.List{Tenants: []string{"a"}}
+	a, _, p, _, _ := copyThroughProxyAfter(t, func(c *Config) { c.Lease = true }, func(a *testNode) {
+		g = &leaseGrants{t: t, n: a}
+		g.send(&plain, "")
+		g.send(nil, plain.ID())
+	})
+	inStep := lease.List{Tenants: []string{"a"}, InStep: []string{"a"}}
+	g.send(&inStep, "")
+	g.send(nil, inStep.ID())
+	answeredSeq(t, a.q("a", `put c {name: "before"}`))
+
+	// The last grant: the same list, a lease of 1.5 s, never renewed.
+	g.k++
+	if r, ans := a.grant(lease.Grant{Term: 1, Router: "r", N: g.k, Ack: g.k - 1, MS: 1500, List: inStep.ID()}); r.Status != 200 || !ans.Took {
+		t.Fatalf("the short grant: %d %s", r.Status, r.Body)
+	}
+	p.Cut()
+	write := pending(func() *resp { return a.query("a", `put c {name: "cut"}`) })
+	time.Sleep(200 * time.Millisecond) // the write has landed
+	read := pending(func() *resp { return a.query("a", `get c where name = "cut"`) })
+
+	refused := func(what string, r *resp) {
+		t.Helper()
+		if r.Status != http.StatusServiceUnavailable || r.Header.Get("Fenec-Refused") != "lease" ||
+			!strings.Contains(string(r.Body), "does not hold") || strings.Contains(string(r.Body), `"name":"cut"`) {
+			t.Fatalf("%s: %d %v %s", what, r.Status, r.Header, r.Body)
+		}
+	}
+	select {
+	case r := <-write:
+		if r.Status != http.StatusInternalServerError || !strings.Contains(string(r.Body), `"outcome":"unknown"`) {
+			t.Fatalf("the write the copy never held, its lease lapsed: %d %s", r.Status, r.Body)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the write was still held 10 s after its lease lapsed")
+	}
+	select {
+	case r := <-read:
+		refused("the read held with the write", r)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the read was still held after the write was answered")
+	}
+	refused("a read sent after", a.query("a", `get c where name = "cut"`))
+	refused("a read of a settled row sent after", a.query("a", `get c where name = "before"`))
+}

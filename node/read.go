@@ -55,7 +55,10 @@ func (c *call) adminRead(name string) {
 		c.fail(err)
 		return
 	}
-	c.settledFor(seq)
+	if err := c.settledFor(seq); err != nil {
+		c.fail(err)
+		return
+	}
 	c.w.Header().Set(wire.HeaderSeq, strconv.FormatUint(seq, 10))
 	c.writeRows(res)
 }

@@ -199,7 +199,9 @@ func (st *sse) seed() error {
 // sendRows writes one event whose data is {"seq": seq, "rows": [...]},
 // the rows written as they are encoded, and flushes it.
 func (st *sse) sendRows(event string, seq uint64, res *engine.Result) error {
-	st.c.settledFor(seq) // no event shows a write a crash or failover may lose
+	if err := st.c.settledFor(seq); err != nil { // no event shows a write a crash or failover may lose
+		return err
+	}
 	enc := res.Encoder()
 	if err := st.c.held().take(int64(enc.RowBound())); err != nil {
 		return err
@@ -351,7 +353,9 @@ func withID(d engine.DocChange) engine.Row {
 
 // send writes one event and flushes it.
 func (st *sse) send(event string, seq uint64, data []byte) error {
-	st.c.settledFor(seq) // no event shows a write a crash or failover may lose
+	if err := st.c.settledFor(seq); err != nil { // no event shows a write a crash or failover may lose
+		return err
+	}
 	var b bytes.Buffer
 	b.WriteString("event: ")
 	b.WriteString(event)
