@@ -6,25 +6,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/anishathalye/porcupine"
+	"github.com/fenec-go/fenec/internal/history"
 )
-
-// Anomaly is one thing a history shows that fenec claims never happens.
-type Anomaly struct {
-	Check  string `json:"check"`
-	Tenant string `json:"tenant"`
-	What   string `json:"what"`
-	// Excerpt is the operations around it, one a line.
-	Excerpt []string `json:"excerpt,omitempty"`
-}
-
-func (a Anomaly) String() string {
-	s := fmt.Sprintf("%s on %s: %s", a.Check, a.Tenant, a.What)
-	for _, l := range a.Excerpt {
-		s += "\n    " + l
-	}
-	return s
-}
 
 // Claims are what a scenario's history is held to. The zero value is
 // fenec's full claim under --sync always.
@@ -84,7 +67,7 @@ func Check(h *History, cl Claims) Report {
 				r.Declined++
 			}
 		}
-		if !op.Kind.write() {
+		if !op.Kind.Write() {
 			if op.Outcome == OK {
 				switch {
 				case op.Staleness == 0 || op.Staleness == NoBound:
@@ -146,7 +129,7 @@ func lossyTenants(h *History, cl Claims) map[string]bool {
 	}
 	ops, _ := h.Snapshot()
 	for _, op := range ops {
-		if op.Kind.write() && op.Outcome == OK && lossAllowed(h, op, cl.LossWindow) {
+		if op.Kind.Write() && op.Outcome == OK && lossAllowed(h, op, cl.LossWindow) {
 			out[op.Tenant] = true
 		}
 	}
@@ -174,67 +157,15 @@ func lossAllowed(h *History, op *Op, window time.Duration) bool {
 // checkLinearizable checks each object with porcupine.
 func checkLinearizable(ops []*Op, lossy map[string]bool, timeout time.Duration, r *Report) []Anomaly {
 	var out []Anomaly
-	names, groups := byObject(ops)
-	for _, name := range names {
-		group := groups[name]
-		if lossy[group[0].Tenant] {
-			continue
-		}
-		model, pops, from := porcupineOps(group)
-		if len(pops) == 0 {
-			continue
-		}
-		res, info := porcupine.CheckOperationsVerbose(model, pops, timeout)
-		switch res {
-		case porcupine.Unknown:
-			r.Unchecked = append(r.Unchecked, name)
-		case porcupine.Illegal:
-			out = append(out, Anomaly{
-				Check: "linearizable", Tenant: group[0].Tenant,
-				What:    name + " is not linearizable",
-				Excerpt: witness(model, pops, from, info),
-			})
+	for _, res := range history.CheckObjects(ops, lossy, timeout) {
+		switch res.Verdict {
+		case history.TimedOut:
+			r.Unchecked = append(r.Unchecked, res.Object)
+		case history.NotLinearizable:
+			out = append(out, *res.Anomaly)
 		}
 	}
 	return out
-}
-
-// witness gives the operations where linearizing stopped: the last few
-// of the longest linearizable prefix porcupine found, then the first
-// operation it could not place and those overlapping it.
-func witness(model porcupine.Model, pops []porcupine.Operation, from []*Op, info porcupine.LinearizationInfo) []string {
-	var longest []int
-	for _, part := range info.PartialLinearizations() {
-		for _, l := range part {
-			if len(l) > len(longest) {
-				longest = l
-			}
-		}
-	}
-	placed := map[int]bool{}
-	for _, i := range longest {
-		placed[i] = true
-	}
-	var lines []string
-	for _, i := range longest[max(0, len(longest)-6):] {
-		lines = append(lines, "linearized: "+from[i].String())
-	}
-	first := -1
-	for i := range pops {
-		if !placed[i] && (first < 0 || pops[i].Call < pops[first].Call) {
-			first = i
-		}
-	}
-	if first < 0 {
-		return lines
-	}
-	lines = append(lines, "cannot place: "+from[first].String())
-	for i := range pops {
-		if i != first && !placed[i] && pops[i].Call <= pops[first].Return && pops[i].Return >= pops[first].Call && len(lines) < 24 {
-			lines = append(lines, "overlapping:  "+from[i].String())
-		}
-	}
-	return lines
 }
 
 // checkRefusedNeverSeen: a write refused with nothing done never shows
@@ -247,7 +178,7 @@ func checkRefusedNeverSeen(ops []*Op) []Anomaly {
 	refused := map[val]*Op{}
 	for _, op := range ops {
 		if op.Outcome == Fail && (op.Kind == RegWrite || op.Kind == ListAppend) {
-			refused[val{object(op), op.Value}] = op
+			refused[val{history.Object(op), op.Value}] = op
 		}
 	}
 	var out []Anomaly
@@ -263,11 +194,11 @@ func checkRefusedNeverSeen(ops []*Op) []Anomaly {
 			seen = op.List
 		}
 		for _, v := range seen {
-			if w := refused[val{object(op), v}]; w != nil {
+			if w := refused[val{history.Object(op), v}]; w != nil {
 				out = append(out, Anomaly{Check: "refusal", Tenant: op.Tenant,
 					What:    fmt.Sprintf("a write answered as refused (%d) landed", lastStatus(w)),
 					Excerpt: []string{w.String(), op.String()}})
-				delete(refused, val{object(op), v})
+				delete(refused, val{history.Object(op), v})
 			}
 		}
 	}
@@ -289,7 +220,7 @@ func checkLists(ops []*Op, lossy map[string]bool) []Anomaly {
 	appended := map[string]map[int64]bool{}
 	reads := map[string][]*Op{}
 	for _, op := range ops {
-		o := object(op)
+		o := history.Object(op)
 		switch {
 		case op.Kind == ListAppend && op.Outcome != Fail:
 			if appended[o] == nil {
@@ -344,7 +275,7 @@ func finalReads(ops []*Op) map[string]*Op {
 	out := map[string]*Op{}
 	for _, op := range ops {
 		if op.Final && op.Outcome == OK {
-			out[object(op)] = op
+			out[history.Object(op)] = op
 		}
 	}
 	return out
@@ -373,16 +304,16 @@ func checkReadBack(h *History, ops []*Op, cl Claims) []Anomaly {
 		if op.Kind != ListAppend || op.Outcome != OK {
 			continue
 		}
-		f := final[object(op)]
+		f := final[history.Object(op)]
 		if f == nil {
-			if !unread[object(op)] {
-				unread[object(op)] = true
-				out = append(out, Anomaly{Check: "read-back", Tenant: op.Tenant, What: object(op) + " could not be read back after the heal"})
+			if !unread[history.Object(op)] {
+				unread[history.Object(op)] = true
+				out = append(out, Anomaly{Check: "read-back", Tenant: op.Tenant, What: history.Object(op) + " could not be read back after the heal"})
 			}
 			continue
 		}
 		if !slices.Contains(f.List, op.Value) && !lossAllowed(h, op, cl.LossWindow) {
-			missingBy[object(op)] = append(missingBy[object(op)], op)
+			missingBy[history.Object(op)] = append(missingBy[history.Object(op)], op)
 		}
 	}
 	for o, lost := range missingBy {
@@ -417,7 +348,7 @@ func checkReadBack(h *History, ops []*Op, cl Claims) []Anomaly {
 func checkTwoPrimaries(ops []*Op, lossy map[string]bool) []Anomaly {
 	byTenant := map[string][]*Op{}
 	for _, op := range ops {
-		if op.Kind.write() && op.Outcome == OK && op.History != "" {
+		if op.Kind.Write() && op.Outcome == OK && op.History != "" {
 			byTenant[op.Tenant] = append(byTenant[op.Tenant], op)
 		}
 	}
@@ -560,7 +491,7 @@ func checkIncrements(h *History, ops []*Op, cl Claims) []Anomaly {
 func longestGap(ops []*Op) (time.Duration, string) {
 	ends := map[string][]int64{}
 	for _, op := range ops {
-		if op.Kind.write() && op.Outcome == OK && !op.Final {
+		if op.Kind.Write() && op.Outcome == OK && !op.Final {
 			ends[op.Tenant] = append(ends[op.Tenant], op.Return)
 		}
 	}

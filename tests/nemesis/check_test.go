@@ -190,15 +190,6 @@ func TestCheckLossWindow(t *testing.T) {
 	}
 }
 
-func TestModelsDescribe(t *testing.T) {
-	if s := listModel.DescribeOperation(listIn{read: true}, stateOf([]int64{1, 2})); !strings.Contains(s, "2 elements") {
-		t.Fatal(s)
-	}
-	if stateOf([]int64{1, 2}) == stateOf([]int64{2, 1}) {
-		t.Fatal("a list's state ignores order")
-	}
-}
-
 // The checks of reads from copies (scenario ryw, once read copies exist)
 // pass what holds and find what does not.
 func TestCheckAfterReadsAndStaleness(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fenec-go/fenec/internal/history"
 	"github.com/fenec-go/fenec/tests/proxy"
 	"github.com/fenec-go/fenec/wire"
 )
@@ -55,7 +56,7 @@ func (w *Workload) runFar(c *client) {
 			kind = RegRead
 		}
 		op, body := w.newOp(c, tenant, kind, false)
-		if last := c.appended[object(op)]; last != nil && c.rng.IntN(2) == 0 {
+		if last := c.appended[history.Object(op)]; last != nil && c.rng.IntN(2) == 0 {
 			op.After = last.ID
 			op.Ask = []string{wire.HeaderAfter, strconv.FormatUint(last.Seq, 10), wire.HeaderHistory, last.History}
 		} else {
@@ -93,7 +94,7 @@ func checkNearReads(h *History, ops []*Op) []Anomaly {
 	h.mu.Unlock()
 	var out []Anomaly
 	for _, op := range ops {
-		if op.Kind.write() || op.Outcome != OK {
+		if op.Kind.Write() || op.Outcome != OK {
 			continue
 		}
 		bad := func(what string) {

@@ -3,6 +3,8 @@ package nemesis
 import (
 	"fmt"
 	"slices"
+
+	"github.com/fenec-go/fenec/internal/history"
 )
 
 // The checks of reads by how fresh they say they are: read-your-writes
@@ -28,7 +30,7 @@ func checkAfterReads(h *History, ops []*Op, cl Claims) []Anomaly {
 	for _, op := range ops {
 		byID[op.ID] = op
 		if op.Kind == RegWrite && op.Outcome != Fail {
-			byValue[fmt.Sprint(object(op), op.Value)] = op
+			byValue[fmt.Sprint(history.Object(op), op.Value)] = op
 		}
 	}
 	var out []Anomaly
@@ -37,13 +39,13 @@ func checkAfterReads(h *History, ops []*Op, cl Claims) []Anomaly {
 			continue
 		}
 		w := byID[r.After]
-		if w == nil || object(w) != object(r) {
+		if w == nil || history.Object(w) != history.Object(r) {
 			continue
 		}
 		bad := false
 		switch r.Kind {
 		case RegRead:
-			seen := byValue[fmt.Sprint(object(r), r.Value)]
+			seen := byValue[fmt.Sprint(history.Object(r), r.Value)]
 			bad = seen == nil || (seen != w && seen.Return < w.Call)
 		case ListRead:
 			bad = !slices.Contains(r.List, w.Value)
@@ -75,14 +77,14 @@ func checkStaleness(h *History, ops []*Op, cl Claims) []Anomaly {
 	writes := map[string][]*Op{}
 	byValue := map[string]*Op{}
 	for _, w := range ops {
-		if !w.Kind.write() || w.Outcome == Fail {
+		if !w.Kind.Write() || w.Outcome == Fail {
 			continue
 		}
 		if w.Kind == RegWrite {
-			byValue[fmt.Sprint(object(w), w.Value)] = w
+			byValue[fmt.Sprint(history.Object(w), w.Value)] = w
 		}
 		if w.Outcome == OK && !lossAllowed(h, w, cl.LossWindow) {
-			writes[object(w)] = append(writes[object(w)], w)
+			writes[history.Object(w)] = append(writes[history.Object(w)], w)
 		}
 	}
 	for _, ws := range writes {
@@ -104,14 +106,14 @@ func checkStaleness(h *History, ops []*Op, cl Claims) []Anomaly {
 				seen[e] = true
 			}
 		}
-		for _, w := range writes[object(r)] {
+		for _, w := range writes[history.Object(r)] {
 			if w.Return >= horizon {
 				break
 			}
 			switch {
 			case r.Kind == ListRead && !seen[w.Value]:
 				missed = w
-			case r.Kind == RegRead && w.Value != r.Value && replaced(byValue[fmt.Sprint(object(r), r.Value)], r, w):
+			case r.Kind == RegRead && w.Value != r.Value && replaced(byValue[fmt.Sprint(history.Object(r), r.Value)], r, w):
 				missed = w
 			}
 			if missed != nil {

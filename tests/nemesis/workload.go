@@ -3,16 +3,15 @@ package nemesis
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
+	"github.com/fenec-go/fenec/internal/history"
 	"github.com/fenec-go/fenec/tests/cluster"
 	"github.com/fenec-go/fenec/wire"
 )
@@ -249,7 +248,7 @@ func (w *Workload) do(c *client, op *Op, body map[string]any) *Op {
 		if c.appended == nil {
 			c.appended = map[string]*Op{}
 		}
-		c.appended[object(op)] = op
+		c.appended[history.Object(op)] = op
 	}
 	return op
 }
@@ -271,7 +270,7 @@ func (w *Workload) copyRead(c *client, tenant string) {
 	key := listKeys[c.rng.IntN(len(listKeys))]
 	op := &Op{Client: c.id, Via: "node:" + p.Replica, Tenant: tenant, Kind: ListRead, Key: key, ToCopy: true, Staleness: NoBound}
 	hdr := []string{wire.HeaderMaxStaleness, strconv.Itoa(copyStaleness)}
-	if last := c.appended[object(op)]; last != nil {
+	if last := c.appended[history.Object(op)]; last != nil {
 		op.After = last.ID
 		hdr = []string{wire.HeaderAfter, strconv.FormatUint(last.Seq, 10), wire.HeaderHistory, last.History}
 	}
@@ -318,10 +317,7 @@ func (w *Workload) attempts(c *client, op *Op, body map[string]any) {
 			return
 		}
 		if op.IdemKey == "" || !again || time.Now().After(deadline) {
-			op.Outcome, op.Return = class, a.At+a.Took
-			if mayHaveRun && op.Kind.write() {
-				op.Outcome = Unknown
-			}
+			op.Outcome, op.Return = history.Settle(op.Kind, class, mayHaveRun), a.At+a.Took
 			return
 		}
 		time.Sleep(time.Duration(20+c.rng.IntN(60)) * time.Millisecond)
@@ -351,10 +347,7 @@ func (w *Workload) attempt(c *client, op *Op, body map[string]any) (Attempt, *cl
 	a.Took = w.h.Now() - a.At
 	a.Status = res.Status
 	if res.Err != nil {
-		a.Err = res.Err.Error()
-		if errors.Is(res.Err, syscall.ECONNREFUSED) {
-			a.Err = "connection refused: " + a.Err
-		}
+		a.Err = history.ErrText(res.Err)
 		return a, res
 	}
 	a.Node = w.topo.NodeName(res.Header.Get(wire.HeaderNode))
@@ -367,28 +360,10 @@ func (w *Workload) attempt(c *client, op *Op, body map[string]any) (Attempt, *cl
 }
 
 // classify says what an attempt's answer tells of its operation, and
-// whether sending it again (with its key) may settle it.
+// whether sending it again (with its key) may settle it: as
+// internal/history judges every suite's answers.
 func classify(a Attempt, res *cluster.Resp) (Outcome, bool) {
-	switch {
-	case res == nil:
-		return Fail, true // nowhere to send it yet
-	case res.Err != nil:
-		if strings.HasPrefix(a.Err, "connection refused") {
-			return Fail, true // never sent
-		}
-		return Unknown, true
-	case a.Status == 200 || a.Status == 201:
-		return OK, false
-	case a.Status == 503 || a.Status == 429 || a.Status == 404:
-		// Refused unrun: no lease, a copy, frozen, a directory not yet
-		// arrived or a handoff in flight; a tenant not where the router or
-		// the client thought.
-		return Fail, true
-	case a.Status >= 500:
-		// 500 "outcome": "unknown", a 502 that may have run, a 504.
-		return Unknown, true
-	}
-	return Fail, false
+	return history.Classify(a, res != nil)
 }
 
 // settle takes the answer of op's settling attempt into op.
@@ -408,7 +383,7 @@ func (w *Workload) settle(op *Op, a Attempt, res *cluster.Resp) {
 			op.Staleness = ms
 		}
 	}
-	if !op.Kind.write() {
+	if !op.Kind.Write() {
 		op.History, op.Seq = "", 0
 	}
 	var rows []map[string]json.Number
@@ -421,7 +396,7 @@ func (w *Workload) settle(op *Op, a Attempt, res *cluster.Resp) {
 			op.Outcome = Unknown
 			return
 		}
-		op.Value = missing
+		op.Value = history.Missing
 		if len(rows) == 1 {
 			op.Value, _ = rows[0]["v"].Int64()
 		}

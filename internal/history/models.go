@@ -1,4 +1,4 @@
-package nemesis
+package history
 
 import (
 	"fmt"
@@ -18,10 +18,6 @@ type regIn struct {
 	write bool
 	v     int64
 }
-
-// missing is what a read of the register answers when its row is gone:
-// no state of the register is that.
-const missing = int64(-1)
 
 // registerModel is an integer register starting at 0.
 var registerModel = porcupine.Model{
@@ -113,8 +109,9 @@ var cntModel = porcupine.Model{
 	},
 }
 
-// object names the partition an operation belongs to.
-func object(op *Op) string {
+// Object names the partition an operation belongs to: a tenant's
+// register, one of its lists, its counter.
+func Object(op *Op) string {
 	switch op.Kind {
 	case RegWrite, RegRead:
 		return op.Tenant + "/reg"
@@ -134,10 +131,10 @@ func porcupineOps(ops []*Op) (porcupine.Model, []porcupine.Operation, []*Op) {
 	var out []porcupine.Operation
 	var from []*Op
 	for _, op := range ops {
-		if op.Outcome == Fail || (!op.Kind.write() && op.Outcome != OK) {
+		if op.Outcome == Fail || (!op.Kind.Write() && op.Outcome != OK) {
 			continue
 		}
-		if !op.Kind.write() && op.Staleness != 0 && op.Staleness != NoBound {
+		if !op.Kind.Write() && op.Staleness != 0 && op.Staleness != NoBound {
 			continue // it says how old it may be: checkStaleness holds it to that
 		}
 		p := porcupine.Operation{ClientId: op.Client, Call: op.Call, Return: op.Return}
@@ -172,7 +169,7 @@ func porcupineOps(ops []*Op) (porcupine.Model, []porcupine.Operation, []*Op) {
 func byObject(ops []*Op) ([]string, map[string][]*Op) {
 	groups := map[string][]*Op{}
 	for _, op := range ops {
-		o := object(op)
+		o := Object(op)
 		groups[o] = append(groups[o], op)
 	}
 	names := make([]string, 0, len(groups))
