@@ -49,6 +49,9 @@ type result struct {
 	lostRun   *lostResult   // the lost case's measures
 	partRun   *partResult   // the partitioned case's
 	rehomeRun *rehomeResult // the rehome case's
+
+	writers []*writer  // every writer of the run, for the histories' check
+	lin     *linResult // porcupine's check of each tenant's history
 }
 
 // runCase runs one case on a fresh deployment and takes it down after.
@@ -92,6 +95,16 @@ func runCase(ctx context.Context, cfg config, d *deployment, kase string, run in
 	if err := settle(uctx, d, hc); err != nil {
 		return res, err
 	}
+	res, err = runKind(ctx, uctx, cfg, d, hc, kase, res)
+	if err != nil || res.notRun != "" {
+		return res, err
+	}
+	res.lin = checkHistories(res.writers, cfg.checkTimeout, cfg.visDir, fmt.Sprintf("%s-%d", kase, run))
+	return res, nil
+}
+
+// runKind runs the case on the deployment up and settled.
+func runKind(ctx, uctx context.Context, cfg config, d *deployment, hc *http.Client, kase string, res result) (result, error) {
 	switch kase {
 	case "lost":
 		return runLost(ctx, cfg, d, hc, res)
@@ -118,6 +131,7 @@ func runCase(ctx context.Context, cfg config, d *deployment, kase string, run in
 // measure runs the writers, loses the victim, and reads what came of it.
 func measure(ctx context.Context, cfg config, d *deployment, hc *http.Client, kase string, tenants map[string]placed, leader string, res result) (result, error) {
 	writers := startWriters(d, tenants)
+	res.writers = writers
 	wctx, stopWriters := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for _, w := range writers {

@@ -78,6 +78,7 @@ func runLost(ctx context.Context, cfg config, d *deployment, hc *http.Client, re
 	lr.bound = lostLease*11/10 + lostLease/3 + 2*res.wanDelay
 
 	writers := lostWriters(d, tenants)
+	res.writers = writers
 	wctx, stopWriters := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for _, w := range writers {

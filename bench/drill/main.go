@@ -43,9 +43,15 @@
 // project already up (deploy/wan.sh), prints what it measures and holds it
 // until interrupted.
 //
-// It is a benchmark, not a test: it asserts only that no acknowledged write
-// was lost and that the dead node's writers wrote again (-check, what CI's
-// short form runs).
+// Every case's writes are appends to a list a tenant, which its writers
+// read as they go (linear.go): after each run porcupine checks each
+// tenant's history (-check-timeout a tenant), and a history not
+// linearizable — two primaries taking writes at once among what it shows
+// — fails the drill, -check or not, its visualization written beside -out.
+//
+// It is a benchmark, not a test: beyond that it asserts only that no
+// acknowledged write was lost and that the dead node's writers wrote again
+// (-check, what CI's short form runs).
 package main
 
 import (
@@ -79,6 +85,9 @@ type config struct {
 	wanMode  string        // netem, proxy or auto
 	wanHold  bool          // put the link on a running project and hold it
 	seed     uint64        // the rehome case's random source (its kill and cut delays)
+
+	checkTimeout time.Duration // porcupine's bound on one tenant's history
+	visDir       string        // where a history not linearizable is drawn (-out's directory)
 }
 
 func main() {
@@ -93,6 +102,7 @@ func main() {
 	flag.BoolVar(&cfg.keep, "keep", false, "leave the last run's deployment up (for a look)")
 	flag.DurationVar(&cfg.wan, "wan", 25*time.Millisecond, "the wide-area delay between regions, each way (0: none)")
 	flag.Uint64Var(&cfg.seed, "seed", 0, "the seed of the rehome case's kill and cut delays (0: from the clock; the report names it)")
+	flag.DurationVar(&cfg.checkTimeout, "check-timeout", time.Minute, "porcupine's bound on one tenant's history: past it the tenant is reported timed out, not linearizable")
 	wanCases := flag.String("wan-cases", "lost,partitioned,rehome", "the cases run with the wide-area delay, comma-separated")
 	flag.StringVar(&cfg.wanMode, "wan-mode", "auto", "how the delay is put on: netem (tc), proxy (iptables and a delaying proxy in each container's namespace) or auto (netem if the kernel has it)")
 	flag.BoolVar(&cfg.wanHold, "wan-hold", false, "put the wide-area delay on the running project -project, measure it and hold it until interrupted; run no case (deploy/wan.sh)")
@@ -143,6 +153,13 @@ func run(ctx context.Context, cfg config) error {
 		d := &deployment{project: cfg.project, file: filepath.Join(root, "deploy", "compose.yaml"), tokens: tokens, tls: certs}
 		return holdWAN(ctx, cfg, d, root)
 	}
+	cfg.visDir = os.TempDir()
+	if cfg.out != "" {
+		cfg.visDir = filepath.Dir(cfg.out)
+		if !filepath.IsAbs(cfg.visDir) {
+			cfg.visDir = filepath.Join(root, cfg.visDir)
+		}
+	}
 	var results []result
 	var failed, fatal []string
 	for _, c := range cfg.cases {
@@ -154,9 +171,14 @@ func run(ctx context.Context, cfg config) error {
 			}
 			results = append(results, res)
 			fmt.Fprintln(os.Stderr, res.line())
+			if res.notRun == "" {
+				fmt.Fprintf(os.Stderr, "%s #%d: %s\n", res.kase, res.run, res.lin.summary())
+			}
 			failed = append(failed, res.problems()...)
 			if res.rehomeRun != nil {
 				fatal = append(fatal, res.problems()...)
+			} else {
+				fatal = append(fatal, res.lin.problems(res.kase, res.run)...)
 			}
 			if res.notRun != "" {
 				break // the next runs would be refused as this one was

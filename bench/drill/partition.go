@@ -65,6 +65,7 @@ func runPartitioned(ctx context.Context, cfg config, d *deployment, hc *http.Cli
 	}
 	usSide := lostWriters(d, tenants)
 	euSide := euWriters(d, tenants)
+	res.writers = append(slices.Clone(usSide), euSide...)
 	wctx, stopWriters := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for _, w := range append(slices.Clone(usSide), euSide...) {

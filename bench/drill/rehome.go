@@ -132,6 +132,7 @@ func runRehome(ctx context.Context, cfg config, d *deployment, hc *http.Client, 
 	}
 	usSide := lostWriters(d, tenants)
 	euSide := rehomeEUWriters(d, tenants)
+	res.writers = append(slices.Clone(usSide), euSide...)
 	wctx, stopWriters := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for _, w := range append(slices.Clone(usSide), euSide...) {

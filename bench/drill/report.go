@@ -77,8 +77,9 @@ func (r result) problems() []string {
 	if r.notRun != "" {
 		return nil
 	}
+	out = append(out, r.lin.problems(r.kase, r.run)...)
 	if rr := r.rehomeRun; rr != nil {
-		return rr.problems(r.kase, r.run)
+		return append(out, rr.problems(r.kase, r.run)...)
 	}
 	if pr := r.partRun; pr != nil {
 		if pr.lost > 0 {
@@ -166,14 +167,14 @@ func reportCut(b *strings.Builder, cfg config, results []result) {
 	fmt.Fprintf(b, "routers (eu1/eu2, us1/us2, ap1/ap2) in turn; %s after the kill of n1 (disconnected from the network first), every acknowledged\n", cfg.after)
 	fmt.Fprintf(b, "key read back. Target: writers write again within 2.5 s of the kill (the seed's 1.93–2.52 s; 3.94 s before cutting).\n\n")
 	tw := tabwriter.NewWriter(b, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "case\trun\twrote again (s)\tn1's writers paused (s)\tfailed over (s)\tcut→kill (ms)\tacked\tlost\tcut resent/502/streams/left\teu others' longest pause (ms)\treplica on n1 (ms)\tbefore the cut (ms)\tus (ms)\tn1's writers saw\treplica on n1 saw")
+	fmt.Fprintln(tw, "case\trun\twrote again (s)\tn1's writers paused (s)\tfailed over (s)\tcut→kill (ms)\tacked\tlost\tcut resent/502/streams/left\teu others' longest pause (ms)\treplica on n1 (ms)\tbefore the cut (ms)\tus (ms)\tn1's writers saw\treplica on n1 saw\tlinearizable")
 	for _, r := range results {
 		if r.notRun != "" {
 			fmt.Fprintf(tw, "%s\t%d\tnot run: %s\n", r.kase, r.run, r.notRun)
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.kase, r.run, span(r.wroteAgain), secs(r.victimPause), secs(r.failedOver),
-			millis(r.disconnected), r.acked, r.lost, r.cutText(), millis(r.pause), millis(r.pauseCopy), millis(r.pauseBefore), millis(r.otherRegion), errText(r.victimErrors), errText(r.copyErrors))
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.kase, r.run, span(r.wroteAgain), secs(r.victimPause), secs(r.failedOver),
+			millis(r.disconnected), r.acked, r.lost, r.cutText(), millis(r.pause), millis(r.pauseCopy), millis(r.pauseBefore), millis(r.otherRegion), errText(r.victimErrors), errText(r.copyErrors), r.lin.text())
 	}
 	tw.Flush()
 	fmt.Fprintf(b, "\nwrote again: from the kill to each of n1's tenants' first acknowledged write after it (min–max over the tenants).\n")
@@ -184,6 +185,8 @@ func reportCut(b *strings.Builder, cfg config, results []result) {
 	fmt.Fprintf(b, "behind, within the routers' upstream timeout (4 s); \"before the cut\": all of eu's others over the warm-up; us: region us.\n")
 	fmt.Fprintf(b, "n1's writers saw, replica on n1 saw: the answers other than 200 those writers got, by status (none: the routers resent\n")
 	fmt.Fprintf(b, "every keyed write cut from n1 to the new primary).\n")
+	linLines(b, results)
+	linLegend(b)
 	fmt.Fprintf(b, "cases: cut = disconnect + kill, names looked up at Docker's resolver; resolver = disconnect + remove, names looked up\n")
 	fmt.Fprintf(b, "at a resolver that never answers a name Docker lacks; region = the global tier stopped and eu and us\n")
 	fmt.Fprintf(b, "leasing their own nodes (a forced handoff each), Docker's resolver.\n")
@@ -196,15 +199,15 @@ func reportLost(b *strings.Builder, cfg config, results []result) {
 	fmt.Fprintf(b, "with its copy on n4 or n5, the rest `zone`; each written by a keyed writer from us, every write sent to us1 or us2 first\n")
 	fmt.Fprintf(b, "and to g2 when that router does not take it (us's routers hold us's tenants and those with a copy in us: the region tenants, not the zone ones). Writers ran %s after the promotion.\n\n", cfg.after)
 	tw := tabwriter.NewWriter(b, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "run\tlink\tkill took (s)\tkill→promoted (s)\tpromotions asked\tregion tenants wrote again (s)\tbound (s)\tfirst through\tthrough us1/us2 (s)\tall out of eu (s)\tacked\tlost\tzone acked before/after")
+	fmt.Fprintln(tw, "run\tlink\tkill took (s)\tkill→promoted (s)\tpromotions asked\tregion tenants wrote again (s)\tbound (s)\tfirst through\tthrough us1/us2 (s)\tall out of eu (s)\tacked\tlost\tzone acked before/after\tlinearizable")
 	for _, r := range results {
 		lr := r.lostRun
 		if r.notRun != "" {
 			fmt.Fprintf(tw, "%d\tnot run: %s\n", r.run, r.notRun)
 			continue
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d/%d\n", r.run, r.linkText(), secs(lr.killTook), secs(lr.killToPromo), lr.promoTries, span(lr.wroteAgain), secs(lr.bound),
-			viaText(lr.firstVia), span(lr.viaUS), secs(lr.failedOver), lr.acked, lr.lost, lr.zoneAcked, lr.zoneAfter)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d/%d\t%s\n", r.run, r.linkText(), secs(lr.killTook), secs(lr.killToPromo), lr.promoTries, span(lr.wroteAgain), secs(lr.bound),
+			viaText(lr.firstVia), span(lr.viaUS), secs(lr.failedOver), lr.acked, lr.lost, lr.zoneAcked, lr.zoneAfter, r.lin.text())
 	}
 	tw.Flush()
 	for _, r := range results {
@@ -227,7 +230,9 @@ func reportLost(b *strings.Builder, cfg config, results []result) {
 	fmt.Fprintf(b, "the leases eu's nodes may still run (lease %v × 1.1), a round of grants (lease / 3) and a round trip of the link.\n", lostLease)
 	fmt.Fprintf(b, "lost: region tenants' acknowledged writes not read back from the node g2 places them on after (a tenant still placed\n")
 	fmt.Fprintf(b, "in eu counts all its writes lost). The zone tenants' writes stay on eu's dead nodes and are not read back.\n")
-	fmt.Fprintf(b, "Two primaries cannot write here (eu is dead): the partitioned case, eu cut off but alive, checks for them.\n")
+	fmt.Fprintf(b, "eu is dead, so a second primary could only be one that took writes before the kill and after the promotion's first.\n")
+	linLines(b, results)
+	linLegend(b)
 }
 
 // reportPartitioned is the partitioned case's table.
@@ -238,15 +243,15 @@ func reportPartitioned(b *strings.Builder, cfg config, results []result) {
 	fmt.Fprintf(b, "written by two keyed writers with keys of their own: one from us (us1/us2, then g2), one from eu (eu1/eu2). The cut\n")
 	fmt.Fprintf(b, "healed %s after the promotion; the writers ran 8 s more; then every write acknowledged on either side read back.\n\n", cfg.after)
 	tw := tabwriter.NewWriter(b, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "run\tlink\tcut→promoted (s)\tregion tenants wrote again from us (s)\teu's side last acknowledged (s)\toverlapping\tall out of eu (s)\tzone acked during the cut eu/us\tacked\tlost")
+	fmt.Fprintln(tw, "run\tlink\tcut→promoted (s)\tregion tenants wrote again from us (s)\teu's side last acknowledged (s)\toverlapping\tall out of eu (s)\tzone acked during the cut eu/us\tacked\tlost\tlinearizable")
 	for _, r := range results {
 		pr := r.partRun
 		if r.notRun != "" {
 			fmt.Fprintf(tw, "%d\tnot run: %s\n", r.run, r.notRun)
 			continue
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%d/%d\t%d\t%d\n", r.run, r.linkText(), secs(pr.cutToPromo), span(pr.wroteAgain), span(pr.euLast),
-			pr.overlap, secs(pr.failedOver), pr.zoneEU, pr.zoneUS, pr.acked, pr.lost)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%d/%d\t%d\t%d\t%s\n", r.run, r.linkText(), secs(pr.cutToPromo), span(pr.wroteAgain), span(pr.euLast),
+			pr.overlap, secs(pr.failedOver), pr.zoneEU, pr.zoneUS, pr.acked, pr.lost, r.lin.text())
 	}
 	tw.Flush()
 	for _, r := range results {
@@ -269,6 +274,8 @@ func reportPartitioned(b *strings.Builder, cfg config, results []result) {
 	fmt.Fprintf(b, "eu's side last acknowledged: from the cut to each region tenant's last write acknowledged from eu before the heal (-1: none);\n")
 	fmt.Fprintf(b, "overlapping: region tenants whose eu side had a write acknowledged after us's side had its first (two primaries).\n")
 	fmt.Fprintf(b, "lost: writes acknowledged on either side not read back from the node g2 places the tenant on once healed.\n")
+	linLines(b, results)
+	linLegend(b)
 }
 
 // reportRehome is the rehome case's table: a row a move.
@@ -286,7 +293,7 @@ func reportRehome(b *strings.Builder, cfg config, results []result) {
 		}
 		fmt.Fprintf(b, "run %d: link %s; seed %d; g2 promoted %s s after the kill\n", r.run, r.linkText(), rr.seed, secs(rr.promoted))
 		tw := tabwriter.NewWriter(b, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "phase\ttenant\tmove\tdelay (ms)\tlast step seen\tanswer\tpause_ms\tms\tended\tsettled (s)\tlongest gap (ms)\toverlap\telsewhere\tother node answered\twriters refused")
+		fmt.Fprintln(tw, "phase\ttenant\tmove\tdelay (ms)\tlast step seen\tanswer\tpause_ms\tms\tended\tsettled (s)\tlongest gap (ms)\toverlap\telsewhere\tother node answered\twriters refused\tlinearizable")
 		for _, m := range rr.moves {
 			delay, step := "-", "-"
 			if m.phase != "clean" {
@@ -296,14 +303,18 @@ func reportRehome(b *strings.Builder, cfg config, results []result) {
 			if m.pauseMS >= 0 {
 				pause, ms = fmt.Sprint(m.pauseMS), fmt.Sprint(m.ms)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s→%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", m.phase, m.tenant, m.from, m.to, delay, step, m.answer, pause, ms,
-				m.ended, secs(m.settleTook), millis(m.gap), m.overlap, m.elsewhere, m.probe, countText(m.writersSaw))
+			fmt.Fprintf(tw, "%s\t%s\t%s→%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", m.phase, m.tenant, m.from, m.to, delay, step, m.answer, pause, ms,
+				m.ended, secs(m.settleTook), millis(m.gap), m.overlap, m.elsewhere, m.probe, countText(m.writersSaw), r.lin.verdict(m.tenant))
 		}
 		tw.Flush()
 		fmt.Fprintf(b, "run %d: %d acknowledged, %d lost; %d acknowledgements named no known node; straight writes to a move's other node: %s\n",
 			r.run, rr.acked, rr.lost, rr.unknown, countText(rr.probes))
 		for _, l := range rr.lostSome {
 			fmt.Fprintf(b, "  lost: %s\n", l)
+		}
+		fmt.Fprintf(b, "run %d: %s\n", r.run, r.lin.summary())
+		for _, l := range r.lin.whyLines() {
+			fmt.Fprintf(b, "  %s\n", l)
 		}
 		if len(rr.notActive) > 0 {
 			fmt.Fprintf(b, "  not active at the end: %s\n", strings.Join(rr.notActive, ", "))
@@ -317,6 +328,31 @@ func reportRehome(b *strings.Builder, cfg config, results []result) {
 	fmt.Fprintf(b, "settled. overlap: writes the source acknowledged (Fenec-Node) that were sent after the target acknowledged one: two\n")
 	fmt.Fprintf(b, "primaries; elsewhere: acknowledged by a third node (a failover) in the window. other node answered: a write sent\n")
 	fmt.Fprintf(b, "straight to the move's node the tenant did not end on, data token: anything but 200 is a refusal.\n")
+	linLegend(b)
+}
+
+// linLines are each run's check in a sentence, and where each history
+// not linearizable stopped.
+func linLines(b *strings.Builder, results []result) {
+	for _, r := range results {
+		if r.notRun != "" {
+			continue
+		}
+		fmt.Fprintf(b, "run %d: %s\n", r.run, r.lin.summary())
+		for _, l := range r.lin.whyLines() {
+			fmt.Fprintf(b, "  %s\n", l)
+		}
+	}
+}
+
+// linLegend says what the linearizable column checks.
+func linLegend(b *strings.Builder) {
+	fmt.Fprintf(b, "linearizable: tenants whose history porcupine found linearizable, of how many. A tenant's writes are appends to\n")
+	fmt.Fprintf(b, "a list (its inserts, in id order) and each writer's reader reads the whole list through the router the writer last\n")
+	fmt.Fprintf(b, "had answer, every %d writes, with no staleness asked for; each write and read is recorded with when it was sent\n", readEvery)
+	fmt.Fprintf(b, "and answered and, as tests/nemesis classifies answers, done, refused or unknown (never returned, for porcupine).\n")
+	fmt.Fprintf(b, "Two primaries taking writes at once show as a read missing an append acknowledged before it was sent. Timed out:\n")
+	fmt.Fprintf(b, "porcupine found neither within its bound (-check-timeout), reported as such, not as a pass; NOT fails the drill.\n")
 }
 
 // overlaps sums the moves' overlaps.

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/fenec-go/fenec/internal/history"
 )
 
 // ack is one acknowledged write: its key, when it was first sent, when
@@ -49,6 +51,7 @@ type writer struct {
 
 	mu     sync.Mutex
 	acks   []ack             // guarded by mu
+	ops    []*history.Op     // guarded by mu: every write and list read, as it settled
 	errors map[int]int       // guarded by mu: answers other than 200 by status, 0 for a transport error
 	fails  []fail            // guarded by mu
 	sample map[string]string // guarded by mu: the first body of each router's and status's answer other than 200
@@ -64,9 +67,16 @@ func newWriter(tenant, node, replica string, bases []string, token string, hc *h
 // a loaded deployment rather than a saturated machine.
 const pace = 10 * time.Millisecond
 
-// run writes until ctx ends.
+// run writes until ctx ends. Every write is recorded in the writer's
+// history as an append to the tenant's list (its collection w, in id
+// order), and every readEvery writes its reader is asked to read the
+// list through the router that answered last.
 func (w *writer) run(ctx context.Context) {
 	defer w.hc.CloseIdleConnections()
+	reads := make(chan string, 1)
+	var wg sync.WaitGroup
+	wg.Go(func() { w.reader(ctx, reads) })
+	defer func() { close(reads); wg.Wait() }()
 	var last time.Time
 	cur := 0
 	for k := w.first + 1; ctx.Err() == nil; k++ {
@@ -78,42 +88,77 @@ func (w *writer) run(ctx context.Context) {
 		if w.preferFirst {
 			cur = 0
 		}
-		for ctx.Err() == nil {
-			base := w.bases[cur]
-			at := time.Now()
-			status, node := w.insert(ctx, base, k)
-			if status == http.StatusOK {
-				w.mu.Lock()
-				w.acks = append(w.acks, ack{k: k, sent: sent, at: time.Now(), via: base, node: node})
-				w.mu.Unlock()
-				break
+		var done bool
+		if cur, done = w.write(ctx, k, sent, cur); !done {
+			return
+		}
+		if (k-w.first)%readEvery == 0 {
+			select {
+			case reads <- w.bases[cur]:
+			default: // the last read asked is still under way: this one is dropped
 			}
-			if ctx.Err() != nil {
-				return
-			}
-			w.mu.Lock()
-			w.errors[status]++
-			w.fails = append(w.fails, fail{at: at, took: time.Since(at), status: status, via: base})
-			w.mu.Unlock()
-			cur = (cur + 1) % len(w.bases)
-			time.Sleep(10 * time.Millisecond)
 		}
 	}
 }
 
+// write sends write k, first sent at sent, through bases[cur] and the
+// next routers until it is answered 200 or ctx ends, and records it. It
+// gives back the router to ask next and whether the write was answered.
+func (w *writer) write(ctx context.Context, k int, sent time.Time, cur int) (int, bool) {
+	op := &history.Op{Tenant: w.tenant, Kind: history.ListAppend, Key: listKey, Value: int64(k),
+		IdemKey: w.idemKey(k), Call: since(sent), Staleness: history.NoBound}
+	mayHaveRun := false
+	for {
+		base := w.bases[cur]
+		at := time.Now()
+		status, node, err := w.insert(ctx, base, k)
+		a := history.Attempt{At: since(at), Took: int64(time.Since(at)), Status: status, Node: node}
+		if err != nil {
+			a.Err = history.ErrText(err)
+		}
+		class, _ := history.Classify(a, true)
+		if class == history.OK {
+			op.Outcome, op.Return, op.Node, op.Via = history.OK, a.At+a.Took, node, hostOf(base)
+			w.mu.Lock()
+			w.acks = append(w.acks, ack{k: k, sent: sent, at: time.Now(), via: base, node: node})
+			w.ops = append(w.ops, op)
+			w.mu.Unlock()
+			return cur, true
+		}
+		mayHaveRun = mayHaveRun || class == history.Unknown
+		if ctx.Err() != nil {
+			// Unsettled: unknown if any attempt may have run (for
+			// porcupine it never returned), else refused.
+			op.Outcome, op.Return, op.Via = history.Settle(op.Kind, class, mayHaveRun), a.At+a.Took, hostOf(base)
+			w.mu.Lock()
+			w.ops = append(w.ops, op)
+			w.mu.Unlock()
+			return cur, false
+		}
+		w.mu.Lock()
+		w.errors[status]++
+		w.fails = append(w.fails, fail{at: at, took: time.Since(at), status: status, via: base})
+		w.mu.Unlock()
+		cur = (cur + 1) % len(w.bases)
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (w *writer) idemKey(k int) string { return w.tenant + "-" + strconv.Itoa(k) }
+
 // insert sends write k once through base and returns its status (0: no
-// answer) and the node that answered (Fenec-Node, its id).
-func (w *writer) insert(ctx context.Context, base string, k int) (int, string) {
+// answer, and the error), and the node that answered (Fenec-Node, its id).
+func (w *writer) insert(ctx context.Context, base string, k int) (int, string, error) {
 	body, _ := json.Marshal(map[string]any{"query": "insert w {k: $1}", "params": []any{k}})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/t/"+w.tenant+"/query", bytes.NewReader(body))
 	if err != nil {
-		return 0, ""
+		return 0, "", err
 	}
 	req.Header.Set("Authorization", "Bearer "+w.token)
-	req.Header.Set("Idempotency-Key", w.tenant+"-"+strconv.Itoa(k))
+	req.Header.Set("Idempotency-Key", w.idemKey(k))
 	res, err := w.hc.Do(req)
 	if err != nil {
-		return 0, ""
+		return 0, "", err
 	}
 	defer res.Body.Close()
 	if res.StatusCode != http.StatusOK {
@@ -126,7 +171,7 @@ func (w *writer) insert(ctx context.Context, base string, k int) (int, string) {
 		w.mu.Unlock()
 	}
 	io.Copy(io.Discard, res.Body)
-	return res.StatusCode, res.Header.Get("Fenec-Node")
+	return res.StatusCode, res.Header.Get("Fenec-Node"), nil
 }
 
 // failures is the writer's answers other than 200 so far, oldest first,

@@ -55,23 +55,37 @@ func (r Result) Visualize(w io.Writer) error {
 	return porcupine.Visualize(r.model, r.info, w)
 }
 
-// CheckObjects checks each object of ops with porcupine, each within
-// timeout, in the objects' order by name. ops are in call order; the
-// tenants skip names are left out, and so are objects left with no
-// operation porcupine can use (reads that failed, refused writes).
-func CheckObjects(ops []*Op, skip map[string]bool, timeout time.Duration) []Result {
+// Options say how CheckObjects checks.
+type Options struct {
+	// Timeout bounds porcupine on one object; past it the object is
+	// TimedOut.
+	Timeout time.Duration
+	// Skip names tenants left out.
+	Skip map[string]bool
+	// ListsBySet checks lists by the elements each read shows, not their
+	// order (setModel): for lists that clients append to at once, which
+	// the order's model cannot search in time. CheckLists then holds the
+	// order.
+	ListsBySet bool
+}
+
+// CheckObjects checks each object of ops with porcupine, in the
+// objects' order by name. ops are in call order; objects left with no
+// operation porcupine can use (reads that failed, refused writes) are
+// left out.
+func CheckObjects(ops []*Op, o Options) []Result {
 	var out []Result
 	names, groups := byObject(ops)
 	for _, name := range names {
 		group := groups[name]
-		if skip[group[0].Tenant] {
+		if o.Skip[group[0].Tenant] {
 			continue
 		}
-		model, pops, from := porcupineOps(group)
+		model, pops, from := porcupineOps(group, o.ListsBySet)
 		if len(pops) == 0 {
 			continue
 		}
-		res, info := porcupine.CheckOperationsVerbose(model, pops, timeout)
+		res, info := porcupine.CheckOperationsVerbose(model, pops, o.Timeout)
 		r := Result{Object: name, Tenant: group[0].Tenant, Ops: len(pops), model: model, info: info}
 		switch res {
 		case porcupine.Ok:

@@ -83,6 +83,53 @@ var listModel = porcupine.Model{
 	},
 }
 
+// setState is a list by its elements alone: how many, and a sum of
+// their hashes, which no order of appends changes.
+type setState struct {
+	n int
+	h uint64
+}
+
+func (s setState) with(e int64) setState {
+	x := uint64(e) * 0x9e3779b97f4a7c15 // a mix, so that sums of small ids do not collide
+	x ^= x >> 29
+	return setState{n: s.n + 1, h: s.h + x*0xbf58476d1ce4e5b9}
+}
+
+func setOf(l []int64) setState {
+	var s setState
+	for _, e := range l {
+		s = s.with(e)
+	}
+	return s
+}
+
+// setModel is an append-only list judged by which elements a read
+// shows, not their order. Appends of two clients that overlap in time
+// then leave one state whichever was first, so porcupine's cache holds a
+// history of clients appending at once to a few states per step, where
+// listModel's would hold one per order of them (2^n for n overlapping
+// pairs). A read missing an append acknowledged before it was sent, or
+// showing one never made or one twice, is still not linearizable;
+// CheckLists holds the order.
+var setModel = porcupine.Model{
+	Init: func() any { return setState{} },
+	Step: func(state, input, output any) (bool, any) {
+		in := input.(listIn)
+		if !in.read {
+			return true, state.(setState).with(in.e)
+		}
+		return output.(setState) == state.(setState), state
+	},
+	DescribeOperation: func(input, output any) string {
+		in := input.(listIn)
+		if !in.read {
+			return fmt.Sprintf("append(%d)", in.e)
+		}
+		return fmt.Sprintf("read() -> %d elements", output.(setState).n)
+	},
+}
+
 // cntIn is an increment or a read of the counter.
 type cntIn struct{ incr bool }
 
@@ -126,7 +173,8 @@ func Object(op *Op) string {
 // with the model to check them by. A read or a refused write had no
 // effect and is left out; a write whose outcome is unknown never
 // returned. It gives back, beside each operation, the Op it came from.
-func porcupineOps(ops []*Op) (porcupine.Model, []porcupine.Operation, []*Op) {
+// Lists are checked by listModel, or by setModel when bySet.
+func porcupineOps(ops []*Op, bySet bool) (porcupine.Model, []porcupine.Operation, []*Op) {
 	var model porcupine.Model
 	var out []porcupine.Operation
 	var from []*Op
@@ -148,8 +196,14 @@ func porcupineOps(ops []*Op) (porcupine.Model, []porcupine.Operation, []*Op) {
 			model, p.Input, p.Output = registerModel, regIn{}, op.Value
 		case ListAppend:
 			model, p.Input, p.Output = listModel, listIn{e: op.Value}, listState{}
+			if bySet {
+				model, p.Output = setModel, setState{}
+			}
 		case ListRead:
 			model, p.Input, p.Output = listModel, listIn{read: true}, stateOf(op.List)
+			if bySet {
+				model, p.Output = setModel, setOf(op.List)
+			}
 		case Incr:
 			model, p.Input = cntModel, cntIn{incr: true}
 			if op.Outcome == OK {

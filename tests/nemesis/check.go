@@ -3,7 +3,6 @@ package nemesis
 import (
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/fenec-go/fenec/internal/history"
@@ -92,7 +91,7 @@ func Check(h *History, cl Claims) Report {
 	lossy := lossyTenants(h, cl)
 	r.Anomalies = append(r.Anomalies, checkLinearizable(ops, lossy, cl.CheckTimeout, &r)...)
 	r.Anomalies = append(r.Anomalies, checkRefusedNeverSeen(ops)...)
-	r.Anomalies = append(r.Anomalies, checkLists(ops, lossy)...)
+	r.Anomalies = append(r.Anomalies, history.CheckLists(ops, lossy)...)
 	r.Anomalies = append(r.Anomalies, checkReadBack(h, ops, cl)...)
 	r.Anomalies = append(r.Anomalies, checkTwoPrimaries(ops, lossy)...)
 	r.Anomalies = append(r.Anomalies, checkIncrements(h, ops, cl)...)
@@ -157,7 +156,7 @@ func lossAllowed(h *History, op *Op, window time.Duration) bool {
 // checkLinearizable checks each object with porcupine.
 func checkLinearizable(ops []*Op, lossy map[string]bool, timeout time.Duration, r *Report) []Anomaly {
 	var out []Anomaly
-	for _, res := range history.CheckObjects(ops, lossy, timeout) {
+	for _, res := range history.CheckObjects(ops, history.Options{Timeout: timeout, Skip: lossy}) {
 		switch res.Verdict {
 		case history.TimedOut:
 			r.Unchecked = append(r.Unchecked, res.Object)
@@ -210,64 +209,6 @@ func lastStatus(op *Op) int {
 		return 0
 	}
 	return op.Attempts[len(op.Attempts)-1].Status
-}
-
-// checkLists holds each list's reads to what an append-only list shows,
-// Elle's way: no element twice, none never appended, and every two reads
-// one a prefix of the other — except on a tenant a power loss may have
-// taken writes from (lossy), where a read may have shown one it took.
-func checkLists(ops []*Op, lossy map[string]bool) []Anomaly {
-	appended := map[string]map[int64]bool{}
-	reads := map[string][]*Op{}
-	for _, op := range ops {
-		o := history.Object(op)
-		switch {
-		case op.Kind == ListAppend && op.Outcome != Fail:
-			if appended[o] == nil {
-				appended[o] = map[int64]bool{}
-			}
-			appended[o][op.Value] = true
-		case op.Kind == ListRead && op.Outcome == OK:
-			reads[o] = append(reads[o], op)
-		}
-	}
-	var out []Anomaly
-	for o, rs := range reads {
-		longest := rs[0]
-		for _, r := range rs {
-			seen := map[int64]bool{}
-			for _, e := range r.List {
-				if seen[e] {
-					out = append(out, Anomaly{Check: "list", Tenant: r.Tenant, What: fmt.Sprintf("%s holds %d twice", o, e), Excerpt: []string{r.String()}})
-				}
-				seen[e] = true
-				if !appended[o][e] {
-					out = append(out, Anomaly{Check: "list", Tenant: r.Tenant, What: fmt.Sprintf("%s holds %d, never appended", o, e), Excerpt: []string{r.String()}})
-				}
-			}
-			if len(r.List) > len(longest.List) {
-				longest = r
-			}
-		}
-		for _, r := range rs {
-			if lossy[r.Tenant] {
-				break
-			}
-			if !slices.Equal(r.List, longest.List[:min(len(r.List), len(longest.List))]) {
-				i := 0
-				for i < len(r.List) && r.List[i] == longest.List[i] {
-					i++
-				}
-				out = append(out, Anomaly{Check: "list", Tenant: r.Tenant,
-					What: fmt.Sprintf("%s: two reads disagree at element %d (%d against %d): the list forked",
-						o, i, r.List[i], longest.List[i]),
-					Excerpt: []string{r.String(), longest.String()}})
-				break
-			}
-		}
-	}
-	slices.SortFunc(out, func(a, b Anomaly) int { return strings.Compare(a.What, b.What) })
-	return out
 }
 
 // finalReads are the read-backs after the heal, by object.
