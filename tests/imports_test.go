@@ -27,6 +27,7 @@ var importRules = map[string][]string{
 	"engine/fql":                nil,
 	"internal":                  {"wire"},
 	"internal/audit":            nil, // the standard library only
+	"internal/history":          nil, // the standard library and porcupine
 	"internal/connlimit":        {"internal/badtoken"},
 	"internal/profiling":        {"internal/netx"}, // the one loopback rule
 	"internal/startup":          {"internal/version"},
@@ -49,8 +50,8 @@ var importRules = map[string][]string{
 	"region/merge":              {"engine/fql"},
 	"region/trust":              {"global", "internal"},
 	"cmd":                       {"engine", "node", "global", "lease", "region", "wire", "internal"},
-	"tests":                     {"tests", "wire", "internal/testkit", "internal/tlsx", "internal/nemesis"},
-	"bench":                     {"bench/internal/benchkit", "engine", "node", "global", "lease", "region", "wire", "internal/tlsx", "tests/proxy", "tests/dnsstub"},
+	"tests":                     {"tests", "wire", "internal/testkit", "internal/tlsx", "internal/nemesis", "internal/history"},
+	"bench":                     {"bench/internal/benchkit", "engine", "node", "global", "lease", "region", "wire", "internal/tlsx", "internal/history", "tests/proxy", "tests/dnsstub"},
 	"docs":                      nil, // reads the code as text
 }
 

@@ -31,9 +31,10 @@ import (
 // listKey names the tenant's one list among its objects.
 const listKey = "w"
 
-// readEvery is how many writes a writer makes for each read of its
-// tenant's list its reader is asked for.
-const readEvery = 50
+// readEvery is how often a writer's reader reads its tenant's list: by
+// time, not by writes, so that the reads go on while a write waits out a
+// failover and their load stays the same at any pace of writes.
+const readEvery = 500 * time.Millisecond
 
 // epoch is the origin of every recorded time: one for the process, so
 // that the operations of a tenant's writers compare.
@@ -42,16 +43,21 @@ var epoch = time.Now()
 // since is t in ns since epoch.
 func since(t time.Time) int64 { return int64(t.Sub(epoch)) }
 
-// reader reads the tenant's list through each router reads hands it,
-// once each (a read is never sent again), until reads is closed. It runs
-// beside the writer so that a read held up by a fault never holds up a
-// write.
-func (w *writer) reader(ctx context.Context, reads <-chan string) {
-	for base := range reads {
-		if ctx.Err() != nil {
-			continue
+// reader reads the tenant's list every readEvery, through the router
+// the writer asks now, once each (a read is never sent again; a tick
+// that finds the last read still under way is dropped), until ctx ends.
+// It runs beside the writer so that a read held up by a fault never
+// holds up a write.
+func (w *writer) reader(ctx context.Context) {
+	t := time.NewTicker(readEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
 		}
-		op := w.readList(ctx, base)
+		op := w.readList(ctx, w.bases[w.asking.Load()])
 		w.mu.Lock()
 		w.ops = append(w.ops, op)
 		w.mu.Unlock()

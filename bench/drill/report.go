@@ -230,7 +230,7 @@ func reportLost(b *strings.Builder, cfg config, results []result) {
 	fmt.Fprintf(b, "the leases eu's nodes may still run (lease %v × 1.1), a round of grants (lease / 3) and a round trip of the link.\n", lostLease)
 	fmt.Fprintf(b, "lost: region tenants' acknowledged writes not read back from the node g2 places them on after (a tenant still placed\n")
 	fmt.Fprintf(b, "in eu counts all its writes lost). The zone tenants' writes stay on eu's dead nodes and are not read back.\n")
-	fmt.Fprintf(b, "eu is dead, so a second primary could only be one that took writes before the kill and after the promotion's first.\n")
+	fmt.Fprintf(b, "eu is dead after the kill: a read after the promotion missing a write eu's primary acknowledged before it fails it.\n")
 	linLines(b, results)
 	linLegend(b)
 }
@@ -347,12 +347,15 @@ func linLines(b *strings.Builder, results []result) {
 
 // linLegend says what the linearizable column checks.
 func linLegend(b *strings.Builder) {
-	fmt.Fprintf(b, "linearizable: tenants whose history porcupine found linearizable, of how many. A tenant's writes are appends to\n")
-	fmt.Fprintf(b, "a list (its inserts, in id order) and each writer's reader reads the whole list through the router the writer last\n")
-	fmt.Fprintf(b, "had answer, every %d writes, with no staleness asked for; each write and read is recorded with when it was sent\n", readEvery)
-	fmt.Fprintf(b, "and answered and, as tests/nemesis classifies answers, done, refused or unknown (never returned, for porcupine).\n")
-	fmt.Fprintf(b, "Two primaries taking writes at once show as a read missing an append acknowledged before it was sent. Timed out:\n")
-	fmt.Fprintf(b, "porcupine found neither within its bound (-check-timeout), reported as such, not as a pass; NOT fails the drill.\n")
+	fmt.Fprintf(b, "linearizable: tenants whose history held, of how many. A tenant's writes are appends to a list (its inserts, in id\n")
+	fmt.Fprintf(b, "order), and beside each writer a reader reads the whole list every %v through the router the writer asks, no\n", readEvery)
+	fmt.Fprintf(b, "staleness asked for; every write and read is recorded with when it was sent and answered and, as tests/nemesis\n")
+	fmt.Fprintf(b, "classifies answers (internal/history), done, refused or unknown (for porcupine, never returned). Porcupine checks\n")
+	fmt.Fprintf(b, "which elements each read shows (a tenant's two writers append at once: the order's model cannot be searched in\n")
+	fmt.Fprintf(b, "time), and the order is held apart: each read a prefix of the longest, an append acknowledged before another was\n")
+	fmt.Fprintf(b, "sent ahead of it. Two primaries taking writes at once show as a read missing an append acknowledged before it was\n")
+	fmt.Fprintf(b, "sent, or reads that fork. Timed out: porcupine found neither within -check-timeout, reported so, never as a pass;\n")
+	fmt.Fprintf(b, "NOT fails the drill, its visualization written beside -out.\n")
 }
 
 // overlaps sums the moves' overlaps.

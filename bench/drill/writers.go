@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fenec-go/fenec/internal/history"
@@ -49,9 +50,11 @@ type writer struct {
 	first        int      // the keys written are first+1, first+2, ... (two writers of one tenant keep apart)
 	hc           *http.Client
 
-	mu     sync.Mutex
-	acks   []ack             // guarded by mu
-	ops    []*history.Op     // guarded by mu: every write and list read, as it settled
+	mu   sync.Mutex
+	acks []ack         // guarded by mu
+	ops  []*history.Op // guarded by mu: every write and list read, as it settled
+
+	asking atomic.Int32      // the index in bases of the router the writer asks now, for the reader
 	errors map[int]int       // guarded by mu: answers other than 200 by status, 0 for a transport error
 	fails  []fail            // guarded by mu
 	sample map[string]string // guarded by mu: the first body of each router's and status's answer other than 200
@@ -69,14 +72,13 @@ const pace = 10 * time.Millisecond
 
 // run writes until ctx ends. Every write is recorded in the writer's
 // history as an append to the tenant's list (its collection w, in id
-// order), and every readEvery writes its reader is asked to read the
-// list through the router that answered last.
+// order), and beside it the writer's reader reads the list every
+// readEvery through the router the writer asks now.
 func (w *writer) run(ctx context.Context) {
 	defer w.hc.CloseIdleConnections()
-	reads := make(chan string, 1)
 	var wg sync.WaitGroup
-	wg.Go(func() { w.reader(ctx, reads) })
-	defer func() { close(reads); wg.Wait() }()
+	defer wg.Wait()
+	wg.Go(func() { w.reader(ctx) })
 	var last time.Time
 	cur := 0
 	for k := w.first + 1; ctx.Err() == nil; k++ {
@@ -87,16 +89,11 @@ func (w *writer) run(ctx context.Context) {
 		last = sent
 		if w.preferFirst {
 			cur = 0
+			w.asking.Store(0)
 		}
 		var done bool
 		if cur, done = w.write(ctx, k, sent, cur); !done {
 			return
-		}
-		if (k-w.first)%readEvery == 0 {
-			select {
-			case reads <- w.bases[cur]:
-			default: // the last read asked is still under way: this one is dropped
-			}
 		}
 	}
 }
@@ -140,6 +137,7 @@ func (w *writer) write(ctx context.Context, k int, sent time.Time, cur int) (int
 		w.fails = append(w.fails, fail{at: at, took: time.Since(at), status: status, via: base})
 		w.mu.Unlock()
 		cur = (cur + 1) % len(w.bases)
+		w.asking.Store(int32(cur))
 		time.Sleep(10 * time.Millisecond)
 	}
 }
