@@ -189,6 +189,10 @@ func checkHistories(writers []*writer, timeout time.Duration, dir, label string)
 			file := filepath.Join(dir, fmt.Sprintf("drill-%s-%s.porcupine.html", label, r.Tenant))
 			if err := writeVisualization(r, file); err != nil {
 				file = "(not written: " + err.Error() + ")"
+			} else if err := writeOps(ops, r.Tenant, strings.TrimSuffix(file, ".porcupine.html")+".history.json"); err != nil {
+				file += " (its history not written: " + err.Error() + ")"
+			} else {
+				file += " and .history.json"
 			}
 			lr.bad[r.Tenant] = file
 			lr.why = append(lr.why, why...)
@@ -215,6 +219,21 @@ func writeVisualization(r history.Result, file string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// writeOps writes tenant's operations, each with its attempts, as JSON.
+func writeOps(ops []*history.Op, tenant, file string) error {
+	var mine []*history.Op
+	for _, op := range ops {
+		if op.Tenant == tenant {
+			mine = append(mine, op)
+		}
+	}
+	b, err := json.MarshalIndent(mine, "", " ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(file, b, 0o644)
 }
 
 // text is the check in a cell: linearizable of how many, and those

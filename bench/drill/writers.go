@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fenec-go/fenec/internal/history"
+	"github.com/fenec-go/fenec/wire"
 )
 
 // ack is one acknowledged write: its key, when it was first sent, when
@@ -108,14 +109,19 @@ func (w *writer) write(ctx context.Context, k int, sent time.Time, cur int) (int
 	for {
 		base := w.bases[cur]
 		at := time.Now()
-		status, node, err := w.insert(ctx, base, k)
-		a := history.Attempt{At: since(at), Took: int64(time.Since(at)), Status: status, Node: node}
+		status, hdr, err := w.insert(ctx, base, k)
+		node := hdr.Get("Fenec-Node")
+		a := history.Attempt{At: since(at), Took: int64(time.Since(at)), Status: status, Node: node,
+			History: hdr.Get(wire.HeaderHistory), Seq: hdr.Get(wire.HeaderSeq)}
 		if err != nil {
 			a.Err = history.ErrText(err)
 		}
+		op.Attempts = append(op.Attempts, a)
 		class, _ := history.Classify(a, true)
 		if class == history.OK {
 			op.Outcome, op.Return, op.Node, op.Via = history.OK, a.At+a.Took, node, hostOf(base)
+			op.History = a.History
+			op.Seq, _ = strconv.ParseUint(a.Seq, 10, 64)
 			w.mu.Lock()
 			w.acks = append(w.acks, ack{k: k, sent: sent, at: time.Now(), via: base, node: node})
 			w.ops = append(w.ops, op)
@@ -145,18 +151,19 @@ func (w *writer) write(ctx context.Context, k int, sent time.Time, cur int) (int
 func (w *writer) idemKey(k int) string { return w.tenant + "-" + strconv.Itoa(k) }
 
 // insert sends write k once through base and returns its status (0: no
-// answer, and the error), and the node that answered (Fenec-Node, its id).
-func (w *writer) insert(ctx context.Context, base string, k int) (int, string, error) {
+// answer, and the error) and the answer's header (Fenec-Node: the id of
+// the node that answered; of a write done, Fenec-History and Fenec-Seq).
+func (w *writer) insert(ctx context.Context, base string, k int) (int, http.Header, error) {
 	body, _ := json.Marshal(map[string]any{"query": "insert w {k: $1}", "params": []any{k}})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/t/"+w.tenant+"/query", bytes.NewReader(body))
 	if err != nil {
-		return 0, "", err
+		return 0, http.Header{}, err
 	}
 	req.Header.Set("Authorization", "Bearer "+w.token)
 	req.Header.Set("Idempotency-Key", w.idemKey(k))
 	res, err := w.hc.Do(req)
 	if err != nil {
-		return 0, "", err
+		return 0, http.Header{}, err
 	}
 	defer res.Body.Close()
 	if res.StatusCode != http.StatusOK {
@@ -169,7 +176,7 @@ func (w *writer) insert(ctx context.Context, base string, k int) (int, string, e
 		w.mu.Unlock()
 	}
 	io.Copy(io.Discard, res.Body)
-	return res.StatusCode, res.Header.Get("Fenec-Node"), nil
+	return res.StatusCode, res.Header, nil
 }
 
 // failures is the writer's answers other than 200 so far, oldest first,
