@@ -167,8 +167,10 @@ rules:
 # whole or cut off alive, and tenants moved between eu and us with the
 # leading router killed and the source cut off part-way (the lost,
 # partitioned and rehome cases, 25 ms each way between the regions), three
-# runs of each case; prints the table and writes bench/drill.txt. Builds the
-# binaries and images first (deploy/build.sh, offline).
+# runs of each case, each tenant's history checked with porcupine after each
+# run (a history not linearizable fails it); prints the table and writes
+# bench/drill.txt. Builds the binaries and images first (deploy/build.sh,
+# offline).
 # The images are tagged, and the drill's compose project named, after this
 # checkout's directory, so that drills of two checkouts on one Docker host
 # run their own images side by side.
