@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -29,12 +30,14 @@ type nodes = map[string]global.Versioned[global.Node]
 
 // batch fails over up to Batch tenants, read as tenants holds them: one
 // transaction holds them all, their copies are promoted in one call per
-// node holding them (those nodes in parallel), one transaction releases
-// the promoted onto their copies. A lost race on either transaction falls
-// back to one tenant at a time, which reads each again and reports each
-// on its own.
+// node holding them (those nodes in parallel, found in recs), one
+// transaction releases the promoted onto their copies. A lost race on
+// either transaction falls back to one tenant at a time, which reads each
+// again and reports each on its own.
 func (f *Failover) batch(ctx context.Context, s *global.Store, node string, names []string,
-	tenants map[string]global.Versioned[global.Tenant], force bool, res *Result) {
+	tenants map[string]global.Versioned[global.Tenant], recs nodes, force bool, res *Result) {
+	var took steps
+	began := time.Now()
 	tx := s.Txn()
 	held := make([]global.Versioned[global.Tenant], len(names))
 	for i, t := range names {
@@ -51,20 +54,22 @@ func (f *Failover) batch(ctx context.Context, s *global.Store, node string, name
 		f.oneByOne(ctx, s, node, names, force, res)
 		return
 	}
+	took.hold = time.Since(began)
 	for i := range held {
 		if held[i].Rev == 0 {
 			held[i].Rev = rev
 		}
 	}
-	recs, _, err := s.ListNodes(ctx)
-	if err != nil {
-		for i, t := range names {
-			f.releaseHeld(ctx, s, t, held[i])
-			res.Failed = append(res.Failed, Failure{Tenant: t, Why: err.Error()})
-		}
-		return
-	}
-	f.deps.Settle(ctx, rev) // the view shows the held records (their quotas, which a hold keeps still)
+	// The view is to show the held records (their quotas, which a hold
+	// keeps still) before a quota is carried; the promotions need not wait
+	// for it.
+	settled := make(chan struct{})
+	var bg sync.WaitGroup
+	defer bg.Wait()
+	bg.Go(func() {
+		defer close(settled)
+		f.deps.Settle(ctx, rev)
+	})
 	byCopy := map[string][]int{}
 	for i := range names {
 		byCopy[held[i].Value.Replica] = append(byCopy[held[i].Value.Replica], i)
@@ -75,7 +80,7 @@ func (f *Failover) batch(ctx context.Context, s *global.Store, node string, name
 	g.SetLimit(Parallel)
 	for replica, idx := range byCopy {
 		g.Go(func() error {
-			got, failed := f.promoteOn(ctx, s, recs, replica, names, held, idx, force)
+			got, failed := f.promoteOn(ctx, s, recs, replica, names, held, idx, force, settled)
 			mu.Lock()
 			defer mu.Unlock()
 			ok = append(ok, got...)
@@ -84,17 +89,31 @@ func (f *Failover) batch(ctx context.Context, s *global.Store, node string, name
 		})
 	}
 	_ = g.Wait()
+	took.promote = time.Since(began) - took.hold
 	if len(ok) > 0 {
-		f.pointAtCopies(ctx, s, ok, force, res)
+		f.pointAtCopies(ctx, s, ok, force, res, &took)
 	}
+	f.log.Info("failover: batch done", "node", node, "tenants", len(names), "promoted", len(ok),
+		"hold_ms", took.hold.Milliseconds(), "promote_ms", took.promote.Milliseconds(),
+		"opmu_wait_ms", took.opMuWait.Milliseconds(), "release_ms", took.release.Milliseconds(),
+		"settle_ms", took.settle.Milliseconds(), "took_ms", time.Since(began).Milliseconds())
+}
+
+// steps is how long each step of a batch took, for its log line (read
+// from the wall clock; nothing decides by them): the hold's transaction,
+// the promotions (with the quotas carried), the wait for OpMu, the
+// release's transaction and the view settling on it.
+type steps struct {
+	hold, promote, opMuWait, release, settle time.Duration
 }
 
 // promoteOn promotes the held tenants names[idx] on their copies on node
 // replica in one call (POST /_admin/promote), each checked by the node as
-// alone, and carries their quotas there; a node without that route has
-// each promoted in a call of its own. A tenant not promoted is released.
+// alone, and carries their quotas there, as the view shows them once
+// settled is closed; a node without that route has each promoted in a
+// call of its own. A tenant not promoted is released.
 func (f *Failover) promoteOn(ctx context.Context, s *global.Store, recs nodes, replica string,
-	names []string, held []global.Versioned[global.Tenant], idx []int, force bool) ([]promoted, []Failure) {
+	names []string, held []global.Versioned[global.Tenant], idx []int, force bool, settled <-chan struct{}) ([]promoted, []Failure) {
 	var failed []Failure
 	fail := func(i int, err error) {
 		f.releaseHeld(ctx, s, names[i], held[i])
@@ -122,6 +141,7 @@ func (f *Failover) promoteOn(ctx context.Context, s *global.Store, recs nodes, r
 		return nil, failed
 	}
 	var ok []promoted
+	<-settled
 	v := f.deps.View()
 	for j, i := range idx {
 		a := ans.Tenants[j]
@@ -193,10 +213,34 @@ func (f *Failover) promoteHeld(ctx context.Context, s *global.Store, recs nodes,
 // pointAtCopies releases the promoted tenants onto their copies in one
 // transaction, with nothing of the router's in between (OpMu), or, if
 // that loses a race, each in two steps as before: release, then point.
-func (f *Failover) pointAtCopies(ctx context.Context, s *global.Store, ok []promoted, force bool, res *Result) {
+// OpMu is let go once the transaction committed: the view settling on it
+// is waited for outside, so the failovers of other nodes lapsing at the
+// same time release theirs meanwhile.
+func (f *Failover) pointAtCopies(ctx context.Context, s *global.Store, ok []promoted, force bool, res *Result, took *steps) {
 	slices.SortFunc(ok, func(a, b promoted) int { return strings.Compare(a.name, b.name) })
+	waited := time.Now()
 	f.deps.OpMu.Lock()
-	defer f.deps.OpMu.Unlock()
+	took.opMuWait = time.Since(waited)
+	rev, err := f.releaseLocked(ctx, s, ok, force, res)
+	f.deps.OpMu.Unlock()
+	took.release = time.Since(waited) - took.opMuWait
+	if err != nil {
+		return
+	}
+	settling := time.Now()
+	f.deps.Settle(ctx, rev)
+	took.settle = time.Since(settling)
+	for _, p := range ok {
+		f.logFailedOver(p, force)
+		res.Promoted = append(res.Promoted, p.name)
+	}
+}
+
+// releaseLocked releases ok onto their copies in one transaction and tells
+// the repair loop, answering the transaction's revision; a transaction
+// that lost a race has each pointed at its copy alone (added to res), and
+// answers its error. The caller holds OpMu.
+func (f *Failover) releaseLocked(ctx context.Context, s *global.Store, ok []promoted, force bool, res *Result) (int64, error) {
 	tx := s.Txn()
 	for _, p := range ok {
 		tx, _ = tx.ReleaseAndFailover(p.name, p.held, global.HoldFailover, p.held.Value.Replica, p.ans.History)
@@ -212,14 +256,10 @@ func (f *Failover) pointAtCopies(ctx context.Context, s *global.Store, ok []prom
 			f.logFailedOver(p, force)
 			res.Promoted = append(res.Promoted, p.name)
 		}
-		return
-	}
-	f.deps.Settle(ctx, rev)
-	for _, p := range ok {
-		f.logFailedOver(p, force)
-		res.Promoted = append(res.Promoted, p.name)
+		return 0, err
 	}
 	f.deps.Repair.FailedOff(ok[0].held.Value.Node)
+	return rev, nil
 }
 
 // pointAtCopyLocked releases one promoted tenant and points the directory

@@ -26,10 +26,11 @@
 // # Where each thing lives
 //
 //   - failover.go: Deps, Repair, Failover (New, Close), Node — a node's
-//     tenants read, sorted into batches, held ones waited for.
+//     tenants and the nodes read (at once, with the guard on its region),
+//     sorted into batches, held ones waited for.
 //   - batch.go: a batch held, promoted per copy node, pointed at its
-//     copies; the fall back to one tenant at a time when a transaction
-//     loses a race.
+//     copies, each step's time logged ("failover: batch done"); the fall
+//     back to one tenant at a time when a transaction loses a race.
 //   - held.go: waiting, on a goroutine the Failover owns, for the
 //     operation holding a tenant to end.
 //   - restore.go: the restores running on this router, and a failover
@@ -44,8 +45,11 @@
 //	Deps.OpMu (the router's opMu) → the repair loop's own (Repair.FailedOff)
 //
 // OpMu is held only while a batch is released onto its copies (the
-// directory's transaction and the view settling), never across a call to
-// a node. Failover.mu guards closed and is a leaf; restores.mu guards the
+// directory's transaction; the view settling on it is waited for after),
+// never across a call to a node: the failovers of nodes lapsing together
+// (a region lost whole) each wait for the others' transactions only, not
+// for their views. A failover that fell back to one tenant at a time
+// holds it across each tenant's two writes and their settling. Failover.mu guards closed and is a leaf; restores.mu guards the
 // restores running and is a leaf (a restore's cancel func takes no lock).
 //
 // It is not the leasing (package region/leasing decides when a node has

@@ -64,7 +64,8 @@ type Deps struct {
 	// router's directory, r's leasing epoch and the lead's term.
 	Fence func(r string) wire.Promote
 	// OpMu is the router's opMu: held while a batch is released onto its
-	// copies, so nothing else of the router's lands in between.
+	// copies (the transaction alone, not the view settling on it), so
+	// nothing else of the router's lands in between.
 	OpMu sync.Locker
 	// View is the router's view of its directory (for quotas).
 	View func() *global.View
@@ -129,7 +130,9 @@ func (f *Failover) Close() {
 // promotes copies the nodes would refuse.
 func (f *Failover) Node(ctx context.Context, node string, force bool) Result {
 	res := Result{Node: node, Promoted: []string{}, Failed: []Failure{}}
-	s, tenants, err := f.read(ctx, node)
+	began := time.Now() // for the log's timings only: nothing decides by it
+	s, tenants, recs, err := f.read(ctx, node)
+	read := time.Since(began)
 	if err != nil {
 		res.Failed = append(res.Failed, Failure{Why: err.Error()})
 		return res
@@ -160,7 +163,7 @@ func (f *Failover) Node(ctx context.Context, node string, force bool) Result {
 		}
 		todo = append(todo, t)
 	}
-	f.runBatches(ctx, s, node, todo, tenants, force, &res)
+	f.runBatches(ctx, s, node, todo, tenants, recs, force, &res)
 	for _, t := range broken {
 		if !slices.Contains(res.Promoted, t) {
 			f.deps.HeldEnded(t) // held as the lease lapsed, not waited for: its node's again
@@ -170,38 +173,56 @@ func (f *Failover) Node(ctx context.Context, node string, force bool) Result {
 	if len(res.Failed) > 0 {
 		outcome = "partial"
 	}
-	f.log.Warn("node failed over", "node", node, "promoted", len(res.Promoted), "failed", len(res.Failed), "outcome", outcome)
+	f.log.Warn("node failed over", "node", node, "promoted", len(res.Promoted), "failed", len(res.Failed), "outcome", outcome,
+		"read_ms", read.Milliseconds(), "took_ms", time.Since(began).Milliseconds())
 	return res
 }
 
 // read returns the store to fail node over with, guarded on its region's
-// record, and every tenant the directory records.
-func (f *Failover) read(ctx context.Context, node string) (*global.Store, map[string]global.Versioned[global.Tenant], error) {
+// record, every tenant the directory records and every node (the copies'
+// addresses). The three are read at once, not one after another: each is
+// a round trip to the directory, whose quorum may span regions (a region
+// lost whole leaves the global tier's etcd across the wide-area link).
+// The lists are read fresh, not taken from the router's view: the hold
+// compares each tenant's record on the revision read here.
+func (f *Failover) read(ctx context.Context, node string) (*global.Store, map[string]global.Versioned[global.Tenant], nodes, error) {
 	s, err := f.deps.Changes(ctx)
-	if err == nil {
-		s, err = f.deps.OwnNode(ctx, s, node)
-	}
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	tenants, _, err := s.ListTenants(ctx)
-	if err != nil {
-		return nil, nil, err
+	var guarded *global.Store
+	var tenants map[string]global.Versioned[global.Tenant]
+	var recs nodes
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() (err error) {
+		guarded, err = f.deps.OwnNode(gctx, s, node)
+		return err
+	})
+	g.Go(func() (err error) {
+		tenants, _, err = s.ListTenants(gctx)
+		return err
+	})
+	g.Go(func() (err error) {
+		recs, _, err = s.ListNodes(gctx)
+		return err
+	})
+	if err := g.Wait(); err != nil {
+		return nil, nil, nil, err
 	}
-	return s, tenants, nil
+	return guarded, tenants, recs, nil
 }
 
 // runBatches fails todo over in batches of Batch, a few under way at
 // once, adding what each did to res (Promoted sorted).
 func (f *Failover) runBatches(ctx context.Context, s *global.Store, node string, todo []string,
-	tenants map[string]global.Versioned[global.Tenant], force bool, res *Result) {
+	tenants map[string]global.Versioned[global.Tenant], recs nodes, force bool, res *Result) {
 	var mu sync.Mutex // guards res while batches run
 	var g errgroup.Group
 	g.SetLimit(batches)
 	for batch := range slices.Chunk(todo, Batch) {
 		g.Go(func() error {
 			var part Result
-			f.batch(ctx, s, node, batch, tenants, force, &part)
+			f.batch(ctx, s, node, batch, tenants, recs, force, &part)
 			mu.Lock()
 			defer mu.Unlock()
 			res.Promoted = append(res.Promoted, part.Promoted...)
