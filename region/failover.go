@@ -27,6 +27,7 @@ func (rt *Router) wireFailover() {
 	rt.failover = failover.New(failover.Deps{
 		Changes:    rt.lead.Changes,
 		OwnNode:    rt.sides.ownNode,
+		OwnRegion:  rt.sides.own,
 		Nodes:      rt.nodes,
 		Fence:      rt.sides.promoteFence,
 		OpMu:       &rt.opMu,

@@ -3,6 +3,7 @@ package failover
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -63,13 +64,27 @@ func startCopyNode(t *testing.T) *copyNode {
 // holding nodes n1 and n2 of a lost region, each the primary of one
 // tenant (t1, t2; t1 with a quota), and the copy node c holding both
 // copies. The router's view is read from the directory each time it is
-// asked; settle stands in for the wait for it, and OwnNode reads the
-// node's record as the router's does.
+// asked, unless view is set; settle stands in for the wait for it.
+// OwnNode reads the node's record and its region's, OwnRegion the
+// region's, as the router's do.
 type lostRig struct {
 	f      *Failover
 	s      *global.Store
 	c      *copyNode
 	settle func(ctx context.Context, rev int64) // set before a failover runs
+	view   *global.View                         // the router's view if set; else read from the directory
+
+	ownNode, ownRegion atomic.Int64 // the guard's reads by node and by region
+}
+
+// ownRegion guards s on region r's record as the directory holds it now
+// (absent: on its absence), as the router's owner check does.
+func ownRegion(ctx context.Context, s *global.Store, r string) (*global.Store, error) {
+	kv, err := s.Directory().Get(ctx, global.RegionKey(r))
+	if err != nil && !errors.Is(err, global.ErrNotFound) {
+		return nil, err
+	}
+	return s.Guarded(global.IfModRev(global.RegionKey(r), kv.ModRev)), nil
 }
 
 func newLostRig(t *testing.T, wrap func(global.Directory) global.Directory) *lostRig {
@@ -94,16 +109,24 @@ func newLostRig(t *testing.T, wrap func(global.Directory) global.Directory) *los
 	r.f = New(Deps{
 		Changes: func(context.Context) (*global.Store, error) { return r.s, nil },
 		OwnNode: func(ctx context.Context, s *global.Store, n string) (*global.Store, error) {
+			r.ownNode.Add(1)
 			at, err := s.GetNode(ctx, n)
 			if err != nil {
 				return nil, err
 			}
-			return s.Guarded(global.IfModRev(global.NodeKey(n), at.Rev)), nil
+			return ownRegion(ctx, s, at.Value.Region)
+		},
+		OwnRegion: func(ctx context.Context, s *global.Store, region string) (*global.Store, error) {
+			r.ownRegion.Add(1)
+			return ownRegion(ctx, s, region)
 		},
 		Nodes: client,
 		Fence: func(string) wire.Promote { return wire.Promote{} },
 		OpMu:  new(sync.Mutex),
 		View: func() *global.View {
+			if r.view != nil {
+				return r.view
+			}
 			v, _, err := global.LoadView(context.Background(), mem)
 			if err != nil {
 				t.Error(err)
@@ -229,8 +252,8 @@ func TestPromoteWhileHoldSettles(t *testing.T) {
 	}
 }
 
-// meetingDir is a directory whose reads of the tenants, the nodes and a
-// node's record each wait (a while) for the other two to be under way:
+// meetingDir is a directory whose reads of the tenants, the nodes and
+// region eu's record each wait (a while) for the other two to be under way:
 // most is how many were at once. It counts every call.
 type meetingDir struct {
 	global.Directory
@@ -240,6 +263,7 @@ type meetingDir struct {
 	gets     atomic.Int64
 	lists    atomic.Int64
 	txns     atomic.Int64
+	afterGet func() // if set, called once the read of region eu's record returned
 }
 
 func (d *meetingDir) meet() func() {
@@ -262,10 +286,15 @@ func (d *meetingDir) meet() func() {
 
 func (d *meetingDir) Get(ctx context.Context, key string) (global.KV, error) {
 	d.gets.Add(1)
-	if key == global.NodeKey("n1") {
-		defer d.meet()()
+	if key != global.RegionKey("eu") {
+		return d.Directory.Get(ctx, key)
 	}
-	return d.Directory.Get(ctx, key)
+	defer d.meet()()
+	kv, err := d.Directory.Get(ctx, key)
+	if d.afterGet != nil {
+		d.afterGet()
+	}
+	return kv, err
 }
 
 func (d *meetingDir) List(ctx context.Context, prefix string) ([]global.KV, int64, error) {
@@ -304,5 +333,65 @@ func TestFailoverReadsAtOnce(t *testing.T) {
 	}
 	if g != 1 || l != 2 || x != 2 {
 		t.Errorf("the failover of one tenant made %d gets, %d lists and %d transactions, want 1, 2 and 2", g, l, x)
+	}
+	if n, rg := r.ownNode.Load(), r.ownRegion.Load(); n != 0 || rg != 1 {
+		t.Errorf("the guard read %d times by node and %d by region, want 0 and 1 (the view knows n1's region)", n, rg)
+	}
+}
+
+// A view that has a node in another region than its record (moved on
+// since, or never so) does not guard the failover: the guard is read
+// again by the node's record, and the failover writes under it.
+func TestFailoverGuardOfAViewBehind(t *testing.T) {
+	r := newLostRig(t, func(d global.Directory) global.Directory { return d })
+	kvs, rev, err := r.s.Directory().List(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, kv := range kvs {
+		if kv.Key == global.NodeKey("n1") {
+			kvs[i].Value = []byte(strings.Replace(string(kv.Value), `"eu"`, `"ap"`, 1))
+		}
+	}
+	v, _ := global.ViewOf(kvs, rev)
+	if n, ok := v.Node("n1"); !ok || n.Region != "ap" {
+		t.Fatalf("the view behind has n1 as %+v", n)
+	}
+	r.view = v
+	r.failedOver(t, "t1", r.f.Node(context.Background(), "n1", false))
+	if n, rg := r.ownNode.Load(), r.ownRegion.Load(); n != 1 || rg != 1 {
+		t.Errorf("the guard read %d times by node and %d by region, want 1 and 1", n, rg)
+	}
+}
+
+// The guard is part of every write of the failover: a region's record
+// changed after it was read (a handoff begun) makes the hold fail, and
+// no tenant is promoted.
+func TestFailoverGuardHolds(t *testing.T) {
+	var dir *meetingDir
+	r := newLostRig(t, func(d global.Directory) global.Directory {
+		dir = &meetingDir{Directory: d}
+		return dir
+	})
+	ctx := context.Background()
+	// The region's record changes as the guard has read it, before the
+	// hold: the region is another's now.
+	dir.afterGet = func() {
+		if _, err := r.s.Directory().Put(ctx, global.RegionKey("eu"), []byte(`{}`)); err != nil {
+			t.Error(err)
+		}
+	}
+	res := r.f.Node(ctx, "n1", false)
+	if len(res.Promoted) != 0 || len(res.Failed) != 1 || !strings.Contains(res.Failed[0].Why, global.ErrConflict.Error()) {
+		t.Fatalf("failover under a guard gone stale: %+v", res)
+	}
+	select {
+	case names := <-r.c.promotes:
+		t.Fatalf("copies promoted under a guard gone stale: %v", names)
+	default:
+	}
+	at, err := r.s.GetTenant(ctx, "t1")
+	if err != nil || at.Value.Node != "n1" || at.Value.HeldBy != "" {
+		t.Fatalf("t1 after a failover under a guard gone stale: %+v, %v", at.Value, err)
 	}
 }

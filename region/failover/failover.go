@@ -58,6 +58,9 @@ type Deps struct {
 	// router's side does not lease that region (the router's owner.go):
 	// only the side leasing a node's region fails it over.
 	OwnNode func(ctx context.Context, s *global.Store, n string) (*global.Store, error)
+	// OwnRegion is OwnNode for a node of region r, known already: one read
+	// of the directory (r's record), not two. Nil: OwnNode alone is used.
+	OwnRegion func(ctx context.Context, s *global.Store, r string) (*global.Store, error)
 	// Nodes is the router's client for nodes' admin API.
 	Nodes *nodeapi.Client
 	// Fence is what a promotion on a node of region r names: this
@@ -184,18 +187,26 @@ func (f *Failover) Node(ctx context.Context, node string, force bool) Result {
 // a round trip to the directory, whose quorum may span regions (a region
 // lost whole leaves the global tier's etcd across the wide-area link).
 // The lists are read fresh, not taken from the router's view: the hold
-// compares each tenant's record on the revision read here.
+// compares each tenant's record on the revision read here. The node's
+// region is taken from the view, so the guard is one read, and checked
+// against the node's record as listed: a region the view had wrong has
+// the guard read again, as OwnNode reads it.
 func (f *Failover) read(ctx context.Context, node string) (*global.Store, map[string]global.Versioned[global.Tenant], nodes, error) {
 	s, err := f.deps.Changes(ctx)
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	region := f.viewedRegion(node)
 	var guarded *global.Store
 	var tenants map[string]global.Versioned[global.Tenant]
 	var recs nodes
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() (err error) {
-		guarded, err = f.deps.OwnNode(gctx, s, node)
+		if region == "" {
+			guarded, err = f.deps.OwnNode(gctx, s, node)
+		} else {
+			guarded, err = f.deps.OwnRegion(gctx, s, region)
+		}
 		return err
 	})
 	g.Go(func() (err error) {
@@ -209,7 +220,29 @@ func (f *Failover) read(ctx context.Context, node string) (*global.Store, map[st
 	if err := g.Wait(); err != nil {
 		return nil, nil, nil, err
 	}
+	if rec, ok := recs[node]; region != "" && (!ok || rec.Value.Region != region) {
+		if guarded, err = f.deps.OwnNode(ctx, s, node); err != nil {
+			return nil, nil, nil, err
+		}
+	}
 	return guarded, tenants, recs, nil
+}
+
+// viewedRegion is node's region as the router's view records it, "" when
+// it records none or there is no OwnRegion to guard on it.
+func (f *Failover) viewedRegion(node string) string {
+	if f.deps.OwnRegion == nil || f.deps.View == nil {
+		return ""
+	}
+	v := f.deps.View()
+	if v == nil {
+		return ""
+	}
+	n, ok := v.Node(node)
+	if !ok {
+		return ""
+	}
+	return n.Region
 }
 
 // runBatches fails todo over in batches of Batch, a few under way at
