@@ -30,10 +30,11 @@ type nodes = map[string]global.Versioned[global.Node]
 
 // batch fails over up to Batch tenants, read as tenants holds them: one
 // transaction holds them all, their copies are promoted in one call per
-// node holding them (those nodes in parallel, found in recs), one
-// transaction releases the promoted onto their copies. A lost race on
-// either transaction falls back to one tenant at a time, which reads each
-// again and reports each on its own.
+// node holding them (those nodes in parallel, found in recs), and one
+// transaction per such node releases the promoted onto their copies as
+// soon as that node answered. A lost race on either transaction falls
+// back to one tenant at a time, which reads each again and reports each
+// on its own.
 func (f *Failover) batch(ctx context.Context, s *global.Store, node string, names []string,
 	tenants map[string]global.Versioned[global.Tenant], recs nodes, force bool, res *Result) {
 	var took steps
@@ -74,35 +75,48 @@ func (f *Failover) batch(ctx context.Context, s *global.Store, node string, name
 	for i := range names {
 		byCopy[held[i].Value.Replica] = append(byCopy[held[i].Value.Replica], i)
 	}
-	var mu sync.Mutex // guards res and ok below
-	var ok []promoted
+	var mu sync.Mutex // guards res
 	var g errgroup.Group
 	g.SetLimit(Parallel)
 	for replica, idx := range byCopy {
 		g.Go(func() error {
-			got, failed := f.promoteOn(ctx, s, recs, replica, names, held, idx, force, settled)
+			part := f.onCopy(ctx, s, node, recs, replica, names, held, idx, force, settled, took)
 			mu.Lock()
 			defer mu.Unlock()
-			ok = append(ok, got...)
-			res.Failed = append(res.Failed, failed...)
+			res.Promoted = append(res.Promoted, part.Promoted...)
+			res.Failed = append(res.Failed, part.Failed...)
 			return nil
 		})
 	}
 	_ = g.Wait()
-	took.promote = time.Since(began) - took.hold
-	if len(ok) > 0 {
-		f.pointAtCopies(ctx, s, ok, force, res, &took)
-	}
-	f.log.Info("failover: batch done", "node", node, "tenants", len(names), "promoted", len(ok),
-		"hold_ms", took.hold.Milliseconds(), "promote_ms", took.promote.Milliseconds(),
-		"opmu_wait_ms", took.opMuWait.Milliseconds(), "release_ms", took.release.Milliseconds(),
-		"settle_ms", took.settle.Milliseconds(), "took_ms", time.Since(began).Milliseconds())
 }
 
-// steps is how long each step of a batch took, for its log line (read
-// from the wall clock; nothing decides by them): the hold's transaction,
-// the promotions (with the quotas carried), the wait for OpMu, the
-// release's transaction and the view settling on it.
+// onCopy promotes the held tenants names[idx] on their copies on node
+// replica and releases those promoted onto them at once, without waiting
+// for the batch's other copy nodes: a copy node as lost as the failed one
+// (a zone tenant's copy in a region lost whole) answers only at the dial's
+// bound, and the tenants whose copies answered write again meanwhile. It
+// logs each step's time ("failover: copies released").
+func (f *Failover) onCopy(ctx context.Context, s *global.Store, node string, recs nodes, replica string,
+	names []string, held []global.Versioned[global.Tenant], idx []int, force bool, settled <-chan struct{}, took steps) Result {
+	began := time.Now()
+	ok, failed := f.promoteOn(ctx, s, recs, replica, names, held, idx, force, settled)
+	took.promote = time.Since(began)
+	part := Result{Failed: failed}
+	if len(ok) > 0 {
+		f.pointAtCopies(ctx, s, ok, force, &part, &took)
+	}
+	f.log.Info("failover: copies released", "node", node, "copy", replica, "tenants", len(idx), "promoted", len(part.Promoted),
+		"hold_ms", took.hold.Milliseconds(), "promote_ms", took.promote.Milliseconds(),
+		"opmu_wait_ms", took.opMuWait.Milliseconds(), "release_ms", took.release.Milliseconds(),
+		"settle_ms", took.settle.Milliseconds())
+	return part
+}
+
+// steps is how long each step of a batch took on one copy node, for its
+// log line (read from the wall clock; nothing decides by them): the hold's
+// transaction, the promotion (with the quotas carried), the wait for
+// OpMu, the release's transaction and the view settling on it.
 type steps struct {
 	hold, promote, opMuWait, release, settle time.Duration
 }

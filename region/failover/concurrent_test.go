@@ -104,7 +104,7 @@ func newLostRig(t *testing.T, wrap func(global.Directory) global.Directory) *los
 	if _, err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	client := nodeapi.New(5*time.Second, "")
+	client := nodeapi.New(30*time.Second, "") // past every wait of these tests: a node call ends when its node answers
 	t.Cleanup(client.Close)
 	r.f = New(Deps{
 		Changes: func(context.Context) (*global.Store, error) { return r.s, nil },
@@ -393,5 +393,56 @@ func TestFailoverGuardHolds(t *testing.T) {
 	at, err := r.s.GetTenant(ctx, "t1")
 	if err != nil || at.Value.Node != "n1" || at.Value.HeldBy != "" {
 		t.Fatalf("t1 after a failover under a guard gone stale: %+v, %v", at.Value, err)
+	}
+}
+
+// A batch's tenants whose copies answered are released onto them without
+// waiting for a copy node that does not answer yet (a copy in the region
+// lost too answers only at the dial's bound): t1, copied on c, is placed
+// on c while t3's copy node d holds its promotion.
+func TestCopiesReleasedWithoutWaitingForAnotherCopyNode(t *testing.T) {
+	r := newLostRig(t, func(d global.Directory) global.Directory { return d })
+	arrived, open := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	d := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		once.Do(func() { close(arrived) })
+		<-open
+		http.Error(w, `{"error":"gone"}`, http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(d.Close)
+	ctx := context.Background()
+	if _, err := r.s.Txn().
+		PutNode("d", 0, global.Node{Addr: d.URL, Region: "eu"}).
+		PutTenant("t3", 0, global.Tenant{Node: "n1", Replica: "d", State: global.StateActive}).
+		Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan Result, 1)
+	go func() { done <- r.f.Node(ctx, "n1", false) }()
+	select {
+	case <-arrived:
+	case <-time.After(10 * time.Second):
+		t.Fatal("t3's promotion never reached d")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		at, err := r.s.GetTenant(ctx, "t1")
+		if err == nil && at.Value.Node == "c" && at.Value.HeldBy == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("t1 still %+v (%v) while d held t3's promotion: its release waited for another copy node", at.Value, err)
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	close(open)
+	res := <-done
+	if len(res.Promoted) != 1 || res.Promoted[0] != "t1" || len(res.Failed) != 1 || res.Failed[0].Tenant != "t3" {
+		t.Fatalf("failover of n1: %+v", res)
+	}
+	at, err := r.s.GetTenant(ctx, "t3")
+	if err != nil || at.Value.Node != "n1" || at.Value.HeldBy != "" {
+		t.Fatalf("t3 after its copy refused: %+v, %v; want it left on n1, released", at.Value, err)
 	}
 }

@@ -5,11 +5,12 @@
 // sent the tenant's lineage and the history its primary forked at its last
 // failover, and a fence naming the directory, the region's leasing epoch
 // and the lead's term), and the directory pointed at the copy, in batches:
-// one transaction holds a batch, one call per copy node promotes it, one
-// transaction releases it onto its copies. A tenant another operation
-// holds is failed over when that operation ends, onto the copy it had
-// then; a restore's hold is not waited for but ended, and the restore
-// cancelled (restore.go).
+// one transaction holds a batch, one call per copy node promotes it, and
+// one transaction per copy node releases its tenants onto it as soon as
+// it answered (a copy node lost too holds up only its own tenants). A
+// tenant another operation holds is failed over when that operation ends,
+// onto the copy it had then; a restore's hold is not waited for but ended,
+// and the restore cancelled (restore.go).
 //
 // It also says what a router answers for a tenant left on a node recorded
 // lapsed (lapsed.go): 503 at once, naming the tenant, the node, its region
@@ -28,9 +29,9 @@
 //   - failover.go: Deps, Repair, Failover (New, Close), Node — a node's
 //     tenants and the nodes read (at once, with the guard on its region),
 //     sorted into batches, held ones waited for.
-//   - batch.go: a batch held, promoted per copy node, pointed at its
-//     copies, each step's time logged ("failover: batch done"); the fall
-//     back to one tenant at a time when a transaction loses a race.
+//   - batch.go: a batch held, promoted and pointed at its copies per copy
+//     node, each step's time logged ("failover: copies released"); the
+//     fall back to one tenant at a time when a transaction loses a race.
 //   - held.go: waiting, on a goroutine the Failover owns, for the
 //     operation holding a tenant to end.
 //   - restore.go: the restores running on this router, and a failover
