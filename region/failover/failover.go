@@ -198,16 +198,17 @@ func (f *Failover) read(ctx context.Context, node string) (*global.Store, map[st
 	}
 	region := f.viewedRegion(node)
 	var guarded *global.Store
+	var guardErr error // by the view's region: stands only if that region is the node's
 	var tenants map[string]global.Versioned[global.Tenant]
 	var recs nodes
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() (err error) {
 		if region == "" {
 			guarded, err = f.deps.OwnNode(gctx, s, node)
-		} else {
-			guarded, err = f.deps.OwnRegion(gctx, s, region)
+			return err
 		}
-		return err
+		guarded, guardErr = f.deps.OwnRegion(gctx, s, region)
+		return nil
 	})
 	g.Go(func() (err error) {
 		tenants, _, err = s.ListTenants(gctx)
@@ -221,9 +222,10 @@ func (f *Failover) read(ctx context.Context, node string) (*global.Store, map[st
 		return nil, nil, nil, err
 	}
 	if rec, ok := recs[node]; region != "" && (!ok || rec.Value.Region != region) {
-		if guarded, err = f.deps.OwnNode(ctx, s, node); err != nil {
-			return nil, nil, nil, err
-		}
+		guarded, guardErr = f.deps.OwnNode(ctx, s, node)
+	}
+	if guardErr != nil {
+		return nil, nil, nil, guardErr
 	}
 	return guarded, tenants, recs, nil
 }
