@@ -28,6 +28,7 @@ func (rt *Router) wireFailover() {
 		Changes:    rt.lead.Changes,
 		OwnNode:    rt.sides.ownNode,
 		OwnRegion:  rt.sides.own,
+		CopyLost:   rt.copyLost,
 		Nodes:      rt.nodes,
 		Fence:      rt.sides.promoteFence,
 		OpMu:       &rt.opMu,
@@ -43,6 +44,21 @@ func (rt *Router) wireFailover() {
 		NodeTimeout: rt.cfg.NodeTimeout,
 		Log:         rt.log,
 	})
+}
+
+// copyLost says whether node is known lost: the leasing fails it over
+// now, or the directory records it lapsed. A failover promotes no copy
+// there.
+func (rt *Router) copyLost(node string) bool {
+	if rt.leasing != nil && rt.leasing.FailingOver(node) {
+		return true
+	}
+	if v := rt.watcher.View(); v != nil {
+		if n, ok := v.Node(node); ok && !n.Lapsed.IsZero() {
+			return true
+		}
+	}
+	return false
 }
 
 // failoverRepair is the router's repair loop as a failover tells it.

@@ -140,6 +140,12 @@ func (f *Failover) promoteOn(ctx context.Context, s *global.Store, recs nodes, r
 		}
 		return nil, failed
 	}
+	if f.copyLost(replica) {
+		for _, i := range idx {
+			fail(i, lostCopy(names[i], replica))
+		}
+		return nil, failed
+	}
 	sub, subRecs := make([]string, len(idx)), make([]global.Tenant, len(idx))
 	for j, i := range idx {
 		sub[j], subRecs[j] = names[i], held[i].Value
@@ -179,6 +185,17 @@ func unknownCopy(name, replica string) error {
 	return fmt.Errorf("copy of %s: node %s: %w: %w", name, replica, leasing.ErrUnknownNode, global.ErrNotFound)
 }
 
+// copyLost says whether node, a copy's, is known lost (Deps.CopyLost).
+func (f *Failover) copyLost(node string) bool {
+	return f.deps.CopyLost != nil && f.deps.CopyLost(node)
+}
+
+// lostCopy is the failure of a tenant whose copy's node is known lost.
+func lostCopy(name, replica string) error {
+	return fmt.Errorf("%w: the copy of %s is on %s, whose lease lapsed too (lost with this node, or failed over): not promoted; "+
+		"fail %s over once it answers again, or give %s a copy elsewhere (PUT /_shard/tenants/%s/survive)", ErrCopyLost, name, replica, replica, name, name)
+}
+
 // promoteEach promotes the held tenants names[idx] one call each,
 // Parallel at a time.
 func (f *Failover) promoteEach(ctx context.Context, s *global.Store, recs nodes,
@@ -214,6 +231,10 @@ func (f *Failover) promoteHeld(ctx context.Context, s *global.Store, recs nodes,
 	if !ok {
 		f.releaseHeld(ctx, s, name, held)
 		return wire.Promoted{}, unknownCopy(name, rec.Replica)
+	}
+	if f.copyLost(rec.Replica) {
+		f.releaseHeld(ctx, s, name, held)
+		return wire.Promoted{}, lostCopy(name, rec.Replica)
 	}
 	ans, err := f.deps.Nodes.Promote(ctx, copyNode.Value, name, rec, force, f.deps.Fence(copyNode.Value.Region))
 	if err != nil {

@@ -73,6 +73,7 @@ type lostRig struct {
 	c      *copyNode
 	settle func(ctx context.Context, rev int64) // set before a failover runs
 	view   *global.View                         // the router's view if set; else read from the directory
+	lost   atomic.Value                         // func(string) bool: the copy nodes known lost, if set
 
 	ownNode, ownRegion atomic.Int64 // the guard's reads by node and by region
 }
@@ -122,6 +123,10 @@ func newLostRig(t *testing.T, wrap func(global.Directory) global.Directory) *los
 				return nil, errNotOurs
 			}
 			return ownRegion(ctx, s, region)
+		},
+		CopyLost: func(n string) bool {
+			lost, _ := r.lost.Load().(func(string) bool)
+			return lost != nil && lost(n)
 		},
 		Nodes: client,
 		Fence: func(string) wire.Promote { return wire.Promote{} },
@@ -453,4 +458,30 @@ func TestCopiesReleasedWithoutWaitingForAnotherCopyNode(t *testing.T) {
 	if err != nil || at.Value.Node != "n1" || at.Value.HeldBy != "" {
 		t.Fatalf("t3 after its copy refused: %+v, %v; want it left on n1, released", at.Value, err)
 	}
+}
+
+// A copy on a node known lost too (a zone tenant's copy in a region lost
+// whole) is not promoted, nor its node dialled: its tenant is released on
+// its node at once, saying why, rather than at the dial's bound. Once the
+// copy's node is no longer known lost, the same failover promotes it.
+func TestCopyOnALostNodeNotDialled(t *testing.T) {
+	r := newLostRig(t, func(d global.Directory) global.Directory { return d })
+	r.lost.Store(func(n string) bool { return n == "c" })
+	ctx := context.Background()
+	res := r.f.Node(ctx, "n1", false)
+	if len(res.Promoted) != 0 || len(res.Failed) != 1 || res.Failed[0].Tenant != "t1" ||
+		!strings.Contains(res.Failed[0].Why, "lease lapsed too") || !strings.Contains(res.Failed[0].Why, "PUT /_shard/tenants/t1/survive") {
+		t.Fatalf("failover of n1, t1's copy on a lost node: %+v", res)
+	}
+	select {
+	case names := <-r.c.promotes:
+		t.Fatalf("the lost copy node was asked to promote %v", names)
+	default:
+	}
+	at, err := r.s.GetTenant(ctx, "t1")
+	if err != nil || at.Value.Node != "n1" || at.Value.HeldBy != "" {
+		t.Fatalf("t1 after a failover that could not promote it: %+v, %v", at.Value, err)
+	}
+	r.lost.Store(func(string) bool { return false })
+	r.failedOver(t, "t1", r.f.Node(ctx, "n1", false))
 }

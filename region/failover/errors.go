@@ -15,6 +15,9 @@ var (
 	// the tenant's copy behind: promoting it would lose answered writes
 	// (a forced failover promotes it all the same).
 	ErrReplicaBehind = errors.New("replica recorded behind")
+	// ErrCopyLost: the tenant's copy is on a node whose lease lapsed too
+	// (Deps.CopyLost): not promoted.
+	ErrCopyLost = errors.New("copy's node lost too")
 	// ErrRestoreBroken: a failover of the node a restore was streaming to
 	// ended the restore's hold and cancelled it (restore.go).
 	ErrRestoreBroken = errors.New("restore cancelled by a failover")

@@ -61,6 +61,11 @@ type Deps struct {
 	// OwnRegion is OwnNode for a node of region r, known already: one read
 	// of the directory (r's record), not two. Nil: OwnNode alone is used.
 	OwnRegion func(ctx context.Context, s *global.Store, r string) (*global.Store, error)
+	// CopyLost says whether a copy's node is known lost (its lease
+	// certainly lapsed: failed over now, or recorded lapsed): a copy there
+	// is not promoted, nor its node dialled, so its tenant is released at
+	// once rather than at the dial's bound. Nil: none is.
+	CopyLost func(node string) bool
 	// Nodes is the router's client for nodes' admin API.
 	Nodes *nodeapi.Client
 	// Fence is what a promotion on a node of region r names: this

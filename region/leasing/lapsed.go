@@ -36,6 +36,15 @@ func answeredSince(lsr *lease.Leaser, node string) bool {
 	return false
 }
 
+// FailingOver says whether the leasing is failing node over now: its
+// lease certainly lapsed, and its failover has not ended. A failover
+// promotes no copy there (failover.Deps.CopyLost).
+func (l *Leasing) FailingOver(node string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.failing[node]
+}
+
 // markLapsed records node lapsed now, once its failover by lsr ended,
 // unless it answered lsr's grants since the failover was called (it is
 // not lost) or is recorded lapsed already (its first lapse is kept).
