@@ -165,9 +165,9 @@ func (t *tenant) noteDoubt(seq uint64) {
 
 // doubtful is the tenant's doubtful seq if a read that saw seq would show
 // it, 0 otherwise. The doubt ends once a copy holds that write, or once
-// the node holds the tenant's lease again: the router granted it the
-// tenant, so no failover took it, and a read under the lease waits for
-// the copy in step as any read does (waitInStep, before this).
+// the node holds the tenant's lease again with no copy counted on (the
+// directory recorded it behind: no failover promotes it unforced, and a
+// new write would be answered without it too).
 func (c *call) doubtful(seq uint64) uint64 {
 	t := c.t
 	t.mu.Lock()
@@ -176,15 +176,17 @@ func (c *call) doubtful(seq uint64) uint64 {
 	if d == 0 || d > seq {
 		return 0
 	}
-	replica := ""
+	replica, need := "", false
 	if nl := c.s.lease; nl != nil && nl.lease != nil {
-		_, replica, _ = nl.steps.required(nl.lease, t.name)
+		need, replica, _ = nl.steps.required(nl.lease, t.name)
 	}
 	leased := t.leaseCheck() == nil
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	d = t.doubt
-	if d == 0 || leased || t.copyHoldsLocked(d, replica) {
+	if t.doubt != d {
+		d = t.doubt
+	}
+	if d == 0 || t.copyHoldsLocked(d, replica) || (leased && !need) {
 		t.doubt = 0
 		return 0
 	}
