@@ -105,9 +105,7 @@ func (c *call) settleWrite(seq uint64) bool {
 	}
 	start, bound := time.Now(), c.replicaWait()
 	acked := c.t.waitAcked(c.r.Context(), seq, bound)
-	if c.waitInStep(seq, start, bound) == errStepLapsed {
-		c.t.noteDoubt(seq)
-	}
+	c.waitInStep(seq, start, bound)
 	if !c.answeredUnderLease(seq) {
 		return false
 	}
@@ -129,9 +127,7 @@ func (c *call) settleWrite(seq uint64) bool {
 // read, as it holds up no write. A read showing a write its copy in step
 // never held, once the lease lapsed, is not answered at all (an
 // *unsettledRead, 503): the write it shows is answered "outcome
-// unknown", and the copy a failover promotes may never have had it. Nor
-// is any read after it, leased or not, until a copy holds that write
-// (doubtful): a node its router failed the tenant off answers none.
+// unknown", and the copy a failover promotes may never have had it.
 func (c *call) settledFor(seq uint64) error {
 	if !c.s.syncAlways || seq == 0 {
 		return nil
@@ -145,52 +141,9 @@ func (c *call) settledFor(seq uint64) error {
 		c.t.waitAcked(ctx, seq, bound)
 	}
 	if c.waitInStep(seq, start, bound) == errStepLapsed {
-		c.t.noteDoubt(seq)
-	}
-	if d := c.doubtful(seq); d != 0 {
-		return &unsettledRead{seq: d, retry: time.Second}
+		return &unsettledRead{seq: seq, retry: time.Second}
 	}
 	return nil
-}
-
-// noteDoubt records that the writes from seq on lost their lease before
-// the copy in step held them (tenant.doubt).
-func (t *tenant) noteDoubt(seq uint64) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.doubt == 0 || seq < t.doubt {
-		t.doubt = seq
-	}
-}
-
-// doubtful is the tenant's doubtful seq if a read that saw seq would show
-// it, 0 otherwise. The doubt ends once a copy holds that write, or once
-// the node holds the tenant's lease again with no copy counted on (the
-// directory recorded it behind: no failover promotes it unforced, and a
-// new write would be answered without it too).
-func (c *call) doubtful(seq uint64) uint64 {
-	t := c.t
-	t.mu.Lock()
-	d := t.doubt
-	t.mu.Unlock()
-	if d == 0 || d > seq {
-		return 0
-	}
-	replica, need := "", false
-	if nl := c.s.lease; nl != nil && nl.lease != nil {
-		need, replica, _ = nl.steps.required(nl.lease, t.name)
-	}
-	leased := t.leaseCheck() == nil
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.doubt != d {
-		d = t.doubt
-	}
-	if d == 0 || t.copyHoldsLocked(d, replica) || (leased && !need) {
-		t.doubt = 0
-		return 0
-	}
-	return d
 }
 
 // unsettledRead refuses a read that would show a write its tenant's copy
@@ -205,7 +158,7 @@ type unsettledRead struct {
 
 func (e *unsettledRead) Error() string {
 	return fmt.Sprintf("%s: it would show a write (seq %d) that the tenant's copy does not hold, and the lease lapsed before the copy took it: "+
-		"a failover may promote that copy without it, so this node answers no read of the tenant until a copy holds it; retry, and the router sends it where the directory places the tenant",
+		"a failover may promote that copy without it, so this node answers no read of it; retry, and the router sends it where the directory places the tenant",
 		ErrNoLease, e.seq)
 }
 func (e *unsettledRead) Is(target error) bool      { return target == ErrNoLease }

@@ -84,11 +84,6 @@ type tenant struct {
 	// moves on.
 	feeds  map[*feed]struct{}
 	sentCh chan struct{}
-	// doubt is the first seq of a write whose lease lapsed before the
-	// copy in step held it (0: none): answered "outcome unknown", a
-	// failover may promote the copy without it, so no read shows it
-	// until a copy holds it (settle.go's doubtful).
-	doubt uint64
 
 	stopWatch func()
 	wake      chan struct{} // cap 1: a write landed, held claims may run
