@@ -24,8 +24,6 @@ package node
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"strconv"
 	"time"
 
@@ -52,10 +50,6 @@ func replicaWait(configured, lease time.Duration) time.Duration {
 func (c *call) replicaWait() time.Duration {
 	return replicaWait(c.s.cfg.ReplicaWait, c.s.lease.length())
 }
-
-// errStepLapsed: the lease lapsed while a write, or a read showing it,
-// waited for the tenant's copy in step to hold it (waitInStep).
-var errStepLapsed = errors.New("the lease lapsed before the tenant's copy in step held the write")
 
 // stepPoll is how often a write held for its copy looks at its lease
 // (one that lapsed ends the wait: the write's outcome is then unknown).
@@ -124,45 +118,21 @@ func (c *call) settleWrite(seq uint64) bool {
 // a crash then loses with the unsynced tail, or that the copy promoted
 // after this node dies never got: a value seen and then unseen. A read
 // waits no longer than a write would, and a lagging copy holds up no
-// read, as it holds up no write. A read showing a write its copy in step
-// never held, once the lease lapsed, is not answered at all (an
-// *unsettledRead, 503): the write it shows is answered "outcome
-// unknown", and the copy a failover promotes may never have had it.
-func (c *call) settledFor(seq uint64) error {
+// read, as it holds up no write.
+func (c *call) settledFor(seq uint64) {
 	if !c.s.syncAlways || seq == 0 {
-		return nil
+		return
 	}
 	ctx := c.r.Context()
 	if err := c.t.db.WaitDurable(ctx, seq); err != nil {
-		return nil // the read answers as it would have; the write it saw fails
+		return // the read answers as it would have; the write it saw fails
 	}
 	start, bound := time.Now(), c.replicaWait()
 	if !c.t.copiesHold(seq) {
 		c.t.waitAcked(ctx, seq, bound)
 	}
-	if c.waitInStep(seq, start, bound) == errStepLapsed {
-		return &unsettledRead{seq: seq, retry: time.Second}
-	}
-	return nil
+	c.waitInStep(seq, start, bound)
 }
-
-// unsettledRead refuses a read that would show a write its tenant's copy
-// in step does not hold, the lease having lapsed meanwhile (settledFor):
-// 503 with Fenec-Refused: lease, as a node without the lease answers, so
-// that a router asks again and finds the tenant where the directory puts
-// it next.
-type unsettledRead struct {
-	seq   uint64
-	retry time.Duration
-}
-
-func (e *unsettledRead) Error() string {
-	return fmt.Sprintf("%s: it would show a write (seq %d) that the tenant's copy does not hold, and the lease lapsed before the copy took it: "+
-		"a failover may promote that copy without it, so this node answers no read of it; retry, and the router sends it where the directory places the tenant",
-		ErrNoLease, e.seq)
-}
-func (e *unsettledRead) Is(target error) bool      { return target == ErrNoLease }
-func (e *unsettledRead) RetryAfter() time.Duration { return e.retry }
 
 // answeredUnderLease checks a landed write's lease again as it is
 // answered: landed under the lease but answered after it lapsed, the
@@ -236,13 +206,12 @@ func (t *tenant) waitAcked(ctx context.Context, seq uint64, d time.Duration) boo
 // waitInStep holds a write at seq (or a read showing it) on a tenant whose
 // copy the list has in step until a copy holds it, or a list taken after
 // the node asked for the copy to be recorded behind (asked once the wait
-// passed start+bound) no longer requires one. It returns nil then (or
-// when no lease runs), errStepLapsed when the lease lapsed first, and the
-// cause when the client or the tenant went.
-func (c *call) waitInStep(seq uint64, start time.Time, bound time.Duration) error {
+// passed start+bound) no longer requires one. It says whether a copy
+// holds seq; false also when the lease lapsed or the client went.
+func (c *call) waitInStep(seq uint64, start time.Time, bound time.Duration) bool {
 	nl := c.s.lease
 	if nl == nil || nl.lease == nil {
-		return nil
+		return true
 	}
 	t, ctx := c.t, c.r.Context()
 	tick := time.NewTicker(stepPoll)
@@ -254,11 +223,14 @@ func (c *call) waitInStep(seq uint64, start time.Time, bound time.Duration) erro
 		held := t.copyHoldsLocked(seq, replica)
 		acked := t.sentCh
 		t.mu.Unlock()
-		if held || !need {
-			return nil
+		if held {
+			return true
+		}
+		if !need {
+			return false
 		}
 		if t.leaseCheck() != nil {
-			return errStepLapsed
+			return false
 		}
 		if !asked && time.Since(start) >= bound {
 			asked = true
@@ -271,9 +243,9 @@ func (c *call) waitInStep(seq uint64, start time.Time, bound time.Duration) erro
 		case <-changed:
 		case <-tick.C:
 		case <-ctx.Done():
-			return context.Cause(ctx)
+			return false
 		case <-t.ctx.Done():
-			return context.Cause(t.ctx)
+			return false
 		}
 	}
 }

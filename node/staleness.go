@@ -135,18 +135,14 @@ func (c *call) awaitFresh() bool {
 	}
 }
 
-// settledRead holds a read's answer as settledFor does (refusing it where
-// settledFor does), then bounds its
+// settledRead holds a read's answer as settledFor does, then bounds its
 // staleness for seq, the seq the read saw, and sets Fenec-Staleness-Ms —
 // or, when Fenec-Max-Staleness asks for less, refuses: a copy declines
 // (421, stale), a primary whose lease lapsed longer ago than asked
 // answers 503 as a write without the lease is. It returns false when it
 // answered so.
 func (c *call) settledRead(seq uint64) bool {
-	if err := c.settledFor(seq); err != nil {
-		c.fail(err)
-		return false
-	}
+	c.settledFor(seq)
 	d, ok := c.answerBound(seq)
 	if c.ask.hasMax && (!ok || wire.CeilMillis(d) > c.ask.maxMS) {
 		if c.isCopy() {
